@@ -1,0 +1,38 @@
+"""Pydantic contracts of every MetaTune subject. Import from here, not from the submodules."""
+
+from .agents import AgentStatus
+from .base import SCHEMA_VERSION, Contract, Event
+from .clock import ClockAnchor, ClockTick
+from .datasets import (
+    CarbonPreference,
+    DatasetFormat,
+    DatasetLocation,
+    DatasetProfiled,
+    DatasetSubmitted,
+    MetaFeatures,
+    RegionGroup,
+    StudySpec,
+    TaskType,
+)
+from .errors import ErrorEvent, ErrorKind
+from .forecasts import HORIZON_HOURS, CarbonForecast
+from .jobs import JobInfeasible, JobRequested, LoraConfig, LrSchedule
+from .runs import (
+    FailureReason,
+    RunAccounting,
+    RunCompleted,
+    RunFailed,
+    RunMetrics,
+    RunPaused,
+    RunProgress,
+)
+from .schedule import Assignment, AssignmentAction, Plan, PlanEntry
+
+__all__ = [
+    "SCHEMA_VERSION", "AgentStatus", "Assignment", "AssignmentAction", "CarbonForecast",
+    "CarbonPreference", "ClockAnchor", "ClockTick", "Contract", "DatasetFormat", "DatasetLocation",
+    "DatasetProfiled", "DatasetSubmitted", "ErrorEvent", "ErrorKind", "Event", "FailureReason",
+    "HORIZON_HOURS", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
+    "Plan", "PlanEntry", "RegionGroup", "RunAccounting", "RunCompleted", "RunFailed", "RunMetrics",
+    "RunPaused", "RunProgress", "StudySpec", "TaskType",
+]

@@ -1,0 +1,33 @@
+"""Carbon-intensity forecast contract: 168 hourly values per grid region."""
+
+from __future__ import annotations
+
+from pydantic import AwareDatetime, Field, model_validator
+
+from .base import Event
+
+HORIZON_HOURS = 168
+
+
+class CarbonForecast(Event):
+    region: str = Field(min_length=1, description="grid region (Electricity Maps zone id)")
+    issued_at: AwareDatetime = Field(description="when the forecast was made")
+    start: AwareDatetime = Field(description="first hour covered (aligned to the hour, UTC)")
+    model_version: str
+    stale: bool = Field(False, description="the last good forecast, shifted, because the provider failed")
+    g_per_kwh: list[float] = Field(description="median carbon intensity per hour, gCO2eq/kWh")
+    p10_g_per_kwh: list[float]
+    p90_g_per_kwh: list[float]
+    imputed_hours: list[int] = Field(default_factory=list, description="hour offsets with imputed weather")
+
+    @model_validator(mode="after")
+    def _shape(self) -> CarbonForecast:
+        if self.start.minute or self.start.second or self.start.microsecond:
+            raise ValueError("start must be aligned to the hour")
+        n = len(self.g_per_kwh)
+        if n != HORIZON_HOURS or len(self.p10_g_per_kwh) != n or len(self.p90_g_per_kwh) != n:
+            raise ValueError(f"a forecast has {HORIZON_HOURS} hourly values in each band")
+        for lo, mid, hi in zip(self.p10_g_per_kwh, self.g_per_kwh, self.p90_g_per_kwh, strict=True):
+            if not (0 <= lo <= mid <= hi):
+                raise ValueError("bands must satisfy 0 <= p10 <= median <= p90")
+        return self

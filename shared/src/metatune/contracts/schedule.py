@@ -1,0 +1,54 @@
+"""Scheduler output contracts: assignments to one datacenter and the whole plan."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from uuid import UUID
+
+from pydantic import AwareDatetime, Field
+
+from .base import Contract, Event
+from .datasets import StudySpec
+from .jobs import LoraConfig
+
+
+class AssignmentAction(StrEnum):
+    start = "start"
+    pause = "pause"
+    resume = "resume"
+    stop = "stop"
+
+
+class Assignment(Event):
+    """A change for one job at one datacenter. ``event_id`` is deterministic per change, so a
+    re-sent assignment is de-duplicated by JetStream and ignored by the agent."""
+
+    job_id: UUID
+    study_id: UUID
+    datacenter: str
+    action: AssignmentAction
+    plan_version: int = Field(ge=0)
+    spec: StudySpec | None = Field(None, description="needed for start / resume")
+    config: LoraConfig | None = None
+    gpus: int = Field(1, ge=1)
+    checkpoint_key: str | None = Field(None, description="object-store key to resume from")
+    hours_planned: float = Field(0.0, ge=0, description="hours scheduled in this stretch")
+    estimated_gpu_hours: float | None = Field(None, gt=0)
+
+
+class PlanEntry(Contract):
+    job_id: UUID
+    datacenter: str
+    hours: list[AwareDatetime] = Field(description="start of each planned hour at this datacenter")
+    emissions_g: float = Field(ge=0, description="expected emissions of these hours, gCO2eq")
+
+
+class Plan(Event):
+    plan_version: int = Field(ge=0)
+    horizon_start: AwareDatetime
+    entries: list[PlanEntry]
+    expected_emissions_g: float = Field(ge=0, description="gCO2eq of the plan")
+    baseline_emissions_g: float = Field(ge=0, description="gCO2eq of running every job now at home")
+    solve_seconds: float = Field(ge=0)
+    mip_gap: float | None = Field(None, ge=0)
+    infeasible_jobs: list[UUID] = Field(default_factory=list)
