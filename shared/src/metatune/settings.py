@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     datacenter: str = Field("", description="Datacenter this trainer-agent serves")
     registry_path: Path | None = Field(None, description="Datacenter registry file (default: the embedded one)")
 
+    # Embedded platform (`metatune up`)
+    local_datacenters: list[str] = Field(
+        ["fra1", "osl1", "sjc1"], description="Datacenters whose trainer-agent `metatune up` starts locally"
+    )
+
     # CLI
     up_timeout_s: float = Field(60.0, gt=0, description="Seconds `metatune up` waits for services to be healthy")
 

@@ -15,6 +15,7 @@ from .datasets import (
     TaskType,
 )
 from .errors import ErrorEvent, ErrorKind
+from .health import ServiceHealth
 from .forecasts import HORIZON_HOURS, CarbonForecast
 from .jobs import JobInfeasible, JobRequested, LoraConfig, LrSchedule
 from .runs import (
@@ -34,5 +35,5 @@ __all__ = [
     "DatasetProfiled", "DatasetSubmitted", "ErrorEvent", "ErrorKind", "Event", "FailureReason",
     "HORIZON_HOURS", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
     "Plan", "PlanEntry", "RegionGroup", "RunAccounting", "RunCompleted", "RunFailed", "RunMetrics",
-    "RunPaused", "RunProgress", "StudySpec", "TaskType",
+    "RunPaused", "RunProgress", "ServiceHealth", "StudySpec", "TaskType",
 ]

@@ -1,0 +1,1 @@
+"""MetaTune recommender: which LoRA configurations to train for a profiled dataset."""

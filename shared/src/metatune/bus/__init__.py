@@ -1,0 +1,17 @@
+"""Bus plumbing: streams, de-duplicated publish, consumer policy, object store, clock, health."""
+
+from .objects import ObjectStore
+from .publish import headers_for, publish_event
+from .streams import (
+    ADAPTERS_BUCKET,
+    CHECKPOINTS_BUCKET,
+    DATASETS_BUCKET,
+    HEALTH_BUCKET,
+    ensure_streams,
+    stream_for,
+)
+
+__all__ = [
+    "ADAPTERS_BUCKET", "CHECKPOINTS_BUCKET", "DATASETS_BUCKET", "HEALTH_BUCKET", "ObjectStore",
+    "ensure_streams", "headers_for", "publish_event", "stream_for",
+]

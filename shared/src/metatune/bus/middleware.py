@@ -1,0 +1,102 @@
+"""Consumer policy for every JetStream subscriber of a service.
+
+* A payload that fails contract validation is acknowledged and turned into an
+  ``invalid_message`` :class:`~metatune.contracts.ErrorEvent` on ``metatune.errors.<service>``.
+* A handler that raises is negatively acknowledged with exponential backoff; at the last
+  allowed delivery it is terminated and dead-lettered as a ``handler_failed`` error event.
+* Success is acknowledged explicitly.
+The consumer keeps going in every case.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from faststream import BaseMiddleware
+from faststream.exceptions import HandlerException
+from pydantic import ValidationError
+
+from ..contracts import ErrorKind
+
+if TYPE_CHECKING:
+    from faststream.message import StreamMessage
+
+    from ..service import Service
+
+log = logging.getLogger("metatune.bus")
+
+EXCERPT_CHARS = 2048
+
+
+def _excerpt(body: bytes) -> str:
+    return body[:EXCERPT_CHARS].decode("utf-8", errors="replace")
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
+        parts.append(f"{loc}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+def _deliveries(msg: StreamMessage[Any]) -> int | None:
+    raw = msg.raw_message
+    try:
+        return int(raw.metadata.num_delivered)
+    except Exception:  # a core NATS message has no JetStream metadata
+        return None
+
+
+def contract_middleware(service: Service) -> type[BaseMiddleware]:
+    """Build the middleware class bound to ``service`` (for its settings and error publisher)."""
+
+    settings = service.settings
+
+    class ContractMiddleware(BaseMiddleware):
+        async def consume_scope(
+            self, call_next: Callable[[Any], Awaitable[Any]], msg: StreamMessage[Any]
+        ) -> Any:
+            deliveries = _deliveries(msg)
+            subject = getattr(msg.raw_message, "subject", None)
+            try:
+                result = await call_next(msg)
+            except ValidationError as exc:
+                await service.report_error(
+                    kind=ErrorKind.invalid_message,
+                    code="invalid_message",
+                    message=_validation_summary(exc),
+                    subject=subject,
+                    payload_excerpt=_excerpt(msg.body),
+                    deliveries=deliveries,
+                )
+                await msg.ack()
+                return None
+            except HandlerException:
+                raise
+            except Exception as exc:
+                if deliveries is None:
+                    log.exception("handler for %s failed", subject)
+                    return None
+                if deliveries < settings.max_deliver:
+                    delay = settings.retry_backoff_s * 2 ** (deliveries - 1)
+                    log.warning("handler for %s failed (delivery %d), retry in %.1fs: %r", subject, deliveries, delay, exc)
+                    await msg.nack(delay=delay)
+                    return None
+                await service.report_error(
+                    kind=ErrorKind.handler_failed,
+                    code="dead_lettered",
+                    message=f"{type(exc).__name__}: {exc}",
+                    subject=subject,
+                    payload_excerpt=_excerpt(msg.body),
+                    deliveries=deliveries,
+                )
+                await msg.reject()
+                return None
+            if deliveries is not None:
+                await msg.ack()
+            return result
+
+    return ContractMiddleware

@@ -1,0 +1,64 @@
+"""NATS object store helpers for datasets, checkpoints and adapters (streamed in chunks)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError, ObjectNotFoundError
+
+from ..errors import ObjectNotFound
+
+
+class ObjectStore:
+    """Thin typed wrapper: files in and out of named buckets without loading them whole."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+
+    async def put_file(self, bucket: str, key: str, path: Path) -> str:
+        """Upload ``path``; returns its sha256."""
+        store = await self._js.object_store(bucket)
+        with open(path, "rb") as fh:
+            await store.put(key, fh)
+        return _sha256(path)
+
+    async def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
+        store = await self._js.object_store(bucket)
+        await store.put(key, data)
+
+    async def get_to_file(self, bucket: str, key: str, path: Path) -> Path:
+        store = await self._js.object_store(bucket)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(path, "wb") as fh:
+                await store.get(key, writeinto=fh)
+        except (ObjectNotFoundError, NotFoundError) as exc:
+            path.unlink(missing_ok=True)
+            raise ObjectNotFound(f"{bucket}/{key} is not in the object store") from exc
+        return path
+
+    async def get_bytes(self, bucket: str, key: str) -> bytes:
+        store = await self._js.object_store(bucket)
+        try:
+            result = await store.get(key)
+        except (ObjectNotFoundError, NotFoundError) as exc:
+            raise ObjectNotFound(f"{bucket}/{key} is not in the object store") from exc
+        return result.data or b""
+
+    async def exists(self, bucket: str, key: str) -> bool:
+        store = await self._js.object_store(bucket)
+        try:
+            info = await store.get_info(key)
+        except (ObjectNotFoundError, NotFoundError):
+            return False
+        return not info.deleted
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,82 @@
+"""JetStream layout: two streams, the KV buckets and object stores MetaTune uses.
+
+* ``METATUNE``: the durable event log (file storage, de-duplication window, 30 days).
+* ``METATUNE_STATUS``: heartbeats and clock ticks, which only matter while fresh, so each
+  subject keeps its last few hundred messages for a day.
+"""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType, StreamConfig
+from nats.js.errors import BucketNotFoundError, NotFoundError
+
+from .. import subjects
+from ..settings import Settings
+
+DAY_S = 24 * 3600.0
+
+HEALTH_BUCKET = "metatune_health"
+CLOCK_BUCKET = "metatune_clock"
+DATASETS_BUCKET = "datasets"
+CHECKPOINTS_BUCKET = "checkpoints"
+ADAPTERS_BUCKET = "adapters"
+OBJECT_BUCKETS = (DATASETS_BUCKET, CHECKPOINTS_BUCKET, ADAPTERS_BUCKET)
+
+
+def stream_configs(settings: Settings) -> list[StreamConfig]:
+    return [
+        StreamConfig(
+            name=settings.stream_name,
+            subjects=subjects.EVENT_STREAM_SUBJECTS,
+            storage=StorageType.FILE,
+            duplicate_window=settings.dedup_window_s,
+            max_age=30 * DAY_S,
+            num_replicas=settings.stream_replicas,
+        ),
+        StreamConfig(
+            name=settings.status_stream_name,
+            subjects=subjects.STATUS_STREAM_SUBJECTS,
+            storage=StorageType.FILE,
+            duplicate_window=settings.dedup_window_s,
+            max_age=DAY_S,
+            max_msgs_per_subject=500,
+            num_replicas=settings.stream_replicas,
+        ),
+    ]
+
+
+def stream_for(subject: str, settings: Settings) -> str:
+    """Name of the stream that captures ``subject``."""
+    prefixes = [p.removesuffix(">") for p in subjects.STATUS_STREAM_SUBJECTS]
+    if any(subject.startswith(p) for p in prefixes):
+        return settings.status_stream_name
+    return settings.stream_name
+
+
+async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
+    """Create or update the streams, KV buckets and object stores; safe to call from every process."""
+    for config in stream_configs(settings):
+        try:
+            await js.stream_info(config.name)
+            await js.update_stream(config)
+        except NotFoundError:
+            await js.add_stream(config)
+    await ensure_kv(js, HEALTH_BUCKET, ttl_s=30.0, settings=settings)
+    await ensure_kv(js, CLOCK_BUCKET, ttl_s=None, settings=settings)
+    for bucket in OBJECT_BUCKETS:
+        try:
+            await js.object_store(bucket)
+        except (BucketNotFoundError, NotFoundError):
+            await js.create_object_store(
+                bucket, ObjectStoreConfig(storage=StorageType.FILE, replicas=settings.stream_replicas)
+            )
+
+
+async def ensure_kv(js: JetStreamContext, bucket: str, ttl_s: float | None, settings: Settings):
+    try:
+        return await js.key_value(bucket)
+    except (BucketNotFoundError, NotFoundError):
+        return await js.create_key_value(
+            KeyValueConfig(bucket=bucket, ttl=ttl_s, storage=StorageType.FILE, replicas=settings.stream_replicas)
+        )

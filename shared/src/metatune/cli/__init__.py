@@ -1,0 +1,1 @@
+"""The ``metatune`` command line."""

@@ -1,0 +1,224 @@
+"""``metatune up``, ``down`` and ``status``: run the platform on embedded defaults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..bus.clock import reset_anchor
+from ..bus.streams import CLOCK_BUCKET, HEALTH_BUCKET, ensure_streams
+from ..clock import new_anchor
+from ..contracts import ServiceHealth
+from ..embedded import servers
+from ..embedded.probe import nats_answers, postgres_answers
+from ..embedded.supervisor import (
+    ManagedProcess,
+    RunState,
+    alive,
+    load_state,
+    record,
+    run_dir,
+    save_state,
+    spawn_service,
+    state_path,
+    stop,
+)
+from ..errors import BusUnavailable
+from ..platform import platform_services
+from ..settings import Settings, get_settings
+from .connect import bus, fail
+
+console = Console()
+
+
+def _wait(check, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise fail(f"{what} did not come up within {timeout_s:.0f} s")
+
+
+def _start_infrastructure(settings: Settings, started: list[ManagedProcess]) -> tuple[bool, bool]:
+    logs = run_dir(settings)
+    data = settings.resolved_data_dir()
+    nats_embedded = not asyncio.run(nats_answers(settings.nats_url, settings.connect_timeout_s))
+    if nats_embedded:
+        console.print(f"NATS: nothing answers at {settings.nats_url}; starting embedded nats-server")
+        proc = servers.start_nats(settings.nats_url, data, logs)
+        started.append(record(proc, "nats-server", "nats", logs / "nats-server.log"))
+        _wait(lambda: asyncio.run(nats_answers(settings.nats_url, 0.5)), 20, "embedded NATS")
+    pg_embedded = not postgres_answers(settings.database_url, settings.connect_timeout_s)
+    if pg_embedded:
+        console.print(f"PostgreSQL: nothing answers at {settings.database_url}; starting embedded PostgreSQL")
+        proc = servers.start_postgres(settings.database_url, data, logs)
+        started.append(record(proc, "postgres", "postgres", logs / "postgres.log"))
+        _wait(lambda: postgres_answers(settings.database_url, 1), 30, "embedded PostgreSQL")
+    return nats_embedded, pg_embedded
+
+
+async def _prepare_bus(settings: Settings, simulate: bool) -> None:
+    async with bus(settings) as nc:
+        js = nc.jetstream()
+        await ensure_streams(js, settings)
+        if simulate:
+            await reset_anchor(js, new_anchor(settings.sim_seconds_per_hour, settings.sim_start))
+        else:
+            kv = await js.key_value(CLOCK_BUCKET)
+            await kv.purge("anchor")
+
+
+def up(
+    simulate: bool = typer.Option(False, "--simulate", help="Simulated clock: an hour passes in METATUNE_SIM_SECONDS_PER_HOUR s"),
+    wait: bool = typer.Option(True, help="Wait until every service reports healthy"),
+) -> None:
+    """Start the platform: NATS and PostgreSQL (embedded if none answers), then every service."""
+    settings = get_settings()
+    existing = load_state(settings)
+    if existing and any(alive(p.pid) for p in existing.processes):
+        raise fail(f"the platform is already up (state in {state_path(settings)}); run `metatune down` first")
+    missing = [s.module for s in platform_services(settings) if not s.installed()]
+    if missing:
+        raise fail(f"services not installed: {', '.join(missing)} (run scripts/install)")
+    started: list[ManagedProcess] = []
+    state = RunState(nats_url=settings.nats_url, database_url=settings.database_url, nats_embedded=False,
+                     postgres_embedded=False, simulated=simulate)
+    try:
+        nats_embedded, pg_embedded = _start_infrastructure(settings, started)
+        state = state.model_copy(update={"nats_embedded": nats_embedded, "postgres_embedded": pg_embedded,
+                                         "processes": started})
+        save_state(settings, state)
+        asyncio.run(_prepare_bus(settings, simulate))
+        env = {"METATUNE_NATS_URL": settings.nats_url, "METATUNE_DATABASE_URL": settings.database_url,
+               "METATUNE_DATA_DIR": str(settings.resolved_data_dir()),
+               "METATUNE_CLOCK": "simulated" if simulate else "real"}
+        for spec in platform_services(settings):
+            extra = {"METATUNE_SERVICE_NAME": spec.instance}
+            if spec.name == "trainer-agent":
+                extra["METATUNE_DATACENTER"] = spec.instance.split(".", 1)[1]
+            started.append(spawn_service(spec.instance, spec.module, {**env, **extra}, settings))
+            state = state.model_copy(update={"processes": started})
+            save_state(settings, state)
+    except BaseException:
+        stop(started)
+        state_path(settings).unlink(missing_ok=True)
+        raise
+    if wait:
+        _wait_healthy(settings, state)
+    _print_status(settings, json_output=False)
+
+
+def _wait_healthy(settings: Settings, state: RunState) -> None:
+    wanted = {s.instance for s in platform_services(settings)}
+    deadline = time.monotonic() + settings.up_timeout_s
+    healthy: set[str] = set()
+    while time.monotonic() < deadline:
+        healthy = {h.instance for h in asyncio.run(_read_health(settings)) if _fresh(h, settings)}
+        if wanted <= healthy:
+            return
+        dead = [p.name for p in state.processes if p.role == "service" and not alive(p.pid)]
+        if dead:
+            raise fail(f"service(s) exited during start-up: {', '.join(dead)}; see logs in {run_dir(settings)}")
+        time.sleep(0.5)
+    raise fail(f"not healthy after {settings.up_timeout_s:.0f} s: {', '.join(sorted(wanted - healthy))}")
+
+
+def down() -> None:
+    """Stop what `metatune up` started (and nothing else)."""
+    settings = get_settings()
+    state = load_state(settings)
+    if state is None:
+        console.print("nothing to stop: `metatune up` has not started anything here")
+        return
+    stopped = stop(state.processes)
+    state_path(settings).unlink(missing_ok=True)
+    console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+
+
+async def _read_health(settings: Settings) -> list[ServiceHealth]:
+    async with bus(settings) as nc:
+        js = nc.jetstream()
+        try:
+            kv = await js.key_value(HEALTH_BUCKET)
+            keys = await kv.keys()
+        except Exception:
+            return []
+        result = []
+        for key in keys:
+            try:
+                entry = await kv.get(key)
+            except Exception:
+                continue
+            if entry.value:
+                result.append(ServiceHealth.model_validate_json(entry.value))
+        return result
+
+
+def _fresh(health: ServiceHealth, settings: Settings) -> bool:
+    return time.time() - health.heartbeat_at < 3 * settings.heartbeat_s + 2
+
+
+def _status_rows(settings: Settings) -> dict:
+    state = load_state(settings)
+    health = {h.instance: h for h in asyncio.run(_read_health(settings))}
+    expected = [s.instance for s in platform_services(settings)] if state else []
+    rows = []
+    for instance in sorted(set(expected) | set(health)):
+        h = health.get(instance)
+        rows.append({
+            "instance": instance,
+            "service": h.service if h else instance.split(".")[0],
+            "healthy": bool(h and _fresh(h, settings)),
+            "pid": h.pid if h else None,
+            "host": h.host if h else None,
+            "uptime_s": round(time.time() - h.started_at, 1) if h else None,
+            "heartbeat_age_s": round(time.time() - h.heartbeat_at, 1) if h else None,
+            "details": h.details if h else {},
+        })
+    return {
+        "nats": {"url": settings.nats_url, "embedded": bool(state and state.nats_embedded), "reachable": True},
+        "postgres": {"url": settings.database_url, "embedded": bool(state and state.postgres_embedded),
+                     "reachable": postgres_answers(settings.database_url, settings.connect_timeout_s)},
+        "simulated_clock": bool(state and state.simulated),
+        "services": rows,
+    }
+
+
+def _print_status(settings: Settings, json_output: bool) -> bool:
+    try:
+        report = _status_rows(settings)
+    except BusUnavailable as exc:
+        raise fail(str(exc)) from None
+    all_healthy = bool(report["services"]) and all(r["healthy"] for r in report["services"])
+    if json_output:
+        print(json.dumps(report, indent=2))
+        return all_healthy
+    infra = Table(title="MetaTune infrastructure")
+    for col in ("component", "url", "mode", "reachable"):
+        infra.add_column(col)
+    for name in ("nats", "postgres"):
+        item = report[name]
+        infra.add_row(name, item["url"], "embedded" if item["embedded"] else "external",
+                      "[green]yes[/green]" if item["reachable"] else "[red]no[/red]")
+    console.print(infra)
+    table = Table(title="MetaTune services" + (" (simulated clock)" if report["simulated_clock"] else ""))
+    for col in ("instance", "state", "pid", "uptime s", "heartbeat age s"):
+        table.add_column(col)
+    for row in report["services"]:
+        table.add_row(row["instance"], "[green]healthy[/green]" if row["healthy"] else "[red]down[/red]",
+                      str(row["pid"] or "-"), str(row["uptime_s"] or "-"), str(row["heartbeat_age_s"] or "-"))
+    console.print(table)
+    return all_healthy
+
+
+def status(json_output: bool = typer.Option(False, "--json", help="Machine-readable output")) -> None:
+    """Show infrastructure and service health; exit 1 when a service is down, 2 when NATS is unreachable."""
+    settings = get_settings()
+    if not _print_status(settings, json_output):
+        raise typer.Exit(1)

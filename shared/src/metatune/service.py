@@ -1,0 +1,215 @@
+"""The runtime every MetaTune service is built on: one FastStream app over NATS JetStream.
+
+A service declares typed handlers; the runtime gives each a durable pull consumer with explicit
+acks and a bounded ``max_deliver``, turns invalid payloads into error events (see
+:mod:`metatune.bus.middleware`), publishes with de-duplication, keeps a health heartbeat in KV,
+and provides the shared clock, the object store and hourly ticks::
+
+    service = Service("profiler")
+
+    @service.consume(subjects.DATASETS_SUBMITTED, durable="profiler")
+    async def on_submitted(event: DatasetSubmitted) -> None:
+        await service.publish(subjects.DATASETS_PROFILED, profiled)
+
+    if __name__ == "__main__":
+        service.run()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+from uuid import UUID
+
+from faststream import FastStream
+from faststream.middlewares import AckPolicy
+from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsBroker, PullSub
+from nats.js.api import AckPolicy as JsAckPolicy
+
+from . import __version__, subjects
+from .bus import ObjectStore, ensure_streams, publish_event, stream_for
+from .bus.clock import load_clock
+from .bus.middleware import contract_middleware
+from .bus.streams import HEALTH_BUCKET
+from .clock import Clock, RealClock
+from .contracts import ClockTick, ErrorEvent, ErrorKind, Event, ServiceHealth
+from .settings import Settings, get_settings
+
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
+log = logging.getLogger("metatune.service")
+
+
+class Service:
+    def __init__(self, name: str, *, instance: str | None = None, settings: Settings | None = None) -> None:
+        self.name = subjects.token(name)
+        self.settings = settings or get_settings()
+        self.instance = instance or self.settings.service_name or name
+        self.broker = NatsBroker(
+            self.settings.nats_url,
+            middlewares=[contract_middleware(self)],
+            connect_timeout=self.settings.connect_timeout_s,
+            log_level=logging.DEBUG,  # per-message "Received/Processed" lines only at DEBUG
+        )
+        self.app = FastStream(self.broker)
+        self.app.on_startup(self._ensure_layout)
+        self.app.after_startup(self._start_tasks)
+        self.app.on_shutdown(self._stop_tasks)
+        self.clock: Clock = RealClock()
+        self.objects: ObjectStore | None = None
+        self.started_at = time.time()
+        self.status_details: dict[str, str] = {}
+        self._background: list[Callable[[], Awaitable[None]]] = [self._heartbeat, self._ticker]
+        self._tick_handlers: list[Callable[[ClockTick], Awaitable[None]]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ----------------------------------------------------------------- declaring handlers
+    def consume(self, subject: str, durable: str, *, description: str | None = None) -> Callable[[Handler], Handler]:
+        """Durable pull consumer on ``subject`` for a typed handler (one per service and subject)."""
+
+        def decorator(func: Handler) -> Handler:
+            subscriber = self.broker.subscriber(
+                subject,
+                stream=JStream(stream_for(subject, self.settings), declare=False),
+                durable=subjects.token(durable),
+                pull_sub=PullSub(batch_size=1, timeout=1.0),
+                config=ConsumerConfig(
+                    ack_policy=JsAckPolicy.EXPLICIT,
+                    max_deliver=self.settings.max_deliver,
+                    ack_wait=self.settings.ack_wait_s,
+                ),
+                ack_policy=AckPolicy.MANUAL,
+                description=description or (func.__doc__ or "").strip() or None,
+            )
+            return subscriber(func)
+
+        return decorator
+
+    def on_tick(self, func: Callable[[ClockTick], Awaitable[None]]) -> Callable[[ClockTick], Awaitable[None]]:
+        """Call ``func`` at each new (simulated or real) hour."""
+        if not self._tick_handlers:
+
+            @self.broker.subscriber(
+                subjects.CLOCK_TICK,
+                stream=JStream(self.settings.status_stream_name, declare=False),
+                deliver_policy=DeliverPolicy.NEW,
+                ack_policy=AckPolicy.MANUAL,
+                include_in_schema=False,
+            )
+            async def _dispatch(tick: ClockTick) -> None:
+                for handler in self._tick_handlers:
+                    await handler(tick)
+
+        self._tick_handlers.append(func)
+        return func
+
+    def background(self, func: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        """Run ``func`` as a task for the life of the app (cancelled on shutdown)."""
+        self._background.append(func)
+        return func
+
+    # ----------------------------------------------------------------- using the bus
+    async def publish(self, subject: str, event: Event, *, msg_id: str | None = None) -> None:
+        await publish_event(self.broker, subject, event, self.settings, msg_id=msg_id)
+
+    async def report_error(
+        self,
+        *,
+        code: str,
+        message: str,
+        kind: ErrorKind = ErrorKind.bad_input,
+        subject: str | None = None,
+        correlation_id: str | UUID | None = None,
+        row: int | None = None,
+        payload_excerpt: str | None = None,
+        deliveries: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> ErrorEvent:
+        """Publish a typed error on ``metatune.errors.<service>`` so the submitter learns what was wrong."""
+        event = ErrorEvent(
+            occurred_at=self.clock.now(),
+            service=self.name,
+            kind=kind,
+            code=code,
+            message=message,
+            subject=subject,
+            correlation_id=str(correlation_id) if correlation_id else None,
+            row=row,
+            payload_excerpt=payload_excerpt,
+            deliveries=deliveries,
+            details=details or {},
+        )
+        log.warning("%s error %s: %s", self.name, code, message)
+        await self.publish(subjects.errors(self.name), event)
+        return event
+
+    @property
+    def js(self):  # nats.js.JetStreamContext of the broker's connection
+        return self.broker.config.connection_state.stream
+
+    # ----------------------------------------------------------------- lifecycle
+    async def _ensure_layout(self) -> None:
+        await self.broker.connect()
+        await ensure_streams(self.js, self.settings)
+        self.clock = await load_clock(self.js, self.settings)
+        self.objects = ObjectStore(self.js)
+
+    async def _start_tasks(self) -> None:
+        for func in self._background:
+            self._tasks.append(asyncio.create_task(self._supervised(func), name=func.__name__))
+
+    async def _stop_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        try:
+            kv = await self.js.key_value(HEALTH_BUCKET)
+            await kv.delete(self.instance)
+        except Exception:  # best effort: the TTL removes it anyway
+            pass
+
+    async def _supervised(self, func: Callable[[], Awaitable[None]]) -> None:
+        """Keep a background loop alive: log and restart it if it raises."""
+        while True:
+            try:
+                await func()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("background task %s failed; restarting in 1 s", func.__name__)
+                await asyncio.sleep(1.0)
+
+    async def _heartbeat(self) -> None:
+        kv = await self.js.key_value(HEALTH_BUCKET)
+        while True:
+            health = ServiceHealth(
+                service=self.name,
+                instance=self.instance,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                version=__version__,
+                started_at=self.started_at,
+                heartbeat_at=time.time(),
+                details=self.status_details,
+            )
+            await kv.put(self.instance, health.model_dump_json().encode())
+            await asyncio.sleep(self.settings.heartbeat_s)
+
+    async def _ticker(self) -> None:
+        """Publish the tick of each new hour (de-duplicated across all services)."""
+        while True:
+            await self.clock.sleep_until(self.clock.next_hour())
+            hour = self.clock.current_hour()
+            tick = ClockTick(occurred_at=self.clock.now(), hour=hour, simulated=self.clock.simulated)
+            await self.publish(subjects.CLOCK_TICK, tick, msg_id=f"tick-{hour.isoformat()}")
+
+    def run(self) -> None:
+        logging.basicConfig(level=os.environ.get("METATUNE_LOG_LEVEL", "INFO"),
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        asyncio.run(self.app.run())
