@@ -22,7 +22,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -208,6 +209,15 @@ class Service:
             hour = self.clock.current_hour()
             tick = ClockTick(occurred_at=self.clock.now(), hour=hour, simulated=self.clock.simulated)
             await self.publish(subjects.CLOCK_TICK, tick, msg_id=f"tick-{hour.isoformat()}")
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Service]:
+        """Run the service inside another program (tests, notebooks) until the block exits."""
+        await self.app.start()
+        try:
+            yield self
+        finally:
+            await self.app.stop()
 
     def run(self) -> None:
         logging.basicConfig(level=os.environ.get("METATUNE_LOG_LEVEL", "INFO"),

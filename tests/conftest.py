@@ -1,0 +1,80 @@
+"""Every test talks to a real NATS (JetStream) and a real PostgreSQL.
+
+The configured URLs (METATUNE_NATS_URL / METATUNE_DATABASE_URL, default 127.0.0.1) are used
+when they answer; otherwise this session starts embedded servers (the same code path as
+`metatune up`) under a temporary directory and stops them at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from metatune.embedded import servers
+from metatune.embedded.probe import nats_answers_sync, postgres_answers
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
+
+_started: list[subprocess.Popen[bytes]] = []
+_tmp: Path | None = None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _tmp
+    nats_url = os.environ.setdefault("METATUNE_NATS_URL", "nats://127.0.0.1:4222")
+    db_url = os.environ.setdefault("METATUNE_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    os.environ.setdefault("METATUNE_RETRY_BACKOFF_S", "0.2")
+    _tmp = Path(tempfile.mkdtemp(prefix="metatune-tests-"))
+    os.environ.setdefault("METATUNE_DATA_DIR", str(_tmp / "data"))
+    if not nats_answers_sync(nats_url, 1.0):
+        url = f"nats://127.0.0.1:{free_port()}"
+        _started.append(servers.start_nats(url, _tmp, _tmp))
+        os.environ["METATUNE_NATS_URL"] = url
+        _wait(lambda: nats_answers_sync(url, 0.5), "embedded NATS")
+    if not postgres_answers(db_url, 1.0):
+        url = f"postgresql://postgres@127.0.0.1:{free_port()}/test"
+        _started.append(servers.start_postgres(url, _tmp, _tmp))
+        os.environ["METATUNE_DATABASE_URL"] = url
+        _wait(lambda: postgres_answers(url, 1.0), "embedded PostgreSQL")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for proc in reversed(_started):
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    if _tmp is not None:
+        shutil.rmtree(_tmp, ignore_errors=True)
+
+
+def _wait(check, what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not start")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The team's real datasets (../shared/data); tests that need them skip loudly if absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"../shared/data not found at {SHARED_DATA}")
+    return SHARED_DATA
