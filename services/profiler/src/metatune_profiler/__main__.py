@@ -1,0 +1,3 @@
+from .app import service
+
+service.run()

@@ -1,0 +1,104 @@
+"""Bring a submitted dataset to a local file: NATS object store, local path or HTTP(S) URL.
+
+Downloads are streamed to disk under the data directory and stop at the size limit, so a
+huge or endless response never fills memory or disk.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
+
+import httpx
+from metatune.bus import DATASETS_BUCKET, ObjectStore
+from metatune.contracts import DatasetLocation
+from metatune.errors import ObjectNotFound
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError, ObjectNotFoundError
+
+from ..domain.errors import DatasetNotFound, FileTooLarge, LocationNotAllowed
+from ..settings import ProfilerSettings
+
+
+def _local_name(ref: str) -> str:
+    """A unique file name that keeps the reference's suffixes (they name the format)."""
+    name = PurePosixPath(urlparse(ref).path or ref).name
+    suffixes = "".join(PurePosixPath(name).suffixes[-2:])
+    return f"{uuid.uuid4().hex}{suffixes}"
+
+
+def _too_large(size: int, limit: int) -> FileTooLarge:
+    return FileTooLarge(f"the dataset is {size:,} bytes, over the limit of {limit:,}",
+                        details={"size_bytes": size, "limit_bytes": limit})
+
+
+class DatasetFetcher:
+    def __init__(self, *, objects: ObjectStore | None, js: JetStreamContext | None, download_dir: Path,
+                 max_bytes: int, settings: ProfilerSettings) -> None:
+        self._objects, self._js = objects, js
+        self._dir, self._max_bytes, self._settings = download_dir, max_bytes, settings
+
+    @asynccontextmanager
+    async def local_file(self, location: DatasetLocation) -> AsyncIterator[Path]:
+        """The dataset as a local path for the duration of the block (downloads are deleted after)."""
+        if location.kind == "path":
+            yield self._checked_path(location.ref)
+            return
+        self._dir.mkdir(parents=True, exist_ok=True)
+        target = self._dir / _local_name(location.ref)
+        try:
+            if location.kind == "object":
+                await self._from_object_store(location.ref, target)
+            else:
+                await self._from_url(location.ref, target)
+            yield target
+        finally:
+            target.unlink(missing_ok=True)
+
+    def _checked_path(self, ref: str) -> Path:
+        path = Path(ref).expanduser().resolve()
+        roots = [r.expanduser().resolve() for r in self._settings.path_roots]
+        if roots and not any(path.is_relative_to(root) for root in roots):
+            raise LocationNotAllowed(f"{ref} is outside the allowed dataset directories")
+        if not path.is_file():
+            raise DatasetNotFound(f"no dataset file at {ref}")
+        return path
+
+    async def _from_object_store(self, key: str, target: Path) -> None:
+        if self._objects is None or self._js is None:
+            raise LocationNotAllowed("this profiler has no object store (not connected to NATS)")
+        try:
+            info = await (await self._js.object_store(DATASETS_BUCKET)).get_info(key)
+        except (ObjectNotFoundError, NotFoundError) as exc:
+            raise DatasetNotFound(f"{DATASETS_BUCKET}/{key} is not in the object store") from exc
+        if info.size and info.size > self._max_bytes:
+            raise _too_large(info.size, self._max_bytes)
+        try:
+            await self._objects.get_to_file(DATASETS_BUCKET, key, target)
+        except ObjectNotFound as exc:
+            raise DatasetNotFound(str(exc)) from exc
+
+    async def _from_url(self, url: str, target: Path) -> None:
+        if not self._settings.allow_urls:
+            raise LocationNotAllowed("URL datasets are disabled on this profiler")
+        timeout = httpx.Timeout(self._settings.url_timeout_s)
+        try:
+            async with httpx.AsyncClient(follow_redirects=True, timeout=timeout) as client, \
+                    client.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    raise DatasetNotFound(f"GET {url} answered HTTP {response.status_code}")
+                declared = int(response.headers.get("content-length") or 0)
+                if declared > self._max_bytes:
+                    raise _too_large(declared, self._max_bytes)
+                written = 0
+                with open(target, "wb") as fh:
+                    async for chunk in response.aiter_raw(1 << 20):
+                        written += len(chunk)
+                        if written > self._max_bytes:
+                            raise _too_large(written, self._max_bytes)
+                        fh.write(chunk)
+        except httpx.HTTPError as exc:
+            raise DatasetNotFound(f"cannot download {url}: {exc}") from exc

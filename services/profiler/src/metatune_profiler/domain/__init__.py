@@ -1,0 +1,1 @@
+"""Pure profiling logic: readers, features and ``profile_file``; no bus, no network."""

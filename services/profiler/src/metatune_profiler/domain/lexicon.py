@@ -1,0 +1,132 @@
+"""Words, word types and lexical diversity, computed in one streaming pass.
+
+A *word* is a maximal run of letters, digits and marks (Unicode ``\\w`` without ``_``),
+lower-cased, with internal apostrophes kept (``don't``); each Han / kana ideograph is a word
+of its own, since Chinese and Japanese do not separate words with spaces. Punctuation,
+symbols and emoji are not words.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+_IDEOGRAPHS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+WORD = re.compile(rf"[{_IDEOGRAPHS}]|[^\W_{_IDEOGRAPHS}]+(?:['\u2019][^\W_{_IDEOGRAPHS}]+)*")
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased words of ``text``."""
+    return WORD.findall(text.lower())
+
+
+class TypeCounter:
+    """Exact word-type frequencies, or those of a uniform hash sample of types once the
+    vocabulary outgrows ``max_types``.
+
+    Sampling is by type (a type is kept iff the low ``level`` bits of its CRC-32 are zero),
+    decided the first time a type is seen, so a kept type's count is always exact and the kept
+    types are a uniform sample of all types at rate ``2**-level``: the share of hapax types and
+    the distribution of type frequencies (hence the Zipf fit) stay unbiased, and the vocabulary
+    size is ``len(kept) * 2**level``. Memory is O(max_types) whatever the corpus size.
+    """
+
+    def __init__(self, max_types: int) -> None:
+        self.max_types = max_types
+        self.counts: Counter[str] = Counter()
+        self.tokens = 0
+        self.level = 0
+
+    def update(self, tokens: list[str]) -> None:
+        self.tokens += len(tokens)
+        if self.level == 0:
+            self.counts.update(tokens)
+        else:
+            mask, counts = (1 << self.level) - 1, self.counts
+            counts.update(t for t in tokens if t in counts or not zlib.crc32(t.encode()) & mask)
+        while len(self.counts) > self.max_types:
+            self.level += 1
+            mask = (1 << self.level) - 1
+            self.counts = Counter({t: c for t, c in self.counts.items() if not zlib.crc32(t.encode()) & mask})
+
+    @property
+    def sample_rate(self) -> float:
+        return 2.0 ** -self.level
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.counts) << self.level
+
+    def ttr(self) -> float:
+        return min(1.0, self.vocab_size / self.tokens) if self.tokens else 0.0
+
+    def hapax_ratio(self) -> float:
+        if not self.counts:
+            return 0.0
+        return sum(1 for c in self.counts.values() if c == 1) / len(self.counts)
+
+    def frequency_of_frequencies(self) -> Counter[int]:
+        """How many (kept) types occur exactly f times, for each f."""
+        return Counter(self.counts.values())
+
+
+class Mattr:
+    """Moving-average type-token ratio (Covington & McFall 2010) over the whole token stream.
+
+    MATTR = mean over every window of ``window`` consecutive tokens of (types in window / window).
+    Exact and streaming: each chunk of tokens is processed with the last ``window - 1`` tokens of
+    the previous one, counting for each token the windows in which it is the first occurrence
+    of its type (vectorised with numpy; tokens are compared by hash). When the stream is shorter
+    than the window, the window shrinks to the stream and MATTR equals TTR.
+    """
+
+    def __init__(self, window: int) -> None:
+        if window < 1:
+            raise ValueError("window must be >= 1")
+        self.window = window
+        self.tokens = 0
+        self._distinct_sum = 0
+        self._carry = np.empty(0, dtype=np.int64)
+
+    def update(self, tokens: Iterable[str]) -> None:
+        ids = np.fromiter(map(hash, tokens), dtype=np.int64)
+        if not ids.size:
+            return
+        self.tokens += ids.size
+        stream = np.concatenate([self._carry, ids])
+        self._distinct_sum += _window_distinct_sum(stream, self.window, first_end=max(self._carry.size, self.window - 1))
+        self._carry = stream[-(self.window - 1):] if self.window > 1 else stream[:0]
+
+    def value(self, ttr_if_short: float) -> float:
+        windows = self.tokens - self.window + 1
+        if windows <= 0:
+            return ttr_if_short
+        return self._distinct_sum / (windows * self.window)
+
+    def effective_window(self) -> int:
+        return min(self.window, self.tokens) or 1
+
+
+def _window_distinct_sum(ids: np.ndarray, window: int, first_end: int) -> int:
+    """Sum over windows ``[e - window + 1, e]`` with ``first_end <= e < len(ids)`` of their distinct ids.
+
+    Token ``i`` is the first of its id in the window ending at ``e`` iff
+    ``max(i, prev(i) + window) <= e <= i + window - 1``, where ``prev(i)`` is the previous
+    position holding the same id.
+    """
+    n = ids.size
+    if n <= first_end:
+        return 0
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    prev = np.full(n, -window, dtype=np.int64)
+    same = sorted_ids[1:] == sorted_ids[:-1]
+    prev[order[1:][same]] = order[:-1][same]
+    positions = np.arange(n, dtype=np.int64)
+    lo = np.maximum(np.maximum(positions, prev + window), first_end)
+    hi = np.minimum(positions + window - 1, n - 1)
+    return int(np.clip(hi - lo + 1, 0, None).sum())

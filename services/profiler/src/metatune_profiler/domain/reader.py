@@ -1,0 +1,335 @@
+"""Stream the rows of a CSV, JSON-lines, Parquet or plain-text dataset with bounded memory.
+
+Files may be gzip-compressed (detected from the magic bytes). Rows are read one at a time
+(Parquet: one record batch at a time); a row that cannot be used becomes a :class:`Skip`
+with its reason code and 1-based row number (the physical line where it starts, for text
+formats; the record index, for Parquet) instead of stopping the read.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+from metatune.contracts import DatasetFormat
+
+from .columns import ColumnMap, ColumnRequest, resolve_columns
+from .errors import EmptyDataset, FileTooLarge, MalformedRows, MissingValues, NotUtf8, RowTooLarge, UnreadableDataset
+
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
+TEXT_FIELD = "text"
+PEEK_ROWS = 100  # rows read ahead to find the field names of a JSON-lines file
+PARQUET_BATCH_ROWS = 2048
+_SURROGATE = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of invalid UTF-8
+_EXTENSIONS = {
+    ".csv": DatasetFormat.csv, ".tsv": DatasetFormat.csv,
+    ".jsonl": DatasetFormat.jsonl, ".ndjson": DatasetFormat.jsonl, ".json": DatasetFormat.jsonl,
+    ".parquet": DatasetFormat.parquet, ".pq": DatasetFormat.parquet,
+    ".txt": DatasetFormat.text, ".text": DatasetFormat.text,
+}
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    max_file_bytes: int
+    max_row_bytes: int
+
+
+class Row(NamedTuple):
+    row: int
+    text: str
+    text_pair: str | None
+    label: str | None
+
+
+class Skip(NamedTuple):
+    row: int
+    reason: str  # an error code from .errors (not_utf8, row_too_large, malformed_row, missing_value)
+
+
+class _CountingReader(io.RawIOBase):
+    """Counts decompressed bytes so a small gzip file cannot expand past the size limit."""
+
+    def __init__(self, inner: BinaryIO, limit: int) -> None:
+        self._inner, self._limit, self.count = inner, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        n = self._inner.readinto(buffer)  # type: ignore[attr-defined]
+        self.count += n
+        if self.count > self._limit:
+            raise FileTooLarge(f"the dataset decompresses to more than the limit of {self._limit:,} bytes")
+        return n
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def open_binary(path: Path, limits: ReadLimits) -> BinaryIO:
+    """The file's bytes, decompressed if gzip'd, never more than ``max_file_bytes`` of them."""
+    if _is_gzip(path):
+        raw = _CountingReader(gzip.open(path, "rb"), limits.max_file_bytes)  # type: ignore[arg-type]
+        return io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[return-value]
+    return open(path, "rb", buffering=1 << 20)
+
+
+def detect_format(path: Path, limits: ReadLimits) -> DatasetFormat:
+    """From the extension (ignoring ``.gz``), else from the first bytes."""
+    suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
+    if suffixes and suffixes[-1] in _EXTENSIONS:
+        return _EXTENSIONS[suffixes[-1]]
+    with open_binary(path, limits) as fh:
+        head = fh.read(4096)
+    if head.startswith(PARQUET_MAGIC):
+        return DatasetFormat.parquet
+    first = head.lstrip().splitlines()[0] if head.strip() else b""
+    if first.startswith(b"{"):
+        return DatasetFormat.jsonl
+    if any(sep in first for sep in (b",", b"\t")) and b" " not in first.strip():
+        return DatasetFormat.csv
+    return DatasetFormat.text
+
+
+def _lines(fh: BinaryIO, max_row_bytes: int) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line without its terminator), or None for a line over the limit (skipped unread)."""
+    number = 0
+    while True:
+        line = fh.readline(max_row_bytes + 1)
+        if not line:
+            return
+        number += 1
+        if not line.endswith(b"\n") and len(line) > max_row_bytes:
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield number, None
+            continue
+        yield number, line.rstrip(b"\r\n")
+
+
+def _cell(value: object) -> str | None:
+    """A usable text or label value, or None for a missing one."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, bool | int | float):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    raise TypeError(type(value).__name__)
+
+
+def _to_row(number: int, record: dict, columns: ColumnMap) -> Row | Skip:
+    try:
+        text = _cell(record.get(columns.text))
+        pair = _cell(record.get(columns.text_pair)) if columns.text_pair else None
+        label = _cell(record.get(columns.label)) if columns.label else None
+    except TypeError:
+        return Skip(number, MalformedRows.code)
+    if text is None or (columns.text_pair and pair is None) or (columns.label and label is None):
+        return Skip(number, MissingValues.code)
+    return Row(number, text, pair, label)
+
+
+class Dataset:
+    """One opened dataset: its format, resolved columns and a single pass over its rows."""
+
+    def __init__(self, path: Path, request: ColumnRequest, limits: ReadLimits,
+                 fmt: DatasetFormat | None = None) -> None:
+        self.path, self.limits = path, limits
+        size = path.stat().st_size
+        if size == 0:
+            raise EmptyDataset(f"{path.name} is empty (0 bytes)")
+        if size > limits.max_file_bytes:
+            raise FileTooLarge(f"{path.name} is {size:,} bytes, over the limit of {limits.max_file_bytes:,}",
+                               details={"size_bytes": size, "limit_bytes": limits.max_file_bytes})
+        self.size_bytes = size
+        self.format = fmt or detect_format(path, limits)
+        opener = {
+            DatasetFormat.jsonl: self._open_jsonl, DatasetFormat.csv: self._open_csv,
+            DatasetFormat.parquet: self._open_parquet, DatasetFormat.text: self._open_text,
+        }[self.format]
+        self.columns, self._rows = opener(request)
+
+    def rows(self) -> Iterator[Row | Skip]:
+        return self._rows
+
+    # ---------------------------------------------------------------- JSON lines
+    def _open_jsonl(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
+        records = self._jsonl_records()
+        peeked: list[tuple[int, dict | str]] = []
+        fields: list[str] | None = None
+        for item in records:
+            peeked.append(item)
+            if isinstance(item[1], dict):
+                fields = list(item[1])
+                break
+            if len(peeked) >= PEEK_ROWS:
+                break
+        if fields is None:
+            if not peeked:
+                raise EmptyDataset(f"{self.path.name} has no rows")
+            number, reason = peeked[0]
+            raise _first_row_error(str(reason), number, self.format)
+        columns = resolve_columns(fields, request)
+
+        def rows() -> Iterator[Row | Skip]:
+            for number, record in chain(peeked, records):
+                yield _to_row(number, record, columns) if isinstance(record, dict) else Skip(number, record)
+
+        return columns, rows()
+
+    def _jsonl_records(self) -> Iterator[tuple[int, dict | str]]:
+        """(line, object) or (line, skip reason); blank lines are not rows."""
+        with open_binary(self.path, self.limits) as fh:
+            for number, line in _lines(fh, self.limits.max_row_bytes):
+                if line is None:
+                    yield number, RowTooLarge.code
+                    continue
+                try:
+                    decoded = line.decode("utf-8")
+                except UnicodeDecodeError:
+                    yield number, NotUtf8.code
+                    continue
+                if not decoded.strip():
+                    continue
+                try:
+                    record = json.loads(decoded)
+                except ValueError:
+                    yield number, MalformedRows.code
+                    continue
+                yield (number, record) if isinstance(record, dict) else (number, MalformedRows.code)
+
+    # ---------------------------------------------------------------- plain text
+    def _open_text(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
+        columns = resolve_columns([TEXT_FIELD], request.model_copy(update={"text": None}))
+
+        def rows() -> Iterator[Row | Skip]:
+            with open_binary(self.path, self.limits) as fh:
+                for number, line in _lines(fh, self.limits.max_row_bytes):
+                    if line is None:
+                        yield Skip(number, RowTooLarge.code)
+                        continue
+                    try:
+                        text = line.decode("utf-8")
+                    except UnicodeDecodeError:
+                        yield Skip(number, NotUtf8.code)
+                        continue
+                    if text.strip():
+                        yield Row(number, text, None, None)
+
+        return columns, rows()
+
+    # ---------------------------------------------------------------- CSV / TSV
+    def _open_csv(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
+        csv.field_size_limit(max(csv.field_size_limit(), self.limits.max_row_bytes))
+        fh = open_binary(self.path, self.limits)
+        state = {"line": 0, "bytes": 0, "oversize": set()}
+
+        def text_lines() -> Iterator[str]:
+            for number, line in _lines(fh, self.limits.max_row_bytes):
+                state["line"] = number
+                if line is None:
+                    state["oversize"].add(number)
+                    line = b""
+                state["bytes"] += len(line)
+                yield line.decode("utf-8", errors="surrogateescape") + "\n"
+
+        lines = text_lines()
+        first = next(lines, None)
+        if first is None or not first.strip():
+            fh.close()
+            raise EmptyDataset(f"{self.path.name} has no header row")
+        if _SURROGATE.search(first):
+            fh.close()
+            raise NotUtf8("the CSV header is not valid UTF-8", row=1)
+        delimiter = "\t" if self.path.name.lower().removesuffix(".gz").endswith(".tsv") else max(
+            ",\t;|", key=first.count)
+        header = next(csv.reader([first], delimiter=delimiter))
+        columns = resolve_columns(header, request)
+        limit = self.limits.max_row_bytes
+
+        def rows() -> Iterator[Row | Skip]:
+            reader = csv.reader(lines, delimiter=delimiter)
+            with fh:
+                while True:
+                    start_line, start_bytes = state["line"] + 1, state["bytes"]
+                    try:
+                        fields = next(reader)
+                    except StopIteration:
+                        return
+                    except csv.Error:
+                        yield Skip(start_line, MalformedRows.code)
+                        continue
+                    if any(start_line <= n <= state["line"] for n in state["oversize"]) or \
+                            state["bytes"] - start_bytes > limit:
+                        state["oversize"].clear()
+                        yield Skip(start_line, RowTooLarge.code)
+                        continue
+                    if not fields:
+                        continue
+                    if len(fields) != len(header):
+                        yield Skip(start_line, MalformedRows.code)
+                        continue
+                    if any(_SURROGATE.search(f) for f in fields):
+                        yield Skip(start_line, NotUtf8.code)
+                        continue
+                    yield _to_row(start_line, dict(zip(header, fields, strict=True)), columns)
+
+        return columns, rows()
+
+    # ---------------------------------------------------------------- Parquet
+    def _open_parquet(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
+        import pyarrow.parquet as pq
+
+        try:
+            parquet = pq.ParquetFile(self.path)
+        except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for corrupt files
+            raise UnreadableDataset(f"{self.path.name} is not a readable Parquet file: {exc}") from exc
+        if parquet.metadata.num_rows == 0:
+            raise EmptyDataset(f"{self.path.name} has no rows")
+        columns = resolve_columns(parquet.schema_arrow.names, request)
+        wanted = [c for c in (columns.text, columns.text_pair, columns.label) if c]
+        limit = self.limits.max_row_bytes
+
+        def rows() -> Iterator[Row | Skip]:
+            number = 0
+            for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=wanted):
+                for record in batch.to_pylist():
+                    number += 1
+                    for key, value in record.items():
+                        if isinstance(value, bytes):
+                            try:
+                                record[key] = value.decode("utf-8")
+                            except UnicodeDecodeError:
+                                record[key] = NotUtf8
+                    if any(v is NotUtf8 for v in record.values()):
+                        yield Skip(number, NotUtf8.code)
+                    elif sum(len(v) for v in record.values() if isinstance(v, str)) > limit:
+                        yield Skip(number, RowTooLarge.code)
+                    else:
+                        yield _to_row(number, record, columns)
+
+        return columns, rows()
+
+
+def _first_row_error(reason: str, row: int, fmt: DatasetFormat) -> Exception:
+    from .errors import SKIP_REASON_ERRORS
+
+    error = SKIP_REASON_ERRORS.get(reason, UnreadableDataset)
+    return error(f"no usable {fmt.value} row in the first {PEEK_ROWS} rows; row {row}: {reason}", row=row)

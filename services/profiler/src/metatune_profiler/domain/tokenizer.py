@@ -1,0 +1,77 @@
+"""The base model's (fast) tokenizer and the features that need it, computed on a sample."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from metatune.models import UnknownBaseModel, resolve_base_model
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from .errors import UnknownBaseModelError
+from .lexicon import words
+from .reader import Row
+
+TOKENIZE_BATCH = 512
+UNSET_MAX_LENGTH = 1_000_000  # transformers uses a huge sentinel when a model states no limit
+
+
+@lru_cache(maxsize=4)
+def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
+    """The fast tokenizer of ``base_model`` (embedded alias, local directory or hub id)."""
+    try:
+        reference = resolve_base_model(base_model)
+    except UnknownBaseModel as exc:
+        raise UnknownBaseModelError(str(exc)) from exc
+    try:
+        return AutoTokenizer.from_pretrained(reference, use_fast=True)
+    except Exception as exc:  # OSError, ValueError, hub errors: all mean "cannot use this model"
+        raise UnknownBaseModelError(f"cannot load the tokenizer of base model {base_model!r}: {exc}") from exc
+
+
+def model_max_length(tokenizer: PreTrainedTokenizerBase) -> int | None:
+    limit = int(getattr(tokenizer, "model_max_length", 0) or 0)
+    return limit if 0 < limit < UNSET_MAX_LENGTH else None
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    lengths: list[int]  # tokens per example, special tokens included (what the model is fed)
+    content_tokens: int  # tokens without special tokens
+    unknown_tokens: int
+    words: int
+
+    @property
+    def unk_rate(self) -> float:
+        return self.unknown_tokens / self.content_tokens if self.content_tokens else 0.0
+
+    @property
+    def fertility(self) -> float:
+        return self.content_tokens / self.words if self.words else 0.0
+
+
+def count_tokens(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> TokenCounts:
+    """Tokenise ``rows`` (pairs jointly, as for fine-tuning) without truncation."""
+    lengths: list[int] = []
+    unknown = words_total = 0
+    unk_id = tokenizer.unk_token_id
+    for start in range(0, len(rows), TOKENIZE_BATCH):
+        batch = rows[start:start + TOKENIZE_BATCH]
+        texts = [r.text for r in batch]
+        pairs = [r.text_pair or "" for r in batch] if any(r.text_pair is not None for r in batch) else None
+        encoded = tokenizer(texts, pairs, add_special_tokens=True, truncation=False, verbose=False,
+                            return_attention_mask=False, return_token_type_ids=False)
+        for ids, row in zip(encoded["input_ids"], batch, strict=True):
+            lengths.append(len(ids))
+            if unk_id is not None:
+                unknown += ids.count(unk_id)
+            words_total += len(words(row.text)) + (len(words(row.text_pair)) if row.text_pair else 0)
+    content = sum(lengths) - _special_count(tokenizer, rows)
+    return TokenCounts(lengths, content, unknown, words_total)
+
+
+def _special_count(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> int:
+    singles = sum(1 for r in rows if r.text_pair is None)
+    return (singles * tokenizer.num_special_tokens_to_add(pair=False)
+            + (len(rows) - singles) * tokenizer.num_special_tokens_to_add(pair=True))
