@@ -20,6 +20,7 @@ from .forecasts import HORIZON_HOURS, CarbonForecast
 from .jobs import JobInfeasible, JobRequested, LoraConfig, LrSchedule
 from .runs import (
     FailureReason,
+    HourlyEnergy,
     RunAccounting,
     RunCompleted,
     RunFailed,
@@ -33,7 +34,7 @@ __all__ = [
     "SCHEMA_VERSION", "AgentStatus", "Assignment", "AssignmentAction", "CarbonForecast",
     "CarbonPreference", "ClockAnchor", "ClockTick", "Contract", "DatasetFormat", "DatasetLocation",
     "DatasetProfiled", "DatasetSubmitted", "ErrorEvent", "ErrorKind", "Event", "FailureReason",
-    "HORIZON_HOURS", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
+    "HORIZON_HOURS", "HourlyEnergy", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
     "Plan", "PlanEntry", "RegionGroup", "RunAccounting", "RunCompleted", "RunFailed", "RunMetrics",
     "RunPaused", "RunProgress", "ServiceHealth", "StudySpec", "TaskType",
 ]

@@ -5,10 +5,23 @@ from __future__ import annotations
 from enum import StrEnum
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from .base import Contract, Event
 from .jobs import LoraConfig
+
+
+class HourlyEnergy(Contract):
+    """Energy a run spent in one clock hour and the carbon it was charged for it."""
+
+    hour: AwareDatetime = Field(description="start of the (real or simulated) hour, UTC")
+    datacenter: str | None = Field(None, description="where the energy was spent (a job may migrate)")
+    pue: float = Field(1.0, ge=1, description="PUE of that datacenter")
+    energy_wh: float = Field(ge=0, description="IT energy above idle in this hour, Wh")
+    g_per_kwh: float | None = Field(
+        None, ge=0, description="intensity of the region in this hour (latest forecast); None: no forecast covered it"
+    )
+    emissions_g: float = Field(0.0, ge=0, description="energy_wh / 1000 x PUE x g_per_kwh, gCO2eq")
 
 
 class RunAccounting(Contract):
@@ -20,6 +33,9 @@ class RunAccounting(Contract):
     emissions_g: float = Field(0.0, ge=0, description="energy x PUE x hourly intensity, gCO2eq")
     gpu_hours: float = Field(0.0, ge=0)
     wall_seconds: float = Field(0.0, ge=0)
+    hours: list[HourlyEnergy] = Field(default_factory=list, description="energy and emissions per clock hour")
+    idle_power_w: float | None = Field(None, ge=0, description="idle baseline subtracted from the power readings, W")
+    power_source: str | None = Field(None, description="nvml, rapl or model (TDP x utilisation)")
 
 
 class RunProgress(Event):
@@ -63,6 +79,7 @@ class FailureReason(StrEnum):
     smoke_test_failed = "smoke_test_failed"
     out_of_memory = "out_of_memory"
     wrong_datacenter = "wrong_datacenter"
+    stopped = "stopped"  # a stop assignment ended the run
     internal = "internal"
 
 

@@ -1,0 +1,115 @@
+"""Checkpoints as bytes: everything needed to continue a run exactly, on any agent.
+
+Adapter weights (LoRA and the newly initialised heads), optimizer, LR scheduler, grad scaler,
+RNG states (CPU and every CUDA device), the data position (epoch, batch), the early-stopping
+history and the accounting so far. Written with ``torch.save`` and read with
+``weights_only=True``, so loading a checkpoint never runs code from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .errors import CheckpointMismatch
+
+FORMAT = 1
+
+
+@dataclass
+class Position:
+    """Where the run is: optimizer steps done, and the next micro-batch of the epoch's plan."""
+
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0
+
+
+@dataclass
+class Accumulated:
+    """What the run spent before this process took it over."""
+
+    tokens: int = 0
+    tokens_with_padding: int = 0
+    wall_seconds: float = 0.0
+    gpu_hours: float = 0.0
+    ledger: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass
+class Checkpoint:
+    fingerprint: str
+    position: Position
+    micro_batch: int
+    grad_accum: int
+    total_steps: int
+    adapter: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    scaler: dict[str, Any] | None
+    rng_cpu: torch.Tensor
+    rng_cuda: list[torch.Tensor]
+    plateau: list[float]
+    accumulated: Accumulated
+    last_train_loss: float | None = None
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        torch.save(
+            {
+                "format": FORMAT,
+                "fingerprint": self.fingerprint,
+                "position": vars(self.position),
+                "micro_batch": self.micro_batch,
+                "grad_accum": self.grad_accum,
+                "total_steps": self.total_steps,
+                "adapter": {k: v.detach().cpu() for k, v in self.adapter.items()},
+                "optimizer": self.optimizer,
+                "scheduler": self.scheduler,
+                "scaler": self.scaler,
+                "rng_cpu": self.rng_cpu,
+                "rng_cuda": self.rng_cuda,
+                "plateau": list(self.plateau),
+                "accumulated": vars(self.accumulated),
+                "last_train_loss": self.last_train_loss,
+            },
+            buffer,
+        )
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, expect_fingerprint: str) -> Checkpoint:
+        try:
+            state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        except Exception as exc:
+            raise CheckpointMismatch(f"the checkpoint cannot be read: {exc}") from exc
+        if state.get("format") != FORMAT:
+            raise CheckpointMismatch(f"checkpoint format {state.get('format')!r}, this agent reads {FORMAT}")
+        if state["fingerprint"] != expect_fingerprint:
+            raise CheckpointMismatch("the checkpoint belongs to another configuration, model or dataset")
+        return cls(
+            fingerprint=state["fingerprint"],
+            position=Position(**state["position"]),
+            micro_batch=int(state["micro_batch"]),
+            grad_accum=int(state["grad_accum"]),
+            total_steps=int(state["total_steps"]),
+            adapter=state["adapter"],
+            optimizer=state["optimizer"],
+            scheduler=state["scheduler"],
+            scaler=state["scaler"],
+            rng_cpu=state["rng_cpu"],
+            rng_cuda=list(state["rng_cuda"]),
+            plateau=[float(v) for v in state["plateau"]],
+            accumulated=Accumulated(**state["accumulated"]),
+            last_train_loss=state.get("last_train_loss"),
+        )
+
+
+def fingerprint(**parts: Any) -> str:
+    """A digest of what must match for a checkpoint to continue a run (config, model, data shape)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,199 @@
+"""Tokenize a dataset once: encoded train / validation splits, cached on disk.
+
+The cache key is the dataset file's sha256, the tokenizer's own serialisation, the maximum
+sequence length, the task, the columns and the validation fraction, so a re-run (another
+trial, a resumed job) reads tensors instead of tokenizing again, and any change that would
+alter the tensors misses the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .dataset import Examples, load_examples, split_examples
+from .request import TrainingRequest
+
+CACHE_FORMAT = 1
+_TOKENIZE_CHUNK = 1024
+
+
+@dataclass(frozen=True)
+class EncodedSplit:
+    """Token ids of many examples, stored flat (one tensor + offsets) so they save and load fast."""
+
+    ids: torch.Tensor  # int32, all examples concatenated
+    offsets: torch.Tensor  # int64, n + 1
+    type_ids: torch.Tensor | None  # int8, same layout as ids (pair tasks)
+    labels: torch.Tensor | None  # int64, n (classification)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def example(self, i: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
+        return self.ids[lo:hi], None if self.type_ids is None else self.type_ids[lo:hi]
+
+    def take(self, indices: list[int]) -> EncodedSplit:
+        parts = [self.example(i) for i in indices]
+        lengths = torch.tensor([0] + [len(ids) for ids, _ in parts], dtype=torch.int64)
+        return EncodedSplit(
+            ids=torch.cat([ids for ids, _ in parts]) if parts else self.ids[:0],
+            offsets=torch.cumsum(lengths, 0),
+            type_ids=None if self.type_ids is None else torch.cat([t for _, t in parts]),
+            labels=None if self.labels is None else self.labels[indices],
+        )
+
+    def to_state(self) -> dict[str, Any]:
+        return {"ids": self.ids, "offsets": self.offsets, "type_ids": self.type_ids, "labels": self.labels}
+
+
+@dataclass(frozen=True)
+class EncodedDataset:
+    train: EncodedSplit
+    val: EncodedSplit
+    label_names: list[str]
+    rows_skipped: int
+    split_source: str
+    cache_hit: bool = False
+
+
+def encode_dataset(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
+    """Encoded splits for ``request``, from the cache when it holds them."""
+    cache_path = _cache_path(request, tokenizer)
+    if cache_path is not None and cache_path.is_file():
+        try:
+            state = torch.load(cache_path, weights_only=True)
+            if state.get("format") == CACHE_FORMAT:
+                return _from_state(state, cache_hit=True)
+        except Exception:  # a truncated or foreign file is rebuilt, never trusted
+            cache_path.unlink(missing_ok=True)
+    examples = load_examples(
+        request.dataset,
+        request.task,
+        fmt=request.dataset_format,
+        text_column=request.text_column,
+        text_pair_column=request.text_pair_column,
+        label_column=request.label_column,
+    )
+    split = split_examples(examples, request.options.val_fraction)
+    encoded = _encode(examples, tokenizer, request.config.max_seq_length)
+    dataset = EncodedDataset(
+        train=encoded.take(split.train),
+        val=encoded.take(split.val),
+        label_names=examples.label_names(),
+        rows_skipped=examples.rows_skipped,
+        split_source=split.source,
+    )
+    if cache_path is not None:
+        _save(cache_path, dataset)
+    return dataset
+
+
+def _encode(examples: Examples, tokenizer: Any, max_length: int) -> EncodedSplit:
+    ids: list[int] = []
+    type_ids: list[int] = []
+    offsets = [0]
+    with_types = examples.pairs is not None
+    for start in range(0, len(examples), _TOKENIZE_CHUNK):
+        texts = examples.texts[start : start + _TOKENIZE_CHUNK]
+        pairs = examples.pairs[start : start + _TOKENIZE_CHUNK] if examples.pairs else None
+        batch = tokenizer(
+            texts,
+            pairs,
+            truncation="longest_first" if pairs else True,
+            max_length=max_length,
+            return_token_type_ids=with_types,
+            return_attention_mask=False,
+        )
+        for k, row in enumerate(batch["input_ids"]):
+            ids.extend(row)
+            offsets.append(offsets[-1] + len(row))
+            if with_types:
+                type_ids.extend(batch["token_type_ids"][k])
+    labels = None
+    if examples.labels is not None:
+        index = {name: i for i, name in enumerate(examples.label_names())}
+        labels = torch.tensor([index[label] for label in examples.labels], dtype=torch.int64)
+    return EncodedSplit(
+        ids=torch.tensor(ids, dtype=torch.int32),
+        offsets=torch.tensor(offsets, dtype=torch.int64),
+        type_ids=torch.tensor(type_ids, dtype=torch.int8) if with_types else None,
+        labels=labels,
+    )
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A digest of everything that decides the token ids (the fast tokenizer's full serialisation)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        body = backend.to_str()
+    else:
+        body = json.dumps(sorted(tokenizer.get_vocab().items())) + type(tokenizer).__name__
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _cache_path(request: TrainingRequest, tokenizer: Any) -> Path | None:
+    cache_dir = request.options.cache_dir
+    if cache_dir is None or not request.dataset.is_file():
+        return None
+    key = json.dumps(
+        {
+            "format": CACHE_FORMAT,
+            "file": file_sha256(request.dataset),
+            "dataset_format": request.dataset_format,
+            "tokenizer": tokenizer_fingerprint(tokenizer),
+            "max_length": request.config.max_seq_length,
+            "task": request.task,
+            "columns": [request.text_column, request.text_pair_column, request.label_column],
+            "val_fraction": request.options.val_fraction,
+        },
+        sort_keys=True,
+    )
+    return Path(cache_dir) / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.pt"
+
+
+def _save(path: Path, dataset: EncodedDataset) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    torch.save(
+        {
+            "format": CACHE_FORMAT,
+            "train": dataset.train.to_state(),
+            "val": dataset.val.to_state(),
+            "label_names": dataset.label_names,
+            "rows_skipped": dataset.rows_skipped,
+            "split_source": dataset.split_source,
+        },
+        tmp,
+    )
+    os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
+
+
+def _from_state(state: dict[str, Any], *, cache_hit: bool) -> EncodedDataset:
+    return EncodedDataset(
+        train=EncodedSplit(**state["train"]),
+        val=EncodedSplit(**state["val"]),
+        label_names=list(state["label_names"]),
+        rows_skipped=int(state["rows_skipped"]),
+        split_source=str(state["split_source"]),
+        cache_hit=cache_hit,
+    )

@@ -1,0 +1,50 @@
+"""Why a run cannot go on: each error carries the :class:`FailureReason` published in ``runs.failed``."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from metatune.contracts import FailureReason
+from metatune.errors import MetaTuneError
+
+
+class TrainingError(MetaTuneError):
+    """A run stopped for a reason the submitter can act on."""
+
+    reason: ClassVar[FailureReason] = FailureReason.internal
+
+
+class UnknownModel(TrainingError):
+    reason = FailureReason.unknown_base_model
+
+
+class InvalidTrainingConfig(TrainingError):
+    reason = FailureReason.invalid_config
+
+
+class DatasetMissing(TrainingError):
+    """The dataset file (or object) is absent or unreadable."""
+
+    reason = FailureReason.dataset_missing
+
+
+class EmptySplit(TrainingError):
+    """The dataset has no usable rows for the split a run needs (train or validation)."""
+
+    reason = FailureReason.empty_split
+
+
+class SmokeTestFailed(TrainingError):
+    reason = FailureReason.smoke_test_failed
+
+
+class OutOfMemory(TrainingError):
+    """Even a micro-batch of one example does not fit on the device."""
+
+    reason = FailureReason.out_of_memory
+
+
+class CheckpointMismatch(TrainingError):
+    """A checkpoint was written by a different job configuration than the one resuming it."""
+
+    reason = FailureReason.invalid_config

@@ -1,0 +1,476 @@
+"""One training run from start (or checkpoint) to completion, pause or stop.
+
+:func:`run_training` is the single code path of the agent and of ``metatune train``: load
+and tokenize the data (cached), build the LoRA model, smoke-test it (probing the micro-batch
+on GPU), publish a measured time estimate, then step, evaluate, early-stop, checkpoint and
+account energy and carbon until the run ends or is told to pause.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+import torch
+
+from metatune.clock import Clock, RealClock
+from metatune.contracts import RunAccounting, TaskType
+
+from .adapter import pack_adapter
+from .batching import Collator
+from .carbon import CarbonLedger, IntensityLookup, no_intensity
+from .checkpoint import Accumulated, Checkpoint, fingerprint
+from .encoding import EncodedDataset, encode_dataset
+from .energy import DEFAULT_WATTS_PER_CORE, EnergyMeter, detect_counter
+from .errors import OutOfMemory, SmokeTestFailed
+from .model import count_parameters, device_for, load_model, load_tokenizer
+from .pacing import StepPacer
+from .plateau import PlateauDetector
+from .request import TrainingRequest
+from .trainer import Evaluation, Trainer, is_oom
+
+PACER_POLL_S = 0.05
+
+
+class Control(StrEnum):
+    pause = "pause"
+    stop = "stop"
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where the run executes: it decides power, PUE and GPU-hours."""
+
+    datacenter: str = "local"
+    pue: float = 1.0
+    gpus: int = 1
+    gpu_power_w: float = 300.0
+    watts_per_core: float = DEFAULT_WATTS_PER_CORE
+    idle_seconds: float = 1.0  # how long the idle baseline is measured
+
+
+@dataclass(frozen=True)
+class Progress:
+    kind: Literal["estimate", "step", "eval"]
+    step: int
+    total_steps: int
+    train_loss: float | None
+    val_loss: float | None
+    learning_rate: float
+    power_w: float
+    step_time_s: float | None
+    estimated_remaining_gpu_hours: float | None
+    accounting: RunAccounting
+
+
+@dataclass
+class RunHooks:
+    """How the caller watches and steers a run (called from the training thread)."""
+
+    on_progress: Callable[[Progress], None] | None = None
+    on_checkpoint: Callable[[int, bytes], None] | None = None
+    control: Callable[[], Control | None] | None = None
+
+
+@dataclass
+class RunOutcome:
+    status: Literal["completed", "paused", "stopped"]
+    step: int
+    total_steps: int
+    accounting: RunAccounting
+    evaluation: Evaluation | None = None
+    early_stopped: bool = False
+    checkpoint: bytes | None = None
+    adapter: bytes | None = None
+    train_loss: float | None = None
+    initial_val_loss: float | None = None
+    label_names: list[str] = field(default_factory=list)
+    device: str = "cpu"
+    precision: str = "fp32"
+    micro_batch: int = 0
+    grad_accum: int = 0
+    cache_hit: bool = False
+    trainable_parameters: int = 0
+    estimate_step_time_s: float | None = None
+    estimate_gpu_hours: float | None = None
+    estimate_power_w: float | None = None
+    loss_history: list[tuple[int, float]] = field(default_factory=list)
+    eval_history: list[tuple[int, float]] = field(default_factory=list)
+
+
+def total_steps_for(request: TrainingRequest, n_train: int) -> int:
+    config = request.config
+    if config.max_steps is not None:
+        return config.max_steps
+    effective = config.batch_size * config.grad_accum_steps
+    return max(1, math.ceil((config.epochs or 1.0) * n_train / effective))
+
+
+def run_training(
+    request: TrainingRequest,
+    *,
+    site: Site = Site(),
+    clock: Clock | None = None,
+    intensity: IntensityLookup = no_intensity,
+    hooks: RunHooks | None = None,
+    resume_from: bytes | None = None,
+    planned_hours: float | None = None,
+) -> RunOutcome:
+    """Train until done, early-stopped, paused or stopped.
+
+    ``planned_hours`` (wall hours the scheduler estimated for the whole job) paces the steps
+    when ``clock`` is simulated; ``resume_from`` continues a checkpoint exactly.
+    """
+    return _Run(request, site, clock or RealClock(), intensity, hooks or RunHooks(), planned_hours).execute(resume_from)
+
+
+class _Run:
+    def __init__(
+        self,
+        request: TrainingRequest,
+        site: Site,
+        clock: Clock,
+        intensity: IntensityLookup,
+        hooks: RunHooks,
+        planned_hours: float | None,
+    ) -> None:
+        self.request = request
+        self.options = request.options
+        self.config = request.config
+        self.site = site
+        self.clock = clock
+        self.intensity = intensity
+        self.hooks = hooks
+        self.planned_hours = planned_hours
+        self.device = device_for(self.options.device)
+        self.causal_lm = request.task == TaskType.causal_lm
+
+    # ----------------------------------------------------------------- set-up
+    def execute(self, resume_from: bytes | None) -> RunOutcome:
+        if self.options.deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        self.meter = EnergyMeter(
+            detect_counter(self.device, gpu_power_w=self.site.gpu_power_w, watts_per_core=self.site.watts_per_core)
+        )
+        self.meter.measure_idle(self.site.idle_seconds)
+        self.started = time.monotonic()
+        self.lap_at = self.clock.now()
+        self.session_tokens = 0
+        self.session_padded = 0
+
+        tokenizer, source = load_tokenizer(self.request.base_model)
+        data = encode_dataset(self.request, tokenizer)
+        self.data = data
+        total_steps = total_steps_for(self.request, len(data.train))
+        self.fingerprint = fingerprint(
+            task=self.request.task,
+            base_model=self.request.base_model,
+            config=self.config.model_dump(mode="json"),
+            n_train=len(data.train),
+            n_val=len(data.val),
+            labels=data.label_names,
+            group_by_length=self.options.group_by_length,
+        )
+        checkpoint = Checkpoint.from_bytes(resume_from, expect_fingerprint=self.fingerprint) if resume_from else None
+        self.accumulated = checkpoint.accumulated if checkpoint else Accumulated()
+        self.ledger = CarbonLedger.from_state(self.accumulated.ledger, self.site.datacenter, self.site.pue)
+
+        torch.manual_seed(self.config.seed)  # the fresh heads and LoRA matrices start the same everywhere
+        model = load_model(
+            source,
+            self.request.task,
+            self.config,
+            num_labels=len(data.label_names),
+            pad_token_id=tokenizer.pad_token_id,
+        ).to(self.device)
+        self.trainable, _ = count_parameters(model)
+        multiple = self.options.pad_to_multiple_of or (8 if self.device.type == "cuda" else 1)
+        collator = Collator(
+            pad_id=tokenizer.pad_token_id,
+            max_length=self.config.max_seq_length,
+            dynamic=self.options.dynamic_padding,
+            multiple_of=multiple,
+            causal_lm=self.causal_lm,
+        )
+        self.trainer = Trainer(
+            model,
+            config=self.config,
+            train=data.train,
+            val=data.val,
+            collator=collator,
+            device=self.device,
+            precision=self.options.precision,
+            micro_batch=checkpoint.micro_batch if checkpoint else self.config.batch_size,
+            grad_accum=checkpoint.grad_accum if checkpoint else self.config.grad_accum_steps,
+            group_by_length=self.options.group_by_length,
+            total_steps=checkpoint.total_steps if checkpoint else total_steps,
+            causal_lm=self.causal_lm,
+            num_labels=len(data.label_names),
+        )
+        self.plateau = PlateauDetector(
+            patience=self.options.patience,
+            window=self.options.plateau_window,
+            min_rel_improvement=self.options.min_rel_improvement,
+            history=list(checkpoint.plateau) if checkpoint else [],
+        )
+        probe = self.options.probe_batch_size
+        if probe is None:
+            probe = self.device.type == "cuda" and checkpoint is None
+        self.step_time = self._smoke_test(probe) if self.options.smoke_test else None
+        if checkpoint:
+            self._restore(checkpoint)
+        else:
+            torch.manual_seed(self.config.seed)  # the smoke test's dropout draws leave no trace
+        return self._loop(checkpoint.last_train_loss if checkpoint else None)
+
+    def _smoke_test(self, probe: bool) -> float:
+        """Two forward/backward passes (the longest batch, then a typical one); returns a step-time estimate."""
+        trainer = self.trainer
+        effective = trainer.micro_batch * trainer.grad_accum
+        while True:
+            try:
+                trainer.trial_pass(trainer.plan.longest(1)[0])
+                break
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise SmokeTestFailed(f"smoke test failed on the longest batch: {type(exc).__name__}: {exc}") from exc
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                if not probe or trainer.micro_batch == 1:
+                    raise OutOfMemory(
+                        f"a micro-batch of {trainer.micro_batch} x {self.config.max_seq_length} tokens does not fit "
+                        f"on {self.device}" + ("" if probe else " (batch-size probing is off)")
+                    ) from exc
+                micro = trainer.micro_batch // 2
+                trainer.resize(micro, math.ceil(effective / micro))
+        try:
+            typical = trainer.plan.epoch(0)[len(trainer.plan) // 2]
+            self._sync()
+            started = time.perf_counter()
+            trainer.trial_pass(typical)
+            self._sync()
+            seconds = time.perf_counter() - started
+        except Exception as exc:
+            raise SmokeTestFailed(f"smoke test failed: {type(exc).__name__}: {exc}") from exc
+        return seconds * trainer.grad_accum
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        from peft import set_peft_model_state_dict
+
+        trainer = self.trainer
+        set_peft_model_state_dict(trainer.model, {k: v.to(self.device) for k, v in checkpoint.adapter.items()})
+        trainer.optimizer.load_state_dict(checkpoint.optimizer)
+        trainer.scheduler.load_state_dict(checkpoint.scheduler)
+        if trainer.scaler is not None and checkpoint.scaler:
+            trainer.scaler.load_state_dict(checkpoint.scaler)
+        trainer.set_position(checkpoint.position)
+        torch.set_rng_state(checkpoint.rng_cpu)
+        if self.device.type == "cuda" and checkpoint.rng_cuda:
+            torch.cuda.set_rng_state(checkpoint.rng_cuda[0], self.device)
+
+    # ----------------------------------------------------------------- the loop
+    def _loop(self, last_loss: float | None) -> RunOutcome:
+        trainer = self.trainer
+        total = trainer.total_steps
+        eval_every = self.options.eval_every or max(1, total // 10)
+        pacer = None
+        if self.clock.simulated and self.planned_hours:
+            pacer = StepPacer(self.clock, total_steps=total, estimated_hours=self.planned_hours)
+        self.loss_history: list[tuple[int, float]] = []
+        self.eval_history: list[tuple[int, float]] = []
+        self.initial_val: float | None = None
+        self.estimate_power: float | None = None
+        if trainer.position.step == 0:
+            self.initial_val = self._evaluate(kind_step=0)
+            if self.options.early_stopping:
+                self.plateau.update(self.initial_val)
+        lap = self.meter.lap()
+        self._charge(lap.energy_wh)
+        self.estimate_power = lap.power_w
+        self._emit("estimate", None, self.initial_val, lap.power_w)
+
+        stretch_steps = 0
+        early_stopped = False
+        while trainer.position.step < total:
+            control = self._wait_for_budget(pacer, stretch_steps)
+            if control is not None:
+                return self._interrupted(control, last_loss)
+            started = time.perf_counter()
+            try:
+                result = trainer.train_step()
+            except Exception as exc:
+                if is_oom(exc):
+                    raise OutOfMemory(f"out of memory at step {trainer.position.step + 1}: {exc}") from exc
+                raise
+            self._sync()
+            seconds = time.perf_counter() - started
+            self.step_time = seconds if self.step_time is None else 0.8 * self.step_time + 0.2 * seconds
+            stretch_steps += 1
+            last_loss = result.loss
+            self.loss_history.append((trainer.position.step, result.loss))
+            self.session_tokens += result.tokens
+            self.session_padded += result.tokens_with_padding
+            lap = self.meter.lap(busy_seconds=seconds)
+            self._charge(lap.energy_wh)
+            step = trainer.position.step
+            val_loss = None
+            if step % eval_every == 0 or step == total:
+                val_loss = self._evaluate(kind_step=step)
+                if self.options.early_stopping and self.plateau.update(val_loss):
+                    early_stopped = step < total
+            self._emit("eval" if val_loss is not None else "step", last_loss, val_loss, lap.power_w)
+            if early_stopped:
+                break
+            every = self.options.checkpoint_every
+            if every and step % every == 0 and step < total and self.hooks.on_checkpoint:
+                self.hooks.on_checkpoint(step, self._checkpoint(last_loss))
+        return self._complete(last_loss, early_stopped)
+
+    def _wait_for_budget(self, pacer: StepPacer | None, stretch_steps: int) -> Control | None:
+        while True:
+            control = self.hooks.control() if self.hooks.control else None
+            if control is not None or pacer is None:
+                return control
+            wait = pacer.wait_seconds(stretch_steps)
+            if wait <= 0:
+                return None
+            time.sleep(min(max(wait, PACER_POLL_S), 0.5))
+
+    def _evaluate(self, kind_step: int) -> float:
+        evaluation = self.trainer.evaluate(self.options.max_eval_examples)
+        self.eval_history.append((kind_step, evaluation.loss))
+        return evaluation.loss
+
+    # ----------------------------------------------------------------- endings
+    def _interrupted(self, control: Control, last_loss: float | None) -> RunOutcome:
+        checkpoint = self._checkpoint(last_loss) if control == Control.pause else None
+        status: Literal["paused", "stopped"] = "paused" if control == Control.pause else "stopped"
+        return self._outcome(status, last_loss, checkpoint=checkpoint)
+
+    def _complete(self, last_loss: float | None, early_stopped: bool) -> RunOutcome:
+        evaluation = self.trainer.evaluate()
+        lap = self.meter.lap()
+        self._charge(lap.energy_wh)
+        metadata = {
+            "task": self.request.task.value,
+            "base_model": self.request.base_model,
+            "labels": self.data.label_names,
+            "config": self.config.model_dump(mode="json"),
+            "steps": self.trainer.position.step,
+            "val_loss": evaluation.loss,
+        }
+        adapter = pack_adapter(self.trainer.model, metadata)
+        return self._outcome(
+            "completed", last_loss, evaluation=evaluation, early_stopped=early_stopped, adapter=adapter
+        )
+
+    def _outcome(self, status, last_loss, **extra) -> RunOutcome:  # type: ignore[no-untyped-def]
+        trainer = self.trainer
+        remaining = trainer.total_steps - trainer.position.step
+        return RunOutcome(
+            status=status,
+            step=trainer.position.step,
+            total_steps=trainer.total_steps,
+            accounting=self.accounting(),
+            train_loss=last_loss,
+            initial_val_loss=self.initial_val,
+            label_names=self.data.label_names,
+            device=str(self.device),
+            precision=str(trainer.dtype).removeprefix("torch.") if trainer.dtype else "fp32",
+            micro_batch=trainer.micro_batch,
+            grad_accum=trainer.grad_accum,
+            cache_hit=self.data.cache_hit,
+            trainable_parameters=self.trainable,
+            estimate_step_time_s=self.step_time,
+            estimate_gpu_hours=self._gpu_hours_for(remaining),
+            estimate_power_w=self.estimate_power,
+            loss_history=self.loss_history,
+            eval_history=self.eval_history,
+            **extra,
+        )
+
+    # ----------------------------------------------------------------- accounting
+    def _charge(self, energy_wh: float) -> None:
+        now = self.clock.now()
+        self.ledger.add(self.lap_at, now, energy_wh, self.intensity)
+        self.lap_at = now
+
+    def _session_seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def accounting(self) -> RunAccounting:
+        self.ledger.reprice(self.intensity)
+        wall = self.accumulated.wall_seconds + self._session_seconds()
+        return RunAccounting(
+            tokens_seen=self.accumulated.tokens + self.session_tokens,
+            tokens_with_padding=self.accumulated.tokens_with_padding + self.session_padded,
+            energy_wh=self.ledger.energy_wh,
+            emissions_g=self.ledger.emissions_g,
+            gpu_hours=self.accumulated.gpu_hours + self._session_seconds() * self.site.gpus / 3600.0,
+            wall_seconds=wall,
+            hours=self.ledger.hours(),
+            idle_power_w=self.meter.idle_w,
+            power_source=self.meter.source,
+        )
+
+    def _gpu_hours_for(self, steps: int) -> float | None:
+        if self.step_time is None:
+            return None
+        return steps * self.step_time * self.site.gpus / 3600.0
+
+    def _emit(self, kind, train_loss, val_loss, power_w) -> None:  # type: ignore[no-untyped-def]
+        if self.hooks.on_progress is None:
+            return
+        trainer = self.trainer
+        self.hooks.on_progress(
+            Progress(
+                kind=kind,
+                step=trainer.position.step,
+                total_steps=trainer.total_steps,
+                train_loss=train_loss,
+                val_loss=val_loss,
+                learning_rate=trainer.learning_rate,
+                power_w=power_w,
+                step_time_s=self.step_time,
+                estimated_remaining_gpu_hours=self._gpu_hours_for(trainer.total_steps - trainer.position.step),
+                accounting=self.accounting(),
+            )
+        )
+
+    def _checkpoint(self, last_loss: float | None) -> bytes:
+        from peft import get_peft_model_state_dict
+
+        trainer = self.trainer
+        accounting = self.accounting()
+        return Checkpoint(
+            fingerprint=self.fingerprint,
+            position=trainer.position,
+            micro_batch=trainer.micro_batch,
+            grad_accum=trainer.grad_accum,
+            total_steps=trainer.total_steps,
+            adapter=get_peft_model_state_dict(trainer.model),
+            optimizer=trainer.optimizer.state_dict(),
+            scheduler=trainer.scheduler.state_dict(),
+            scaler=trainer.scaler.state_dict() if trainer.scaler else None,
+            rng_cpu=torch.get_rng_state(),
+            rng_cuda=[torch.cuda.get_rng_state(self.device)] if self.device.type == "cuda" else [],
+            plateau=self.plateau.history,
+            accumulated=Accumulated(
+                tokens=accounting.tokens_seen,
+                tokens_with_padding=accounting.tokens_with_padding,
+                wall_seconds=accounting.wall_seconds,
+                gpu_hours=accounting.gpu_hours,
+                ledger=self.ledger.to_state(),
+            ),
+            last_train_loss=last_loss,
+        ).to_bytes()
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
