@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-import nats
 import typer
 from nats.aio.client import Client
 from rich.console import Console
 
-from ..errors import BusUnavailable
+from ..bus.connection import connect_once
 from ..settings import Settings
 
 err_console = Console(stderr=True)
@@ -23,15 +22,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 @asynccontextmanager
 async def bus(settings: Settings) -> AsyncIterator[Client]:
-    try:
-        nc = await nats.connect(
-            settings.nats_url,
-            connect_timeout=settings.connect_timeout_s,
-            max_reconnect_attempts=0,
-            allow_reconnect=False,
-        )
-    except Exception as exc:
-        raise BusUnavailable(settings.nats_url, type(exc).__name__) from exc
+    nc = await connect_once(settings.nats_url, settings.connect_timeout_s)
     try:
         yield nc
     finally:

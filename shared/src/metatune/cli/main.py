@@ -1,9 +1,11 @@
 """The ``metatune`` Typer app. Services contribute commands (``profile``, ``train``...) through the
-``metatune.cli`` entry-point group, so the CLI never imports a service directly."""
+``metatune.cli`` entry-point group, so the CLI never imports a service directly. Plugins are only
+imported when the command line may need them: ``metatune status`` must not pay for importing torch."""
 
 from __future__ import annotations
 
 import logging
+import sys
 from importlib.metadata import entry_points
 
 import typer
@@ -13,14 +15,19 @@ from .platform_cmds import down, status, up
 from .submit import submit
 
 app = typer.Typer(help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True, add_completion=False)
-app.command()(up)
-app.command()(down)
-app.command()(status)
-app.command()(submit)
-app.command()(events)
+CORE_COMMANDS = {"up": up, "down": down, "status": status, "submit": submit, "events": events}
+for name, command in CORE_COMMANDS.items():
+    app.command(name)(command)
 
-for ep in entry_points(group="metatune.cli"):
-    try:
-        app.command(ep.name)(ep.load())
-    except Exception as exc:  # a broken plugin must not break the core commands
-        logging.getLogger("metatune.cli").warning("CLI plugin %s failed to load: %s", ep.name, exc)
+
+def _wants_plugins(argv: list[str]) -> bool:
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    return not words or words[0] not in CORE_COMMANDS
+
+
+if _wants_plugins(sys.argv):
+    for ep in entry_points(group="metatune.cli"):
+        try:
+            app.command(ep.name)(ep.load())
+        except Exception as exc:  # a broken plugin must not break the core commands
+            logging.getLogger("metatune.cli").warning("CLI plugin %s failed to load: %s", ep.name, exc)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from urllib.parse import urlsplit
 
-import nats
 import psycopg
+
+from ..bus.connection import connect_once
+from ..errors import BusUnavailable
 
 
 def host_port(url: str, default_port: int) -> tuple[str, int]:
@@ -16,10 +18,8 @@ def host_port(url: str, default_port: int) -> tuple[str, int]:
 
 async def nats_answers(url: str, timeout_s: float) -> bool:
     try:
-        nc = await nats.connect(
-            url, connect_timeout=timeout_s, max_reconnect_attempts=0, allow_reconnect=False
-        )
-    except Exception:
+        nc = await connect_once(url, timeout_s)
+    except BusUnavailable:
         return False
     await nc.close()
     return True

@@ -1,0 +1,68 @@
+"""The `metatune` CLI on a machine where nothing answers on the configured URLs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from ..conftest import free_port
+
+METATUNE = [sys.executable, "-m", "metatune.cli"]
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*METATUNE, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_unreachable_nats_gives_one_line_error_and_nonzero_exit(env_for) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    env = env_for(METATUNE_NATS_URL=url, METATUNE_CONNECT_TIMEOUT_S="0.5")
+    for args in (["status"], ["events"]):
+        result = run(args, env)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and url in lines[0], result.stderr
+
+
+def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_for, tmp_path: Path) -> None:
+    data_dir = tmp_path / "platform"
+    env = env_for(
+        METATUNE_NATS_URL=f"nats://127.0.0.1:{free_port()}",
+        METATUNE_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{free_port()}/metatune",
+        METATUNE_DATA_DIR=str(data_dir),
+        METATUNE_LOCAL_DATACENTERS='["fra1"]',
+        METATUNE_UP_TIMEOUT_S="180",
+    )
+    try:
+        up = run(["up"], env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        status = run(["status", "--json"], env)
+        assert status.returncode == 0, status.stdout + status.stderr
+        report = json.loads(status.stdout)
+        assert report["nats"]["embedded"] and report["postgres"]["embedded"] and report["postgres"]["reachable"]
+        healthy = {row["instance"] for row in report["services"] if row["healthy"]}
+        assert healthy == {"profiler", "recommender", "forecaster", "scheduler", "telemetry", "trainer-agent.fra1"}
+
+        dataset = tmp_path / "tiny.jsonl"
+        dataset.write_text("".join(json.dumps({"text": f"example {i}", "label": str(i % 2)}) + "\n" for i in range(20)))
+        submitted = run(["submit", str(dataset), "--deadline", "12h", "--trials", "2"], env)
+        assert submitted.returncode == 0, submitted.stderr
+        study_id = submitted.stdout.strip().splitlines()[-1]
+        events = run(["events", "--json", "--last", "200"], env)
+        subjects = [(e["subject"], e.get("study_id")) for e in map(json.loads, events.stdout.splitlines())]
+        assert ("metatune.datasets.submitted", study_id) in subjects
+    finally:
+        state = data_dir / "run" / "state.json"
+        pids = [p["pid"] for p in json.loads(state.read_text())["processes"]] if state.exists() else []
+        down = run(["down"], env)
+    assert down.returncode == 0, down.stderr
+    assert pids and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                            for pid in pids)
+    leftovers = [p.info for p in psutil.process_iter(["pid", "cmdline"])
+                 if str(data_dir) in " ".join(p.info["cmdline"] or []) and p.info["pid"] != os.getpid()]
+    assert leftovers == []

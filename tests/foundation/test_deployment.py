@@ -1,0 +1,69 @@
+"""Static checks of what we cannot run here: the compose file (no Docker engine) and the AsyncAPI doc."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from metatune.asyncapi import CATALOG, render
+from metatune.platform import CORE_SERVICES
+from metatune.registry import default_registry
+from metatune.settings import settings_field_names
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = REPO / "compose" / "docker-compose.yml"
+
+
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_every_build_context_dockerfile_and_config_file_exists() -> None:
+    for name, service in compose()["services"].items():
+        if "build" in service:
+            context = (COMPOSE.parent / service["build"]["context"]).resolve()
+            assert context.is_dir(), name
+            assert (context / service["build"]["dockerfile"]).is_file(), f"{name}: Dockerfile missing"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (COMPOSE.parent / source).exists(), f"{name}: {source} missing"
+
+
+def test_service_environments_name_only_known_settings() -> None:
+    known = settings_field_names()
+    for name, service in compose()["services"].items():
+        env = service.get("environment", {})
+        ours = [key for key in env if key.startswith("METATUNE_")]
+        assert set(ours) <= known, f"{name}: unknown settings {set(ours) - known}"
+
+
+def test_every_service_and_three_datacenter_agents_are_deployed_with_healthchecks() -> None:
+    services = compose()["services"]
+    assert {"nats", "timescaledb"} <= set(services)
+    assert services["timescaledb"]["image"].startswith("timescale/timescaledb")
+    for name, _ in CORE_SERVICES:
+        assert name in services
+    agents = [s for s in services.values() if s.get("environment", {}).get("METATUNE_DATACENTER")]
+    assert len(agents) >= 3
+    registry = default_registry()
+    for agent in agents:
+        registry.get(agent["environment"]["METATUNE_DATACENTER"])
+    for name, service in services.items():
+        assert "healthcheck" in service, name
+        for dependency in service.get("depends_on", {}).values():
+            assert dependency["condition"] == "service_healthy"
+
+
+def test_asyncapi_document_is_up_to_date() -> None:
+    committed = (REPO / "docs" / "asyncapi.json").read_text()
+    assert committed == render(), "docs/asyncapi.json is stale: run `python -m metatune.asyncapi > docs/asyncapi.json`"
+
+
+def test_asyncapi_covers_every_subject_family() -> None:
+    import json
+
+    channels = set(json.loads(render())["channels"])
+    assert {doc.subject for doc in CATALOG} <= channels
+    assert len(CATALOG) == 14
