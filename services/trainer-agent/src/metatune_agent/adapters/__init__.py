@@ -1,0 +1,1 @@
+"""Glue between the agent and NATS: datasets in, checkpoints and adapters out."""

@@ -1,0 +1,86 @@
+"""Bring an assigned dataset to a local file the trainer can read.
+
+Object-store datasets are kept under the agent's data directory, named by the object's
+digest, so the trials of one study (and a resumed job) download a dataset once, and the
+tokenization cache (keyed by file content) hits on the second trial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
+
+import httpx
+from metatune.bus import DATASETS_BUCKET, ObjectStore
+from metatune.contracts import DatasetLocation
+from metatune.errors import ObjectNotFound
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError, ObjectNotFoundError
+
+from ..domain.errors import DatasetMissing
+
+
+def _suffixes(ref: str) -> str:
+    name = PurePosixPath(urlparse(ref).path or ref).name
+    return "".join(PurePosixPath(name).suffixes[-2:])
+
+
+class DatasetFetcher:
+    def __init__(self, *, objects: ObjectStore, js: JetStreamContext, directory: Path, max_bytes: int) -> None:
+        self._objects, self._js, self._dir, self._max_bytes = objects, js, directory, max_bytes
+
+    async def local_path(self, location: DatasetLocation) -> Path:
+        if location.kind == "path":
+            path = Path(location.ref).expanduser()
+            if not path.is_file():
+                raise DatasetMissing(f"no dataset file at {location.ref}")
+            return path
+        self._dir.mkdir(parents=True, exist_ok=True)
+        if location.kind == "object":
+            return await self._from_object_store(location.ref)
+        return await self._from_url(location.ref)
+
+    async def _from_object_store(self, key: str) -> Path:
+        try:
+            info = await (await self._js.object_store(DATASETS_BUCKET)).get_info(key)
+        except (ObjectNotFoundError, NotFoundError) as exc:
+            raise DatasetMissing(f"{DATASETS_BUCKET}/{key} is not in the object store") from exc
+        if info.size and info.size > self._max_bytes:
+            raise DatasetMissing(f"{DATASETS_BUCKET}/{key} is {info.size:,} bytes, over the limit of {self._max_bytes:,}")
+        digest = hashlib.sha256(f"{key}\0{info.digest}".encode()).hexdigest()[:24]
+        target = self._dir / f"{digest}{_suffixes(key)}"
+        if target.is_file() and target.stat().st_size == info.size:
+            return target
+        partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+        try:
+            await self._objects.get_to_file(DATASETS_BUCKET, key, partial)
+        except ObjectNotFound as exc:
+            raise DatasetMissing(str(exc)) from exc
+        os.replace(partial, target)
+        return target
+
+    async def _from_url(self, url: str) -> Path:
+        target = self._dir / f"{hashlib.sha256(url.encode()).hexdigest()[:24]}{_suffixes(url)}"
+        partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+        try:
+            async with httpx.AsyncClient(follow_redirects=True, timeout=httpx.Timeout(30.0)) as client, \
+                    client.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    raise DatasetMissing(f"GET {url} answered HTTP {response.status_code}")
+                written = 0
+                with open(partial, "wb") as fh:
+                    async for chunk in response.aiter_raw(1 << 20):
+                        written += len(chunk)
+                        if written > self._max_bytes:
+                            raise DatasetMissing(f"{url} is over the limit of {self._max_bytes:,} bytes")
+                        fh.write(chunk)
+        except httpx.HTTPError as exc:
+            partial.unlink(missing_ok=True)
+            raise DatasetMissing(f"cannot download {url}: {exc}") from exc
+        except DatasetMissing:
+            partial.unlink(missing_ok=True)
+            raise
+        os.replace(partial, target)
+        return target

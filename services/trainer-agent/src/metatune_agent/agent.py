@@ -1,0 +1,348 @@
+"""The trainer agent of one datacenter: assignments in, real training runs out.
+
+Each start / resume runs :func:`~metatune_agent.domain.run.run_training` in a worker thread
+(the event loop keeps heartbeating and reading pause assignments). The assignment message of
+a running job stays unacknowledged, kept alive with ``in_progress``: if the agent is killed,
+JetStream redelivers it after ``ack_wait`` and the restarted agent continues from the job's
+last checkpoint in the object store, not from step 0. A job's message is acknowledged when
+the job completes, fails, pauses or stops, after its event is published.
+
+Object-store keys: checkpoints ``checkpoints/<job_id>`` (the latest, overwritten), adapters
+``adapters/<job_id>.tar``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+from uuid import UUID
+
+from faststream.nats.message import NatsMessage
+from metatune import subjects
+from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET
+from metatune.contracts import (
+    AgentStatus,
+    Assignment,
+    AssignmentAction,
+    CarbonForecast,
+    ErrorKind,
+    FailureReason,
+    RunAccounting,
+    RunCompleted,
+    RunFailed,
+    RunMetrics,
+    RunPaused,
+    RunProgress,
+)
+from metatune.registry import Datacenter
+from metatune.service import Service
+
+from .adapters.datasets import DatasetFetcher
+from .domain.assignments import parse_assignment
+from .domain.carbon import ForecastIntensity
+from .domain.errors import InvalidTrainingConfig, TrainingError
+from .domain.request import TrainingRequest, TrainOptions
+from .domain.run import Control, Progress, RunHooks, RunOutcome, Site, run_training
+from .settings import AgentSettings
+
+log = logging.getLogger("metatune.agent")
+CHECKPOINT_UPLOAD_TIMEOUT_S = 300.0
+
+
+def checkpoint_key(job_id: UUID) -> str:
+    return str(job_id)
+
+
+def adapter_key(job_id: UUID) -> str:
+    return f"{job_id}.tar"
+
+
+@dataclass
+class Job:
+    assignment: Assignment
+    message: NatsMessage
+    control: Control | None = None
+    shutting_down: bool = False  # paused by our own shutdown: leave the message for redelivery
+    step: int = 0
+    last_progress: float = 0.0
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class TrainerAgent:
+    def __init__(self, service: Service, datacenter: Datacenter, settings: AgentSettings) -> None:
+        self.service = service
+        self.dc = datacenter
+        self.settings = settings
+        self.intensity = ForecastIntensity()
+        self.jobs: dict[UUID, Job] = {}
+        self._executor = ThreadPoolExecutor(max_workers=max(1, datacenter.gpus), thread_name_prefix=f"train-{datacenter.name}")
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def gpus_free(self) -> int:
+        return max(0, self.dc.gpus - sum(job.assignment.gpus for job in self.jobs.values()))
+
+    # ----------------------------------------------------------------- assignments
+    async def on_assignment(self, raw: dict[str, Any], message: NatsMessage) -> bool:
+        """Act on one assignment; True when the message is held (acknowledged when the job ends)."""
+        parsed = parse_assignment(raw)
+        assignment = parsed.assignment
+        if assignment.datacenter != self.dc.name:
+            await self.service.report_error(
+                code="wrong_datacenter",
+                kind=ErrorKind.bad_input,
+                message=f"assignment for {assignment.datacenter!r} arrived at {self.dc.name!r}; not executed",
+                subject=subjects.assignments(self.dc.name),
+                correlation_id=assignment.job_id,
+            )
+            return False
+        if parsed.config_error is not None:
+            await self._publish_failed(assignment, InvalidTrainingConfig(parsed.config_error))
+            return False
+        job = self.jobs.get(assignment.job_id)
+        if assignment.action in (AssignmentAction.pause, AssignmentAction.stop):
+            if job is None:
+                log.info("%s for job %s, which is not running here", assignment.action, assignment.job_id)
+            else:
+                job.control = Control.pause if assignment.action == AssignmentAction.pause else Control.stop
+            return False
+        if job is not None:
+            log.info("job %s is already running here; duplicate %s ignored", assignment.job_id, assignment.action)
+            return False
+        self._loop = asyncio.get_running_loop()
+        job = Job(assignment=assignment, message=message)
+        self.jobs[assignment.job_id] = job
+        job.task = asyncio.create_task(self._run(job), name=f"job-{assignment.job_id}")
+        return True
+
+    def on_forecast(self, forecast: CarbonForecast) -> None:
+        if forecast.region == self.dc.region:
+            self.intensity.update(forecast)
+
+    # ----------------------------------------------------------------- one job
+    async def _run(self, job: Job) -> None:
+        keepalive = asyncio.create_task(self._keep_alive(job.message))
+        redeliver = False
+        try:
+            outcome = await self._train(job)
+            if job.shutting_down and outcome.status == "paused":
+                assert outcome.checkpoint is not None
+                await self._save_checkpoint(job, outcome.checkpoint)
+                redeliver = True
+            else:
+                await self._publish_outcome(job, outcome)
+        except TrainingError as exc:
+            await self._publish_failed(job.assignment, exc)
+        except asyncio.CancelledError:
+            redeliver = True
+            raise
+        except Exception as exc:
+            log.exception("job %s failed", job.assignment.job_id)
+            await self._publish_failed(job.assignment, exc, reason=FailureReason.internal)
+        finally:
+            keepalive.cancel()
+            self.jobs.pop(job.assignment.job_id, None)
+            if redeliver:
+                await job.message.nack()
+            else:
+                await job.message.ack()
+
+    async def _keep_alive(self, message: NatsMessage) -> None:
+        """Tell JetStream the held message is being worked on, well within ``ack_wait``."""
+        interval = max(0.5, self.service.settings.ack_wait_s / 3)
+        while True:
+            await asyncio.sleep(interval)
+            await message.in_progress()
+
+    async def _train(self, job: Job) -> RunOutcome:
+        assignment = job.assignment
+        if assignment.spec is None or assignment.config is None:
+            raise InvalidTrainingConfig(f"a {assignment.action.value} assignment needs a spec and a config")
+        spec = assignment.spec
+        objects = self.service.objects
+        assert objects is not None
+        data_dir = self.service.settings.resolved_data_dir() / "agent"
+        fetcher = DatasetFetcher(
+            objects=objects, js=self.service.js, directory=data_dir / "datasets",
+            max_bytes=self.service.settings.max_dataset_bytes,
+        )
+        dataset = await fetcher.local_path(spec.dataset)
+        key = assignment.checkpoint_key or checkpoint_key(assignment.job_id)
+        resume_from = None
+        if await objects.exists(CHECKPOINTS_BUCKET, key):
+            resume_from = await objects.get_bytes(CHECKPOINTS_BUCKET, key)
+        elif assignment.action == AssignmentAction.resume:
+            await self.service.report_error(
+                code="checkpoint_missing",
+                kind=ErrorKind.bad_input,
+                message=f"resume of job {assignment.job_id}: no checkpoint {CHECKPOINTS_BUCKET}/{key}; starting from step 0",
+                correlation_id=assignment.job_id,
+            )
+        request = TrainingRequest(
+            dataset=dataset,
+            dataset_format=spec.dataset.format,
+            task=spec.task,
+            base_model=spec.base_model,
+            text_column=spec.text_column,
+            text_pair_column=spec.text_pair_column,
+            label_column=spec.label_column,
+            config=assignment.config,
+            options=TrainOptions(
+                device=self.settings.device,
+                cache_dir=data_dir / "cache" / "tokens",
+                checkpoint_every=self.settings.checkpoint_every,
+                max_eval_examples=self.settings.max_eval_examples,
+            ),
+        )
+        site = Site(
+            datacenter=self.dc.name,
+            pue=self.dc.pue,
+            gpus=assignment.gpus,
+            gpu_power_w=self.dc.gpu_power_w,
+            watts_per_core=self.settings.watts_per_core,
+            idle_seconds=self.settings.idle_seconds,
+        )
+        hooks = RunHooks(
+            on_progress=partial(self._on_progress, job),
+            on_checkpoint=partial(self._on_checkpoint, job),
+            control=lambda: job.control,
+        )
+        planned = assignment.estimated_gpu_hours / assignment.gpus if assignment.estimated_gpu_hours else None
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor,
+            partial(
+                run_training, request, site=site, clock=self.service.clock, intensity=self.intensity,
+                hooks=hooks, resume_from=resume_from, planned_hours=planned,
+            ),
+        )
+
+    # ----------------------------------------------------------------- hooks (training thread)
+    def _on_progress(self, job: Job, progress: Progress) -> None:
+        job.step = progress.step
+        now = time.monotonic()
+        if progress.kind == "step" and now - job.last_progress < self.settings.progress_interval_s:
+            return
+        job.last_progress = now
+        event = RunProgress(
+            occurred_at=self.service.clock.now(),
+            job_id=job.assignment.job_id,
+            datacenter=self.dc.name,
+            step=progress.step,
+            total_steps=progress.total_steps,
+            train_loss=progress.train_loss,
+            val_loss=progress.val_loss,
+            learning_rate=progress.learning_rate,
+            power_w=progress.power_w,
+            step_time_s=progress.step_time_s,
+            estimated_remaining_gpu_hours=progress.estimated_remaining_gpu_hours,
+            accounting=progress.accounting,
+        )
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(
+            self.service.publish(subjects.run_progress(job.assignment.job_id), event), self._loop
+        )
+
+    def _on_checkpoint(self, job: Job, step: int, data: bytes) -> None:
+        assert self._loop is not None and self.service.objects is not None
+        upload = self.service.objects.put_bytes(CHECKPOINTS_BUCKET, checkpoint_key(job.assignment.job_id), data)
+        asyncio.run_coroutine_threadsafe(upload, self._loop).result(CHECKPOINT_UPLOAD_TIMEOUT_S)
+        log.info("job %s: checkpoint at step %d (%d bytes)", job.assignment.job_id, step, len(data))
+
+    # ----------------------------------------------------------------- results
+    async def _save_checkpoint(self, job: Job, data: bytes) -> str:
+        assert self.service.objects is not None
+        key = checkpoint_key(job.assignment.job_id)
+        await self.service.objects.put_bytes(CHECKPOINTS_BUCKET, key, data)
+        return key
+
+    async def _publish_outcome(self, job: Job, outcome: RunOutcome) -> None:
+        assignment = job.assignment
+        objects = self.service.objects
+        assert objects is not None
+        now = self.service.clock.now()
+        if outcome.status == "completed":
+            assert outcome.adapter is not None and outcome.evaluation is not None and assignment.config is not None
+            await objects.put_bytes(ADAPTERS_BUCKET, adapter_key(assignment.job_id), outcome.adapter)
+            e = outcome.evaluation
+            event = RunCompleted(
+                occurred_at=now,
+                job_id=assignment.job_id,
+                study_id=assignment.study_id,
+                datacenter=self.dc.name,
+                config=assignment.config,
+                metrics=RunMetrics(val_loss=e.loss, accuracy=e.accuracy, macro_f1=e.macro_f1, perplexity=e.perplexity),
+                steps=outcome.step,
+                early_stopped=outcome.early_stopped,
+                adapter_key=f"{ADAPTERS_BUCKET}/{adapter_key(assignment.job_id)}",
+                accounting=outcome.accounting,
+            )
+            await self.service.publish(subjects.RUNS_COMPLETED, event, msg_id=f"completed-{assignment.job_id}")
+        elif outcome.status == "paused":
+            assert outcome.checkpoint is not None
+            key = await self._save_checkpoint(job, outcome.checkpoint)
+            paused = RunPaused(
+                occurred_at=now,
+                job_id=assignment.job_id,
+                study_id=assignment.study_id,
+                datacenter=self.dc.name,
+                step=outcome.step,
+                checkpoint_key=key,
+                accounting=outcome.accounting,
+            )
+            await self.service.publish(subjects.RUNS_PAUSED, paused, msg_id=f"paused-{assignment.event_id}")
+        else:
+            await self._publish_failed(
+                assignment, RuntimeError(f"stopped by the scheduler at step {outcome.step}"),
+                reason=FailureReason.stopped, accounting=outcome.accounting,
+            )
+
+    async def _publish_failed(
+        self,
+        assignment: Assignment,
+        exc: BaseException,
+        *,
+        reason: FailureReason | None = None,
+        accounting: RunAccounting | None = None,
+    ) -> None:
+        reason = reason or (exc.reason if isinstance(exc, TrainingError) else FailureReason.internal)
+        event = RunFailed(
+            occurred_at=self.service.clock.now(),
+            job_id=assignment.job_id,
+            study_id=assignment.study_id,
+            datacenter=self.dc.name,
+            reason=reason,
+            message=str(exc) or type(exc).__name__,
+            accounting=accounting or RunAccounting(),
+        )
+        log.warning("job %s failed (%s): %s", assignment.job_id, reason.value, event.message)
+        await self.service.publish(subjects.RUNS_FAILED, event, msg_id=f"failed-{assignment.event_id}")
+
+    # ----------------------------------------------------------------- status and shutdown
+    def status(self) -> AgentStatus:
+        return AgentStatus(
+            occurred_at=self.service.clock.now(),
+            datacenter=self.dc.name,
+            region=self.dc.region,
+            gpus_total=self.dc.gpus,
+            gpus_free=self.gpus_free,
+            gpu_model=self.dc.gpu_model,
+            power_per_gpu_w=self.dc.gpu_power_w,
+            pue=self.dc.pue,
+            running_jobs=list(self.jobs),
+        )
+
+    async def shutdown(self) -> None:
+        """Checkpoint every running job and leave its message for redelivery to the next agent."""
+        for job in self.jobs.values():
+            job.shutting_down = True
+            job.control = Control.pause
+        tasks = [job.task for job in self.jobs.values() if job.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=CHECKPOINT_UPLOAD_TIMEOUT_S)
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,56 @@
+"""The trainer-agent service of one datacenter (``metatune-agent --datacenter NAME``).
+
+Thin handlers over :class:`~metatune_agent.agent.TrainerAgent`: assignments of this datacenter
+(durable consumer ``trainer-agent-<dc>``), the region's carbon forecasts, and a status
+heartbeat on ``metatune.agents.<dc>.status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from faststream.exceptions import SkipMessage
+from faststream.nats.annotations import NatsMessage
+from metatune import subjects
+from metatune.contracts import CarbonForecast
+from metatune.registry import default_registry, load_registry
+from metatune.service import Service
+from metatune.settings import Settings, get_settings
+
+from .agent import TrainerAgent
+from .settings import AgentSettings
+
+SERVICE_NAME = "trainer-agent"
+
+
+def create_service(
+    datacenter: str, settings: Settings | None = None, agent_settings: AgentSettings | None = None
+) -> tuple[Service, TrainerAgent]:
+    settings = settings or get_settings()
+    registry = load_registry(settings.registry_path) if settings.registry_path else default_registry()
+    dc = registry.get(subjects.token(datacenter))
+    service = Service(SERVICE_NAME, instance=settings.service_name or f"{SERVICE_NAME}.{dc.name}", settings=settings)
+    agent = TrainerAgent(service, dc, agent_settings or AgentSettings())
+
+    @service.consume(subjects.assignments(dc.name), durable=f"{SERVICE_NAME}-{dc.name}")
+    async def on_assignment(body: dict[str, Any], message: NatsMessage) -> None:
+        """Start, pause, resume or stop a job at this datacenter (an Assignment)."""
+        if await agent.on_assignment(body, message):
+            raise SkipMessage()  # held: the agent acknowledges it when the job ends
+
+    @service.consume(subjects.forecasts(dc.region), durable=f"{SERVICE_NAME}-{dc.name}-forecasts")
+    async def on_forecast(forecast: CarbonForecast) -> None:
+        """The latest carbon-intensity forecast of this datacenter's region prices its energy."""
+        agent.on_forecast(forecast)
+
+    @service.background
+    async def heartbeat() -> None:
+        while True:
+            status = agent.status()
+            service.status_details = {"running_jobs": str(len(status.running_jobs)), "gpus_free": str(status.gpus_free)}
+            await service.publish(subjects.agent_status(dc.name), status)
+            await asyncio.sleep(agent.settings.status_interval_s)
+
+    service.app.on_shutdown(agent.shutdown)
+    return service, agent

@@ -1,0 +1,157 @@
+"""``metatune train FILE``: one fine-tuning run outside the platform, through the agent's own code path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from metatune.contracts import DatasetFormat, LoraConfig, RunMetrics, TaskType
+from metatune.models import EMBEDDED_MODEL
+from metatune.settings import get_settings
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from .domain.errors import TrainingError
+from .domain.request import TrainingRequest, TrainOptions, apply_overrides
+from .domain.run import RunOutcome, Site, run_training
+
+
+class TrainReport(BaseModel):
+    """What ``metatune train --json`` prints."""
+
+    status: str
+    steps: int
+    total_steps: int
+    early_stopped: bool
+    initial_val_loss: float | None
+    train_loss: float | None
+    metrics: RunMetrics | None
+    tokens: int
+    tokens_with_padding: int
+    padding_overhead: float  # tokens with padding per useful token
+    energy_wh: float
+    power_source: str | None
+    idle_power_w: float | None
+    seconds: float
+    tokens_per_second: float
+    device: str
+    precision: str
+    micro_batch: int
+    grad_accum: int
+    trainable_parameters: int
+    tokenization_cache_hit: bool
+    config: LoraConfig
+
+
+def report(outcome: RunOutcome, config: LoraConfig) -> TrainReport:
+    acc = outcome.accounting
+    metrics = None
+    if outcome.evaluation is not None:
+        e = outcome.evaluation
+        metrics = RunMetrics(val_loss=e.loss, accuracy=e.accuracy, macro_f1=e.macro_f1, perplexity=e.perplexity)
+    return TrainReport(
+        status=outcome.status,
+        steps=outcome.step,
+        total_steps=outcome.total_steps,
+        early_stopped=outcome.early_stopped,
+        initial_val_loss=outcome.initial_val_loss,
+        train_loss=outcome.train_loss,
+        metrics=metrics,
+        tokens=acc.tokens_seen,
+        tokens_with_padding=acc.tokens_with_padding,
+        padding_overhead=acc.tokens_with_padding / max(acc.tokens_seen, 1),
+        energy_wh=acc.energy_wh,
+        power_source=acc.power_source,
+        idle_power_w=acc.idle_power_w,
+        seconds=acc.wall_seconds,
+        tokens_per_second=acc.tokens_seen / max(acc.wall_seconds, 1e-9),
+        device=outcome.device,
+        precision=outcome.precision,
+        micro_batch=outcome.micro_batch,
+        grad_accum=outcome.grad_accum,
+        trainable_parameters=outcome.trainable_parameters,
+        tokenization_cache_hit=outcome.cache_hit,
+        config=config,
+    )
+
+
+def _parse_sets(values: list[str]) -> dict[str, str]:
+    pairs = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"--set {item!r}: use KEY=VALUE, e.g. --set rank=8")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _table(r: TrainReport) -> Table:
+    table = Table(title=f"metatune train: {r.status} after {r.steps}/{r.total_steps} steps"
+                        + (" (early stop)" if r.early_stopped else ""))
+    table.add_column("")
+    table.add_column("value", justify="right")
+    rows: list[tuple[str, str]] = []
+    if r.metrics:
+        rows += [("val loss", f"{r.metrics.val_loss:.4f} (start {r.initial_val_loss:.4f})" if r.initial_val_loss is not None else f"{r.metrics.val_loss:.4f}")]
+        for name in ("accuracy", "macro_f1", "perplexity"):
+            value = getattr(r.metrics, name)
+            if value is not None:
+                rows.append((name, f"{value:.4f}"))
+    rows += [
+        ("train loss (last step)", f"{r.train_loss:.4f}" if r.train_loss is not None else "-"),
+        ("tokens (useful / with padding)", f"{r.tokens:,} / {r.tokens_with_padding:,} ({r.padding_overhead:.2f}x)"),
+        ("energy above idle", f"{r.energy_wh:.4f} Wh ({r.power_source}, idle {r.idle_power_w or 0:.1f} W)"),
+        ("time", f"{r.seconds:.1f} s ({r.tokens_per_second:,.0f} useful tokens/s)"),
+        ("device / precision", f"{r.device} / {r.precision}"),
+        ("micro-batch x accumulation", f"{r.micro_batch} x {r.grad_accum}"),
+        ("trainable parameters", f"{r.trainable_parameters:,}"),
+        ("tokenization cache", "hit" if r.tokenization_cache_hit else "miss"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def train(
+    file: Annotated[Path, typer.Argument(help="CSV, JSON-lines, Parquet or text file (may be .gz)")],
+    base_model: Annotated[str, typer.Option(help="embedded alias, HF model directory or hub id")] = EMBEDDED_MODEL,
+    task: Annotated[TaskType, typer.Option(help="classification | pair_classification | causal_lm")] = TaskType.classification,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE of the LoRA config or a training option, e.g. rank=8 lr=3e-4 precision=bf16")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="optimizer steps (default: the config's epochs)")] = None,
+    text_column: Annotated[str | None, typer.Option(help="default: detected")] = None,
+    text_pair_column: Annotated[str | None, typer.Option(help="second text of a pair task")] = None,
+    label_column: Annotated[str | None, typer.Option(help="default: detected")] = None,
+    format: Annotated[DatasetFormat | None, typer.Option(help="default: from the name and content")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
+    adapter_out: Annotated[Path | None, typer.Option(help="write the trained adapter archive (.tar) here")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Fine-tune a LoRA adapter on FILE and print metrics, tokens, energy and time."""
+    overrides = _parse_sets(set_ or [])
+    if max_steps is not None:
+        overrides["max_steps"] = str(max_steps)
+    settings = get_settings()
+    err = Console(stderr=True)
+    try:
+        config, options = apply_overrides(
+            LoraConfig(),
+            TrainOptions(device=device, cache_dir=settings.resolved_data_dir() / "cache" / "tokens"),
+            overrides,
+        )
+        request = TrainingRequest(
+            dataset=file, dataset_format=format, task=task, base_model=base_model, text_column=text_column,
+            text_pair_column=text_pair_column, label_column=label_column, config=config, options=options,
+        )
+        outcome = run_training(request, site=Site())
+    except TrainingError as exc:
+        err.print(f"[red]{exc.reason.value}[/red]: {exc}")
+        raise typer.Exit(2) from exc
+    if adapter_out is not None and outcome.adapter is not None:
+        adapter_out.write_bytes(outcome.adapter)
+    result = report(outcome, config)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        Console().print(_table(result))

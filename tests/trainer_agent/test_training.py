@@ -1,0 +1,105 @@
+"""Real LoRA fine-tuning of the embedded model on small slices of the team's datasets."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from metatune.contracts import TaskType
+from metatune_agent.domain.errors import CheckpointMismatch
+from metatune_agent.domain.request import TrainOptions
+from metatune_agent.domain.run import Control, RunHooks, run_training
+
+from .conftest import FAST_SITE, request_for
+
+
+def test_training_lowers_validation_loss_and_packs_an_adapter(trec: Path, cache_dir: Path) -> None:
+    request = request_for(trec, cache=cache_dir, max_steps=24, batch_size=16)
+    progress = []
+    outcome = run_training(request, site=FAST_SITE, hooks=RunHooks(on_progress=progress.append))
+
+    assert outcome.status == "completed" and outcome.step == 24
+    assert outcome.initial_val_loss is not None and outcome.evaluation is not None
+    assert outcome.evaluation.loss < outcome.initial_val_loss
+    assert 0 <= outcome.evaluation.accuracy <= 1 and outcome.evaluation.macro_f1 is not None
+    # useful tokens never exceed padded tokens; length grouping keeps padding small
+    acc = outcome.accounting
+    assert 0 < acc.tokens_seen <= acc.tokens_with_padding < 1.5 * acc.tokens_seen
+    assert acc.energy_wh > 0 and acc.power_source in {"rapl", "model"}
+    # the first event is the measured estimate, published before step 1
+    assert progress[0].kind == "estimate" and progress[0].step == 0
+    assert progress[0].estimated_remaining_gpu_hours is not None and progress[0].estimated_remaining_gpu_hours > 0
+    with tarfile.open(fileobj=io.BytesIO(outcome.adapter), mode="r") as tar:
+        names = set(tar.getnames())
+    assert {"adapter_config.json", "adapter_model.safetensors", "metatune.json"} <= names
+    assert outcome.label_names == sorted(outcome.label_names) and len(outcome.label_names) == 6
+
+
+def test_pause_and_resume_on_a_second_agent_matches_a_straight_run(sst2: Path, cache_dir: Path) -> None:
+    request = request_for(sst2, cache=cache_dir, max_steps=20, dropout=0.1)
+    straight = run_training(request, site=FAST_SITE)
+
+    steps_seen: list[int] = []
+    pause_at_10 = RunHooks(
+        on_progress=lambda p: steps_seen.append(p.step),
+        control=lambda: Control.pause if steps_seen and steps_seen[-1] >= 10 else None,
+    )
+    first = run_training(request, site=FAST_SITE, hooks=pause_at_10)
+    assert first.status == "paused" and first.step == 10 and first.checkpoint
+    # "a second agent": a fresh model, optimizer and data pipeline built from the checkpoint bytes alone
+    second = run_training(request, site=FAST_SITE, resume_from=first.checkpoint)
+
+    assert second.status == "completed" and second.step == 20
+    assert second.train_loss == pytest.approx(straight.train_loss, abs=1e-5)
+    assert second.evaluation.loss == pytest.approx(straight.evaluation.loss, abs=1e-5)
+    assert [loss for _, loss in second.loss_history] == pytest.approx(
+        [loss for step, loss in straight.loss_history if step > 10], abs=1e-5
+    )
+    # accounting continues across the pause instead of restarting
+    assert second.accounting.tokens_seen == straight.accounting.tokens_seen
+    assert second.accounting.tokens_with_padding == straight.accounting.tokens_with_padding
+
+
+def test_a_checkpoint_of_another_configuration_is_refused(sst2: Path, cache_dir: Path) -> None:
+    request = request_for(sst2, cache=cache_dir, max_steps=3)
+    paused = run_training(request, site=FAST_SITE, hooks=RunHooks(control=lambda: Control.pause))
+    assert paused.status == "paused" and paused.step == 0
+    other = request_for(sst2, cache=cache_dir, max_steps=3, rank=4)
+    with pytest.raises(CheckpointMismatch):
+        run_training(other, site=FAST_SITE, resume_from=paused.checkpoint)
+
+
+def test_stop_ends_the_run_without_an_adapter(sst2: Path) -> None:
+    outcome = run_training(request_for(sst2, max_steps=3), site=FAST_SITE, hooks=RunHooks(control=lambda: Control.stop))
+    assert outcome.status == "stopped" and outcome.adapter is None and outcome.checkpoint is None
+
+
+def test_pair_classification_and_causal_lm_train(snli: Path, shakespeare: Path) -> None:
+    pair = run_training(request_for(snli, TaskType.pair_classification, max_steps=2), site=FAST_SITE)
+    assert pair.status == "completed" and len(pair.label_names) == 3
+    assert pair.evaluation.accuracy is not None
+
+    lm = run_training(request_for(shakespeare, TaskType.causal_lm, max_steps=6, learning_rate=5e-3), site=FAST_SITE)
+    assert lm.status == "completed" and lm.label_names == []
+    assert lm.evaluation.perplexity is not None and lm.evaluation.accuracy is None
+    assert lm.evaluation.loss < lm.initial_val_loss  # the fresh LM head is trained with the adapter
+
+
+def test_tokenization_is_cached_across_runs(sst2: Path, cache_dir: Path) -> None:
+    request = request_for(sst2, cache=cache_dir, max_steps=1)
+    first = run_training(request, site=FAST_SITE)
+    second = run_training(request, site=FAST_SITE)
+    assert not first.cache_hit and second.cache_hit
+    assert len(list(cache_dir.glob("*.pt"))) == 1
+    longer = request.model_copy(update={"config": request.config.model_copy(update={"max_seq_length": 48})})
+    assert not run_training(longer, site=FAST_SITE).cache_hit  # another max length is another cache entry
+
+
+def test_without_dynamic_padding_every_batch_is_padded_to_max_length(sst2: Path) -> None:
+    request = request_for(sst2, max_steps=2)
+    naive = request.model_copy(update={"options": TrainOptions(dynamic_padding=False, group_by_length=False, smoke_test=False)})
+    outcome = run_training(naive, site=FAST_SITE)
+    assert outcome.accounting.tokens_with_padding == 2 * 8 * 32
