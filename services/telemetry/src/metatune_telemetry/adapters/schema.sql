@@ -9,3 +9,14 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_subject_time ON events (subject, occurred_at DESC);
 CREATE INDEX IF NOT EXISTS events_correlation ON events (correlation_id, occurred_at);
+
+-- Who to notify: each study's webhook, and which study each job belongs to.
+CREATE TABLE IF NOT EXISTS studies (
+    study_id    uuid PRIMARY KEY,
+    webhook_url text,
+    submitted_at timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id   uuid PRIMARY KEY,
+    study_id uuid NOT NULL
+);

@@ -45,6 +45,31 @@ class EventStore:
         )
         return cur.rowcount == 1
 
+    async def has(self, event_id: str) -> bool:
+        cur = await self._require().execute("SELECT 1 FROM events WHERE event_id = %s LIMIT 1", (event_id,))
+        return await cur.fetchone() is not None
+
+    async def remember_study(self, study_id: str, webhook_url: str | None, submitted_at: str) -> None:
+        await self._require().execute(
+            "INSERT INTO studies (study_id, webhook_url, submitted_at) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            (study_id, webhook_url, submitted_at),
+        )
+
+    async def remember_job(self, job_id: str, study_id: str) -> None:
+        await self._require().execute(
+            "INSERT INTO jobs (job_id, study_id) VALUES (%s, %s) ON CONFLICT DO NOTHING", (job_id, study_id)
+        )
+
+    async def webhook_for(self, study_id: str | None, job_id: str | None) -> str | None:
+        """The webhook of the study an event belongs to (through its job if it names only a job)."""
+        cur = await self._require().execute(
+            "SELECT s.webhook_url FROM studies s WHERE s.study_id = COALESCE(%s::uuid, "
+            "(SELECT study_id FROM jobs WHERE job_id = %s::uuid))",
+            (study_id, job_id),
+        )
+        row = await cur.fetchone()
+        return row[0] if row else None
+
     async def close(self) -> None:
         if self._conn is not None:
             await self._conn.close()
