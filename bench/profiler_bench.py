@@ -1,0 +1,165 @@
+"""Profiler benchmark: streaming ``profile_file`` vs a naive pandas baseline on a large JSON-lines file.
+
+The file is built under /tmp (never in the repository) by cycling through every dataset in
+../shared/data/text. Each contender runs in its own subprocess so peak RSS (getrusage
+ru_maxrss) is its own; RSS right after loading the tokenizer is reported too, since importing
+torch/transformers costs the same in both.
+
+    nice python bench/profiler_bench.py --size-mb 1024 --baseline-size-mb 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SHARED_TEXT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "text"
+WORK_DIR = Path("/tmp/metatune-profiler-bench")
+SAMPLE_SIZE = 4096
+
+
+def build_file(size_mb: int) -> Path:
+    """``size_mb`` MiB of {"text", "label"} rows from the shared datasets, cycled."""
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    path = WORK_DIR / f"text_{size_mb}mb.jsonl"
+    target = size_mb * 1024**2
+    if path.exists() and path.stat().st_size >= target:
+        return path
+    lines: list[bytes] = []
+    for source in sorted(SHARED_TEXT.resolve().glob("*.jsonl.gz")):
+        with gzip.open(source, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                record = json.loads(line)
+                text = record["text"] + (" " + record["text_pair"] if record.get("text_pair") else "")
+                label = f"{source.name.split('.')[0]}:{record.get('label', 'lm')}"
+                lines.append((json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n").encode())
+    written = 0
+    with open(path, "wb") as out:
+        while written < target:
+            for line in lines:
+                out.write(line)
+                written += len(line)
+                if written >= target:
+                    break
+    return path
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_streaming(path: Path) -> dict:
+    from metatune_profiler.domain.profile import ProfileOptions, profile_file
+    from metatune_profiler.domain.tokenizer import load_tokenizer
+
+    load_tokenizer(ProfileOptions().base_model)
+    ready = _rss_mb()
+    start = time.perf_counter()
+    result = profile_file(path, ProfileOptions(sample_size=SAMPLE_SIZE))
+    return {"seconds": time.perf_counter() - start, "rss_ready_mb": ready, "peak_rss_mb": _rss_mb(),
+            "n_examples": result.features.n_examples, "ttr": result.features.ttr,
+            "zipf_alpha": result.features.zipf_alpha}
+
+
+def run_pandas(path: Path) -> dict:
+    """Load everything, then compute the same features from in-memory columns."""
+    from collections import Counter
+
+    import pandas as pd
+
+    from metatune_profiler.domain import stats
+    from metatune_profiler.domain.lexicon import Mattr, TypeCounter, words
+    from metatune_profiler.domain.profile import ProfileOptions
+    from metatune_profiler.domain.reader import Row
+    from metatune_profiler.domain.scripts import script_counts, script_mix
+    from metatune_profiler.domain.tokenizer import count_tokens, load_tokenizer
+    from metatune_profiler.domain.zipf import fit_discrete_power_law
+
+    tokenizer = load_tokenizer(ProfileOptions().base_model)
+    ready = _rss_mb()
+    start = time.perf_counter()
+    frame = pd.read_json(path, lines=True, dtype={"text": str, "label": str})
+    tokens = frame["text"].map(words)
+    lengths = tokens.map(len)
+    all_tokens = [t for row in tokens for t in row]
+    types = TypeCounter(10**9)
+    types.update(all_tokens)
+    mattr = Mattr(500)
+    mattr.update(all_tokens)
+    labels = Counter(frame["label"].value_counts().to_dict())
+    duplicate_rate = float(frame["text"].duplicated().mean())
+    mix = script_mix(script_counts("".join(frame["text"])))
+    sample = frame.sample(n=min(SAMPLE_SIZE, len(frame)), random_state=0)
+    counted = count_tokens(tokenizer, [Row(i, t, None, None) for i, t in enumerate(sample["text"])])
+    fit = fit_discrete_power_law(types.frequency_of_frequencies())
+    summary = {
+        "entropy": stats.label_entropy_bits(labels), "words_p95": float(lengths.quantile(0.95)),
+        "mattr": mattr.value(types.ttr()), "dup": duplicate_rate, "mix": mix, "fertility": counted.fertility,
+        "padding": stats.padding_fraction_random(counted.lengths, 32, 0),
+    }
+    return {"seconds": time.perf_counter() - start, "rss_ready_mb": ready, "peak_rss_mb": _rss_mb(),
+            "n_examples": len(frame), "ttr": types.ttr(), "zipf_alpha": fit.alpha if fit else None,
+            "checksum": len(json.dumps(summary, default=str))}
+
+
+def _in_subprocess(kind: str, path: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--worker", kind, str(path)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=int, nargs="+", default=[1024], help="streaming file sizes (MiB)")
+    parser.add_argument("--baseline-size-mb", type=int, default=256, help="file size for the pandas baseline")
+    parser.add_argument("--worker", choices=["streaming", "pandas"], help=argparse.SUPPRESS)
+    parser.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        runner = run_streaming if args.worker == "streaming" else run_pandas
+        print(json.dumps(runner(args.path)))
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+
+    runs = [("streaming", size) for size in args.size_mb]
+    runs += [("streaming", args.baseline_size_mb), ("pandas", args.baseline_size_mb)]
+    runs = list(dict.fromkeys(runs))
+    results = {}
+    for kind, size in runs:
+        path = build_file(size)
+        results[kind, size] = _in_subprocess(kind, path) | {"mb": path.stat().st_size / 1024**2}
+        Console(stderr=True).print(f"{kind} {size} MiB: {results[kind, size]}")
+
+    table = Table(title="profiler: streaming vs pandas (one process each)")
+    for column in ("contender", "file MiB", "rows", "seconds", "MB/s", "peak RSS MiB", "RSS after load MiB",
+                   "peak - load MiB"):
+        table.add_column(column, justify="right")
+    for (kind, size), r in results.items():
+        if "error" in r:
+            table.add_row(kind, str(size), "-", "-", "-", "-", "-", r["error"][:60])
+            continue
+        table.add_row(kind, f"{r['mb']:.0f}", f"{r['n_examples']:,}", f"{r['seconds']:.1f}",
+                      f"{r['mb'] / r['seconds']:.1f}", f"{r['peak_rss_mb']:.0f}", f"{r['rss_ready_mb']:.0f}",
+                      f"{r['peak_rss_mb'] - r['rss_ready_mb']:.0f}")
+    Console().print(table)
+    stream, naive = results.get(("streaming", args.baseline_size_mb)), results.get(("pandas", args.baseline_size_mb))
+    if stream and naive and "error" not in stream and "error" not in naive:
+        Console().print(
+            f"at {args.baseline_size_mb} MiB: peak RSS pandas / streaming = "
+            f"{naive['peak_rss_mb'] / stream['peak_rss_mb']:.1f}x (above the import baseline: "
+            f"{(naive['peak_rss_mb'] - naive['rss_ready_mb']) / max(1.0, stream['peak_rss_mb'] - stream['rss_ready_mb']):.1f}x); "
+            f"throughput streaming / pandas = {naive['seconds'] / stream['seconds']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
