@@ -1,0 +1,174 @@
+"""Back-test the carbon-intensity forecaster against seasonal-naive baselines.
+
+    python bench/forecaster_bench.py --data ../shared/data/carbon --train-until 2023-01-01 --test-from 2023-01-01
+    python bench/forecaster_bench.py --data OTHER_DIR --test-from 2024-01-01 --model services/forecaster/src/metatune_forecaster/data/model.joblib
+
+Trains on every hour before ``--train-until`` (or loads ``--model``), issues 168 h forecasts
+every ``--stride`` hours whose whole horizon lies at or after ``--test-from``, and reports per
+region and lead bucket (1-24, 25-96, 97-168 h): MAPE and weighted MAPE of the model, of the
+seasonal-naive 24 h / 168 h and 7-day same-hour-mean baselines, the model's improvement over the
+better seasonal-naive baseline, and the 10-90 % interval coverage. Observed weather
+(``em_weather/``) is degraded to forecast quality; archived GFS forecasts are used as they are.
+Where ``dacf/`` is present and the test period covers it, day-ahead MAPE is compared with DACF's
+published forecasts on the same hours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from metatune_forecaster.adapters.carbon_folder import load_folder
+from metatune_forecaster.domain.baselines import BASELINES
+from metatune_forecaster.domain.evaluation import Score, coverage, improvement, mape
+from metatune_forecaster.domain.features import RegionArrays
+from metatune_forecaster.domain.model import LEAD_BUCKETS, CarbonModel, bucket_of
+from metatune_forecaster.domain.samples import build_grid, issue_positions
+from metatune_forecaster.domain.weather_error import WeatherErrorModel
+from metatune_forecaster.resources import WEATHER_ERROR_PATH
+from metatune_forecaster.train import calibrate_weather_error, train
+
+BUCKET_NAMES = [f"{lo}-{hi}" for lo, hi in LEAD_BUCKETS]
+SEASONAL = ("naive-24h", "naive-168h")
+
+
+def utc(text: str) -> pd.Timestamp:
+    stamp = pd.Timestamp(text)
+    return stamp if stamp.tzinfo else stamp.tz_localize("UTC")
+
+
+def evaluate(model: CarbonModel, arrays: RegionArrays, issues: np.ndarray, error_model: WeatherErrorModel, seed: int) -> list[dict]:
+    grid = build_grid(arrays, issues, error_model, np.random.default_rng(seed))
+    scale = grid.scale()
+    low, mid, high = (v * scale for v in model.predict(grid.features))
+    actual = grid.actual()
+    baselines = {name: fn(arrays.y, grid.issue, grid.lead) for name, fn in BASELINES.items()}
+    rows = []
+    buckets = bucket_of(grid.lead)
+    for b, bucket in enumerate(BUCKET_NAMES):
+        sel = buckets == b
+        row = {"region": arrays.series.name, "bucket": bucket, "model": Score.of(mid[sel], actual[sel])}
+        row.update({name: Score.of(pred[sel], actual[sel]) for name, pred in baselines.items()})
+        row["coverage"] = coverage(low[sel], high[sel], actual[sel])
+        rows.append(row)
+    return rows
+
+
+def dacf_comparison(model: CarbonModel, folder: Path, series: dict, error_model: WeatherErrorModel, test_from: pd.Timestamp) -> list[tuple]:
+    """Day-ahead MAPE (issued at 00:00 UTC for the next 24 h) vs DACF on the hours both cover."""
+    results = []
+    for path in sorted((folder / "dacf").glob("*_dayahead_*.csv.gz")) if (folder / "dacf").is_dir() else []:
+        region = path.name.split("_")[0]
+        if f"CC:{region}" not in series:
+            continue
+        dacf = pd.read_csv(path)
+        dacf.index = pd.DatetimeIndex(pd.to_datetime(dacf.pop("datetime_utc"), utc=True))
+        dacf = dacf[dacf.index >= test_from]
+        arrays = series[f"CC:{region}"]
+        midnights = dacf.index[dacf.index.hour == 0]
+        issues = arrays.times.get_indexer(midnights)
+        issues = issues[(issues >= 336) & (issues + 24 <= len(arrays.times))]
+        if len(issues) == 0:
+            continue
+        grid = build_grid(arrays, issues.astype(np.int64), error_model, np.random.default_rng(0))
+        day = grid.lead <= 24
+        _, mid, _ = model.predict(grid.features[day])
+        predicted = pd.Series(mid * grid.scale()[day], index=arrays.times[grid.target[day]])
+        joined = dacf.join(predicted.rename("model"), how="inner").dropna()
+        actual = joined["ci_direct_actual_g_per_kwh"].to_numpy()
+        results.append((
+            region, len(joined), mape(joined["model"].to_numpy(), actual),
+            mape(joined["ci_direct_dacf_dayahead_forecast_g_per_kwh"].to_numpy(), actual),
+        ))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder laid out like ../shared/data/carbon")
+    parser.add_argument("--train-until", type=utc, help="train on hours before this date (ignored with --model)")
+    parser.add_argument("--test-from", type=utc, required=True, help="evaluate forecasts whose horizon starts here or later")
+    parser.add_argument("--test-until", type=utc, help="and ends before this date")
+    parser.add_argument("--model", type=Path, help="evaluate this trained model instead of training one")
+    parser.add_argument("--holdout-regions", default="", help="comma-separated zone ids kept out of training")
+    parser.add_argument("--stride", type=int, default=25, help="hours between issue times in the test period")
+    parser.add_argument("--max-iter", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    console = Console(width=160)
+
+    started = time.perf_counter()
+    series = load_folder(args.data)
+    holdout = {r for r in args.holdout_regions.split(",") if r}
+    error_model = calibrate_weather_error(series) or WeatherErrorModel.load(WEATHER_ERROR_PATH)
+    if args.model:
+        model = CarbonModel.load(args.model)
+        console.print(f"model {model.version} (trained until {model.metadata.get('train_until')})")
+    else:
+        if args.train_until is None or args.train_until > args.test_from:
+            parser.error("--train-until must be given and not after --test-from (or pass --model)")
+        train_series = [s for s in series if s.region not in holdout]
+        model = train(train_series, args.train_until, error_model, max_iter=args.max_iter, seed=args.seed)
+        console.print(f"trained {model.version} on {model.metadata['rows']} rows in {time.perf_counter() - started:.0f} s")
+    console.print(f"weather error at {error_model.reference_lead_h:.0f} h lead: temperature {error_model.temperature_sigma_c} °C, "
+                  f"wind {error_model.wind_sigma_ms} m/s, cloud {error_model.cloud_sigma_pct} pp ({error_model.source})")
+
+    rows, arrays_by_name = [], {}
+    for one in series:
+        arrays = RegionArrays(one)
+        arrays_by_name[one.name] = arrays
+        issues = issue_positions(arrays, args.test_from, args.test_until, args.stride)
+        if len(issues):
+            rows += evaluate(model, arrays, issues, error_model, args.seed)
+    if not rows:
+        raise SystemExit(f"no region has a full 168 h horizon after {args.test_from:%Y-%m-%d}")
+
+    table = Table(title=f"168 h forecasts, test from {args.test_from:%Y-%m-%d}, one issue every {args.stride} h (MAPE % / wMAPE %)")
+    for column in ("region", "lead h", "model", "naive 24h", "naive 168h", "mean 7d", "gain vs seasonal", "beats best naive", "cover 10-90"):
+        table.add_column(column, justify="left" if column == "region" else "right")
+    gains = {b: [] for b in BUCKET_NAMES}
+    not_worse = mape_bought = 0
+    for row in rows:
+        seasonal = min(row[name].mape for name in SEASONAL)
+        best_naive = min((row[name] for name in BASELINES), key=lambda s: s.mape)
+        gain = improvement(row["model"].mape, seasonal)
+        gains[row["bucket"]].append(gain)
+        ok = row["model"].mape <= best_naive.mape
+        not_worse += ok
+        mape_bought += ok and row["model"].wmape > best_naive.wmape
+        fmt = lambda s: f"{s.mape:.1f} / {s.wmape:.1f}"  # noqa: E731
+        tag = " (H)" if row["region"].split(":")[1] in holdout else ""
+        table.add_row(row["region"] + tag, row["bucket"], fmt(row["model"]), *(fmt(row[n]) for n in BASELINES),
+                      f"{gain:+.1f} %", "yes" if ok else "[red]no[/red]", f"{row['coverage']:.1f}")
+    console.print(table)
+
+    summary = Table(title="summary over region-buckets")
+    for column in ("lead h", "median gain vs better seasonal naive", "region-buckets"):
+        summary.add_column(column, justify="right")
+    for bucket in BUCKET_NAMES:
+        summary.add_row(bucket, f"{np.nanmedian(gains[bucket]):+.1f} %", str(len(gains[bucket])))
+    console.print(summary)
+    all_cov = [r["coverage"] for r in rows]
+    console.print(f"not worse than the best naive baseline (MAPE): {not_worse}/{len(rows)} region-buckets "
+                  f"({100 * not_worse / len(rows):.0f} %); of those with a worse wMAPE than that baseline: {mape_bought}")
+    console.print(f"10-90 % interval coverage: median {np.median(all_cov):.1f} %, range {min(all_cov):.1f}-{max(all_cov):.1f} % (nominal 80 %)")
+
+    comparison = dacf_comparison(model, args.data, arrays_by_name, error_model, args.test_from)
+    if comparison:
+        dacf = Table(title="day-ahead (issued 00:00 UTC, next 24 h) vs DACF's published forecasts, MAPE %")
+        for column in ("region", "hours", "model", "DACF", "model / DACF"):
+            dacf.add_column(column, justify="right")
+        for region, hours, ours, theirs in comparison:
+            dacf.add_row(region, str(hours), f"{ours:.2f}", f"{theirs:.2f}", f"{ours / theirs:.2f}")
+        console.print(dacf)
+    console.print(f"total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

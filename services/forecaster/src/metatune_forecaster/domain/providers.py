@@ -1,0 +1,52 @@
+"""What the forecaster needs from the outside world, behind two small interfaces.
+
+A :class:`WeatherProvider` gives hourly weather at a site: observed (or analysed) for past
+hours and forecast for future ones; an :class:`IntensityProvider` gives the observed carbon
+intensity of a region. Both raise :class:`ProviderUnavailable` when they cannot answer, which
+the service turns into a stale forecast and an error event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+import pandas as pd
+
+from metatune.errors import MetaTuneError
+
+
+class ProviderUnavailable(MetaTuneError):
+    """A weather or intensity source did not answer (down, slow, or no data for those hours)."""
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a region's weather is taken: its datacenter (or zone) coordinates."""
+
+    region: str
+    latitude: float
+    longitude: float
+
+
+class WeatherProvider(Protocol):
+    name: str
+
+    async def hourly(self, site: Site, issue: datetime, past_hours: int, future_hours: int) -> pd.DataFrame:
+        """Hourly weather on ``[issue - past_hours, issue + future_hours)``, UTC index, columns
+        ``temperature_c``, ``wind_ms``, ``cloud_pct`` (NaN where unknown). Hours ``>= issue``
+        are forecasts issued at ``issue``."""
+        ...
+
+
+class IntensityProvider(Protocol):
+    name: str
+
+    def regions(self) -> list[str]:
+        """Regions it has data for (checked against the registry at start-up)."""
+        ...
+
+    async def history(self, region: str, issue: datetime, hours: int) -> pd.Series:
+        """Observed intensity (gCO2eq/kWh) of the ``hours`` hours before ``issue``, UTC index."""
+        ...

@@ -1,0 +1,120 @@
+"""Train the forecaster's model: ``python -m metatune_forecaster.train --data DIR``.
+
+Reads a folder laid out like the team's ``carbon/`` data, builds feature rows from every region
+with a time split (no training row looks at a target hour at or after ``--train-until``),
+fits the quantile trees and writes the model artifact and its weather-error calibration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .adapters.carbon_folder import load_folder
+from .domain.features import RegionArrays
+from .domain.model import CarbonModel, fit
+from .domain.samples import build_grid, issue_positions
+from .domain.series import RegionSeries
+from .domain.weather_error import WeatherErrorModel, calibrate
+from .resources import MODEL_PATH, WEATHER_ERROR_PATH
+
+CALIBRATION_SHARE = 0.15  # latest share of each region's training issues kept to calibrate intervals
+CLOUD_SIGMA_PCT = 30.0  # GFS carries no cloud cover: a typical 2-day cloud-cover error
+GFS_OBSERVED_PAIRS = (("CISO", "US-CAL-CISO"), ("ERCO", "US-TEX-ERCO"), ("PJM", "US-MIDA-PJM"), ("DE", "DE"))
+
+
+def calibrate_weather_error(series: list[RegionSeries]) -> WeatherErrorModel | None:
+    """Weather-error model measured on the regions that have both GFS forecasts and observations."""
+    by_name = {s.name: s for s in series}
+    pairs = [
+        (by_name[f"CC:{cc}"], by_name[f"EM:{em}"])
+        for cc, em in GFS_OBSERVED_PAIRS
+        if f"CC:{cc}" in by_name and f"EM:{em}" in by_name
+    ]
+    return calibrate(pairs, CLOUD_SIGMA_PCT) if pairs else None
+
+
+def training_rows(
+    series: list[RegionSeries],
+    train_until: pd.Timestamp,
+    error_model: WeatherErrorModel,
+    stride_h: int = 23,
+    leads_per_issue: int = 12,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """(features, target ratio, calibration mask) over every region, issues every ``stride_h`` h."""
+    rng = np.random.default_rng(seed)
+    frames, ratios, calibration = [], [], []
+    for one in series:
+        arrays = RegionArrays(one)
+        issues = issue_positions(arrays, None, train_until, stride_h)
+        if len(issues) == 0:
+            continue
+        grid = build_grid(arrays, issues, error_model, rng, leads_per_issue)
+        ratio = grid.actual() / grid.scale()
+        keep = np.isfinite(ratio) & (grid.scale() > 0)
+        cut = issues[int(len(issues) * (1 - CALIBRATION_SHARE))]
+        frames.append(grid.features[keep])
+        ratios.append(ratio[keep])
+        calibration.append(grid.issue[keep] >= cut)
+    if not frames:
+        raise ValueError(f"no region has training data before {train_until}")
+    return pd.concat(frames, ignore_index=True), np.concatenate(ratios), np.concatenate(calibration)
+
+
+def train(
+    series: list[RegionSeries],
+    train_until: pd.Timestamp,
+    error_model: WeatherErrorModel,
+    max_iter: int = 200,
+    stride_h: int = 23,
+    leads_per_issue: int = 12,
+    seed: int = 0,
+) -> CarbonModel:
+    features, ratio, calibration = training_rows(series, train_until, error_model, stride_h, leads_per_issue, seed)
+    digest = hashlib.sha256("|".join(s.name for s in series).encode() + str(train_until).encode()).hexdigest()[:8]
+    version = f"hgb-q-{train_until:%Y%m%d}-{digest}"
+    metadata = {
+        "regions": [s.name for s in series],
+        "train_until": train_until.isoformat(),
+        "rows": int(len(ratio)),
+        "max_iter": max_iter,
+        "weather_error": error_model.model_dump(),
+    }
+    return fit(features, ratio, calibration, version, max_iter=max_iter, seed=seed, metadata=metadata)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder laid out like carbon/")
+    parser.add_argument("--train-until", type=pd.Timestamp, default=pd.Timestamp("2023-01-01", tz="UTC"))
+    parser.add_argument("--out", type=Path, default=MODEL_PATH)
+    parser.add_argument("--weather-error-out", type=Path, default=WEATHER_ERROR_PATH)
+    parser.add_argument("--max-iter", type=int, default=200)
+    args = parser.parse_args(argv)
+    train_until = args.train_until if args.train_until.tzinfo else args.train_until.tz_localize("UTC")
+
+    started = time.perf_counter()
+    series = load_folder(args.data)
+    error_model = calibrate_weather_error(series)
+    if error_model is None:
+        error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
+    else:
+        error_model.save(args.weather_error_out)
+    model = train(series, train_until, error_model, max_iter=args.max_iter)
+    model.save(args.out)
+    size_kb = args.out.stat().st_size / 1024
+    print(
+        f"model {model.version}: {model.metadata['rows']} rows from {len(series)} regions, "
+        f"trained until {train_until:%Y-%m-%d}, interval scales {np.round(model.interval_scales, 2).tolist()}, "
+        f"{size_kb:.0f} kB at {args.out}, {time.perf_counter() - started:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The forecaster service on a real NATS, driven by simulated clock ticks."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import nats
+import pytest
+
+from metatune import subjects
+from metatune.contracts import CarbonForecast, ErrorEvent, ErrorKind
+from metatune.errors import ConfigurationError
+from metatune.registry import Registry, default_registry
+from metatune.settings import Settings
+from metatune_forecaster.adapters.open_meteo import OpenMeteoWeather
+from metatune_forecaster.app import create_service
+
+SIM_START = datetime(2025, 6, 2, 0, tzinfo=UTC)
+
+
+def small_registry(*names: str) -> Registry:
+    return Registry(datacenters=[default_registry().get(name) for name in names])
+
+
+async def collect(settings: Settings, service_kwargs: dict, until) -> tuple[list[CarbonForecast], list[ErrorEvent]]:
+    forecasts: list[CarbonForecast] = []
+    errors: list[ErrorEvent] = []
+    nc = await nats.connect(settings.nats_url)
+
+    async def on_forecast(msg) -> None:
+        forecasts.append(CarbonForecast.model_validate_json(msg.data))
+
+    async def on_error(msg) -> None:
+        errors.append(ErrorEvent.model_validate_json(msg.data))
+
+    await nc.subscribe(subjects.FORECASTS_ALL, cb=on_forecast)
+    await nc.subscribe(subjects.errors("forecaster"), cb=on_error)
+    service = create_service(settings=settings, **service_kwargs)
+    try:
+        async with service.running():
+            deadline = asyncio.get_running_loop().time() + 60
+            while not until(forecasts, errors):
+                assert asyncio.get_running_loop().time() < deadline, "forecasts did not arrive in time"
+                await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
+    return forecasts, errors
+
+
+@pytest.mark.asyncio
+async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -> None:
+    settings = Settings(nats_url=module_nats, clock="simulated", sim_seconds_per_hour=2.0, sim_start=SIM_START, heartbeat_s=0.5)
+    registry = small_registry("fra1", "osl1", "sjc1")
+
+    def three_hours(forecasts: list[CarbonForecast], errors: list) -> bool:
+        return len({f.start for f in forecasts}) >= 3
+
+    forecasts, errors = await collect(settings, {"registry": registry}, three_hours)
+    assert errors == []
+    hours = sorted({f.start for f in forecasts})
+    assert hours[0] == SIM_START and all(b - a == hours[1] - hours[0] for a, b in zip(hours, hours[1:]))
+    for hour in hours[:2]:
+        assert {f.region for f in forecasts if f.start == hour} == {"DE", "NO", "US-CAL-CISO"}
+    assert all(not f.stale and len(f.g_per_kwh) == 168 and f.start.minute == 0 for f in forecasts)
+
+
+@pytest.mark.asyncio
+async def test_provider_down_means_an_error_event_and_no_fresh_forecast(module_nats: str) -> None:
+    settings = Settings(nats_url=module_nats, clock="simulated", sim_seconds_per_hour=2.0, sim_start=SIM_START, heartbeat_s=0.5)
+    down = OpenMeteoWeather(url="http://127.0.0.1:9/v1/forecast", retries=0, timeout_s=1.0)
+    forecasts, errors = await collect(settings, {"registry": small_registry("fra1"), "weather": down},
+                                      lambda f, e: len(e) >= 2)
+    assert forecasts == []  # nothing good to fall back on yet
+    assert all(e.kind == ErrorKind.unavailable and e.code == "provider_unavailable" for e in errors)
+    assert errors[0].subject == subjects.forecasts("DE") and errors[0].details["stale_published"] is False
+
+
+def test_unknown_region_is_a_configuration_error_at_start_up() -> None:
+    fra1 = default_registry().get("fra1")
+    registry = Registry(datacenters=[fra1, fra1.model_copy(update={"name": "cdg1", "region": "FR"})])
+    with pytest.raises(ConfigurationError, match="FR"):
+        create_service(registry=registry)

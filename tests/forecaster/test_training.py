@@ -1,0 +1,66 @@
+"""A model trained on a small slice of the real traces beats seasonal-naive on a later slice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from metatune_forecaster.adapters.carbon_folder import load_carboncast, load_em
+from metatune_forecaster.domain.baselines import seasonal_naive_24h, seasonal_naive_168h
+from metatune_forecaster.domain.evaluation import mape, wmape
+from metatune_forecaster.domain.features import RegionArrays
+from metatune_forecaster.domain.model import CarbonModel
+from metatune_forecaster.domain.samples import build_grid, issue_positions
+from metatune_forecaster.domain.weather_error import WeatherErrorModel
+from metatune_forecaster.resources import WEATHER_ERROR_PATH
+from metatune_forecaster.train import train
+
+from ..conftest import SHARED_DATA
+
+TRAIN_UNTIL = pd.Timestamp("2022-04-01", tz="UTC")
+TEST_FROM, TEST_UNTIL = pd.Timestamp("2022-04-01", tz="UTC"), pd.Timestamp("2022-07-01", tz="UTC")
+
+
+@pytest.fixture(scope="module")
+def trained() -> tuple[CarbonModel, list]:
+    carbon = SHARED_DATA / "carbon"
+    if not carbon.is_dir():
+        pytest.skip(f"../shared/data/carbon not found at {carbon}")
+    start = pd.Timestamp("2021-04-01", tz="UTC")
+    series = [
+        load_em(carbon, "DE").slice(start, TEST_UNTIL),
+        load_em(carbon, "US-TEX-ERCO").slice(start, TEST_UNTIL),
+        load_carboncast(carbon, "CISO").slice(start, TEST_UNTIL),
+    ]
+    error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
+    model = train(series, TRAIN_UNTIL, error_model, max_iter=60, stride_h=13, leads_per_issue=12)
+    return model, series
+
+
+def test_training_never_sees_the_test_period(trained: tuple[CarbonModel, list]) -> None:
+    model, _ = trained
+    assert pd.Timestamp(model.metadata["train_until"]) == TRAIN_UNTIL
+    assert model.version.startswith("hgb-q-20220401")
+
+
+def test_small_model_beats_seasonal_naive_on_its_test_slice(trained: tuple[CarbonModel, list]) -> None:
+    model, series = trained
+    error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
+    predicted, actual, naive24, naive168, lead = [], [], [], [], []
+    for one in series:
+        arrays = RegionArrays(one)
+        issues = issue_positions(arrays, TEST_FROM, TEST_UNTIL, 25)
+        assert len(issues) > 40
+        grid = build_grid(arrays, issues, error_model, np.random.default_rng(1))
+        _, mid, _ = model.predict(grid.features)
+        predicted.append(mid * grid.scale())
+        actual.append(grid.actual())
+        naive24.append(seasonal_naive_24h(arrays.y, grid.issue, grid.lead))
+        naive168.append(seasonal_naive_168h(arrays.y, grid.issue, grid.lead))
+        lead.append(grid.lead)
+    predicted, actual, naive24, naive168, lead = map(np.concatenate, (predicted, actual, naive24, naive168, lead))
+    day = lead <= 24
+    assert mape(predicted[day], actual[day]) < mape(naive24[day], actual[day])
+    assert mape(predicted, actual) < min(mape(naive24, actual), mape(naive168, actual))
+    assert wmape(predicted, actual) < min(wmape(naive24, actual), wmape(naive168, actual))
