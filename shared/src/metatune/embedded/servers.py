@@ -54,20 +54,48 @@ def start_postgres(url: str, data_dir: Path, log_dir: Path) -> subprocess.Popen[
     bin_dir = postgres_bin_dir()
     pgdata = data_dir / "postgres"
     sockets = data_dir / "pg-sockets"
-    sockets.mkdir(parents=True, exist_ok=True)
+    for folder in (pgdata, sockets):
+        folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "LC_ALL": "C"}
+    run_as = _unprivileged_user(bin_dir, [pgdata, sockets])
     if not (pgdata / "PG_VERSION").exists():
-        subprocess.run(
+        init = subprocess.run(
             [str(bin_dir / "initdb"), "-D", str(pgdata), "-U", user, "--auth=trust", "-E", "UTF8", "--no-instructions"],
-            check=True, capture_output=True, env=env,
+            capture_output=True, text=True, env=env, user=run_as,
         )
+        if init.returncode != 0:
+            raise EmbeddedServerError(f"initdb failed: {init.stderr.strip()}")
     log = open(log_dir / "postgres.log", "ab")
     proc = subprocess.Popen(
         [str(bin_dir / "postgres"), "-D", str(pgdata), "-h", host, "-p", str(port), "-k", str(sockets)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, user=run_as,
     )
     _create_database(bin_dir, host, port, user, database, proc, env)
     return proc
+
+
+PG_SYSTEM_USER = "pgserver"  # the same unprivileged account the pgserver package uses
+
+
+def _unprivileged_user(bin_dir: Path, owned: list[Path]) -> str | None:
+    """PostgreSQL refuses to run as root: as root, run it as an unprivileged system user."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+    import stat
+
+    from pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
+
+    entry = ensure_user_exists(PG_SYSTEM_USER)
+    readable = stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH
+    ensure_prefix_permissions(bin_dir)
+    ensure_folder_permissions(bin_dir, readable)
+    ensure_folder_permissions(bin_dir.parent / "lib", stat.S_IRGRP | stat.S_IROTH)
+    for folder in owned:
+        ensure_prefix_permissions(folder)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+        folder.chmod(0o700)
+    return pwd.getpwuid(entry.pw_uid).pw_name
 
 
 def _create_database(bin_dir: Path, host: str, port: int, user: str, database: str,
@@ -76,7 +104,7 @@ def _create_database(bin_dir: Path, host: str, port: int, user: str, database: s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise EmbeddedServerError(f"embedded postgres exited with code {proc.returncode}; see postgres.log")
-        ready = subprocess.run([str(bin_dir / "pg_isready"), "-h", host, "-p", str(port)], capture_output=True, env=env)
+        ready = subprocess.run([str(bin_dir / "pg_isready"), "-h", host, "-p", str(port), "-U", user], capture_output=True, env=env)
         if ready.returncode == 0:
             break
         time.sleep(0.2)

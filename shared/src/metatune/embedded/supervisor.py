@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 from pydantic import Field
 
 from ..contracts import Contract
@@ -62,17 +63,11 @@ def save_state(settings: Settings, state: RunState) -> None:
 
 
 def alive(pid: int) -> bool:
+    """Running, and not a zombie (an exited process nobody reaped yet counts as stopped)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours counts as dead
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
 
 
 def record(proc: subprocess.Popen[bytes], name: str, role: str, log: Path) -> ManagedProcess:
