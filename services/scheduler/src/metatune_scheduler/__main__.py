@@ -1,0 +1,3 @@
+from .app import create_service
+
+create_service().run()

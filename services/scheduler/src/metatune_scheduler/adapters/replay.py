@@ -1,0 +1,67 @@
+"""Rebuild the scheduler's state from the JetStream event log (no state lives only in memory)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
+from pydantic import ValidationError
+
+from metatune import subjects
+from metatune.contracts import (
+    Assignment, CarbonForecast, Event, JobInfeasible, JobRequested, Plan, RunCompleted, RunFailed, RunPaused,
+    RunProgress,
+)
+
+log = logging.getLogger("metatune.scheduler.replay")
+
+
+def contract_for(subject: str) -> type[Event] | None:
+    """The contract of a subject the scheduler folds into its state (None: not ours)."""
+    exact = {
+        subjects.JOBS_REQUESTED: JobRequested, subjects.JOBS_INFEASIBLE: JobInfeasible, subjects.PLANS: Plan,
+        subjects.RUNS_COMPLETED: RunCompleted, subjects.RUNS_FAILED: RunFailed, subjects.RUNS_PAUSED: RunPaused,
+    }
+    if subject in exact:
+        return exact[subject]
+    parts = subject.split(".")
+    if subject.startswith("metatune.forecasts."):
+        return CarbonForecast
+    if subject.startswith("metatune.assignments."):
+        return Assignment
+    if len(parts) == 4 and parts[1] == "runs" and parts[3] == "progress":
+        return RunProgress
+    return None
+
+
+async def replay(js: JetStreamContext, stream: str, apply: Callable[[Event], object], idle_s: float = 0.5) -> int:
+    """Fold every scheduler-relevant event of ``stream`` from its start; returns how many.
+
+    An ordered (ephemeral, flow-controlled) consumer reads until nothing is pending."""
+    info = await js.stream_info(stream)
+    if info.state.messages == 0:
+        return 0
+    sub = await js.subscribe(subjects.EVERYTHING, stream=stream, ordered_consumer=True,
+                             deliver_policy=DeliverPolicy.ALL)
+    folded = 0
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=idle_s)
+            except (TimeoutError, asyncio.TimeoutError):
+                break
+            model = contract_for(msg.subject)
+            if model is not None:
+                try:
+                    apply(model.model_validate_json(msg.data))
+                    folded += 1
+                except ValidationError:  # reported by the live consumer when it first arrived
+                    log.debug("skipping invalid %s message in replay", msg.subject)
+            if msg.metadata.num_pending == 0:
+                break
+    finally:
+        await sub.unsubscribe()
+    return folded

@@ -1,0 +1,74 @@
+"""The scheduler service: thin typed handlers that fold events; the runtime re-plans."""
+
+from __future__ import annotations
+
+from metatune import subjects
+from metatune.contracts import (
+    AgentStatus, CarbonForecast, ClockTick, JobRequested, RunCompleted, RunFailed, RunPaused, RunProgress,
+)
+from metatune.registry import Registry, default_registry, load_registry
+from metatune.service import Service
+from metatune.settings import Settings
+
+from .adapters.replay import replay
+from .adapters.runtime import Runtime
+from .domain import Planner, Scheduler
+
+
+def create_service(
+    settings: Settings | None = None, registry: Registry | None = None, planner: Planner | None = None,
+    debounce_s: float = 0.5,
+) -> Service:
+    service = Service("scheduler", settings=settings)
+    registry = registry or (load_registry(service.settings.registry_path) if service.settings.registry_path
+                            else default_registry())
+    runtime = Runtime(Scheduler(registry, planner), service.publish, lambda: service.clock.now(), debounce_s)
+    service.runtime = runtime  # type: ignore[attr-defined]  # tests and the CLI read its counters
+
+    @service.consume(subjects.JOBS_REQUESTED, durable="scheduler-jobs")
+    async def on_job(event: JobRequested) -> None:
+        """A trial to place."""
+        await runtime.fold(event)
+
+    @service.consume(subjects.FORECASTS_ALL, durable="scheduler-forecasts")
+    async def on_forecast(event: CarbonForecast) -> None:
+        """A new 168 h carbon-intensity forecast of one grid region."""
+        await runtime.fold(event)
+
+    @service.consume(subjects.RUNS_PROGRESS_ALL, durable="scheduler-progress")
+    async def on_progress(event: RunProgress) -> None:
+        """Measured power and remaining work of a running job."""
+        await runtime.fold(event)
+
+    @service.consume(subjects.RUNS_PAUSED, durable="scheduler-paused")
+    async def on_paused(event: RunPaused) -> None:
+        """A job checkpointed: it can resume here or elsewhere."""
+        await runtime.fold(event)
+
+    @service.consume(subjects.RUNS_COMPLETED, durable="scheduler-completed")
+    async def on_completed(event: RunCompleted) -> None:
+        await runtime.fold(event)
+
+    @service.consume(subjects.RUNS_FAILED, durable="scheduler-failed")
+    async def on_failed(event: RunFailed) -> None:
+        await runtime.fold(event)
+
+    @service.consume(subjects.AGENTS_STATUS_ALL, durable="scheduler-agents")
+    async def on_agent(event: AgentStatus) -> None:
+        """Capacity of one datacenter."""
+        await runtime.fold(event)
+
+    @service.on_tick
+    async def on_hour(tick: ClockTick) -> None:
+        runtime.notify()
+
+    @service.background
+    async def rebuild_then_plan() -> None:
+        """Replay the event log into the state, then re-plan whenever it goes stale."""
+        if not runtime.ready.is_set():
+            count = await replay(service.js, service.settings.stream_name, runtime.scheduler.apply)
+            service.status_details["replayed_events"] = str(count)
+            runtime.ready.set()
+        await runtime.loop()
+
+    return service

@@ -1,0 +1,143 @@
+"""The model of :mod:`.model` built straight from numpy arrays into one persistent HiGHS solver.
+
+PuLP hands HiGHS the model row by row and drops warm starts; here the constraint matrix is
+assembled in one vectorised pass (CSC), the same ``highspy.Highs`` object is reused for every
+re-plan, and the previous plan is passed as a starting solution.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+from scipy import sparse
+
+from .instance import Instance
+from .model import Layout, Solution
+
+
+@dataclass(frozen=True)
+class SolveLimits:
+    time_limit_s: float = 10.0
+    mip_rel_gap: float = 0.005
+    threads: int = 0  # 0: HiGHS decides
+
+
+class HighsModelSolver:
+    """Owns one ``highspy.Highs``; not thread-safe: one solve at a time."""
+
+    def __init__(self, limits: SolveLimits = SolveLimits()) -> None:
+        self.limits = limits
+        self._highs = highspy.Highs()
+        self._highs.setOptionValue("output_flag", False)
+        self._highs.setOptionValue("random_seed", 0)
+        if limits.threads:
+            self._highs.setOptionValue("threads", limits.threads)
+
+    def solve(self, instance: Instance, start: np.ndarray | None = None) -> Solution:
+        """Solve ``instance``; ``start`` is a (J, D, T) hour grid to warm-start from."""
+        began = time.perf_counter()
+        layout = Layout.of(instance)
+        highs = self._highs
+        highs.clearModel()
+        highs.clearSolver()
+        highs.setOptionValue("time_limit", float(self.limits.time_limit_s))
+        highs.setOptionValue("mip_rel_gap", float(self.limits.mip_rel_gap))
+        highs.passModel(_to_lp(instance, layout))
+        if start is not None:
+            warm = highspy.HighsSolution()
+            warm.col_value = _start_vector(instance, layout, start).tolist()
+            warm.value_valid = True
+            highs.setSolution(warm)
+        highs.run()
+        values = np.asarray(highs.getSolution().col_value, dtype=float)
+        if values.size != layout.n_cols:  # no feasible point found within the time limit
+            values = np.concatenate([np.zeros(layout.n_x + layout.n_y), instance.need.astype(float)])
+        info = highs.getInfo()
+        optimal = highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        return Solution(
+            layout=layout,
+            x=np.rint(values[: layout.n_x]).astype(np.int64),
+            unmet=np.rint(values[layout.n_x + layout.n_y :]).astype(np.int64),
+            objective=float(info.objective_function_value),
+            mip_gap=float(info.mip_gap) if np.isfinite(info.mip_gap) else None,
+            seconds=time.perf_counter() - began,
+            optimal=optimal,
+        )
+
+
+def _to_lp(instance: Instance, layout: Layout) -> highspy.HighsLp:
+    jobs, dcs, periods = instance.shape
+    n_x, n_y = layout.n_x, layout.n_y
+    x_cols = np.arange(n_x)
+    y_cols = n_x + np.arange(n_y)
+    u_cols = n_x + n_y + np.arange(jobs)
+    need = instance.need.astype(float)
+    length = instance.periods.length.astype(float)
+
+    demand_row, site_row, link_row = 0, jobs, 2 * jobs
+    capacity_row = link_row + n_y
+    power_row = capacity_row + dcs * periods
+    n_rows = power_row + (dcs * periods if instance.power_cap_kw is not None else 0)
+
+    cell = layout.x_dc * periods + layout.x_period
+    rows = [demand_row + layout.x_job, demand_row + np.arange(jobs), site_row + layout.y_job,
+            link_row + layout.y_index_of_x(), link_row + np.arange(n_y), capacity_row + cell]
+    cols = [x_cols, u_cols, y_cols, x_cols, y_cols, x_cols]
+    vals = [np.ones(n_x), np.ones(jobs), np.ones(n_y), np.ones(n_x), -need[layout.y_job],
+            instance.gpus[layout.x_job].astype(float)]
+    row_lower = [need, (np.bincount(layout.y_job, minlength=jobs) > 0).astype(float),
+                 np.full(n_y, -np.inf), np.full(dcs * periods, -np.inf)]
+    row_upper = [need, row_lower[1], np.zeros(n_y),
+                 (np.maximum(instance.capacity, 0) * length[None, :]).ravel()]
+    if instance.power_cap_kw is not None:
+        rows.append(power_row + cell)
+        cols.append(x_cols)
+        vals.append(instance.power_kw[layout.x_job].astype(float))
+        row_lower.append(np.full(dcs * periods, -np.inf))
+        row_upper.append((instance.power_cap_kw[:, None] * length[None, :]).ravel())
+
+    matrix = sparse.csc_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, layout.n_cols)
+    )
+    lp = highspy.HighsLp()
+    lp.num_col_ = layout.n_cols
+    lp.num_row_ = n_rows
+    lp.col_cost_ = layout.costs(instance)
+    lp.col_lower_ = np.zeros(layout.n_cols)
+    lp.col_upper_ = np.concatenate([layout.x_upper.astype(float), np.ones(n_y), need])
+    lp.row_lower_ = np.concatenate(row_lower)
+    lp.row_upper_ = np.concatenate(row_upper)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = matrix.indptr
+    lp.a_matrix_.index_ = matrix.indices
+    lp.a_matrix_.value_ = matrix.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * (n_x + n_y) + [highspy.HighsVarType.kContinuous] * jobs
+    return lp
+
+
+def _start_vector(instance: Instance, layout: Layout, start: np.ndarray) -> np.ndarray:
+    """A feasible-as-possible column vector from an hour grid: one site per job, the rest unmet."""
+    jobs, dcs, _ = instance.shape
+    per_site = start.sum(axis=2)
+    site = per_site.argmax(axis=1)
+    keep = np.zeros_like(start)
+    keep[np.arange(jobs), site, :] = start[np.arange(jobs), site, :]
+    x = np.minimum(keep[layout.x_job, layout.x_dc, layout.x_period], layout.x_upper)
+    placed = np.bincount(layout.x_job, weights=x, minlength=jobs)
+    excess = np.maximum(placed - instance.need, 0)
+    if excess.any():  # a job needs fewer hours than before: drop its latest hours
+        for j in np.nonzero(excess)[0]:
+            columns = np.nonzero((layout.x_job == j) & (x > 0))[0][::-1]
+            for column in columns:
+                cut = min(x[column], excess[j])
+                x[column] -= cut
+                excess[j] -= cut
+                if not excess[j]:
+                    break
+        placed = np.bincount(layout.x_job, weights=x, minlength=jobs)
+    y = (site[layout.y_job] == layout.y_dc).astype(float)
+    unmet = instance.need - placed
+    return np.concatenate([x.astype(float), y, unmet.astype(float)])

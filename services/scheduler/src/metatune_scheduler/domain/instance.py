@@ -1,0 +1,51 @@
+"""One scheduling problem as numpy arrays: what both model builders read.
+
+Shapes: J jobs, D datacenters, T periods (see :mod:`.horizon`). Units: hours, GPUs, kW,
+gCO2eq/kWh, gCO2eq.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .horizon import Periods
+
+
+@dataclass(frozen=True)
+class Instance:
+    periods: Periods
+    need: np.ndarray  # (J,) hours each job still has to run in this plan
+    gpus: np.ndarray  # (J,) GPUs a job occupies while it runs
+    power_kw: np.ndarray  # (J,) IT power of the whole job while it runs
+    pue: np.ndarray  # (D,)
+    intensity: np.ndarray  # (D, T) mean forecast carbon intensity of each period
+    capacity: np.ndarray  # (D, T) GPUs free in each hour of the period
+    usable: np.ndarray  # (J, D, T) hours of period t job j may run at d (0: not allowed)
+    switch_g: np.ndarray  # (J, D) emissions of moving the job's checkpoint to d (0 where it is)
+    power_cap_kw: np.ndarray | None = None  # (D,) IT power limit per datacenter, None: no limit
+
+    def __post_init__(self) -> None:
+        jobs, dcs, periods = len(self.need), len(self.pue), self.periods.count
+        expected = {
+            "gpus": (jobs,), "power_kw": (jobs,), "intensity": (dcs, periods), "capacity": (dcs, periods),
+            "usable": (jobs, dcs, periods), "switch_g": (jobs, dcs),
+        }
+        for name, shape in expected.items():
+            if getattr(self, name).shape != shape:
+                raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected {shape}")
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return len(self.need), len(self.pue), self.periods.count
+
+    def hour_cost(self) -> np.ndarray:
+        """(J, D, T) gCO2eq of one hour of job j at d in period t: R_j * PUE_d * C_{d,t}."""
+        return self.power_kw[:, None, None] * (self.pue[:, None] * self.intensity)[None, :, :]
+
+    def unmet_penalty(self) -> float:
+        """Cost of one hour a job cannot get: dearer than any placement, so used only if forced."""
+        cost = self.hour_cost()
+        top = float(cost.max()) if cost.size else 1.0
+        return 1e3 * max(top, 1.0) + 1e3 * float(self.switch_g.max(initial=0.0))

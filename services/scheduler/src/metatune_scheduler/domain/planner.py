@@ -1,0 +1,315 @@
+"""From jobs, sites and forecasts at one hour to an hourly plan: pinning, migration cost,
+candidate sites, the solve, infeasibility with an earliest feasible finish, and the plan in hours."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import numpy as np
+
+from .horizon import Aggregation, Periods
+from .instance import Instance
+from .highs_builder import HighsModelSolver
+from .model import Solution
+
+
+@dataclass(frozen=True)
+class MigrationPolicy:
+    """What moving a checkpoint to another datacenter costs.
+
+    ``delay_hours``: the job cannot run at the new site before the transfer is done;
+    ``transfer_kwh``: network and storage energy of one transfer;
+    ``restart_hours``: extra compute at the new site (reload base model and data, warm-up).
+    """
+
+    delay_hours: int = 1
+    transfer_kwh: float = 0.5
+    restart_hours: float = 0.1
+
+
+@dataclass(frozen=True)
+class SiteSnapshot:
+    name: str
+    pue: float
+    gpus: int  # GPUs this scheduler may use
+    intensity: np.ndarray  # hourly forecast from the plan's first hour, gCO2eq/kWh, >= horizon long
+    power_cap_kw: float | None = None
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    job_id: UUID
+    need_hours: int  # wall-clock hours still to run
+    gpus: int
+    power_kw: float
+    deadline_hour: int  # epoch hour by which the job must have finished (exclusive end)
+    allowed: frozenset[str]  # datacenters the job may use (data residency)
+    home: str  # submitter's datacenter: the run-now baseline
+    location: str | None = None  # where its process or checkpoint is
+    pinned: bool = False  # runs at ``location`` in the first hour, already committed
+
+
+@dataclass(frozen=True)
+class Infeasibility:
+    job_id: UUID
+    reason: str
+    earliest_finish_hour: int | None  # epoch hour (exclusive end); None: not with these datacenters
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """Where a job runs, hour by hour: ``slots`` are (epoch hour, datacenter, gCO2eq), sorted
+    by hour. Usually one datacenter; a pinned job that moves after its committed hour has two."""
+
+    job_id: UUID
+    slots: tuple[tuple[int, str, float], ...]
+
+    @property
+    def emissions_g(self) -> float:
+        return sum(grams for _, _, grams in self.slots)
+
+    def at(self, hour: int) -> str | None:
+        return next((dc for h, dc, _ in self.slots if h == hour), None)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    first_hour: int
+    jobs: dict[UUID, PlannedJob]
+    baseline_g: float
+    infeasible: list[Infeasibility] = field(default_factory=list)
+    solve_seconds: float = 0.0
+    mip_gap: float | None = None
+
+    @property
+    def emissions_g(self) -> float:
+        return sum(job.emissions_g for job in self.jobs.values())
+
+    def running_at(self, hour: int) -> dict[UUID, str]:
+        return {job.job_id: dc for job in self.jobs.values() if (dc := job.at(hour)) is not None}
+
+
+class Planner:
+    """Turns snapshots into an :class:`Instance`, solves it, and reads the plan back in hours."""
+
+    def __init__(
+        self,
+        solver: HighsModelSolver | None = None,
+        aggregation: Aggregation = Aggregation(),
+        migration: MigrationPolicy = MigrationPolicy(),
+        candidate_sites: int | None = 3,
+        relax_rounds: int = 4,
+    ) -> None:
+        self.solver = solver or HighsModelSolver()
+        self.aggregation = aggregation
+        self.migration = migration
+        self.candidate_sites = candidate_sites
+        self.relax_rounds = relax_rounds
+
+    def plan(
+        self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
+        previous: PlanResult | None = None,
+    ) -> PlanResult:
+        jobs = sorted(jobs, key=lambda job: str(job.job_id))
+        infeasible = [reason for job in jobs if (reason := _impossible(job, sites)) is not None]
+        hopeless = {item.job_id for item in infeasible}
+        plannable = [job for job in jobs if job.job_id not in hopeless]
+        if not plannable:
+            return PlanResult(first_hour, {}, 0.0, infeasible)
+        periods = Periods.build(first_hour, self.aggregation)
+        hourly = np.stack([site.intensity[: periods.horizon] for site in sites])
+
+        instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly)
+        solution = self.solver.solve(instance, self._start(instance, periods, plannable, sites, previous))
+        offered: dict[UUID, Infeasibility] = {}
+        for _ in range(self.relax_rounds):  # offer the earliest finish the plan leaves room for
+            late = [plannable[j] for j in np.nonzero(solution.unmet)[0]]
+            if not late:
+                break
+            residual = _residual(instance, periods, solution, sites, pinned, plannable)
+            relaxed = {}
+            for job in late:
+                estimate = _earliest_finish(job, sites, residual, first_hour, self.migration)
+                finish = max(estimate, job.deadline_hour + 1)
+                original = offered[job.job_id].reason if job.job_id in offered else None
+                offered[job.job_id] = Infeasibility(job.job_id, original or _late_reason(job, finish), finish)
+                relaxed[job.job_id] = dataclasses.replace(job, deadline_hour=finish)
+            plannable = [relaxed.get(job.job_id, job) for job in plannable]
+            instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly)
+            solution = self.solver.solve(instance, solution.hours(instance.shape))
+        infeasible.extend(offered.values())
+
+        planned = _read_plan(first_hour, periods, instance, solution, plannable, sites, hourly, pinned)
+        baseline = sum(_run_now_at_home(job, sites, hourly) for job in plannable)
+        return PlanResult(first_hour, planned, baseline, infeasible, solution.seconds, solution.mip_gap)
+
+    def _instance(
+        self, first_hour: int, periods: Periods, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
+        hourly: np.ndarray,
+    ) -> tuple[Instance, np.ndarray]:
+        n_jobs, n_sites, horizon = len(jobs), len(sites), periods.horizon
+        index = {site.name: d for d, site in enumerate(sites)}
+        pue = np.array([site.pue for site in sites], dtype=float)
+        capacity_hourly = np.tile(np.array([site.gpus for site in sites], dtype=float)[:, None], (1, horizon))
+        gpus = np.array([job.gpus for job in jobs], dtype=np.int64)
+        power = np.array([job.power_kw for job in jobs], dtype=float)
+        need = np.array([job.need_hours for job in jobs], dtype=np.int64)
+        pinned = np.full(n_jobs, -1)
+        allowed_hour = np.zeros((n_jobs, n_sites, horizon), dtype=np.int64)
+        switch_g = np.zeros((n_jobs, n_sites))
+        offsets = np.arange(horizon)
+        day = hourly[:, :24].mean(axis=1) if n_sites else np.zeros(0)
+
+        for j, job in enumerate(jobs):
+            end = min(job.deadline_hour - first_hour, horizon)
+            begin = 0
+            if job.pinned and job.location in index:
+                pinned[j] = index[job.location]
+                capacity_hourly[pinned[j], 0] -= job.gpus
+                need[j] -= 1
+                begin = 1
+            for name in job.allowed:
+                d = index.get(name)
+                if d is None or sites[d].gpus < job.gpus:
+                    continue
+                start = begin
+                if job.location is not None and name != job.location:
+                    start += self.migration.delay_hours
+                    energy = self.migration.transfer_kwh + self.migration.restart_hours * job.power_kw
+                    switch_g[j, d] = energy * pue[d] * day[d]
+                allowed_hour[j, d] = (offsets >= start) & (offsets < end)
+            if job.deadline_hour - first_hour > horizon:  # the rest is planned by a later plan
+                need[j] = min(need[j], int(allowed_hour[j].sum(axis=1).max(initial=0)))
+        need = np.maximum(need, 0)
+
+        usable = np.add.reduceat(allowed_hour, periods.offset, axis=2) if n_jobs else np.zeros((0, n_sites, periods.count), np.int64)
+        if self.candidate_sites is not None and n_jobs:
+            usable = usable * self._candidates(jobs, sites, periods, usable, need, power, pue, hourly, switch_g)[:, :, None]
+        caps = np.array([site.power_cap_kw or np.inf for site in sites])
+        instance = Instance(
+            periods=periods, need=need, gpus=gpus, power_kw=power, pue=pue, intensity=periods.mean(hourly),
+            capacity=np.add.reduceat(capacity_hourly, periods.offset, axis=1) / periods.length,
+            usable=usable, switch_g=switch_g, power_cap_kw=caps if np.isfinite(caps).any() else None,
+        )
+        return instance, pinned
+
+    def _candidates(self, jobs, sites, periods, usable, need, power, pue, hourly, switch_g) -> np.ndarray:
+        """Keep, per job, the ``candidate_sites`` cheapest datacenters on their own (plus where it is).
+
+        Cuts J x D x T columns to J x K x T; capacity contention beyond the K cleanest sites
+        is what this gives up (measured in bench/scheduler_scale_bench.py)."""
+        cost = power[:, None, None] * (pue[:, None] * periods.mean(hourly))[None]
+        order = np.argsort(cost, axis=2, kind="stable")
+        cost_sorted = np.take_along_axis(cost, order, axis=2)
+        hours_sorted = np.take_along_axis(usable, order, axis=2)
+        before = np.cumsum(hours_sorted, axis=2) - hours_sorted
+        taken = np.clip(need[:, None, None] - before, 0, hours_sorted)
+        alone = (taken * cost_sorted).sum(axis=2) + switch_g
+        alone[usable.sum(axis=2) < need[:, None]] = np.inf
+        alone[usable.sum(axis=2) == 0] = np.nan
+        keep = np.zeros(alone.shape, dtype=bool)
+        ranked = np.argsort(np.nan_to_num(alone, nan=np.inf), axis=1, kind="stable")[:, : self.candidate_sites]
+        keep[np.arange(len(jobs))[:, None], ranked] = True
+        index = {site.name: d for d, site in enumerate(sites)}
+        for j, job in enumerate(jobs):
+            if job.location in index:
+                keep[j, index[job.location]] = True
+        return keep & ~np.isnan(alone)
+
+    @staticmethod
+    def _start(instance: Instance, periods: Periods, jobs, sites, previous: PlanResult | None) -> np.ndarray | None:
+        """The previous plan's hours mapped onto this plan's periods (the warm start)."""
+        if previous is None:
+            return None
+        index = {site.name: d for d, site in enumerate(sites)}
+        period_of = periods.period_of_offset()
+        grid = np.zeros(instance.shape, dtype=np.int64)
+        for j, job in enumerate(jobs):
+            old = previous.jobs.get(job.job_id)
+            for hour, name, _ in old.slots if old is not None else ():
+                offset = hour - periods.first_hour
+                if name in index and (1 if job.pinned else 0) <= offset < periods.horizon:
+                    grid[j, index[name], period_of[offset]] += 1
+        return grid
+
+
+def _impossible(job: JobSnapshot, sites: Sequence[SiteSnapshot]) -> Infeasibility | None:
+    allowed = [site for site in sites if site.name in job.allowed]
+    if not allowed:
+        return Infeasibility(job.job_id, "no allowed datacenter is available (data residency)", None)
+    largest = max(site.gpus for site in allowed)
+    if largest < job.gpus:
+        return Infeasibility(job.job_id, f"needs {job.gpus} GPUs; the largest allowed datacenter has {largest}", None)
+    return None
+
+
+def _late_reason(job: JobSnapshot, finish: int) -> str:
+    return (f"{job.need_hours} h on {job.gpus} GPUs cannot finish by the deadline with the capacity left; "
+            f"the earliest feasible finish is {finish - job.deadline_hour} h later")
+
+
+def _residual(instance, periods, solution: Solution, sites, pinned, jobs) -> np.ndarray:
+    """Hourly free GPUs per site after the plan (late jobs' own hours removed)."""
+    hours = solution.hours(instance.shape).astype(float)
+    late = solution.unmet > 0
+    hours[late] = 0
+    used = np.einsum("j,jdt->dt", instance.gpus.astype(float), hours)
+    per_hour = used[:, periods.period_of_offset()] / np.repeat(periods.length, periods.length)[None, :]
+    free = np.array([[site.gpus] for site in sites], dtype=float) - per_hour
+    for j, d in enumerate(pinned):
+        if d >= 0 and not late[j]:
+            free[d, 0] -= jobs[j].gpus
+    return free
+
+
+def _earliest_finish(job: JobSnapshot, sites, residual: np.ndarray, first_hour: int, migration: MigrationPolicy) -> int:
+    """Earliest epoch hour by which ``job`` can have run all its hours at one allowed site
+    (hours with enough free GPUs in the plan; after the horizon, the site's full capacity)."""
+    best = None
+    for d, site in enumerate(sites):
+        if site.name not in job.allowed or site.gpus < job.gpus:
+            continue
+        start = 0
+        if job.location is not None and site.name != job.location:
+            start = migration.delay_hours + (1 if job.pinned else 0)
+        fits = residual[d] >= job.gpus - 1e-9
+        fits[:start] = False
+        count = np.cumsum(fits)
+        if count[-1] >= job.need_hours:
+            finish = int(np.searchsorted(count, job.need_hours)) + 1
+        else:
+            finish = len(fits) + job.need_hours - int(count[-1])
+        best = finish if best is None else min(best, finish)
+    return first_hour + int(best if best is not None else job.need_hours)
+
+
+def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pinned) -> dict[UUID, PlannedJob]:
+    """Hours of each job; inside a block, the block's cleanest hours before the deadline."""
+    hours = solution.hours(instance.shape)
+    planned: dict[UUID, PlannedJob] = {}
+    for j, job in enumerate(jobs):
+        chosen: list[tuple[int, int]] = [(0, int(pinned[j]))] if pinned[j] >= 0 else []
+        for d, t in zip(*np.nonzero(hours[j]), strict=True):
+            begin, length = int(periods.offset[t]), int(periods.length[t])
+            window = np.arange(begin, begin + length)
+            window = window[window < job.deadline_hour - first_hour]
+            cleanest = window[np.argsort(hourly[d, window], kind="stable")][: int(hours[j, d, t])]
+            chosen.extend((int(h), int(d)) for h in cleanest)
+        if not chosen:
+            continue
+        chosen.sort()
+        slots = tuple((h + first_hour, sites[d].name, job.power_kw * sites[d].pue * float(hourly[d, h]))
+                      for h, d in chosen)
+        planned[job.job_id] = PlannedJob(job.job_id, slots)
+    return planned
+
+
+def _run_now_at_home(job: JobSnapshot, sites, hourly: np.ndarray) -> float:
+    """The baseline: the remaining hours at the submitter's datacenter, starting now."""
+    for d, site in enumerate(sites):
+        if site.name == job.home:
+            return job.power_kw * site.pue * float(hourly[d, : job.need_hours].sum())
+    return 0.0

@@ -1,0 +1,149 @@
+"""The scheduler's decision step: state + registry + clock hour -> plan, assignments, notices.
+
+Pure and synchronous (the service runs it in a thread); the caller publishes the outputs and
+folds them back into the state, exactly as a replay of the stream would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID, uuid5
+
+import numpy as np
+
+from metatune.contracts import Assignment, Event, JobInfeasible, Plan, PlanEntry
+from metatune.registry import Registry
+
+from .assignments import NAMESPACE, diff
+from .horizon import epoch_hour, from_epoch_hour
+from .planner import JobSnapshot, PlannedJob, Planner, PlanResult, SiteSnapshot
+from .state import JobRecord, JobStatus, SchedulerState
+
+
+@dataclass(frozen=True)
+class Decision:
+    result: PlanResult
+    plan: Plan | None  # None: same plan as the last one published
+    assignments: list[Assignment] = field(default_factory=list)
+    infeasible: list[JobInfeasible] = field(default_factory=list)
+
+    def events(self) -> list[Event]:
+        """Outputs in publication order: notices, then the plan, then the changes it implies."""
+        return [*self.infeasible, *([self.plan] if self.plan else []), *self.assignments]
+
+
+class Scheduler:
+    def __init__(self, registry: Registry, planner: Planner | None = None) -> None:
+        self.registry = registry
+        self.planner = planner or Planner()
+        self.state = SchedulerState()
+
+    def apply(self, event: Event) -> bool:
+        return self.state.apply(event)
+
+    def replan(self, now: datetime) -> Decision:
+        hour = epoch_hour(now)
+        sites = self._sites(hour)
+        known = {site.name for site in sites}
+        jobs = [self._snapshot(job, now, hour, known) for job in self.state.active_jobs()]
+        planned = [job for job in jobs if job is not None]
+        result = self.planner.plan(hour, planned, sites, previous=_result_of(self.state.last_plan))
+
+        last = self.state.last_plan
+        version = 0 if last is None else last.plan_version + 1
+        plan = _plan_event(result, version, now)
+        if last is None and not plan.entries:
+            plan = None  # nothing to plan yet
+        elif last is not None and last.horizon_start == plan.horizon_start and _same(last, plan):
+            plan, version = None, last.plan_version
+        records = {job.job_id: job for job in self.state.active_jobs()}
+        notices = [
+            JobInfeasible(
+                event_id=uuid5(NAMESPACE, f"{item.job_id}/infeasible/{records[item.job_id].deadline.isoformat()}"),
+                occurred_at=now, job_id=item.job_id, study_id=records[item.job_id].request.study_id,
+                reason=item.reason,
+                earliest_finish=from_epoch_hour(item.earliest_finish_hour) if item.earliest_finish_hour else None,
+            )
+            for item in result.infeasible
+        ]
+        notices = [notice for notice in notices if not self.state.seen(notice.event_id)]
+        return Decision(result, plan, diff(result, self.state.active_jobs(), now, version), notices)
+
+    def _sites(self, hour: int) -> list[SiteSnapshot]:
+        sites = []
+        for dc in self.registry.datacenters:
+            forecast = self.state.forecasts.get(dc.region)
+            if forecast is None:  # not planned on until its grid has a forecast
+                continue
+            sites.append(SiteSnapshot(
+                name=dc.name, pue=dc.pue, gpus=self.state.capacity.get(dc.name, dc.gpus),
+                intensity=_hourly_from(forecast.g_per_kwh, epoch_hour(forecast.start), hour, self.planner.aggregation.horizon),
+            ))
+        return sites
+
+    def _snapshot(self, job: JobRecord, now: datetime, hour: int, known: set[str]) -> JobSnapshot | None:
+        spec = job.request.spec
+        allowed = frozenset(dc.name for dc in self.registry.in_group(spec.region_group)) & known
+        if not allowed:
+            return None  # waits for a forecast of an allowed grid
+        names = self.registry.names()
+        home = spec.home_datacenter if spec.home_datacenter in names else sorted(allowed, key=names.index)[0]
+        last = self.state.last_plan
+        committed = last is not None and epoch_hour(last.horizon_start) == hour
+        return JobSnapshot(
+            job_id=job.job_id, need_hours=job.remaining_hours(now), gpus=job.request.gpus, power_kw=job.power_kw,
+            deadline_hour=epoch_hour(job.deadline), allowed=allowed, home=home,
+            location=job.location if job.status in (JobStatus.running, JobStatus.paused) else None,
+            pinned=committed and job.status is JobStatus.running,
+        )
+
+
+def _hourly_from(values: list[float], start_hour: int, hour: int, horizon: int) -> np.ndarray:
+    """Forecast values from ``hour`` on, ``horizon`` long; past its end, the last day repeats."""
+    series = np.asarray(values, dtype=float)
+    offset = hour - start_hour
+    if offset < 0:
+        series = np.concatenate([np.full(-offset, series[0]), series])
+        offset = 0
+    out = series[offset:]
+    day = series[-24:]
+    while len(out) < horizon:
+        out = np.concatenate([out, day])
+    return out[:horizon]
+
+
+def _plan_event(result: PlanResult, version: int, now: datetime) -> Plan:
+    entries = []
+    for job in sorted(result.jobs.values(), key=lambda planned: str(planned.job_id)):
+        by_dc: dict[str, list[tuple[int, float]]] = {}
+        for h, dc, grams in job.slots:
+            by_dc.setdefault(dc, []).append((h, grams))
+        for dc, slots in by_dc.items():
+            entries.append(PlanEntry(job_id=job.job_id, datacenter=dc, hours=[from_epoch_hour(h) for h, _ in slots],
+                                     emissions_g=sum(g for _, g in slots)))
+    return Plan(
+        event_id=uuid5(NAMESPACE, f"plan/{version}/{result.first_hour}"), occurred_at=now, plan_version=version,
+        horizon_start=from_epoch_hour(result.first_hour), entries=entries,
+        expected_emissions_g=result.emissions_g, baseline_emissions_g=result.baseline_g,
+        solve_seconds=result.solve_seconds, mip_gap=result.mip_gap,
+        infeasible_jobs=[item.job_id for item in result.infeasible],
+    )
+
+
+def _same(a: Plan, b: Plan) -> bool:
+    def key(plan: Plan) -> list[tuple[UUID, str, tuple]]:
+        return [(e.job_id, e.datacenter, tuple(e.hours)) for e in plan.entries]
+    return key(a) == key(b)
+
+
+def _result_of(plan: Plan | None) -> PlanResult | None:
+    """The published plan as a warm start."""
+    if plan is None:
+        return None
+    slots: dict[UUID, list] = {}
+    for entry in plan.entries:
+        per_hour = entry.emissions_g / max(len(entry.hours), 1)
+        slots.setdefault(entry.job_id, []).extend((epoch_hour(h), entry.datacenter, per_hour) for h in entry.hours)
+    jobs = {job_id: PlannedJob(job_id, tuple(sorted(s))) for job_id, s in slots.items()}
+    return PlanResult(epoch_hour(plan.horizon_start), jobs, plan.baseline_emissions_g)

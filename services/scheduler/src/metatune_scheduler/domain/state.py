@@ -1,0 +1,143 @@
+"""What the scheduler knows, folded from events only, so replaying the stream rebuilds it.
+
+The scheduler's own outputs (plans, assignments, infeasibility notices) are folded too: they
+say what was committed, which is what a restarted scheduler must not send twice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from uuid import UUID
+
+from metatune.contracts import (
+    AgentStatus, Assignment, AssignmentAction, CarbonForecast, Event, JobInfeasible, JobRequested, Plan,
+    RunCompleted, RunFailed, RunPaused, RunProgress,
+)
+
+
+class JobStatus(StrEnum):
+    pending = "pending"  # requested, never started
+    running = "running"
+    paused = "paused"  # checkpointed at ``location``
+    completed = "completed"
+    failed = "failed"
+
+
+ACTIVE = {JobStatus.pending, JobStatus.running, JobStatus.paused}
+
+
+@dataclass
+class JobRecord:
+    request: JobRequested
+    remaining_gpu_hours: float  # as of ``run_since`` while running, else now
+    power_kw: float  # measured by the agent once it runs, else the recommender's estimate
+    deadline: datetime  # the request's, or the earliest finish the scheduler offered
+    status: JobStatus = JobStatus.pending
+    location: str | None = None
+    checkpoint_key: str | None = None
+    run_since: datetime | None = None
+    infeasible_reason: str | None = None
+
+    @property
+    def job_id(self) -> UUID:
+        return self.request.job_id
+
+    def remaining_hours(self, now: datetime) -> int:
+        """Whole wall-clock hours still to run (at least 1 until the agent says it completed)."""
+        gpu_hours = self.remaining_gpu_hours
+        if self.status is JobStatus.running and self.run_since is not None:
+            gpu_hours -= self.request.gpus * max((now - self.run_since).total_seconds(), 0) / 3600
+        return max(1, math.ceil(gpu_hours / self.request.gpus - 1e-9))
+
+    def _stop_clock(self, at: datetime) -> None:
+        if self.status is JobStatus.running and self.run_since is not None:
+            ran = max((at - self.run_since).total_seconds(), 0) / 3600
+            self.remaining_gpu_hours = max(self.remaining_gpu_hours - self.request.gpus * ran, 0.0)
+        self.run_since = None
+
+
+@dataclass
+class SchedulerState:
+    jobs: dict[UUID, JobRecord] = field(default_factory=dict)
+    forecasts: dict[str, CarbonForecast] = field(default_factory=dict)
+    capacity: dict[str, int] = field(default_factory=dict)  # GPUs per datacenter reported by agents
+    last_plan: Plan | None = None
+    _seen: set[UUID] = field(default_factory=set)
+
+    def active_jobs(self) -> list[JobRecord]:
+        return [job for job in self.jobs.values() if job.status in ACTIVE]
+
+    def seen(self, event_id: UUID) -> bool:
+        return event_id in self._seen
+
+    def apply(self, event: Event) -> bool:
+        """Fold one event; returns whether it could change the plan (False for an event already
+        folded, as replay and live delivery overlap, and for a heartbeat that changes nothing)."""
+        if event.event_id in self._seen:
+            return False
+        self._seen.add(event.event_id)
+        match event:
+            case JobRequested():
+                if event.job_id not in self.jobs:
+                    self.jobs[event.job_id] = JobRecord(
+                        event, event.estimated_gpu_hours, event.power_kw, event.deadline)
+            case CarbonForecast():
+                current = self.forecasts.get(event.region)
+                if current is None or event.issued_at >= current.issued_at:
+                    self.forecasts[event.region] = event
+            case AgentStatus():
+                changed = self.capacity.get(event.datacenter) != event.gpus_total
+                self.capacity[event.datacenter] = event.gpus_total
+                return changed
+            case Plan():
+                if self.last_plan is None or event.plan_version >= self.last_plan.plan_version:
+                    self.last_plan = event
+            case Assignment():
+                self._assigned(event)
+            case JobInfeasible():
+                if (job := self.jobs.get(event.job_id)) is not None:
+                    job.infeasible_reason = event.reason
+                    if event.earliest_finish is not None:
+                        job.deadline = max(job.deadline, event.earliest_finish)
+            case RunProgress():
+                self._progress(event)
+            case RunPaused():
+                if (job := self.jobs.get(event.job_id)) is not None and job.status in ACTIVE:
+                    job._stop_clock(event.occurred_at)
+                    job.status, job.location, job.checkpoint_key = JobStatus.paused, event.datacenter, event.checkpoint_key
+            case RunCompleted() | RunFailed():
+                if (job := self.jobs.get(event.job_id)) is not None:
+                    job._stop_clock(event.occurred_at)
+                    job.status = JobStatus.completed if isinstance(event, RunCompleted) else JobStatus.failed
+                    job.location = event.datacenter
+        return True
+
+    def _assigned(self, event: Assignment) -> None:
+        job = self.jobs.get(event.job_id)
+        if job is None or job.status not in ACTIVE:
+            return
+        if event.action in (AssignmentAction.start, AssignmentAction.resume):
+            job.status, job.location, job.run_since = JobStatus.running, event.datacenter, event.occurred_at
+        elif event.action is AssignmentAction.pause:
+            job._stop_clock(event.occurred_at)
+            job.status = JobStatus.paused
+        elif event.action is AssignmentAction.stop:
+            job._stop_clock(event.occurred_at)
+            job.status = JobStatus.failed
+
+    def _progress(self, event: RunProgress) -> None:
+        job = self.jobs.get(event.job_id)
+        if job is None or job.status not in ACTIVE:
+            return
+        if event.estimated_remaining_gpu_hours is not None:
+            job.remaining_gpu_hours = event.estimated_remaining_gpu_hours
+        else:
+            left = 1 - event.step / event.total_steps
+            job.remaining_gpu_hours = job.request.estimated_gpu_hours * max(left, 0.0)
+        if job.status is JobStatus.running:
+            job.run_since = event.occurred_at
+        if event.power_w > 0:
+            job.power_kw = event.power_w / 1000

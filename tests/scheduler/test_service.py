@@ -1,0 +1,75 @@
+"""Through a real NATS: job requested + forecasts -> assignments on the right datacenter subject;
+a restarted scheduler rebuilds its state from the stream and sends nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats
+import pytest
+
+from metatune import subjects
+from metatune.contracts import Assignment, AssignmentAction, Plan, RegionGroup
+from metatune.settings import Settings
+from metatune.bus import publish_event  # noqa: F401  (the service publishes through it)
+
+from metatune_scheduler.app import create_service
+
+from .conftest import NOW, forecast, job_requested, small_registry
+
+REGISTRY = small_registry("fra1", "osl1", "sjc1")
+
+
+async def _publish(js, subject: str, event) -> None:
+    await js.publish(subject, event.to_bytes(), headers={"Nats-Msg-Id": str(event.event_id)})
+
+
+@pytest.mark.asyncio
+async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(module_nats: str) -> None:
+    settings = Settings(nats_url=module_nats, clock="simulated", sim_seconds_per_hour=3600.0, sim_start=NOW,
+                        heartbeat_s=0.5)
+    received: dict[str, list[Assignment]] = {}
+    plans: list[Plan] = []
+    nc = await nats.connect(module_nats)
+
+    async def on_assignment(msg) -> None:
+        received.setdefault(msg.subject, []).append(Assignment.model_validate_json(msg.data))
+
+    async def on_plan(msg) -> None:
+        plans.append(Plan.model_validate_json(msg.data))
+
+    await nc.subscribe(subjects.ASSIGNMENTS_ALL, cb=on_assignment)
+    await nc.subscribe(subjects.PLANS, cb=on_plan)
+    service = create_service(settings=settings, registry=REGISTRY, debounce_s=0.2)
+    try:
+        async with service.running():
+            js = nc.jetstream()
+            for event in (forecast("DE", [300.0]), forecast("NO", [25.0] * 2 + [80.0] * 22), forecast("US-CAL-CISO", [200.0]),
+                          job_requested(1, hours=2, gpus=4, home="fra1", group=RegionGroup.EU),
+                          job_requested(2, hours=1, gpus=2, home="sjc1", group=RegionGroup.NA, deadline_h=1)):
+                subject = subjects.forecasts(event.region) if hasattr(event, "region") else subjects.JOBS_REQUESTED
+                await _publish(js, subject, event)
+            await _until(lambda: len(received) == 2)
+            solves = service.runtime.solves
+        assert set(received) == {subjects.assignments("osl1"), subjects.assignments("sjc1")}
+        eu = received[subjects.assignments("osl1")]
+        assert [a.action for a in eu] == [AssignmentAction.start] and eu[0].job_id == job_requested(1, hours=2).job_id
+        assert solves <= 3  # five events, coalesced
+        published = len(plans)
+
+        restarted = create_service(settings=settings, registry=REGISTRY, debounce_s=0.2)
+        async with restarted.running():
+            await _until(lambda: restarted.runtime.solves >= 1)
+            state = restarted.runtime.scheduler.state
+            assert state.last_plan is not None and state.last_plan.plan_version == plans[-1].plan_version
+        await asyncio.sleep(0.3)
+        assert sum(len(v) for v in received.values()) == 2 and len(plans) == published
+    finally:
+        await nc.close()
+
+
+async def _until(condition, timeout_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
