@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 import tarfile
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from metatune.clock import FixedClock
 from metatune.contracts import TaskType
 from metatune_agent.domain.errors import CheckpointMismatch
 from metatune_agent.domain.request import TrainOptions
@@ -103,3 +106,22 @@ def test_without_dynamic_padding_every_batch_is_padded_to_max_length(sst2: Path)
     naive = request.model_copy(update={"options": TrainOptions(dynamic_padding=False, group_by_length=False, smoke_test=False)})
     outcome = run_training(naive, site=FAST_SITE)
     assert outcome.accounting.tokens_with_padding == 2 * 8 * 32
+
+
+def test_simulated_time_paces_steps_by_the_plan(sst2: Path) -> None:
+    clock = FixedClock(datetime(2025, 3, 1, 10, 0, tzinfo=UTC))
+    hour_of_step: dict[int, datetime] = {}
+
+    def tick() -> None:  # each look at the controls moves simulated time on by 15 minutes
+        clock.advance(timedelta(minutes=15))
+
+    hooks = RunHooks(
+        on_progress=lambda p: hour_of_step.setdefault(p.step, clock.current_hour()),
+        control=lambda: tick(),
+    )
+    outcome = run_training(request_for(sst2, max_steps=4), site=FAST_SITE, clock=clock, hooks=hooks, planned_hours=2.0)
+    assert outcome.status == "completed" and outcome.step == 4
+    steps_per_hour = Counter(hour for step, hour in hour_of_step.items() if step > 0)
+    assert max(steps_per_hour.values()) <= 2  # 4 steps planned over 2 hours
+    assert len(steps_per_hour) >= 2
+    assert len({h.hour for h in outcome.accounting.hours}) >= 2  # energy charged to each simulated hour

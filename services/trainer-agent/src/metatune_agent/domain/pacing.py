@@ -28,9 +28,10 @@ class StepPacer:
         hours = int((floor_hour(now) - self.start_hour) / HOUR)
         return math.floor(self.steps_per_hour * (hours + 1) + 1e-9)
 
-    def wait_seconds(self, steps_done: int) -> float:
-        """Real seconds to wait before the next step (0 when the hour's budget is not spent)."""
+    def may_step(self, steps_done: int) -> bool:
+        return steps_done < self.allowed(self.clock.now())
+
+    def wait_seconds(self) -> float:
+        """Real seconds until the next simulated hour, when a new budget opens."""
         now = self.clock.now()
-        if steps_done < self.allowed(now):
-            return 0.0
         return self.clock.wall_seconds(floor_hour(now) + HOUR - now)

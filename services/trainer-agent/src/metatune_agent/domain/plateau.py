@@ -2,8 +2,9 @@
 
 A run stops when all three hold:
 
-1. it has learned: the best validation loss is at least ``min_learned`` (relative) below the
-   first one. A curve that is still flat at its starting value is *before* learning (the
+1. it has learned: the mean of the last ``window`` validation losses is at least
+   ``min_learned`` (relative) below the first one (a mean, so one lucky noisy value does not
+   count as learning). A curve that is still flat at its starting value is *before* learning (the
    memorisation stretch before a late improvement, as in grokking), not a plateau after it;
    stopping there is the costly mistake, so the detector never does.
 2. no new best in the last ``patience`` evaluations;
@@ -35,14 +36,15 @@ class PlateauDetector:
         h = self.history
         if len(h) < max(self.window, self.patience + 1):
             return False
+        recent = h[-self.window :]
         first, best = h[0], min(h)
-        gain = first - best
+        gain = first - sum(recent) / len(recent)
         if gain < self.min_learned * abs(first):
             return False
         best_at = len(h) - 1 - h[::-1].index(best)
         if len(h) - 1 - best_at < self.patience:
             return False
-        projected_gain = -slope(h[-self.window :]) * self.patience
+        projected_gain = -slope(recent) * self.patience
         return projected_gain < self.min_rel_improvement * gain
 
 

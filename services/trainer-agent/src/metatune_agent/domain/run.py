@@ -26,7 +26,7 @@ from .carbon import CarbonLedger, IntensityLookup, no_intensity
 from .checkpoint import Accumulated, Checkpoint, fingerprint
 from .encoding import EncodedDataset, encode_dataset
 from .energy import DEFAULT_WATTS_PER_CORE, EnergyMeter, detect_counter
-from .errors import OutOfMemory, SmokeTestFailed
+from .errors import DatasetMissing, OutOfMemory, SmokeTestFailed
 from .model import count_parameters, device_for, load_model, load_tokenizer
 from .pacing import StepPacer
 from .plateau import PlateauDetector
@@ -151,6 +151,8 @@ class _Run:
 
     # ----------------------------------------------------------------- set-up
     def execute(self, resume_from: bytes | None) -> RunOutcome:
+        if not self.request.dataset.is_file():
+            raise DatasetMissing(f"dataset {self.request.dataset} does not exist")
         if self.options.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         self.meter = EnergyMeter(
@@ -333,12 +335,9 @@ class _Run:
     def _wait_for_budget(self, pacer: StepPacer | None, stretch_steps: int) -> Control | None:
         while True:
             control = self.hooks.control() if self.hooks.control else None
-            if control is not None or pacer is None:
+            if control is not None or pacer is None or pacer.may_step(stretch_steps):
                 return control
-            wait = pacer.wait_seconds(stretch_steps)
-            if wait <= 0:
-                return None
-            time.sleep(min(max(wait, PACER_POLL_S), 0.5))
+            time.sleep(min(max(pacer.wait_seconds(), PACER_POLL_S), 0.5))  # short naps: a pause must not wait an hour
 
     def _evaluate(self, kind_step: int) -> float:
         evaluation = self.trainer.evaluate(self.options.max_eval_examples)
