@@ -73,7 +73,7 @@ def dacf_comparison(model: CarbonModel, folder: Path, series: dict, error_model:
         arrays = series[f"CC:{region}"]
         midnights = dacf.index[dacf.index.hour == 0]
         issues = arrays.times.get_indexer(midnights)
-        issues = issues[(issues >= 336) & (issues + 24 <= len(arrays.times))]
+        issues = issues[(issues >= 336) & (issues + 168 <= len(arrays.times))]
         if len(issues) == 0:
             continue
         grid = build_grid(arrays, issues.astype(np.int64), error_model, np.random.default_rng(0))
