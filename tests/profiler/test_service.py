@@ -184,3 +184,28 @@ async def test_partially_bad_file_is_profiled_and_skips_are_reported(running, tm
     assert profiled.rows_skipped == 2 and profiled.skip_reasons == {"malformed_row": 1, "not_utf8": 1}
     rows = {e.code: e.row for e in outcomes.errors[str(event.study_id)]}
     assert rows == {"malformed_row": 21, "not_utf8": 31}
+
+
+async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) -> None:
+    """Profiling that outlasts ack_wait (150k rows: several seconds, against 1 s) keeps the message in
+    progress instead of getting it redelivered."""
+    settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5, ack_wait_s=1.0)
+    service = create_service(settings, ProfilerSettings(sample_size=64))
+    path = write_jsonl(tmp_path / "long.jsonl", (GOOD[i % len(GOOD)] | {"text": f"{i} " + GOOD[i % 80]["text"]}
+                                                 for i in range(150_000)))
+    outcomes = Outcomes()
+    nc = await nats.connect(nats_url)
+    await nc.subscribe(subjects.DATASETS_PROFILED, cb=outcomes.on_profiled)
+    js = nc.jetstream()
+    async with service.running():
+        event = submission(DatasetLocation(kind="path", ref=str(path)))
+        await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
+        # A second puller on the same durable consumer (as a second replica would be) must not be
+        # handed the submission while the first is still profiling it.
+        replica = await js.pull_subscribe_bind("profiler", stream=settings.stream_name)
+        with pytest.raises(nats.errors.TimeoutError):
+            await replica.fetch(1, timeout=3 * settings.ack_wait_s)
+        await wait_for(lambda: event.study_id in outcomes.profiled)
+        info = await js.consumer_info(settings.stream_name, "profiler")
+        assert info.num_redelivered == 0 and info.num_ack_pending == 0
+    await nc.close()

@@ -9,7 +9,10 @@ skip reason (count and first row numbers), so the submitter learns what was left
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
 
+from faststream.nats.annotations import NatsMessage
 from metatune import subjects
 from metatune.contracts import DatasetProfiled, DatasetSubmitted, ErrorKind, StudySpec
 from metatune.service import Service
@@ -20,6 +23,19 @@ from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
 from .domain.profile import ProfileOptions, ProfileResult, profile_file
 from .settings import ProfilerSettings
+
+Result = TypeVar("Result")
+
+
+async def while_working(message: NatsMessage, work: Awaitable[Result], every_s: float) -> Result:
+    """Await ``work``, telling JetStream every ``every_s`` that the message is still being handled,
+    so a long profile (a 2 GB file takes minutes) is not redelivered after ``ack_wait``."""
+    task = asyncio.ensure_future(work)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=every_s)
+        if done:
+            return task.result()
+        await message.in_progress()
 
 
 def options_for(spec: StudySpec, settings: Settings, profiler: ProfilerSettings) -> ProfileOptions:
@@ -57,12 +73,16 @@ def create_service(settings: Settings | None = None, profiler: ProfilerSettings 
             )
 
     @service.consume(subjects.DATASETS_SUBMITTED, durable="profiler")
-    async def on_submitted(event: DatasetSubmitted) -> None:
+    async def on_submitted(event: DatasetSubmitted, message: NatsMessage) -> None:
         """Profile a submitted dataset into meta-features."""
         options = options_for(event.spec, service.settings, profiler)
-        try:
+
+        async def fetch_and_profile() -> ProfileResult:
             async with fetcher().local_file(event.spec.dataset) as path:
-                result = await asyncio.to_thread(profile_file, path, options)
+                return await asyncio.to_thread(profile_file, path, options)
+
+        try:
+            result = await while_working(message, fetch_and_profile(), service.settings.ack_wait_s / 3)
         except ProfileError as exc:
             await service.report_error(
                 code=exc.code, message=exc.message, kind=ErrorKind.bad_input,
