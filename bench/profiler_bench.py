@@ -108,6 +108,10 @@ def run_pandas(path: Path) -> dict:
             "checksum": len(json.dumps(summary, default=str))}
 
 
+def _above_load(result: dict) -> float:
+    return result["peak_rss_mb"] - result["rss_ready_mb"]
+
+
 def _in_subprocess(kind: str, path: Path) -> dict:
     done = subprocess.run([sys.executable, __file__, "--worker", kind, str(path)],
                           capture_output=True, text=True, check=False)
@@ -157,7 +161,7 @@ def main() -> None:
         Console().print(
             f"at {args.baseline_size_mb} MiB: peak RSS pandas / streaming = "
             f"{naive['peak_rss_mb'] / stream['peak_rss_mb']:.1f}x (above the import baseline: "
-            f"{(naive['peak_rss_mb'] - naive['rss_ready_mb']) / max(1.0, stream['peak_rss_mb'] - stream['rss_ready_mb']):.1f}x); "
+            f"{_above_load(naive) / max(1.0, _above_load(stream)):.1f}x); "
             f"throughput streaming / pandas = {naive['seconds'] / stream['seconds']:.2f}x")
 
 

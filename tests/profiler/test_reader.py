@@ -144,6 +144,11 @@ def test_unknown_base_model(tmp_path: Path) -> None:
         profile(path, base_model=str(tmp_path / "model"))
 
 
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(errors.DatasetNotFound):
+        profile(tmp_path / "nothing.jsonl")
+
+
 def test_corrupt_parquet(tmp_path: Path) -> None:
     path = tmp_path / "d.parquet"
     path.write_bytes(b"PAR1 this is not parquet")

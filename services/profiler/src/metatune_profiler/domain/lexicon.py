@@ -98,7 +98,8 @@ class Mattr:
             return
         self.tokens += ids.size
         stream = np.concatenate([self._carry, ids])
-        self._distinct_sum += _window_distinct_sum(stream, self.window, first_end=max(self._carry.size, self.window - 1))
+        first_end = max(self._carry.size, self.window - 1)  # windows ending in this chunk, full length
+        self._distinct_sum += _window_distinct_sum(stream, self.window, first_end)
         self._carry = stream[-(self.window - 1):] if self.window > 1 else stream[:0]
 
     def value(self, ttr_if_short: float) -> float:

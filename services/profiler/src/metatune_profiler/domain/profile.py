@@ -12,9 +12,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from metatune.contracts import DatasetFormat, MetaFeatures, TaskType
+from metatune.contracts import DatasetFormat, MetaFeatures
 from metatune.models import EMBEDDED_MODEL
 from pydantic import BaseModel, ConfigDict, Field
+from transformers import PreTrainedTokenizerBase
 
 from . import stats
 from .columns import ColumnMap, ColumnRequest
@@ -167,7 +168,8 @@ def profile_file(path: str | Path, options: ProfileOptions | None = None) -> Pro
     )
 
 
-def _features(acc: _Pass, columns: ColumnMap, tokenizer, options: ProfileOptions) -> MetaFeatures:  # type: ignore[no-untyped-def]
+def _features(acc: _Pass, columns: ColumnMap, tokenizer: PreTrainedTokenizerBase,
+              options: ProfileOptions) -> MetaFeatures:
     sample = acc.sample.items
     tokens = count_tokens(tokenizer, sample)
     longest = count_tokens(tokenizer, [acc.longest]).lengths[0] if acc.longest is not None else 0

@@ -22,7 +22,9 @@ from typing import BinaryIO, NamedTuple
 from metatune.contracts import DatasetFormat
 
 from .columns import ColumnMap, ColumnRequest, resolve_columns
-from .errors import EmptyDataset, FileTooLarge, MalformedRows, MissingValues, NotUtf8, RowTooLarge, UnreadableDataset
+from .errors import (
+    DatasetNotFound, EmptyDataset, FileTooLarge, MalformedRows, MissingValues, NotUtf8, RowTooLarge, UnreadableDataset,
+)
 
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
@@ -152,6 +154,8 @@ class Dataset:
     def __init__(self, path: Path, request: ColumnRequest, limits: ReadLimits,
                  fmt: DatasetFormat | None = None) -> None:
         self.path, self.limits = path, limits
+        if not path.is_file():
+            raise DatasetNotFound(f"no dataset file at {path}")
         size = path.stat().st_size
         if size == 0:
             raise EmptyDataset(f"{path.name} is empty (0 bytes)")
