@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from metatune.contracts import DatasetFormat, TaskType
@@ -13,7 +13,9 @@ from rich.table import Table
 
 from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
-from .domain.profile import ProfileOptions, ProfileResult, profile_file
+
+if TYPE_CHECKING:
+    from .domain.profile import ProfileResult
 
 
 def _table(result: ProfileResult) -> Table:
@@ -46,6 +48,8 @@ def profile(
     as_json: Annotated[bool, typer.Option("--json", help="print the ProfileResult as JSON")] = False,
 ) -> None:
     """Profile a dataset file into MetaTune meta-features."""
+    from .domain.profile import ProfileOptions, profile_file  # transformers: only when profiling
+
     options = ProfileOptions(
         base_model=base_model, format=format, sample_size=sample_size, seed=seed,
         columns=ColumnRequest(text=text_column, text_pair=text_pair_column, label=label_column, task=task),
