@@ -22,7 +22,6 @@ from metatune.embedded import servers
 from metatune.embedded.probe import nats_answers_sync
 from metatune.settings import Settings
 from metatune_profiler.app import create_service
-from metatune_profiler.settings import ProfilerSettings
 
 from ..conftest import _wait, free_port
 from .conftest import write_jsonl
@@ -90,7 +89,7 @@ def submission(location: DatasetLocation, *, base_model: str = "all-MiniLM-L6-v2
 async def running(nats_url: str, tmp_path: Path) -> AsyncIterator[tuple[Outcomes, object]]:
     settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5,
                         max_row_bytes=MAX_ROW_BYTES, max_dataset_bytes=MAX_DATASET_BYTES)
-    service = create_service(settings, ProfilerSettings(sample_size=64))
+    service = create_service(settings.model_copy(update={"profiler_sample_size": 64}))
     outcomes = Outcomes()
     nc = await nats.connect(nats_url)
     await nc.subscribe(subjects.DATASETS_PROFILED, cb=outcomes.on_profiled)
@@ -190,7 +189,7 @@ async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) 
     """Profiling that outlasts ack_wait (150k rows: several seconds, against 1 s) keeps the message in
     progress instead of getting it redelivered."""
     settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5, ack_wait_s=1.0)
-    service = create_service(settings, ProfilerSettings(sample_size=64))
+    service = create_service(settings.model_copy(update={"profiler_sample_size": 64}))
     path = write_jsonl(tmp_path / "long.jsonl", (GOOD[i % len(GOOD)] | {"text": f"{i} " + GOOD[i % 80]["text"]}
                                                  for i in range(150_000)))
     outcomes = Outcomes()

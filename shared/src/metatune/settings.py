@@ -47,9 +47,38 @@ class Settings(BaseSettings):
     max_dataset_bytes: int = Field(2 * 1024**3, gt=0, description="Largest dataset accepted, in bytes")
     max_row_bytes: int = Field(1024**2, gt=0, description="Largest single row accepted, in bytes")
 
+    # Profiler
+    profiler_sample_size: int = Field(4096, ge=1, description="Reservoir rows behind tokenizer features")
+    profiler_seed: int = Field(0, description="Seed of the reservoir sample and of the padding simulation")
+    profiler_mattr_window: int = Field(500, ge=1, description="Tokens per MATTR window")
+    profiler_max_skipped_fraction: float = Field(0.1, ge=0, le=1, description="Share of bad rows that fails a file")
+    profiler_path_roots: list[Path] = Field(
+        default_factory=list, description="Directories 'path' datasets must be under (empty: any)"
+    )
+    profiler_allow_urls: bool = Field(True, description="Accept 'url' dataset locations")
+    profiler_url_timeout_s: float = Field(30.0, gt=0, description="Seconds without progress before a download fails")
+
     # Trainer agent (one process per datacenter)
     datacenter: str = Field("", description="Datacenter this trainer-agent serves")
     registry_path: Path | None = Field(None, description="Datacenter registry file (default: the embedded one)")
+
+    # Forecaster
+    forecaster_weather: Literal["replay", "open-meteo"] = Field(
+        "replay", description="Forecaster weather source: the embedded replay extract, or the Open-Meteo API"
+    )
+    forecaster_model_path: Path | None = Field(
+        None, description="Forecaster model artifact (default: the one embedded in the forecaster package)"
+    )
+    forecaster_replay_path: Path | None = Field(
+        None, description="Replay extract of intensity history and weather (default: the embedded one)"
+    )
+    forecaster_weather_error_path: Path | None = Field(
+        None, description="Forecast-error model of the replayed weather (default: the embedded one)"
+    )
+    open_meteo_url: str = Field("https://api.open-meteo.com/v1/forecast", description="Open-Meteo forecast endpoint")
+    open_meteo_timeout_s: float = Field(10.0, gt=0, description="Seconds per Open-Meteo request")
+    open_meteo_retries: int = Field(3, ge=0, description="Retries of a failed Open-Meteo request (timeouts, 429, 5xx)")
+    open_meteo_backoff_s: float = Field(1.0, ge=0, description="First Open-Meteo retry delay in seconds, doubled per retry")
 
     # Embedded platform (`metatune up`)
     local_datacenters: list[str] = Field(

@@ -9,11 +9,10 @@ skip reason (count and first row numbers), so the submitter learns what was left
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar
 
 from faststream.nats.annotations import NatsMessage
 from metatune import subjects
+from metatune.bus.keepalive import while_working
 from metatune.contracts import DatasetProfiled, DatasetSubmitted, ErrorKind, StudySpec
 from metatune.service import Service
 from metatune.settings import Settings
@@ -22,23 +21,8 @@ from .adapters.fetch import DatasetFetcher
 from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
 from .domain.profile import ProfileOptions, ProfileResult, profile_file
-from .settings import ProfilerSettings
 
-Result = TypeVar("Result")
-
-
-async def while_working(message: NatsMessage, work: Awaitable[Result], every_s: float) -> Result:
-    """Await ``work``, telling JetStream every ``every_s`` that the message is still being handled,
-    so a long profile (a 2 GB file takes minutes) is not redelivered after ``ack_wait``."""
-    task = asyncio.ensure_future(work)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=every_s)
-        if done:
-            return task.result()
-        await message.in_progress()
-
-
-def options_for(spec: StudySpec, settings: Settings, profiler: ProfilerSettings) -> ProfileOptions:
+def options_for(spec: StudySpec, settings: Settings) -> ProfileOptions:
     return ProfileOptions(
         base_model=spec.base_model,
         columns=ColumnRequest(text=spec.text_column, text_pair=spec.text_pair_column,
@@ -46,21 +30,20 @@ def options_for(spec: StudySpec, settings: Settings, profiler: ProfilerSettings)
         format=spec.dataset.format,
         max_file_bytes=settings.max_dataset_bytes,
         max_row_bytes=settings.max_row_bytes,
-        max_skipped_fraction=profiler.max_skipped_fraction,
-        sample_size=profiler.sample_size,
-        seed=profiler.seed,
-        mattr_window=profiler.mattr_window,
+        max_skipped_fraction=settings.profiler_max_skipped_fraction,
+        sample_size=settings.profiler_sample_size,
+        seed=settings.profiler_seed,
+        mattr_window=settings.profiler_mattr_window,
     )
 
 
-def create_service(settings: Settings | None = None, profiler: ProfilerSettings | None = None) -> Service:
+def create_service(settings: Settings | None = None) -> Service:
     service = Service("profiler", settings=settings)
-    profiler = profiler or ProfilerSettings()
 
     def fetcher() -> DatasetFetcher:
-        return DatasetFetcher(objects=service.objects, js=service.js,
+        return DatasetFetcher(objects=service.objects,
                               download_dir=service.settings.resolved_data_dir() / "profiler" / "downloads",
-                              max_bytes=service.settings.max_dataset_bytes, settings=profiler)
+                              max_bytes=service.settings.max_dataset_bytes, settings=service.settings)
 
     async def report_skips(event: DatasetSubmitted, result: ProfileResult) -> None:
         for reason, skipped in result.skipped.items():
@@ -75,7 +58,7 @@ def create_service(settings: Settings | None = None, profiler: ProfilerSettings 
     @service.consume(subjects.DATASETS_SUBMITTED, durable="profiler")
     async def on_submitted(event: DatasetSubmitted, message: NatsMessage) -> None:
         """Profile a submitted dataset into meta-features."""
-        options = options_for(event.spec, service.settings, profiler)
+        options = options_for(event.spec, service.settings)
 
         async def fetch_and_profile() -> ProfileResult:
             async with fetcher().local_file(event.spec.dataset) as path:

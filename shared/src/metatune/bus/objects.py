@@ -47,6 +47,17 @@ class ObjectStore:
             raise ObjectNotFound(f"{bucket}/{key} is not in the object store") from exc
         return result.data or b""
 
+    async def size(self, bucket: str, key: str) -> int:
+        """Size in bytes, without downloading (to refuse an oversized object up front)."""
+        store = await self._js.object_store(bucket)
+        try:
+            info = await store.get_info(key)
+        except (ObjectNotFoundError, NotFoundError) as exc:
+            raise ObjectNotFound(f"{bucket}/{key} is not in the object store") from exc
+        if info.deleted:
+            raise ObjectNotFound(f"{bucket}/{key} was deleted")
+        return int(info.size or 0)
+
     async def exists(self, bucket: str, key: str) -> bool:
         store = await self._js.object_store(bucket)
         try:

@@ -16,11 +16,10 @@ import httpx
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.contracts import DatasetLocation
 from metatune.errors import ObjectNotFound
-from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError, ObjectNotFoundError
+
+from metatune.settings import Settings
 
 from ..domain.errors import DatasetNotFound, FileTooLarge, LocationNotAllowed
-from ..settings import ProfilerSettings
 
 
 def _local_name(ref: str) -> str:
@@ -36,9 +35,9 @@ def _too_large(size: int, limit: int) -> FileTooLarge:
 
 
 class DatasetFetcher:
-    def __init__(self, *, objects: ObjectStore | None, js: JetStreamContext | None, download_dir: Path,
-                 max_bytes: int, settings: ProfilerSettings) -> None:
-        self._objects, self._js = objects, js
+    def __init__(self, *, objects: ObjectStore | None, download_dir: Path,
+                 max_bytes: int, settings: Settings) -> None:
+        self._objects = objects
         self._dir, self._max_bytes, self._settings = download_dir, max_bytes, settings
 
     @asynccontextmanager
@@ -60,7 +59,7 @@ class DatasetFetcher:
 
     def _checked_path(self, ref: str) -> Path:
         path = Path(ref).expanduser().resolve()
-        roots = [r.expanduser().resolve() for r in self._settings.path_roots]
+        roots = [r.expanduser().resolve() for r in self._settings.profiler_path_roots]
         if roots and not any(path.is_relative_to(root) for root in roots):
             raise LocationNotAllowed(f"{ref} is outside the allowed dataset directories")
         if not path.is_file():
@@ -68,23 +67,20 @@ class DatasetFetcher:
         return path
 
     async def _from_object_store(self, key: str, target: Path) -> None:
-        if self._objects is None or self._js is None:
+        if self._objects is None:
             raise LocationNotAllowed("this profiler has no object store (not connected to NATS)")
         try:
-            info = await (await self._js.object_store(DATASETS_BUCKET)).get_info(key)
-        except (ObjectNotFoundError, NotFoundError) as exc:
-            raise DatasetNotFound(f"{DATASETS_BUCKET}/{key} is not in the object store") from exc
-        if info.size and info.size > self._max_bytes:
-            raise _too_large(info.size, self._max_bytes)
-        try:
+            size = await self._objects.size(DATASETS_BUCKET, key)
+            if size > self._max_bytes:
+                raise _too_large(size, self._max_bytes)
             await self._objects.get_to_file(DATASETS_BUCKET, key, target)
         except ObjectNotFound as exc:
             raise DatasetNotFound(str(exc)) from exc
 
     async def _from_url(self, url: str, target: Path) -> None:
-        if not self._settings.allow_urls:
+        if not self._settings.profiler_allow_urls:
             raise LocationNotAllowed("URL datasets are disabled on this profiler")
-        timeout = httpx.Timeout(self._settings.url_timeout_s)
+        timeout = httpx.Timeout(self._settings.profiler_url_timeout_s)
         try:
             async with httpx.AsyncClient(follow_redirects=True, timeout=timeout) as client, \
                     client.stream("GET", url) as response:
