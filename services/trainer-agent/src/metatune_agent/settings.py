@@ -14,7 +14,7 @@ class AgentSettings(BaseSettings):
 
     device: str = Field("auto", description="torch device for runs: auto (CUDA when present), cpu, cuda")
     checkpoint_every: int = Field(50, ge=1, description="optimizer steps between checkpoints to the object store")
-    progress_interval_s: float = Field(2.0, gt=0, description="least real seconds between two progress events")
+    progress_interval_s: float = Field(2.0, ge=0, description="least real seconds between two progress events")
     status_interval_s: float = Field(5.0, gt=0, description="real seconds between agent status heartbeats")
     idle_seconds: float = Field(1.0, ge=0, description="seconds the idle power baseline is measured per run")
     watts_per_core: float = Field(DEFAULT_WATTS_PER_CORE, gt=0, description="CPU power model when RAPL is unreadable")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
@@ -53,7 +54,7 @@ class DatasetFetcher:
         target = self._dir / f"{digest}{_suffixes(key)}"
         if target.is_file() and target.stat().st_size == info.size:
             return target
-        partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+        partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}.part")
         try:
             await self._objects.get_to_file(DATASETS_BUCKET, key, partial)
         except ObjectNotFound as exc:
@@ -63,7 +64,7 @@ class DatasetFetcher:
 
     async def _from_url(self, url: str) -> Path:
         target = self._dir / f"{hashlib.sha256(url.encode()).hexdigest()[:24]}{_suffixes(url)}"
-        partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+        partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}.part")
         try:
             async with httpx.AsyncClient(follow_redirects=True, timeout=httpx.Timeout(30.0)) as client, \
                     client.stream("GET", url) as response:

@@ -9,11 +9,17 @@ initialisation of the machine that loads it. Weights tied to pretrained ones are
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
 from typing import Any
 
 import torch
+import transformers
+from peft import LoraConfig as PeftLoraConfig
+from peft import TaskType as PeftTaskType
+from peft import get_peft_model
+from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 from torch import nn
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from metatune.contracts import LoraConfig, TaskType
 from metatune.models import UnknownBaseModel, resolve_base_model
@@ -21,23 +27,14 @@ from metatune.models import UnknownBaseModel, resolve_base_model
 from .errors import InvalidTrainingConfig, UnknownModel
 
 log = logging.getLogger("metatune.agent.model")
-
-
-@dataclass
-class LoadedModel:
-    model: nn.Module  # the peft model
-    tokenizer: Any
-    source: str  # path or hub id it was loaded from
-    trainable_parameters: int
-    total_parameters: int
+_LOADING = threading.Lock()
 
 
 def load_tokenizer(base_model: str) -> tuple[Any, str]:
-    from transformers import AutoTokenizer
-
     source = _resolve(base_model)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        with _LOADING:
+            tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise UnknownModel(f"cannot load a tokenizer for {base_model!r}: {exc}") from exc
     if tokenizer.pad_token_id is None:
@@ -49,15 +46,13 @@ def load_tokenizer(base_model: str) -> tuple[Any, str]:
 
 def load_model(source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int) -> nn.Module:
     """The base model for ``task`` wrapped in a fresh LoRA adapter (call under a seeded RNG)."""
-    import transformers
-    from peft import LoraConfig as PeftLoraConfig
-    from peft import TaskType as PeftTaskType
-    from peft import get_peft_model
-    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
-
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+    with _LOADING:
+        return _load_model(source, task, config, num_labels=num_labels, pad_token_id=pad_token_id)
+
+
+def _load_model(source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int) -> nn.Module:
     try:
         hf_config = AutoConfig.from_pretrained(source)
         if task == TaskType.causal_lm:

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Literal
 
 import torch
+from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
 from metatune.clock import Clock, RealClock
 from metatune.contracts import RunAccounting, TaskType
@@ -261,8 +262,6 @@ class _Run:
         return seconds * trainer.grad_accum
 
     def _restore(self, checkpoint: Checkpoint) -> None:
-        from peft import set_peft_model_state_dict
-
         trainer = self.trainer
         set_peft_model_state_dict(trainer.model, {k: v.to(self.device) for k, v in checkpoint.adapter.items()})
         trainer.optimizer.load_state_dict(checkpoint.optimizer)
@@ -441,8 +440,6 @@ class _Run:
         )
 
     def _checkpoint(self, last_loss: float | None) -> bytes:
-        from peft import get_peft_model_state_dict
-
         trainer = self.trainer
         accounting = self.accounting()
         return Checkpoint(

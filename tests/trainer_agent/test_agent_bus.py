@@ -1,0 +1,264 @@
+"""The agent through a real nats-server: assignments in; progress, completion, failure and pause out."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import nats
+import pytest
+
+from metatune import subjects
+from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, DATASETS_BUCKET, ObjectStore
+from metatune.clock import floor_hour
+from metatune.contracts import (
+    AgentStatus,
+    Assignment,
+    AssignmentAction,
+    CarbonForecast,
+    DatasetLocation,
+    ErrorEvent,
+    FailureReason,
+    LoraConfig,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
+    RunProgress,
+    StudySpec,
+    TaskType,
+)
+from metatune.embedded import servers
+from metatune.embedded.probe import nats_answers_sync
+from metatune.settings import Settings
+from metatune_agent.app import create_service
+from metatune_agent.domain.run import run_training
+from metatune_agent.settings import AgentSettings
+
+from ..conftest import _wait, free_port
+from .conftest import FAST_SITE, request_for
+
+CONFIG = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3, "max_steps": 8}
+AGENT = AgentSettings(progress_interval_s=0.0, status_interval_s=0.5, idle_seconds=0.05, checkpoint_every=2)
+DATASET_KEY = "studies/sst2-slice.jsonl"
+
+
+@pytest.fixture(scope="module")
+def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A nats-server of this module alone: its streams, consumers and buckets are ours."""
+    directory = tmp_path_factory.mktemp("nats")
+    url = f"nats://127.0.0.1:{free_port()}"
+    proc = servers.start_nats(url, directory, directory)
+    try:
+        _wait(lambda: nats_answers_sync(url, 0.5), "module NATS")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def settings(nats_url: str, tmp_path: Path) -> Settings:
+    return Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5, ack_wait_s=3.0, retry_backoff_s=0.2)
+
+
+class Bus:
+    """A plain client: publishes assignments and forecasts, records what the agents publish."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.events: list[Any] = []
+
+    async def __aenter__(self) -> Bus:
+        self.nc = await nats.connect(self.settings.nats_url)
+        self.js = self.nc.jetstream()
+        models = {
+            subjects.RUNS_COMPLETED: RunCompleted,
+            subjects.RUNS_FAILED: RunFailed,
+            subjects.RUNS_PAUSED: RunPaused,
+            subjects.errors("trainer-agent"): ErrorEvent,
+        }
+
+        async def record(msg) -> None:  # type: ignore[no-untyped-def]
+            if msg.subject in models:
+                self.events.append(models[msg.subject].model_validate_json(msg.data))
+            elif msg.subject.endswith(".progress"):
+                self.events.append(RunProgress.model_validate_json(msg.data))
+            elif msg.subject.endswith(".status"):
+                self.events.append(AgentStatus.model_validate_json(msg.data))
+
+        await self.nc.subscribe("metatune.>", cb=record)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.nc.close()
+
+    async def assign(self, assignment: Assignment | dict[str, Any]) -> None:
+        if isinstance(assignment, Assignment):
+            dc, payload = assignment.datacenter, assignment.to_bytes()
+        else:
+            dc, payload = assignment["datacenter"], _json(assignment)
+        await self.js.publish(subjects.assignments(dc), payload, stream=self.settings.stream_name)
+
+    async def wait_for(self, kind: type, job_id: UUID | None = None, timeout_s: float = 120.0, **match: Any) -> Any:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            for event in self.events:
+                if isinstance(event, kind) and (job_id is None or getattr(event, "job_id", None) == job_id) and all(
+                    getattr(event, k) == v for k, v in match.items()
+                ):
+                    return event
+            failed = [e for e in self.events if isinstance(e, RunFailed) and e.job_id == job_id]
+            if kind is not RunFailed and failed:
+                raise AssertionError(f"job {job_id} failed: {failed[0].reason}: {failed[0].message}")
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"no {kind.__name__} for {job_id} in time; saw {[type(e).__name__ for e in self.events]}")
+            await asyncio.sleep(0.05)
+
+    def of(self, kind: type, job_id: UUID) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind) and e.job_id == job_id]
+
+
+def _json(payload: dict[str, Any]) -> bytes:
+    import json
+
+    return json.dumps(payload, default=str).encode()
+
+
+def spec(dataset: DatasetLocation, task: TaskType = TaskType.classification, base_model: str = "all-MiniLM-L6-v2") -> StudySpec:
+    return StudySpec(dataset=dataset, task=task, base_model=base_model, deadline=datetime.now(UTC) + timedelta(days=1))
+
+
+def assignment(dc: str, action: AssignmentAction, job_id: UUID, study_spec: StudySpec | None, **extra: Any) -> Assignment:
+    return Assignment(
+        occurred_at=datetime.now(UTC), job_id=job_id, study_id=UUID(int=1), datacenter=dc, action=action,
+        plan_version=1, spec=study_spec, config=LoraConfig(**CONFIG) if study_spec else None, **extra,
+    )
+
+
+@pytest.fixture
+async def agent_fra1(settings: Settings) -> AsyncIterator[Any]:
+    service, agent = create_service("fra1", settings, AGENT)
+    async with service.running():
+        yield agent
+
+
+async def upload_dataset(settings: Settings, path: Path) -> DatasetLocation:
+    nc = await nats.connect(settings.nats_url)
+    await ObjectStore(nc.jetstream()).put_file(DATASETS_BUCKET, DATASET_KEY, path)
+    await nc.close()
+    return DatasetLocation(kind="object", ref=DATASET_KEY)
+
+
+async def publish_forecast(bus: Bus, region: str, g_per_kwh: float) -> None:
+    start = floor_hour(datetime.now(UTC)) - timedelta(hours=1)
+    values = [g_per_kwh] * 168
+    forecast = CarbonForecast(occurred_at=datetime.now(UTC), region=region, issued_at=datetime.now(UTC), start=start,
+                              model_version="test", g_per_kwh=values, p10_g_per_kwh=values, p90_g_per_kwh=values)
+    await bus.js.publish(subjects.forecasts(region), forecast.to_bytes(), stream=bus.settings.stream_name)
+
+
+async def test_agent_trains_an_assignment_and_survives_bad_ones(settings: Settings, agent_fra1: Any, sst2: Path) -> None:
+    async with Bus(settings) as bus:
+        dataset = await upload_dataset(settings, sst2)
+        await publish_forecast(bus, "DE", 300.0)
+        await bus.wait_for(AgentStatus, datacenter="fra1")
+
+        # bad inputs first: each fails its own run with a typed reason and the agent keeps serving
+        bad_config = assignment("fra1", AssignmentAction.start, uuid4(), spec(dataset)).model_dump(mode="json")
+        bad_config["config"]["rank"] = 0
+        await bus.assign(bad_config)
+        no_data = uuid4()
+        await bus.assign(assignment("fra1", AssignmentAction.start, no_data, spec(DatasetLocation(kind="object", ref="absent.jsonl"))))
+        no_model = uuid4()
+        await bus.assign(assignment("fra1", AssignmentAction.start, no_model, spec(dataset, base_model="no-such-model")))
+        misrouted = assignment("osl1", AssignmentAction.start, uuid4(), spec(dataset)).model_dump(mode="json")
+        await bus.js.publish(subjects.assignments("fra1"), _json(misrouted), stream=settings.stream_name)
+
+        good = uuid4()
+        await bus.assign(assignment("fra1", AssignmentAction.start, good, spec(dataset), gpus=2))
+
+        failed = await bus.wait_for(RunFailed, UUID(bad_config["job_id"]))
+        assert failed.reason == FailureReason.invalid_config and "rank" in failed.message
+        assert (await bus.wait_for(RunFailed, no_data)).reason == FailureReason.dataset_missing
+        assert (await bus.wait_for(RunFailed, no_model)).reason == FailureReason.unknown_base_model
+        wrong_dc = await bus.wait_for(ErrorEvent, code="wrong_datacenter")
+        assert wrong_dc.correlation_id == misrouted["job_id"]
+
+        completed = await bus.wait_for(RunCompleted, good)
+        assert completed.steps == 8 and completed.datacenter == "fra1"
+        assert completed.adapter_key == f"{ADAPTERS_BUCKET}/{good}.tar"
+        assert await ObjectStore(bus.js).exists(ADAPTERS_BUCKET, f"{good}.tar")
+        acc = completed.accounting
+        assert acc.tokens_seen > 0 and acc.energy_wh > 0
+        assert acc.hours and all(h.g_per_kwh == 300.0 and h.pue == 1.25 for h in acc.hours)
+        assert acc.emissions_g == pytest.approx(acc.energy_wh / 1000 * 1.25 * 300.0)
+
+        progress = bus.of(RunProgress, good)
+        assert progress[0].step == 0 and progress[0].estimated_remaining_gpu_hours > 0  # the measured estimate
+        assert progress[-1].step == 8 and progress[-1].val_loss is not None
+        busy = [s for s in bus.events if isinstance(s, AgentStatus) and good in s.running_jobs]
+        assert busy and busy[0].gpus_free == 16 - 2
+        never_run = UUID(misrouted["job_id"])
+        assert not bus.of(RunProgress, never_run) and not bus.of(RunCompleted, never_run) and not bus.of(RunFailed, never_run)
+
+
+async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(settings: Settings, sst2: Path) -> None:
+    fra1, _ = create_service("fra1", settings, AGENT)
+    osl1, _ = create_service("osl1", settings, AGENT)
+    async with Bus(settings) as bus, fra1.running(), osl1.running():
+        dataset = await upload_dataset(settings, sst2)
+        job = uuid4()
+        await bus.assign(assignment("fra1", AssignmentAction.start, job, spec(dataset)))
+        await bus.wait_for(RunProgress, job, step=3)
+        await bus.assign(assignment("fra1", AssignmentAction.pause, job, None))
+        paused = await bus.wait_for(RunPaused, job)
+        assert 3 <= paused.step < 8 and paused.datacenter == "fra1"
+
+        await bus.assign(assignment("osl1", AssignmentAction.resume, job, spec(dataset), checkpoint_key=paused.checkpoint_key))
+        completed = await bus.wait_for(RunCompleted, job)
+        assert completed.datacenter == "osl1" and completed.steps == 8
+        resumed_steps = [p.step for p in bus.of(RunProgress, job) if p.datacenter == "osl1"]
+        assert min(resumed_steps) == paused.step  # continued from the checkpoint, not from step 0
+        assert {h.datacenter for h in completed.accounting.hours} == {"fra1", "osl1"}
+
+    straight = await asyncio.to_thread(run_training, request_for(sst2, **CONFIG), site=FAST_SITE)
+    assert completed.metrics.val_loss == pytest.approx(straight.evaluation.loss, abs=1e-5)
+
+
+async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(settings: Settings, sst2: Path, tmp_path: Path) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")},
+        "METATUNE_NATS_URL": settings.nats_url, "METATUNE_DATA_DIR": str(tmp_path / "killed"),
+        "METATUNE_ACK_WAIT_S": str(settings.ack_wait_s), "METATUNE_AGENT_CHECKPOINT_EVERY": "2",
+        "METATUNE_AGENT_PROGRESS_INTERVAL_S": "0", "METATUNE_AGENT_IDLE_SECONDS": "0.05",
+    }
+    async with Bus(settings) as bus:
+        proc = subprocess.Popen([sys.executable, "-m", "metatune_agent", "--datacenter", "fra1"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            await bus.wait_for(AgentStatus, datacenter="fra1", timeout_s=60)
+            dataset = await upload_dataset(settings, sst2)
+            job = uuid4()
+            await bus.assign(assignment("fra1", AssignmentAction.start, job, spec(dataset)))
+            await bus.wait_for(RunProgress, job, step=3)  # a checkpoint was written at step 2
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        assert await ObjectStore(bus.js).exists(CHECKPOINTS_BUCKET, str(job))
+        before = bus.of(RunProgress, job)
+        killed_at = max(p.step for p in before)
+
+        service, _ = create_service("fra1", settings, AGENT)
+        async with service.running():
+            completed = await bus.wait_for(RunCompleted, job)
+        restarted = bus.of(RunProgress, job)[len(before) :]
+        assert completed.steps == 8
+        assert restarted and 2 <= restarted[0].step <= killed_at  # from the last checkpoint, not from step 0
