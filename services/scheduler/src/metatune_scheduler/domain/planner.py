@@ -146,6 +146,13 @@ class Planner:
         baseline = sum(_run_now_at_home(job, sites, hourly) for job in plannable)
         return PlanResult(first_hour, planned, baseline, infeasible, solution.seconds, solution.mip_gap)
 
+    def instance(self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot]) -> Instance:
+        """The instance :meth:`plan` would solve first (for benchmarks and inspection)."""
+        jobs = sorted(jobs, key=lambda job: str(job.job_id))
+        periods = Periods.build(first_hour, self.aggregation)
+        hourly = np.stack([site.intensity[: periods.horizon] for site in sites])
+        return self._instance(first_hour, periods, jobs, sites, hourly)[0]
+
     def _instance(
         self, first_hour: int, periods: Periods, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
         hourly: np.ndarray,
@@ -220,20 +227,42 @@ class Planner:
         return keep & ~np.isnan(alone)
 
     @staticmethod
-    def _start(instance: Instance, periods: Periods, jobs, sites, previous: PlanResult | None) -> np.ndarray | None:
-        """The previous plan's hours mapped onto this plan's periods (the warm start)."""
-        if previous is None:
-            return None
+    def _start(instance: Instance, periods: Periods, jobs, sites, previous: PlanResult | None) -> np.ndarray:
+        """The warm start: the previous plan's hours mapped onto this plan's periods, and the
+        jobs it lacks placed greedily (earliest deadline first, cheapest free hours, best site),
+        so the solver starts from a full plan instead of one that leaves new jobs unplaced."""
         index = {site.name: d for d, site in enumerate(sites)}
         period_of = periods.period_of_offset()
         grid = np.zeros(instance.shape, dtype=np.int64)
-        for j, job in enumerate(jobs):
+        for j, job in enumerate(jobs if previous is not None else ()):
             old = previous.jobs.get(job.job_id)
             for hour, name, _ in old.slots if old is not None else ():
                 offset = hour - periods.first_hour
                 if name in index and (1 if job.pinned else 0) <= offset < periods.horizon:
                     grid[j, index[name], period_of[offset]] += 1
-        return grid
+        return _fill_greedily(instance, np.minimum(grid, instance.usable))
+
+
+def _fill_greedily(instance: Instance, grid: np.ndarray) -> np.ndarray:
+    free = instance.capacity * instance.periods.length - np.einsum("j,jdt->dt", instance.gpus, grid)
+    cost = instance.hour_cost()
+    for j in np.argsort(instance.usable.sum(axis=(1, 2)), kind="stable"):  # least flexible first
+        if grid[j].sum() >= instance.need[j]:
+            continue
+        grid[j] = 0
+        room = np.minimum(instance.usable[j], np.floor(np.maximum(free, 0) / instance.gpus[j])).astype(np.int64)
+        best, best_cost = None, np.inf
+        for d in np.nonzero(room.sum(axis=1) >= instance.need[j])[0]:
+            order = np.argsort(cost[j, d], kind="stable")
+            hours = np.clip(instance.need[j] - (np.cumsum(room[d, order]) - room[d, order]), 0, room[d, order])
+            total = float((hours * cost[j, d, order]).sum()) + instance.switch_g[j, d]
+            if total < best_cost:
+                best, best_cost = (d, order, hours), total
+        if best is not None:
+            d, order, hours = best
+            grid[j, d, order] = hours
+            free[d] -= instance.gpus[j] * grid[j, d]
+    return grid
 
 
 def _impossible(job: JobSnapshot, sites: Sequence[SiteSnapshot]) -> Infeasibility | None:

@@ -1,0 +1,216 @@
+"""Carbon benchmark of the scheduler on real hourly grid traces.
+
+Compares, on a month of Poisson job arrivals over the registry's datacenters (one per grid
+region found in ``DIR/em_hourly``), the emissions of
+  P1  run now at home;  P2  greedy: start now at the cleanest allowed datacenter with room;
+  S   this scheduler, re-planning on arrivals and every 6 h on a seasonal-naive (24 h) forecast;
+  S*  the same scheduler on exact intensities;
+  O   the offline optimum with perfect information over the whole period (the same model:
+      one datacenter per job, pauses free, HiGHS with a time limit; its gap is printed),
+in three settings (ample capacity, tight capacity, data residency). Capture beyond greedy =
+(P2 - S) / (P2 - O). Realised emissions always use the actual intensities.
+
+    python bench/scheduler_carbon_bench.py --data ../shared/data/carbon --days 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from metatune.registry import default_registry
+from metatune_scheduler.domain import (
+    Aggregation, HighsModelSolver, Instance, MigrationPolicy, Periods, Planner, SiteSnapshot, SolveLimits,
+)
+from metatune_scheduler.domain.planner import JobSnapshot
+
+HISTORY_H = 8 * 24  # trace hours loaded before the start, for the seasonal-naive forecast
+TAIL_H = 80  # hours simulated after the last arrival (slack + duration <= 72 h)
+
+
+@dataclass(frozen=True)
+class Jobs:
+    arrival: np.ndarray
+    hours: np.ndarray
+    gpus: np.ndarray
+    power_kw: np.ndarray
+    deadline: np.ndarray
+    home: np.ndarray  # datacenter index
+    allowed: np.ndarray  # (J, D) bool
+
+
+def load(data: Path, start: pd.Timestamp, hours: int):
+    registry = default_registry()
+    names, regions, groups, pue, series = [], [], [], [], []
+    for dc in registry.datacenters:
+        path = data / "em_hourly" / f"{dc.region}.csv.gz"
+        if not path.exists():
+            continue
+        frame = pd.read_csv(path, usecols=["datetime_utc", "ci_direct_g_per_kwh"], parse_dates=["datetime_utc"])
+        frame = frame.set_index("datetime_utc")["ci_direct_g_per_kwh"]
+        window = frame.loc[start - pd.Timedelta(hours=HISTORY_H): start + pd.Timedelta(hours=hours - 1)]
+        if len(window) != HISTORY_H + hours:
+            raise SystemExit(f"{path} does not cover {start} + {hours} h")
+        names.append(dc.name), regions.append(dc.region), groups.append(dc.region_group), pue.append(dc.pue)
+        series.append(window.to_numpy(dtype=float))
+    if len(names) < 2:
+        raise SystemExit(f"need at least two registry regions in {data}/em_hourly")
+    return names, regions, np.array(groups), np.array(pue), np.stack(series)
+
+
+def make_jobs(rng, days: int, per_day: float, n_dcs: int, groups: np.ndarray, residency: bool) -> Jobs:
+    arrival = np.concatenate([np.full(rng.poisson(per_day / 24), h) for h in range(days * 24)]).astype(int)
+    n = len(arrival)
+    hours = rng.integers(1, 25, n)
+    gpus = rng.integers(1, 9, n)
+    home = rng.integers(0, n_dcs, n)
+    allowed = groups[None, :] == groups[home][:, None] if residency else np.ones((n, n_dcs), bool)
+    return Jobs(arrival, hours, gpus, gpus * 0.5, arrival + hours + rng.integers(0, 49, n), home, allowed)
+
+
+def p1(jobs: Jobs, ci, pue) -> float:
+    return sum(jobs.power_kw[j] * pue[jobs.home[j]] * ci[jobs.home[j], a: a + jobs.hours[j]].sum()
+               for j, a in enumerate(jobs.arrival))
+
+
+def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int]:
+    used = np.zeros_like(ci)
+    total, missed = 0.0, 0
+    for j in np.argsort(jobs.arrival, kind="stable"):
+        h, need, g = jobs.arrival[j], jobs.hours[j], jobs.gpus[j]
+        while True:
+            room = [d for d in np.nonzero(jobs.allowed[j])[0] if (used[d, h: h + need] + g <= capacity).all()]
+            if room:
+                d = min(room, key=lambda d: pue[d] * ci[d, h])
+                used[d, h: h + need] += g
+                total += jobs.power_kw[j] * pue[d] * ci[d, h: h + need].sum()
+                missed += h + need > jobs.deadline[j]
+                break
+            h += 1
+    return total, missed
+
+
+def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy):
+    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=10, mip_rel_gap=0.005)), migration=migration)
+    n, end = len(jobs.arrival), ci.shape[1]
+    remaining, location = jobs.hours.copy(), np.full(n, -1)
+    finish = np.full(n, -1)
+    plan, total, solves, seconds = None, 0.0, 0, 0.0
+    names_all = frozenset(names)
+    for h in range(end - 168):
+        active = np.nonzero((jobs.arrival <= h) & (remaining > 0))[0]
+        if not len(active):
+            continue
+        if plan is None or (jobs.arrival == h).any() or h % refresh_h == 0:
+            snapshots = [JobSnapshot(
+                job_id=_uuid(j), need_hours=int(remaining[j]), gpus=int(jobs.gpus[j]), power_kw=float(jobs.power_kw[j]),
+                deadline_hour=int(jobs.deadline[j]), home=names[jobs.home[j]],
+                allowed=frozenset(np.array(names)[jobs.allowed[j]]) & names_all,
+                location=names[location[j]] if location[j] >= 0 else None,
+            ) for j in active]
+            sites = [SiteSnapshot(names[d], float(pue[d]), int(capacity), forecast(d, h)) for d in range(len(names))]
+            plan = planner.plan(h, snapshots, sites, previous=plan)
+            solves += 1
+            seconds += plan.solve_seconds
+        running = plan.running_at(h)
+        for j in active:
+            dc = running.get(_uuid(j))
+            if dc is None:
+                continue
+            d = names.index(dc)
+            if location[j] >= 0 and location[j] != d:
+                moved_kwh = migration.transfer_kwh + migration.restart_hours * jobs.power_kw[j]
+                total += moved_kwh * pue[d] * ci[d, h]
+            total += jobs.power_kw[j] * pue[d] * ci[d, h]
+            location[j] = d
+            remaining[j] -= 1
+            if remaining[j] == 0:
+                finish[j] = h + 1
+    missed = int(((finish < 0) | (finish > jobs.deadline)).sum())
+    return total, missed, solves, seconds
+
+
+def offline(jobs: Jobs, ci, pue, capacity, time_limit_s: float):
+    end = int(jobs.deadline.max())
+    periods = Periods.build(0, Aggregation.none(end))
+    hour = np.arange(end)
+    window = (hour[None, :] >= jobs.arrival[:, None]) & (hour[None, :] < jobs.deadline[:, None])
+    usable = (window[:, None, :] & jobs.allowed[:, :, None]).astype(np.int8)
+    instance = Instance(
+        periods=periods, need=jobs.hours, gpus=jobs.gpus, power_kw=jobs.power_kw, pue=pue, intensity=ci[:, :end],
+        capacity=np.full((len(pue), end), float(capacity)), usable=usable, switch_g=np.zeros(usable.shape[:2]),
+    )
+    solution = HighsModelSolver(SolveLimits(time_limit_s=time_limit_s, mip_rel_gap=0.001)).solve(instance)
+    return solution.objective, solution.mip_gap, int(solution.unmet.sum()), solution.seconds
+
+
+def _uuid(j: int):
+    from uuid import UUID
+    return UUID(int=int(j) + 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / "../shared/data/carbon")
+    parser.add_argument("--start", default="2023-03-01")
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--jobs-per-day", type=float, default=20.0)
+    parser.add_argument("--ample", type=int, default=64, help="GPUs per datacenter, ample setting")
+    parser.add_argument("--tight", type=int, default=16, help="GPUs per datacenter, tight setting")
+    parser.add_argument("--refresh-h", type=int, default=6, help="S and S*: re-plan at least every N hours")
+    parser.add_argument("--offline-limit-s", type=float, default=90.0)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    start = pd.Timestamp(args.start, tz="UTC")
+    hours = args.days * 24 + TAIL_H + 168
+    names, regions, groups, pue, series = load(args.data.resolve(), start, hours)
+    ci = series[:, HISTORY_H:]  # hour 0 = start
+
+    def exact(d: int, h: int) -> np.ndarray:
+        return ci[d, h: h + 168]
+
+    def seasonal_naive(d: int, h: int) -> np.ndarray:  # the same hour of the last observed day
+        k = np.arange(168)
+        return series[d, HISTORY_H + h + k - 24 * (k // 24 + 1)]
+
+    console = Console()
+    console.print(f"{len(names)} datacenters on {', '.join(regions)}; {args.days} days from {args.start}, "
+                  f"{args.jobs_per_day:g} jobs/day")
+    table = Table(title="Emissions (t CO2eq) and capture beyond greedy")
+    for column in ("setting", "jobs", "P1", "P2", "S", "S*", "O (gap)", "P2 save", "S save", "S* save",
+                   "O save", "S capture", "S* capture", "missed P2/S/S*", "solves, mean s"):
+        table.add_column(column, justify="right")
+    migration = MigrationPolicy()
+    for setting, capacity, residency in (("ample", args.ample, False), ("tight", args.tight, False),
+                                         ("residency", args.ample, True)):
+        rng = np.random.default_rng(args.seed)
+        jobs = make_jobs(rng, args.days, args.jobs_per_day, len(names), groups, residency)
+        began = time.perf_counter()
+        base = p1(jobs, ci, pue)
+        greedy, greedy_missed = p2(jobs, ci, pue, capacity)
+        s, s_missed, solves, s_seconds = rolling(jobs, ci, pue, capacity, names, seasonal_naive, args.refresh_h, migration)
+        s_star, star_missed, _, _ = rolling(jobs, ci, pue, capacity, names, exact, args.refresh_h, migration)
+        opt, gap, unmet, _ = offline(jobs, ci, pue, capacity, args.offline_limit_s)
+        capture = lambda value: (greedy - value) / (greedy - opt) if greedy > opt else float("nan")  # noqa: E731
+        saving = lambda value: f"{100 * (1 - value / base):.1f} %"  # noqa: E731
+        table.add_row(
+            setting, str(len(jobs.arrival)), *(f"{v / 1e6:.3f}" for v in (base, greedy, s, s_star)),
+            f"{opt / 1e6:.3f} ({100 * (gap or 0):.2f} %{', unmet ' + str(unmet) if unmet else ''})",
+            saving(greedy), saving(s), saving(s_star), saving(opt), f"{100 * capture(s):.0f} %",
+            f"{100 * capture(s_star):.0f} %", f"{greedy_missed}/{s_missed}/{star_missed}",
+            f"{solves}, {s_seconds / max(solves, 1):.2f}",
+        )
+        console.print(f"{setting}: {time.perf_counter() - began:.0f} s")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
