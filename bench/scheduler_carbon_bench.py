@@ -98,7 +98,7 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int]:
 
 
 def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy):
-    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=10, mip_rel_gap=0.005)), migration=migration)
+    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=10, mip_rel_gap=0.01)), migration=migration)
     n, end = len(jobs.arrival), ci.shape[1]
     remaining, location = jobs.hours.copy(), np.full(n, -1)
     finish = np.full(n, -1)
@@ -147,7 +147,7 @@ def offline(jobs: Jobs, ci, pue, capacity, time_limit_s: float):
         periods=periods, need=jobs.hours, gpus=jobs.gpus, power_kw=jobs.power_kw, pue=pue, intensity=ci[:, :end],
         capacity=np.full((len(pue), end), float(capacity)), usable=usable, switch_g=np.zeros(usable.shape[:2]),
     )
-    solution = HighsModelSolver(SolveLimits(time_limit_s=time_limit_s, mip_rel_gap=0.001)).solve(instance)
+    solution = HighsModelSolver(SolveLimits(time_limit_s=time_limit_s, mip_rel_gap=0.001, presolve=True)).solve(instance)
     return solution.objective, solution.mip_gap, int(solution.unmet.sum()), solution.seconds
 
 
