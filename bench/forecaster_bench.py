@@ -157,7 +157,9 @@ def main() -> None:
     all_cov = [r["coverage"] for r in rows]
     console.print(f"not worse than the best naive baseline (MAPE): {not_worse}/{len(rows)} region-buckets "
                   f"({100 * not_worse / len(rows):.0f} %); of those with a worse wMAPE than that baseline: {mape_bought}")
-    console.print(f"10-90 % interval coverage: median {np.median(all_cov):.1f} %, range {min(all_cov):.1f}-{max(all_cov):.1f} % (nominal 80 %)")
+    within = sum(abs(c - 80.0) <= 5.0 for c in all_cov)
+    console.print(f"10-90 % interval coverage: median {np.median(all_cov):.1f} %, range {min(all_cov):.1f}-{max(all_cov):.1f} % (nominal 80 %); "
+                  f"within 80 ± 5 points in {within}/{len(all_cov)} region-buckets")
 
     comparison = dacf_comparison(model, args.data, arrays_by_name, error_model, args.test_from)
     if comparison:

@@ -14,7 +14,8 @@ from metatune.errors import ConfigurationError
 from metatune.registry import Registry, default_registry
 from metatune.settings import Settings
 from metatune_forecaster.adapters.open_meteo import OpenMeteoWeather
-from metatune_forecaster.app import create_service
+from metatune_forecaster.adapters.replay import ReplayData, ReplayWeather
+from metatune_forecaster.app import create_service, weather_provider
 
 SIM_START = datetime(2025, 6, 2, 0, tzinfo=UTC)
 
@@ -81,3 +82,16 @@ def test_unknown_region_is_a_configuration_error_at_start_up() -> None:
     registry = Registry(datacenters=[fra1, fra1.model_copy(update={"name": "cdg1", "region": "FR"})])
     with pytest.raises(ConfigurationError, match="FR"):
         create_service(registry=registry)
+
+
+def test_settings_choose_the_model_and_the_weather_provider(tmp_path) -> None:
+    broken = tmp_path / "model.joblib"
+    broken.write_bytes(b"not a model")
+    with pytest.raises(ConfigurationError, match="model.joblib"):
+        create_service(settings=Settings(forecaster_model_path=broken), registry=small_registry("fra1"))
+
+    settings = Settings(forecaster_weather="open-meteo", open_meteo_url="http://127.0.0.1:9/v1/forecast", open_meteo_retries=1, open_meteo_backoff_s=0.5)
+    provider = weather_provider(settings, ReplayData())
+    assert isinstance(provider, OpenMeteoWeather)
+    assert (provider.url, provider.retries, provider.backoff_s) == ("http://127.0.0.1:9/v1/forecast", 1, 0.5)
+    assert isinstance(weather_provider(Settings(), ReplayData()), ReplayWeather)

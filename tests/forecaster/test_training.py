@@ -34,14 +34,14 @@ def trained() -> tuple[CarbonModel, list]:
         load_carboncast(carbon, "CISO").slice(start, TEST_UNTIL),
     ]
     error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
-    model = train(series, TRAIN_UNTIL, error_model, max_iter=60, stride_h=13, leads_per_issue=12)
+    model = train(series, TRAIN_UNTIL, error_model, max_iter=60, strides_h=(13, 19, 19), leads_per_issue=12)
     return model, series
 
 
 def test_training_never_sees_the_test_period(trained: tuple[CarbonModel, list]) -> None:
     model, _ = trained
     assert pd.Timestamp(model.metadata["train_until"]) == TRAIN_UNTIL
-    assert model.version.startswith("hgb-q-20220401")
+    assert model.version.startswith("hgb-blocks-20220401")
 
 
 def test_small_model_beats_seasonal_naive_on_its_test_slice(trained: tuple[CarbonModel, list]) -> None:

@@ -10,41 +10,40 @@ from metatune import subjects
 from metatune.contracts import ClockTick, ErrorKind
 from metatune.registry import Registry, default_registry
 from metatune.service import Service
-from metatune.settings import Settings
+from metatune.settings import Settings, get_settings
 
 from .adapters.open_meteo import OpenMeteoWeather
 from .adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
-from .config import ForecasterSettings
 from .domain.model import CarbonModel
 from .domain.providers import WeatherProvider
 from .domain.weather_error import WeatherErrorModel
 from .forecasting import RegionForecaster, sites_of
+from .resources import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
 
 
-def weather_provider(config: ForecasterSettings, data: ReplayData) -> WeatherProvider:
-    if config.weather == "open-meteo":
+def weather_provider(settings: Settings, data: ReplayData) -> WeatherProvider:
+    if settings.forecaster_weather == "open-meteo":
         return OpenMeteoWeather(
-            config.open_meteo_url, config.open_meteo_timeout_s, config.open_meteo_retries, config.open_meteo_backoff_s
+            settings.open_meteo_url, settings.open_meteo_timeout_s, settings.open_meteo_retries, settings.open_meteo_backoff_s
         )
-    return ReplayWeather(data, WeatherErrorModel.load(config.weather_error_path))
+    return ReplayWeather(data, WeatherErrorModel.load(settings.forecaster_weather_error_path or WEATHER_ERROR_PATH))
 
 
 def create_service(
     settings: Settings | None = None,
-    config: ForecasterSettings | None = None,
     registry: Registry | None = None,
     weather: WeatherProvider | None = None,
 ) -> Service:
     """Build the service; a region without data or an unusable model is a ConfigurationError here,
     at start-up, not at the first hour."""
-    config = config or ForecasterSettings()
+    settings = settings or get_settings()
     registry = registry or default_registry()
-    data = ReplayData(config.replay_path)
+    data = ReplayData(settings.forecaster_replay_path or REPLAY_PATH)
     intensity = ReplayIntensity(data)
     forecaster = RegionForecaster(
-        CarbonModel.load(config.model_path),
+        CarbonModel.load(settings.forecaster_model_path or MODEL_PATH),
         sites_of(registry, intensity),
-        weather or weather_provider(config, data),
+        weather or weather_provider(settings, data),
         intensity,
     )
     service = Service("forecaster", settings=settings)

@@ -2,7 +2,7 @@
 
 Reads a folder laid out like the team's ``carbon/`` data, builds feature rows from every region
 with a time split (no training row looks at a target hour at or after ``--train-until``),
-fits the quantile trees and writes the model artifact and its weather-error calibration.
+fits the per-lead-block trees and writes the model artifact and its weather-error calibration.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ import pandas as pd
 
 from .adapters.carbon_folder import load_folder
 from .domain.features import RegionArrays
-from .domain.model import CarbonModel, fit
+from .domain.model import LEAD_BUCKETS, BlockRows, CarbonModel, fit
 from .domain.samples import build_grid, issue_positions
 from .domain.series import RegionSeries
 from .domain.weather_error import WeatherErrorModel, calibrate
 from .resources import MODEL_PATH, WEATHER_ERROR_PATH
 
 CALIBRATION_SHARE = 0.15  # latest share of each region's training issues kept to calibrate intervals
+BLOCK_STRIDES_H = (11, 17, 17)  # hours between training issues per lead block: short leads get the most rows
 CLOUD_SIGMA_PCT = 30.0  # GFS carries no cloud cover: a typical 2-day cloud-cover error
 GFS_OBSERVED_PAIRS = (("CISO", "US-CAL-CISO"), ("ERCO", "US-TEX-ERCO"), ("PJM", "US-MIDA-PJM"), ("DE", "DE"))
 
@@ -43,19 +44,21 @@ def training_rows(
     series: list[RegionSeries],
     train_until: pd.Timestamp,
     error_model: WeatherErrorModel,
-    stride_h: int = 23,
+    lead_range: tuple[int, int],
+    stride_h: int,
     leads_per_issue: int = 12,
-    seed: int = 0,
-) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """(features, target ratio, calibration mask) over every region, issues every ``stride_h`` h."""
-    rng = np.random.default_rng(seed)
+    rng: np.random.Generator | None = None,
+) -> BlockRows:
+    """Rows of one lead block over every region: issues every ``stride_h`` h, ``leads_per_issue``
+    random leads of ``lead_range`` each; the latest issues of each region form the calibration slice."""
+    rng = rng or np.random.default_rng(0)
     frames, ratios, calibration = [], [], []
     for one in series:
         arrays = RegionArrays(one)
         issues = issue_positions(arrays, None, train_until, stride_h)
         if len(issues) == 0:
             continue
-        grid = build_grid(arrays, issues, error_model, rng, leads_per_issue)
+        grid = build_grid(arrays, issues, error_model, rng, leads_per_issue, lead_range)
         ratio = grid.actual() / grid.scale()
         keep = np.isfinite(ratio) & (grid.scale() > 0)
         cut = issues[int(len(issues) * (1 - CALIBRATION_SHARE))]
@@ -64,7 +67,7 @@ def training_rows(
         calibration.append(grid.issue[keep] >= cut)
     if not frames:
         raise ValueError(f"no region has training data before {train_until}")
-    return pd.concat(frames, ignore_index=True), np.concatenate(ratios), np.concatenate(calibration)
+    return BlockRows(pd.concat(frames, ignore_index=True), np.concatenate(ratios), np.concatenate(calibration))
 
 
 def train(
@@ -72,21 +75,27 @@ def train(
     train_until: pd.Timestamp,
     error_model: WeatherErrorModel,
     max_iter: int = 200,
-    stride_h: int = 23,
+    strides_h: tuple[int, ...] = BLOCK_STRIDES_H,
     leads_per_issue: int = 12,
     seed: int = 0,
 ) -> CarbonModel:
-    features, ratio, calibration = training_rows(series, train_until, error_model, stride_h, leads_per_issue, seed)
+    """Fit the per-block trees on every hour before ``train_until`` (targets included)."""
+    rng = np.random.default_rng(seed)
+    blocks = [
+        training_rows(series, train_until, error_model, lead_range, stride_h, leads_per_issue, rng)
+        for lead_range, stride_h in zip(LEAD_BUCKETS, strides_h, strict=True)
+    ]
     digest = hashlib.sha256("|".join(s.name for s in series).encode() + str(train_until).encode()).hexdigest()[:8]
-    version = f"hgb-q-{train_until:%Y%m%d}-{digest}"
+    version = f"hgb-blocks-{train_until:%Y%m%d}-{digest}"
     metadata = {
         "regions": [s.name for s in series],
         "train_until": train_until.isoformat(),
-        "rows": int(len(ratio)),
+        "rows": int(sum(len(b.ratio) for b in blocks)),
+        "rows_per_block": [int(len(b.ratio)) for b in blocks],
         "max_iter": max_iter,
         "weather_error": error_model.model_dump(),
     }
-    return fit(features, ratio, calibration, version, max_iter=max_iter, seed=seed, metadata=metadata)
+    return fit(blocks, version, max_iter=max_iter, seed=seed, metadata=metadata)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     size_kb = args.out.stat().st_size / 1024
     print(
         f"model {model.version}: {model.metadata['rows']} rows from {len(series)} regions, "
-        f"trained until {train_until:%Y-%m-%d}, interval scales {np.round(model.interval_scales, 2).tolist()}, "
+        f"trained until {train_until:%Y-%m-%d}, "
         f"{size_kb:.0f} kB at {args.out}, {time.perf_counter() - started:.0f} s"
     )
 

@@ -23,6 +23,7 @@ from .wind import capacity_factor, hub_height_speed
 HORIZON = 168
 WEEK = 168
 SENSITIVITY_WINDOW = 28 * 24
+SKILL_WINDOW = 14 * 24  # hours over which the naive forecasts' recent errors are measured
 HISTORY_HOURS = SENSITIVITY_WINDOW  # hours of history an issue needs
 NIGHT_WM2 = 50.0
 
@@ -33,6 +34,8 @@ FEATURE_NAMES = [
     "temperature_c", "wind_cf", "ghi_kwm2", "clearness",
     "d_wind_cf", "d_ghi_kwm2", "d_temperature_c", "wind_cf_vs_week", "temperature_vs_week",
     "beta_wind", "beta_sun", "wind_effect", "sun_effect",
+    "naive24_vs_mean7", "day_change_now", "anomaly_decayed",
+    "skill_naive24", "skill_naive168", "skill_mean7", "skill_hourly",
 ]
 
 
@@ -86,6 +89,7 @@ class RegionArrays:
         self._min = rolling.min().to_numpy()
         self._max = rolling.max().to_numpy()
         self._moments = self._regression_moments()
+        self._skill = self._naive_errors()
 
     def _regression_moments(self) -> dict[str, _Windows]:
         ok = np.isfinite(self.y) & np.isfinite(self.wind_cf) & np.isfinite(self.ghi)
@@ -94,6 +98,18 @@ class RegionArrays:
             "n": np.where(ok, 1.0, np.nan), "y": y, "w": w, "g": g,
             "ww": w * w, "gg": g * g, "wg": w * g, "wy": w * y, "gy": g * y,
         }.items()}
+
+    def _naive_errors(self) -> dict[str, _Windows]:
+        """Absolute errors the naive forecasts made at every past hour, for windowed means: how
+        well this grid's last day, last week, 7-day profile and last hour have lately predicted it."""
+        y = self.y
+        hours = np.arange(len(y))
+        return {
+            "naive24": _Windows(np.abs(y - _at(y, hours - 24))),
+            "naive168": _Windows(np.abs(y - _at(y, hours - WEEK))),
+            "mean7": _Windows(np.abs(y - same_hour_mean(y, hours - 23, np.full_like(hours, 24)))),
+            "hourly": _Windows(np.abs(y - _at(y, hours - 1))),
+        }
 
     def sensitivities(self, issue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Least-squares slopes of intensity on wind capacity factor and on irradiance (kW/m²)
@@ -126,6 +142,10 @@ class RegionArrays:
         mean24 = self._y.mean(issue - 24, issue)
         std = np.sqrt(np.maximum(self._y2.mean(issue - WEEK, issue) - scale**2, 0.0))
         beta_w, beta_g = self.sensitivities(issue)
+        naive24 = seasonal_naive_24h(y, issue, lead) * inv
+        mean7 = same_hour_mean(y, issue, lead) * inv
+        anomaly_now = (_at(y, issue - 1) - now_mean7) * inv
+        skill = {name: w.mean(issue - SKILL_WINDOW, issue) * inv for name, w in self._skill.items()}
 
         clear = _at(self.clear_sky, target)
         wind_cf = capacity_factor(hub_height_speed(weather.wind_ms))
@@ -149,11 +169,11 @@ class RegionArrays:
             "std_week": std * inv,
             "min_week": _at(self._min, issue - 1) * inv,
             "max_week": _at(self._max, issue - 1) * inv,
-            "anomaly_now": (_at(y, issue - 1) - now_mean7) * inv,
-            "naive24": seasonal_naive_24h(y, issue, lead) * inv,
+            "anomaly_now": anomaly_now,
+            "naive24": naive24,
             "naive48": _at(y, naive24_pos - 24) * inv,
             "naive168": seasonal_naive_168h(y, issue, lead) * inv,
-            "mean7": same_hour_mean(y, issue, lead) * inv,
+            "mean7": mean7,
             "temperature_c": weather.temperature_c,
             "wind_cf": wind_cf,
             "ghi_kwm2": ghi,
@@ -167,6 +187,13 @@ class RegionArrays:
             "beta_sun": beta_g * inv,
             "wind_effect": beta_w * inv * d_wind,
             "sun_effect": beta_g * inv * d_ghi,
+            "naive24_vs_mean7": naive24 - mean7,
+            "day_change_now": (_at(y, issue - 1) - _at(y, issue - 25)) * inv,
+            "anomaly_decayed": anomaly_now * np.exp(-(lead - 1) / 12.0),
+            "skill_naive24": skill["naive24"],
+            "skill_naive168": skill["naive168"],
+            "skill_mean7": skill["mean7"],
+            "skill_hourly": skill["hourly"],
         }
         return pd.DataFrame(columns)[FEATURE_NAMES]
 

@@ -1,15 +1,22 @@
-"""The carbon-intensity model: three gradient-boosted trees over the relative features.
+"""The carbon-intensity model: one gradient-boosted tree per lead block, with calibrated intervals.
 
-The trees learn how ``intensity / scale`` (``scale`` = mean of the last week) departs from the
-7-day same-hour mean (:func:`base_of`), so they spend their splits on what the weather and the
-recent days change rather than on reproducing the daily profile. The median and the 10th / 90th
-percentiles are each a :class:`~sklearn.ensemble.HistGradientBoostingRegressor` with a quantile loss;
-their interval is then widened or narrowed per lead bucket so that it holds its nominal coverage
-on the most recent part of the training period (split conformal calibration).
+Each block (1-24, 25-96, 97-168 h) has its own trees, trained on many more rows of its own leads
+than one model over the whole horizon would see: the short block learns how the last hours carry
+on, the long blocks lean on the daily profile and the weather. The trees learn how
+``intensity / scale`` (``scale`` = mean of the last week) departs from the 7-day same-hour mean
+(:func:`base_of`), divided by the grid's *volatility* (:func:`volatility_of`: how far that
+7-day mean has lately been off). In those units a correction means the same on a flat grid as on
+a windy one, so trees fitted on windy grids do not add noise to flat ones. The loss is the
+absolute error weighted by ``1 / intensity``, which is MAPE, the metric the forecasts are judged by.
+
+The 10-90 % interval is split-conformal: the 10th and 90th percentiles of the normalised error on
+the latest part of each region's training period (never fitted on), per lead band and volatility
+band, times the volatility of the issue.
 """
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +29,13 @@ from metatune.errors import ConfigurationError
 
 from .features import FEATURE_NAMES
 
-QUANTILES = (0.1, 0.5, 0.9)
+QUANTILES = (0.1, 0.9)
 LEAD_BUCKETS = ((1, 24), (25, 96), (97, 168))
+INTERVAL_LEAD_EDGES = (6, 24, 48, 96, 168)  # upper leads of the interval's lead bands
+INTERVAL_VOLATILITY_EDGES = (0.015, 0.03, 0.06, 0.12, 0.25)  # band edges of volatility_of
+MIN_VOLATILITY = 0.005
+MIN_RATIO_WEIGHT = 0.05  # 1 / intensity weights stop growing below 5 % of the week's mean
+MIN_BAND_ROWS = 50
 
 
 def bucket_of(lead: np.ndarray) -> np.ndarray:
@@ -38,9 +50,22 @@ def base_of(features: pd.DataFrame) -> np.ndarray:
     return np.where(np.isfinite(base), base, 1.0)
 
 
-def _regressor(quantile: float, max_iter: int, seed: int) -> HistGradientBoostingRegressor:
+def volatility_of(features: pd.DataFrame) -> np.ndarray:
+    """The unit of the trees' corrections: the mean absolute error of the 7-day same-hour mean over
+    the last two weeks, relative to ``scale`` (0.007 on Singapore's grid, 0.4 on Norway's)."""
+    volatility = features["skill_mean7"].to_numpy(dtype=float)
+    return np.maximum(np.where(np.isfinite(volatility), volatility, 0.1), MIN_VOLATILITY)
+
+
+def _interval_band(features: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    lead = np.searchsorted(INTERVAL_LEAD_EDGES, features["lead_h"].to_numpy(), side="left")
+    volatility = np.searchsorted(INTERVAL_VOLATILITY_EDGES, volatility_of(features), side="left")
+    return np.minimum(lead, len(INTERVAL_LEAD_EDGES) - 1), volatility
+
+
+def _regressor(max_iter: int, seed: int) -> HistGradientBoostingRegressor:
     return HistGradientBoostingRegressor(
-        loss="quantile", quantile=quantile, max_iter=max_iter, learning_rate=0.08,
+        loss="quantile", quantile=0.5, max_iter=max_iter, learning_rate=0.08,
         max_leaf_nodes=31, min_samples_leaf=200, l2_regularization=1.0,
         early_stopping=False, random_state=seed,
     )
@@ -50,28 +75,43 @@ class ModelArtifactError(ConfigurationError):
     """A model file that cannot be used: missing, unreadable or built for other features."""
 
 
+@dataclass(frozen=True)
+class BlockRows:
+    """Training rows of one lead block: features, target ``intensity / scale``, and which rows
+    belong to the calibration slice (the latest issues of each region) rather than the fit."""
+
+    features: pd.DataFrame
+    ratio: np.ndarray
+    calibration: np.ndarray
+
+
 @dataclass
 class CarbonModel:
-    """Fitted trees plus the per-bucket interval scales and a description for the model card."""
+    """Per-block median trees plus the interval table and a description for the model card."""
 
-    lower: HistGradientBoostingRegressor
-    median: HistGradientBoostingRegressor
-    upper: HistGradientBoostingRegressor
-    interval_scales: np.ndarray  # shape (len(LEAD_BUCKETS), 2): (below-median, above-median) factors
+    blocks: list[HistGradientBoostingRegressor]  # one per LEAD_BUCKETS
+    interval: np.ndarray  # (lead bands, volatility bands + 1, 2): p10 and p90 of the normalised error
     version: str
     metadata: dict = field(default_factory=dict)
 
+    def predict_median(self, features: pd.DataFrame) -> np.ndarray:
+        """Median of ``intensity / scale`` for every feature row, >= 0."""
+        x = features[FEATURE_NAMES]
+        correction = np.zeros(len(features))
+        buckets = bucket_of(features["lead_h"].to_numpy())
+        for b, trees in enumerate(self.blocks):
+            rows = buckets == b
+            if rows.any():
+                correction[rows] = trees.predict(x[rows])
+        return np.maximum(base_of(features) + volatility_of(features) * correction, 0.0)
+
     def predict(self, features: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(p10, median, p90) of ``intensity / scale`` for every feature row, ordered and >= 0."""
-        x = features[FEATURE_NAMES]
-        base = base_of(features)
-        median = self.median.predict(x)
-        mid = np.maximum(base + median, 0.0)
-        below = np.maximum(median - self.lower.predict(x), 0.0)
-        above = np.maximum(self.upper.predict(x) - median, 0.0)
-        scales = self.interval_scales[bucket_of(features["lead_h"].to_numpy())]
-        low = np.maximum(mid - below * scales[:, 0], 0.0)
-        high = mid + above * scales[:, 1]
+        mid = self.predict_median(features)
+        lead_band, volatility_band = _interval_band(features)
+        error = self.interval[lead_band, volatility_band] * volatility_of(features)[:, None]
+        low = np.clip(mid + error[:, 0], 0.0, mid)
+        high = np.maximum(mid + error[:, 1], mid)
         return low, mid, high
 
     def save(self, path: Path) -> None:
@@ -82,48 +122,51 @@ class CarbonModel:
     def load(cls, path: Path) -> CarbonModel:
         try:
             model = joblib.load(path)
-        except (OSError, EOFError, ValueError, ImportError, AttributeError) as exc:
+        except (OSError, EOFError, ValueError, KeyError, ImportError, AttributeError, pickle.UnpicklingError) as exc:
             raise ModelArtifactError(f"cannot load the forecaster model {path}: {exc}") from exc
-        if not isinstance(model, cls):
-            raise ModelArtifactError(f"{path} holds a {type(model).__name__}, not a CarbonModel")
-        if list(model.median.feature_names_in_) != FEATURE_NAMES:
+        if not isinstance(model, cls) or not hasattr(model, "blocks"):
+            raise ModelArtifactError(f"{path} holds a {type(model).__name__} of another layout, not a CarbonModel")
+        if any(list(trees.feature_names_in_) != FEATURE_NAMES for trees in model.blocks):
             raise ModelArtifactError(f"{path} was trained on other features; retrain it")
         return model
 
 
 def fit(
-    features: pd.DataFrame,
-    ratio: np.ndarray,
-    calibration: np.ndarray,
+    blocks: list[BlockRows],
     version: str,
     max_iter: int = 200,
     seed: int = 0,
     metadata: dict | None = None,
 ) -> CarbonModel:
-    """Fit the three quantile trees on the rows not in ``calibration`` and calibrate the interval
-    on those that are (the latest hours of each region's training period)."""
-    x, y = features[FEATURE_NAMES], np.asarray(ratio, dtype=float)
-    residual = y - base_of(features)
-    fit_rows = ~calibration
-    lower, median, upper = (_regressor(q, max_iter, seed).fit(x[fit_rows], residual[fit_rows]) for q in QUANTILES)
-    uncalibrated = CarbonModel(lower, median, upper, np.ones((len(LEAD_BUCKETS), 2)), version)
-    low, mid, high = uncalibrated.predict(features[calibration])
-    scales = _interval_scales(y[calibration], low, mid, high, features["lead_h"].to_numpy()[calibration])
-    return CarbonModel(lower, median, upper, scales, version, dict(metadata or {}))
+    """Fit each block's trees on its rows outside the calibration slice, then the interval table on
+    the calibration rows of every block."""
+    if len(blocks) != len(LEAD_BUCKETS):
+        raise ValueError(f"need rows for {len(LEAD_BUCKETS)} lead blocks, got {len(blocks)}")
+    trees = []
+    for rows in blocks:
+        fit_rows = ~rows.calibration
+        features = rows.features[fit_rows]
+        ratio = rows.ratio[fit_rows]
+        target = (ratio - base_of(features)) / volatility_of(features)
+        weight = 1.0 / np.maximum(ratio, MIN_RATIO_WEIGHT)
+        trees.append(_regressor(max_iter, seed).fit(features[FEATURE_NAMES], target, sample_weight=weight))
+    model = CarbonModel(trees, np.zeros((len(INTERVAL_LEAD_EDGES), len(INTERVAL_VOLATILITY_EDGES) + 1, 2)), version)
+    calibration = pd.concat([rows.features[rows.calibration] for rows in blocks], ignore_index=True)
+    ratio = np.concatenate([rows.ratio[rows.calibration] for rows in blocks])
+    error = (ratio - model.predict_median(calibration)) / volatility_of(calibration)
+    model.interval = _interval_table(error, *_interval_band(calibration))
+    model.metadata = dict(metadata or {})
+    return model
 
 
-def _interval_scales(y: np.ndarray, low: np.ndarray, mid: np.ndarray, high: np.ndarray, lead: np.ndarray) -> np.ndarray:
-    """Factors on each half-width that put 10 % of held-out values below p10 and 10 % above p90."""
-    buckets = bucket_of(lead)
-    scales = np.ones((len(LEAD_BUCKETS), 2))
-    for b in range(len(LEAD_BUCKETS)):
-        rows = buckets == b
-        if rows.sum() < 50:
-            continue
-        with np.errstate(invalid="ignore", divide="ignore"):
-            need_below = (mid[rows] - y[rows]) / np.maximum(mid[rows] - low[rows], 1e-6)
-            need_above = (y[rows] - mid[rows]) / np.maximum(high[rows] - mid[rows], 1e-6)
-        # the 90th percentile of the needed factor, among values on that side (both sides hold ~half)
-        scales[b, 0] = np.quantile(np.where(y[rows] < mid[rows], need_below, 0.0), 1 - QUANTILES[0])
-        scales[b, 1] = np.quantile(np.where(y[rows] > mid[rows], need_above, 0.0), QUANTILES[2])
-    return np.clip(scales, 0.25, 4.0)
+def _interval_table(error: np.ndarray, lead_band: np.ndarray, volatility_band: np.ndarray) -> np.ndarray:
+    """p10 / p90 of the normalised error per (lead band, volatility band); a band with too few rows
+    takes its lead band's pooled value."""
+    table = np.zeros((len(INTERVAL_LEAD_EDGES), len(INTERVAL_VOLATILITY_EDGES) + 1, 2))
+    for lead in range(table.shape[0]):
+        in_lead = lead_band == lead
+        pooled = np.quantile(error[in_lead], QUANTILES) if in_lead.sum() >= MIN_BAND_ROWS else np.quantile(error, QUANTILES)
+        for volatility in range(table.shape[1]):
+            rows = in_lead & (volatility_band == volatility)
+            table[lead, volatility] = np.quantile(error[rows], QUANTILES) if rows.sum() >= MIN_BAND_ROWS else pooled
+    return table

@@ -69,13 +69,17 @@ def build_grid(
     error_model: WeatherErrorModel,
     rng: np.random.Generator,
     leads_per_issue: int = HORIZON,
+    lead_range: tuple[int, int] = (1, HORIZON),
 ) -> Grid:
-    """Feature rows for ``issues``: every lead, or ``leads_per_issue`` random leads of each."""
+    """Feature rows for ``issues``: every lead of ``lead_range`` (inclusive), or ``leads_per_issue``
+    random leads of it for each issue."""
     temperature, wind, ghi = forecast_weather(arrays, issues, error_model, rng)
-    if leads_per_issue >= HORIZON:
-        lead_index = np.tile(np.arange(HORIZON), (len(issues), 1))
+    first, last = lead_range
+    width = last - first + 1
+    if leads_per_issue >= width:
+        lead_index = np.tile(np.arange(first - 1, last), (len(issues), 1))
     else:
-        lead_index = np.argsort(rng.random((len(issues), HORIZON)), axis=1)[:, :leads_per_issue]
+        lead_index = first - 1 + np.argsort(rng.random((len(issues), width)), axis=1)[:, :leads_per_issue]
     row_issue = np.repeat(np.arange(len(issues)), lead_index.shape[1])
     col = lead_index.ravel()
     weather = ForecastWeather(temperature[row_issue, col], wind[row_issue, col], ghi[row_issue, col])
