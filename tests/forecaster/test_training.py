@@ -34,7 +34,7 @@ def trained() -> tuple[CarbonModel, list]:
         load_carboncast(carbon, "CISO").slice(start, TEST_UNTIL),
     ]
     error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
-    model = train(series, TRAIN_UNTIL, error_model, max_iter=60, strides_h=(13, 19, 19), leads_per_issue=12)
+    model = train(series, TRAIN_UNTIL, error_model, max_iter=40, strides_h=(19, 29, 29), leads_per_issue=12)
     return model, series
 
 
