@@ -9,10 +9,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import torch
 
 from metatune.clock import FixedClock
 from metatune.contracts import TaskType
+from metatune_agent.domain.encoding import encode_dataset
 from metatune_agent.domain.errors import CheckpointMismatch
+from metatune_agent.domain.model import load_tokenizer
 from metatune_agent.domain.request import TrainOptions
 from metatune_agent.domain.run import Control, RunHooks, run_training
 
@@ -91,21 +94,26 @@ def test_pair_classification_and_causal_lm_train(snli: Path, shakespeare: Path) 
     assert lm.evaluation.loss < lm.initial_val_loss  # the fresh LM head is trained with the adapter
 
 
-def test_tokenization_is_cached_across_runs(sst2: Path, cache_dir: Path) -> None:
-    request = request_for(sst2, cache=cache_dir, max_steps=1)
-    first = run_training(request, site=FAST_SITE)
-    second = run_training(request, site=FAST_SITE)
+def test_tokenization_is_cached_and_keyed_by_what_changes_the_tensors(sst2: Path, cache_dir: Path) -> None:
+    tokenizer, _ = load_tokenizer("all-MiniLM-L6-v2")
+    request = request_for(sst2, cache=cache_dir)
+    first = encode_dataset(request, tokenizer)
+    second = encode_dataset(request, tokenizer)
     assert not first.cache_hit and second.cache_hit
+    assert torch.equal(first.train.ids, second.train.ids) and torch.equal(first.val.labels, second.val.labels)
     assert len(list(cache_dir.glob("*.pt"))) == 1
     longer = request.model_copy(update={"config": request.config.model_copy(update={"max_seq_length": 48})})
-    assert not run_training(longer, site=FAST_SITE).cache_hit  # another max length is another cache entry
+    assert not encode_dataset(longer, tokenizer).cache_hit  # another max length is another entry
+    assert len(list(cache_dir.glob("*.pt"))) == 2
+    (cache_dir / next(cache_dir.glob("*.pt")).name).write_bytes(b"truncated")
+    assert encode_dataset(request, tokenizer).train.ids.numel() == first.train.ids.numel()  # a broken entry is rebuilt
 
 
 def test_without_dynamic_padding_every_batch_is_padded_to_max_length(sst2: Path) -> None:
     request = request_for(sst2, max_steps=2)
     naive = request.model_copy(update={"options": TrainOptions(dynamic_padding=False, group_by_length=False, smoke_test=False)})
     outcome = run_training(naive, site=FAST_SITE)
-    assert outcome.accounting.tokens_with_padding == 2 * 8 * 32
+    assert outcome.accounting.tokens_with_padding == 2 * 8 * 32 > outcome.accounting.tokens_seen
 
 
 def test_simulated_time_paces_steps_by_the_plan(sst2: Path) -> None:

@@ -62,6 +62,11 @@ def adapter_key(job_id: UUID) -> str:
     return f"{job_id}.tar"
 
 
+def _log_failure(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("progress event not published: %r", future.exception())
+
+
 @dataclass
 class Job:
     assignment: Assignment
@@ -244,9 +249,10 @@ class TrainerAgent:
             accounting=progress.accounting,
         )
         assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(
+        future = asyncio.run_coroutine_threadsafe(
             self.service.publish(subjects.run_progress(job.assignment.job_id), event), self._loop
         )
+        future.add_done_callback(_log_failure)  # progress is advisory: a lost one must not stop training
 
     def _on_checkpoint(self, job: Job, step: int, data: bytes) -> None:
         assert self._loop is not None and self.service.objects is not None

@@ -99,6 +99,7 @@ class RunOutcome:
     estimate_step_time_s: float | None = None
     estimate_gpu_hours: float | None = None
     estimate_power_w: float | None = None
+    train_seconds: float = 0.0  # time inside optimizer steps in this session (no loading, evaluation, waiting)
     loss_history: list[tuple[int, float]] = field(default_factory=list)
     eval_history: list[tuple[int, float]] = field(default_factory=list)
 
@@ -295,6 +296,7 @@ class _Run:
         self._emit("estimate", None, self.initial_val, lap.power_w)
 
         stretch_steps = 0
+        self.train_seconds = 0.0
         early_stopped = False
         while trainer.position.step < total:
             control = self._wait_for_budget(pacer, stretch_steps)
@@ -309,6 +311,7 @@ class _Run:
                 raise
             self._sync()
             seconds = time.perf_counter() - started
+            self.train_seconds += seconds
             self.step_time = seconds if self.step_time is None else 0.8 * self.step_time + 0.2 * seconds
             stretch_steps += 1
             last_loss = result.loss
@@ -386,6 +389,7 @@ class _Run:
             estimate_step_time_s=self.step_time,
             estimate_gpu_hours=self._gpu_hours_for(remaining),
             estimate_power_w=self.estimate_power,
+            train_seconds=self.train_seconds,
             loss_history=self.loss_history,
             eval_history=self.eval_history,
             **extra,
