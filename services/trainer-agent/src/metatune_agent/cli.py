@@ -137,7 +137,7 @@ def train(
     try:
         config, options = apply_overrides(
             LoraConfig(),
-            TrainOptions(device=device, cache_dir=settings.resolved_data_dir() / "cache" / "tokens"),
+            TrainOptions(device=device, cache_dir=settings.resolved_data_dir() / "agent" / "cache" / "tokens"),
             overrides,
         )
         request = TrainingRequest(
