@@ -194,7 +194,7 @@ async def test_agent_trains_an_assignment_and_survives_bad_ones(settings: Settin
 
         completed = await bus.wait_for(RunCompleted, good)
         assert completed.steps == 8 and completed.datacenter == "fra1"
-        assert completed.adapter_key == f"{ADAPTERS_BUCKET}/{good}.tar"
+        assert completed.adapter_key == f"{good}.tar"  # a key of bucket adapters
         assert await ObjectStore(bus.js).exists(ADAPTERS_BUCKET, f"{good}.tar")
         acc = completed.accounting
         assert acc.tokens_seen > 0 and acc.energy_wh > 0

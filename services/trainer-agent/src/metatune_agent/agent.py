@@ -285,7 +285,7 @@ class TrainerAgent:
                 metrics=RunMetrics(val_loss=e.loss, accuracy=e.accuracy, macro_f1=e.macro_f1, perplexity=e.perplexity),
                 steps=outcome.step,
                 early_stopped=outcome.early_stopped,
-                adapter_key=f"{ADAPTERS_BUCKET}/{adapter_key(assignment.job_id)}",
+                adapter_key=adapter_key(assignment.job_id),
                 accounting=outcome.accounting,
             )
             await self.service.publish(subjects.RUNS_COMPLETED, event, msg_id=f"completed-{assignment.job_id}")

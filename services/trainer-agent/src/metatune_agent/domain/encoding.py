@@ -134,10 +134,14 @@ def _encode(examples: Examples, tokenizer: Any, max_length: int) -> EncodedSplit
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """A digest of everything that decides the token ids (the fast tokenizer's full serialisation)."""
+    """A digest of everything that decides the token ids: the fast tokenizer's serialisation, less
+    the truncation / padding state that calling it leaves behind (max length is keyed separately)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        body = backend.to_str()
+        spec = json.loads(backend.to_str())
+        spec.pop("truncation", None)
+        spec.pop("padding", None)
+        body = json.dumps(spec, sort_keys=True)
     else:
         body = json.dumps(sorted(tokenizer.get_vocab().items())) + type(tokenizer).__name__
     return hashlib.sha256(body.encode()).hexdigest()
