@@ -37,7 +37,7 @@ from .bus import ObjectStore, ensure_streams, publish_event, stream_for
 from .bus.clock import load_clock
 from .bus.middleware import contract_middleware
 from .bus.streams import HEALTH_BUCKET
-from .clock import Clock, RealClock
+from .clock import HOUR, Clock, RealClock
 from .contracts import ClockTick, ErrorEvent, ErrorKind, Event, ServiceHealth
 from .settings import Settings, get_settings
 
@@ -203,10 +203,13 @@ class Service:
             await asyncio.sleep(self.settings.heartbeat_s)
 
     async def _ticker(self) -> None:
-        """Publish the tick of each new hour (de-duplicated across all services)."""
+        """Publish the tick of each new hour (de-duplicated across all services). A process that
+        falls behind (a loaded machine, a fast simulated clock) catches up hour by hour, so
+        consumers never see a skipped hour."""
+        hour = self.clock.current_hour()
         while True:
-            await self.clock.sleep_until(self.clock.next_hour())
-            hour = self.clock.current_hour()
+            hour += HOUR
+            await self.clock.sleep_until(hour)
             tick = ClockTick(occurred_at=self.clock.now(), hour=hour, simulated=self.clock.simulated)
             await self.publish(subjects.CLOCK_TICK, tick, msg_id=f"tick-{hour.isoformat()}")
 
