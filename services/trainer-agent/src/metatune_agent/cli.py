@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from metatune.contracts import DatasetFormat, LoraConfig, RunMetrics, TaskType
@@ -15,7 +15,9 @@ from rich.table import Table
 
 from .domain.errors import TrainingError
 from .domain.request import TrainingRequest, TrainOptions, apply_overrides
-from .domain.run import RunOutcome, Site, run_training
+
+if TYPE_CHECKING:  # torch and transformers load only when a run starts: the metatune CLI stays fast
+    from .domain.run import RunOutcome
 
 
 class TrainReport(BaseModel):
@@ -144,6 +146,8 @@ def train(
             dataset=file, dataset_format=format, task=task, base_model=base_model, text_column=text_column,
             text_pair_column=text_pair_column, label_column=label_column, config=config, options=options,
         )
+        from .domain.run import Site, run_training
+
         outcome = run_training(request, site=Site())
     except TrainingError as exc:
         err.print(f"[red]{exc.reason.value}[/red]: {exc}")
