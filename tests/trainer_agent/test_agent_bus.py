@@ -40,13 +40,13 @@ from metatune.embedded.probe import nats_answers_sync
 from metatune.settings import Settings
 from metatune_agent.app import create_service
 from metatune_agent.domain.run import run_training
-from metatune_agent.settings import AgentSettings
 
 from ..conftest import _wait, free_port
 from .conftest import FAST_SITE, request_for
 
 CONFIG = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3, "max_steps": 8}
-AGENT = AgentSettings(progress_interval_s=0.0, status_interval_s=0.5, idle_seconds=0.05, checkpoint_every=2)
+AGENT = {"agent_progress_interval_s": 0.0, "agent_status_interval_s": 0.5, "agent_idle_seconds": 0.05,
+         "agent_checkpoint_every": 2}
 DATASET_KEY = "studies/sst2-slice.jsonl"
 
 
@@ -145,7 +145,7 @@ def assignment(dc: str, action: AssignmentAction, job_id: UUID, study_spec: Stud
 
 @pytest.fixture
 async def agent_fra1(settings: Settings) -> AsyncIterator[Any]:
-    service, agent = create_service("fra1", settings, AGENT)
+    service, agent = create_service("fra1", settings.model_copy(update=AGENT))
     async with service.running():
         yield agent
 
@@ -211,8 +211,8 @@ async def test_agent_trains_an_assignment_and_survives_bad_ones(settings: Settin
 
 
 async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(settings: Settings, sst2: Path) -> None:
-    fra1, _ = create_service("fra1", settings, AGENT)
-    osl1, _ = create_service("osl1", settings, AGENT)
+    fra1, _ = create_service("fra1", settings.model_copy(update=AGENT))
+    osl1, _ = create_service("osl1", settings.model_copy(update=AGENT))
     async with Bus(settings) as bus, fra1.running(), osl1.running():
         dataset = await upload_dataset(settings, sst2)
         job = uuid4()
@@ -256,7 +256,7 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
         before = bus.of(RunProgress, job)
         killed_at = max(p.step for p in before)
 
-        service, _ = create_service("fra1", settings, AGENT)
+        service, _ = create_service("fra1", settings.model_copy(update=AGENT))
         async with service.running():
             completed = await bus.wait_for(RunCompleted, job)
         restarted = bus.of(RunProgress, job)[len(before) :]

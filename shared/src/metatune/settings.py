@@ -61,6 +61,13 @@ class Settings(BaseSettings):
     # Trainer agent (one process per datacenter)
     datacenter: str = Field("", description="Datacenter this trainer-agent serves")
     registry_path: Path | None = Field(None, description="Datacenter registry file (default: the embedded one)")
+    agent_device: str = Field("auto", description="torch device for runs: auto (CUDA when present), cpu, cuda")
+    agent_checkpoint_every: int = Field(50, ge=1, description="Optimizer steps between checkpoints to the object store")
+    agent_progress_interval_s: float = Field(2.0, ge=0, description="Least real seconds between two progress events")
+    agent_status_interval_s: float = Field(5.0, gt=0, description="Real seconds between agent status heartbeats")
+    agent_idle_seconds: float = Field(1.0, ge=0, description="Seconds the idle power baseline is measured per run")
+    agent_watts_per_core: float = Field(12.0, gt=0, description="CPU power model (W per busy core) when RAPL is unreadable")
+    agent_max_eval_examples: int = Field(512, ge=1, description="Held-out examples per periodic evaluation")
 
     # Forecaster
     forecaster_weather: Literal["replay", "open-meteo"] = Field(

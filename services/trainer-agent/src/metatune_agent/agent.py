@@ -41,6 +41,7 @@ from metatune.contracts import (
 )
 from metatune.registry import Datacenter
 from metatune.service import Service
+from metatune.settings import Settings
 
 from .adapters.datasets import DatasetFetcher
 from .domain.assignments import parse_assignment
@@ -48,7 +49,6 @@ from .domain.carbon import ForecastIntensity
 from .domain.errors import InvalidTrainingConfig, TrainingError
 from .domain.request import TrainingRequest, TrainOptions
 from .domain.run import Control, Progress, RunHooks, RunOutcome, Site, run_training
-from .settings import AgentSettings
 
 log = logging.getLogger("metatune.agent")
 CHECKPOINT_UPLOAD_TIMEOUT_S = 300.0
@@ -79,7 +79,7 @@ class Job:
 
 
 class TrainerAgent:
-    def __init__(self, service: Service, datacenter: Datacenter, settings: AgentSettings) -> None:
+    def __init__(self, service: Service, datacenter: Datacenter, settings: Settings) -> None:
         self.service = service
         self.dc = datacenter
         self.settings = settings
@@ -198,10 +198,10 @@ class TrainerAgent:
             label_column=spec.label_column,
             config=assignment.config,
             options=TrainOptions(
-                device=self.settings.device,
+                device=self.settings.agent_device,
                 cache_dir=data_dir / "cache" / "tokens",
-                checkpoint_every=self.settings.checkpoint_every,
-                max_eval_examples=self.settings.max_eval_examples,
+                checkpoint_every=self.settings.agent_checkpoint_every,
+                max_eval_examples=self.settings.agent_max_eval_examples,
             ),
         )
         site = Site(
@@ -209,8 +209,8 @@ class TrainerAgent:
             pue=self.dc.pue,
             gpus=assignment.gpus,
             gpu_power_w=self.dc.gpu_power_w,
-            watts_per_core=self.settings.watts_per_core,
-            idle_seconds=self.settings.idle_seconds,
+            watts_per_core=self.settings.agent_watts_per_core,
+            idle_seconds=self.settings.agent_idle_seconds,
         )
         hooks = RunHooks(
             on_progress=partial(self._on_progress, job),
@@ -231,7 +231,7 @@ class TrainerAgent:
     def _on_progress(self, job: Job, progress: Progress) -> None:
         job.step = progress.step
         now = time.monotonic()
-        if progress.kind == "step" and now - job.last_progress < self.settings.progress_interval_s:
+        if progress.kind == "step" and now - job.last_progress < self.settings.agent_progress_interval_s:
             return
         job.last_progress = now
         event = RunProgress(

@@ -19,19 +19,18 @@ from metatune.service import Service
 from metatune.settings import Settings, get_settings
 
 from .agent import TrainerAgent
-from .settings import AgentSettings
 
 SERVICE_NAME = "trainer-agent"
 
 
 def create_service(
-    datacenter: str, settings: Settings | None = None, agent_settings: AgentSettings | None = None
+    datacenter: str, settings: Settings | None = None
 ) -> tuple[Service, TrainerAgent]:
     settings = settings or get_settings()
     registry = load_registry(settings.registry_path) if settings.registry_path else default_registry()
     dc = registry.get(subjects.token(datacenter))
     service = Service(SERVICE_NAME, instance=settings.service_name or f"{SERVICE_NAME}.{dc.name}", settings=settings)
-    agent = TrainerAgent(service, dc, agent_settings or AgentSettings())
+    agent = TrainerAgent(service, dc, service.settings)
 
     @service.consume(subjects.assignments(dc.name), durable=f"{SERVICE_NAME}-{dc.name}")
     async def on_assignment(body: dict[str, Any], message: NatsMessage) -> None:
@@ -50,7 +49,7 @@ def create_service(
             status = agent.status()
             service.status_details = {"running_jobs": str(len(status.running_jobs)), "gpus_free": str(status.gpus_free)}
             await service.publish(subjects.agent_status(dc.name), status)
-            await asyncio.sleep(agent.settings.status_interval_s)
+            await asyncio.sleep(agent.settings.agent_status_interval_s)
 
     service.app.on_shutdown(agent.shutdown)
     return service, agent
