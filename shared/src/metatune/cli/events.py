@@ -33,6 +33,7 @@ def events(
     subject: str = typer.Option("metatune.>", help="Subject filter"),
     status_stream: bool = typer.Option(False, "--status", help="Tail heartbeats and clock ticks instead"),
     raw: bool = typer.Option(False, "--json", help="Print each event as JSON"),
+    hide: list[str] = typer.Option([], "--hide", help="Subject prefix to leave out, e.g. metatune.forecasts (repeatable)"),
 ) -> None:
     """Tail the event log (stream METATUNE), newest last."""
     settings = get_settings()
@@ -53,7 +54,8 @@ def events(
                     msg = await sub.next_msg(timeout=None if follow else 1.0)
                 except TimeoutError:
                     return
-                _print(msg.subject, msg.data, raw)
+                if not any(msg.subject.startswith(prefix) for prefix in hide):
+                    _print(msg.subject, msg.data, raw)
 
     try:
         asyncio.run(run())
