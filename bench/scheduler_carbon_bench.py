@@ -97,8 +97,9 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int]:
     return total, missed
 
 
-def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy):
-    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=10, mip_rel_gap=0.01)), migration=migration)
+def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy,
+            limit_s: float):
+    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=0.01)), migration=migration)
     n, end = len(jobs.arrival), ci.shape[1]
     remaining, location = jobs.hours.copy(), np.full(n, -1)
     finish = np.full(n, -1)
@@ -165,6 +166,7 @@ def main() -> None:
     parser.add_argument("--ample", type=int, default=64, help="GPUs per datacenter, ample setting")
     parser.add_argument("--tight", type=int, default=16, help="GPUs per datacenter, tight setting")
     parser.add_argument("--refresh-h", type=int, default=6, help="S and S*: re-plan at least every N hours")
+    parser.add_argument("--solve-limit-s", type=float, default=2.0, help="S and S*: HiGHS time limit per re-plan")
     parser.add_argument("--offline-limit-s", type=float, default=90.0)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
@@ -196,8 +198,11 @@ def main() -> None:
         began = time.perf_counter()
         base = p1(jobs, ci, pue)
         greedy, greedy_missed = p2(jobs, ci, pue, capacity)
-        s, s_missed, solves, s_seconds = rolling(jobs, ci, pue, capacity, names, seasonal_naive, args.refresh_h, migration)
-        s_star, star_missed, _, _ = rolling(jobs, ci, pue, capacity, names, exact, args.refresh_h, migration)
+        s, s_missed, solves, s_seconds = rolling(jobs, ci, pue, capacity, names, seasonal_naive, args.refresh_h, migration,
+                                                  args.solve_limit_s)
+        console.print(f"  {setting} S: {time.perf_counter() - began:.0f} s")
+        s_star, star_missed, _, _ = rolling(jobs, ci, pue, capacity, names, exact, args.refresh_h, migration, args.solve_limit_s)
+        console.print(f"  {setting} S*: {time.perf_counter() - began:.0f} s")
         opt, gap, unmet, _ = offline(jobs, ci, pue, capacity, args.offline_limit_s)
         capture = lambda value: (greedy - value) / (greedy - opt) if greedy > opt else float("nan")  # noqa: E731
         saving = lambda value: f"{100 * (1 - value / base):.1f} %"  # noqa: E731

@@ -124,6 +124,10 @@ class Planner:
 
         instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly)
         solution = self.solver.solve(instance, self._start(instance, periods, plannable, sites, previous))
+        if solution.unmet.any() and self.candidate_sites is not None:  # the candidates filled up: widen
+            widen = {plannable[j].job_id for j in np.nonzero(solution.unmet)[0]}
+            instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly, widen)
+            solution = self.solver.solve(instance, self._start(instance, periods, plannable, sites, previous))
         offered: dict[UUID, Infeasibility] = {}
         for _ in range(self.relax_rounds):  # offer the earliest finish the plan leaves room for
             late = [plannable[j] for j in np.nonzero(solution.unmet)[0]]
@@ -138,7 +142,7 @@ class Planner:
                 offered[job.job_id] = Infeasibility(job.job_id, original or _late_reason(job, finish), finish)
                 relaxed[job.job_id] = dataclasses.replace(job, deadline_hour=finish)
             plannable = [relaxed.get(job.job_id, job) for job in plannable]
-            instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly)
+            instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly, set(offered))
             solution = self.solver.solve(instance, solution.hours(instance.shape))
         infeasible.extend(offered.values())
 
@@ -155,8 +159,9 @@ class Planner:
 
     def _instance(
         self, first_hour: int, periods: Periods, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
-        hourly: np.ndarray,
+        hourly: np.ndarray, widen: set[UUID] = frozenset(),
     ) -> tuple[Instance, np.ndarray]:
+        """The instance; jobs in ``widen`` keep every allowed site, not only their candidates."""
         n_jobs, n_sites, horizon = len(jobs), len(sites), periods.horizon
         index = {site.name: d for d, site in enumerate(sites)}
         pue = np.array([site.pue for site in sites], dtype=float)
@@ -194,7 +199,9 @@ class Planner:
 
         usable = np.add.reduceat(allowed_hour, periods.offset, axis=2) if n_jobs else np.zeros((0, n_sites, periods.count), np.int64)
         if self.candidate_sites is not None and n_jobs:
-            usable = usable * self._candidates(jobs, sites, periods, usable, need, power, pue, hourly, switch_g)[:, :, None]
+            keep = self._candidates(jobs, sites, periods, usable, need, power, pue, hourly, switch_g)
+            keep[[j for j, job in enumerate(jobs) if job.job_id in widen]] = True
+            usable = usable * keep[:, :, None]
         caps = np.array([site.power_cap_kw or np.inf for site in sites])
         instance = Instance(
             periods=periods, need=need, gpus=gpus, power_kw=power, pue=pue, intensity=periods.mean(hourly),
