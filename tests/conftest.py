@@ -13,6 +13,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,31 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"../shared/data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@contextmanager
+def nats_server(directory: Path) -> Iterator[str]:
+    """A nats-server (JetStream) of our own: tests that use it see only their own streams,
+    consumers and buckets."""
+    url = f"nats://127.0.0.1:{free_port()}"
+    proc = servers.start_nats(url, directory, directory)
+    try:
+        _wait(lambda: nats_answers_sync(url, 0.5), "private NATS")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def module_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A nats-server shared by the tests of one module."""
+    with nats_server(tmp_path_factory.mktemp("nats")) as url:
+        yield url
+
+
+@pytest.fixture
+def private_nats(tmp_path: Path) -> Iterator[str]:
+    """A nats-server of one test alone."""
+    with nats_server(tmp_path / "nats") as url:
+        yield url

@@ -18,12 +18,9 @@ import pytest
 from metatune import subjects
 from metatune.bus import DATASETS_BUCKET
 from metatune.contracts import DatasetLocation, DatasetProfiled, DatasetSubmitted, ErrorEvent, StudySpec, TaskType
-from metatune.embedded import servers
-from metatune.embedded.probe import nats_answers_sync
 from metatune.settings import Settings
 from metatune_profiler.app import create_service
 
-from ..conftest import _wait, free_port
 from .conftest import write_jsonl
 
 MAX_ROW_BYTES = 2_000
@@ -32,16 +29,8 @@ GOOD = [{"text": f"review {i}: the film was {'great' if i % 2 else 'dull'}", "la
 
 
 @pytest.fixture
-def nats_url(tmp_path: Path) -> Iterator[str]:
-    """A nats-server of this test alone, so its streams and consumers meet nobody else's."""
-    url = f"nats://127.0.0.1:{free_port()}"
-    proc = servers.start_nats(url, tmp_path, tmp_path)
-    try:
-        _wait(lambda: nats_answers_sync(url, 0.5), "private NATS")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+def nats_url(private_nats: str) -> str:
+    return private_nats
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from metatune.settings import Settings
 from metatune_recommender.app import create_service
 from metatune_recommender.domain.cold_start import PORTFOLIO, cold_start_trials
 
-from ..foundation.conftest import module_nats, settings  # noqa: F401  (fixtures)
+from ..foundation.conftest import settings  # noqa: F401  (fixture)
 from ..foundation.samples import FEATURES, NOW, SPEC, STUDY
 
 

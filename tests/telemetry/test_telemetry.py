@@ -18,7 +18,7 @@ from metatune.settings import Settings
 from metatune_telemetry.app import create_service
 from metatune_telemetry.adapters.store import parse_event
 
-from ..foundation.conftest import module_nats, settings  # noqa: F401  (fixtures)
+from ..foundation.conftest import settings  # noqa: F401  (fixture)
 from ..foundation.samples import JOB, samples
 
 

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,13 +35,10 @@ from metatune.contracts import (
     StudySpec,
     TaskType,
 )
-from metatune.embedded import servers
-from metatune.embedded.probe import nats_answers_sync
 from metatune.settings import Settings
 from metatune_agent.app import create_service
 from metatune_agent.domain.run import run_training
 
-from ..conftest import _wait, free_port
 from .conftest import FAST_SITE, request_for
 
 CONFIG = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3, "max_steps": 8}
@@ -51,17 +48,8 @@ DATASET_KEY = "studies/sst2-slice.jsonl"
 
 
 @pytest.fixture(scope="module")
-def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A nats-server of this module alone: its streams, consumers and buckets are ours."""
-    directory = tmp_path_factory.mktemp("nats")
-    url = f"nats://127.0.0.1:{free_port()}"
-    proc = servers.start_nats(url, directory, directory)
-    try:
-        _wait(lambda: nats_answers_sync(url, 0.5), "module NATS")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+def nats_url(module_nats: str) -> str:
+    return module_nats
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import time
+from datetime import datetime
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -67,6 +68,7 @@ class Service:
         self._background: list[Callable[[], Awaitable[None]]] = [self._heartbeat, self._ticker]
         self._tick_handlers: list[Callable[[ClockTick], Awaitable[None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._last_tick: datetime | None = None
 
     # ----------------------------------------------------------------- declaring handlers
     def consume(self, subject: str, durable: str, *, description: str | None = None) -> Callable[[Handler], Handler]:
@@ -206,12 +208,14 @@ class Service:
         """Publish the tick of each new hour (de-duplicated across all services). A process that
         falls behind (a loaded machine, a fast simulated clock) catches up hour by hour, so
         consumers never see a skipped hour."""
-        hour = self.clock.current_hour()
+        if self._last_tick is None:  # kept across restarts of this loop, so a failed publish is retried
+            self._last_tick = self.clock.current_hour()
         while True:
-            hour += HOUR
+            hour = self._last_tick + HOUR
             await self.clock.sleep_until(hour)
             tick = ClockTick(occurred_at=self.clock.now(), hour=hour, simulated=self.clock.simulated)
             await self.publish(subjects.CLOCK_TICK, tick, msg_id=f"tick-{hour.isoformat()}")
+            self._last_tick = hour
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Service]:

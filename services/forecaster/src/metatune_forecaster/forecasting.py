@@ -6,6 +6,7 @@ bus (app.py publishes what it returns).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -62,8 +63,8 @@ class RegionForecaster:
         try:
             history = await self.intensity.history(site.region, hour, HISTORY_HOURS)
             weather = await self.weather.hourly(site, hour, HISTORY_HOURS, HORIZON_H)
-            fresh = make_forecast(
-                self.model, site.region, site.latitude, site.longitude, hour, history, weather, now
+            fresh = await asyncio.to_thread(  # CPU-bound: keep the event loop (acks, heartbeats) free
+                make_forecast, self.model, site.region, site.latitude, site.longitude, hour, history, weather, now
             )
         except (ProviderUnavailable, InsufficientHistory) as exc:
             last = self.last_good.get(site.region)
