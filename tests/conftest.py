@@ -23,7 +23,19 @@ from metatune.embedded import servers
 from metatune.embedded.probe import nats_answers_sync, postgres_answers
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
+
+
+def _shared_data() -> Path:
+    """The team's datasets: $METATUNE_SHARED_DATA, else ../shared/data beside the checkout, else the
+    team machines' copy (a clone elsewhere, e.g. CI's, still finds it)."""
+    candidates = [os.environ.get("METATUNE_SHARED_DATA"), REPO / ".." / "shared" / "data", "/work/shared/data"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate).resolve()
+    return (REPO / ".." / "shared" / "data").resolve()
+
+
+SHARED_DATA = _shared_data()
 
 _started: list[subprocess.Popen[bytes]] = []
 _tmp: Path | None = None
