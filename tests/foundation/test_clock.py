@@ -34,7 +34,7 @@ def test_ticks_agree_across_two_processes(private_nats: str, env_for) -> None:
         subprocess.Popen([sys.executable, str(PROBE), f"probe{i}", "5"], env=env, stdout=subprocess.PIPE, text=True)
         for i in (1, 2)
     ]
-    results = [json.loads(p.communicate(timeout=60)[0].strip().splitlines()[-1]) for p in procs]
+    results = [json.loads(p.communicate(timeout=180)[0].strip().splitlines()[-1]) for p in procs]
     assert results[0]["anchor"] == results[1]["anchor"]
     hours = [[t["hour"] for t in r["ticks"]] for r in results]
     common = sorted(set(hours[0]) & set(hours[1]))
