@@ -45,7 +45,19 @@ def scenarios(draw):
 def test_deadlines_capacity_and_residency_hold(scenario) -> None:
     jobs, sites, aggregation = scenario
     planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)), aggregation)
-    result = planner.plan(FIRST_HOUR, jobs, sites)
+    check_plan(planner.plan(FIRST_HOUR, jobs, sites), jobs, sites, aggregation)
+
+
+@settings(max_examples=30, deadline=None)
+@given(scenarios())
+def test_the_sites_first_path_keeps_the_same_promises(scenario) -> None:
+    """``exact_columns=0`` sends every instance down the large-instance path (decomposition.py)."""
+    jobs, sites, aggregation = scenario
+    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)), aggregation, exact_columns=0)
+    check_plan(planner.plan(FIRST_HOUR, jobs, sites), jobs, sites, aggregation)
+
+
+def check_plan(result, jobs, sites, aggregation) -> None:
     late = {item.job_id: item for item in result.infeasible}
     gpus = {site.name: site.gpus for site in sites}
     used: dict[tuple[str, int], int] = {}

@@ -41,14 +41,14 @@ class HighsModelSolver:
         if limits.threads:
             self._highs.setOptionValue("threads", limits.threads)
 
-    def solve(self, instance: Instance, start: np.ndarray | None = None) -> Solution:
+    def solve(self, instance: Instance, start: np.ndarray | None = None, time_limit_s: float | None = None) -> Solution:
         """Solve ``instance``; ``start`` is a (J, D, T) hour grid to warm-start from."""
         began = time.perf_counter()
         layout = Layout.of(instance)
         highs = self._highs
         highs.clearModel()
         highs.clearSolver()
-        highs.setOptionValue("time_limit", float(self.limits.time_limit_s))
+        highs.setOptionValue("time_limit", float(time_limit_s or self.limits.time_limit_s))
         highs.setOptionValue("mip_rel_gap", float(self.limits.mip_rel_gap))
         highs.passModel(_to_lp(instance, layout))
         if start is not None:
@@ -71,6 +71,39 @@ class HighsModelSolver:
             seconds=time.perf_counter() - began,
             optimal=optimal,
         )
+
+
+@dataclass(frozen=True)
+class Relaxation:
+    """The LP relaxation's optimum: fractional hours per x column, and the capacity rows' shadow
+    prices (gCO2eq per GPU-hour of a datacenter-period, >= 0)."""
+
+    layout: Layout
+    x: np.ndarray
+    unmet: np.ndarray
+    capacity_price: np.ndarray  # (D, T)
+    objective: float
+
+
+def solve_relaxation(highs: highspy.Highs, instance: Instance) -> Relaxation:
+    """Solve the LP relaxation (dual simplex) of ``instance`` on ``highs``."""
+    layout = Layout.of(instance)
+    lp = _to_lp(instance, layout)
+    lp.integrality_ = []
+    highs.clearModel()
+    highs.clearSolver()
+    highs.passModel(lp)
+    highs.run()
+    solution = highs.getSolution()
+    values = np.asarray(solution.col_value, dtype=float)
+    jobs, dcs, periods = instance.shape
+    capacity_row = 2 * jobs + layout.n_y
+    duals = np.asarray(solution.row_dual, dtype=float)[capacity_row: capacity_row + dcs * periods]
+    return Relaxation(
+        layout=layout, x=values[: layout.n_x], unmet=values[layout.n_x + layout.n_y:],
+        capacity_price=np.maximum(-duals, 0.0).reshape(dcs, periods),
+        objective=float(highs.getInfo().objective_function_value),
+    )
 
 
 def _to_lp(instance: Instance, layout: Layout) -> highspy.HighsLp:

@@ -88,6 +88,15 @@ class Solution:
     seconds: float
     optimal: bool
 
+    @classmethod
+    def of_hours(cls, instance: Instance, hours: np.ndarray, seconds: float) -> Solution:
+        """A solution read from a (J, D, T) hour grid (a heuristic's plan: no gap is known)."""
+        layout = Layout.of(instance)
+        x = hours[layout.x_job, layout.x_dc, layout.x_period].astype(np.int64)
+        unmet = np.maximum(instance.need - hours.sum(axis=(1, 2)), 0).astype(np.int64)
+        objective = objective_of(instance, hours) + instance.unmet_penalty() * float(unmet.sum())
+        return cls(layout, x, unmet, objective, None, seconds, False)
+
     def hours(self, shape: tuple[int, int, int]) -> np.ndarray:
         """(J, D, T) hours planned."""
         grid = np.zeros(shape, dtype=np.int64)

@@ -1,9 +1,10 @@
 """From jobs, sites and forecasts at one hour to an hourly plan: pinning, migration cost,
-candidate sites, the solve, infeasibility with an earliest feasible finish, and the plan in hours."""
+the solve (whole MILP or sites first), infeasibility with an earliest feasible finish, and the plan in hours."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -12,7 +13,8 @@ import numpy as np
 
 from .horizon import Aggregation, Periods
 from .instance import Instance
-from .highs_builder import HighsModelSolver
+from .decomposition import SiteTimingSolver
+from .highs_builder import HighsModelSolver, SolveLimits
 from .model import Solution
 
 
@@ -100,19 +102,26 @@ class Planner:
         solver: HighsModelSolver | None = None,
         aggregation: Aggregation = Aggregation(),
         migration: MigrationPolicy = MigrationPolicy(),
-        candidate_sites: int | None = 3,
         relax_rounds: int = 4,
+        exact_columns: int = 40_000,
+        feasibility_limit_s: float = 10.0,
     ) -> None:
+        """``exact_columns``: above this many hour columns the model is solved sites-first
+        (:mod:`.decomposition`) instead of as one MILP; ``feasibility_limit_s``: how long to look
+        for a plan that places every hour before any deadline is declared unreachable."""
         self.solver = solver or HighsModelSolver()
+        self.timing = SiteTimingSolver()
         self.aggregation = aggregation
         self.migration = migration
-        self.candidate_sites = candidate_sites
         self.relax_rounds = relax_rounds
+        self.exact_columns = exact_columns
+        self.feasibility = HighsModelSolver(SolveLimits(time_limit_s=feasibility_limit_s, mip_rel_gap=0.0))
 
     def plan(
         self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
         previous: PlanResult | None = None,
     ) -> PlanResult:
+        began = time.perf_counter()
         jobs = sorted(jobs, key=lambda job: str(job.job_id))
         infeasible = [reason for job in jobs if (reason := _impossible(job, sites)) is not None]
         hopeless = {item.job_id for item in infeasible}
@@ -121,13 +130,13 @@ class Planner:
             return PlanResult(first_hour, {}, 0.0, infeasible)
         periods = Periods.build(first_hour, self.aggregation)
         hourly = np.stack([site.intensity[: periods.horizon] for site in sites])
-
         instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly)
-        solution = self.solver.solve(instance, self._start(instance, periods, plannable, sites, previous))
-        if solution.unmet.any() and self.candidate_sites is not None:  # the candidates filled up: widen
-            widen = {plannable[j].job_id for j in np.nonzero(solution.unmet)[0]}
-            instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly, widen)
-            solution = self.solver.solve(instance, self._start(instance, periods, plannable, sites, previous))
+        if not self._exact(instance):  # sites first: hourly periods cost little there and keep
+            periods = Periods.build(first_hour, Aggregation.none(self.aggregation.horizon))  # capacity hourly
+            instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly)
+        solution = self._solve(instance, self._start(instance, periods, plannable, sites, previous))
+        if solution.unmet.any():  # a time-limit stop is not infeasibility: look for room first
+            solution = self._place_everything(instance, solution)
         offered: dict[UUID, Infeasibility] = {}
         for _ in range(self.relax_rounds):  # offer the earliest finish the plan leaves room for
             late = [plannable[j] for j in np.nonzero(solution.unmet)[0]]
@@ -142,13 +151,36 @@ class Planner:
                 offered[job.job_id] = Infeasibility(job.job_id, original or _late_reason(job, finish), finish)
                 relaxed[job.job_id] = dataclasses.replace(job, deadline_hour=finish)
             plannable = [relaxed.get(job.job_id, job) for job in plannable]
-            instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly, set(offered))
-            solution = self.solver.solve(instance, solution.hours(instance.shape))
+            instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly)
+            solution = self._solve(instance, fill_greedily(instance, np.minimum(solution.hours(instance.shape), instance.usable)))
         infeasible.extend(offered.values())
 
         planned = _read_plan(first_hour, periods, instance, solution, plannable, sites, hourly, pinned)
         baseline = sum(_run_now_at_home(job, sites, hourly) for job in plannable)
-        return PlanResult(first_hour, planned, baseline, infeasible, solution.seconds, solution.mip_gap)
+        return PlanResult(first_hour, planned, baseline, infeasible, time.perf_counter() - began, solution.mip_gap)
+
+    def _exact(self, instance: Instance) -> bool:
+        return int((instance.usable > 0).sum()) <= self.exact_columns or instance.power_cap_kw is not None
+
+    def _solve(self, instance: Instance, start: np.ndarray) -> Solution:
+        """The whole MILP when it is small enough (or has power caps), otherwise sites first."""
+        if self._exact(instance):
+            return self.solver.solve(instance, start)
+        result = self.timing.solve(instance, start, fill_greedily)
+        return Solution.of_hours(instance, result.hours, result.seconds)
+
+    def _place_everything(self, instance: Instance, solution: Solution) -> Solution:
+        """Search for a plan that leaves no hour unplaced, ignoring emissions (a pure feasibility
+        MILP, longer time limit); if one exists, optimise emissions from it. Only hours this
+        cannot place make a deadline unreachable."""
+        feasibility = dataclasses.replace(
+            instance, intensity=np.zeros_like(instance.intensity), switch_g=np.zeros_like(instance.switch_g))
+        placed = self.feasibility.solve(feasibility, solution.hours(instance.shape))
+        if placed.unmet.sum() >= solution.unmet.sum():
+            return solution
+        better = self._solve(instance, placed.hours(instance.shape))
+        return better if better.unmet.sum() <= placed.unmet.sum() else Solution.of_hours(
+            instance, placed.hours(instance.shape), better.seconds)
 
     def instance(self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot]) -> Instance:
         """The instance :meth:`plan` would solve first (for benchmarks and inspection)."""
@@ -159,9 +191,8 @@ class Planner:
 
     def _instance(
         self, first_hour: int, periods: Periods, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
-        hourly: np.ndarray, widen: set[UUID] = frozenset(),
+        hourly: np.ndarray,
     ) -> tuple[Instance, np.ndarray]:
-        """The instance; jobs in ``widen`` keep every allowed site, not only their candidates."""
         n_jobs, n_sites, horizon = len(jobs), len(sites), periods.horizon
         index = {site.name: d for d, site in enumerate(sites)}
         pue = np.array([site.pue for site in sites], dtype=float)
@@ -198,10 +229,6 @@ class Planner:
         need = np.maximum(need, 0)
 
         usable = np.add.reduceat(allowed_hour, periods.offset, axis=2) if n_jobs else np.zeros((0, n_sites, periods.count), np.int64)
-        if self.candidate_sites is not None and n_jobs:
-            keep = self._candidates(jobs, sites, periods, usable, need, power, pue, hourly, switch_g)
-            keep[[j for j, job in enumerate(jobs) if job.job_id in widen]] = True
-            usable = usable * keep[:, :, None]
         caps = np.array([site.power_cap_kw or np.inf for site in sites])
         instance = Instance(
             periods=periods, need=need, gpus=gpus, power_kw=power, pue=pue, intensity=periods.mean(hourly),
@@ -209,29 +236,6 @@ class Planner:
             usable=usable, switch_g=switch_g, power_cap_kw=caps if np.isfinite(caps).any() else None,
         )
         return instance, pinned
-
-    def _candidates(self, jobs, sites, periods, usable, need, power, pue, hourly, switch_g) -> np.ndarray:
-        """Keep, per job, the ``candidate_sites`` cheapest datacenters on their own (plus where it is).
-
-        Cuts J x D x T columns to J x K x T; capacity contention beyond the K cleanest sites
-        is what this gives up (measured in bench/scheduler_scale_bench.py)."""
-        cost = power[:, None, None] * (pue[:, None] * periods.mean(hourly))[None]
-        order = np.argsort(cost, axis=2, kind="stable")
-        cost_sorted = np.take_along_axis(cost, order, axis=2)
-        hours_sorted = np.take_along_axis(usable, order, axis=2)
-        before = np.cumsum(hours_sorted, axis=2) - hours_sorted
-        taken = np.clip(need[:, None, None] - before, 0, hours_sorted)
-        alone = (taken * cost_sorted).sum(axis=2) + switch_g
-        alone[usable.sum(axis=2) < need[:, None]] = np.inf
-        alone[usable.sum(axis=2) == 0] = np.nan
-        keep = np.zeros(alone.shape, dtype=bool)
-        ranked = np.argsort(np.nan_to_num(alone, nan=np.inf), axis=1, kind="stable")[:, : self.candidate_sites]
-        keep[np.arange(len(jobs))[:, None], ranked] = True
-        index = {site.name: d for d, site in enumerate(sites)}
-        for j, job in enumerate(jobs):
-            if job.location in index:
-                keep[j, index[job.location]] = True
-        return keep & ~np.isnan(alone)
 
     @staticmethod
     def _start(instance: Instance, periods: Periods, jobs, sites, previous: PlanResult | None) -> np.ndarray:
@@ -247,12 +251,12 @@ class Planner:
                 offset = hour - periods.first_hour
                 if name in index and (1 if job.pinned else 0) <= offset < periods.horizon:
                     grid[j, index[name], period_of[offset]] += 1
-        return _fill_greedily(instance, np.minimum(grid, instance.usable))
+        return fill_greedily(instance, np.minimum(grid, instance.usable))
 
 
-def _fill_greedily(instance: Instance, grid: np.ndarray) -> np.ndarray:
+def fill_greedily(instance: Instance, grid: np.ndarray, cost: np.ndarray | None = None) -> np.ndarray:
     free = instance.capacity * instance.periods.length - np.einsum("j,jdt->dt", instance.gpus, grid)
-    cost = instance.hour_cost()
+    cost = instance.hour_cost() if cost is None else cost
     for j in np.argsort(instance.usable.sum(axis=(1, 2)), kind="stable"):  # least flexible first
         if grid[j].sum() >= instance.need[j]:
             continue
@@ -323,22 +327,32 @@ def _earliest_finish(job: JobSnapshot, sites, residual: np.ndarray, first_hour: 
 
 
 def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pinned) -> dict[UUID, PlannedJob]:
-    """Hours of each job; inside a block, the block's cleanest hours before the deadline."""
+    """Hours of each job. Inside a block the model only fixed how many hours a job runs there;
+    they go to the block's cleanest hours before the deadline that still have GPUs free (the
+    block's capacity holds in total, so room exists except for packing; then the least used)."""
     hours = solution.hours(instance.shape)
+    horizon = periods.horizon
+    used = np.zeros((len(sites), horizon))
+    for j, d in enumerate(pinned):
+        if d >= 0:
+            used[d, 0] += jobs[j].gpus
+    capacity = np.array([site.gpus for site in sites], dtype=float)
+    chosen: dict[int, list[tuple[int, int]]] = {j: ([(0, int(d))] if d >= 0 else []) for j, d in enumerate(pinned)}
+    hourly_first = sorted(zip(*np.nonzero(hours), strict=True), key=lambda cell: periods.length[cell[2]])
+    for j, d, t in hourly_first:  # single hours first: they have no choice
+        begin, length = int(periods.offset[t]), int(periods.length[t])
+        window = np.arange(begin, min(begin + length, jobs[j].deadline_hour - first_hour))
+        fits = used[d, window] + jobs[j].gpus <= capacity[d] + 1e-9
+        order = np.lexsort((hourly[d, window], ~fits))  # hours with room first, cleanest first
+        picked = window[order][: int(hours[j, d, t])]
+        used[d, picked] += jobs[j].gpus
+        chosen[j].extend((int(h), int(d)) for h in picked)
     planned: dict[UUID, PlannedJob] = {}
     for j, job in enumerate(jobs):
-        chosen: list[tuple[int, int]] = [(0, int(pinned[j]))] if pinned[j] >= 0 else []
-        for d, t in zip(*np.nonzero(hours[j]), strict=True):
-            begin, length = int(periods.offset[t]), int(periods.length[t])
-            window = np.arange(begin, begin + length)
-            window = window[window < job.deadline_hour - first_hour]
-            cleanest = window[np.argsort(hourly[d, window], kind="stable")][: int(hours[j, d, t])]
-            chosen.extend((int(h), int(d)) for h in cleanest)
-        if not chosen:
+        if not chosen[j]:
             continue
-        chosen.sort()
         slots = tuple((h + first_hour, sites[d].name, job.power_kw * sites[d].pue * float(hourly[d, h]))
-                      for h, d in chosen)
+                      for h, d in sorted(chosen[j]))
         planned[job.job_id] = PlannedJob(job.job_id, slots)
     return planned
 
