@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from .adapters.carbon_folder import load_folder
-from .domain.features import RegionArrays
-from .domain.model import LEAD_BUCKETS, BlockRows, CarbonModel, fit
+from .domain.features import FEATURE_NAMES, RegionArrays
+from .domain.model import BLOCK_CAPACITY, LEAD_BUCKETS, MIN_RATIO_WEIGHT, BlockRows, CarbonModel, fit
 from .domain.samples import build_grid, issue_positions
 from .domain.series import RegionSeries
 from .domain.weather_error import WeatherErrorModel, calibrate
@@ -85,7 +85,8 @@ def train(
         training_rows(series, train_until, error_model, lead_range, stride_h, leads_per_issue, rng)
         for lead_range, stride_h in zip(LEAD_BUCKETS, strides_h, strict=True)
     ]
-    digest = hashlib.sha256("|".join(s.name for s in series).encode() + str(train_until).encode()).hexdigest()[:8]
+    layout = f"{FEATURE_NAMES}|{BLOCK_CAPACITY}|{MIN_RATIO_WEIGHT}|{max_iter}|{strides_h}|{leads_per_issue}"
+    digest = hashlib.sha256("|".join(s.name for s in series).encode() + str(train_until).encode() + layout.encode()).hexdigest()[:8]
     version = f"hgb-blocks-{train_until:%Y%m%d}-{digest}"
     metadata = {
         "regions": [s.name for s in series],
@@ -93,6 +94,8 @@ def train(
         "rows": int(sum(len(b.ratio) for b in blocks)),
         "rows_per_block": [int(len(b.ratio)) for b in blocks],
         "max_iter": max_iter,
+        "block_capacity": [list(c) for c in BLOCK_CAPACITY],
+        "min_ratio_weight": MIN_RATIO_WEIGHT,
         "weather_error": error_model.model_dump(),
     }
     return fit(blocks, version, max_iter=max_iter, seed=seed, metadata=metadata)

@@ -24,7 +24,8 @@ HORIZON = 168
 WEEK = 168
 SENSITIVITY_WINDOW = 28 * 24
 SKILL_WINDOW = 14 * 24  # hours over which the naive forecasts' recent errors are measured
-HISTORY_HOURS = SENSITIVITY_WINDOW  # hours of history an issue needs
+RECENT_WINDOW = 28 * 24  # past issues re-forecast to recalibrate the intervals (see recent.py)
+HISTORY_HOURS = SENSITIVITY_WINDOW + RECENT_WINDOW  # hours of history an issue needs, its past issues' included
 NIGHT_WM2 = 50.0
 
 FEATURE_NAMES = [
@@ -36,7 +37,10 @@ FEATURE_NAMES = [
     "beta_wind", "beta_sun", "wind_effect", "sun_effect",
     "naive24_vs_mean7", "day_change_now", "anomaly_decayed",
     "skill_naive24", "skill_naive168", "skill_mean7", "skill_hourly",
+    "anomaly_3h", "anomaly_24h", "slope_1h", "slope_3h",
+    "anomaly_now_z", "anomaly_3h_z", "anomaly_decayed_z", "naive24_vs_mean7_z", "naive168_vs_mean7_z", "sun_wind_effect_z",
 ]
+MIN_VOLATILITY = 0.005  # floor of the volatility unit (see :func:`model.volatility_of`)
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,11 @@ class RegionArrays:
         mean7 = same_hour_mean(y, issue, lead) * inv
         anomaly_now = (_at(y, issue - 1) - now_mean7) * inv
         skill = {name: w.mean(issue - SKILL_WINDOW, issue) * inv for name, w in self._skill.items()}
+        # the trees predict in units of the grid's volatility: the same anomalies in those units
+        unit = np.maximum(np.where(np.isfinite(skill["mean7"]), skill["mean7"], 0.1), MIN_VOLATILITY)
+        anomaly_3h = np.mean(
+            [(_at(y, issue - k) - same_hour_mean(y, issue - 23 - k, np.full_like(issue, 24))) * inv for k in (1, 2, 3)], axis=0
+        )
 
         clear = _at(self.clear_sky, target)
         wind_cf = capacity_factor(hub_height_speed(weather.wind_ms))
@@ -194,6 +203,16 @@ class RegionArrays:
             "skill_naive168": skill["naive168"],
             "skill_mean7": skill["mean7"],
             "skill_hourly": skill["hourly"],
+            "anomaly_3h": anomaly_3h,
+            "anomaly_24h": (mean24 - self._y.mean(issue - WEEK - 24, issue - 24)) * inv,
+            "slope_1h": (_at(y, issue - 1) - _at(y, issue - 2)) * inv,
+            "slope_3h": (_at(y, issue - 1) - _at(y, issue - 4)) * inv,
+            "anomaly_now_z": anomaly_now / unit,
+            "anomaly_3h_z": anomaly_3h / unit,
+            "anomaly_decayed_z": anomaly_now * np.exp(-(lead - 1) / 12.0) / unit,
+            "naive24_vs_mean7_z": (naive24 - mean7) / unit,
+            "naive168_vs_mean7_z": (seasonal_naive_168h(y, issue, lead) * inv - mean7) / unit,
+            "sun_wind_effect_z": (beta_w * inv * d_wind + beta_g * inv * d_ghi) / unit,
         }
         return pd.DataFrame(columns)[FEATURE_NAMES]
 

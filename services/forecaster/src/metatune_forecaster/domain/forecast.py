@@ -6,6 +6,7 @@ hours elapsed, its tail continued with the same hours of its last day, and marke
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 import numpy as np
@@ -17,6 +18,8 @@ from metatune.errors import MetaTuneError
 
 from .features import HISTORY_HOURS, ForecastWeather, RegionArrays
 from .model import CarbonModel
+from .model import base_of
+from .recent import Recalibration, backtest, past_issues
 from .series import RegionSeries, regularise, with_ghi
 
 MAX_INTERPOLATED_GAP_H = 6  # longer weather gaps are filled from the same hour of earlier days
@@ -99,7 +102,13 @@ def make_forecast(
     )
     issues = np.full(HORIZON_HOURS, start, dtype=np.int64)
     leads = np.arange(1, HORIZON_HOURS + 1)
-    low, mid, high = model.predict(arrays.features(issues, leads, forecast_weather))
+    features = arrays.features(issues, leads, forecast_weather)
+    low, mid, high = model.predict(features)
+    # re-forecast the last four weeks of this region, score them on the hours observed since, and
+    # blend / rescale by what would have worked there (domain/recent.py)
+    seed = int.from_bytes(hashlib.sha256(f"{region}|{issue_ts.isoformat()}".encode()).digest()[:8], "big")
+    past = backtest(model, arrays, past_issues(start), model.weather_error(), np.random.default_rng(seed))
+    low, mid, high = Recalibration.learn(past.scored_before(start)).apply(low, mid, high, base_of(features), leads)
     scale = float(arrays.scale(issues[:1])[0])
     return CarbonForecast(
         occurred_at=occurred_at,

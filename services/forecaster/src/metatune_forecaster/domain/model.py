@@ -7,7 +7,8 @@ on, the long blocks lean on the daily profile and the weather. The trees learn h
 (:func:`base_of`), divided by the grid's *volatility* (:func:`volatility_of`: how far that
 7-day mean has lately been off). In those units a correction means the same on a flat grid as on
 a windy one, so trees fitted on windy grids do not add noise to flat ones. The loss is the
-absolute error weighted by ``1 / intensity``, which is MAPE, the metric the forecasts are judged by.
+absolute error weighted by ``1 / intensity`` (capped at 1 / 0.3 of the week's mean), which is MAPE,
+the metric the forecasts are judged by, without letting near-zero hours drag the level down.
 
 The 10-90 % interval is split-conformal: the 10th and 90th percentiles of the normalised error on
 the latest part of each region's training period (never fitted on), per lead band and volatility
@@ -27,14 +28,18 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 
 from metatune.errors import ConfigurationError
 
-from .features import FEATURE_NAMES
+from .features import FEATURE_NAMES, MIN_VOLATILITY
+from .weather_error import WeatherErrorModel
 
 QUANTILES = (0.1, 0.9)
 LEAD_BUCKETS = ((1, 24), (25, 96), (97, 168))
 INTERVAL_LEAD_EDGES = (6, 24, 48, 96, 168)  # upper leads of the interval's lead bands
 INTERVAL_VOLATILITY_EDGES = (0.015, 0.03, 0.06, 0.12, 0.25)  # band edges of volatility_of
-MIN_VOLATILITY = 0.005
-MIN_RATIO_WEIGHT = 0.05  # 1 / intensity weights stop growing below 5 % of the week's mean
+MIN_RATIO_WEIGHT = 0.3  # 1 / intensity weights stop growing below 30 % of the week's mean (near-zero hours
+# would otherwise pull the median of grids like Ontario's down and cost weighted MAPE)
+# per block: (iterations as a multiple of ``max_iter``, leaves per tree). The day-ahead block has the
+# most rows and the most structure (the last hours carry on); more capacity only overfits the others.
+BLOCK_CAPACITY = ((3.0, 63), (1.0, 31), (1.0, 31))
 MIN_BAND_ROWS = 50
 
 
@@ -63,10 +68,10 @@ def _interval_band(features: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return np.minimum(lead, len(INTERVAL_LEAD_EDGES) - 1), volatility
 
 
-def _regressor(max_iter: int, seed: int) -> HistGradientBoostingRegressor:
+def _regressor(max_iter: int, leaves: int, seed: int) -> HistGradientBoostingRegressor:
     return HistGradientBoostingRegressor(
         loss="quantile", quantile=0.5, max_iter=max_iter, learning_rate=0.08,
-        max_leaf_nodes=31, min_samples_leaf=200, l2_regularization=1.0,
+        max_leaf_nodes=leaves, min_samples_leaf=200, l2_regularization=1.0,
         early_stopping=False, random_state=seed,
     )
 
@@ -114,6 +119,11 @@ class CarbonModel:
         high = np.maximum(mid + error[:, 1], mid)
         return low, mid, high
 
+    def weather_error(self) -> WeatherErrorModel:
+        """The forecast-quality degradation the model was trained with (used to re-forecast past
+        issues at serving time the way they would have been forecast)."""
+        return WeatherErrorModel.model_validate(self.metadata["weather_error"])
+
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         joblib.dump(self, path, compress=("xz", 6))
@@ -128,6 +138,8 @@ class CarbonModel:
             raise ModelArtifactError(f"{path} holds a {type(model).__name__} of another layout, not a CarbonModel")
         if any(list(trees.feature_names_in_) != FEATURE_NAMES for trees in model.blocks):
             raise ModelArtifactError(f"{path} was trained on other features; retrain it")
+        if "weather_error" not in model.metadata:
+            raise ModelArtifactError(f"{path} does not record its weather-error model; retrain it")
         return model
 
 
@@ -143,13 +155,14 @@ def fit(
     if len(blocks) != len(LEAD_BUCKETS):
         raise ValueError(f"need rows for {len(LEAD_BUCKETS)} lead blocks, got {len(blocks)}")
     trees = []
-    for rows in blocks:
+    for rows, (iterations, leaves) in zip(blocks, BLOCK_CAPACITY, strict=True):
         fit_rows = ~rows.calibration
         features = rows.features[fit_rows]
         ratio = rows.ratio[fit_rows]
         target = (ratio - base_of(features)) / volatility_of(features)
         weight = 1.0 / np.maximum(ratio, MIN_RATIO_WEIGHT)
-        trees.append(_regressor(max_iter, seed).fit(features[FEATURE_NAMES], target, sample_weight=weight))
+        regressor = _regressor(round(iterations * max_iter), leaves, seed)
+        trees.append(regressor.fit(features[FEATURE_NAMES], target, sample_weight=weight))
     model = CarbonModel(trees, np.zeros((len(INTERVAL_LEAD_EDGES), len(INTERVAL_VOLATILITY_EDGES) + 1, 2)), version)
     calibration = pd.concat([rows.features[rows.calibration] for rows in blocks], ignore_index=True)
     ratio = np.concatenate([rows.ratio[rows.calibration] for rows in blocks])
