@@ -8,8 +8,10 @@ corrections, both shrunk towards the unadjusted model:
 * **Median: a stacking weight** between the trees and the 7-day same-hour mean they correct. The
   trees minimise MAPE over all grids; on a flat grid (Singapore, South Africa) their correction is
   mostly noise and the 7-day mean is as good, and on a grid with near-zero hours (Ontario) the
-  MAPE weighting pulls the level down and costs weighted MAPE. The weight that would have given
-  the lowest weighted MAPE over the window, moved halfway back to 1, goes into the forecast.
+  MAPE weighting pulls the level down and costs weighted MAPE. The weight chosen is the one whose
+  worse ratio to the 7-day mean, of MAPE and of weighted MAPE, was lowest over the window (it
+  favours weights that beat that mean on both metrics), keeping only BLEND_SHRINK of its departure
+  from the trees alone: four weeks are a noisy sample.
 * **Interval: scale factors** for the lower and upper offsets, those that would have given nominal
   10-90 % coverage in the window, moved part of the way back to 1. The model's interval table is
   split-conformal over all training grids: right on average, too narrow in a volatile spell, too
