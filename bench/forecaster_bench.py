@@ -7,7 +7,9 @@ Trains on every hour before ``--train-until`` (or loads ``--model``), issues 168
 every ``--stride`` hours whose whole horizon lies at or after ``--test-from``, and reports per
 region and lead bucket (1-24, 25-96, 97-168 h): MAPE and weighted MAPE of the model, of the
 seasonal-naive 24 h / 168 h and 7-day same-hour-mean baselines, the model's improvement over the
-better seasonal-naive baseline, and the 10-90 % interval coverage. Observed weather
+better seasonal-naive baseline, and the 10-90 % interval coverage. The model is scored as served:
+recalibrated at each issue on its re-forecasts of the four weeks before (domain/recent.py); the
+trees alone are scored beside it in the same run, as the baseline of that layer. Observed weather
 (``em_weather/``) is degraded to forecast quality; archived GFS forecasts are used as they are.
 Where ``dacf/`` is present and the test period covers it, day-ahead MAPE is compared with DACF's
 published forecasts on the same hours.
