@@ -31,8 +31,8 @@ from metatune_forecaster.domain.baselines import BASELINES
 from metatune_forecaster.domain.evaluation import Score, coverage, improvement, mape
 from metatune_forecaster.domain.features import RegionArrays
 from metatune_forecaster.domain.model import LEAD_BUCKETS, CarbonModel, bucket_of
-from metatune_forecaster.domain.recent import Recalibration, backtest, past_issues
 from metatune_forecaster.domain.samples import issue_positions
+from metatune_forecaster.domain.served import served_forecasts
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_forecaster.resources import WEATHER_ERROR_PATH
 from metatune_forecaster.train import calibrate_weather_error, train
@@ -48,21 +48,9 @@ def utc(text: str) -> pd.Timestamp:
 
 def forecasts_at(model: CarbonModel, arrays: RegionArrays, issues: np.ndarray, error_model: WeatherErrorModel, seed: int):
     """(issue, lead, static, recalibrated) rows of the 168 h forecasts at ``issues``, in g/kWh;
-    ``static`` = the trees alone, ``recalibrated`` = after domain/recent.py, fitted for each issue on
-    the issues of the four weeks before it (re-forecast here once, scored only on hours observed
-    by then). Each is a (p10, median, p90) tuple."""
-    needed = np.concatenate([issues, *(past_issues(int(i)) for i in issues)])
-    forecasts = backtest(model, arrays, needed, error_model, np.random.default_rng(seed))
-    test = np.isin(forecasts.issue, issues)
-    issue, lead, base = forecasts.issue[test], forecasts.lead[test], forecasts.base[test]
-    static = forecasts.low[test], forecasts.mid[test], forecasts.high[test]
-    low, mid, high = (v.copy() for v in static)
-    for i in issues:
-        rows = issue == i
-        recalibration = Recalibration.learn(forecasts.scored_before(int(i)))
-        low[rows], mid[rows], high[rows] = recalibration.apply(*(v[rows] for v in static), base[rows], lead[rows])
-    scale = arrays.scale(issue)
-    return issue, lead, tuple(v * scale for v in static), (low * scale, mid * scale, high * scale)
+    ``static`` = the trees alone, ``recalibrated`` = as served (domain/served.py)."""
+    served = served_forecasts(model, arrays, issues, error_model, seed)
+    return served.issue, served.lead, served.static, served.recalibrated
 
 
 def evaluate(model: CarbonModel, arrays: RegionArrays, issues: np.ndarray, error_model: WeatherErrorModel, seed: int) -> list[dict]:
