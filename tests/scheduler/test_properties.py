@@ -40,12 +40,15 @@ def scenarios(draw):
     return jobs, sites, aggregation
 
 
-@settings(max_examples=30, deadline=None)
-@given(scenarios())
-def test_deadlines_capacity_and_residency_hold(scenario) -> None:
+@settings(max_examples=40, deadline=None)
+@given(scenarios(), st.sampled_from([0, 40_000]))
+def test_deadlines_capacity_and_residency_hold(scenario, hourly_columns) -> None:
+    """``hourly_columns=0`` makes the whole MILP use ``aggregation``'s blocks."""
     jobs, sites, aggregation = scenario
-    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)), aggregation)
-    check_plan(planner.plan(FIRST_HOUR, jobs, sites), jobs, sites, aggregation)
+    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)), aggregation,
+                      hourly_columns=hourly_columns)
+    firm = aggregation if hourly_columns == 0 else Aggregation.none(aggregation.horizon)  # small: hourly
+    check_plan(planner.plan(FIRST_HOUR, jobs, sites), jobs, sites, firm)
 
 
 @settings(max_examples=30, deadline=None)

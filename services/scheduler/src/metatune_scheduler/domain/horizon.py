@@ -37,6 +37,10 @@ class Aggregation:
     def none(cls, horizon: int = HOURS_168) -> Aggregation:
         return cls(horizon=horizon, hourly=horizon, blocks=())
 
+    @property
+    def is_hourly(self) -> bool:
+        return self.hourly >= self.horizon
+
 
 @dataclass(frozen=True)
 class Periods:
