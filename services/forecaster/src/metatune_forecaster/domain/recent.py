@@ -12,12 +12,17 @@ corrections, both shrunk towards the unadjusted model:
   worse ratio to the 7-day mean, of MAPE and of weighted MAPE, was lowest over the window (it
   favours weights that beat that mean on both metrics), keeping only BLEND_SHRINK of its departure
   from the trees alone: four weeks are a noisy sample.
-* **Interval: scale factors** for the lower and upper offsets, those that would have given nominal
-  10-90 % coverage in the window, moved part of the way back to 1. The model's interval table is
+* **Interval: one width factor** for both offsets, the one that would have given nominal 80 %
+  coverage in the window (the 80th percentile, over the scored hours, of the factor each hour's
+  error needed to fall inside), moved part of the way back to 1. The model's interval table is
   split-conformal over all training grids: right on average, too narrow in a volatile spell, too
   wide once a grid goes quiet. This is a locally adaptive conformal step in the spirit of Gibbs &
   Candès' adaptive conformal inference, without a recursive state: the service forecasts every
-  hour from scratch.
+  hour from scratch. One factor for both sides, not one per side: four weeks hold only ~25 issues
+  per block and an issue's errors move together (a level shift at 97-168 h misses one side for
+  days), so a per-side 10 % quantile swings with the last spell's sign and, the band being
+  narrowed as often as widened at random, loses coverage on average; the two-sided width is the
+  steadier estimate. The interval keeps the table's asymmetry.
 
 Only targets before the issue are scored, so nothing after the issue time is used.
 """
@@ -36,7 +41,7 @@ from .weather_error import WeatherErrorModel
 RECENT_WINDOW_H = RECENT_WINDOW  # how far back past issues are re-forecast
 BACKTEST_STRIDE_H = 25  # hours between those past issues (not a multiple of 24: every hour of the day)
 MIN_RECENT_ROWS = 48  # scored hours a lead block needs before its interval is rescaled
-SHRINK = 0.45  # weight of the recent interval factor against 1 (the global calibration)
+SHRINK = 0.6  # weight of the recent interval width factor against 1 (the global calibration)
 BLEND_SHRINK = 0.3  # share of the recent best weight's departure from 1 (the model alone) that is kept
 BLEND_GRID = np.linspace(1.0, 0.0, 11)  # candidate weights of the trees against the 7-day mean, model first
 MIN_MAPE_RATIO = 0.02  # hours below this share of the week's mean are left out of the blend's MAPE
@@ -109,21 +114,32 @@ def _blend_losses(mid: np.ndarray, base: np.ndarray, actual: np.ndarray) -> np.n
     return np.array([np.max(_errors(blended(mid, base, w), actual) / reference) for w in BLEND_GRID])
 
 
+def width_needed(error: np.ndarray, below: np.ndarray, above: np.ndarray) -> float:
+    """The factor ``k`` on both offsets (``below`` <= 0 <= ``above``, around the median the errors
+    are measured from) whose interval ``[k * below, k * above]`` would have held the nominal share
+    (80 %) of ``error``: each hour needs ``error / above`` if it fell above the median, ``error /
+    below`` if below; ``k`` is the nominal quantile of those needs."""
+    below = np.minimum(below, -MIN_OFFSET)
+    above = np.maximum(above, MIN_OFFSET)
+    need = np.where(error < 0, error / below, error / above)
+    return float(np.quantile(need, QUANTILES[1] - QUANTILES[0]))
+
+
 @dataclass(frozen=True)
 class Recalibration:
-    """Per lead block: the trees' weight against the 7-day mean, and the interval offset factors."""
+    """Per lead block: the trees' weight against the 7-day mean, and the interval width factor."""
 
     weights: np.ndarray  # (lead blocks,)
-    factors: np.ndarray  # (lead blocks, 2): lower, upper
+    widths: np.ndarray  # (lead blocks,): factor on both interval offsets
 
     @classmethod
     def none(cls) -> Recalibration:
-        return cls(np.ones(len(LEAD_BUCKETS)), np.ones((len(LEAD_BUCKETS), 2)))
+        return cls(np.ones(len(LEAD_BUCKETS)), np.ones(len(LEAD_BUCKETS)))
 
     @classmethod
     def learn(cls, past: PastForecasts) -> Recalibration:
         """From the scored rows of the window (:meth:`PastForecasts.scored_before`)."""
-        weights, factors = cls.none().weights, cls.none().factors
+        weights, widths = cls.none().weights, cls.none().widths
         blocks = bucket_of(past.lead)
         for b in range(len(LEAD_BUCKETS)):
             rows = blocks == b
@@ -133,12 +149,9 @@ class Recalibration:
             best = BLEND_GRID[int(np.argmin(_blend_losses(mid, base, actual)))]  # a tie keeps the higher weight
             weights[b] = 1.0 - BLEND_SHRINK * (1.0 - best)
             error = actual - blended(mid, base, weights[b])
-            below = np.minimum(past.low[rows] - mid, -MIN_OFFSET)
-            above = np.maximum(past.high[rows] - mid, MIN_OFFSET)
-            # the factor k with a share QUANTILES[0] of errors below k * offset (likewise above)
-            recent = np.array([-np.quantile(error / -below, QUANTILES[0]), np.quantile(error / above, QUANTILES[1])])
-            factors[b] = np.clip(SHRINK * recent + (1 - SHRINK), *FACTOR_LIMITS)
-        return cls(weights, factors)
+            recent = width_needed(error, past.low[rows] - mid, past.high[rows] - mid)
+            widths[b] = np.clip(SHRINK * recent + (1 - SHRINK), *FACTOR_LIMITS)
+        return cls(weights, widths)
 
     def apply(
         self, low: np.ndarray, mid: np.ndarray, high: np.ndarray, base: np.ndarray, lead: np.ndarray
@@ -147,6 +160,6 @@ class Recalibration:
         the model's own median) scaled, ordered and >= 0."""
         blocks = bucket_of(lead)
         new_mid = np.maximum(blended(mid, base, self.weights[blocks]), 0.0)
-        new_low = np.clip(new_mid + self.factors[blocks, 0] * (low - mid), 0.0, new_mid)
-        new_high = np.maximum(new_mid + self.factors[blocks, 1] * (high - mid), new_mid)
+        new_low = np.clip(new_mid + self.widths[blocks] * (low - mid), 0.0, new_mid)
+        new_high = np.maximum(new_mid + self.widths[blocks] * (high - mid), new_mid)
         return new_low, new_mid, new_high
