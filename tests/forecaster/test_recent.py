@@ -96,7 +96,8 @@ def test_width_is_two_sided_so_a_one_sided_spell_widens_both_offsets() -> None:
     # 80 % of |N(0, 0.2 / 1.2816)| lie within 0.2 / 1.2816 * 1.2816 = 2 x the offset 0.1: the factor
     # 2 shrunk to 1 + SHRINK, on both sides (per-side factors would have collapsed the lower offset)
     assert np.allclose(widths[:2], 1 + SHRINK, atol=0.1)
-    low, mid, high = Recalibration(np.ones(3), widths).apply(np.array([0.9]), np.array([1.0]), np.array([1.1]), np.array([1.0]), np.array([5]))
+    band = (np.array([0.9]), np.array([1.0]), np.array([1.1]))
+    low, mid, high = Recalibration(np.ones(3), widths).apply(*band, np.array([1.0]), np.array([5]))
     assert np.isclose(mid[0] - low[0], high[0] - mid[0]) and mid[0] - low[0] > 0.1
 
 
