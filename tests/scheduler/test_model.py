@@ -99,3 +99,25 @@ def test_migrates_only_when_it_pays() -> None:
     move = planner.plan(0, [paused_job(2)], [flat("a", 100), flat("b", 10)])
     slots = move.jobs[job_id(1)].slots
     assert {dc for _, dc, _ in slots} == {"b"} and min(h for h, _, _ in slots) >= policy.delay_hours
+
+
+@settings(max_examples=25, deadline=None)
+@given(instances())
+def test_the_lagrangian_bound_lies_between_the_lp_bound_and_the_optimum(instance: Instance) -> None:
+    """domain/bounds.py: a valid lower bound (never above the MILP optimum), and from the LP's
+    capacity duals never below the LP bound (one site per job only makes each job dearer)."""
+    import highspy
+
+    from metatune_scheduler.domain.bounds import lagrangian_bound, lagrangian_value
+    from metatune_scheduler.domain.highs_builder import solve_relaxation
+
+    optimum = HighsModelSolver(EXACT).solve(instance).objective
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    relaxation = solve_relaxation(highs, instance)
+    scale = 1e-6 * max(abs(optimum), 1.0)
+    assert lagrangian_value(instance, relaxation.capacity_price)[0] >= relaxation.objective - scale
+    bound = lagrangian_bound(instance, relaxation.capacity_price, optimum, iterations=40)
+    assert relaxation.objective - scale <= bound.value <= optimum + scale
+    # any prices give a lower bound, not only good ones
+    assert lagrangian_value(instance, np.full(instance.capacity.shape, 50.0))[0] <= optimum + scale
