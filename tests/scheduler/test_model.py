@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
@@ -101,6 +103,18 @@ def test_migrates_only_when_it_pays() -> None:
     assert {dc for _, dc, _ in slots} == {"b"} and min(h for h, _, _ in slots) >= policy.delay_hours
 
 
+
+def test_a_move_planned_an_hour_ago_is_not_delayed_again() -> None:
+    """The transfer delay is sat out once: re-planning every hour must not push the move back."""
+    planner = Planner(HighsModelSolver(EXACT), Aggregation.none(24), MigrationPolicy(delay_hours=1))
+    sites = [flat("a", 100), flat("b", 10)]
+    job = dataclasses.replace(paused_job(3), deadline_hour=4)  # 1 h slack: exactly the transfer
+    first = planner.plan(0, [job], sites)
+    assert [(h, dc) for h, dc, _ in first.jobs[job_id(1)].slots] == [(1, "b"), (2, "b"), (3, "b")]
+    # an hour later the checkpoint is still at A (the job did not run); the move still holds
+    again = planner.plan(1, [job], sites, previous=first)
+    assert [(h, dc) for h, dc, _ in again.jobs[job_id(1)].slots] == [(1, "b"), (2, "b"), (3, "b")]
+    assert not again.infeasible
 @settings(max_examples=25, deadline=None)
 @given(instances())
 def test_the_lagrangian_bound_lies_between_the_lp_bound_and_the_optimum(instance: Instance) -> None:

@@ -52,6 +52,7 @@ class JobSnapshot:
     home: str  # submitter's datacenter: the run-now baseline
     location: str | None = None  # where its process or checkpoint is
     pinned: bool = False  # runs at ``location`` in the first hour, already committed
+    arriving_at: str | None = None  # a new site an earlier plan already gave it this hour: no second delay
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class Planner:
         previous: PlanResult | None = None,
     ) -> PlanResult:
         began = time.perf_counter()
-        jobs = sorted(jobs, key=lambda job: str(job.job_id))
+        jobs = sorted((_arrival(job, previous, first_hour) for job in jobs), key=lambda job: str(job.job_id))
         infeasible = [reason for job in jobs if (reason := _impossible(job, sites)) is not None]
         hopeless = {item.job_id for item in infeasible}
         plannable = [job for job in jobs if job.job_id not in hopeless]
@@ -248,7 +249,7 @@ class Planner:
                     continue
                 start = begin
                 if job.location is not None and name != job.location:
-                    start += self.migration.delay_hours
+                    start += 0 if name == job.arriving_at else self.migration.delay_hours
                     energy = self.migration.transfer_kwh + self.migration.restart_hours * job.power_kw
                     switch_g[j, d] = energy * pue[d] * day[d]
                 allowed_hour[j, d] = (offsets >= start) & (offsets < end)
@@ -304,6 +305,18 @@ def fill_greedily(instance: Instance, grid: np.ndarray, cost: np.ndarray | None 
     return grid
 
 
+def _arrival(job: JobSnapshot, previous: PlanResult | None, first_hour: int) -> JobSnapshot:
+    """A job that an earlier hour's plan moved to a new site starting now has sat out its transfer
+    delay already; delaying it again at every re-plan would push a move (and the deadline) back
+    hour after hour (measured: a month of re-planning missed deadlines that way). A plan of this
+    same hour can only have it there if it was waived already, so that carries over too."""
+    if previous is None or job.location is None or job.pinned:
+        return job
+    planned = previous.jobs.get(job.job_id)
+    site = planned.at(first_hour) if planned is not None else None
+    return dataclasses.replace(job, arriving_at=site) if site not in (None, job.location) else job
+
+
 def _impossible(job: JobSnapshot, sites: Sequence[SiteSnapshot]) -> Infeasibility | None:
     allowed = [site for site in sites if site.name in job.allowed]
     if not allowed:
@@ -342,7 +355,7 @@ def _earliest_finish(job: JobSnapshot, sites, residual: np.ndarray, first_hour: 
             continue
         start = 0
         if job.location is not None and site.name != job.location:
-            start = migration.delay_hours + (1 if job.pinned else 0)
+            start = (0 if site.name == job.arriving_at else migration.delay_hours) + (1 if job.pinned else 0)
         fits = residual[d] >= job.gpus - 1e-9
         fits[:start] = False
         count = np.cumsum(fits)
