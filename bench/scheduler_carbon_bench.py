@@ -3,9 +3,10 @@
 Compares, on a month of Poisson job arrivals over the registry's datacenters (one per grid
 region found in ``DIR/em_hourly``), the emissions of
   P1  run now at home;  P2  greedy: start now at the cleanest allowed datacenter with room;
-  S   this scheduler, re-planning on arrivals and every 6 h on the forecaster's forecasts (the
-      committed model, as served: recalibrated at each issue on its last four weeks, weather
-      degraded to forecast quality; ``--forecast naive``: the seasonal-naive 24 h forecast);
+  S   this scheduler, re-planning every hour (the service re-plans on each clock tick) on the
+      forecaster's forecasts (the committed model, as served: recalibrated at each issue on its
+      last four weeks, weather degraded to forecast quality; ``--forecast naive``: the
+      seasonal-naive 24 h forecast);
   S*  the same scheduler on exact intensities;
   O   the offline optimum with perfect information over the whole period (the same model:
       one datacenter per job, pauses free, HiGHS with a time limit; its gap is printed),
@@ -209,7 +210,7 @@ def main() -> None:
     parser.add_argument("--jobs-per-day", type=float, default=20.0)
     parser.add_argument("--ample", type=int, default=64, help="GPUs per datacenter, ample setting")
     parser.add_argument("--tight", type=int, default=16, help="GPUs per datacenter, tight setting")
-    parser.add_argument("--refresh-h", type=int, default=6, help="S and S*: re-plan at least every N hours")
+    parser.add_argument("--refresh-h", type=int, default=1, help="S and S*: re-plan at least every N hours (the service: every clock hour)")
     parser.add_argument("--solve-limit-s", type=float, default=2.0, help="S and S*: HiGHS time limit per re-plan")
     parser.add_argument("--offline-limit-s", type=float, default=90.0)
     parser.add_argument("--seed", type=int, default=7)
