@@ -76,7 +76,7 @@ def lagrangian_bound(
     stalls."""
     room = instance.capacity * instance.periods.length[None, :].astype(float)
     prices = np.maximum(np.asarray(start_prices, dtype=float), 0.0)
-    best_value, best_prices = lagrangian_value(instance, prices)[0], prices
+    best_value, best_prices = -np.inf, prices
     theta, stalled = 1.0, 0
     for iteration in range(1, iterations + 1):
         value, load = lagrangian_value(instance, prices)
