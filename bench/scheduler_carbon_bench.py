@@ -33,6 +33,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from metatune.contracts.forecasts import expected_intensity
 from metatune.registry import default_registry
 from metatune_forecaster.adapters.carbon_folder import load_em
 from metatune_forecaster.domain.features import RegionArrays
@@ -43,6 +44,7 @@ from metatune_forecaster.resources import MODEL_PATH, WEATHER_ERROR_PATH
 from metatune_scheduler.domain import (
     Aggregation, HighsModelSolver, Instance, MigrationPolicy, Periods, Planner, SiteSnapshot, SolveLimits,
 )
+from metatune_scheduler.domain.anticipation import Request, anticipated_jobs
 from metatune_scheduler.domain.decomposition import SiteTimingSolver
 from metatune_scheduler.domain.model import Solution
 from metatune_scheduler.domain.planner import JobSnapshot, fill_greedily
@@ -83,21 +85,22 @@ def load(data: Path, start: pd.Timestamp, hours: int):
 
 def forecaster_intensity(data: Path, regions: list[str], start: pd.Timestamp, hours: int, model_path: Path,
                          seed: int) -> np.ndarray:
-    """(regions, hours, 168) forecasts issued at each hour from ``start``, as the forecaster serves
-    them; NaN where a region's history is too short for an issue."""
+    """(regions, 3, hours, 168) forecasts (p10, median, p90) issued at each hour from ``start``,
+    as the forecaster serves them; NaN where a region's history is too short for an issue."""
     model = CarbonModel.load(model_path)
     error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
     cache = Path(".metatune/bench-cache")
     cache.mkdir(parents=True, exist_ok=True)
     out = []
     for region in regions:
-        path = cache / f"{region}-{start:%Y%m%d%H}-{hours}-{model.version}-{seed}.npy"
+        path = cache / f"{region}-{start:%Y%m%d%H}-{hours}-{model.version}-{seed}-bands.npy"
         if not path.exists():
             arrays = RegionArrays(load_em(data, region))
             issues = arrays.times.get_indexer(start + pd.to_timedelta(np.arange(hours), unit="h"))
             if (issues < 0).any():
                 raise SystemExit(f"{region}: the forecaster's data does not cover {start} + {hours} h")
-            np.save(path, served_forecasts(model, arrays, issues, error_model, seed).matrix(issues))
+            served = served_forecasts(model, arrays, issues, error_model, seed)
+            np.save(path, np.stack([served.matrix(issues, band=band) for band in range(3)]))
         out.append(np.load(path))
     return np.stack(out)
 
@@ -138,7 +141,7 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
 
 
 def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy,
-            limit_s: float):
+            limit_s: float, anticipate_h: int = 0):
     planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=0.01)), migration=migration)
     n, end = len(jobs.arrival), ci.shape[1]
     remaining, location = jobs.hours.copy(), np.full(n, -1)
@@ -146,17 +149,23 @@ def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migr
     ran = np.zeros((n, len(names), end), dtype=np.int64)  # the realised plan, hour by hour
     plan, total, solves, seconds = None, 0.0, 0, 0.0
     names_all = frozenset(names)
+
+    def snapshot(j: int) -> JobSnapshot:
+        return JobSnapshot(
+            job_id=_uuid(j), need_hours=int(remaining[j]), gpus=int(jobs.gpus[j]), power_kw=float(jobs.power_kw[j]),
+            deadline_hour=int(jobs.deadline[j]), home=names[jobs.home[j]],
+            allowed=frozenset(np.array(names)[jobs.allowed[j]]) & names_all,
+            location=names[location[j]] if location[j] >= 0 else None,
+        )
+
+    requests: list[Request] = []
     for h in range(end - 168):
+        requests.extend(Request(h, snapshot(j)) for j in np.nonzero(jobs.arrival == h)[0])
         active = np.nonzero((jobs.arrival <= h) & (remaining > 0))[0]
         if not len(active):
             continue
         if plan is None or (jobs.arrival == h).any() or h % refresh_h == 0:
-            snapshots = [JobSnapshot(
-                job_id=_uuid(j), need_hours=int(remaining[j]), gpus=int(jobs.gpus[j]), power_kw=float(jobs.power_kw[j]),
-                deadline_hour=int(jobs.deadline[j]), home=names[jobs.home[j]],
-                allowed=frozenset(np.array(names)[jobs.allowed[j]]) & names_all,
-                location=names[location[j]] if location[j] >= 0 else None,
-            ) for j in active]
+            snapshots = [snapshot(j) for j in active] + anticipated_jobs(requests[-200:], h, anticipate_h)
             sites = [SiteSnapshot(names[d], float(pue[d]), int(capacity), forecast(d, h)) for d in range(len(names))]
             plan = planner.plan(h, snapshots, sites, previous=plan)
             solves += 1
@@ -227,6 +236,10 @@ def main() -> None:
     parser.add_argument("--settings", default="ample,tight,residency")
     parser.add_argument("--forecast", choices=("model", "naive"), default="model",
                         help="what S plans on: the forecaster's served forecasts or seasonal-naive 24 h")
+    parser.add_argument("--plan-on", choices=("expected", "median"), default="expected",
+                        help="S: plan on the forecasts' expected intensity (as the service does) or their median")
+    parser.add_argument("--anticipate-h", type=int, default=24,
+                        help="S and S*: keep room for the jobs expected over the next N hours (the service's default); 0: none")
     parser.add_argument("--model", type=Path, default=MODEL_PATH, help="the forecaster's model (--forecast model)")
     args = parser.parse_args()
 
@@ -243,7 +256,8 @@ def main() -> None:
         return series[d, HISTORY_H + h + k - 24 * (k // 24 + 1)]
 
     if args.forecast == "model":
-        served = forecaster_intensity(args.data.resolve(), regions, start, hours - 168, args.model, args.seed)
+        bands = forecaster_intensity(args.data.resolve(), regions, start, hours - 168, args.model, args.seed)
+        served = expected_intensity(*bands.transpose(1, 0, 2, 3)) if args.plan_on == "expected" else bands[:, 1]
         missing = np.isnan(served).any(axis=2)
         if missing.any():
             print(f"seasonal-naive where the forecaster had too little history: {int(missing.sum())} issues")
@@ -272,9 +286,10 @@ def main() -> None:
         base = p1(jobs, ci, pue)
         greedy, greedy_missed, greedy_grid = p2(jobs, ci, pue, capacity)
         s, s_missed, solves, s_seconds, _ = rolling(jobs, ci, pue, capacity, names, forecast, args.refresh_h, migration,
-                                                  args.solve_limit_s)
+                                                  args.solve_limit_s, args.anticipate_h)
         console.print(f"  {setting} S: {time.perf_counter() - began:.0f} s")
-        s_star, star_missed, _, _, star_plan = rolling(jobs, ci, pue, capacity, names, exact, args.refresh_h, migration, args.solve_limit_s)
+        s_star, star_missed, _, _, star_plan = rolling(jobs, ci, pue, capacity, names, exact, args.refresh_h, migration,
+                                                       args.solve_limit_s, args.anticipate_h)
         console.print(f"  {setting} S*: {time.perf_counter() - began:.0f} s")
         opt, bound, unmet = offline(jobs, ci, pue, capacity, args.offline_limit_s, [greedy_grid, star_plan])
         capture = lambda value, o=opt: (greedy - value) / (greedy - o) if greedy > o else float("nan")  # noqa: E731

@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     open_meteo_retries: int = Field(3, ge=0, description="Retries of a failed Open-Meteo request (timeouts, 429, 5xx)")
     open_meteo_backoff_s: float = Field(1.0, ge=0, description="First Open-Meteo retry delay in seconds, doubled per retry")
 
+    # Scheduler
+    scheduler_anticipate_h: int = Field(
+        24, ge=0, le=24, description="Hours ahead the scheduler keeps room for expected jobs (the last day's requests, a day on); 0: none"
+    )
+
     # Embedded platform (`metatune up`)
     local_datacenters: list[str] = Field(
         ["fra1", "osl1", "sjc1"], description="Datacenters whose trainer-agent `metatune up` starts locally"

@@ -28,12 +28,13 @@ class ServedForecasts:
     static: Band
     recalibrated: Band
 
-    def matrix(self, issues: np.ndarray, horizon: int = 168) -> np.ndarray:
-        """The recalibrated medians as an (issues, horizon) array, NaN where an issue had none."""
+    def matrix(self, issues: np.ndarray, horizon: int = 168, band: int = 1) -> np.ndarray:
+        """One recalibrated band (0: p10, 1: median, 2: p90) as an (issues, horizon) array,
+        NaN where an issue had none."""
         out = np.full((len(issues), horizon), np.nan)
         row = np.searchsorted(issues, self.issue)
         found = (row < len(issues)) & (issues[np.minimum(row, len(issues) - 1)] == self.issue)
-        out[row[found], self.lead[found] - 1] = self.recalibrated[1][found]
+        out[row[found], self.lead[found] - 1] = self.recalibrated[band][found]
         return out
 
 

@@ -45,7 +45,7 @@ def _subproblems(instance: Instance, prices: np.ndarray) -> tuple[float, np.ndar
     if jobs == 0:
         return -float((prices * room).sum()), grid
     priced = instance.hour_cost() + instance.gpus[:, None, None] * prices[None, :, :]
-    priced = np.where(instance.usable > 0, np.minimum(priced, penalty), np.inf)
+    priced = np.where(instance.usable > 0, np.minimum(priced, penalty[:, None, None]), np.inf)
     order = np.argsort(priced, axis=2, kind="stable")
     cost_sorted = np.take_along_axis(priced, order, axis=2)
     usable_sorted = np.take_along_axis(instance.usable, order, axis=2).astype(float)
@@ -56,7 +56,7 @@ def _subproblems(instance: Instance, prices: np.ndarray) -> tuple[float, np.ndar
     with np.errstate(invalid="ignore"):
         site_cost = np.where(hours > 0, hours * cost_sorted, 0.0).sum(axis=2)
     # hours a site cannot offer are unmet; an hour priced at the penalty is as good as unmet
-    site_cost += (instance.need[:, None] - placed) * penalty + instance.switch_g
+    site_cost += (instance.need[:, None] - placed) * penalty[:, None] + instance.switch_g
     has_site = instance.usable.sum(axis=2) > 0
     site_cost = np.where(has_site, site_cost, np.inf)
     best = np.argmin(site_cost, axis=1)

@@ -25,6 +25,7 @@ class Instance:
     usable: np.ndarray  # (J, D, T) hours of period t job j may run at d (0: not allowed)
     switch_g: np.ndarray  # (J, D) emissions of moving the job's checkpoint to d (0 where it is)
     power_cap_kw: np.ndarray | None = None  # (D,) IT power limit per datacenter, None: no limit
+    optional: np.ndarray | None = None  # (J,) bool: anticipated jobs, whose unplaced hours are cheap
 
     def __post_init__(self) -> None:
         jobs, dcs, periods = len(self.need), len(self.pue), self.periods.count
@@ -44,8 +45,14 @@ class Instance:
         """(J, D, T) gCO2eq of one hour of job j at d in period t: R_j * PUE_d * C_{d,t}."""
         return self.power_kw[:, None, None] * (self.pue[:, None] * self.intensity)[None, :, :]
 
-    def unmet_penalty(self) -> float:
-        """Cost of one hour a job cannot get: dearer than any placement, so used only if forced."""
+    def unmet_penalty(self) -> np.ndarray:
+        """(J,) cost of one hour a job cannot get: dearer than any placement, so used only if
+        forced. An optional (anticipated) job's hour costs its dearest usable hour instead: the
+        plan keeps room for it where that pays, and drops it before any requested job's hour."""
         cost = self.hour_cost()
         top = float(cost.max()) if cost.size else 1.0
-        return 1e3 * max(top, 1.0) + 1e3 * float(self.switch_g.max(initial=0.0))
+        penalty = np.full(len(self.need), 1e3 * max(top, 1.0) + 1e3 * float(self.switch_g.max(initial=0.0)))
+        if self.optional is not None and self.optional.any():
+            dearest = np.where(self.usable > 0, cost, 0.0).max(axis=(1, 2), initial=0.0)
+            penalty = np.where(self.optional, dearest, penalty)
+        return penalty

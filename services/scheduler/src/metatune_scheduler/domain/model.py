@@ -6,9 +6,10 @@ Variables (only where ``usable > 0``; everything else is fixed at 0 by omission)
   t (binary in hourly periods);
 * ``y[j,d]`` binary: datacenter d is job j's site in this plan;
 * ``u[j] >= 0``: hours of job j the plan cannot place before its deadline (priced far above
-  any emissions, so non-zero only when the deadline cannot be met).
+  any emissions, so non-zero only when the deadline cannot be met; for an anticipated job,
+  one not requested yet, priced at its dearest hour, so it holds room only where that pays).
 
-Minimise  sum R_j PUE_d C_{d,t} x[j,d,t] + sum switch_g[j,d] y[j,d] + penalty * sum u[j]
+Minimise  sum R_j PUE_d C_{d,t} x[j,d,t] + sum switch_g[j,d] y[j,d] + sum penalty_j u[j]
 
 subject to
 
@@ -66,7 +67,7 @@ class Layout:
     def costs(self, instance: Instance) -> np.ndarray:
         hour_cost = instance.hour_cost()[self.x_job, self.x_dc, self.x_period]
         switch = instance.switch_g[self.y_job, self.y_dc]
-        unmet = np.full(self.jobs, instance.unmet_penalty())
+        unmet = instance.unmet_penalty()
         return np.concatenate([hour_cost, switch, unmet])
 
     def y_index_of_x(self) -> np.ndarray:
@@ -94,7 +95,7 @@ class Solution:
         layout = Layout.of(instance)
         x = hours[layout.x_job, layout.x_dc, layout.x_period].astype(np.int64)
         unmet = np.maximum(instance.need - hours.sum(axis=(1, 2)), 0).astype(np.int64)
-        objective = objective_of(instance, hours) + instance.unmet_penalty() * float(unmet.sum())
+        objective = objective_of(instance, hours) + float(instance.unmet_penalty() @ unmet)
         return cls(layout, x, unmet, objective, None, seconds, False)
 
     def hours(self, shape: tuple[int, int, int]) -> np.ndarray:

@@ -53,6 +53,8 @@ class JobSnapshot:
     location: str | None = None  # where its process or checkpoint is
     pinned: bool = False  # runs at ``location`` in the first hour, already committed
     arriving_at: str | None = None  # a new site an earlier plan already gave it this hour: no second delay
+    not_before_hour: int | None = None  # epoch hour before which it cannot run
+    anticipated: bool = False  # expected, not requested: holds room in the plan, never published
 
 
 @dataclass(frozen=True)
@@ -128,19 +130,20 @@ class Planner:
     ) -> PlanResult:
         began = time.perf_counter()
         jobs = sorted((_arrival(job, previous, first_hour) for job in jobs), key=lambda job: str(job.job_id))
-        infeasible = [reason for job in jobs if (reason := _impossible(job, sites)) is not None]
-        hopeless = {item.job_id for item in infeasible}
-        plannable = [job for job in jobs if job.job_id not in hopeless]
-        if not plannable:
+        impossible = {job.job_id: reason for job in jobs if (reason := _impossible(job, sites)) is not None}
+        infeasible = [impossible[job.job_id] for job in jobs if job.job_id in impossible and not job.anticipated]
+        plannable = [job for job in jobs if job.job_id not in impossible]
+        if not any(not job.anticipated for job in plannable):
             return PlanResult(first_hour, {}, 0.0, infeasible)
+        requested = np.array([not job.anticipated for job in plannable])
         hourly = np.stack([site.intensity[: self.aggregation.horizon] for site in sites])
         periods, instance, pinned = self._choose(first_hour, plannable, sites, hourly)
         solution = self._solve(instance, self._start(instance, periods, plannable, sites, previous))
-        if solution.unmet.any():  # a time-limit stop is not infeasibility: look for room first
-            solution = self._place_everything(instance, solution)
+        if solution.unmet[requested].any():  # a time-limit stop is not infeasibility: look for room first
+            solution = self._place_everything(instance, solution, requested)
         offered: dict[UUID, Infeasibility] = {}
         for _ in range(self.relax_rounds):  # offer the earliest finish the plan leaves room for
-            late = [plannable[j] for j in np.nonzero(solution.unmet)[0]]
+            late = [plannable[j] for j in np.nonzero(solution.unmet * requested)[0]]
             if not late:
                 break
             residual = _residual(instance, periods, solution, sites, pinned, plannable)
@@ -157,7 +160,7 @@ class Planner:
         infeasible.extend(offered.values())
 
         planned = _read_plan(first_hour, periods, instance, solution, plannable, sites, hourly, pinned)
-        baseline = sum(_run_now_at_home(job, sites, hourly) for job in plannable)
+        baseline = sum(_run_now_at_home(job, sites, hourly) for job in plannable if not job.anticipated)
         return PlanResult(first_hour, planned, baseline, infeasible, time.perf_counter() - began, solution.mip_gap)
 
     def _choose(
@@ -199,17 +202,18 @@ class Planner:
             return solved
         return dataclasses.replace(polished, seconds=timed.seconds + solved.seconds)
 
-    def _place_everything(self, instance: Instance, solution: Solution) -> Solution:
-        """Search for a plan that leaves no hour unplaced, ignoring emissions (a pure feasibility
-        MILP, longer time limit); if one exists, optimise emissions from it. Only hours this
-        cannot place make a deadline unreachable."""
+    def _place_everything(self, instance: Instance, solution: Solution, requested: np.ndarray) -> Solution:
+        """Search for a plan that leaves no requested hour unplaced, ignoring emissions (a pure
+        feasibility MILP, longer time limit; anticipated jobs cost nothing to drop there); if
+        one exists, optimise emissions from it. Only hours this cannot place make a deadline
+        unreachable."""
         feasibility = dataclasses.replace(
             instance, intensity=np.zeros_like(instance.intensity), switch_g=np.zeros_like(instance.switch_g))
         placed = self.feasibility.solve(feasibility, solution.hours(instance.shape))
-        if placed.unmet.sum() >= solution.unmet.sum():
+        if placed.unmet[requested].sum() >= solution.unmet[requested].sum():
             return solution
         better = self._solve(instance, placed.hours(instance.shape))
-        return better if better.unmet.sum() <= placed.unmet.sum() else Solution.of_hours(
+        return better if better.unmet[requested].sum() <= placed.unmet[requested].sum() else Solution.of_hours(
             instance, placed.hours(instance.shape), better.seconds)
 
     def instance(self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot]) -> Instance:
@@ -243,6 +247,8 @@ class Planner:
                 capacity_hourly[pinned[j], 0] -= job.gpus
                 need[j] -= 1
                 begin = 1
+            if job.not_before_hour is not None:
+                begin = max(begin, job.not_before_hour - first_hour)
             for name in job.allowed:
                 d = index.get(name)
                 if d is None or sites[d].gpus < job.gpus:
@@ -263,6 +269,7 @@ class Planner:
             periods=periods, need=need, gpus=gpus, power_kw=power, pue=pue, intensity=periods.mean(hourly),
             capacity=np.add.reduceat(capacity_hourly, periods.offset, axis=1) / periods.length,
             usable=usable, switch_g=switch_g, power_cap_kw=caps if np.isfinite(caps).any() else None,
+            optional=np.array([job.anticipated for job in jobs], dtype=bool),
         )
         return instance, pinned
 
@@ -336,7 +343,7 @@ def _residual(instance, periods, solution: Solution, sites, pinned, jobs) -> np.
     """Hourly free GPUs per site after the plan (late jobs' own hours removed)."""
     hours = solution.hours(instance.shape).astype(float)
     late = solution.unmet > 0
-    hours[late] = 0
+    hours[late | np.array([job.anticipated for job in jobs], dtype=bool)] = 0  # room a late job may take
     used = np.einsum("j,jdt->dt", instance.gpus.astype(float), hours)
     per_hour = used[:, periods.period_of_offset()] / np.repeat(periods.length, periods.length)[None, :]
     free = np.array([[site.gpus] for site in sites], dtype=float) - per_hour
@@ -390,7 +397,7 @@ def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pin
         chosen[j].extend((int(h), int(d)) for h in picked)
     planned: dict[UUID, PlannedJob] = {}
     for j, job in enumerate(jobs):
-        if not chosen[j]:
+        if not chosen[j] or job.anticipated:
             continue
         slots = tuple((h + first_hour, sites[d].name, job.power_kw * sites[d].pue * float(hourly[d, h]))
                       for h, d in sorted(chosen[j]))

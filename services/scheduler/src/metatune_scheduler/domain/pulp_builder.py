@@ -30,7 +30,7 @@ def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
     problem += (
         pulp.lpSum(float(cost[key]) * var for key, var in x.items())
         + pulp.lpSum(float(instance.switch_g[key]) * var for key, var in y.items())
-        + pulp.lpSum(penalty * var for var in u.values())
+        + pulp.lpSum(float(penalty[j]) * var for j, var in u.items())
     )
     by_job: dict[int, list] = {j: [] for j in range(jobs)}
     by_pair: dict[tuple[int, int], list] = {pair: [] for pair in pairs}

@@ -6,6 +6,7 @@ folds them back into the state, exactly as a replay of the stream would.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID, uuid5
@@ -15,6 +16,7 @@ import numpy as np
 from metatune.contracts import Assignment, Event, JobInfeasible, Plan, PlanEntry
 from metatune.registry import Registry
 
+from .anticipation import DAY_H, Request, anticipated_jobs
 from .assignments import NAMESPACE, diff
 from .horizon import epoch_hour, from_epoch_hour
 from .planner import JobSnapshot, PlannedJob, Planner, PlanResult, SiteSnapshot
@@ -34,9 +36,12 @@ class Decision:
 
 
 class Scheduler:
-    def __init__(self, registry: Registry, planner: Planner | None = None) -> None:
+    def __init__(self, registry: Registry, planner: Planner | None = None, anticipate_h: int = DAY_H) -> None:
+        """``anticipate_h``: the plan keeps room for the jobs expected over the next that many
+        hours (the last day's requests, one day on; :mod:`.anticipation`); 0: none."""
         self.registry = registry
         self.planner = planner or Planner()
+        self.anticipate_h = anticipate_h
         self.state = SchedulerState()
 
     def apply(self, event: Event) -> bool:
@@ -48,6 +53,8 @@ class Scheduler:
         known = {site.name for site in sites}
         jobs = [self._snapshot(job, now, hour, known) for job in self.state.active_jobs()]
         planned = [job for job in jobs if job is not None]
+        if planned and self.anticipate_h:
+            planned += anticipated_jobs(self._recent_requests(hour, known), hour, self.anticipate_h)
         result = self.planner.plan(hour, planned, sites, previous=_result_of(self.state.last_plan))
 
         last = self.state.last_plan
@@ -82,13 +89,34 @@ class Scheduler:
             ))
         return sites
 
-    def _snapshot(self, job: JobRecord, now: datetime, hour: int, known: set[str]) -> JobSnapshot | None:
+    def _recent_requests(self, hour: int, known: set[str]) -> list[Request]:
+        """Every job requested within the last day, as it was requested."""
+        requests = []
+        for job in self.state.jobs.values():
+            requested = epoch_hour(job.request.occurred_at)
+            if hour - DAY_H < requested <= hour and (placement := self._placement(job, known)) is not None:
+                allowed, home = placement
+                requests.append(Request(requested, JobSnapshot(
+                    job_id=job.job_id, need_hours=math.ceil(job.request.estimated_gpu_hours / job.request.gpus - 1e-9),
+                    gpus=job.request.gpus, power_kw=job.request.power_kw,
+                    deadline_hour=epoch_hour(job.request.deadline), allowed=allowed, home=home,
+                )))
+        return requests
+
+    def _placement(self, job: JobRecord, known: set[str]) -> tuple[frozenset[str], str] | None:
+        """The datacenters a job may use (its region group, with a forecast) and its home."""
         spec = job.request.spec
         allowed = frozenset(dc.name for dc in self.registry.in_group(spec.region_group)) & known
         if not allowed:
-            return None  # waits for a forecast of an allowed grid
+            return None
         names = self.registry.names()
-        home = spec.home_datacenter if spec.home_datacenter in names else sorted(allowed, key=names.index)[0]
+        return allowed, spec.home_datacenter if spec.home_datacenter in names else sorted(allowed, key=names.index)[0]
+
+    def _snapshot(self, job: JobRecord, now: datetime, hour: int, known: set[str]) -> JobSnapshot | None:
+        placement = self._placement(job, known)
+        if placement is None:
+            return None  # waits for a forecast of an allowed grid
+        allowed, home = placement
         last = self.state.last_plan
         committed = last is not None and epoch_hour(last.horizon_start) == hour
         return JobSnapshot(

@@ -1,0 +1,121 @@
+"""Anticipated jobs hold room where that pays, are never published, and never cost a requested job."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from uuid import uuid4
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from metatune.contracts import FailureReason, RunFailed
+from metatune.registry import Registry
+from metatune_scheduler.domain import HighsModelSolver, Planner, Scheduler, SiteSnapshot, SolveLimits
+from metatune_scheduler.domain.anticipation import Request, anticipated_jobs
+from metatune_scheduler.domain.planner import JobSnapshot
+
+from .conftest import NOW, forecast, job_id, job_requested, small_registry
+from .test_properties import FIRST_HOUR, check_plan, scenarios
+
+
+def _job(n: int, need: int, deadline: int, gpus: int = 1, **extra) -> JobSnapshot:
+    return JobSnapshot(job_id=job_id(n), need_hours=need, gpus=gpus, power_kw=1.0, deadline_hour=FIRST_HOUR + deadline,
+                       allowed=frozenset({"clean", "dirty"}), home="dirty", **extra)
+
+
+def _sites() -> list[SiteSnapshot]:
+    clean = np.full(168, 10.0)
+    clean[0] = 20.0  # the clean site is a little dirtier now than in the next hours
+    return [SiteSnapshot("clean", 1.0, 1, clean), SiteSnapshot("dirty", 1.0, 8, np.full(168, 400.0))]
+
+
+def _planner() -> Planner:
+    return Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)))
+
+
+def test_the_last_days_requests_are_expected_again_a_day_later() -> None:
+    requests = [Request(FIRST_HOUR - 30, _job(1, 2, 10)), Request(FIRST_HOUR - 5, _job(2, 3, 20)),
+                Request(FIRST_HOUR, _job(3, 1, 4))]
+    expected = anticipated_jobs(requests, FIRST_HOUR, lookahead_h=24)
+    assert [job.need_hours for job in expected] == [3, 1]  # 30 h ago is more than a day back
+    assert [job.not_before_hour for job in expected] == [FIRST_HOUR + 19, FIRST_HOUR + 24]
+    assert [job.deadline_hour for job in expected] == [FIRST_HOUR + 44, FIRST_HOUR + 28]
+    assert all(job.anticipated and job.location is None for job in expected)
+    assert expected == anticipated_jobs(requests, FIRST_HOUR, lookahead_h=24)  # same ids: a restart agrees
+    assert {job.job_id for job in expected}.isdisjoint({request.job.job_id for request in requests})
+    assert [job.need_hours for job in anticipated_jobs(requests, FIRST_HOUR, lookahead_h=20)] == [3]
+    assert anticipated_jobs(requests, FIRST_HOUR, lookahead_h=0) == []
+
+
+def test_expected_work_makes_a_flexible_job_run_now() -> None:
+    """One GPU at the clean site. Alone, the flexible job waits for the cleaner next hour; with
+    a job expected then for two hours (it must run hours 1-2), running now is cheaper in total:
+    +10 g now against 2 x 390 g the expected job would pay at the dirty site."""
+    flexible = _job(1, 1, 3)
+    expected = _job(2, 2, 3, not_before_hour=FIRST_HOUR + 1, anticipated=True)
+    alone = _planner().plan(FIRST_HOUR, [flexible], _sites())
+    assert alone.jobs[flexible.job_id].slots[0][:2] == (FIRST_HOUR + 1, "clean")
+    planned = _planner().plan(FIRST_HOUR, [flexible, expected], _sites())
+    assert planned.jobs[flexible.job_id].slots[0][:2] == (FIRST_HOUR, "clean")
+    assert set(planned.jobs) == {flexible.job_id}  # never published
+    assert planned.baseline_g == alone.baseline_g == 400.0
+    assert planned.emissions_g == 20.0
+
+
+def test_an_expected_job_gives_way_and_is_never_reported() -> None:
+    """One GPU and two jobs that need it for the same two hours: the requested job gets it and
+    the expected one is dropped without an infeasibility notice; one too large for every site
+    is dropped too."""
+    requested = _job(1, 2, 2)
+    expected = _job(2, 2, 2, anticipated=True)
+    huge = _job(3, 1, 5, gpus=64, anticipated=True)
+    sites = [SiteSnapshot("clean", 1.0, 1, np.full(168, 10.0))]
+    planned = _planner().plan(FIRST_HOUR, [expected, huge, requested], sites)
+    assert planned.infeasible == []
+    assert set(planned.jobs) == {requested.job_id}
+    assert [h for h, _, _ in planned.jobs[requested.job_id].slots] == [FIRST_HOUR, FIRST_HOUR + 1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenarios(), st.integers(0, 2**16))
+def test_expected_jobs_never_cost_a_requested_job_its_deadline(scenario, seed) -> None:
+    jobs, sites, aggregation = scenario
+    rng = np.random.default_rng(seed)
+    expected = [JobSnapshot(
+        job_id=job_id(100 + k), need_hours=int(rng.integers(1, 8)), gpus=int(rng.integers(1, 9)), power_kw=1.0,
+        deadline_hour=FIRST_HOUR + int(rng.integers(8, 40)), allowed=frozenset(site.name for site in sites),
+        home=sites[0].name, not_before_hour=FIRST_HOUR + int(rng.integers(1, 8)), anticipated=True,
+    ) for k in range(int(rng.integers(1, 6)))]
+    planner = _planner()
+    without = planner.plan(FIRST_HOUR, jobs, sites)
+    planned = planner.plan(FIRST_HOUR, jobs + expected, sites)
+    check_plan(planned, jobs, sites, aggregation.none(aggregation.horizon))
+    assert set(planned.jobs) <= {job.job_id for job in jobs}
+    assert {item.job_id for item in planned.infeasible} == {item.job_id for item in without.infeasible}
+
+
+def test_the_scheduler_expects_yesterdays_requests_again() -> None:
+    """Yesterday, a 2 h job on one GPU was requested an hour after this hour and had to run at
+    once. Today a 1 h job arrives at Oslo (one GPU): expecting yesterday's job again, the
+    scheduler runs it now instead of in the cleaner next hour, and never publishes the
+    expected job."""
+    registry = Registry(datacenters=[dc.model_copy(update={"gpus": 1}) if dc.name == "osl1" else dc
+                                     for dc in small_registry("fra1", "osl1").datacenters])
+    later = NOW + timedelta(hours=24)
+    events = [
+        job_requested(1, hours=2, deadline_h=2, at=NOW + timedelta(hours=1)),
+        RunFailed(event_id=uuid4(), occurred_at=NOW + timedelta(hours=3), job_id=job_id(1), datacenter="osl1",
+                  reason=FailureReason.stopped, message="stopped"),
+        forecast("NO", [20.0] + [10.0] * 167, later), forecast("DE", [400.0], later),
+        job_requested(2, hours=1, deadline_h=3, at=later),
+    ]
+    first_hours = {}
+    for anticipate_h in (0, 24):
+        sched = Scheduler(registry, _planner(), anticipate_h=anticipate_h)
+        for event in events:
+            sched.apply(event)
+        plan = sched.replan(later).plan
+        assert {entry.job_id for entry in plan.entries} == {job_id(2)}
+        (entry,) = plan.entries
+        first_hours[anticipate_h] = (entry.datacenter, entry.hours[0])
+    assert first_hours == {0: ("osl1", later + timedelta(hours=1)), 24: ("osl1", later)}
