@@ -99,3 +99,16 @@ def test_a_deadline_that_cannot_hold_gets_an_infeasible_event_once() -> None:
     later: list[Event] = []
     run(sched, later, NOW + timedelta(minutes=30))
     assert not [e for e in later if isinstance(e, JobInfeasible)]
+
+
+def test_the_plan_uses_the_expected_intensity_not_the_median() -> None:
+    """Oslo's median is lower, but its upper band is far out (a spiky grid): its expected
+    intensity, 0.3 x 90 + 0.4 x 100 + 0.3 x 400 = 187 g/kWh, is above Frankfurt's 150, so an
+    emissions minimiser runs the job in Frankfurt."""
+    skewed = forecast("NO", [100.0]).model_copy(update={"p10_g_per_kwh": [90.0] * 168, "p90_g_per_kwh": [400.0] * 168})
+    sched = Scheduler(small_registry("fra1", "osl1"), Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0))))
+    for event in (skewed, forecast("DE", [150.0]), job_requested(1, hours=2, home="osl1", group=RegionGroup.EU)):
+        sched.apply(event)
+    (entry,) = sched.replan(NOW).plan.entries
+    assert entry.datacenter == "fra1"
+    assert entry.emissions_g == 2 * 1.0 * REGISTRY.get("fra1").pue * 150.0

@@ -78,6 +78,9 @@ class Scheduler:
         return Decision(result, plan, diff(result, self.state.active_jobs(), now, version), notices)
 
     def _sites(self, hour: int) -> list[SiteSnapshot]:
+        """Datacenters with a forecast, at their expected intensity: the plan minimises expected
+        emissions, and the median runs below the mean on grids with upward spikes (measured on
+        the ample month: S captures 69 % beyond greedy on the expected value, 62 % on the median)."""
         sites = []
         for dc in self.registry.datacenters:
             forecast = self.state.forecasts.get(dc.region)
@@ -85,7 +88,8 @@ class Scheduler:
                 continue
             sites.append(SiteSnapshot(
                 name=dc.name, pue=dc.pue, gpus=self.state.capacity.get(dc.name, dc.gpus),
-                intensity=_hourly_from(forecast.g_per_kwh, epoch_hour(forecast.start), hour, self.planner.aggregation.horizon),
+                intensity=_hourly_from(forecast.expected_g_per_kwh(), epoch_hour(forecast.start), hour,
+                                       self.planner.aggregation.horizon),
             ))
         return sites
 
