@@ -238,8 +238,8 @@ def main() -> None:
                         help="what S plans on: the forecaster's served forecasts or seasonal-naive 24 h")
     parser.add_argument("--plan-on", choices=("expected", "median"), default="expected",
                         help="S: plan on the forecasts' expected intensity (as the service does) or their median")
-    parser.add_argument("--anticipate-h", type=int, default=24,
-                        help="S and S*: keep room for the jobs expected over the next N hours (the service's default); 0: none")
+    parser.add_argument("--anticipate-h", type=int, default=0,
+                        help="S and S*: keep room for the jobs expected over the next N hours (METATUNE_SCHEDULER_ANTICIPATE_H); 0: none")
     parser.add_argument("--model", type=Path, default=MODEL_PATH, help="the forecaster's model (--forecast model)")
     args = parser.parse_args()
 

@@ -36,7 +36,7 @@ class Decision:
 
 
 class Scheduler:
-    def __init__(self, registry: Registry, planner: Planner | None = None, anticipate_h: int = DAY_H) -> None:
+    def __init__(self, registry: Registry, planner: Planner | None = None, anticipate_h: int = 0) -> None:
         """``anticipate_h``: the plan keeps room for the jobs expected over the next that many
         hours (the last day's requests, one day on; :mod:`.anticipation`); 0: none."""
         self.registry = registry
