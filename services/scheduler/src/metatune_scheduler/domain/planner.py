@@ -135,9 +135,9 @@ class Planner:
         plannable = [job for job in jobs if job.job_id not in impossible]
         if not any(not job.anticipated for job in plannable):
             return PlanResult(first_hour, {}, 0.0, infeasible)
-        requested = np.array([not job.anticipated for job in plannable])
         hourly = np.stack([site.intensity[: self.aggregation.horizon] for site in sites])
         periods, instance, pinned = self._choose(first_hour, plannable, sites, hourly)
+        requested = ~instance.optional
         solution = self._solve(instance, self._start(instance, periods, plannable, sites, previous))
         if solution.unmet[requested].any():  # a time-limit stop is not infeasibility: look for room first
             solution = self._place_everything(instance, solution, requested)
@@ -343,7 +343,7 @@ def _residual(instance, periods, solution: Solution, sites, pinned, jobs) -> np.
     """Hourly free GPUs per site after the plan (late jobs' own hours removed)."""
     hours = solution.hours(instance.shape).astype(float)
     late = solution.unmet > 0
-    hours[late | np.array([job.anticipated for job in jobs], dtype=bool)] = 0  # room a late job may take
+    hours[late | instance.optional] = 0  # room a late job may take
     used = np.einsum("j,jdt->dt", instance.gpus.astype(float), hours)
     per_hour = used[:, periods.period_of_offset()] / np.repeat(periods.length, periods.length)[None, :]
     free = np.array([[site.gpus] for site in sites], dtype=float) - per_hour
