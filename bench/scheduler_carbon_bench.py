@@ -141,8 +141,9 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
 
 
 def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy,
-            limit_s: float, anticipate_h: int = 0):
-    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=0.01)), migration=migration)
+            limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = 0.5):
+    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=0.01)), migration=migration,
+                      anticipated_quantile=anticipated_quantile)
     n, end = len(jobs.arrival), ci.shape[1]
     remaining, location = jobs.hours.copy(), np.full(n, -1)
     finish = np.full(n, -1)
@@ -240,6 +241,9 @@ def main() -> None:
                         help="S: plan on the forecasts' expected intensity (as the service does) or their median")
     parser.add_argument("--anticipate-h", type=int, default=0,
                         help="S and S*: keep room for the jobs expected over the next N hours (METATUNE_SCHEDULER_ANTICIPATE_H); 0: none")
+    parser.add_argument("--anticipated-quantile", type=float, default=0.5,
+                        help="an expected job's unplaced hour costs this quantile of its usable hours "
+                        "(METATUNE_SCHEDULER_ANTICIPATED_QUANTILE)")
     parser.add_argument("--model", type=Path, default=MODEL_PATH, help="the forecaster's model (--forecast model)")
     args = parser.parse_args()
 
@@ -286,10 +290,10 @@ def main() -> None:
         base = p1(jobs, ci, pue)
         greedy, greedy_missed, greedy_grid = p2(jobs, ci, pue, capacity)
         s, s_missed, solves, s_seconds, _ = rolling(jobs, ci, pue, capacity, names, forecast, args.refresh_h, migration,
-                                                  args.solve_limit_s, args.anticipate_h)
+                                                  args.solve_limit_s, args.anticipate_h, args.anticipated_quantile)
         console.print(f"  {setting} S: {time.perf_counter() - began:.0f} s")
         s_star, star_missed, _, _, star_plan = rolling(jobs, ci, pue, capacity, names, exact, args.refresh_h, migration,
-                                                       args.solve_limit_s, args.anticipate_h)
+                                                       args.solve_limit_s, args.anticipate_h, args.anticipated_quantile)
         console.print(f"  {setting} S*: {time.perf_counter() - began:.0f} s")
         opt, bound, unmet = offline(jobs, ci, pue, capacity, args.offline_limit_s, [greedy_grid, star_plan])
         capture = lambda value, o=opt: (greedy - value) / (greedy - o) if greedy > o else float("nan")  # noqa: E731

@@ -167,11 +167,11 @@ def _grid(plan, jobs, names, first_hour: int) -> np.ndarray:
 
 def _penalised(instance, hours) -> float:
     unmet = np.maximum(instance.need - hours.sum(axis=(1, 2)), 0)
-    return objective_of(instance, hours) + instance.unmet_penalty() * float(unmet.sum())
+    return objective_of(instance, hours) + float(instance.unmet_penalty() @ unmet)
 
 
 def _kg(objective: float, instance) -> str:
-    return "hours unplaced" if objective >= instance.unmet_penalty() else f"{objective / 1e3:.1f} kg"
+    return "hours unplaced" if objective >= instance.unmet_penalty().min(initial=np.inf) else f"{objective / 1e3:.1f} kg"
 
 
 def _quiet_highs():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from uuid import uuid4
 
@@ -10,7 +11,9 @@ from hypothesis import given, settings, strategies as st
 
 from metatune.contracts import FailureReason, RunFailed
 from metatune.registry import Registry
-from metatune_scheduler.domain import HighsModelSolver, Planner, Scheduler, SiteSnapshot, SolveLimits
+from metatune_scheduler.domain import (
+    Aggregation, HighsModelSolver, Instance, Periods, Planner, Scheduler, SiteSnapshot, SolveLimits,
+)
 from metatune_scheduler.domain.anticipation import Request, anticipated_jobs
 from metatune_scheduler.domain.planner import JobSnapshot
 
@@ -119,3 +122,22 @@ def test_the_scheduler_expects_yesterdays_requests_again() -> None:
         (entry,) = plan.entries
         first_hours[anticipate_h] = (entry.datacenter, entry.hours[0])
     assert first_hours == {0: ("osl1", later + timedelta(hours=1)), 24: ("osl1", later)}
+
+
+def test_an_expected_hour_is_priced_at_a_quantile_of_its_usable_hours() -> None:
+    """Leaving an expected hour unplaced costs the chosen quantile of the hours it could use
+    (its dearest at 1.0), while a requested hour stays dearer than any placement."""
+    periods = Periods.build(0, Aggregation.none(horizon=4))
+    usable = np.ones((2, 2, 4), dtype=np.int64)
+    usable[1, 1] = 0  # the expected job may only use datacenter 0
+    instance = Instance(
+        periods=periods, need=np.array([1, 1]), gpus=np.array([1, 1]), power_kw=np.array([1.0, 2.0]),
+        pue=np.array([1.0, 1.0]), intensity=np.array([[10.0, 20.0, 30.0, 40.0], [500.0] * 4]),
+        capacity=np.ones((2, 4)), usable=usable, switch_g=np.zeros((2, 2)), optional=np.array([False, True]),
+    )
+    assert instance.unmet_penalty()[1] == 50.0  # the default, the median: 2 kW x 25 g/kWh
+    dearest = dataclasses.replace(instance, optional_quantile=1.0)
+    assert dearest.unmet_penalty()[1] == 80.0  # 2 kW x 40 g/kWh
+    median = instance
+    assert median.unmet_penalty()[0] > 500.0
+    assert list(median.integral()) == [True, False]  # the expected job is fluid

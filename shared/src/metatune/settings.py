@@ -93,6 +93,11 @@ class Settings(BaseSettings):
         description="Hours ahead the scheduler keeps room for expected jobs (the last day's requests, a day on); 0: none. "
         "24 helps where capacity is ample (S* capture 84 -> 94 %) and hurt on a tight week, see the scheduler README",
     )
+    scheduler_anticipated_quantile: float = Field(
+        0.5, ge=0, le=1,
+        description="An expected job's hour that the plan leaves out costs this quantile of the hours it could use "
+        "(1: its dearest); lower values let expected jobs displace fewer requested ones",
+    )
 
     # Embedded platform (`metatune up`)
     local_datacenters: list[str] = Field(

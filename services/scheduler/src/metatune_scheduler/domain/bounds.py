@@ -11,7 +11,8 @@ integer problem per job: pick one allowed site and its ``need`` cheapest priced 
 is a lower bound on the MILP optimum (weak duality), and at the LP relaxation's capacity duals
 it is already at least the LP bound (each job's subproblem only gets harder than its
 relaxation). Projected subgradient steps then raise it. Power caps are dropped, which can only
-lower the bound. Pure numpy; used by the scale benchmark to tell integrality from lost emissions.
+lower the bound. Every job is taken as integer (anticipated, fluid jobs are not modelled: the
+scale benchmark has none). Pure numpy; used by the scale benchmark to tell integrality from lost emissions.
 """
 
 from __future__ import annotations

@@ -152,7 +152,8 @@ def _to_lp(instance: Instance, layout: Layout) -> highspy.HighsLp:
     lp.a_matrix_.start_ = matrix.indptr
     lp.a_matrix_.index_ = matrix.indices
     lp.a_matrix_.value_ = matrix.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger] * (n_x + n_y) + [highspy.HighsVarType.kContinuous] * jobs
+    kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
+    lp.integrality_ = [kinds[int(integer)] for integer in layout.integer_columns(instance)]
     return lp
 
 

@@ -26,6 +26,7 @@ class Instance:
     switch_g: np.ndarray  # (J, D) emissions of moving the job's checkpoint to d (0 where it is)
     power_cap_kw: np.ndarray | None = None  # (D,) IT power limit per datacenter, None: no limit
     optional: np.ndarray | None = None  # (J,) bool: anticipated jobs, whose unplaced hours are cheap
+    optional_quantile: float = 0.5  # an anticipated job's unplaced hour costs this quantile of its usable hours
 
     def __post_init__(self) -> None:
         jobs, dcs, periods = len(self.need), len(self.pue), self.periods.count
@@ -45,14 +46,23 @@ class Instance:
         """(J, D, T) gCO2eq of one hour of job j at d in period t: R_j * PUE_d * C_{d,t}."""
         return self.power_kw[:, None, None] * (self.pue[:, None] * self.intensity)[None, :, :]
 
+    def integral(self) -> np.ndarray:
+        """(J,) bool: jobs whose hours and site are integer. An anticipated job is expected work,
+        not a job to pack: it is fluid (continuous hours, split across sites), which prices the
+        demand it stands for without adding integer variables to branch on."""
+        return np.ones(len(self.need), dtype=bool) if self.optional is None else ~self.optional
+
     def unmet_penalty(self) -> np.ndarray:
         """(J,) cost of one hour a job cannot get: dearer than any placement, so used only if
-        forced. An optional (anticipated) job's hour costs its dearest usable hour instead: the
-        plan keeps room for it where that pays, and drops it before any requested job's hour."""
+        forced. An optional (anticipated) job's hour costs the ``optional_quantile`` of its usable
+        hours instead (1.0: the dearest): the plan keeps room for it where that pays, and drops it
+        before any requested job's hour. Below the dearest, because an expected job that finds the
+        clean room taken goes to its next-best hour, not its worst (measured on a tight week: S*
+        0.242 t at 1.0, 0.217 t at 0.5, 0.186 t without anticipation)."""
         cost = self.hour_cost()
         top = float(cost.max()) if cost.size else 1.0
         penalty = np.full(len(self.need), 1e3 * max(top, 1.0) + 1e3 * float(self.switch_g.max(initial=0.0)))
-        if self.optional is not None and self.optional.any():
-            dearest = np.where(self.usable > 0, cost, 0.0).max(axis=(1, 2), initial=0.0)
-            penalty = np.where(self.optional, dearest, penalty)
+        for j in np.nonzero(self.optional)[0] if self.optional is not None else ():
+            usable = cost[j][self.usable[j] > 0]
+            penalty[j] = float(np.quantile(usable, self.optional_quantile)) if usable.size else 0.0
         return penalty

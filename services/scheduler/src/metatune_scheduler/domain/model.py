@@ -5,6 +5,8 @@ Variables (only where ``usable > 0``; everything else is fixed at 0 by omission)
 * ``x[j,d,t]`` integer in ``[0, usable[j,d,t]]``: hours job j runs at datacenter d in period
   t (binary in hourly periods);
 * ``y[j,d]`` binary: datacenter d is job j's site in this plan;
+  (an anticipated job's ``x`` and ``y`` are continuous: fluid expected demand, see
+  :meth:`.Instance.integral`);
 * ``u[j] >= 0``: hours of job j the plan cannot place before its deadline (priced far above
   any emissions, so non-zero only when the deadline cannot be met; for an anticipated job,
   one not requested yet, priced at its dearest hour, so it holds room only where that pays).
@@ -63,6 +65,11 @@ class Layout:
     @property
     def n_cols(self) -> int:
         return self.n_x + self.n_y + self.jobs
+
+    def integer_columns(self, instance: Instance) -> np.ndarray:
+        """(n_cols,) bool: x and y columns of integral jobs; u columns are continuous."""
+        integral = instance.integral()
+        return np.concatenate([integral[self.x_job], integral[self.y_job], np.zeros(self.jobs, dtype=bool)])
 
     def costs(self, instance: Instance) -> np.ndarray:
         hour_cost = instance.hour_cost()[self.x_job, self.x_dc, self.x_period]

@@ -109,6 +109,7 @@ class Planner:
         exact_columns: int = 40_000,
         hourly_columns: int = 40_000,
         feasibility_limit_s: float = 10.0,
+        anticipated_quantile: float = 0.5,
     ) -> None:
         """``hourly_columns``: up to this many hour columns the MILP keeps hourly periods, above
         it ``aggregation``'s blocks; ``exact_columns``: above this many columns (after
@@ -122,6 +123,7 @@ class Planner:
         self.relax_rounds = relax_rounds
         self.exact_columns = exact_columns
         self.hourly_columns = hourly_columns
+        self.anticipated_quantile = anticipated_quantile
         self.feasibility = HighsModelSolver(SolveLimits(time_limit_s=feasibility_limit_s, mip_rel_gap=0.0))
 
     def plan(
@@ -270,6 +272,7 @@ class Planner:
             capacity=np.add.reduceat(capacity_hourly, periods.offset, axis=1) / periods.length,
             usable=usable, switch_g=switch_g, power_cap_kw=caps if np.isfinite(caps).any() else None,
             optional=np.array([job.anticipated for job in jobs], dtype=bool),
+            optional_quantile=self.anticipated_quantile,
         )
         return instance, pinned
 
@@ -386,6 +389,7 @@ def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pin
             used[d, 0] += jobs[j].gpus
     capacity = np.array([site.gpus for site in sites], dtype=float)
     chosen: dict[int, list[tuple[int, int]]] = {j: ([(0, int(d))] if d >= 0 else []) for j, d in enumerate(pinned)}
+    hours[instance.optional] = 0  # anticipated jobs hold room in the model only
     hourly_first = sorted(zip(*np.nonzero(hours), strict=True), key=lambda cell: periods.length[cell[2]])
     for j, d, t in hourly_first:  # single hours first: they have no choice
         begin, length = int(periods.offset[t]), int(periods.length[t])
@@ -397,7 +401,7 @@ def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pin
         chosen[j].extend((int(h), int(d)) for h in picked)
     planned: dict[UUID, PlannedJob] = {}
     for j, job in enumerate(jobs):
-        if not chosen[j] or job.anticipated:
+        if not chosen[j]:
             continue
         slots = tuple((h + first_hour, sites[d].name, job.power_kw * sites[d].pue * float(hourly[d, h]))
                       for h, d in sorted(chosen[j]))

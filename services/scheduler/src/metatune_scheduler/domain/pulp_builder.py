@@ -21,9 +21,11 @@ def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
     pairs = sorted({(j, d) for j, d, _ in cells})
 
     problem = pulp.LpProblem("metatune_schedule", pulp.LpMinimize)
-    x = {(j, d, t): pulp.LpVariable(f"x_{j}_{d}_{t}", 0, int(usable[j, d, t]), cat=pulp.LpInteger)
+    integral = instance.integral()  # anticipated jobs are fluid (continuous)
+    kind = {True: pulp.LpInteger, False: pulp.LpContinuous}
+    x = {(j, d, t): pulp.LpVariable(f"x_{j}_{d}_{t}", 0, int(usable[j, d, t]), cat=kind[bool(integral[j])])
          for j, d, t in cells}
-    y = {(j, d): pulp.LpVariable(f"y_{j}_{d}", cat=pulp.LpBinary) for j, d in pairs}
+    y = {(j, d): pulp.LpVariable(f"y_{j}_{d}", 0, 1, cat=kind[bool(integral[j])]) for j, d in pairs}
     u = {j: pulp.LpVariable(f"u_{j}", 0, int(instance.need[j])) for j in range(jobs)}
     penalty = instance.unmet_penalty()
 

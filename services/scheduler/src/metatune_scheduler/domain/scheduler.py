@@ -6,7 +6,6 @@ folds them back into the state, exactly as a replay of the stream would.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID, uuid5
@@ -101,7 +100,7 @@ class Scheduler:
             if hour - DAY_H < requested <= hour and (placement := self._placement(job, known)) is not None:
                 allowed, home = placement
                 requests.append(Request(requested, JobSnapshot(
-                    job_id=job.job_id, need_hours=math.ceil(job.request.estimated_gpu_hours / job.request.gpus - 1e-9),
+                    job_id=job.job_id, need_hours=job.requested_hours,
                     gpus=job.request.gpus, power_kw=job.request.power_kw,
                     deadline_hour=epoch_hour(job.request.deadline), allowed=allowed, home=home,
                 )))

@@ -50,13 +50,22 @@ class JobRecord:
         gpu_hours = self.remaining_gpu_hours
         if self.status is JobStatus.running and self.run_since is not None:
             gpu_hours -= self.request.gpus * max((now - self.run_since).total_seconds(), 0) / 3600
-        return max(1, math.ceil(gpu_hours / self.request.gpus - 1e-9))
+        return _wall_hours(gpu_hours, self.request.gpus)
+
+    @property
+    def requested_hours(self) -> int:
+        """Whole wall-clock hours the job asked for when it was requested."""
+        return _wall_hours(self.request.estimated_gpu_hours, self.request.gpus)
 
     def _stop_clock(self, at: datetime) -> None:
         if self.status is JobStatus.running and self.run_since is not None:
             ran = max((at - self.run_since).total_seconds(), 0) / 3600
             self.remaining_gpu_hours = max(self.remaining_gpu_hours - self.request.gpus * ran, 0.0)
         self.run_since = None
+
+
+def _wall_hours(gpu_hours: float, gpus: int) -> int:
+    return max(1, math.ceil(gpu_hours / gpus - 1e-9))
 
 
 @dataclass
