@@ -9,7 +9,7 @@ Variables (only where ``usable > 0``; everything else is fixed at 0 by omission)
   :meth:`.Instance.integral`);
 * ``u[j] >= 0``: hours of job j the plan cannot place before its deadline (priced far above
   any emissions, so non-zero only when the deadline cannot be met; for an anticipated job,
-  one not requested yet, priced at its dearest hour, so it holds room only where that pays).
+  one not requested yet, priced at the median of its usable hours, so it holds room only where that pays).
 
 Minimise  sum R_j PUE_d C_{d,t} x[j,d,t] + sum switch_g[j,d] y[j,d] + sum penalty_j u[j]
 
