@@ -56,8 +56,9 @@ class Harness:
         return self
 
     async def __aexit__(self, *exc) -> None:
-        await self._running.__aexit__(*exc)
-        await self.nc.close()
+        await self._running.__aexit__(*exc)  # bounded by settings.shutdown_timeout_s
+        async with asyncio.timeout(10):
+            await self.nc.close()
 
     async def publish(self, payload: bytes, msg_id: str | None = None) -> None:
         headers = {"Nats-Msg-Id": msg_id} if msg_id else None
@@ -134,7 +135,27 @@ async def test_redelivery_without_ack_uses_the_durable_consumer(settings: Settin
     sub = await js.pull_subscribe_bind("testsvc", stream=s.stream_name)
     [first] = await sub.fetch(1, timeout=5)
     assert first.metadata.num_delivered == 1  # taken, never acked
-    await nc.close()
+    async with asyncio.timeout(10):
+        await nc.close()
     async with Harness(s, accept) as h:
         await wait_for(lambda: h.seen)
         assert h.seen[0].event_id == event.event_id
+
+
+async def test_a_shutdown_that_hangs_is_abandoned_with_the_stuck_task_logged(
+    settings: Settings, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A drain or hook that never returns must not hang the program embedding the service."""
+    service = Service("testsvc", settings=settings.model_copy(update={"shutdown_timeout_s": 0.5}))
+    never = asyncio.Event()
+
+    async def stuck_shutdown_hook() -> None:
+        await never.wait()
+
+    service.app.on_shutdown(stuck_shutdown_hook)
+    began = asyncio.get_running_loop().time()
+    async with service.running():
+        pass
+    assert asyncio.get_running_loop().time() - began < 10
+    [record] = [r for r in caplog.records if "shutdown did not finish" in r.getMessage()]
+    assert record.levelname == "ERROR" and "stuck_shutdown_hook" in record.getMessage()

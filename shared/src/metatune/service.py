@@ -18,6 +18,7 @@ and provides the shared clock, the object store and hourly ticks::
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import socket
@@ -166,9 +167,15 @@ class Service:
             self._tasks.append(asyncio.create_task(self._supervised(func), name=func.__name__))
 
     async def _stop_tasks(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Cancel the background loops, again each second until they end: on Python 3.11 a
+        cancellation that lands as an inner ``asyncio.wait_for`` (nats-py's requests) completes is
+        swallowed (python/cpython#86296, fixed in 3.12), and the loop sleeps on (seen: shutdown hung
+        on the heartbeat under CPU load)."""
+        pending = set(self._tasks)
+        while pending:
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=1.0)
         self._tasks.clear()
         try:
             kv = await self.js.key_value(HEALTH_BUCKET)
@@ -224,9 +231,53 @@ class Service:
         try:
             yield self
         finally:
-            await self.app.stop()
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Stop consumers and background tasks, drain and close the connection, within
+        ``shutdown_timeout_s``. A shutdown that does not finish is abandoned with an error log that
+        shows where every task waits: a stuck drain must not hang the program that embeds us."""
+        stopping = asyncio.ensure_future(self.app.stop())
+        done, _ = await asyncio.wait({stopping}, timeout=self.settings.shutdown_timeout_s)
+        if done:
+            stopping.result()  # re-raise what a shutdown hook raised
+            return
+        log.error("%s: shutdown did not finish in %g s and was abandoned; tasks still waiting:\n%s",
+                  self.name, self.settings.shutdown_timeout_s, _task_stacks())
+        stopping.cancel()
+        await asyncio.wait({stopping}, timeout=1.0)
 
     def run(self) -> None:
         logging.basicConfig(level=os.environ.get("METATUNE_LOG_LEVEL", "INFO"),
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         asyncio.run(self.app.run())
+
+
+def _task_stacks() -> str:
+    """Where each pending asyncio task waits, following its chain of awaits (a task's own stack
+    shows only its outermost coroutine): the diagnosis of a hang."""
+    lines = []
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task():
+            lines.append(f"task {task.get_name()}:")
+            lines.extend(f"  {where}" for where in _await_chain(task.get_coro()))
+    return "\n".join(lines)
+
+
+def _await_chain(awaitable: Any) -> list[str]:
+    chain, frame = [], None
+    while awaitable is not None:
+        outer, frame = frame, next((getattr(awaitable, a) for a in ("cr_frame", "ag_frame", "gi_frame")
+                                    if getattr(awaitable, a, None) is not None), None)
+        if frame is None:  # an async generator's asend(): find the generator in the caller (contextlib)
+            found = [v for v in (outer.f_locals.values() if outer else ()) for v in (v, getattr(v, "gen", None))
+                     if inspect.isasyncgen(v) and v.ag_running]
+            if not found:
+                chain.append(f"awaiting {awaitable!r}")
+                break
+            awaitable, frame = found[0], outer
+            continue
+        chain.append(f"{frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})")
+        awaitable = next((getattr(awaitable, a) for a in ("cr_await", "ag_await", "gi_yieldfrom")
+                          if getattr(awaitable, a, None) is not None), None)
+    return chain

@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     max_deliver: int = Field(5, ge=1, description="Deliveries of one message before it is dead-lettered")
     retry_backoff_s: float = Field(1.0, gt=0, description="First redelivery delay; doubles per attempt")
     ack_wait_s: float = Field(300.0, gt=0, description="Seconds a handler may hold a message before redelivery")
+    shutdown_timeout_s: float = Field(
+        30.0, gt=0, description="Seconds a service's shutdown (consumers, drain, close) may take before it is abandoned"
+    )
 
     # Clock
     clock: Literal["real", "simulated"] = Field("real", description="Wall-clock or simulated hours")
