@@ -159,3 +159,29 @@ async def test_a_shutdown_that_hangs_is_abandoned_with_the_stuck_task_logged(
     assert asyncio.get_running_loop().time() - began < 10
     [record] = [r for r in caplog.records if "shutdown did not finish" in r.getMessage()]
     assert record.levelname == "ERROR" and "stuck_shutdown_hook" in record.getMessage()
+
+
+async def test_a_background_loop_that_swallows_a_cancellation_still_stops(
+    settings: Settings, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Python 3.11's asyncio.wait_for can swallow a cancellation (python/cpython#86296); the heartbeat
+    then slept on and shutdown hung. Stopping cancels again until the loop ends."""
+    service = Service("testsvc", settings=settings.model_copy(update={"shutdown_timeout_s": 5.0}))
+    cancellations = 0
+
+    @service.background
+    async def loop_that_loses_one_cancellation() -> None:
+        nonlocal cancellations
+        while True:
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                cancellations += 1
+                if cancellations == 1:
+                    continue  # what a swallowed cancellation looks like from here
+                raise
+
+    async with service.running():
+        await asyncio.sleep(0.2)
+    assert cancellations == 2
+    assert not [r for r in caplog.records if "shutdown did not finish" in r.getMessage()]
