@@ -141,7 +141,7 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
 
 
 def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy,
-            limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = 0.5):
+            limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = 0.5, anticipation_days: int = 1):
     planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=0.01)), migration=migration,
                       anticipated_quantile=anticipated_quantile)
     n, end = len(jobs.arrival), ci.shape[1]
@@ -166,7 +166,7 @@ def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migr
         if not len(active):
             continue
         if plan is None or (jobs.arrival == h).any() or h % refresh_h == 0:
-            snapshots = [snapshot(j) for j in active] + anticipated_jobs(requests, h, anticipate_h)
+            snapshots = [snapshot(j) for j in active] + anticipated_jobs(requests, h, anticipate_h, anticipation_days)
             sites = [SiteSnapshot(names[d], float(pue[d]), int(capacity), forecast(d, h)) for d in range(len(names))]
             plan = planner.plan(h, snapshots, sites, previous=plan)
             solves += 1
@@ -241,6 +241,9 @@ def main() -> None:
                         help="S: plan on the forecasts' expected intensity (as the service does) or their median")
     parser.add_argument("--anticipate-h", type=int, default=0,
                         help="S and S*: keep room for the jobs expected over the next N hours (METATUNE_SCHEDULER_ANTICIPATE_H); 0: none")
+    parser.add_argument("--anticipation-days", type=int, default=1,
+                        help="expected demand of an hour: the requests at that hour on the N most recent days, each 1/N "
+                        "(METATUNE_SCHEDULER_ANTICIPATION_DAYS)")
     parser.add_argument("--anticipated-quantile", type=float, default=0.5,
                         help="an expected job's unplaced hour costs this quantile of its usable hours "
                         "(METATUNE_SCHEDULER_ANTICIPATED_QUANTILE)")
@@ -290,10 +293,10 @@ def main() -> None:
         base = p1(jobs, ci, pue)
         greedy, greedy_missed, greedy_grid = p2(jobs, ci, pue, capacity)
         s, s_missed, solves, s_seconds, _ = rolling(jobs, ci, pue, capacity, names, forecast, args.refresh_h, migration,
-                                                  args.solve_limit_s, args.anticipate_h, args.anticipated_quantile)
+                                                  args.solve_limit_s, args.anticipate_h, args.anticipated_quantile, args.anticipation_days)
         console.print(f"  {setting} S: {time.perf_counter() - began:.0f} s")
         s_star, star_missed, _, _, star_plan = rolling(jobs, ci, pue, capacity, names, exact, args.refresh_h, migration,
-                                                       args.solve_limit_s, args.anticipate_h, args.anticipated_quantile)
+                                                       args.solve_limit_s, args.anticipate_h, args.anticipated_quantile, args.anticipation_days)
         console.print(f"  {setting} S*: {time.perf_counter() - began:.0f} s")
         opt, bound, unmet = offline(jobs, ci, pue, capacity, args.offline_limit_s, [greedy_grid, star_plan])
         capture = lambda value, o=opt: (greedy - value) / (greedy - o) if greedy > o else float("nan")  # noqa: E731

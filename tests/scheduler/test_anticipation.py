@@ -7,6 +7,7 @@ from datetime import timedelta
 from uuid import uuid4
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from metatune.contracts import FailureReason, RunFailed
@@ -14,7 +15,7 @@ from metatune.registry import Registry
 from metatune_scheduler.domain import (
     Aggregation, HighsModelSolver, Instance, Periods, Planner, Scheduler, SiteSnapshot, SolveLimits,
 )
-from metatune_scheduler.domain.anticipation import Request, anticipated_jobs
+from metatune_scheduler.domain.anticipation import Request, anticipated_jobs, history_hours
 from metatune_scheduler.domain.planner import JobSnapshot
 
 from .conftest import NOW, forecast, job_id, job_requested, small_registry
@@ -48,6 +49,33 @@ def test_the_last_days_requests_are_expected_again_a_day_later() -> None:
     assert {job.job_id for job in expected}.isdisjoint({request.job.job_id for request in requests})
     assert [job.need_hours for job in anticipated_jobs(requests, FIRST_HOUR, lookahead_h=20)] == [3]
     assert anticipated_jobs(requests, FIRST_HOUR, lookahead_h=0) == []
+
+
+def test_demand_is_expected_from_the_most_recent_days_observed_for_each_hour() -> None:
+    """A request 5 h ago: with three days ahead and one day of history it is expected again in
+    19, 43 and 67 h (tomorrow, and the days after, look like today). With three days of history
+    and one day ahead, requests made 5, 29 and 53 h ago each count a third in 19 h; one made 77 h
+    ago is older than the three days that hour has seen."""
+    def request(back_h: int, n: int) -> Request:
+        return Request(FIRST_HOUR - back_h, _job(n, 2, 10 - back_h))
+
+    repeated = anticipated_jobs([request(5, 1)], FIRST_HOUR, lookahead_h=72, history_days=1)
+    assert [job.not_before_hour - FIRST_HOUR for job in repeated] == [19, 43, 67]
+    assert [job.deadline_hour - FIRST_HOUR for job in repeated] == [29, 53, 77]
+    assert {job.weight for job in repeated} == {1.0} and len({job.job_id for job in repeated}) == 3
+    averaged = anticipated_jobs([request(back, n) for n, back in enumerate((5, 29, 53, 77))], FIRST_HOUR,
+                                lookahead_h=24, history_days=3)
+    assert [job.not_before_hour - FIRST_HOUR for job in averaged] == [19, 19, 19]
+    assert [job.weight for job in averaged] == [1 / 3] * 3
+    assert history_hours(24, 3) == 72 and history_hours(72, 1) == 72 and history_hours(25, 2) == 72
+    with pytest.raises(ValueError):
+        anticipated_jobs([], FIRST_HOUR, lookahead_h=73)
+
+
+def test_an_expected_share_of_a_job_takes_that_share_of_gpus_and_power() -> None:
+    share = dataclasses.replace(_job(1, 2, 10, gpus=6, anticipated=True), weight=0.5)
+    instance = _planner().instance(FIRST_HOUR, [share, _job(2, 1, 4, gpus=6)], _sites())
+    assert sorted(zip(instance.gpus.tolist(), instance.power_kw.tolist())) == [(3.0, 0.5), (6.0, 1.0)]
 
 
 def test_expected_work_makes_a_flexible_job_run_now() -> None:

@@ -92,9 +92,12 @@ class Settings(BaseSettings):
 
     # Scheduler
     scheduler_anticipate_h: int = Field(
-        0, ge=0, le=24,
-        description="Hours ahead the scheduler keeps room for expected jobs (the last day's requests, a day on); 0: none. "
-        "24 helps where capacity is ample (S* capture 84 -> 94 %) and hurt on a tight week, see the scheduler README",
+        0, ge=0, le=72,
+        description="Hours ahead the scheduler keeps room for expected jobs (requests of past days at the same hours); "
+        "0: none. It helps where capacity is ample and hurt on a tight week, see the scheduler README",
+    )
+    scheduler_anticipation_days: int = Field(
+        1, ge=1, le=14, description="Past days whose requests, each counted 1/N, make the expected demand of an hour",
     )
     scheduler_anticipated_quantile: float = Field(
         0.5, ge=0, le=1,

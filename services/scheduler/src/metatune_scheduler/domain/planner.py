@@ -55,6 +55,7 @@ class JobSnapshot:
     arriving_at: str | None = None  # a new site an earlier plan already gave it this hour: no second delay
     not_before_hour: int | None = None  # epoch hour before which it cannot run
     anticipated: bool = False  # expected, not requested: holds room in the plan, never published
+    weight: float = 1.0  # share of an anticipated job expected (its GPUs and power count this much)
 
 
 @dataclass(frozen=True)
@@ -232,8 +233,8 @@ class Planner:
         index = {site.name: d for d, site in enumerate(sites)}
         pue = np.array([site.pue for site in sites], dtype=float)
         capacity_hourly = np.tile(np.array([site.gpus for site in sites], dtype=float)[:, None], (1, horizon))
-        gpus = np.array([job.gpus for job in jobs], dtype=np.int64)
-        power = np.array([job.power_kw for job in jobs], dtype=float)
+        gpus = np.array([job.gpus * job.weight for job in jobs], dtype=float)
+        power = np.array([job.power_kw * job.weight for job in jobs], dtype=float)
         need = np.array([job.need_hours for job in jobs], dtype=np.int64)
         pinned = np.full(n_jobs, -1)
         allowed_hour = np.zeros((n_jobs, n_sites, horizon), dtype=np.int64)

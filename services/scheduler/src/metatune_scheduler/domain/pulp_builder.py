@@ -50,7 +50,7 @@ def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
         problem += pulp.lpSum(hours) <= int(instance.need[j]) * y[j, d], f"link_{j}_{d}"
     for (d, t), members in by_cell.items():
         gpu_hours = max(float(instance.capacity[d, t]), 0.0) * int(length[t])
-        problem += pulp.lpSum(int(instance.gpus[j]) * var for j, var in members) <= gpu_hours, f"capacity_{d}_{t}"
+        problem += pulp.lpSum(float(instance.gpus[j]) * var for j, var in members) <= gpu_hours, f"capacity_{d}_{t}"
         if instance.power_cap_kw is not None:
             limit = float(instance.power_cap_kw[d]) * int(length[t])
             problem += pulp.lpSum(float(instance.power_kw[j]) * var for j, var in members) <= limit, f"power_{d}_{t}"

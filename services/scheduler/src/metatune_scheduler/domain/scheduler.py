@@ -15,7 +15,7 @@ import numpy as np
 from metatune.contracts import Assignment, Event, JobInfeasible, Plan, PlanEntry
 from metatune.registry import Registry
 
-from .anticipation import DAY_H, Request, anticipated_jobs
+from .anticipation import Request, anticipated_jobs, history_hours
 from .assignments import NAMESPACE, diff
 from .horizon import epoch_hour, from_epoch_hour
 from .planner import JobSnapshot, PlannedJob, Planner, PlanResult, SiteSnapshot
@@ -35,12 +35,16 @@ class Decision:
 
 
 class Scheduler:
-    def __init__(self, registry: Registry, planner: Planner | None = None, anticipate_h: int = 0) -> None:
+    def __init__(
+        self, registry: Registry, planner: Planner | None = None, anticipate_h: int = 0, anticipation_days: int = 1,
+    ) -> None:
         """``anticipate_h``: the plan keeps room for the jobs expected over the next that many
-        hours (the last day's requests, one day on; :mod:`.anticipation`); 0: none."""
+        hours, from the requests of the ``anticipation_days`` most recent days at the same hours
+        (:mod:`.anticipation`); 0: none."""
         self.registry = registry
         self.planner = planner or Planner()
         self.anticipate_h = anticipate_h
+        self.anticipation_days = anticipation_days
         self.state = SchedulerState()
 
     def apply(self, event: Event) -> bool:
@@ -53,7 +57,8 @@ class Scheduler:
         jobs = [self._snapshot(job, now, hour, known) for job in self.state.active_jobs()]
         planned = [job for job in jobs if job is not None]
         if planned and self.anticipate_h:
-            planned += anticipated_jobs(self._recent_requests(hour, known), hour, self.anticipate_h)
+            planned += anticipated_jobs(
+                self._recent_requests(hour, known), hour, self.anticipate_h, self.anticipation_days)
         result = self.planner.plan(hour, planned, sites, previous=_result_of(self.state.last_plan))
 
         last = self.state.last_plan
@@ -93,11 +98,11 @@ class Scheduler:
         return sites
 
     def _recent_requests(self, hour: int, known: set[str]) -> list[Request]:
-        """Every job requested within the last day, as it was requested."""
-        requests = []
+        """Every job requested within the hours anticipation looks back, as it was requested."""
+        requests, back = [], history_hours(self.anticipate_h, self.anticipation_days)
         for job in self.state.jobs.values():
             requested = epoch_hour(job.request.occurred_at)
-            if hour - DAY_H < requested <= hour and (placement := self._placement(job, known)) is not None:
+            if hour - back < requested <= hour and (placement := self._placement(job, known)) is not None:
                 allowed, home = placement
                 requests.append(Request(requested, JobSnapshot(
                     job_id=job.job_id, need_hours=job.requested_hours,
