@@ -166,7 +166,7 @@ def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migr
         if not len(active):
             continue
         if plan is None or (jobs.arrival == h).any() or h % refresh_h == 0:
-            snapshots = [snapshot(j) for j in active] + anticipated_jobs(requests, h, anticipate_h, anticipation_days)
+            snapshots = [snapshot(j) for j in active] + anticipated_jobs(requests, h, anticipate_h, anticipation_days, observed_since=0)
             sites = [SiteSnapshot(names[d], float(pue[d]), int(capacity), forecast(d, h)) for d in range(len(names))]
             plan = planner.plan(h, snapshots, sites, previous=plan)
             solves += 1

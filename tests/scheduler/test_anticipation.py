@@ -55,7 +55,8 @@ def test_demand_is_expected_from_the_most_recent_days_observed_for_each_hour() -
     """A request 5 h ago: with three days ahead and one day of history it is expected again in
     19, 43 and 67 h (tomorrow, and the days after, look like today). With three days of history
     and one day ahead, requests made 5, 29 and 53 h ago each count a third in 19 h; one made 77 h
-    ago is older than the three days that hour has seen."""
+    ago is older than the three days that hour has seen. A log that began 30 h ago has seen two of
+    those days, so each counts a half."""
     def request(back_h: int, n: int) -> Request:
         return Request(FIRST_HOUR - back_h, _job(n, 2, 10 - back_h))
 
@@ -67,6 +68,9 @@ def test_demand_is_expected_from_the_most_recent_days_observed_for_each_hour() -
                                 lookahead_h=24, history_days=3)
     assert [job.not_before_hour - FIRST_HOUR for job in averaged] == [19, 19, 19]
     assert [job.weight for job in averaged] == [1 / 3] * 3
+    young = anticipated_jobs([request(5, 1), request(29, 2)], FIRST_HOUR, lookahead_h=24, history_days=3,
+                             observed_since=FIRST_HOUR - 30)  # two of the three days recorded: halves
+    assert [job.weight for job in young] == [1 / 2] * 2
     assert history_hours(24, 3) == 72 and history_hours(72, 1) == 72 and history_hours(25, 2) == 72
     with pytest.raises(ValueError):
         anticipated_jobs([], FIRST_HOUR, lookahead_h=73)

@@ -40,11 +40,14 @@ def history_hours(lookahead_h: int, history_days: int = 1) -> int:
 
 def anticipated_jobs(
     requests: Iterable[Request], now_hour: int, lookahead_h: int = DAY_H, history_days: int = 1,
+    observed_since: int | None = None,
 ) -> list[JobSnapshot]:
     """Optional jobs expected to arrive in (now, now + lookahead_h]: a request made ``k`` days
     before such an hour is expected again then if ``k`` is among the ``history_days`` most recent
-    days already observed for that hour, with weight ``1 / history_days``. ``lookahead_h`` 0
-    anticipates nothing; with one day of history and 24 h it is yesterday's requests a day on."""
+    days already observed for that hour, with weight 1 / (those days that lie after
+    ``observed_since``, the first hour requests were recorded: a young log is not read as low
+    demand). ``lookahead_h`` 0 anticipates nothing; with one day of history and 24 h it is
+    yesterday's requests a day on."""
     if not 0 <= lookahead_h <= MAX_LOOKAHEAD_H:
         raise ValueError(f"lookahead_h must be within 0..{MAX_LOOKAHEAD_H}, got {lookahead_h}")
     if history_days < 1:
@@ -55,10 +58,12 @@ def anticipated_jobs(
             ahead = request.hour + DAY_H * days_back - now_hour
             newest = -(-ahead // DAY_H)  # the most recent past day at this hour of the day
             if 0 < ahead <= lookahead_h and newest <= days_back < newest + history_days:
+                seen = history_days if observed_since is None else sum(
+                    now_hour + ahead - DAY_H * k >= observed_since for k in range(newest, newest + history_days))
                 job = request.job
                 expected.append(dataclasses.replace(
                     job, job_id=uuid5(job.job_id, f"anticipated/{days_back}"), not_before_hour=now_hour + ahead,
                     deadline_hour=job.deadline_hour + DAY_H * days_back, location=None, pinned=False,
-                    arriving_at=None, anticipated=True, weight=1.0 / history_days,
+                    arriving_at=None, anticipated=True, weight=1.0 / max(seen, 1),
                 ))
     return expected
