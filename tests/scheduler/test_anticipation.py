@@ -173,3 +173,27 @@ def test_an_expected_hour_is_priced_at_a_quantile_of_its_usable_hours() -> None:
     median = instance
     assert median.unmet_penalty()[0] > 500.0
     assert list(median.integral()) == [True, False]  # the expected job is fluid
+
+
+def test_the_scheduler_reads_requests_as_far_back_as_its_days_of_history() -> None:
+    """The same 2 h job, requested two days ago: with two days of history it counts half a job
+    (half a GPU for 2 h at the dirty site would cost 390 g, more than the 10 g of running now),
+    so today's job runs now; with one day of history nothing is expected and it waits."""
+    registry = Registry(datacenters=[dc.model_copy(update={"gpus": 1}) if dc.name == "osl1" else dc
+                                     for dc in small_registry("fra1", "osl1").datacenters])
+    later = NOW + timedelta(hours=48)
+    events = [
+        job_requested(1, hours=2, deadline_h=2, at=NOW + timedelta(hours=1)),
+        RunFailed(event_id=uuid4(), occurred_at=NOW + timedelta(hours=3), job_id=job_id(1), datacenter="osl1",
+                  reason=FailureReason.stopped, message="stopped"),
+        forecast("NO", [20.0] + [10.0] * 167, later), forecast("DE", [400.0], later),
+        job_requested(2, hours=1, deadline_h=3, at=later),
+    ]
+    first_hours = {}
+    for days in (1, 2):
+        sched = Scheduler(registry, _planner(), anticipate_h=24, anticipation_days=days)
+        for event in events:
+            sched.apply(event)
+        (entry,) = sched.replan(later).plan.entries
+        first_hours[days] = entry.hours[0]
+    assert first_hours == {1: later + timedelta(hours=1), 2: later}
