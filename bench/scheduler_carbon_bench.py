@@ -24,9 +24,11 @@ The forecasts are computed once per region and cached under .metatune/bench-cach
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import uuid5
 
 import numpy as np
 import pandas as pd
@@ -141,8 +143,12 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
 
 
 def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy,
-            limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = 0.5, anticipation_days: int = 1):
-    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=0.01)), migration=migration,
+            limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = 0.5, anticipation_days: int = 1,
+            announced: bool = False, mip_gap: float = 0.01):
+    """Re-plan every hour (or at arrivals and every ``refresh_h``); ``announced``: a what-if in which
+    users announce their jobs ``anticipate_h`` hours ahead, so the expected jobs are the ones that
+    really come (what no demand forecast can beat) instead of past days' requests."""
+    planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=mip_gap)), migration=migration,
                       anticipated_quantile=anticipated_quantile)
     n, end = len(jobs.arrival), ci.shape[1]
     remaining, location = jobs.hours.copy(), np.full(n, -1)
@@ -166,7 +172,13 @@ def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migr
         if not len(active):
             continue
         if plan is None or (jobs.arrival == h).any() or h % refresh_h == 0:
-            snapshots = [snapshot(j) for j in active] + anticipated_jobs(requests, h, anticipate_h, anticipation_days, observed_since=0)
+            if announced:
+                coming = np.nonzero((jobs.arrival > h) & (jobs.arrival <= h + anticipate_h))[0]
+                expected = [dataclasses.replace(snapshot(j), job_id=uuid5(_uuid(j), "announced"), anticipated=True,
+                                                not_before_hour=int(jobs.arrival[j])) for j in coming]
+            else:
+                expected = anticipated_jobs(requests, h, anticipate_h, anticipation_days, observed_since=0)
+            snapshots = [snapshot(j) for j in active] + expected
             sites = [SiteSnapshot(names[d], float(pue[d]), int(capacity), forecast(d, h)) for d in range(len(names))]
             plan = planner.plan(h, snapshots, sites, previous=plan)
             solves += 1
@@ -217,6 +229,10 @@ def offline(jobs: Jobs, ci, pue, capacity, time_limit_s: float, plans: list[np.n
     return solution.objective, solution.objective * (1 - (solution.mip_gap or 0.0)), int(solution.unmet.sum())
 
 
+def _t(grams: float | None) -> str:
+    return "-" if grams is None else f"{grams / 1e6:.4f}"
+
+
 def _uuid(j: int):
     from uuid import UUID
     return UUID(int=int(j) + 1)
@@ -232,6 +248,7 @@ def main() -> None:
     parser.add_argument("--tight", type=int, default=16, help="GPUs per datacenter, tight setting")
     parser.add_argument("--refresh-h", type=int, default=1, help="S and S*: re-plan at least every N hours (the service: every clock hour)")
     parser.add_argument("--solve-limit-s", type=float, default=2.0, help="S and S*: HiGHS time limit per re-plan")
+    parser.add_argument("--mip-gap", type=float, default=0.01, help="S and S*: HiGHS relative MIP gap per re-plan (the service: 1 %%)")
     parser.add_argument("--offline-limit-s", type=float, default=90.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--settings", default="ample,tight,residency")
@@ -244,6 +261,9 @@ def main() -> None:
     parser.add_argument("--anticipation-days", type=int, default=1,
                         help="expected demand of an hour: the requests at that hour on the N most recent days, each 1/N "
                         "(METATUNE_SCHEDULER_ANTICIPATION_DAYS)")
+    parser.add_argument("--announced", action="store_true",
+                        help="what-if: jobs are announced --anticipate-h hours ahead (the expected jobs are the real ones)")
+    parser.add_argument("--only", default="S,S*", help="which online runs: S, S* or both (O always runs)")
     parser.add_argument("--anticipated-quantile", type=float, default=0.5,
                         help="an expected job's unplaced hour costs this quantile of its usable hours "
                         "(METATUNE_SCHEDULER_ANTICIPATED_QUANTILE)")
@@ -262,7 +282,10 @@ def main() -> None:
         k = np.arange(168)
         return series[d, HISTORY_H + h + k - 24 * (k // 24 + 1)]
 
-    if args.forecast == "model":
+    runs = set(args.only.split(","))
+    if not runs <= {"S", "S*"}:
+        parser.error(f"--only takes S and/or S*, got {args.only}")
+    if args.forecast == "model" and "S" in runs:
         bands = forecaster_intensity(args.data.resolve(), regions, start, hours - 168, args.model, args.seed)
         served = expected_intensity(*bands.transpose(1, 0, 2, 3)) if args.plan_on == "expected" else bands[:, 1]
         missing = np.isnan(served).any(axis=2)
@@ -292,22 +315,32 @@ def main() -> None:
         began = time.perf_counter()
         base = p1(jobs, ci, pue)
         greedy, greedy_missed, greedy_grid = p2(jobs, ci, pue, capacity)
-        s, s_missed, solves, s_seconds, _ = rolling(jobs, ci, pue, capacity, names, forecast, args.refresh_h, migration,
-                                                  args.solve_limit_s, args.anticipate_h, args.anticipated_quantile, args.anticipation_days)
-        console.print(f"  {setting} S: {time.perf_counter() - began:.0f} s")
-        s_star, star_missed, _, _, star_plan = rolling(jobs, ci, pue, capacity, names, exact, args.refresh_h, migration,
-                                                       args.solve_limit_s, args.anticipate_h, args.anticipated_quantile, args.anticipation_days)
-        console.print(f"  {setting} S*: {time.perf_counter() - began:.0f} s")
-        opt, bound, unmet = offline(jobs, ci, pue, capacity, args.offline_limit_s, [greedy_grid, star_plan])
+
+        def online(intensity):
+            return rolling(jobs, ci, pue, capacity, names, intensity, args.refresh_h, migration, args.solve_limit_s,
+                           args.anticipate_h, args.anticipated_quantile, args.anticipation_days, args.announced,
+                           args.mip_gap)
+
+        results, plans = {}, [greedy_grid]
+        for run, intensity in (("S", forecast), ("S*", exact)):
+            if run in runs:
+                results[run] = online(intensity)
+                if run == "S*":  # O starts from the better of greedy and S*'s realised plan
+                    plans.append(results[run][4])
+                console.print(f"  {setting} {run}: {time.perf_counter() - began:.0f} s")
+        opt, bound, unmet = offline(jobs, ci, pue, capacity, args.offline_limit_s, plans)
         capture = lambda value, o=opt: (greedy - value) / (greedy - o) if greedy > o else float("nan")  # noqa: E731
         saving = lambda value: f"{100 * (1 - value / base):.1f} %"  # noqa: E731
+        value = {run: results[run][0] if run in results else None for run in ("S", "S*")}
+        solves, seconds = next(((r[2], r[3]) for r in results.values()), (0, 0.0))
         table.add_row(
-            setting, str(len(jobs.arrival)), *(f"{v / 1e6:.3f}" for v in (base, greedy, s, s_star)),
-            f"{opt / 1e6:.3f} ({100 * (1 - bound / opt):.2f} %{', unmet ' + str(unmet) if unmet else ''})",
-            saving(greedy), saving(s), saving(s_star), saving(opt),
-            f"{100 * capture(s):.0f} % ({100 * capture(s, bound):.0f} %)",
-            f"{100 * capture(s_star):.0f} % ({100 * capture(s_star, bound):.0f} %)", f"{greedy_missed}/{s_missed}/{star_missed}",
-            f"{solves}, {s_seconds / max(solves, 1):.2f}",
+            setting, str(len(jobs.arrival)), *(_t(v) for v in (base, greedy, value["S"], value["S*"])),
+            f"{opt / 1e6:.4f} ({100 * (1 - bound / opt):.2f} %{', unmet ' + str(unmet) if unmet else ''})",
+            saving(greedy), *(saving(v) if v is not None else "-" for v in (value["S"], value["S*"])), saving(opt),
+            *(f"{100 * capture(v):.0f} % ({100 * capture(v, bound):.0f} %)" if v is not None else "-"
+              for v in (value["S"], value["S*"])),
+            "/".join([str(greedy_missed)] + [str(results[run][1]) if run in results else "-" for run in ("S", "S*")]),
+            f"{solves}, {seconds / max(solves, 1):.2f}",
         )
         console.print(f"{setting}: {time.perf_counter() - began:.0f} s")
         console.print(table)
