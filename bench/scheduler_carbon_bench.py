@@ -144,10 +144,12 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
 
 def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy,
             limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = 0.5, anticipation_days: int = 1,
-            announced: bool = False, mip_gap: float = 0.01):
+            announced: bool = False, mip_gap: float = 0.01, announce_h: int = 0):
     """Re-plan every hour (or at arrivals and every ``refresh_h``); ``announced``: a what-if in which
     users announce their jobs ``anticipate_h`` hours ahead, so the expected jobs are the ones that
-    really come (what no demand forecast can beat) instead of past days' requests."""
+    really come (what no demand forecast can beat) instead of past days' requests; ``announce_h``:
+    jobs are requested that many hours before they may start (``JobRequested.earliest_start``), so
+    the scheduler plans them as real jobs from then on."""
     planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=mip_gap)), migration=migration,
                       anticipated_quantile=anticipated_quantile)
     n, end = len(jobs.arrival), ci.shape[1]
@@ -163,12 +165,13 @@ def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migr
             deadline_hour=int(jobs.deadline[j]), home=names[jobs.home[j]],
             allowed=frozenset(np.array(names)[jobs.allowed[j]]) & names_all,
             location=names[location[j]] if location[j] >= 0 else None,
+            not_before_hour=int(jobs.arrival[j]) if announce_h else None,
         )
 
     requests: list[Request] = []
     for h in range(end - 168):
         requests.extend(Request(h, snapshot(j)) for j in np.nonzero(jobs.arrival == h)[0])
-        active = np.nonzero((jobs.arrival <= h) & (remaining > 0))[0]
+        active = np.nonzero((jobs.arrival - announce_h <= h) & (remaining > 0))[0]
         if not len(active):
             continue
         if plan is None or (jobs.arrival == h).any() or h % refresh_h == 0:
@@ -263,6 +266,8 @@ def main() -> None:
                         "(METATUNE_SCHEDULER_ANTICIPATION_DAYS)")
     parser.add_argument("--announced", action="store_true",
                         help="what-if: jobs are announced --anticipate-h hours ahead (the expected jobs are the real ones)")
+    parser.add_argument("--announce-h", type=int, default=0,
+                        help="jobs are requested N hours before they may start (JobRequested.earliest_start)")
     parser.add_argument("--only", default="S,S*", help="which online runs: S, S* or both (O always runs)")
     parser.add_argument("--anticipated-quantile", type=float, default=0.5,
                         help="an expected job's unplaced hour costs this quantile of its usable hours "
@@ -319,7 +324,7 @@ def main() -> None:
         def online(intensity):
             return rolling(jobs, ci, pue, capacity, names, intensity, args.refresh_h, migration, args.solve_limit_s,
                            args.anticipate_h, args.anticipated_quantile, args.anticipation_days, args.announced,
-                           args.mip_gap)
+                           args.mip_gap, args.announce_h)
 
         results, plans = {}, [greedy_grid]
         for run, intensity in (("S", forecast), ("S*", exact)):

@@ -54,6 +54,16 @@ class JobRequested(Event):
     estimated_gpu_hours: float = Field(gt=0, description="GPU-hours to finish (all GPUs together)")
     power_kw: float = Field(gt=0, description="IT power draw of the whole job while running, kW")
     deadline: AwareDatetime
+    earliest_start: AwareDatetime | None = Field(
+        None, description="not to run before this (its data lands later): a job announced ahead lets the "
+        "scheduler keep clean room for it (see the scheduler README)",
+    )
+
+    @model_validator(mode="after")
+    def _starts_before_deadline(self) -> JobRequested:
+        if self.earliest_start is not None and self.earliest_start >= self.deadline:
+            raise ValueError("earliest_start must be before the deadline")
+        return self
 
 
 class JobInfeasible(Event):

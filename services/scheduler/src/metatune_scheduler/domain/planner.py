@@ -367,6 +367,8 @@ def _earliest_finish(job: JobSnapshot, sites, residual: np.ndarray, first_hour: 
         start = 0
         if job.location is not None and site.name != job.location:
             start = (0 if site.name == job.arriving_at else migration.delay_hours) + (1 if job.pinned else 0)
+        if job.not_before_hour is not None:
+            start = max(start, job.not_before_hour - first_hour)
         fits = residual[d] >= job.gpus - 1e-9
         fits[:start] = False
         count = np.cumsum(fits)
