@@ -47,6 +47,7 @@ from metatune_scheduler.domain import (
     Aggregation, HighsModelSolver, Instance, MigrationPolicy, Periods, Planner, SiteSnapshot, SolveLimits,
 )
 from metatune_scheduler.domain.anticipation import Request, anticipated_jobs
+from metatune_scheduler.domain.instance import ANTICIPATED_QUANTILE
 from metatune_scheduler.domain.decomposition import SiteTimingSolver
 from metatune_scheduler.domain.model import Solution
 from metatune_scheduler.domain.planner import JobSnapshot, fill_greedily
@@ -143,11 +144,11 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
 
 
 def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy,
-            limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = 0.5, anticipation_days: int = 1,
-            announced: bool = False, mip_gap: float = 0.01, announce_h: int = 0):
-    """Re-plan every hour (or at arrivals and every ``refresh_h``); ``announced``: a what-if in which
-    users announce their jobs ``anticipate_h`` hours ahead, so the expected jobs are the ones that
-    really come (what no demand forecast can beat) instead of past days' requests; ``announce_h``:
+            limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = ANTICIPATED_QUANTILE, anticipation_days: int = 1,
+            known_arrivals: bool = False, mip_gap: float = 0.01, announce_h: int = 0):
+    """Re-plan every hour (or at arrivals and every ``refresh_h``); ``known_arrivals``: a what-if in
+    which the expected jobs of the next ``anticipate_h`` hours are the ones that really come (what no
+    demand forecast can beat) instead of past days' requests; ``announce_h``:
     jobs are requested that many hours before they may start (``JobRequested.earliest_start``), so
     the scheduler plans them as real jobs from then on."""
     planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=mip_gap)), migration=migration,
@@ -175,9 +176,9 @@ def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migr
         if not len(active):
             continue
         if plan is None or (jobs.arrival == h).any() or h % refresh_h == 0:
-            if announced:
+            if known_arrivals:
                 coming = np.nonzero((jobs.arrival > h) & (jobs.arrival <= h + anticipate_h))[0]
-                expected = [dataclasses.replace(snapshot(j), job_id=uuid5(_uuid(j), "announced"), anticipated=True,
+                expected = [dataclasses.replace(snapshot(j), job_id=uuid5(_uuid(j), "known-arrival"), anticipated=True,
                                                 not_before_hour=int(jobs.arrival[j])) for j in coming]
             else:
                 expected = anticipated_jobs(requests, h, anticipate_h, anticipation_days, observed_since=0)
@@ -264,12 +265,12 @@ def main() -> None:
     parser.add_argument("--anticipation-days", type=int, default=1,
                         help="expected demand of an hour: the requests at that hour on the N most recent days, each 1/N "
                         "(METATUNE_SCHEDULER_ANTICIPATION_DAYS)")
-    parser.add_argument("--announced", action="store_true",
-                        help="what-if: jobs are announced --anticipate-h hours ahead (the expected jobs are the real ones)")
+    parser.add_argument("--known-arrivals", action="store_true",
+                        help="what-if: the expected jobs of the next --anticipate-h hours are the ones that really come")
     parser.add_argument("--announce-h", type=int, default=0,
                         help="jobs are requested N hours before they may start (JobRequested.earliest_start)")
     parser.add_argument("--only", default="S,S*", help="which online runs: S, S* or both (O always runs)")
-    parser.add_argument("--anticipated-quantile", type=float, default=0.5,
+    parser.add_argument("--anticipated-quantile", type=float, default=ANTICIPATED_QUANTILE,
                         help="an expected job's unplaced hour costs this quantile of its usable hours "
                         "(METATUNE_SCHEDULER_ANTICIPATED_QUANTILE)")
     parser.add_argument("--model", type=Path, default=MODEL_PATH, help="the forecaster's model (--forecast model)")
@@ -323,7 +324,7 @@ def main() -> None:
 
         def online(intensity):
             return rolling(jobs, ci, pue, capacity, names, intensity, args.refresh_h, migration, args.solve_limit_s,
-                           args.anticipate_h, args.anticipated_quantile, args.anticipation_days, args.announced,
+                           args.anticipate_h, args.anticipated_quantile, args.anticipation_days, args.known_arrivals,
                            args.mip_gap, args.announce_h)
 
         results, plans = {}, [greedy_grid]

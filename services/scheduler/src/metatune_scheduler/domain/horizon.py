@@ -25,6 +25,12 @@ def from_epoch_hour(hour: int) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(hours=int(hour))
 
 
+def ceil_epoch_hour(moment: datetime) -> int:
+    """The first whole hour at or after ``moment`` (a job may not start in an hour it cannot have whole)."""
+    hour = epoch_hour(moment)
+    return hour if from_epoch_hour(hour) == moment else hour + 1
+
+
 @dataclass(frozen=True)
 class Aggregation:
     """Hourly for ``hourly`` hours, then blocks of ``(until_hour, block_hours)`` up to the horizon."""

@@ -12,6 +12,8 @@ import numpy as np
 
 from .horizon import Periods
 
+ANTICIPATED_QUANTILE = 0.5  # default price of an anticipated job's unplaced hour (METATUNE_SCHEDULER_ANTICIPATED_QUANTILE)
+
 
 @dataclass(frozen=True)
 class Instance:
@@ -26,7 +28,7 @@ class Instance:
     switch_g: np.ndarray  # (J, D) emissions of moving the job's checkpoint to d (0 where it is)
     power_cap_kw: np.ndarray | None = None  # (D,) IT power limit per datacenter, None: no limit
     optional: np.ndarray | None = None  # (J,) bool: anticipated jobs, whose unplaced hours are cheap
-    optional_quantile: float = 0.5  # an anticipated job's unplaced hour costs this quantile of its usable hours
+    optional_quantile: float = ANTICIPATED_QUANTILE  # an anticipated job's unplaced hour costs this quantile of its usable hours
 
     def __post_init__(self) -> None:
         jobs, dcs, periods = len(self.need), len(self.pue), self.periods.count

@@ -12,7 +12,7 @@ from uuid import UUID
 import numpy as np
 
 from .horizon import Aggregation, Periods
-from .instance import Instance
+from .instance import ANTICIPATED_QUANTILE, Instance
 from .decomposition import SiteTimingSolver
 from .highs_builder import HighsModelSolver, SolveLimits
 from .model import Solution
@@ -110,7 +110,7 @@ class Planner:
         exact_columns: int = 40_000,
         hourly_columns: int = 40_000,
         feasibility_limit_s: float = 10.0,
-        anticipated_quantile: float = 0.5,
+        anticipated_quantile: float = ANTICIPATED_QUANTILE,
     ) -> None:
         """``hourly_columns``: up to this many hour columns the MILP keeps hourly periods, above
         it ``aggregation``'s blocks; ``exact_columns``: above this many columns (after

@@ -17,7 +17,7 @@ from metatune.registry import Registry
 
 from .anticipation import Request, anticipated_jobs, history_hours
 from .assignments import NAMESPACE, diff
-from .horizon import epoch_hour, from_epoch_hour
+from .horizon import ceil_epoch_hour, epoch_hour, from_epoch_hour
 from .planner import JobSnapshot, PlannedJob, Planner, PlanResult, SiteSnapshot
 from .state import JobRecord, JobStatus, SchedulerState
 
@@ -104,7 +104,7 @@ class Scheduler:
         for job in self.state.jobs.values():
             requested = epoch_hour(job.request.occurred_at)
             if job.request.earliest_start is not None:  # announced ahead: demand of the hour it could start
-                requested = max(requested, _ceil_hour(job.request.earliest_start))
+                requested = max(requested, ceil_epoch_hour(job.request.earliest_start))
             if hour - back < requested <= hour and (placement := self._placement(job, known)) is not None:
                 allowed, home = placement
                 requests.append(Request(requested, JobSnapshot(
@@ -135,14 +135,8 @@ class Scheduler:
             deadline_hour=epoch_hour(job.deadline), allowed=allowed, home=home,
             location=job.location if job.status in (JobStatus.running, JobStatus.paused) else None,
             pinned=committed and job.status is JobStatus.running,
-            not_before_hour=_ceil_hour(start) if (start := job.request.earliest_start) is not None else None,
+            not_before_hour=ceil_epoch_hour(start) if (start := job.request.earliest_start) is not None else None,
         )
-
-
-def _ceil_hour(moment: datetime) -> int:
-    """The first whole hour at or after ``moment`` (a job may not start in an hour it cannot have whole)."""
-    hour = epoch_hour(moment)
-    return hour if from_epoch_hour(hour) == moment else hour + 1
 
 
 def _hourly_from(values: list[float], start_hour: int, hour: int, horizon: int) -> np.ndarray:
