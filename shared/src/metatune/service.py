@@ -21,6 +21,7 @@ import asyncio
 import inspect
 import logging
 import os
+import signal
 import socket
 import time
 from datetime import datetime
@@ -233,24 +234,43 @@ class Service:
         finally:
             await self.stop()
 
-    async def stop(self) -> None:
+    async def stop(self) -> bool:
         """Stop consumers and background tasks, drain and close the connection, within
-        ``shutdown_timeout_s``. A shutdown that does not finish is abandoned with an error log that
-        shows where every task waits: a stuck drain must not hang the program that embeds us."""
+        ``shutdown_timeout_s``; False when it did not finish. A shutdown that does not finish is
+        abandoned with an error log that shows where every task waits: a stuck drain must not hang
+        the program that embeds us."""
         stopping = asyncio.ensure_future(self.app.stop())
         done, _ = await asyncio.wait({stopping}, timeout=self.settings.shutdown_timeout_s)
         if done:
             stopping.result()  # re-raise what a shutdown hook raised
-            return
+            return True
         log.error("%s: shutdown did not finish in %g s and was abandoned; tasks still waiting:\n%s",
                   self.name, self.settings.shutdown_timeout_s, _task_stacks())
         stopping.cancel()
         await asyncio.wait({stopping}, timeout=1.0)
+        return False
 
     def run(self) -> None:
+        """Serve until SIGINT or SIGTERM (the ``python -m`` entry point of every service)."""
         logging.basicConfig(level=os.environ.get("METATUNE_LOG_LEVEL", "INFO"),
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        asyncio.run(self.app.run())
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        """FastStream's own ``app.run()`` would wait on a stuck shutdown forever; this one stops
+        through :meth:`stop`, and when that had to abandon the shutdown it exits the process at
+        once with status 1, because ``asyncio.run``'s clean-up would wait on the stuck task too."""
+        signalled = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, signalled.set)
+        await self.app.start()
+        log.info("%s (%s) serving on %s", self.name, self.instance, self.settings.nats_url)
+        await signalled.wait()
+        log.info("%s (%s) stopping", self.name, self.instance)
+        if not await self.stop():
+            logging.shutdown()
+            os._exit(1)
 
 
 def _task_stacks() -> str:

@@ -1,0 +1,55 @@
+"""A service run as its own process (``Service.run``, the ``python -m`` entry point of every
+service) stops on SIGTERM, and a shutdown that hangs is abandoned instead of hanging the process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPT = """
+import asyncio, sys
+from metatune.service import Service
+
+service = Service("proctest")
+if sys.argv[1] == "stuck":
+    async def stuck_shutdown_hook() -> None:
+        await asyncio.Event().wait()
+    service.app.on_shutdown(stuck_shutdown_hook)
+service.run()
+"""
+
+
+def _serve(behaviour: str, nats_url: str, tmp_path: Path) -> tuple[int, str]:
+    """Start the script, wait until it serves, SIGTERM it; (exit status, log)."""
+    log = tmp_path / f"{behaviour}.log"
+    env = {**os.environ, "METATUNE_NATS_URL": nats_url, "METATUNE_SHUTDOWN_TIMEOUT_S": "1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", SCRIPT, behaviour], stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while "serving on" not in log.read_text():
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "the service did not start:\n" + log.read_text()
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            status = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    return status, log.read_text()
+
+
+def test_sigterm_stops_a_service_cleanly(private_nats: str, tmp_path: Path) -> None:
+    status, log = _serve("clean", private_nats, tmp_path)
+    assert status == 0, log
+    assert "stopping" in log and "shutdown did not finish" not in log
+
+
+def test_a_hung_shutdown_exits_with_status_1_and_names_the_stuck_task(private_nats: str, tmp_path: Path) -> None:
+    status, log = _serve("stuck", private_nats, tmp_path)
+    assert status == 1, log
+    assert "shutdown did not finish in 1 s" in log and "stuck_shutdown_hook" in log
