@@ -64,3 +64,15 @@ def test_small_model_beats_seasonal_naive_on_its_test_slice(trained: tuple[Carbo
     assert mape(predicted[day], actual[day]) < mape(naive24[day], actual[day])
     assert mape(predicted, actual) < min(mape(naive24, actual), mape(naive168, actual))
     assert wmape(predicted, actual) < min(wmape(naive24, actual), wmape(naive168, actual))
+
+
+def test_each_block_averages_members_fitted_on_other_feature_draws(trained: tuple[CarbonModel, list]) -> None:
+    model, series = trained
+    grid = build_grid(RegionArrays(series[0]), issue_positions(RegionArrays(series[0]), TEST_FROM, TEST_UNTIL, 25)[:3],
+                      WeatherErrorModel.load(WEATHER_ERROR_PATH), np.random.default_rng(2), lead_range=(1, 24))
+    block = model.blocks[0]
+    x = grid.features[list(block.feature_names_in_)]
+    members = np.array([member.predict(x) for member in block.members])
+    assert len(block.members) == model.metadata["ensemble"]["size"] > 1
+    assert not np.allclose(members[0], members[1])  # different feature draws, different trees
+    np.testing.assert_allclose(block.predict(x), members.mean(axis=0))

@@ -17,7 +17,9 @@ import pandas as pd
 
 from .adapters.carbon_folder import load_folder
 from .domain.features import FEATURE_NAMES, RegionArrays
-from .domain.model import BLOCK_CAPACITY, LEAD_BUCKETS, MIN_RATIO_WEIGHT, BlockRows, CarbonModel, fit
+from .domain.model import (
+    BLOCK_CAPACITY, ENSEMBLE_SIZE, FEATURE_SHARE, LEAD_BUCKETS, MIN_RATIO_WEIGHT, BlockRows, CarbonModel, fit,
+)
 from .domain.samples import build_grid, issue_positions
 from .domain.series import RegionSeries
 from .domain.weather_error import WeatherErrorModel, calibrate
@@ -78,6 +80,7 @@ def train(
     strides_h: tuple[int, ...] = BLOCK_STRIDES_H,
     leads_per_issue: int = 12,
     seed: int = 0,
+    ensemble_size: int = ENSEMBLE_SIZE,
 ) -> CarbonModel:
     """Fit the per-block trees on every hour before ``train_until`` (targets included)."""
     rng = np.random.default_rng(seed)
@@ -85,7 +88,7 @@ def train(
         training_rows(series, train_until, error_model, lead_range, stride_h, leads_per_issue, rng)
         for lead_range, stride_h in zip(LEAD_BUCKETS, strides_h, strict=True)
     ]
-    layout = f"{FEATURE_NAMES}|{BLOCK_CAPACITY}|{MIN_RATIO_WEIGHT}|{max_iter}|{strides_h}|{leads_per_issue}"
+    layout = f"{FEATURE_NAMES}|{BLOCK_CAPACITY}|{MIN_RATIO_WEIGHT}|{max_iter}|{strides_h}|{leads_per_issue}|{ensemble_size}x{FEATURE_SHARE}"
     digest = hashlib.sha256("|".join(s.name for s in series).encode() + str(train_until).encode() + layout.encode()).hexdigest()[:8]
     version = f"hgb-blocks-{train_until:%Y%m%d}-{digest}"
     metadata = {
@@ -96,9 +99,10 @@ def train(
         "max_iter": max_iter,
         "block_capacity": [list(c) for c in BLOCK_CAPACITY],
         "min_ratio_weight": MIN_RATIO_WEIGHT,
+        "ensemble": {"size": ensemble_size, "feature_share": FEATURE_SHARE},
         "weather_error": error_model.model_dump(),
     }
-    return fit(blocks, version, max_iter=max_iter, seed=seed, metadata=metadata)
+    return fit(blocks, version, max_iter=max_iter, seed=seed, metadata=metadata, ensemble_size=ensemble_size)
 
 
 def main(argv: list[str] | None = None) -> None:
