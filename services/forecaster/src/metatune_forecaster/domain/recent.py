@@ -41,7 +41,7 @@ from .weather_error import WeatherErrorModel
 RECENT_WINDOW_H = RECENT_WINDOW  # how far back past issues are re-forecast
 BACKTEST_STRIDE_H = 25  # hours between those past issues (not a multiple of 24: every hour of the day)
 MIN_RECENT_ROWS = 48  # scored hours a lead block needs before its interval is rescaled
-SHRINK = 0.6  # weight of the recent interval width factor against 1 (the global calibration)
+SHRINK = 0.8  # weight of the recent interval width factor against 1 (the global calibration)
 BLEND_SHRINK = 0.3  # share of the recent best weight's departure from 1 (the model alone) that is kept
 BLEND_GRID = np.linspace(1.0, 0.0, 11)  # candidate weights of the trees against the 7-day mean, model first
 MIN_MAPE_RATIO = 0.02  # hours below this share of the week's mean are left out of the blend's MAPE
