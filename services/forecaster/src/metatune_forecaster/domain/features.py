@@ -39,6 +39,7 @@ FEATURE_NAMES = [
     "skill_naive24", "skill_naive168", "skill_mean7", "skill_hourly",
     "anomaly_3h", "anomaly_24h", "slope_1h", "slope_3h",
     "anomaly_now_z", "anomaly_3h_z", "anomaly_decayed_z", "naive24_vs_mean7_z", "naive168_vs_mean7_z", "sun_wind_effect_z",
+    "mean28_vs_mean7", "mean28_vs_mean7_z",
 ]
 MIN_VOLATILITY = 0.005  # floor of the volatility unit (see :func:`model.volatility_of`)
 
@@ -148,6 +149,7 @@ class RegionArrays:
         beta_w, beta_g = self.sensitivities(issue)
         naive24 = seasonal_naive_24h(y, issue, lead) * inv
         mean7 = same_hour_mean(y, issue, lead) * inv
+        mean28 = same_hour_mean(y, issue, lead, days=28) * inv  # the steadier level of a flat grid
         anomaly_now = (_at(y, issue - 1) - now_mean7) * inv
         skill = {name: w.mean(issue - SKILL_WINDOW, issue) * inv for name, w in self._skill.items()}
         # the trees predict in units of the grid's volatility: the same anomalies in those units
@@ -213,6 +215,8 @@ class RegionArrays:
             "naive24_vs_mean7_z": (naive24 - mean7) / unit,
             "naive168_vs_mean7_z": (seasonal_naive_168h(y, issue, lead) * inv - mean7) / unit,
             "sun_wind_effect_z": (beta_w * inv * d_wind + beta_g * inv * d_ghi) / unit,
+            "mean28_vs_mean7": mean28 - mean7,
+            "mean28_vs_mean7_z": (mean28 - mean7) / unit,
         }
         return pd.DataFrame(columns)[FEATURE_NAMES]
 
