@@ -57,9 +57,8 @@ class Scheduler:
         jobs = [self._snapshot(job, now, hour, known) for job in self.state.active_jobs()]
         planned = [job for job in jobs if job is not None]
         if planned and self.anticipate_h:
-            first = min(epoch_hour(job.request.occurred_at) for job in self.state.jobs.values())
-            planned += anticipated_jobs(self._recent_requests(hour, known), hour, self.anticipate_h,
-                                        self.anticipation_days, observed_since=first)
+            planned += anticipated_jobs(self._recent_requests(hour, known), hour, self.anticipate_h, self.anticipation_days,
+                                        observed_since=epoch_hour(self.state.first_requested_at))
         result = self.planner.plan(hour, planned, sites, previous=_result_of(self.state.last_plan))
 
         last = self.state.last_plan

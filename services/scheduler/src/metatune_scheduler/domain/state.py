@@ -74,6 +74,7 @@ class SchedulerState:
     forecasts: dict[str, CarbonForecast] = field(default_factory=dict)
     capacity: dict[str, int] = field(default_factory=dict)  # GPUs per datacenter reported by agents
     last_plan: Plan | None = None
+    first_requested_at: datetime | None = None  # the earliest request folded: where the request log begins
     _seen: set[UUID] = field(default_factory=set)
 
     def active_jobs(self) -> list[JobRecord]:
@@ -93,6 +94,8 @@ class SchedulerState:
                 if event.job_id not in self.jobs:
                     self.jobs[event.job_id] = JobRecord(
                         event, event.estimated_gpu_hours, event.power_kw, event.deadline)
+                    if self.first_requested_at is None or event.occurred_at < self.first_requested_at:
+                        self.first_requested_at = event.occurred_at
             case CarbonForecast():
                 current = self.forecasts.get(event.region)
                 if current is None or event.issued_at >= current.issued_at:
