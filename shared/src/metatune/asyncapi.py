@@ -35,6 +35,8 @@ CATALOG = [
                "One trial to run: LoRA configuration, predicted loss, GPU-hours, power, deadline."),
     SubjectDoc("metatune.jobs.infeasible", c.JobInfeasible, "scheduler", "telemetry",
                "A job whose deadline cannot be met, with the earliest feasible finish."),
+    SubjectDoc("metatune.jobs.cancelled", c.JobCancelled, "CLI, other systems", "scheduler, telemetry",
+               "A job withdrawn: the scheduler stops it where it runs and never starts it again."),
     SubjectDoc("metatune.forecasts.{region}", c.CarbonForecast, "forecaster", "scheduler, trainer-agent, telemetry",
                "168 hourly carbon intensities (gCO2eq/kWh) with p10/p90 bands for one grid region."),
     SubjectDoc("metatune.assignments.{datacenter}", c.Assignment, "scheduler", "that datacenter's trainer-agent",

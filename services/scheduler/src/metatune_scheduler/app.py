@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from metatune import subjects
 from metatune.contracts import (
-    AgentStatus, CarbonForecast, ClockTick, JobRequested, RunCompleted, RunFailed, RunPaused, RunProgress,
+    AgentStatus, CarbonForecast, ClockTick, ErrorKind, JobCancelled, JobRequested, RunCompleted, RunFailed, RunPaused,
+    RunProgress,
 )
 from metatune.registry import Registry, default_registry, load_registry
 from metatune.service import Service
@@ -32,6 +33,19 @@ def create_service(
     async def on_job(event: JobRequested) -> None:
         """A trial to place."""
         await runtime.fold(event)
+
+    @service.consume(subjects.JOBS_CANCELLED, durable="scheduler-cancelled")
+    async def on_cancelled(event: JobCancelled) -> None:
+        """A job withdrawn: stopped where it runs, never started again. An id the scheduler has
+        never seen is most likely a typo, so the sender hears of it (the cancellation is kept in
+        case the request does come later)."""
+        await runtime.fold(event)
+        if event.job_id in runtime.scheduler.state.early_cancellations:
+            await service.report_error(
+                code="unknown_job", kind=ErrorKind.bad_input, subject=subjects.JOBS_CANCELLED,
+                correlation_id=event.job_id,
+                message=f"job {event.job_id} has not been requested; it will not start if its request comes later",
+            )
 
     @service.consume(subjects.FORECASTS_ALL, durable="scheduler-forecasts")
     async def on_forecast(event: CarbonForecast) -> None:

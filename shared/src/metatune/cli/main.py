@@ -10,12 +10,13 @@ from importlib.metadata import entry_points
 
 import typer
 
+from .cancel import cancel
 from .events import events
 from .platform_cmds import down, status, up
 from .submit import submit
 
 app = typer.Typer(help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True, add_completion=False)
-CORE_COMMANDS = {"up": up, "down": down, "status": status, "submit": submit, "events": events}
+CORE_COMMANDS = {"up": up, "down": down, "status": status, "submit": submit, "cancel": cancel, "events": events}
 for name, command in CORE_COMMANDS.items():
     app.command(name)(command)
 

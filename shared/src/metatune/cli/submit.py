@@ -47,7 +47,8 @@ def parse_deadline(text: str, now: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-async def _platform_clock(js) -> Clock:
+async def platform_clock(js) -> Clock:
+    """The platform's clock: the simulated one whose anchor is in KV, else real time."""
     anchor = await load_anchor(js)
     return SimulatedClock(anchor) if anchor else RealClock()
 
@@ -74,7 +75,7 @@ def submit(
     async def run() -> None:
         async with bus(settings) as nc:
             js = nc.jetstream()
-            clock = await _platform_clock(js)
+            clock = await platform_clock(js)
             sha = await ObjectStore(js).put_file(DATASETS_BUCKET, key, dataset)
             spec = StudySpec(
                 dataset=DatasetLocation(kind="object", ref=key, size_bytes=dataset.stat().st_size, sha256=sha),

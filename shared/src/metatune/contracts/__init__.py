@@ -17,7 +17,7 @@ from .datasets import (
 from .errors import ErrorEvent, ErrorKind
 from .health import ServiceHealth
 from .forecasts import HORIZON_HOURS, CarbonForecast
-from .jobs import JobInfeasible, JobRequested, LoraConfig, LrSchedule
+from .jobs import JobCancelled, JobInfeasible, JobRequested, LoraConfig, LrSchedule
 from .runs import (
     FailureReason,
     HourlyEnergy,
@@ -34,7 +34,7 @@ __all__ = [
     "SCHEMA_VERSION", "AgentStatus", "Assignment", "AssignmentAction", "CarbonForecast",
     "CarbonPreference", "ClockAnchor", "ClockTick", "Contract", "DatasetFormat", "DatasetLocation",
     "DatasetProfiled", "DatasetSubmitted", "ErrorEvent", "ErrorKind", "Event", "FailureReason",
-    "HORIZON_HOURS", "HourlyEnergy", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
+    "HORIZON_HOURS", "HourlyEnergy", "JobCancelled", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
     "Plan", "PlanEntry", "RegionGroup", "RunAccounting", "RunCompleted", "RunFailed", "RunMetrics",
     "RunPaused", "RunProgress", "ServiceHealth", "StudySpec", "TaskType",
 ]

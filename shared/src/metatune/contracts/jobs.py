@@ -71,3 +71,12 @@ class JobInfeasible(Event):
     study_id: UUID | None = None
     reason: str
     earliest_finish: AwareDatetime | None = Field(None, description="earliest finish the scheduler can offer")
+
+
+class JobCancelled(Event):
+    """A user or another system withdraws a requested job: the scheduler stops it where it runs
+    (a ``stop`` assignment), drops it from the plan and never starts it again."""
+
+    job_id: UUID
+    study_id: UUID | None = None
+    reason: str = Field("cancelled by the user", min_length=1, max_length=2000)

@@ -33,7 +33,7 @@ def diff(plan: PlanResult, jobs: list[JobRecord], now: datetime, plan_version: i
     def make(job: JobRecord, action: AssignmentAction, datacenter: str) -> Assignment:
         planned = plan.jobs.get(job.job_id)
         run = 0
-        if action is not AssignmentAction.pause and planned is not None:
+        if action in (AssignmentAction.start, AssignmentAction.resume) and planned is not None:
             while planned.at(hour + run) == datacenter:
                 run += 1
         request = job.request
@@ -47,7 +47,9 @@ def diff(plan: PlanResult, jobs: list[JobRecord], now: datetime, plan_version: i
 
     for job in sorted(jobs, key=lambda record: str(record.job_id)):
         where = target.get(job.job_id)
-        if job.status is JobStatus.running and where != job.location and job.location is not None:
+        if job.stopping and job.location is not None:
+            changes.append(make(job, AssignmentAction.stop, job.location))
+        elif job.status is JobStatus.running and where != job.location and job.location is not None:
             changes.append(make(job, AssignmentAction.pause, job.location))
         elif job.status is JobStatus.pending and where is not None:
             changes.append(make(job, AssignmentAction.start, where))

@@ -54,7 +54,7 @@ class Scheduler:
         hour = epoch_hour(now)
         sites = self._sites(hour)
         known = {site.name for site in sites}
-        jobs = [self._snapshot(job, now, hour, known) for job in self.state.active_jobs()]
+        jobs = [self._snapshot(job, now, hour, known) for job in self.state.plannable_jobs()]
         planned = [job for job in jobs if job is not None]
         if planned and self.anticipate_h:
             planned += anticipated_jobs(self._recent_requests(hour, known), hour, self.anticipate_h, self.anticipation_days,
@@ -68,7 +68,7 @@ class Scheduler:
             plan = None  # nothing to plan yet
         elif last is not None and last.horizon_start == plan.horizon_start and _same(last, plan):
             plan, version = None, last.plan_version
-        records = {job.job_id: job for job in self.state.active_jobs()}
+        records = {job.job_id: job for job in self.state.plannable_jobs()}
         notices = [
             JobInfeasible(
                 event_id=uuid5(NAMESPACE, f"{item.job_id}/infeasible/{records[item.job_id].deadline.isoformat()}"),

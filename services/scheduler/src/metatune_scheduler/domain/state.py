@@ -13,7 +13,7 @@ from enum import StrEnum
 from uuid import UUID
 
 from metatune.contracts import (
-    AgentStatus, Assignment, AssignmentAction, CarbonForecast, Event, JobInfeasible, JobRequested, Plan,
+    AgentStatus, Assignment, AssignmentAction, CarbonForecast, Event, JobCancelled, JobInfeasible, JobRequested, Plan,
     RunCompleted, RunFailed, RunPaused, RunProgress,
 )
 
@@ -24,6 +24,7 @@ class JobStatus(StrEnum):
     paused = "paused"  # checkpointed at ``location``
     completed = "completed"
     failed = "failed"
+    cancelled = "cancelled"  # withdrawn (JobCancelled): stopped where it ran, never started again
 
 
 ACTIVE = {JobStatus.pending, JobStatus.running, JobStatus.paused}
@@ -40,6 +41,12 @@ class JobRecord:
     checkpoint_key: str | None = None
     run_since: datetime | None = None
     infeasible_reason: str | None = None
+    cancel_reason: str | None = None  # set by JobCancelled; a running job keeps running until its stop is sent
+
+    @property
+    def stopping(self) -> bool:
+        """Cancelled while running: the plan leaves it out and the next diff stops it."""
+        return self.cancel_reason is not None and self.status is JobStatus.running
 
     @property
     def job_id(self) -> UUID:
@@ -75,10 +82,16 @@ class SchedulerState:
     capacity: dict[str, int] = field(default_factory=dict)  # GPUs per datacenter reported by agents
     last_plan: Plan | None = None
     first_requested_at: datetime | None = None  # the earliest request folded: where the request log begins
+    early_cancellations: dict[UUID, str] = field(default_factory=dict)  # cancelled before their request was folded
     _seen: set[UUID] = field(default_factory=set)
 
     def active_jobs(self) -> list[JobRecord]:
+        """Jobs an agent may still be running or may run: what assignments are diffed against."""
         return [job for job in self.jobs.values() if job.status in ACTIVE]
+
+    def plannable_jobs(self) -> list[JobRecord]:
+        """Active jobs the plan places: not those cancelled while running (they are being stopped)."""
+        return [job for job in self.active_jobs() if job.cancel_reason is None]
 
     def seen(self, event_id: UUID) -> bool:
         return event_id in self._seen
@@ -92,8 +105,10 @@ class SchedulerState:
         match event:
             case JobRequested():
                 if event.job_id not in self.jobs:
-                    self.jobs[event.job_id] = JobRecord(
+                    record = self.jobs[event.job_id] = JobRecord(
                         event, event.estimated_gpu_hours, event.power_kw, event.deadline)
+                    if (reason := self.early_cancellations.pop(event.job_id, None)) is not None:
+                        record.status, record.cancel_reason = JobStatus.cancelled, reason
                     if self.first_requested_at is None or event.occurred_at < self.first_requested_at:
                         self.first_requested_at = event.occurred_at
             case CarbonForecast():
@@ -114,18 +129,37 @@ class SchedulerState:
                     job.infeasible_reason = event.reason
                     if event.earliest_finish is not None:
                         job.deadline = max(job.deadline, event.earliest_finish)
+            case JobCancelled():
+                self._cancel(event)
             case RunProgress():
                 self._progress(event)
             case RunPaused():
                 if (job := self.jobs.get(event.job_id)) is not None and job.status in ACTIVE:
                     job._stop_clock(event.occurred_at)
-                    job.status, job.location, job.checkpoint_key = JobStatus.paused, event.datacenter, event.checkpoint_key
+                    job.status = JobStatus.cancelled if job.cancel_reason is not None else JobStatus.paused
+                    job.location, job.checkpoint_key = event.datacenter, event.checkpoint_key
             case RunCompleted() | RunFailed():
                 if (job := self.jobs.get(event.job_id)) is not None:
                     job._stop_clock(event.occurred_at)
-                    job.status = JobStatus.completed if isinstance(event, RunCompleted) else JobStatus.failed
+                    if isinstance(event, RunCompleted):  # it finished before the stop reached it
+                        job.status = JobStatus.completed
+                    elif job.status is not JobStatus.cancelled:
+                        job.status = JobStatus.failed
                     job.location = event.datacenter
         return True
+
+    def _cancel(self, event: JobCancelled) -> None:
+        """A pending or paused job is cancelled at once; a running one once its stop is sent; a
+        finished one stays as it ended. A job not requested yet is cancelled when its request comes."""
+        job = self.jobs.get(event.job_id)
+        if job is None:
+            self.early_cancellations[event.job_id] = event.reason
+            return
+        if job.status not in ACTIVE:
+            return
+        job.cancel_reason = event.reason
+        if job.status is not JobStatus.running:
+            job.status = JobStatus.cancelled
 
     def _assigned(self, event: Assignment) -> None:
         job = self.jobs.get(event.job_id)
@@ -138,7 +172,7 @@ class SchedulerState:
             job.status = JobStatus.paused
         elif event.action is AssignmentAction.stop:
             job._stop_clock(event.occurred_at)
-            job.status = JobStatus.failed
+            job.status = JobStatus.cancelled if job.cancel_reason is not None else JobStatus.failed
 
     def _progress(self, event: RunProgress) -> None:
         job = self.jobs.get(event.job_id)

@@ -1,6 +1,6 @@
 """Which events a study's webhook hears about, and how an event finds its study.
 
-Users want to know when their study moves (profiled, trials requested, a trial infeasible,
+Users want to know when their study moves (profiled, trials requested, a trial infeasible or cancelled,
 finished or failed, or their input rejected), not every progress tick.
 """
 
@@ -14,6 +14,7 @@ NOTIFIED_SUBJECTS = frozenset({
     subjects.DATASETS_PROFILED,
     subjects.JOBS_REQUESTED,
     subjects.JOBS_INFEASIBLE,
+    subjects.JOBS_CANCELLED,
     subjects.RUNS_COMPLETED,
     subjects.RUNS_FAILED,
 })
