@@ -31,42 +31,55 @@ class LagrangianBound:
     iterations: int
 
 
+@dataclass(frozen=True)
+class CheapestSchedules:
+    """Every job's best answer to capacity prices λ: one allowed site and its ``need`` cheapest
+    priced hours there (hours priced at or above the penalty left unmet). Shared by the
+    Lagrangian bound (L(λ) sums ``cost``) and column generation (``domain/columns.py``: the
+    schedule is the job's new column, ``cost`` its price before the convexity dual)."""
+
+    cost: np.ndarray  # (J,) switch + Σ (hour cost + gpus·λ)·hours + penalty·unmet hours
+    site: np.ndarray  # (J,) the chosen datacenter, -1 where the job has no allowed one
+    hours: np.ndarray  # (J, D, T) the schedule's hours, all at ``site``
+
+
 def lagrangian_value(instance: Instance, prices: np.ndarray) -> tuple[float, np.ndarray]:
     """L(λ) and the GPU-hours the jobs' subproblems put on each datacenter-period (D, T)."""
-    value, grid = _subproblems(instance, prices)
-    load = np.einsum("j,jdt->dt", instance.gpus.astype(float), grid)
+    schedules = cheapest_schedules(instance, prices)
+    room = instance.capacity * instance.periods.length[None, :].astype(float)
+    value = float(schedules.cost.sum() - (prices * room).sum())
+    load = np.einsum("j,jdt->dt", instance.gpus.astype(float), schedules.hours)
     return value, load
 
 
-def _subproblems(instance: Instance, prices: np.ndarray) -> tuple[float, np.ndarray]:
+def cheapest_schedules(instance: Instance, prices: np.ndarray) -> CheapestSchedules:
+    """Solve every job's subproblem at ``prices`` (vectorised over jobs and sites)."""
     jobs, dcs, periods = instance.shape
     penalty = instance.unmet_penalty()
-    room = instance.capacity * instance.periods.length[None, :].astype(float)
     grid = np.zeros((jobs, dcs, periods))
     if jobs == 0:
-        return -float((prices * room).sum()), grid
+        return CheapestSchedules(np.zeros(0), np.zeros(0, dtype=np.int64), grid)
     priced = instance.hour_cost() + instance.gpus[:, None, None] * prices[None, :, :]
     priced = np.where(instance.usable > 0, np.minimum(priced, penalty[:, None, None]), np.inf)
     order = np.argsort(priced, axis=2, kind="stable")
     cost_sorted = np.take_along_axis(priced, order, axis=2)
-    usable_sorted = np.take_along_axis(instance.usable, order, axis=2).astype(float)
+    # an hour priced at the penalty is as good as unmet: it is left unmet (and off capacity)
+    usable_sorted = np.take_along_axis(instance.usable, order, axis=2) * (cost_sorted < penalty[:, None, None])
     need = instance.need.astype(float)[:, None, None]
     before = np.cumsum(usable_sorted, axis=2) - usable_sorted
     hours = np.clip(need - before, 0.0, usable_sorted)  # the cheapest hours first
     placed = hours.sum(axis=2)
     with np.errstate(invalid="ignore"):
         site_cost = np.where(hours > 0, hours * cost_sorted, 0.0).sum(axis=2)
-    # hours a site cannot offer are unmet; an hour priced at the penalty is as good as unmet
-    site_cost += (instance.need[:, None] - placed) * penalty[:, None] + instance.switch_g
+    site_cost += (instance.need[:, None] - placed) * penalty[:, None] + instance.switch_g  # hours a site cannot offer are unmet
     has_site = instance.usable.sum(axis=2) > 0
     site_cost = np.where(has_site, site_cost, np.inf)
     best = np.argmin(site_cost, axis=1)
     placeable = has_site.any(axis=1)
     job_cost = np.where(placeable, site_cost[np.arange(jobs), np.where(placeable, best, 0)], instance.need * penalty)
-    value = float(job_cost.sum() - (prices * room).sum())
     for j in np.nonzero(placeable)[0]:
         grid[j, best[j], order[j, best[j]]] = hours[j, best[j]]
-    return value, grid
+    return CheapestSchedules(job_cost.astype(float), np.where(placeable, best, -1), grid)
 
 
 def lagrangian_bound(

@@ -13,7 +13,7 @@ import numpy as np
 
 from .horizon import Aggregation, Periods
 from .instance import ANTICIPATED_QUANTILE, Instance
-from .decomposition import SiteTimingSolver
+from .decomposition import SiteTimingSolver, priced_restart
 from .highs_builder import HighsModelSolver, SolveLimits
 from .model import Solution
 
@@ -197,9 +197,10 @@ class Planner:
         time limit on a loaded machine HiGHS may stop at an incumbent worse than the one it was
         given (measured: tight-capacity re-plans worse than the greedy plan)."""
         timed = self.timing.solve(instance, start, fill_greedily)
-        polished = Solution.of_hours(instance, timed.hours, timed.seconds)
         if not self._exact(instance):
-            return polished
+            timed = priced_restart(self.timing, instance, timed, fill_greedily)
+            return Solution.of_hours(instance, timed.hours, timed.seconds)
+        polished = Solution.of_hours(instance, timed.hours, timed.seconds)
         solved = self.solver.solve(instance, timed.hours)
         if solved.objective <= polished.objective + 1e-6 and solved.unmet.sum() <= polished.unmet.sum():
             return solved
