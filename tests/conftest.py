@@ -7,6 +7,7 @@ when they answer; otherwise this session starts embedded servers (the same code 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -120,3 +121,11 @@ def private_nats(tmp_path: Path) -> Iterator[str]:
     """A nats-server of one test alone."""
     with nats_server(tmp_path / "nats") as url:
         yield url
+
+
+async def eventually(condition, timeout_s: float = 60.0, interval_s: float = 0.05) -> None:
+    """Wait until ``condition()`` holds (an event crossed the bus), failing after ``timeout_s``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"condition not reached within {timeout_s} s"
+        await asyncio.sleep(interval_s)

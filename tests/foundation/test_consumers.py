@@ -14,18 +14,12 @@ from metatune import subjects
 from metatune.contracts import ErrorEvent, JobInfeasible
 from metatune.service import Service
 from metatune.settings import Settings
+from ..conftest import eventually
 
 
 def infeasible(reason: str = "test") -> JobInfeasible:
     return JobInfeasible(occurred_at=datetime.now(UTC), job_id=uuid4(), reason=reason)
 
-
-async def wait_for(predicate, timeout_s: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
 
 
 class Harness:
@@ -77,7 +71,7 @@ async def test_malformed_payloads_become_error_events_and_consumer_goes_on(setti
             await h.publish(bad[i % len(bad)])
         good = infeasible("after-the-flood")
         await h.publish(good.to_bytes())
-        await wait_for(lambda: len(h.errors) == 100 and h.seen)
+        await eventually(lambda: len(h.errors) == 100 and h.seen)
         assert [e.reason for e in h.seen] == ["after-the-flood"]
         assert all(e.kind == "invalid_message" and e.subject == subjects.JOBS_INFEASIBLE for e in h.errors)
         assert {e.service for e in h.errors} == {"testsvc"}
@@ -89,7 +83,7 @@ async def test_duplicate_event_id_is_delivered_once(settings: Settings) -> None:
         for _ in range(3):
             await h.publish(event.to_bytes(), msg_id=str(event.event_id))
         await h.publish(infeasible("marker").to_bytes())
-        await wait_for(lambda: any(e.reason == "marker" for e in h.seen))
+        await eventually(lambda: any(e.reason == "marker" for e in h.seen))
         assert [e.reason for e in h.seen].count("dup") == 1
 
 
@@ -101,7 +95,7 @@ async def fail_first_time(h: Harness, event: JobInfeasible) -> None:
 async def test_unacked_message_is_redelivered_then_processed(settings: Settings) -> None:
     async with Harness(settings, fail_first_time) as h:
         await h.publish(infeasible("flaky").to_bytes())
-        await wait_for(lambda: h.seen)
+        await eventually(lambda: h.seen)
         assert h.deliveries["flaky"] == 2
         assert h.errors == []
 
@@ -114,13 +108,13 @@ async def always_fail(h: Harness, event: JobInfeasible) -> None:
 async def test_handler_that_keeps_failing_is_dead_lettered(settings: Settings) -> None:
     async with Harness(settings, always_fail) as h:
         await h.publish(infeasible("poison").to_bytes())
-        await wait_for(lambda: h.errors, timeout_s=30)
+        await eventually(lambda: h.errors, timeout_s=30)
         assert h.deliveries["poison"] == settings.max_deliver
         [error] = h.errors
         assert error.kind == "handler_failed" and "cannot handle this one" in error.message
         assert error.deliveries == settings.max_deliver
         await h.publish(infeasible("next").to_bytes())
-        await wait_for(lambda: any(e.reason == "next" for e in h.seen))
+        await eventually(lambda: any(e.reason == "next" for e in h.seen))
 
 
 async def test_redelivery_without_ack_uses_the_durable_consumer(settings: Settings) -> None:
@@ -138,7 +132,7 @@ async def test_redelivery_without_ack_uses_the_durable_consumer(settings: Settin
     async with asyncio.timeout(10):
         await nc.close()
     async with Harness(s, accept) as h:
-        await wait_for(lambda: h.seen)
+        await eventually(lambda: h.seen)
         assert h.seen[0].event_id == event.event_id
 
 

@@ -22,6 +22,7 @@ from metatune.settings import Settings
 from metatune_profiler.app import create_service
 
 from .conftest import write_jsonl
+from ..conftest import eventually
 
 MAX_ROW_BYTES = 2_000
 MAX_DATASET_BYTES = 200_000
@@ -88,12 +89,6 @@ async def running(nats_url: str, tmp_path: Path) -> AsyncIterator[tuple[Outcomes
     await nc.close()
 
 
-async def wait_for(predicate, timeout_s: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "no outcome in time"
-        await asyncio.sleep(0.1)
-
 
 async def test_object_path_and_url_submissions_are_profiled(running, tmp_path: Path, http_root) -> None:
     outcomes, (service, js) = running
@@ -108,7 +103,7 @@ async def test_object_path_and_url_submissions_are_profiled(running, tmp_path: P
     ]
     for event in events:
         await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
-    await wait_for(lambda: all(e.study_id in outcomes.profiled for e in events))
+    await eventually(lambda: all(e.study_id in outcomes.profiled for e in events))
     profiles = [outcomes.profiled[e.study_id] for e in events]
     assert all(p.features.n_examples == 80 and p.features.n_classes == 2 for p in profiles)
     assert all(p.rows_skipped == 0 and p.correlation_id == str(p.study_id) for p in profiles)
@@ -145,7 +140,7 @@ async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving
     after = submission(DatasetLocation(kind="path", ref=str(good)))
     await js.publish(subjects.DATASETS_SUBMITTED, after.to_bytes())
 
-    await wait_for(lambda: after.study_id in outcomes.profiled
+    await eventually(lambda: after.study_id in outcomes.profiled
                    and all(outcomes.codes(e.study_id) for e in cases.values()))
     for code, event in cases.items():
         assert outcomes.codes(event.study_id) == [code], code
@@ -166,7 +161,7 @@ async def test_partially_bad_file_is_profiled_and_skips_are_reported(running, tm
     path.write_bytes(b"".join(lines))
     event = submission(DatasetLocation(kind="path", ref=str(path)))
     await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
-    await wait_for(lambda: event.study_id in outcomes.profiled and len(outcomes.codes(event.study_id)) == 2)
+    await eventually(lambda: event.study_id in outcomes.profiled and len(outcomes.codes(event.study_id)) == 2)
     profiled = outcomes.profiled[event.study_id]
     assert profiled.features.n_examples == 50 and profiled.features.n_classes == 3
     assert profiled.rows_skipped == 2 and profiled.skip_reasons == {"malformed_row": 1, "not_utf8": 1}
@@ -193,7 +188,7 @@ async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) 
         replica = await js.pull_subscribe_bind("profiler", stream=settings.stream_name)
         with pytest.raises(nats.errors.TimeoutError):
             await replica.fetch(1, timeout=3 * settings.ack_wait_s)
-        await wait_for(lambda: event.study_id in outcomes.profiled)
+        await eventually(lambda: event.study_id in outcomes.profiled)
         info = await js.consumer_info(settings.stream_name, "profiler")
         assert info.num_redelivered == 0 and info.num_ack_pending == 0
     await nc.close()

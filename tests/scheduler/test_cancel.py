@@ -25,6 +25,7 @@ from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Sc
 from metatune_scheduler.domain.state import JobStatus
 
 from .conftest import NOW, forecast, job_id, job_requested, small_registry
+from ..conftest import eventually
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
@@ -137,7 +138,7 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
             for event in inputs():
                 subject = subjects.forecasts(event.region) if hasattr(event, "region") else subjects.JOBS_REQUESTED
                 await js.publish(subject, event.to_bytes(), headers={"Nats-Msg-Id": str(event.event_id)})
-            await _until(lambda: any(a.job_id == job_id(2) for a in received))
+            await eventually(lambda: any(a.job_id == job_id(2) for a in received))
             assert [(a.action, a.datacenter) for a in received if a.job_id == job_id(2)] == [(AssignmentAction.start, "sjc1")]
 
             for job in (job_id(2), uuid5(NAMESPACE_DNS, "no-such-job")):
@@ -145,16 +146,10 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
                     subprocess.run, [sys.executable, "-m", "metatune.cli", "cancel", str(job), "--reason", "budget cut"],
                     env=env, capture_output=True, text=True, timeout=120)
                 assert result.returncode == 0, result.stderr
-            await _until(lambda: any(a.action is AssignmentAction.stop for a in received) and errors)
+            await eventually(lambda: any(a.action is AssignmentAction.stop for a in received) and errors)
         stops = [a for a in received if a.action is AssignmentAction.stop]
         assert [(a.job_id, a.datacenter) for a in stops] == [(job_id(2), "sjc1")]
         assert [(e.code, e.correlation_id) for e in errors] == [("unknown_job", str(uuid5(NAMESPACE_DNS, "no-such-job")))]
     finally:
         await nc.close()
 
-
-async def _until(condition, timeout_s: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.05)

@@ -16,6 +16,7 @@ from metatune.bus import publish_event  # noqa: F401  (the service publishes thr
 from metatune_scheduler.app import create_service
 
 from .conftest import NOW, forecast, job_requested, small_registry
+from ..conftest import eventually
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
@@ -49,7 +50,7 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(modul
                           job_requested(2, hours=1, gpus=2, home="sjc1", group=RegionGroup.NA, deadline_h=1)):
                 subject = subjects.forecasts(event.region) if hasattr(event, "region") else subjects.JOBS_REQUESTED
                 await _publish(js, subject, event)
-            await _until(lambda: len(received) == 2)
+            await eventually(lambda: len(received) == 2)
             solves = service.runtime.solves
         assert set(received) == {subjects.assignments("osl1"), subjects.assignments("sjc1")}
         eu = received[subjects.assignments("osl1")]
@@ -59,7 +60,7 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(modul
 
         restarted = create_service(settings=settings, registry=REGISTRY, debounce_s=0.2)
         async with restarted.running():
-            await _until(lambda: restarted.runtime.solves >= 1)
+            await eventually(lambda: restarted.runtime.solves >= 1)
             state = restarted.runtime.scheduler.state
             assert state.last_plan is not None and state.last_plan.plan_version == plans[-1].plan_version
         await asyncio.sleep(0.3)
@@ -67,9 +68,3 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(modul
     finally:
         await nc.close()
 
-
-async def _until(condition, timeout_s: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.05)
