@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,7 +12,7 @@ from metatune_forecaster.adapters.carbon_folder import load_carboncast, load_em
 from metatune_forecaster.domain.baselines import seasonal_naive_24h, seasonal_naive_168h
 from metatune_forecaster.domain.evaluation import mape, wmape
 from metatune_forecaster.domain.features import RegionArrays
-from metatune_forecaster.domain.model import CarbonModel
+from metatune_forecaster.domain.model import LEVEL_FEATURES, CarbonModel, ModelArtifactError, block_features
 from metatune_forecaster.domain.samples import build_grid, issue_positions
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_forecaster.resources import WEATHER_ERROR_PATH
@@ -76,3 +78,13 @@ def test_each_block_averages_members_fitted_on_other_feature_draws(trained: tupl
     assert len(block.members) == model.metadata["ensemble"]["size"] > 1
     assert not np.allclose(members[0], members[1])  # different feature draws, different trees
     np.testing.assert_allclose(block.predict(x), members.mean(axis=0))
+
+
+def test_each_block_sees_its_own_features_and_a_model_of_another_layout_is_refused(trained, tmp_path) -> None:
+    model, _ = trained
+    assert [list(trees.feature_names_in_) for trees in model.blocks] == [block_features(b) for b in range(3)]
+    assert LEVEL_FEATURES <= set(block_features(1)) and not LEVEL_FEATURES & set(block_features(0))
+    mixed = dataclasses.replace(model, blocks=[model.blocks[1], *model.blocks[1:]])  # day-ahead trees of the wrong layout
+    mixed.save(tmp_path / "mixed.joblib")
+    with pytest.raises(ModelArtifactError, match="other features"):
+        CarbonModel.load(tmp_path / "mixed.joblib")

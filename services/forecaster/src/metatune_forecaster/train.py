@@ -18,7 +18,7 @@ import pandas as pd
 from .adapters.carbon_folder import load_folder
 from .domain.features import FEATURE_NAMES, RegionArrays
 from .domain.model import (
-    BLOCK_CAPACITY, ENSEMBLE_SIZE, FEATURE_SHARE, LEAD_BUCKETS, MIN_RATIO_WEIGHT, BlockRows, CarbonModel, fit,
+    BLOCK_CAPACITY, BLOCK_EXCLUDED_FEATURES, ENSEMBLE_SIZE, FEATURE_SHARE, LEAD_BUCKETS, MIN_RATIO_WEIGHT, BlockRows, CarbonModel, fit,
 )
 from .domain.samples import build_grid, issue_positions
 from .domain.series import RegionSeries
@@ -88,7 +88,7 @@ def train(
         training_rows(series, train_until, error_model, lead_range, stride_h, leads_per_issue, rng)
         for lead_range, stride_h in zip(LEAD_BUCKETS, strides_h, strict=True)
     ]
-    layout = f"{FEATURE_NAMES}|{BLOCK_CAPACITY}|{MIN_RATIO_WEIGHT}|{max_iter}|{strides_h}|{leads_per_issue}|{ensemble_size}x{FEATURE_SHARE}"
+    layout = f"{FEATURE_NAMES}|{[sorted(names) for names in BLOCK_EXCLUDED_FEATURES]}|{BLOCK_CAPACITY}|{MIN_RATIO_WEIGHT}|{max_iter}|{strides_h}|{leads_per_issue}|{ensemble_size}x{FEATURE_SHARE}"
     digest = hashlib.sha256("|".join(s.name for s in series).encode() + str(train_until).encode() + layout.encode()).hexdigest()[:8]
     version = f"hgb-blocks-{train_until:%Y%m%d}-{digest}"
     metadata = {
@@ -99,6 +99,7 @@ def train(
         "max_iter": max_iter,
         "block_capacity": [list(c) for c in BLOCK_CAPACITY],
         "min_ratio_weight": MIN_RATIO_WEIGHT,
+        "block_excluded_features": [sorted(names) for names in BLOCK_EXCLUDED_FEATURES],
         "ensemble": {"size": ensemble_size, "feature_share": FEATURE_SHARE},
         "weather_error": error_model.model_dump(),
     }

@@ -5,6 +5,8 @@ An issue at position ``i`` knows hours ``< i``; lead ``h`` (1..168) targets hour
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 
@@ -37,6 +39,16 @@ def same_hour_mean(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int
     with np.errstate(invalid="ignore"):
         counts = np.isfinite(stacked).sum(axis=0)
         return np.where(counts > 0, np.nansum(stacked, axis=0) / np.maximum(counts, 1), np.nan)
+
+
+def same_hour_median(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int = 7) -> np.ndarray:
+    """Median of the same hour over the latest ``days`` observed days."""
+    target = issue + lead - 1
+    back = days_back(lead)
+    stacked = np.stack([at(y, target - 24 * (back + k)) for k in range(days)])
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an issue with no observed same hour: NaN
+        return np.nanmedian(stacked, axis=0)
 
 
 BASELINES = {

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .baselines import at as _at
-from .baselines import days_back, same_hour_mean, seasonal_naive_24h, seasonal_naive_168h
+from .baselines import days_back, same_hour_mean, same_hour_median, seasonal_naive_24h, seasonal_naive_168h
 from .series import RegionSeries
 from .solar import local_solar_hour
 from .wind import capacity_factor, hub_height_speed
@@ -40,6 +40,7 @@ FEATURE_NAMES = [
     "anomaly_3h", "anomaly_24h", "slope_1h", "slope_3h",
     "anomaly_now_z", "anomaly_3h_z", "anomaly_decayed_z", "naive24_vs_mean7_z", "naive168_vs_mean7_z", "sun_wind_effect_z",
     "mean28_vs_mean7", "mean28_vs_mean7_z",
+    "mean14_vs_mean7", "mean14_vs_mean7_z", "median7_vs_mean7", "median7_vs_mean7_z",
 ]
 MIN_VOLATILITY = 0.005  # floor of the volatility unit (see :func:`model.volatility_of`)
 
@@ -150,6 +151,8 @@ class RegionArrays:
         naive24 = seasonal_naive_24h(y, issue, lead) * inv
         mean7 = same_hour_mean(y, issue, lead) * inv
         mean28 = same_hour_mean(y, issue, lead, days=28) * inv  # the steadier level of a flat grid
+        mean14 = same_hour_mean(y, issue, lead, days=14) * inv
+        median7 = same_hour_median(y, issue, lead) * inv  # a level one odd day does not move
         anomaly_now = (_at(y, issue - 1) - now_mean7) * inv
         skill = {name: w.mean(issue - SKILL_WINDOW, issue) * inv for name, w in self._skill.items()}
         # the trees predict in units of the grid's volatility: the same anomalies in those units
@@ -217,6 +220,10 @@ class RegionArrays:
             "sun_wind_effect_z": (beta_w * inv * d_wind + beta_g * inv * d_ghi) / unit,
             "mean28_vs_mean7": mean28 - mean7,
             "mean28_vs_mean7_z": (mean28 - mean7) / unit,
+            "mean14_vs_mean7": mean14 - mean7,
+            "mean14_vs_mean7_z": (mean14 - mean7) / unit,
+            "median7_vs_mean7": median7 - mean7,
+            "median7_vs_mean7_z": (median7 - mean7) / unit,
         }
         return pd.DataFrame(columns)[FEATURE_NAMES]
 

@@ -44,12 +44,22 @@ BLOCK_CAPACITY = ((3.0, 63), (1.0, 31), (1.0, 31))
 # features: the members' errors partly cancel (measured on regions the model never saw: see README)
 ENSEMBLE_SIZE = 3
 FEATURE_SHARE = 0.6
+# features a block's trees leave out: the 14-day level and the 7-day median help the 25-168 h blocks
+# but cost the day-ahead block, which leans on the latest hours (README, session 8). Blocks are
+# independent (own trees, own interval lead bands, own recalibration), so this is exact
+LEVEL_FEATURES = frozenset({"mean14_vs_mean7", "mean14_vs_mean7_z", "median7_vs_mean7", "median7_vs_mean7_z"})
+BLOCK_EXCLUDED_FEATURES = (LEVEL_FEATURES, frozenset(), frozenset())
 MIN_BAND_ROWS = 50
 
 
 def bucket_of(lead: np.ndarray) -> np.ndarray:
     """Index into :data:`LEAD_BUCKETS` of every lead."""
     return np.searchsorted([hi for _, hi in LEAD_BUCKETS], np.asarray(lead), side="left")
+
+
+def block_features(block: int) -> list[str]:
+    """The feature columns the trees of lead block ``block`` are trained on, in order."""
+    return [name for name in FEATURE_NAMES if name not in BLOCK_EXCLUDED_FEATURES[block]]
 
 
 def base_of(features: pd.DataFrame) -> np.ndarray:
@@ -91,6 +101,8 @@ class TreeEnsemble:
         return self.members[0].feature_names_in_
 
     def predict(self, x: pd.DataFrame) -> np.ndarray:
+        """Mean prediction of the members, on the columns they were trained on."""
+        x = x[list(self.feature_names_in_)]
         return np.mean([member.predict(x) for member in self.members], axis=0)
 
     @classmethod
@@ -161,7 +173,7 @@ class CarbonModel:
             raise ModelArtifactError(f"{path} holds a {type(model).__name__} of another layout, not a CarbonModel")
         if not all(isinstance(trees, TreeEnsemble) for trees in model.blocks):
             raise ModelArtifactError(f"{path} holds trees of an older layout; retrain it")
-        if any(list(trees.feature_names_in_) != FEATURE_NAMES for trees in model.blocks):
+        if any(list(trees.feature_names_in_) != block_features(b) for b, trees in enumerate(model.blocks)):
             raise ModelArtifactError(f"{path} was trained on other features; retrain it")
         if "weather_error" not in model.metadata:
             raise ModelArtifactError(f"{path} does not record its weather-error model; retrain it")
@@ -181,13 +193,13 @@ def fit(
     if len(blocks) != len(LEAD_BUCKETS):
         raise ValueError(f"need rows for {len(LEAD_BUCKETS)} lead blocks, got {len(blocks)}")
     trees = []
-    for rows, (iterations, leaves) in zip(blocks, BLOCK_CAPACITY, strict=True):
+    for b, (rows, (iterations, leaves)) in enumerate(zip(blocks, BLOCK_CAPACITY, strict=True)):
         fit_rows = ~rows.calibration
         features = rows.features[fit_rows]
         ratio = rows.ratio[fit_rows]
         target = (ratio - base_of(features)) / volatility_of(features)
         weight = 1.0 / np.maximum(ratio, MIN_RATIO_WEIGHT)
-        trees.append(TreeEnsemble.fit(features[FEATURE_NAMES], target, weight, round(iterations * max_iter), leaves, seed, ensemble_size))
+        trees.append(TreeEnsemble.fit(features[block_features(b)], target, weight, round(iterations * max_iter), leaves, seed, ensemble_size))
     model = CarbonModel(trees, np.zeros((len(INTERVAL_LEAD_EDGES), len(INTERVAL_VOLATILITY_EDGES) + 1, 2)), version)
     calibration = pd.concat([rows.features[rows.calibration] for rows in blocks], ignore_index=True)
     ratio = np.concatenate([rows.ratio[rows.calibration] for rows in blocks])
