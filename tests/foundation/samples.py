@@ -37,6 +37,7 @@ def samples() -> list[tuple[str, c.Event]]:
         (subjects.JOBS_REQUESTED, c.JobRequested(occurred_at=NOW, job_id=JOB, study_id=STUDY, trial_index=0, spec=SPEC,
                                                  config=CONFIG, predicted_loss=0.4, predicted_loss_std=0.1,
                                                  estimated_gpu_hours=2.0, power_kw=0.7, deadline=SPEC.deadline)),
+        (subjects.JOBS_CANCELLED, c.JobCancelled(occurred_at=NOW, job_id=JOB, study_id=STUDY, reason="budget cut")),
         (subjects.JOBS_INFEASIBLE, c.JobInfeasible(occurred_at=NOW, job_id=JOB, reason="deadline",
                                                    earliest_finish=NOW + timedelta(hours=30))),
         (subjects.forecasts("DE"), c.CarbonForecast(occurred_at=NOW, region="DE", issued_at=NOW, start=NOW,
