@@ -129,3 +129,14 @@ async def eventually(condition, timeout_s: float = 60.0, interval_s: float = 0.0
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, f"condition not reached within {timeout_s} s"
         await asyncio.sleep(interval_s)
+
+
+async def received_on(nc, subject: str, contract: type) -> list:
+    """Subscribe ``nc`` to ``subject``; the returned list fills with each message decoded as ``contract``."""
+    received: list = []
+
+    async def on_message(msg) -> None:
+        received.append(contract.model_validate_json(msg.data))
+
+    await nc.subscribe(subject, cb=on_message)
+    return received

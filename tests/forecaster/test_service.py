@@ -16,6 +16,7 @@ from metatune.settings import Settings
 from metatune_forecaster.adapters.open_meteo import OpenMeteoWeather
 from metatune_forecaster.adapters.replay import ReplayData, ReplayWeather
 from metatune_forecaster.app import create_service, weather_provider
+from ..conftest import received_on
 
 SIM_START = datetime(2025, 6, 2, 0, tzinfo=UTC)
 
@@ -25,18 +26,9 @@ def small_registry(*names: str) -> Registry:
 
 
 async def collect(settings: Settings, service_kwargs: dict, until) -> tuple[list[CarbonForecast], list[ErrorEvent]]:
-    forecasts: list[CarbonForecast] = []
-    errors: list[ErrorEvent] = []
     nc = await nats.connect(settings.nats_url)
-
-    async def on_forecast(msg) -> None:
-        forecasts.append(CarbonForecast.model_validate_json(msg.data))
-
-    async def on_error(msg) -> None:
-        errors.append(ErrorEvent.model_validate_json(msg.data))
-
-    await nc.subscribe(subjects.FORECASTS_ALL, cb=on_forecast)
-    await nc.subscribe(subjects.errors("forecaster"), cb=on_error)
+    forecasts: list[CarbonForecast] = await received_on(nc, subjects.FORECASTS_ALL, CarbonForecast)
+    errors: list[ErrorEvent] = await received_on(nc, subjects.errors("forecaster"), ErrorEvent)
     service = create_service(settings=settings, **service_kwargs)
     try:
         async with service.running():

@@ -25,7 +25,7 @@ from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Sc
 from metatune_scheduler.domain.state import JobStatus
 
 from .conftest import NOW, forecast, job_id, job_requested, small_registry
-from ..conftest import eventually
+from ..conftest import eventually, received_on
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
@@ -117,18 +117,9 @@ def test_a_cancellation_needs_a_reason() -> None:
 async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_reported(module_nats: str, tmp_path) -> None:
     settings = Settings(nats_url=module_nats, clock="simulated", sim_seconds_per_hour=3600.0, sim_start=NOW,
                         heartbeat_s=0.5)
-    received: list[Assignment] = []
-    errors: list[ErrorEvent] = []
     nc = await nats.connect(module_nats)
-
-    async def on_assignment(msg) -> None:
-        received.append(Assignment.model_validate_json(msg.data))
-
-    async def on_error(msg) -> None:
-        errors.append(ErrorEvent.model_validate_json(msg.data))
-
-    await nc.subscribe(subjects.ASSIGNMENTS_ALL, cb=on_assignment)
-    await nc.subscribe(subjects.errors("scheduler"), cb=on_error)
+    received: list[Assignment] = await received_on(nc, subjects.ASSIGNMENTS_ALL, Assignment)
+    errors: list[ErrorEvent] = await received_on(nc, subjects.errors("scheduler"), ErrorEvent)
     service = create_service(settings=settings, registry=REGISTRY, debounce_s=0.2)
     env = {k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")}
     env.update(METATUNE_NATS_URL=module_nats, METATUNE_DATA_DIR=str(tmp_path))
