@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 
 from metatune.clock import FixedClock
 from metatune.contracts import TaskType
-from metatune_agent.domain.encoding import encode_dataset
+from metatune_agent.domain.encoding import _cache_path, _save, encode_dataset
 from metatune_agent.domain.errors import CheckpointMismatch
 from metatune_agent.domain.model import load_tokenizer
 from metatune_agent.domain.request import TrainOptions
@@ -107,6 +108,23 @@ def test_tokenization_is_cached_and_keyed_by_what_changes_the_tensors(sst2: Path
     assert len(list(cache_dir.glob("*.pt"))) == 2
     (cache_dir / next(cache_dir.glob("*.pt")).name).write_bytes(b"truncated")
     assert encode_dataset(request, tokenizer).train.ids.numel() == first.train.ids.numel()  # a broken entry is rebuilt
+
+
+def test_trials_encoding_the_same_data_at_once_share_the_cache_safely(sst2: Path, cache_dir: Path) -> None:
+    """An agent runs a study's trials in parallel threads; they write the same cache entry at once."""
+    tokenizer, _ = load_tokenizer("all-MiniLM-L6-v2")
+    request = request_for(sst2, cache=cache_dir)
+    dataset = encode_dataset(request, tokenizer)
+    path = _cache_path(request, tokenizer)
+
+    def write_often(_: int) -> None:
+        for _ in range(20):
+            _save(path, dataset)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write_often, range(4)))  # re-raises a failed rename
+    assert encode_dataset(request, tokenizer).cache_hit
+    assert [p.name for p in cache_dir.iterdir()] == [path.name]  # no temporary file left behind
 
 
 def test_without_dynamic_padding_every_batch_is_padded_to_max_length(sst2: Path) -> None:

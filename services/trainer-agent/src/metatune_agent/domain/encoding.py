@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ import torch
 
 from .dataset import Examples, load_examples, split_examples
 from .request import TrainingRequest
+
+log = logging.getLogger("metatune.agent")
 
 CACHE_FORMAT = 1
 _TOKENIZE_CHUNK = 1024
@@ -96,7 +100,10 @@ def encode_dataset(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
         split_source=split.source,
     )
     if cache_path is not None:
-        _save(cache_path, dataset)
+        try:
+            _save(cache_path, dataset)
+        except OSError as exc:  # the cache only saves time: a full or read-only disk must not fail the run
+            log.warning("tokenization cache not written (%s): %s", cache_path, exc)
     return dataset
 
 
@@ -176,8 +183,13 @@ def _cache_path(request: TrainingRequest, tokenizer: Any) -> Path | None:
 
 
 def _save(path: Path, dataset: EncodedDataset) -> None:
+    """Write ``path`` atomically. The temporary file is unique per call, not per process: an agent
+    encodes the trials of one study in parallel threads, which write the same entry at once
+    (measured in the demo: a name per process made one thread's rename fail the other's run)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+    os.close(handle)
+    tmp = Path(name)
     torch.save(
         {
             "format": CACHE_FORMAT,
@@ -189,7 +201,10 @@ def _save(path: Path, dataset: EncodedDataset) -> None:
         },
         tmp,
     )
-    os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
+    try:
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _from_state(state: dict[str, Any], *, cache_hit: bool) -> EncodedDataset:
