@@ -31,11 +31,16 @@ def seasonal_naive_168h(y: np.ndarray, issue: np.ndarray, lead: np.ndarray) -> n
     return at(y, issue + lead - 1 - 168)
 
 
-def same_hour_mean(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int = 7) -> np.ndarray:
-    """Mean of the same hour over the latest ``days`` observed days."""
+def same_hours(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int) -> np.ndarray:
+    """(days, rows) values of the target's hour on the latest ``days`` observed days (NaN if unknown)."""
     target = issue + lead - 1
     back = days_back(lead)
-    stacked = np.stack([at(y, target - 24 * (back + k)) for k in range(days)])
+    return np.stack([at(y, target - 24 * (back + k)) for k in range(days)])
+
+
+def same_hour_mean(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int = 7) -> np.ndarray:
+    """Mean of the same hour over the latest ``days`` observed days."""
+    stacked = same_hours(y, issue, lead, days)
     with np.errstate(invalid="ignore"):
         counts = np.isfinite(stacked).sum(axis=0)
         return np.where(counts > 0, np.nansum(stacked, axis=0) / np.maximum(counts, 1), np.nan)
@@ -43,12 +48,9 @@ def same_hour_mean(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int
 
 def same_hour_median(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int = 7) -> np.ndarray:
     """Median of the same hour over the latest ``days`` observed days."""
-    target = issue + lead - 1
-    back = days_back(lead)
-    stacked = np.stack([at(y, target - 24 * (back + k)) for k in range(days)])
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an issue with no observed same hour: NaN
-        return np.nanmedian(stacked, axis=0)
+        return np.nanmedian(same_hours(y, issue, lead, days), axis=0)
 
 
 BASELINES = {

@@ -29,10 +29,10 @@ pack, not the shipped planner. Power caps and fluid (anticipated) jobs are not m
 :mod:`.bounds` (the scale benchmark has neither).
 
 Measured (``bench/scheduler_scale_bench.py --column-generation``, the re-plan instances, 2 busy
-cores): 1000×12 converges in 27 iterations, 142 s, 17,085 columns, at 1793.5 kg (Lagrangian
-1783.6, LP 1724.9); the best plan known there, 1850.7 kg, is a greedy plan priced at 0.75 × these
-capacity prices, re-timed; the MIP over the columns did not improve on it in 120 s (200×8: bound
-463.0, plan 481.5, re-plan 487.4 kg). Tried and dropped (200×8, cold instance): diving (fix
+cores; the scheduler README's Scale table): 1000×12 converges in 23 iterations, 179 s, 16,016
+columns, at 1793.6 kg (Lagrangian 1783.3, LP 1725.0); the best plan known there, 1850.9 kg, is a
+greedy plan priced at 0.75 × these capacity prices, re-timed; the MIP over the columns did not
+improve on it in 120 s (200×8: bound 462.7, plan 480.6 kg, the re-plan's). Tried and dropped (200×8, cold instance): diving (fix
 each job's heaviest column, re-price the rest) ends with jobs whose columns only fit
 fractionally, 519 kg against greedy's 490; the hourly MILP restricted to the sites the master
 LP uses (35,541 binaries) did not improve its start in 120 s.

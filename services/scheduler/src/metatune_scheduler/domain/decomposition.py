@@ -95,9 +95,9 @@ PRICE_SHARE = 0.5  # of the timing LP's capacity prices a priced restart adds to
 def priced_restart(solver: SiteTimingSolver, instance: Instance, timed: TimingResult, fill: Fill) -> TimingResult:
     """Step 3: re-choose every job's site greedily on emissions plus ``PRICE_SHARE`` of the prices
     ``timed`` found, re-time, and keep the cheaper of that and ``timed``. Measured on the scale
-    benchmark's 1000 x 12 re-plan: 1865.9 -> 1856.4 kg for ~0.75 s (the best plan known there,
-    1850.7 kg, comes from the same greedy at column generation's prices, which take minutes); the
-    full share of the prices over-corrects (1930.9 kg)."""
+    benchmark's 1000 x 12 re-plan: 1865.9 -> 1858.3 kg for ~0.75 s (the best plan known there,
+    1850.9 kg, comes from the same greedy at column generation's prices, which take minutes); in a
+    scratch run on the same instance the full share of the prices over-corrected (1930.9 kg)."""
     cost = instance.hour_cost() + PRICE_SHARE * instance.gpus[:, None, None] * timed.prices[None, :, :]
     restart = solver.solve(instance, fill(instance, np.zeros(instance.shape, dtype=np.int64), cost), fill)
     if restart.cost < timed.cost - 1e-6:
