@@ -105,6 +105,7 @@ def main() -> None:
     parser.add_argument("--test-from", type=utc, required=True, help="evaluate forecasts whose horizon starts here or later")
     parser.add_argument("--test-until", type=utc, help="and ends before this date")
     parser.add_argument("--model", type=Path, help="evaluate this trained model instead of training one")
+    parser.add_argument("--save-model", type=Path, help="write the model trained here (to evaluate it again with --model)")
     parser.add_argument("--holdout-regions", default="", help="comma-separated zone ids kept out of training")
     parser.add_argument("--stride", type=int, default=25, help="hours between issue times in the test period")
     parser.add_argument("--max-iter", type=int, default=200)
@@ -125,6 +126,8 @@ def main() -> None:
         train_series = [s for s in series if s.region not in holdout]
         model = train(train_series, args.train_until, error_model, max_iter=args.max_iter, seed=args.seed)
         console.print(f"trained {model.version} on {model.metadata['rows']} rows in {time.perf_counter() - started:.0f} s")
+        if args.save_model:
+            model.save(args.save_model)
     console.print(f"weather error at {error_model.reference_lead_h:.0f} h lead: temperature {error_model.temperature_sigma_c} °C, "
                   f"wind {error_model.wind_sigma_ms} m/s, cloud {error_model.cloud_sigma_pct} pp ({error_model.source})")
 

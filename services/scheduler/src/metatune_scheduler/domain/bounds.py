@@ -46,7 +46,7 @@ class CheapestSchedules:
 def lagrangian_value(instance: Instance, prices: np.ndarray) -> tuple[float, np.ndarray]:
     """L(λ) and the GPU-hours the jobs' subproblems put on each datacenter-period (D, T)."""
     schedules = cheapest_schedules(instance, prices)
-    room = instance.capacity * instance.periods.length[None, :].astype(float)
+    room = instance.room()
     value = float(schedules.cost.sum() - (prices * room).sum())
     load = np.einsum("j,jdt->dt", instance.gpus.astype(float), schedules.hours)
     return value, load
@@ -88,7 +88,7 @@ def lagrangian_bound(
     """Projected subgradient ascent from ``start_prices`` (the LP duals are a good start), with
     Polyak steps towards ``upper_bound`` (the best plan known) and the step halved when the bound
     stalls."""
-    room = instance.capacity * instance.periods.length[None, :].astype(float)
+    room = instance.room()
     prices = np.maximum(np.asarray(start_prices, dtype=float), 0.0)
     best_value, best_prices = -np.inf, prices
     theta, stalled = 1.0, 0

@@ -126,11 +126,6 @@ class ColumnPlan:
     optimal: bool = False  # price-and-branch: the restricted master MIP closed its gap
 
 
-def room_of(instance: Instance) -> np.ndarray:
-    """(D, T) GPU-hours each datacenter-period offers."""
-    return np.maximum(instance.capacity, 0) * instance.periods.length[None, :].astype(float)
-
-
 def columns_of_plan(instance: Instance, grid: np.ndarray) -> Columns:
     """One column per job from a (J, D, T) plan: its hours at its main site (hours elsewhere,
     beyond ``usable`` or beyond ``need`` dropped: a column is a one-site schedule)."""
@@ -192,7 +187,7 @@ class RestrictedMaster:
         self._highs.setOptionValue("output_flag", False)
         self._highs.setOptionValue("random_seed", 0)
         self._highs.setOptionValue("presolve", "off")  # presolve would discard the warm basis
-        room = room_of(instance).ravel()
+        room = np.maximum(instance.room(), 0.0).ravel()
         lower = np.concatenate([np.ones(jobs), np.full(dcs * periods, -np.inf)])
         upper = np.concatenate([np.ones(jobs), room])
         self._highs.addRows(len(lower), lower, upper, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
@@ -304,7 +299,7 @@ def generate_columns(
     duals themselves, and only when none prices out there is the master optimal (``converged``).
     Stops then, or at the iteration or time cap (``bound`` is valid either way, only weaker)."""
     began = time.perf_counter()
-    room = room_of(instance)
+    room = np.maximum(instance.room(), 0.0)
     master = RestrictedMaster(instance)
     master.add(unmet_columns(instance))
     seeded = [columns_of_plan(instance, seed) for seed in seeds]

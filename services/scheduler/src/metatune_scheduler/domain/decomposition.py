@@ -56,7 +56,7 @@ def total_cost(instance: Instance, hours: np.ndarray) -> float:
 def fits(instance: Instance, hours: np.ndarray) -> bool:
     """``hours`` stays within every job's usable hours and every datacenter-period's capacity."""
     used = np.einsum("j,jdt->dt", instance.gpus, hours)
-    room = instance.capacity * instance.periods.length[None, :]
+    room = instance.room()
     return bool((hours <= instance.usable).all() and (used <= room + 1e-9).all())
 
 

@@ -296,7 +296,7 @@ class Planner:
 
 
 def fill_greedily(instance: Instance, grid: np.ndarray, cost: np.ndarray | None = None) -> np.ndarray:
-    free = instance.capacity * instance.periods.length - np.einsum("j,jdt->dt", instance.gpus, grid)
+    free = instance.room() - np.einsum("j,jdt->dt", instance.gpus, grid)
     cost = instance.hour_cost() if cost is None else cost
     for j in np.argsort(instance.usable.sum(axis=(1, 2)), kind="stable"):  # least flexible first
         if grid[j].sum() >= instance.need[j]:
