@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid5
 
+import highspy
 import numpy as np
 import pandas as pd
+from scipy import sparse
 from rich.console import Console
 from rich.table import Table
 
@@ -47,7 +49,7 @@ from metatune_scheduler.domain import (
     Aggregation, HighsModelSolver, Instance, MigrationPolicy, Periods, Planner, SiteSnapshot, SolveLimits,
 )
 from metatune_scheduler.domain.anticipation import Request, anticipated_jobs
-from metatune_scheduler.domain.instance import ANTICIPATED_QUANTILE
+from metatune_scheduler.domain.instance import ANTICIPATED_QUANTILE, DELAY_PREMIUM
 from metatune_scheduler.domain.decomposition import SiteTimingSolver
 from metatune_scheduler.domain.model import Solution
 from metatune_scheduler.domain.planner import JobSnapshot, fill_greedily
@@ -145,14 +147,15 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
 
 def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migration: MigrationPolicy,
             limit_s: float, anticipate_h: int = 0, anticipated_quantile: float = ANTICIPATED_QUANTILE, anticipation_days: int = 1,
-            known_arrivals: bool = False, mip_gap: float = 0.01, announce_h: int = 0):
+            known_arrivals: bool = False, mip_gap: float = 0.01, announce_h: int = 0,
+            delay_premium: float = DELAY_PREMIUM):
     """Re-plan every hour (or at arrivals and every ``refresh_h``); ``known_arrivals``: a what-if in
     which the expected jobs of the next ``anticipate_h`` hours are the ones that really come (what no
     demand forecast can beat) instead of past days' requests; ``announce_h``:
     jobs are requested that many hours before they may start (``JobRequested.earliest_start``), so
     the scheduler plans them as real jobs from then on."""
     planner = Planner(HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=mip_gap)), migration=migration,
-                      anticipated_quantile=anticipated_quantile)
+                      anticipated_quantile=anticipated_quantile, delay_premium=delay_premium)
     n, end = len(jobs.arrival), ci.shape[1]
     remaining, location = jobs.hours.copy(), np.full(n, -1)
     finish = np.full(n, -1)
@@ -233,6 +236,54 @@ def offline(jobs: Jobs, ci, pue, capacity, time_limit_s: float, plans: list[np.n
     return solution.objective, solution.objective * (1 - (solution.mip_gap or 0.0)), int(solution.unmet.sum())
 
 
+def free_migration_optimum(jobs: Jobs, ci, pue, capacity, time_limit_s: float) -> tuple[float | None, float]:
+    """The offline optimum when a job may change datacenter every hour for free (no transfer
+    time or energy, no site binaries): a lower bound on any plan S or S* can realise, and a far
+    easier model than O's (its LP bound is tight where O's one-site bound is not). Returns
+    (objective, None if no integer plan is found in time; HiGHS's lower bound)."""
+    end = int(jobs.deadline.max())
+    job, dc, hour = [], [], []
+    for j in range(len(jobs.arrival)):
+        hours = np.arange(jobs.arrival[j], jobs.deadline[j])
+        sites = np.nonzero(jobs.allowed[j])[0]
+        job.append(np.full(len(sites) * len(hours), j))
+        dc.append(np.repeat(sites, len(hours)))
+        hour.append(np.tile(hours, len(sites)))
+    job, dc, hour = (np.concatenate(v) for v in (job, dc, hour))
+    n, cols = len(job), np.arange(len(job))
+    slot = job * end + hour  # one row per (job, hour): at most one datacenter at a time
+    slots, slot_row = np.unique(slot, return_inverse=True)
+    rows = np.concatenate([job, len(jobs.arrival) + slot_row, len(jobs.arrival) + len(slots) + dc * end + hour])
+    values = np.concatenate([np.ones(n), np.ones(n), jobs.gpus[job].astype(float)])
+    n_rows = len(jobs.arrival) + len(slots) + len(pue) * end
+    matrix = sparse.csc_matrix((values, (rows, np.tile(cols, 3))), shape=(n_rows, n))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, n_rows
+    lp.col_cost_ = (jobs.power_kw[job] * pue[dc] * ci[dc, hour]).tolist()
+    lp.col_lower_, lp.col_upper_ = [0.0] * n, [1.0] * n
+    need = jobs.hours.astype(float)
+    lp.row_lower_ = np.concatenate([need, np.full(n_rows - len(need), -highspy.kHighsInf)]).tolist()
+    lp.row_upper_ = np.concatenate([need, np.ones(len(slots)), np.full(len(pue) * end, float(capacity))]).tolist()
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr.tolist(), matrix.indices.tolist(), matrix.data.tolist()
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * n
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("time_limit", float(time_limit_s))
+    highs.setOptionValue("mip_rel_gap", 0.001)
+    highs.passModel(lp)
+    highs.run()
+    info = highs.getInfo()
+    found = info.primal_solution_status == 2  # an integer plan within the time limit
+    objective = float(info.objective_function_value) if found else None
+    if np.isfinite(info.mip_dual_bound) and info.mip_dual_bound > 0:
+        return objective, float(info.mip_dual_bound)
+    for c in range(n):  # no bound from the MIP yet: the LP relaxation's
+        highs.changeColIntegrality(c, highspy.HighsVarType.kContinuous)
+    highs.run()
+    return objective, float(highs.getInfo().objective_function_value)
+
+
 def _t(grams: float | None) -> str:
     return "-" if grams is None else f"{grams / 1e6:.4f}"
 
@@ -254,6 +305,9 @@ def main() -> None:
     parser.add_argument("--solve-limit-s", type=float, default=2.0, help="S and S*: HiGHS time limit per re-plan")
     parser.add_argument("--mip-gap", type=float, default=0.01, help="S and S*: HiGHS relative MIP gap per re-plan (the service: 1 %%)")
     parser.add_argument("--offline-limit-s", type=float, default=90.0)
+    parser.add_argument("--free-migration-limit-s", type=float, default=0.0,
+                        help="also solve the offline optimum with free hourly migration (a lower bound on any plan that "
+                        "may migrate) within this many seconds, and print the capture against it; 0: skip")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--settings", default="ample,tight,residency")
     parser.add_argument("--forecast", choices=("model", "naive"), default="model",
@@ -273,6 +327,8 @@ def main() -> None:
     parser.add_argument("--anticipated-quantile", type=float, default=ANTICIPATED_QUANTILE,
                         help="an expected job's unplaced hour costs this quantile of its usable hours "
                         "(METATUNE_SCHEDULER_ANTICIPATED_QUANTILE)")
+    parser.add_argument("--delay-premium", type=float, default=DELAY_PREMIUM,
+                        help="S and S*: gCO2eq/kWh added per hour of delay (METATUNE_SCHEDULER_DELAY_PREMIUM); 0: none")
     parser.add_argument("--model", type=Path, default=MODEL_PATH, help="the forecaster's model (--forecast model)")
     args = parser.parse_args()
 
@@ -310,6 +366,9 @@ def main() -> None:
     for column in ("setting", "jobs", "P1", "P2", "S", "S*", "O (gap)", "P2 save", "S save", "S* save",
                    "O save", "S capture (vs bound)", "S* capture (vs bound)", "missed P2/S/S*", "solves, mean s"):
         table.add_column(column, justify="right")
+    free_table = Table(title="Capture beyond greedy against the offline optimum with free hourly migration")
+    for column in ("setting", "O free migration t", "its lower bound t", "S capture (vs bound)", "S* capture (vs bound)"):
+        free_table.add_column(column, justify="right")
     migration = MigrationPolicy()
     chosen = args.settings.split(",")
     for setting, capacity, residency in (("ample", args.ample, False), ("tight", args.tight, False),
@@ -325,7 +384,7 @@ def main() -> None:
         def online(intensity):
             return rolling(jobs, ci, pue, capacity, names, intensity, args.refresh_h, migration, args.solve_limit_s,
                            args.anticipate_h, args.anticipated_quantile, args.anticipation_days, args.known_arrivals,
-                           args.mip_gap, args.announce_h)
+                           args.mip_gap, args.announce_h, args.delay_premium)
 
         results, plans = {}, [greedy_grid]
         for run, intensity in (("S", forecast), ("S*", exact)):
@@ -348,8 +407,18 @@ def main() -> None:
             "/".join([str(greedy_missed)] + [str(results[run][1]) if run in results else "-" for run in ("S", "S*")]),
             f"{solves}, {seconds / max(solves, 1):.2f}",
         )
+        if args.free_migration_limit_s > 0:
+            free, free_bound = free_migration_optimum(jobs, ci, pue, capacity, args.free_migration_limit_s)
+            reference = free if free is not None else free_bound
+            free_table.add_row(
+                setting, _t(free), _t(free_bound),
+                *(f"{100 * capture(v, reference):.0f} % ({100 * capture(v, free_bound):.0f} %)" if v is not None else "-"
+                  for v in (value["S"], value["S*"])),
+            )
         console.print(f"{setting}: {time.perf_counter() - began:.0f} s")
         console.print(table)
+        if args.free_migration_limit_s > 0:
+            console.print(free_table)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,24 @@ def test_migrates_only_when_it_pays() -> None:
 
 
 
+def test_of_two_nearly_equal_hours_the_earlier_is_taken() -> None:
+    """The delay premium: deferring work must pay more than ``delay_premium`` per hour waited."""
+    job = dataclasses.replace(paused_job(1), location=None)
+    intensity = np.full(168, 30.0)
+    intensity[0], intensity[12] = 20.0, 19.5  # 12 h later is 0.5 g cleaner: less than 12 h x 0.1 g
+
+    def hour_taken(planner: Planner, later: float) -> tuple[int, float]:
+        intensity[12] = later
+        plan = planner.plan(0, [job], [SiteSnapshot(name="a", pue=1.0, gpus=4, intensity=intensity.copy())])
+        ((hour, _, grams),) = plan.jobs[job_id(1)].slots
+        return hour, grams
+
+    premium = Planner(HighsModelSolver(EXACT), Aggregation.none(24), delay_premium=0.1)
+    assert hour_taken(premium, 19.5) == (0, 20.0)  # now; emissions reported from the forecast alone
+    assert hour_taken(premium, 10.0) == (12, 10.0)  # a real saving still waits
+    assert hour_taken(Planner(HighsModelSolver(EXACT), Aggregation.none(24), delay_premium=0.0), 19.5) == (12, 19.5)
+
+
 def test_a_move_planned_an_hour_ago_is_not_delayed_again() -> None:
     """The transfer delay is sat out once: re-planning every hour must not push the move back."""
     planner = Planner(HighsModelSolver(EXACT), Aggregation.none(24), MigrationPolicy(delay_hours=1))

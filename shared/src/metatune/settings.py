@@ -105,6 +105,12 @@ class Settings(BaseSettings):
         "(1: its dearest); lower values let expected jobs displace fewer requested ones",
     )
 
+    scheduler_delay_premium: float = Field(
+        0.1, ge=0,
+        description="gCO2eq/kWh added to the forecast per hour of delay, so that of two nearly equally clean hours "
+        "the plan takes the earlier; 0: the forecast alone",
+    )
+
     # Embedded platform (`metatune up`)
     local_datacenters: list[str] = Field(
         ["fra1", "osl1", "sjc1"], description="Datacenters whose trainer-agent `metatune up` starts locally"

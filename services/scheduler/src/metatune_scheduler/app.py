@@ -23,7 +23,8 @@ def create_service(
     service = Service("scheduler", settings=settings)
     registry = registry or (load_registry(service.settings.registry_path) if service.settings.registry_path
                             else default_registry())
-    planner = planner or Planner(anticipated_quantile=service.settings.scheduler_anticipated_quantile)
+    planner = planner or Planner(anticipated_quantile=service.settings.scheduler_anticipated_quantile,
+                                 delay_premium=service.settings.scheduler_delay_premium)
     scheduler = Scheduler(registry, planner, anticipate_h=service.settings.scheduler_anticipate_h,
                           anticipation_days=service.settings.scheduler_anticipation_days)
     runtime = Runtime(scheduler, service.publish, lambda: service.clock.now(), debounce_s)

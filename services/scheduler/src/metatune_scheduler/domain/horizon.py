@@ -88,6 +88,10 @@ class Periods:
         """Period index of every hour offset in the horizon."""
         return np.repeat(np.arange(self.count), self.length)
 
+    def middle(self) -> np.ndarray:
+        """(T,) hours from the first hour to the middle of each period (0 for the first hour)."""
+        return self.offset + (self.length - 1) / 2.0
+
     def mean(self, hourly: np.ndarray) -> np.ndarray:
         """Average an hourly array (last axis = hour offsets) over each period."""
         sums = np.add.reduceat(hourly[..., : self.horizon], self.offset, axis=-1)

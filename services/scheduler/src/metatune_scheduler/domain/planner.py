@@ -12,7 +12,7 @@ from uuid import UUID
 import numpy as np
 
 from .horizon import Aggregation, Periods
-from .instance import ANTICIPATED_QUANTILE, Instance
+from .instance import ANTICIPATED_QUANTILE, DELAY_PREMIUM, Instance
 from .decomposition import SiteTimingSolver, priced_restart
 from .highs_builder import HighsModelSolver, SolveLimits
 from .model import Solution
@@ -111,12 +111,15 @@ class Planner:
         hourly_columns: int = 40_000,
         feasibility_limit_s: float = 10.0,
         anticipated_quantile: float = ANTICIPATED_QUANTILE,
+        delay_premium: float = DELAY_PREMIUM,
     ) -> None:
         """``hourly_columns``: up to this many hour columns the MILP keeps hourly periods, above
         it ``aggregation``'s blocks; ``exact_columns``: above this many columns (after
         aggregation) the model is solved sites-first (:mod:`.decomposition`) instead of as one
         MILP; ``feasibility_limit_s``: how long to look for a plan that places every hour before
-        any deadline is declared unreachable."""
+        any deadline is declared unreachable; ``delay_premium``: gCO2eq/kWh added to the forecast
+        for each hour from now, so that of two nearly equally clean hours the plan takes the
+        earlier (see :meth:`_priced`)."""
         self.solver = solver or HighsModelSolver()
         self.timing = SiteTimingSolver()
         self.aggregation = aggregation
@@ -125,6 +128,9 @@ class Planner:
         self.exact_columns = exact_columns
         self.hourly_columns = hourly_columns
         self.anticipated_quantile = anticipated_quantile
+        if delay_premium < 0:
+            raise ValueError(f"delay_premium must be >= 0, got {delay_premium}")
+        self.delay_premium = delay_premium
         self.feasibility = HighsModelSolver(SolveLimits(time_limit_s=feasibility_limit_s, mip_rel_gap=0.0))
 
     def plan(
@@ -226,6 +232,16 @@ class Planner:
         hourly = np.stack([site.intensity[: self.aggregation.horizon] for site in sites])
         return self._choose(first_hour, jobs, sites, hourly)[1]
 
+    def _priced(self, periods: Periods, hourly: np.ndarray) -> np.ndarray:
+        """(D, T) intensity the plan minimises: each period's forecast plus ``delay_premium`` per
+        hour from now. An hour of capacity left idle now is lost, while room later may be wanted
+        by jobs not requested yet and a later hour's forecast is less sure, so deferring work
+        should pay more than a near-tie. On a very clean, flat grid (hydro) the forecast alone
+        spreads work over its slightly cleaner later hours, and the jobs requested meanwhile
+        find that room taken (measured on 10 ample days, S*: capture beyond greedy 92 % -> 96 %
+        at 0.1 g/kWh per hour, see the README). Reported emissions use the forecast alone."""
+        return periods.mean(hourly) + self.delay_premium * periods.middle()[None, :]
+
     def _instance(
         self, first_hour: int, periods: Periods, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
         hourly: np.ndarray,
@@ -270,7 +286,7 @@ class Planner:
         usable = np.add.reduceat(allowed_hour, periods.offset, axis=2) if n_jobs else np.zeros((0, n_sites, periods.count), np.int64)
         caps = np.array([site.power_cap_kw or np.inf for site in sites])
         instance = Instance(
-            periods=periods, need=need, gpus=gpus, power_kw=power, pue=pue, intensity=periods.mean(hourly),
+            periods=periods, need=need, gpus=gpus, power_kw=power, pue=pue, intensity=self._priced(periods, hourly),
             capacity=np.add.reduceat(capacity_hourly, periods.offset, axis=1) / periods.length,
             usable=usable, switch_g=switch_g, power_cap_kw=caps if np.isfinite(caps).any() else None,
             optional=np.array([job.anticipated for job in jobs], dtype=bool),
