@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     )
 
     scheduler_delay_premium: float = Field(
-        0.1, ge=0,
+        0.03, ge=0,
         description="gCO2eq/kWh added to the forecast per hour of delay, so that of two nearly equally clean hours "
         "the plan takes the earlier; 0: the forecast alone",
     )

@@ -13,7 +13,7 @@ import numpy as np
 from .horizon import Periods
 
 ANTICIPATED_QUANTILE = 0.5  # default price of an anticipated job's unplaced hour (METATUNE_SCHEDULER_ANTICIPATED_QUANTILE)
-DELAY_PREMIUM = 0.1  # default gCO2eq/kWh added per hour an hour of work is deferred (METATUNE_SCHEDULER_DELAY_PREMIUM)
+DELAY_PREMIUM = 0.03  # default gCO2eq/kWh added per hour an hour of work is deferred (METATUNE_SCHEDULER_DELAY_PREMIUM)
 
 
 @dataclass(frozen=True)
