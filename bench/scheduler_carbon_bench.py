@@ -239,7 +239,7 @@ def offline(jobs: Jobs, ci, pue, capacity, time_limit_s: float, plans: list[np.n
 def free_migration_optimum(jobs: Jobs, ci, pue, capacity, time_limit_s: float) -> tuple[float | None, float]:
     """The offline optimum when a job may change datacenter every hour for free (no transfer
     time or energy, no site binaries): a lower bound on any plan S or S* can realise, and a far
-    easier model than O's (its LP bound is tight where O's one-site bound is not). Returns
+    easier model than O's (on the tight week HiGHS ends 60 s within 2.6 % of it). Returns
     (objective, None if no integer plan is found in time; HiGHS's lower bound)."""
     end = int(jobs.deadline.max())
     job, dc, hour = [], [], []
@@ -274,13 +274,15 @@ def free_migration_optimum(jobs: Jobs, ci, pue, capacity, time_limit_s: float) -
     highs.passModel(lp)
     highs.run()
     info = highs.getInfo()
-    found = info.primal_solution_status == 2  # an integer plan within the time limit
+    found = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible  # an integer plan in time
     objective = float(info.objective_function_value) if found else None
     if np.isfinite(info.mip_dual_bound) and info.mip_dual_bound > 0:
         return objective, float(info.mip_dual_bound)
-    for c in range(n):  # no bound from the MIP yet: the LP relaxation's
-        highs.changeColIntegrality(c, highspy.HighsVarType.kContinuous)
+    highs.setOptionValue("solve_relaxation", True)  # no bound from the MIP yet: the LP relaxation's, solved to the end
+    highs.setOptionValue("time_limit", highspy.kHighsInf)
     highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"the free-migration LP relaxation ended {highs.getModelStatus()}")
     return objective, float(highs.getInfo().objective_function_value)
 
 
