@@ -7,11 +7,12 @@ from .streams import (
     CHECKPOINTS_BUCKET,
     DATASETS_BUCKET,
     HEALTH_BUCKET,
+    STUDIES_BUCKET,
     ensure_streams,
     stream_for,
 )
 
 __all__ = [
-    "ADAPTERS_BUCKET", "CHECKPOINTS_BUCKET", "DATASETS_BUCKET", "HEALTH_BUCKET", "ObjectStore",
+    "ADAPTERS_BUCKET", "CHECKPOINTS_BUCKET", "DATASETS_BUCKET", "HEALTH_BUCKET", "STUDIES_BUCKET", "ObjectStore",
     "ensure_streams", "headers_for", "publish_event", "stream_for",
 ]

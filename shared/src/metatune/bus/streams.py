@@ -18,6 +18,9 @@ DAY_S = 24 * 3600.0
 
 HEALTH_BUCKET = "metatune_health"
 CLOCK_BUCKET = "metatune_clock"
+# Per-study state the recommender owns and agents read (key: study id; value: StudyBest JSON):
+# the best result so far, which the learning-curve early stop compares a running trial against.
+STUDIES_BUCKET = "metatune_studies"
 DATASETS_BUCKET = "datasets"
 CHECKPOINTS_BUCKET = "checkpoints"
 ADAPTERS_BUCKET = "adapters"
@@ -64,6 +67,7 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
             await js.add_stream(config)
     await ensure_kv(js, HEALTH_BUCKET, ttl_s=30.0, settings=settings)
     await ensure_kv(js, CLOCK_BUCKET, ttl_s=None, settings=settings)
+    await ensure_kv(js, STUDIES_BUCKET, ttl_s=None, settings=settings)
     for bucket in OBJECT_BUCKETS:
         try:
             await js.object_store(bucket)

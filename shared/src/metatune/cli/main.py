@@ -12,6 +12,7 @@ import typer
 
 from .cancel import cancel
 from .events import events
+from .kb import kb_app
 from .platform_cmds import down, status, up
 from .submit import submit
 
@@ -19,6 +20,7 @@ app = typer.Typer(help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_he
 CORE_COMMANDS = {"up": up, "down": down, "status": status, "submit": submit, "cancel": cancel, "events": events}
 for name, command in CORE_COMMANDS.items():
     app.command(name)(command)
+app.add_typer(kb_app, name="kb")
 
 
 def _wants_plugins(argv: list[str]) -> bool:
@@ -26,9 +28,14 @@ def _wants_plugins(argv: list[str]) -> bool:
     return not words or words[0] not in CORE_COMMANDS
 
 
-if _wants_plugins(sys.argv):
-    for ep in entry_points(group="metatune.cli"):
+def _load(group: str, target: typer.Typer) -> None:
+    for ep in entry_points(group=group):
         try:
-            app.command(ep.name)(ep.load())
+            target.command(ep.name)(ep.load())
         except Exception as exc:  # a broken plugin must not break the core commands
             logging.getLogger("metatune.cli").warning("CLI plugin %s failed to load: %s", ep.name, exc)
+
+
+if _wants_plugins(sys.argv):
+    _load("metatune.cli", app)
+    _load("metatune.cli.kb", kb_app)

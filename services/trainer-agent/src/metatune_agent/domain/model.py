@@ -72,6 +72,8 @@ def _load_model(source: str, task: TaskType, config: LoraConfig, *, num_labels: 
         raise UnknownModel(f"cannot load {source!r} for {task.value}: {exc}") from exc
 
     targets: list[str] | str | None = config.target_modules
+    if targets == ["all-linear"]:  # peft's shorthand is a plain string, a list names modules
+        targets = "all-linear"
     if targets is None and hf_config.model_type not in TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
         targets = "all-linear"
     fresh = new_modules(model, info.get("missing_keys", ()))

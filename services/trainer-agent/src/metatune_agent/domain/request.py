@@ -21,7 +21,8 @@ class TrainOptions(BaseModel):
 
     device: str = Field("auto", description="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1', ...")
     precision: Precision = Field(
-        "auto", description="auto: bf16 autocast on GPUs that support it, else fp16 with a grad scaler; fp32 on CPU"
+        "auto", description="auto: bf16 autocast on GPUs that support it, else fp16 with a grad scaler; on CPU bf16 where "
+        "the CPU has native bf16 (AVX512-BF16, AMX), else fp32"
     )
     dynamic_padding: bool = Field(True, description="pad each batch to its longest sequence, not max_seq_length")
     group_by_length: bool = Field(True, description="batch sequences of similar length together")

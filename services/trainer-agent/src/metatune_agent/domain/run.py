@@ -75,6 +75,9 @@ class RunHooks:
     on_progress: Callable[[Progress], None] | None = None
     on_checkpoint: Callable[[int, bytes], None] | None = None
     control: Callable[[], Control | None] | None = None
+    # Called after each periodic evaluation with (step, total_steps, evaluations so far); a returned
+    # string stops the run early with that reason (the learning-curve predictor plugs in here).
+    should_stop: Callable[[int, int, list[tuple[int, Evaluation]]], str | None] | None = None
 
 
 @dataclass
@@ -102,6 +105,8 @@ class RunOutcome:
     train_seconds: float = 0.0  # time inside optimizer steps in this session (no loading, evaluation, waiting)
     loss_history: list[tuple[int, float]] = field(default_factory=list)
     eval_history: list[tuple[int, float]] = field(default_factory=list)
+    evaluations: list[tuple[int, Evaluation]] = field(default_factory=list)  # periodic evaluations, step 0 first
+    stop_reason: str | None = None  # why an early-stopped run stopped: "plateau" or the stopper's reason
 
 
 def total_steps_for(request: TrainingRequest, n_train: int) -> int:
@@ -284,6 +289,8 @@ class _Run:
             pacer = StepPacer(self.clock, total_steps=total, estimated_hours=self.planned_hours)
         self.loss_history: list[tuple[int, float]] = []
         self.eval_history: list[tuple[int, float]] = []
+        self.evaluations: list[tuple[int, Evaluation]] = []
+        self.stop_reason: str | None = None
         self.initial_val: float | None = None
         self.estimate_power: float | None = None
         if trainer.position.step == 0:
@@ -326,6 +333,11 @@ class _Run:
                 val_loss = self._evaluate(kind_step=step)
                 if self.options.early_stopping and self.plateau.update(val_loss):
                     early_stopped = step < total
+                    self.stop_reason = "plateau" if early_stopped else None
+                elif self.hooks.should_stop is not None and step < total:
+                    reason = self.hooks.should_stop(step, total, list(self.evaluations))
+                    if reason:
+                        early_stopped, self.stop_reason = True, reason
             self._emit("eval" if val_loss is not None else "step", last_loss, val_loss, lap.power_w)
             if early_stopped:
                 break
@@ -344,6 +356,7 @@ class _Run:
     def _evaluate(self, kind_step: int) -> float:
         evaluation = self.trainer.evaluate(self.options.max_eval_examples)
         self.eval_history.append((kind_step, evaluation.loss))
+        self.evaluations.append((kind_step, evaluation))
         return evaluation.loss
 
     # ----------------------------------------------------------------- endings
@@ -392,6 +405,8 @@ class _Run:
             train_seconds=self.train_seconds,
             loss_history=self.loss_history,
             eval_history=self.eval_history,
+            evaluations=self.evaluations,
+            stop_reason=self.stop_reason,
             **extra,
         )
 

@@ -38,11 +38,20 @@ def lr_lambda(schedule: LrSchedule, warmup_steps: int, total_steps: int):  # typ
     return factor
 
 
+def cpu_has_native_bf16() -> bool:
+    """True when the CPU computes bf16 natively (AVX512-BF16 or AMX tiles)."""
+    cpu = torch.cpu
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+
+
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for a precision choice ('auto' resolved here); None means fp32."""
     if precision == "auto":
         if device.type != "cuda":
-            return None  # measured: bf16 autocast is not faster on CPUs without AMX (see README)
+            # bf16 autocast pays on CPUs with native bf16 (AVX512-BF16 or AMX); without them it is
+            # emulated and slower. Measured with bench/trainer_bench.py --precision (see README).
+            return torch.bfloat16 if cpu_has_native_bf16() else None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 

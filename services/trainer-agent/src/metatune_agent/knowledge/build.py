@@ -1,0 +1,370 @@
+"""Run the build: slice, profile, train each planned run once, append it to the knowledge-base file.
+
+Resumable by construction: the output file is the state. Each finished run is one line, written
+and fsynced before the next starts; on start the file's run ids are skipped, and a line cut short
+by a kill is dropped (that run trains again). Nothing is trained twice, nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from metatune.contracts import MetaFeatures
+from metatune.knowledge.records import (
+    KB_SCHEMA_VERSION,
+    CurvePoint,
+    DatasetInfo,
+    Hardware,
+    KbFileHeader,
+    KbRun,
+    Provenance,
+    RunStatus,
+)
+from metatune.knowledge.space import Budget
+from metatune.models import EMBEDDED_MODEL
+
+from ..domain.errors import TrainingError
+from ..domain.request import TrainingRequest, TrainOptions
+from ..domain.run import RunOutcome, run_training
+from .design import PlannedRun, plan_runs
+from .slices import DataSlice, dataset_name, make_slice
+
+
+class BuildError(RuntimeError):
+    """The build cannot go on (an output file of another kind or version, a dataset folder without data)."""
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    data_dir: Path
+    out: Path
+    work_dir: Path
+    datasets: list[str] | None = None  # names (file stems); None: every classification file in data_dir
+    configs: int = 16
+    train_rows: int = 2000
+    val_rows: int = 256
+    max_steps: int = 80
+    evaluations: int = 8  # at fixed fractions 1/8, 2/8, ... of max_steps (and step 0)
+    max_seq_length: int = 128
+    repeat_configs: int = 3
+    repeat_seeds: tuple[int, ...] = (14, 15)
+    repeat_datasets: int = 4
+    design_seed: int = 0
+    seed: int = 13
+    base_model: str = EMBEDDED_MODEL
+    precision: str = "auto"
+    device: str = "auto"
+    limit: int | None = None  # stop after this many new runs (a build in chunks)
+
+
+@dataclass
+class BuildReport:
+    total: int
+    done_before: int
+    trained: int = 0
+    failed: int = 0
+    skipped_datasets: dict[str, str] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------- the output file
+def read_existing(out: Path) -> dict[str, KbRun]:
+    """Runs already in ``out``; a torn last line is cut off; another file kind or version is refused."""
+    if not out.exists():
+        return {}
+    raw = out.read_bytes()
+    lines = raw.split(b"\n")
+    complete = raw.endswith(b"\n")
+    if not complete:  # killed mid-write: drop the partial line
+        keep = b"\n".join(lines[:-1]) + (b"\n" if len(lines) > 1 else b"")
+        out.write_bytes(keep)
+        lines = lines[:-1]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return {}
+    header = json.loads(lines[0])
+    if header.get("kind") != "metatune-knowledge-base":
+        raise BuildError(f"{out} is not a MetaTune knowledge-base file")
+    if header.get("schema_version") != KB_SCHEMA_VERSION:
+        raise BuildError(
+            f"{out} has knowledge-base schema version {header.get('schema_version')}, this build writes "
+            f"version {KB_SCHEMA_VERSION}: use another --out"
+        )
+    runs = {}
+    for line in lines[1:]:
+        run = KbRun.model_validate_json(line)
+        runs[run.run_id] = run
+    return runs
+
+
+def _append(out: Path, line: str) -> None:
+    with out.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+# ----------------------------------------------------------------- provenance
+def _version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def code_version() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent, check=False,
+        )
+        return out.stdout.strip() or None
+    except OSError:
+        return None
+
+
+def cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def licences(data_dir: Path) -> dict[str, str]:
+    """Licence per dataset file from the data folder's README table (a ``license`` column), if any."""
+    readme = data_dir / "README.md"
+    if not readme.is_file():
+        return {}
+    result: dict[str, str] = {}
+    column: int | None = None
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if column is None and any(c.lower() in {"license", "licence"} for c in cells):
+            column = next(i for i, c in enumerate(cells) if c.lower() in {"license", "licence"})
+            continue
+        if column is not None and len(cells) > column and re.search(r"\.jsonl", cells[0]):
+            result[dataset_name(Path(cells[0]))] = cells[column]
+    return result
+
+
+def machine() -> str:
+    return f"{cpu_model() or platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+
+
+# ----------------------------------------------------------------- profiling
+def profile(path: Path, cache: Path, base_model: str, pair: bool) -> MetaFeatures:
+    """The profiler's meta-features of ``path``, through ``metatune profile --json`` (the profiler is
+    another service: the agent runs its command, never imports it). Cached next to the slice."""
+    if cache.is_file():
+        return MetaFeatures.model_validate_json(cache.read_text())
+    command = [sys.executable, "-m", "metatune.cli", "profile", str(path), "--json", "--base-model", base_model,
+               "--text-column", "text", "--label-column", "label"]
+    if pair:
+        command += ["--text-pair-column", "text_pair"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
+    if done.returncode != 0:
+        raise BuildError(f"profiling {path.name} failed: {done.stderr.strip()[-500:]}")
+    features = MetaFeatures.model_validate(json.loads(done.stdout)["features"])
+    cache.write_text(features.model_dump_json())
+    return features
+
+
+# ----------------------------------------------------------------- one run
+def to_record(
+    planned: PlannedRun, data: DataSlice, features: MetaFeatures, outcome: RunOutcome, settings: BuildSettings,
+    licence: str | None,
+) -> KbRun:
+    total = max(1, outcome.total_steps)
+    losses = dict(outcome.loss_history)
+    curve = [
+        CurvePoint(
+            step=step, fraction=min(1.0, step / total), val_loss=evaluation.loss, metric=evaluation.accuracy,
+            train_loss=losses.get(step),
+        )
+        for step, evaluation in outcome.evaluations
+    ]
+    final = outcome.evaluation
+    acc = outcome.accounting
+    status = RunStatus.early_stopped if outcome.early_stopped else RunStatus.completed
+    return KbRun(
+        run_id=planned.run_id,
+        dataset=DatasetInfo(name=data.name, features=features, licence=licence, n_train=data.n_train, n_val=data.n_val),
+        base_model=settings.base_model,
+        task=data.task,
+        config=planned.config.model_dump(mode="json"),
+        status=status,
+        stop_reason=outcome.stop_reason,
+        metric_name="accuracy",
+        metric=final.accuracy if final else None,
+        val_loss=final.loss if final else None,
+        majority_baseline=data.majority_baseline,
+        curve=curve,
+        steps=outcome.step,
+        planned_steps=outcome.total_steps,
+        tokens=acc.tokens_seen,
+        tokens_with_padding=acc.tokens_with_padding,
+        wall_seconds=acc.wall_seconds,
+        train_seconds=outcome.train_seconds,
+        gpu_hours=acc.gpu_hours if outcome.device.startswith("cuda") else 0.0,
+        energy_wh=acc.energy_wh,
+        emissions_g=None,
+        hardware=Hardware(
+            device=outcome.device.split(":")[0],
+            gpu_model=_gpu_model() if outcome.device.startswith("cuda") else None,
+            gpu_count=1 if outcome.device.startswith("cuda") else 0,
+            cpu_model=cpu_model(),
+            precision=outcome.precision,
+        ),
+        datacenter=None,
+        seed=planned.seed,
+        provenance=Provenance(
+            source="seed-kb", code_version=code_version(), machine=machine(), created_at=datetime.now(UTC),
+        ),
+    )
+
+
+def _gpu_model() -> str | None:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def failed_record(planned: PlannedRun, data: DataSlice, features: MetaFeatures, settings: BuildSettings,
+                  error: TrainingError, licence: str | None) -> KbRun:
+    return KbRun(
+        run_id=planned.run_id,
+        dataset=DatasetInfo(name=data.name, features=features, licence=licence, n_train=data.n_train, n_val=data.n_val),
+        base_model=settings.base_model, task=data.task, config=planned.config.model_dump(mode="json"),
+        status=RunStatus.failed, stop_reason=f"{type(error).__name__}: {error}"[:500], metric_name="accuracy",
+        majority_baseline=data.majority_baseline, seed=planned.seed,
+        provenance=Provenance(source="seed-kb", code_version=code_version(), machine=machine(),
+                              created_at=datetime.now(UTC)),
+    )
+
+
+# ----------------------------------------------------------------- the build
+def discover(settings: BuildSettings) -> list[Path]:
+    if settings.datasets:
+        files = []
+        for name in settings.datasets:
+            matches = [settings.data_dir / f"{name}{ext}" for ext in (".jsonl.gz", ".jsonl")]
+            found = next((m for m in matches if m.is_file()), None)
+            if found is None:
+                raise BuildError(f"dataset {name!r} not found in {settings.data_dir} (looked for {name}.jsonl[.gz])")
+            files.append(found)
+        return files
+    files = sorted(settings.data_dir.glob("*.jsonl.gz")) + sorted(settings.data_dir.glob("*.jsonl"))
+    files = [f for f in files if not dataset_name(f).startswith("lm_")]
+    if not files:
+        raise BuildError(f"no *.jsonl[.gz] classification datasets in {settings.data_dir}")
+    return files
+
+
+def header(settings: BuildSettings, names: list[str], licence_of: dict[str, str]) -> KbFileHeader:
+    return KbFileHeader(provenance={
+        "source": "seed-kb",
+        "machine": machine(),
+        "versions": {name: _version(name) for name in ("torch", "transformers", "peft", "metatune-shared")},
+        "code_version": code_version(),
+        "base_model": settings.base_model,
+        "budget": {
+            "train_rows": settings.train_rows, "val_rows": settings.val_rows, "max_steps": settings.max_steps,
+            "evaluations": settings.evaluations, "max_seq_length": settings.max_seq_length,
+            "precision": settings.precision,
+        },
+        "design": {
+            "kind": "scrambled Sobol over metatune.knowledge.space", "configs": settings.configs,
+            "design_seed": settings.design_seed, "seed": settings.seed,
+            "repeats": {"configs": settings.repeat_configs, "seeds": list(settings.repeat_seeds),
+                        "datasets": settings.repeat_datasets},
+        },
+        "datasets": {name: {"licence": licence_of.get(name)} for name in names},
+        "note": "meta-features and results only; no dataset text",
+    })
+
+
+def build(
+    settings: BuildSettings,
+    on_progress: Callable[[int, int, str], None] | None = None,
+) -> BuildReport:
+    """Train every planned run not yet in ``settings.out``; returns what was done."""
+    files = discover(settings)
+    names = [dataset_name(f) for f in files]
+    budget = Budget(max_steps=settings.max_steps, max_seq_length=settings.max_seq_length)
+    planned = plan_runs(
+        names, configs=settings.configs, budget=budget, repeat_configs=settings.repeat_configs,
+        repeat_seeds=settings.repeat_seeds, repeat_datasets=settings.repeat_datasets,
+        design_seed=settings.design_seed, seed=settings.seed,
+    )
+    existing = read_existing(settings.out)
+    licence_of = licences(settings.data_dir)
+    settings.out.parent.mkdir(parents=True, exist_ok=True)
+    if not settings.out.exists() or settings.out.stat().st_size == 0:
+        _append(settings.out, header(settings, names, licence_of).model_dump_json())
+    report = BuildReport(total=len(planned), done_before=sum(p.run_id in existing for p in planned))
+    slices: dict[str, DataSlice] = {}
+    features: dict[str, MetaFeatures] = {}
+    by_name = dict(zip(names, files, strict=True))
+    done = report.done_before
+    for run in _todo(planned, existing):
+        if settings.limit is not None and report.trained + report.failed >= settings.limit:
+            break
+        if run.dataset in report.skipped_datasets:
+            continue
+        if run.dataset not in slices:
+            try:
+                data = make_slice(by_name[run.dataset], settings.work_dir / "slices",
+                                  train_rows=settings.train_rows, val_rows=settings.val_rows)
+                features[run.dataset] = profile(
+                    data.train_path, settings.work_dir / "slices" / f"{data.name}.profile.json",
+                    settings.base_model, pair=data.task.value == "pair_classification",
+                )
+                slices[run.dataset] = data
+            except (ValueError, BuildError) as exc:
+                report.skipped_datasets[run.dataset] = str(exc)
+                continue
+        data = slices[run.dataset]
+        if on_progress:
+            on_progress(done, report.total, run.run_id)
+        request = TrainingRequest(
+            dataset=data.path, task=data.task, base_model=settings.base_model,
+            text_column="text", text_pair_column="text_pair" if data.task.value == "pair_classification" else None,
+            label_column="label", config=run.config,
+            options=TrainOptions(
+                device=settings.device, precision=settings.precision,  # type: ignore[arg-type]
+                early_stopping=False, eval_every=max(1, settings.max_steps // settings.evaluations),
+                max_eval_examples=settings.val_rows, cache_dir=settings.work_dir / "tokens",
+            ),
+        )
+        licence = licence_of.get(run.dataset)
+        try:
+            outcome = run_training(request)
+            record = to_record(run, data, features[run.dataset], outcome, settings, licence)
+            report.trained += 1
+        except TrainingError as exc:
+            record = failed_record(run, data, features[run.dataset], settings, exc, licence)
+            report.failed += 1
+        _append(settings.out, record.model_dump_json())
+        done += 1
+    if on_progress:
+        on_progress(done, report.total, "")
+    return report
+
+
+def _todo(planned: list[PlannedRun], existing: dict[str, KbRun]) -> Iterator[PlannedRun]:
+    return (run for run in planned if run.run_id not in existing)
+
+

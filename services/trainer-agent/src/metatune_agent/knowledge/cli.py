@@ -1,0 +1,66 @@
+"""``metatune kb build``: train the seed knowledge base (resumable, with progress and ETA)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from metatune.models import EMBEDDED_MODEL
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+def build(
+    data: Annotated[Path, typer.Option(help="folder of *.jsonl[.gz] text datasets (text, optional text_pair, label)")],
+    out: Annotated[Path, typer.Option(help="knowledge-base file to write or resume (.jsonl)")],
+    datasets: Annotated[str | None, typer.Option(help="comma-separated dataset names; default: every classification file")] = None,
+    configs: Annotated[int, typer.Option(min=1, help="configurations per dataset (Sobol design)")] = 16,
+    train_rows: Annotated[int, typer.Option(min=10)] = 2000,
+    val_rows: Annotated[int, typer.Option(min=10)] = 256,
+    max_steps: Annotated[int, typer.Option(min=2, help="optimizer steps per run")] = 80,
+    evaluations: Annotated[int, typer.Option(min=1, help="evaluations per run, at fixed step fractions")] = 8,
+    max_seq_length: Annotated[int, typer.Option(min=8)] = 128,
+    repeat_configs: Annotated[int, typer.Option(min=0, help="configurations repeated with other seeds")] = 3,
+    repeat_seeds: Annotated[str, typer.Option(help="comma-separated extra seeds for the repeats")] = "14,15",
+    repeat_datasets: Annotated[int, typer.Option(min=0, help="datasets the repeats run on")] = 4,
+    design_seed: Annotated[int, typer.Option()] = 0,
+    base_model: Annotated[str, typer.Option()] = EMBEDDED_MODEL,
+    precision: Annotated[str, typer.Option(help="auto, fp32, bf16, fp16")] = "auto",
+    device: Annotated[str, typer.Option()] = "auto",
+    work_dir: Annotated[Path | None, typer.Option(help="slices, profiles, token cache; default: next to --out")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="train at most this many new runs, then stop")] = None,
+) -> None:
+    """Train a space-filling design of LoRA configurations on each dataset; resume where a killed build stopped."""
+    from .build import BuildError, BuildSettings
+    from .build import build as run_build
+
+    settings = BuildSettings(
+        data_dir=data, out=out, work_dir=work_dir or out.with_suffix(".work"),
+        datasets=[d.strip() for d in datasets.split(",") if d.strip()] if datasets else None,
+        configs=configs, train_rows=train_rows, val_rows=val_rows, max_steps=max_steps, evaluations=evaluations,
+        max_seq_length=max_seq_length, repeat_configs=repeat_configs,
+        repeat_seeds=tuple(int(s) for s in repeat_seeds.split(",") if s.strip()),
+        repeat_datasets=repeat_datasets, design_seed=design_seed, base_model=base_model,
+        precision=precision, device=device, limit=limit,
+    )
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("kb build", total=None)
+
+        def on_progress(done: int, total: int, run_id: str) -> None:
+            bar.update(task, completed=done, total=total, description=run_id or "kb build")
+
+        try:
+            report = run_build(settings, on_progress=on_progress)
+        except BuildError as exc:
+            console.print(f"[red]kb build:[/red] {exc}")
+            raise typer.Exit(2) from exc
+    console.print(
+        f"{report.done_before + report.trained + report.failed}/{report.total} runs in {out} "
+        f"({report.trained} trained now, {report.failed} failed, {report.done_before} already there)"
+    )
+    for name, reason in report.skipped_datasets.items():
+        console.print(f"[yellow]skipped {name}[/yellow]: {reason}")

@@ -1,0 +1,119 @@
+"""What the knowledge base holds: one :class:`KbRun` per fine-tuning run, and the data-file format.
+
+A knowledge-base file (``*.jsonl`` or ``*.jsonl.gz``) is one :class:`KbFileHeader` line, then one
+:class:`KbRun` per line. It carries meta-features and results, never a dataset's texts, so it can
+ship with the product whatever the licence of the texts it was measured on.
+
+Runs come from three places (``Provenance.source``): ``seed-kb`` (``metatune kb build``, the
+project's own training on public text datasets), ``platform`` (the flywheel: every run the
+platform completes) and ``public:<table>`` (imported public HPO tables, whose "configuration" is
+that table's own search space, not always LoRA).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from pydantic import AwareDatetime, Field
+
+from metatune.contracts import Contract, MetaFeatures, TaskType
+
+KB_SCHEMA_VERSION = 1
+
+
+class RunStatus(StrEnum):
+    completed = "completed"
+    early_stopped = "early_stopped"  # stopped by the plateau rule or the learning-curve predictor
+    failed = "failed"
+
+
+class CurvePoint(Contract):
+    """One evaluation of a run. ``fraction`` = step / planned steps, so curves of different budgets align."""
+
+    step: int = Field(ge=0)
+    fraction: float = Field(ge=0, le=1)
+    val_loss: float | None = None
+    metric: float | None = Field(None, description="the run's objective at this evaluation (higher is better)")
+    train_loss: float | None = None
+
+
+class Hardware(Contract):
+    device: str = Field(description="cpu, cuda, ...")
+    gpu_model: str | None = None
+    gpu_count: int = Field(0, ge=0)
+    cpu_model: str | None = None
+    precision: str | None = Field(None, description="fp32, bfloat16, float16")
+
+
+class Provenance(Contract):
+    source: str = Field(description="seed-kb | platform | public:<table>")
+    code_version: str | None = None
+    machine: str | None = None
+    created_at: AwareDatetime | None = None
+    note: str | None = None
+
+
+class DatasetInfo(Contract):
+    """The dataset a run trained on. ``features`` are the profiler's meta-features of the data the run
+    saw; ``descriptors`` stand in for them where the texts are absent (public tables: train size,
+    language pair, domain...)."""
+
+    name: str = Field(min_length=1)
+    features: MetaFeatures | None = None
+    descriptors: dict[str, float | str] = Field(default_factory=dict)
+    licence: str | None = None
+    n_train: int | None = Field(None, ge=0)
+    n_val: int | None = Field(None, ge=0)
+
+
+class KbRun(Contract):
+    """One fine-tuning run, whole: dataset, model, configuration, curve, outcome and cost."""
+
+    run_id: str = Field(min_length=1, description="the job id for platform runs; a stable id for built / imported runs")
+    study_id: UUID | None = None
+    dataset: DatasetInfo
+    base_model: str
+    task: TaskType | str = Field(description="a MetaTune task, or the public table's own task name")
+    config: dict[str, Any] = Field(description="the full configuration (a LoraConfig for LoRA runs)")
+    status: RunStatus = RunStatus.completed
+    stop_reason: str | None = None
+    metric_name: str = Field(description="accuracy, macro_f1, perplexity, bleu...")
+    metric: float | None = Field(None, description="final objective, higher is better (negated where lower is)")
+    val_loss: float | None = None
+    majority_baseline: float | None = Field(None, description="accuracy of always predicting the majority class")
+    curve: list[CurvePoint] = Field(default_factory=list)
+    steps: int = Field(0, ge=0)
+    planned_steps: int | None = Field(None, ge=0)
+    tokens: int = Field(0, ge=0, description="useful tokens seen")
+    tokens_with_padding: int = Field(0, ge=0)
+    wall_seconds: float = Field(0.0, ge=0)
+    train_seconds: float | None = Field(None, ge=0, description="seconds inside optimizer steps")
+    gpu_hours: float = Field(0.0, ge=0)
+    energy_wh: float = Field(0.0, ge=0)
+    emissions_g: float | None = Field(None, ge=0, description="None: no carbon intensity priced it")
+    hardware: Hardware | None = None
+    datacenter: str | None = None
+    seed: int | None = None
+    provenance: Provenance
+    profile_missing: bool = Field(False, description="stored before its study's profile arrived")
+
+
+class KbFileHeader(Contract):
+    """First line of a knowledge-base file."""
+
+    kind: str = "metatune-knowledge-base"
+    schema_version: int = KB_SCHEMA_VERSION
+    provenance: dict[str, Any] = Field(default_factory=dict, description="machine, versions, budgets, datasets")
+
+
+class StudyBest(Contract):
+    """A study's best finished trial so far (KV ``metatune_studies``, key = study id), written by the
+    recommender as completions arrive, read by agents to stop a trial that cannot beat it."""
+
+    study_id: UUID
+    metric_name: str
+    best: float = Field(description="higher is better")
+    job_id: UUID | None = None
+    completed: int = Field(0, ge=0, description="finished trials of the study")
