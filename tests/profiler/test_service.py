@@ -77,7 +77,8 @@ def submission(location: DatasetLocation, *, base_model: str = "all-MiniLM-L6-v2
 @pytest.fixture
 async def running(nats_url: str, tmp_path: Path) -> AsyncIterator[tuple[Outcomes, object]]:
     settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5,
-                        max_row_bytes=MAX_ROW_BYTES, max_dataset_bytes=MAX_DATASET_BYTES)
+                        max_row_bytes=MAX_ROW_BYTES, max_dataset_bytes=MAX_DATASET_BYTES,
+                        dataset_roots=[tmp_path], allow_url_datasets=True, url_allowed_networks=["127.0.0.0/8"])
     service = create_service(settings.model_copy(update={"profiler_sample_size": 64}))
     outcomes = Outcomes()
     nc = await nats.connect(nats_url)
@@ -171,7 +172,8 @@ async def test_partially_bad_file_is_profiled_and_skips_are_reported(running, tm
 async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) -> None:
     """Profiling that outlasts ack_wait (150k rows: several seconds, against 1 s) keeps the message in
     progress instead of getting it redelivered."""
-    settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5, ack_wait_s=1.0)
+    settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5, ack_wait_s=1.0,
+                        dataset_roots=[tmp_path])
     service = create_service(settings.model_copy(update={"profiler_sample_size": 64}))
     path = write_jsonl(tmp_path / "long.jsonl", (GOOD[i % len(GOOD)] | {"text": f"{i} " + GOOD[i % 80]["text"]}
                                                  for i in range(150_000)))
@@ -191,3 +193,22 @@ async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) 
         info = await js.consumer_info(settings.stream_name, "profiler")
         assert info.num_redelivered == 0 and info.num_ack_pending == 0
     await nc.close()
+
+
+async def test_paths_outside_the_data_roots_and_non_public_urls_are_refused(running, tmp_path: Path) -> None:
+    outcomes, (service, js) = running
+    (tmp_path / "link.jsonl").symlink_to("/etc/passwd")
+    refused = [
+        submission(DatasetLocation(kind="path", ref=str(tmp_path / "datasets" / ".." / ".." / ".." / "etc" / "passwd"))),
+        submission(DatasetLocation(kind="path", ref="/etc/passwd")),
+        submission(DatasetLocation(kind="path", ref=str(tmp_path / "link.jsonl"))),
+        submission(DatasetLocation(kind="url", ref="http://10.20.30.40/data.jsonl")),  # refused before any connection
+        submission(DatasetLocation(kind="url", ref="http://169.254.169.254/latest/meta-data")),
+        submission(DatasetLocation(kind="url", ref="file:///etc/passwd")),
+    ]
+    for event in refused:
+        await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
+    await eventually(lambda: all(outcomes.codes(e.study_id) for e in refused))
+    for event in refused:
+        assert outcomes.codes(event.study_id) == ["location_not_allowed"], event.spec.dataset.ref
+        assert event.study_id not in outcomes.profiled

@@ -29,3 +29,12 @@ class DatabaseUnavailable(MetaTuneError):
 
 class ObjectNotFound(MetaTuneError):
     """A dataset, checkpoint or adapter key is not in the object store."""
+
+
+class InputNotAllowed(MetaTuneError):
+    """A user-supplied location points where the platform must not go (outside the data roots, a
+    non-public address, a scheme other than http(s), a redirect to any of those)."""
+
+
+class DownloadFailed(MetaTuneError):
+    """A URL could not be fetched within the limits (status, size, time, redirects)."""

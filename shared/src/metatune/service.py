@@ -43,6 +43,7 @@ from .bus.streams import HEALTH_BUCKET
 from .clock import HOUR, Clock, RealClock
 from .contracts import ClockTick, ErrorEvent, ErrorKind, Event, ServiceHealth
 from .settings import Settings, get_settings
+from .redaction import RedactingFilter, redact, redact_url
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 log = logging.getLogger("metatune.service")
@@ -140,11 +141,11 @@ class Service:
             service=self.name,
             kind=kind,
             code=code,
-            message=message,
+            message=redact(message),
             subject=subject,
             correlation_id=str(correlation_id) if correlation_id else None,
             row=row,
-            payload_excerpt=payload_excerpt,
+            payload_excerpt=redact(payload_excerpt) if payload_excerpt else None,
             deliveries=deliveries,
             details=details or {},
         )
@@ -254,6 +255,8 @@ class Service:
         """Serve until SIGINT or SIGTERM (the ``python -m`` entry point of every service)."""
         logging.basicConfig(level=os.environ.get("METATUNE_LOG_LEVEL", "INFO"),
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(RedactingFilter())
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
@@ -265,7 +268,7 @@ class Service:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, signalled.set)
         await self.app.start()
-        log.info("%s (%s) serving on %s", self.name, self.instance, self.settings.nats_url)
+        log.info("%s (%s) serving on %s", self.name, self.instance, redact_url(self.settings.nats_url))
         await signalled.wait()
         log.info("%s (%s) stopping", self.name, self.instance)
         if not await self.stop():

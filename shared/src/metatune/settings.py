@@ -49,17 +49,26 @@ class Settings(BaseSettings):
     # Limits on user input
     max_dataset_bytes: int = Field(2 * 1024**3, gt=0, description="Largest dataset accepted, in bytes")
     max_row_bytes: int = Field(1024**2, gt=0, description="Largest single row accepted, in bytes")
+    max_message_bytes: int = Field(
+        1024**2, gt=0, description="Largest bus message a service accepts; larger ones become error events"
+    )
+    dataset_roots: list[Path] = Field(
+        default_factory=list,
+        description="Directories 'path' datasets must resolve under, enforced by profiler and agent "
+        "(empty: the data directory)",
+    )
+    allow_url_datasets: bool = Field(False, description="Accept 'url' dataset locations (http(s) to public addresses)")
+    url_allowed_networks: list[str] = Field(
+        default_factory=list,
+        description="CIDR networks URL datasets may reach besides public addresses (e.g. 127.0.0.0/8 in tests)",
+    )
+    url_timeout_s: float = Field(30.0, gt=0, description="Seconds without progress before a download fails")
 
     # Profiler
     profiler_sample_size: int = Field(4096, ge=1, description="Reservoir rows behind tokenizer features")
     profiler_seed: int = Field(0, description="Seed of the reservoir sample and of the padding simulation")
     profiler_mattr_window: int = Field(500, ge=1, description="Tokens per MATTR window")
     profiler_max_skipped_fraction: float = Field(0.1, ge=0, le=1, description="Share of bad rows that fails a file")
-    profiler_path_roots: list[Path] = Field(
-        default_factory=list, description="Directories 'path' datasets must be under (empty: any)"
-    )
-    profiler_allow_urls: bool = Field(True, description="Accept 'url' dataset locations")
-    profiler_url_timeout_s: float = Field(30.0, gt=0, description="Seconds without progress before a download fails")
 
     # Trainer agent (one process per datacenter)
     datacenter: str = Field("", description="Datacenter this trainer-agent serves")
@@ -121,6 +130,10 @@ class Settings(BaseSettings):
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()
+
+    def dataset_root_paths(self) -> list[Path]:
+        """Where local dataset paths may point: the configured roots, else the data directory."""
+        return [root.expanduser().resolve() for root in self.dataset_roots] or [self.resolved_data_dir()]
 
 
 @lru_cache

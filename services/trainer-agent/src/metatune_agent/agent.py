@@ -174,7 +174,7 @@ class TrainerAgent:
         data_dir = self.service.settings.resolved_data_dir() / "agent"
         fetcher = DatasetFetcher(
             objects=objects, js=self.service.js, directory=data_dir / "datasets",
-            max_bytes=self.service.settings.max_dataset_bytes,
+            max_bytes=self.service.settings.max_dataset_bytes, settings=self.service.settings,
         )
         dataset = await fetcher.local_path(spec.dataset)
         key = assignment.checkpoint_key or checkpoint_key(assignment.job_id)

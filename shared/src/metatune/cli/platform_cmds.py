@@ -30,6 +30,7 @@ from ..embedded.supervisor import (
 )
 from ..errors import BusUnavailable
 from ..platform import platform_services
+from ..redaction import redact_url
 from ..settings import Settings, get_settings
 from .connect import bus, fail
 
@@ -50,13 +51,13 @@ def _start_infrastructure(settings: Settings, started: list[ManagedProcess]) -> 
     data = settings.resolved_data_dir()
     nats_embedded = not asyncio.run(nats_answers(settings.nats_url, settings.connect_timeout_s))
     if nats_embedded:
-        console.print(f"NATS: nothing answers at {settings.nats_url}; starting embedded nats-server")
+        console.print(f"NATS: nothing answers at {redact_url(settings.nats_url)}; starting embedded nats-server")
         proc = servers.start_nats(settings.nats_url, data, logs)
         started.append(record(proc, "nats-server", "nats", logs / "nats-server.log"))
         _wait(lambda: asyncio.run(nats_answers(settings.nats_url, 0.5)), 20, "embedded NATS")
     pg_embedded = not postgres_answers(settings.database_url, settings.connect_timeout_s)
     if pg_embedded:
-        console.print(f"PostgreSQL: nothing answers at {settings.database_url}; starting embedded PostgreSQL")
+        console.print(f"PostgreSQL: nothing answers at {redact_url(settings.database_url)}; starting embedded PostgreSQL")
         proc = servers.start_postgres(settings.database_url, data, logs)
         started.append(record(proc, "postgres", "postgres", logs / "postgres.log"))
         _wait(lambda: postgres_answers(settings.database_url, 1), 30, "embedded PostgreSQL")
@@ -182,8 +183,8 @@ def _status_rows(settings: Settings) -> dict:
             "details": h.details if h else {},
         })
     return {
-        "nats": {"url": settings.nats_url, "embedded": bool(state and state.nats_embedded), "reachable": True},
-        "postgres": {"url": settings.database_url, "embedded": bool(state and state.postgres_embedded),
+        "nats": {"url": redact_url(settings.nats_url), "embedded": bool(state and state.nats_embedded), "reachable": True},
+        "postgres": {"url": redact_url(settings.database_url), "embedded": bool(state and state.postgres_embedded),
                      "reachable": postgres_answers(settings.database_url, settings.connect_timeout_s)},
         "simulated_clock": bool(state and state.simulated),
         "services": rows,

@@ -75,6 +75,7 @@ class FailureReason(StrEnum):
     unknown_base_model = "unknown_base_model"
     invalid_config = "invalid_config"
     dataset_missing = "dataset_missing"
+    dataset_not_allowed = "dataset_not_allowed"  # a path outside the data roots, a URL to a non-public address
     empty_split = "empty_split"
     smoke_test_failed = "smoke_test_failed"
     out_of_memory = "out_of_memory"

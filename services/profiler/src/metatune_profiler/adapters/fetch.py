@@ -1,7 +1,9 @@
 """Bring a submitted dataset to a local file: NATS object store, local path or HTTP(S) URL.
 
-Downloads are streamed to disk under the data directory and stop at the size limit, so a
-huge or endless response never fills memory or disk.
+Local paths must resolve under the data roots; URLs are off unless enabled, and then go only to
+public addresses with every redirect re-checked (:mod:`metatune.inputs`). Downloads are streamed
+to disk under the data directory and stop at the size limit, so a huge or endless response never
+fills memory or disk, and a failed one leaves no partial file.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-import httpx
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.contracts import DatasetLocation
-from metatune.errors import ObjectNotFound
-
+from metatune.errors import DownloadFailed, InputNotAllowed, ObjectNotFound
+from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
 from metatune.settings import Settings
 
 from ..domain.errors import DatasetNotFound, FileTooLarge, LocationNotAllowed
@@ -58,10 +59,10 @@ class DatasetFetcher:
             target.unlink(missing_ok=True)
 
     def _checked_path(self, ref: str) -> Path:
-        path = Path(ref).expanduser().resolve()
-        roots = [r.expanduser().resolve() for r in self._settings.profiler_path_roots]
-        if roots and not any(path.is_relative_to(root) for root in roots):
-            raise LocationNotAllowed(f"{ref} is outside the allowed dataset directories")
+        try:
+            path = resolve_under_roots(ref, self._settings.dataset_root_paths())
+        except InputNotAllowed as exc:
+            raise LocationNotAllowed(str(exc)) from exc
         if not path.is_file():
             raise DatasetNotFound(f"no dataset file at {ref}")
         return path
@@ -78,23 +79,17 @@ class DatasetFetcher:
             raise DatasetNotFound(str(exc)) from exc
 
     async def _from_url(self, url: str, target: Path) -> None:
-        if not self._settings.profiler_allow_urls:
-            raise LocationNotAllowed("URL datasets are disabled on this profiler")
-        timeout = httpx.Timeout(self._settings.profiler_url_timeout_s)
+        if not self._settings.allow_url_datasets:
+            raise LocationNotAllowed("URL datasets are disabled (METATUNE_ALLOW_URL_DATASETS)")
+        limits = DownloadLimits(
+            max_bytes=self._max_bytes, timeout_s=self._settings.url_timeout_s,
+            allow=tuple(parse_networks(self._settings.url_allowed_networks)),
+        )
         try:
-            async with httpx.AsyncClient(follow_redirects=True, timeout=timeout) as client, \
-                    client.stream("GET", url) as response:
-                if response.status_code >= 400:
-                    raise DatasetNotFound(f"GET {url} answered HTTP {response.status_code}")
-                declared = int(response.headers.get("content-length") or 0)
-                if declared > self._max_bytes:
-                    raise _too_large(declared, self._max_bytes)
-                written = 0
-                with open(target, "wb") as fh:
-                    async for chunk in response.aiter_raw(1 << 20):
-                        written += len(chunk)
-                        if written > self._max_bytes:
-                            raise _too_large(written, self._max_bytes)
-                        fh.write(chunk)
-        except httpx.HTTPError as exc:
-            raise DatasetNotFound(f"cannot download {url}: {exc}") from exc
+            await download(url, target, limits)
+        except InputNotAllowed as exc:
+            raise LocationNotAllowed(str(exc)) from exc
+        except DownloadFailed as exc:
+            if "over the limit" in str(exc):
+                raise FileTooLarge(str(exc), details={"limit_bytes": self._max_bytes}) from exc
+            raise DatasetNotFound(str(exc)) from exc

@@ -1,5 +1,8 @@
 """Bring an assigned dataset to a local file the trainer can read.
 
+The agent checks locations again, whoever sent the assignment: local paths must resolve under
+the data roots, URLs must be enabled and reach only public addresses (:mod:`metatune.inputs`).
+
 Object-store datasets are kept under the agent's data directory, named by the object's
 digest, so the trials of one study (and a resumed job) download a dataset once, and the
 tokenization cache (keyed by file content) hits on the second trial.
@@ -13,14 +16,15 @@ import uuid
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-import httpx
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.contracts import DatasetLocation
-from metatune.errors import ObjectNotFound
+from metatune.errors import DownloadFailed, InputNotAllowed, ObjectNotFound
+from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
+from metatune.settings import Settings
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
-from ..domain.errors import DatasetMissing
+from ..domain.errors import DatasetMissing, DatasetNotAllowed
 
 
 def _suffixes(ref: str) -> str:
@@ -29,12 +33,18 @@ def _suffixes(ref: str) -> str:
 
 
 class DatasetFetcher:
-    def __init__(self, *, objects: ObjectStore, js: JetStreamContext, directory: Path, max_bytes: int) -> None:
+    def __init__(
+        self, *, objects: ObjectStore, js: JetStreamContext, directory: Path, max_bytes: int, settings: Settings
+    ) -> None:
         self._objects, self._js, self._dir, self._max_bytes = objects, js, directory, max_bytes
+        self._settings = settings
 
     async def local_path(self, location: DatasetLocation) -> Path:
         if location.kind == "path":
-            path = Path(location.ref).expanduser()
+            try:
+                path = resolve_under_roots(location.ref, self._settings.dataset_root_paths())
+            except InputNotAllowed as exc:
+                raise DatasetNotAllowed(str(exc)) from exc
             if not path.is_file():
                 raise DatasetMissing(f"no dataset file at {location.ref}")
             return path
@@ -63,25 +73,16 @@ class DatasetFetcher:
         return target
 
     async def _from_url(self, url: str) -> Path:
+        if not self._settings.allow_url_datasets:
+            raise DatasetNotAllowed("URL datasets are disabled (METATUNE_ALLOW_URL_DATASETS)")
         target = self._dir / f"{hashlib.sha256(url.encode()).hexdigest()[:24]}{_suffixes(url)}"
-        partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}.part")
+        limits = DownloadLimits(
+            max_bytes=self._max_bytes, timeout_s=self._settings.url_timeout_s,
+            allow=tuple(parse_networks(self._settings.url_allowed_networks)),
+        )
         try:
-            async with httpx.AsyncClient(follow_redirects=True, timeout=httpx.Timeout(30.0)) as client, \
-                    client.stream("GET", url) as response:
-                if response.status_code >= 400:
-                    raise DatasetMissing(f"GET {url} answered HTTP {response.status_code}")
-                written = 0
-                with open(partial, "wb") as fh:
-                    async for chunk in response.aiter_raw(1 << 20):
-                        written += len(chunk)
-                        if written > self._max_bytes:
-                            raise DatasetMissing(f"{url} is over the limit of {self._max_bytes:,} bytes")
-                        fh.write(chunk)
-        except httpx.HTTPError as exc:
-            partial.unlink(missing_ok=True)
-            raise DatasetMissing(f"cannot download {url}: {exc}") from exc
-        except DatasetMissing:
-            partial.unlink(missing_ok=True)
-            raise
-        os.replace(partial, target)
-        return target
+            return await download(url, target, limits)
+        except InputNotAllowed as exc:
+            raise DatasetNotAllowed(str(exc)) from exc
+        except DownloadFailed as exc:
+            raise DatasetMissing(str(exc)) from exc

@@ -28,6 +28,12 @@ class DatasetMissing(TrainingError):
     reason = FailureReason.dataset_missing
 
 
+class DatasetNotAllowed(TrainingError):
+    """The assignment points at a path outside the data roots or a URL the agent must not fetch."""
+
+    reason = FailureReason.dataset_not_allowed
+
+
 class EmptySplit(TrainingError):
     """The dataset has no usable rows for the split a run needs (train or validation)."""
 

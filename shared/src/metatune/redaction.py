@@ -1,0 +1,68 @@
+"""One place that hides secrets before text is logged, published or printed.
+
+Covers credentials in URLs (``scheme://user:pass@host``), DSN passwords (``password=...``),
+secret-looking query parameters (token, key, secret, signature, password...), Standard Webhooks
+secrets (``whsec_...``) and NATS nkey seeds / user JWT credentials. Applied by logging (a
+filter), error events and ``metatune status``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MASK = "***"
+_SECRET_PARAMS = re.compile(r"(token|secret|password|passwd|pwd|key|signature|sig|auth|credential)", re.I)
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo>[^/@\s]+)@")
+_KV_PASSWORD = re.compile(r"(?P<key>\b(?:password|passwd|pwd)\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s&;]+)", re.I)
+_QUERY_SECRET = re.compile(
+    r"(?P<key>[?&](?:[\w.\-]*(?:token|secret|password|passwd|pwd|key|signature|sig|auth|credential)[\w.\-]*)=)"
+    r"(?P<value>[^&#\s]+)",
+    re.I,
+)
+_WEBHOOK_SECRET = re.compile(r"\bwhsec_[A-Za-z0-9+/=_\-]+")
+_NKEY_SEED = re.compile(r"\bS[ACNOPU][A-Z2-7]{56}\b")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*")
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret this module recognises replaced by ``***``."""
+    if not text:
+        return text
+    text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    text = _KV_PASSWORD.sub(lambda m: f"{m['key']}{MASK}", text)
+    text = _QUERY_SECRET.sub(lambda m: f"{m['key']}{MASK}", text)
+    text = _WEBHOOK_SECRET.sub(f"whsec_{MASK}", text)
+    text = _NKEY_SEED.sub(MASK, text)
+    return _JWT.sub(MASK, text)
+
+
+def redact_url(url: str) -> str:
+    """A URL safe to show: no user info, secret-looking query values masked."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
+    query = urlencode(
+        [(k, MASK if _SECRET_PARAMS.search(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)],
+        safe="*",
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts the formatted message (install on handlers)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+__all__ = ["MASK", "RedactingFilter", "redact", "redact_url"]
