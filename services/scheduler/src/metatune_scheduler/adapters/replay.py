@@ -12,17 +12,21 @@ from pydantic import ValidationError
 
 from metatune import subjects
 from metatune.contracts import (
-    Assignment, CarbonForecast, Event, JobInfeasible, JobRequested, Plan, RunCompleted, RunFailed, RunPaused,
-    RunProgress,
+    Assignment, CarbonForecast, Event, JobCancelled, JobInfeasible, JobRequested, Plan, RunCompleted, RunFailed,
+    RunPaused, RunProgress,
 )
 
 log = logging.getLogger("metatune.scheduler.replay")
 
 
 def contract_for(subject: str) -> type[Event] | None:
-    """The contract of a subject the scheduler folds into its state (None: not ours)."""
+    """The contract of a subject the scheduler folds into its state (None: not ours).
+
+    Every subject the service consumes on the event stream must be here, or a restart forgets it
+    (a test checks the service's consumers against this table)."""
     exact = {
-        subjects.JOBS_REQUESTED: JobRequested, subjects.JOBS_INFEASIBLE: JobInfeasible, subjects.PLANS: Plan,
+        subjects.JOBS_REQUESTED: JobRequested, subjects.JOBS_CANCELLED: JobCancelled,
+        subjects.JOBS_INFEASIBLE: JobInfeasible, subjects.PLANS: Plan,
         subjects.RUNS_COMPLETED: RunCompleted, subjects.RUNS_FAILED: RunFailed, subjects.RUNS_PAUSED: RunPaused,
     }
     if subject in exact:

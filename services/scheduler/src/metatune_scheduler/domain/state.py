@@ -163,7 +163,15 @@ class SchedulerState:
 
     def _assigned(self, event: Assignment) -> None:
         job = self.jobs.get(event.job_id)
-        if job is None or job.status not in ACTIVE:
+        if job is None:
+            return
+        if job.status is JobStatus.cancelled and job.cancel_reason is not None \
+                and event.action in (AssignmentAction.start, AssignmentAction.resume):
+            # The start went out before the cancellation was folded (live, consumers lag; a replay
+            # folds the stream in stored order): an agent is running it, so it must still be stopped.
+            job.status, job.location, job.run_since = JobStatus.running, event.datacenter, event.occurred_at
+            return
+        if job.status not in ACTIVE:
             return
         if event.action in (AssignmentAction.start, AssignmentAction.resume):
             job.status, job.location, job.run_since = JobStatus.running, event.datacenter, event.occurred_at
