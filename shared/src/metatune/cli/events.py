@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 
 import typer
 from nats.js.api import ConsumerConfig, DeliverPolicy
@@ -27,10 +28,29 @@ def summarize(subject: str, payload: dict) -> str:
     return " ".join(parts)[:200]
 
 
+class StudyFilter:
+    """Keeps the events of one study: those naming it, and those of its jobs (a job's events carry
+    only its ``job_id``; the job belongs to the study whose ``JobRequested`` named it)."""
+
+    def __init__(self, study: str | None) -> None:
+        self.study = study
+        self.jobs: set[str] = set()
+
+    def __call__(self, payload: dict) -> bool:
+        if self.study is None:
+            return True
+        if str(payload.get("study_id")) == self.study or payload.get("correlation_id") == self.study:
+            if payload.get("job_id"):
+                self.jobs.add(str(payload["job_id"]))
+            return True
+        return str(payload.get("job_id")) in self.jobs or payload.get("correlation_id") in self.jobs
+
+
 def events(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events"),
-    last: int = typer.Option(20, help="Events of history to show first"),
+    last: int = typer.Option(20, min=0, help="Events of history to show first (counted after the filters)"),
     subject: str = typer.Option("metatune.>", help="Subject filter"),
+    study: str | None = typer.Option(None, "--study", help="Only this study's events (its jobs' events included)"),
     status_stream: bool = typer.Option(False, "--status", help="Tail heartbeats and clock ticks instead"),
     raw: bool = typer.Option(False, "--json", help="Print each event as JSON"),
     hide: list[str] = typer.Option([], "--hide", help="Subject prefix to leave out, e.g. metatune.forecasts (repeatable)"),
@@ -38,24 +58,36 @@ def events(
     """Tail the event log (stream METATUNE), newest last."""
     settings = get_settings()
     stream = settings.status_stream_name if status_stream else settings.stream_name
+    keep = StudyFilter(study)
+
+    def wanted(subject_name: str, payload: dict) -> bool:
+        return not any(subject_name.startswith(prefix) for prefix in hide) and keep(payload)
 
     async def run() -> None:
         async with bus(settings) as nc:
             js = nc.jetstream()
             info = await js.stream_info(stream)
-            start = max(info.state.first_seq, info.state.last_seq - last + 1)
-            if info.state.messages == 0:
-                start = info.state.last_seq + 1
+            history: deque[tuple[str, dict]] = deque(maxlen=max(last, 0) or None)
             sub = await js.subscribe(subject, stream=stream, ordered_consumer=True,
-                                     config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                                           opt_start_seq=start))
-            while True:
+                                     config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
+            caught_up = info.state.messages == 0
+            while not caught_up:  # the filters apply before counting the last N
                 try:
-                    msg = await sub.next_msg(timeout=None if follow else 1.0)
+                    msg = await sub.next_msg(timeout=2.0)
                 except TimeoutError:
-                    return
-                if not any(msg.subject.startswith(prefix) for prefix in hide):
-                    _print(msg.subject, msg.data, raw)
+                    break
+                payload = _decode(msg.data)
+                if wanted(msg.subject, payload):
+                    history.append((msg.subject, payload))
+                caught_up = msg.metadata.num_pending == 0
+            if last:
+                for subject_name, payload in history:
+                    _print(subject_name, payload, raw)
+            while follow:
+                msg = await sub.next_msg(timeout=None)
+                payload = _decode(msg.data)
+                if wanted(msg.subject, payload):
+                    _print(msg.subject, payload, raw)
 
     try:
         asyncio.run(run())
@@ -65,11 +97,15 @@ def events(
         pass
 
 
-def _print(subject: str, data: bytes, raw: bool) -> None:
+def _decode(data: bytes) -> dict:
     try:
         payload = json.loads(data)
     except ValueError:
-        payload = {"raw": data[:200].decode(errors="replace")}
+        return {"raw": data[:200].decode(errors="replace")}
+    return payload if isinstance(payload, dict) else {"value": payload}
+
+
+def _print(subject: str, payload: dict, raw: bool) -> None:
     if raw:
         print(json.dumps({"subject": subject, **payload}))
         return

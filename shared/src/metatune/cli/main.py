@@ -10,17 +10,32 @@ from importlib.metadata import entry_points
 
 import typer
 
+from .. import __version__
 from .cancel import cancel
 from .events import events
 from .kb import kb_app
 from .platform_cmds import down, status, up
 from .submit import submit
 
-app = typer.Typer(help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True)
 CORE_COMMANDS = {"up": up, "down": down, "status": status, "submit": submit, "cancel": cancel, "events": events}
 for name, command in CORE_COMMANDS.items():
     app.command(name)(command)
 app.add_typer(kb_app, name="kb")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"metatune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit", callback=_print_version,
+                                 is_eager=True),
+) -> None:
+    """MetaTune: carbon-aware LoRA fine-tuning."""
 
 
 def _wants_plugins(argv: list[str]) -> bool:
