@@ -1,0 +1,84 @@
+"""Fit the learning-curve stopper from a knowledge-base file (``metatune kb fit-stopper``).
+
+The shipped model, ``metatune_agent/data/curve_stopper.json``, is written by this command from the
+seed knowledge base; its provenance (file, digest, runs, datasets) travels inside it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
+from rich.console import Console
+
+from ..domain.curve_stop import DEFAULT_GRID, CurveModelError, CurveStopper, TrainingCurve
+
+
+def shipped_model_path() -> Path:
+    return Path(str(resources.files("metatune_agent") / "data" / "curve_stopper.json"))
+
+
+def read_runs(path: Path) -> list[KbRun]:
+    """The runs of a knowledge-base file, read only (a line still being written is left out)."""
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except OSError as exc:
+        raise CurveModelError(f"knowledge base {path} cannot be read: {exc}") from exc
+    lines = raw.split(b"\n")
+    if not raw.endswith(b"\n"):
+        lines = lines[:-1]  # a build is appending to it
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise CurveModelError(f"knowledge base {path} is empty")
+    header = json.loads(lines[0])
+    if header.get("kind") != "metatune-knowledge-base":
+        raise CurveModelError(f"{path} is not a MetaTune knowledge-base file")
+    if header.get("schema_version") != KB_SCHEMA_VERSION:
+        raise CurveModelError(
+            f"{path} has knowledge-base schema version {header.get('schema_version')}; this code reads {KB_SCHEMA_VERSION}"
+        )
+    return [KbRun.model_validate_json(line) for line in lines[1:]]
+
+
+def training_curves(runs: list[KbRun], metric: str = "accuracy") -> list[TrainingCurve]:
+    return [c for c in (TrainingCurve.of_kb_run(r, metric) for r in runs) if c is not None]
+
+
+def fit_from_kb(path: Path, metric: str = "accuracy") -> CurveStopper:
+    runs = read_runs(path)
+    curves = training_curves(runs, metric)
+    provenance = {
+        "kb_file": path.name,
+        "kb_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "kb_runs_read": len(runs),
+        "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model": "per prefix length: GradientBoostingRegressor(150 trees, depth 2) on final - last metric; "
+                 "split-conformal upper bound from residuals out of fold, grouped by dataset",
+    }
+    return CurveStopper.fit(curves, grid=DEFAULT_GRID, metric_name=metric, provenance=provenance)
+
+
+def fit_stopper(
+    kb: Annotated[Path, typer.Option(help="knowledge-base file (.jsonl[.gz]) whose curves train the predictor")],
+    out: Annotated[Path, typer.Option(help="model file to write (JSON); the agent ships data/curve_stopper.json")],
+    metric: Annotated[str, typer.Option(help="the curve metric to predict")] = "accuracy",
+) -> None:
+    """Fit the learning-curve early-stop predictor (final metric with a conformal upper bound) from KB curves."""
+    console = Console(stderr=True)
+    try:
+        stopper = fit_from_kb(kb, metric)
+    except CurveModelError as exc:
+        console.print(f"[red]kb fit-stopper:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stopper.save(out)
+    p = stopper.provenance
+    console.print(f"{out}: {p['runs']} runs on {p['datasets']} datasets from {kb.name}, "
+                  f"prefix models for {len(stopper.models)} of {len(stopper.grid)} grid fractions")
