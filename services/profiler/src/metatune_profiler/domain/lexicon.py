@@ -1,27 +1,75 @@
 """Words, word types and lexical diversity, computed in one streaming pass.
 
-A *word* is a maximal run of letters, digits and marks (Unicode ``\\w`` without ``_``),
-lower-cased, with internal apostrophes kept (``don't``); each Han / kana ideograph is a word
-of its own, since Chinese and Japanese do not separate words with spaces. Punctuation,
-symbols and emoji are not words.
+A *word* is a maximal run of letters, combining marks and digits (``\\p{L}``, ``\\p{M}``,
+``\\p{N}``, with the zero-width (non-)joiners inside it), after NFC normalisation and
+lower-casing, with internal apostrophes kept (``don't``). Marks belong to the word they are
+written in, so Devanagari vowel signs, Arabic harakat or a decomposed accent never split a
+word. Scripts written without spaces:
+
+* Han / kana: each ideograph (or kana) is a word of its own;
+* Thai: segmented with PyThaiNLP's dictionary maximal matching (``newmm``), the de-facto
+  standard Thai word segmenter; ``ๆ`` (repetition mark) stays with the word it repeats;
+* Lao, Khmer, Myanmar and other scripts without word spaces: no segmenter, so a run between
+  spaces / punctuation counts as one word (it under-counts words; said in the README).
+
+Punctuation, symbols and emoji are not words.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 
 import numpy as np
+import regex
 
-_IDEOGRAPHS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-WORD = re.compile(rf"[{_IDEOGRAPHS}]|[^\W_{_IDEOGRAPHS}]+(?:['\u2019][^\W_{_IDEOGRAPHS}]+)*")
+_IDEOGRAPH = r"[\p{Han}\p{Hiragana}\p{Katakana}\u30fc]"  # ー (U+30FC) lengthens kana: a kana itself
+_LETTER = r"[\p{L}\p{M}\p{N}--\p{Han}\p{Hiragana}\p{Katakana}\u30fc\p{Thai}]"
+_INNER = r"[\p{L}\p{M}\p{N}\u200c\u200d--\p{Han}\p{Hiragana}\p{Katakana}\u30fc\p{Thai}]"
+WORD = regex.compile(
+    rf"(?V1){_IDEOGRAPH}\p{{M}}*"  # an ideograph with its marks (variation selectors, voicing marks)
+    r"|\p{Thai}[\p{Thai}\p{M}]*"  # a Thai run, segmented by thai_words
+    rf"|{_LETTER}{_INNER}*(?:['\u2019]{_LETTER}{_INNER}*)*"
+)
+ASCII_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")  # WORD on ASCII text, with the faster re engine
+_THAI = regex.compile(r"\p{Thai}")
+_REPEAT = "\u0e46"  # ๆ: repeats the word before it
 
 
 def words(text: str) -> list[str]:
     """The lower-cased words of ``text``."""
-    return WORD.findall(text.lower())
+    if text.isascii():
+        return ASCII_WORD.findall(text.lower())
+    found = WORD.findall(unicodedata.normalize("NFC", text).lower())
+    if not _THAI.search(text):
+        return found
+    out: list[str] = []
+    for word in found:
+        if word == _REPEAT and out:  # "เด็ก ๆ", spaced as the Royal Institute recommends
+            out[-1] += word
+        elif "\u0e00" <= word[0] <= "\u0e7f":
+            out.extend(thai_words(word))
+        else:
+            out.append(word)
+    return out
+
+
+@lru_cache(maxsize=1 << 16)
+def thai_words(run: str) -> tuple[str, ...]:
+    """A run of Thai letters split into words (PyThaiNLP ``newmm``, chunked so a long run stays linear)."""
+    from pythainlp.tokenize.newmm import segment  # imported on the first Thai text only
+
+    out: list[str] = []
+    for word in segment(run, safe_mode=True):
+        if word.startswith(_REPEAT) and out:
+            out[-1] += word
+        else:
+            out.append(word)
+    return tuple(out)
 
 
 class TypeCounter:
