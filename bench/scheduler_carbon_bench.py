@@ -17,14 +17,24 @@ and the capture against HiGHS's lower bound on O (in brackets, with O's gap) is 
 figure. Realised emissions always use the actual intensities.
 
     python bench/scheduler_carbon_bench.py --data ../shared/data/carbon --days 30
+    python bench/scheduler_carbon_bench.py --data OTHER_DIR --registry my_datacenters.toml --zones DE,FR --start 2024-01-08 --days 7 --json
 
-The forecasts are computed once per region and cached under .metatune/bench-cache/.
+``--data`` is any folder laid out like ../shared/data/carbon (``em_hourly/<zone>.csv.gz``, optionally
+``em_weather/``); one datacenter per registry entry (``--registry``, default: the embedded one) whose
+zone has data. Registry zones without data, or whose data do not cover the period, are left out and
+listed (as are data zones no datacenter uses); ``--json`` prints one object with every figure of the
+tables and those lists. The served forecasts are cached per region under ``--cache-dir``
+(default .metatune/bench-cache), keyed by the region's data files, the model, the weather-error
+model and the forecaster's code, so another folder or a code change never reuses stale forecasts.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +43,15 @@ from uuid import uuid5
 import highspy
 import numpy as np
 import pandas as pd
-from scipy import sparse
+from benchkit import print_json, stdout_to_stderr
 from rich.console import Console
 from rich.table import Table
+from scipy import sparse
 
+import metatune_forecaster
 from metatune.contracts.forecasts import expected_intensity
-from metatune.registry import default_registry
+from metatune.errors import ConfigurationError
+from metatune.registry import Registry, load_registry
 from metatune_forecaster.adapters.carbon_folder import load_em
 from metatune_forecaster.domain.features import RegionArrays
 from metatune_forecaster.domain.model import CarbonModel
@@ -69,36 +82,78 @@ class Jobs:
     allowed: np.ndarray  # (J, D) bool
 
 
-def load(data: Path, start: pd.Timestamp, hours: int):
-    registry = default_registry()
-    names, regions, groups, pue, series = [], [], [], [], []
+@dataclass(frozen=True)
+class Fleet:
+    """The datacenters the benchmark runs on, their traces, and what was left out and why."""
+
+    names: list[str]
+    regions: list[str]
+    groups: np.ndarray
+    pue: np.ndarray
+    series: np.ndarray  # (D, HISTORY_H + hours) direct intensity, g/kWh
+    skipped: list[str]  # one line per registry datacenter left out, with the reason
+    unused_zones: list[str]  # zones with data that no chosen datacenter uses
+
+
+def load(data: Path, start: pd.Timestamp, hours: int, registry: Registry, zones: list[str] | None = None) -> Fleet:
+    """One datacenter per registry entry (of ``zones`` if given) whose zone's trace covers
+    ``HISTORY_H`` hours before ``start`` and ``hours`` from it; the others are listed, not fatal."""
+    known = {dc.region for dc in registry.datacenters}
+    if zones:
+        unknown = sorted(set(zones) - known)
+        if unknown:
+            raise ConfigurationError(f"--zones {', '.join(unknown)}: not in the registry (its zones: {', '.join(sorted(known))})")
+    names, regions, groups, pue, series, skipped = [], [], [], [], [], []
     for dc in registry.datacenters:
+        if zones and dc.region not in zones:
+            continue
         path = data / "em_hourly" / f"{dc.region}.csv.gz"
         if not path.exists():
+            skipped.append(f"{dc.name} ({dc.region}): no {path.relative_to(data)} in {data}")
             continue
         frame = pd.read_csv(path, usecols=["datetime_utc", "ci_direct_g_per_kwh"], parse_dates=["datetime_utc"])
         frame = frame.set_index("datetime_utc")["ci_direct_g_per_kwh"]
-        window = frame.loc[start - pd.Timedelta(hours=HISTORY_H): start + pd.Timedelta(hours=hours - 1)]
+        window = frame.loc[start - pd.Timedelta(hours=HISTORY_H): start + pd.Timedelta(hours=hours - 1)].dropna()
         if len(window) != HISTORY_H + hours:
-            raise SystemExit(f"{path} does not cover {start} + {hours} h")
+            covered = f"{frame.index.min():%Y-%m-%d %H:%M} to {frame.index.max():%Y-%m-%d %H:%M}" if len(frame) else "nothing"
+            skipped.append(f"{dc.name} ({dc.region}): {path.name} covers {covered}, {len(window)} of the "
+                           f"{HISTORY_H + hours} h needed ({HISTORY_H} h before {start:%Y-%m-%d %H:%M} + {hours} h)")
+            continue
         names.append(dc.name), regions.append(dc.region), groups.append(dc.region_group), pue.append(dc.pue)
         series.append(window.to_numpy(dtype=float))
-    if len(names) < 2:
-        raise SystemExit(f"need at least two registry regions in {data}/em_hourly")
-    return names, regions, np.array(groups), np.array(pue), np.stack(series)
+    found = {p.name.removesuffix(".csv.gz") for p in (data / "em_hourly").glob("*.csv.gz")}
+    unused = sorted(found - set(regions))
+    return Fleet(names, regions, np.array(groups), np.array(pue, dtype=float),
+                 np.stack(series) if series else np.empty((0, HISTORY_H + hours)), skipped, unused)
+
+
+def _digest(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.name.encode())
+        h.update(path.read_bytes() if path.exists() else b"(absent)")
+    return h.hexdigest()[:16]
+
+
+def forecast_cache_key(data: Path, region: str, start: pd.Timestamp, hours: int, model_path: Path, seed: int) -> str:
+    """What the served forecasts depend on: the region's data files (content, not the folder's
+    name), the model and weather-error files, the forecaster's source code, and the period."""
+    data_files = [data / "em_hourly" / f"{region}.csv.gz", data / "em_weather" / f"{region}.csv.gz"]
+    code = sorted(Path(metatune_forecaster.__file__).parent.rglob("*.py"))
+    parts = (_digest(data_files), _digest([model_path, WEATHER_ERROR_PATH]), _digest(code))
+    return f"{region}-{start:%Y%m%d%H}-{hours}-{seed}-" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 def forecaster_intensity(data: Path, regions: list[str], start: pd.Timestamp, hours: int, model_path: Path,
-                         seed: int) -> np.ndarray:
+                         seed: int, cache: Path) -> np.ndarray:
     """(regions, 3, hours, 168) forecasts (p10, median, p90) issued at each hour from ``start``,
     as the forecaster serves them; NaN where a region's history is too short for an issue."""
     model = CarbonModel.load(model_path)
     error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
-    cache = Path(".metatune/bench-cache")
     cache.mkdir(parents=True, exist_ok=True)
     out = []
     for region in regions:
-        path = cache / f"{region}-{start:%Y%m%d%H}-{hours}-{model.version}-{seed}-bands.npy"
+        path = cache / f"{forecast_cache_key(data, region, start, hours, model_path, seed)}-bands.npy"
         if not path.exists():
             arrays = RegionArrays(load_em(data, region))
             issues = arrays.times.get_indexer(start + pd.to_timedelta(np.arange(hours), unit="h"))
@@ -209,10 +264,28 @@ def rolling(jobs: Jobs, ci, pue, capacity, names, forecast, refresh_h: int, migr
     return total, missed, solves, seconds, ran
 
 
-def offline(jobs: Jobs, ci, pue, capacity, time_limit_s: float, plans: list[np.ndarray]):
+@dataclass(frozen=True)
+class Yardstick:
+    """An offline optimum as far as HiGHS got: the best plan found (None: none in time), a proven
+    lower bound (never NaN: the MIP's dual bound, else the LP relaxation's optimum) and whether
+    the time limit stopped it before the requested gap."""
+
+    objective: float | None
+    bound: float | None
+    hit_limit: bool
+    unmet: int = 0
+
+    @property
+    def gap(self) -> float | None:
+        if self.objective is None or self.bound is None or self.objective <= 0:
+            return None
+        return max(0.0, 1 - self.bound / self.objective)
+
+
+def offline(jobs: Jobs, ci, pue, capacity, time_limit_s: float, plans: list[np.ndarray]) -> Yardstick:
     """The offline optimum (one datacenter per job, pauses free, no migration), warm-started from
     the best of ``plans`` (greedy, S*'s realised hours) with each job at the site where it ran
-    most and re-timed with those sites fixed: (objective, HiGHS's lower bound, unmet hours)."""
+    most and re-timed with those sites fixed."""
     end = int(jobs.deadline.max())
     periods = Periods.build(0, Aggregation.none(end))
     hour = np.arange(end)
@@ -230,17 +303,27 @@ def offline(jobs: Jobs, ci, pue, capacity, time_limit_s: float, plans: list[np.n
         starts.append(timing.solve(instance, np.minimum(grid, usable), fill_greedily).hours)
     start = min(starts, key=lambda hours: Solution.of_hours(instance, hours, 0.0).objective)
     solution = HighsModelSolver(SolveLimits(time_limit_s=time_limit_s, mip_rel_gap=0.001, presolve=True)).solve(instance, start)
-    found = Solution.of_hours(instance, start, 0.0)
-    if found.objective < solution.objective or solution.unmet.sum() > found.unmet.sum():
-        return found.objective, solution.objective * (1 - (solution.mip_gap or 1.0)), int(found.unmet.sum())
-    return solution.objective, solution.objective * (1 - (solution.mip_gap or 0.0)), int(solution.unmet.sum())
+    return offline_yardstick(solution, Solution.of_hours(instance, start, 0.0))
 
 
-def free_migration_optimum(jobs: Jobs, ci, pue, capacity, time_limit_s: float) -> tuple[float | None, float]:
+def offline_yardstick(solution: Solution, found: Solution) -> Yardstick:
+    """The better of HiGHS's plan and the warm start, with HiGHS's bound (a gap of 0 is a bound
+    equal to the objective; an unknown gap is an unknown bound, never 0 or 1)."""
+    bound = solution.dual_bound
+    if bound is None and solution.mip_gap is not None:
+        bound = solution.objective * (1 - solution.mip_gap)
+    better = found if found.objective < solution.objective or solution.unmet.sum() > found.unmet.sum() else solution
+    if bound is not None:
+        bound = min(bound, better.objective)
+    return Yardstick(better.objective, bound, not solution.optimal, int(better.unmet.sum()))
+
+
+def free_migration_optimum(jobs: Jobs, ci, pue, capacity, time_limit_s: float) -> Yardstick:
     """The offline optimum when a job may change datacenter every hour for free (no transfer
     time or energy, no site binaries): a lower bound on any plan S or S* can realise, and a far
-    easier model than O's (on the tight week HiGHS ends 60 s within 2.6 % of it). Returns
-    (objective, None if no integer plan is found in time; HiGHS's lower bound)."""
+    easier model than O's (on the tight week HiGHS ends 60 s within 2.6 % of it). When the time
+    limit stops HiGHS the yardstick is the bound it reached (the MIP's dual bound, else the LP
+    relaxation solved to the end) and the best integer plan if it found one."""
     end = int(jobs.deadline.max())
     job, dc, hour = [], [], []
     for j in range(len(jobs.arrival)):
@@ -273,21 +356,28 @@ def free_migration_optimum(jobs: Jobs, ci, pue, capacity, time_limit_s: float) -
     highs.setOptionValue("mip_rel_gap", 0.001)
     highs.passModel(lp)
     highs.run()
+    hit_limit = highs.getModelStatus() != highspy.HighsModelStatus.kOptimal
     info = highs.getInfo()
     found = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible  # an integer plan in time
-    objective = float(info.objective_function_value) if found else None
-    if np.isfinite(info.mip_dual_bound) and info.mip_dual_bound > 0:
-        return objective, float(info.mip_dual_bound)
-    highs.setOptionValue("solve_relaxation", True)  # no bound from the MIP yet: the LP relaxation's, solved to the end
-    highs.setOptionValue("time_limit", highspy.kHighsInf)
-    highs.run()
-    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        raise RuntimeError(f"the free-migration LP relaxation ended {highs.getModelStatus()}")
-    return objective, float(highs.getInfo().objective_function_value)
+    objective = float(info.objective_function_value) if found and math.isfinite(info.objective_function_value) else None
+    if math.isfinite(info.mip_dual_bound) and info.mip_dual_bound > 0:
+        bound = float(info.mip_dual_bound)
+    else:  # no bound from the MIP yet: the LP relaxation's, solved to the end
+        highs.setOptionValue("solve_relaxation", True)
+        highs.setOptionValue("time_limit", highspy.kHighsInf)
+        highs.run()
+        if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError(f"the free-migration LP relaxation ended {highs.getModelStatus()}")
+        bound = float(highs.getInfo().objective_function_value)
+    return Yardstick(objective, min(bound, objective) if objective is not None else bound, hit_limit)
 
 
 def _t(grams: float | None) -> str:
     return "-" if grams is None else f"{grams / 1e6:.4f}"
+
+
+def _tonnes(grams: float | None) -> float | None:
+    return None if grams is None else grams / 1e6
 
 
 def _uuid(j: int):
@@ -296,10 +386,20 @@ def _uuid(j: int):
 
 
 def main() -> None:
+    args = parse_args()
+    with stdout_to_stderr(args.json):
+        report = run(args)
+    if args.json:
+        print_json(report)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / "../shared/data/carbon")
-    parser.add_argument("--start", default="2023-03-01")
-    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--data", type=Path, required=True, help="a folder laid out like ../shared/data/carbon (em_hourly/<zone>.csv.gz)")
+    parser.add_argument("--registry", type=Path, help="datacenter registry TOML (default: the embedded one, metatune/data/datacenters.toml)")
+    parser.add_argument("--zones", help="comma-separated zones: only the registry's datacenters in them (default: every one with data)")
+    parser.add_argument("--start", default="2023-03-01", help="first arrival hour, UTC (the data must cover 8 days before it)")
+    parser.add_argument("--days", type=int, default=30, help="days of arrivals (then 80 h to finish and a 168 h horizon)")
     parser.add_argument("--jobs-per-day", type=float, default=20.0)
     parser.add_argument("--ample", type=int, default=64, help="GPUs per datacenter, ample setting")
     parser.add_argument("--tight", type=int, default=16, help="GPUs per datacenter, tight setting")
@@ -332,11 +432,39 @@ def main() -> None:
     parser.add_argument("--delay-premium", type=float, default=DELAY_PREMIUM,
                         help="S and S*: gCO2eq/kWh added per hour of delay (METATUNE_SCHEDULER_DELAY_PREMIUM); 0: none")
     parser.add_argument("--model", type=Path, default=MODEL_PATH, help="the forecaster's model (--forecast model)")
-    args = parser.parse_args()
+    parser.add_argument("--cache-dir", type=Path, default=Path(".metatune/bench-cache"), help="where served forecasts are cached")
+    parser.add_argument("--json", action="store_true", help="print one JSON object with every figure (tables go to stderr)")
+    args = parser.parse_args(argv)
+    runs = set(args.only.split(","))
+    if not runs <= {"S", "S*"}:
+        parser.error(f"--only takes S and/or S*, got {args.only}")
+    try:
+        args.registry_loaded = load_registry(args.registry)
+    except ConfigurationError as exc:
+        parser.error(str(exc))
+    args.zone_list = [z for z in (args.zones or "").split(",") if z]
+    unknown = sorted(set(args.zone_list) - {dc.region for dc in args.registry_loaded.datacenters})
+    if unknown:
+        parser.error(f"--zones {', '.join(unknown)}: not in the registry (its zones: {', '.join(args.registry_loaded.regions())})")
+    return args
+
+
+def run(args: argparse.Namespace) -> dict:
+    console = Console(width=240, stderr=args.json)
 
     start = pd.Timestamp(args.start, tz="UTC")
     hours = args.days * 24 + TAIL_H + 168
-    names, regions, groups, pue, series = load(args.data.resolve(), start, hours)
+    zones = args.zone_list
+    fleet = load(args.data.resolve(), start, hours, args.registry_loaded, zones or None)
+    for line in fleet.skipped:
+        console.print(f"[yellow]skipped[/yellow] {line}")
+    if fleet.unused_zones:
+        console.print(f"zones with data but no datacenter in the registry{' or --zones' if zones else ''}: {', '.join(fleet.unused_zones)}")
+    if len(fleet.names) < 2:
+        console.print(f"[red]need at least two datacenters with data for {start:%Y-%m-%d} + {args.days} days, "
+                      f"found {len(fleet.names)}[/red]")
+        sys.exit(2)
+    names, regions, groups, pue, series = fleet.names, fleet.regions, fleet.groups, fleet.pue, fleet.series
     ci = series[:, HISTORY_H:]  # hour 0 = start
 
     def exact(d: int, h: int) -> np.ndarray:
@@ -347,21 +475,22 @@ def main() -> None:
         return series[d, HISTORY_H + h + k - 24 * (k // 24 + 1)]
 
     runs = set(args.only.split(","))
-    if not runs <= {"S", "S*"}:
-        parser.error(f"--only takes S and/or S*, got {args.only}")
     if args.forecast == "model" and "S" in runs:
-        bands = forecaster_intensity(args.data.resolve(), regions, start, hours - 168, args.model, args.seed)
+        trained_until = CarbonModel.load(args.model).metadata.get("train_until")
+        if trained_until and start < pd.Timestamp(trained_until):
+            console.print(f"[yellow]warning: the model was trained on hours before {trained_until}; S's forecasts from "
+                          f"{start:%Y-%m-%d} are partly in-sample[/yellow]")
+        bands = forecaster_intensity(args.data.resolve(), regions, start, hours - 168, args.model, args.seed, args.cache_dir)
         served = expected_intensity(*bands.transpose(1, 0, 2, 3)) if args.plan_on == "expected" else bands[:, 1]
         missing = np.isnan(served).any(axis=2)
         if missing.any():
-            print(f"seasonal-naive where the forecaster had too little history: {int(missing.sum())} issues")
+            console.print(f"seasonal-naive where the forecaster had too little history: {int(missing.sum())} issues")
 
         def forecast(d: int, h: int) -> np.ndarray:
             return seasonal_naive(d, h) if missing[d, h] else np.maximum(served[d, h], 0.0)
     else:
         forecast = seasonal_naive
 
-    console = Console(width=240)
     console.print(f"{len(names)} datacenters on {', '.join(regions)}; {args.days} days from {args.start}, "
                   f"{args.jobs_per_day:g} jobs/day; S plans on {'the forecaster' if args.forecast == 'model' else 'seasonal-naive 24 h'}")
     table = Table(title="Emissions (t CO2eq) and capture beyond greedy")
@@ -373,6 +502,11 @@ def main() -> None:
         free_table.add_column(column, justify="right")
     migration = MigrationPolicy()
     chosen = args.settings.split(",")
+    report = {
+        "data": str(args.data), "registry": str(args.registry) if args.registry else "embedded", "start": f"{start:%Y-%m-%d %H:%M}",
+        "days": args.days, "jobs_per_day": args.jobs_per_day, "seed": args.seed, "forecast": args.forecast,
+        "datacenters": names, "zones": regions, "skipped": fleet.skipped, "unused_zones": fleet.unused_zones, "settings": {},
+    }
     for setting, capacity, residency in (("ample", args.ample, False), ("tight", args.tight, False),
                                          ("residency", args.ample, True)):
         if setting not in chosen:
@@ -395,32 +529,61 @@ def main() -> None:
                 if run == "S*":  # O starts from the better of greedy and S*'s realised plan
                     plans.append(results[run][4])
                 console.print(f"  {setting} {run}: {time.perf_counter() - began:.0f} s")
-        opt, bound, unmet = offline(jobs, ci, pue, capacity, args.offline_limit_s, plans)
-        capture = lambda value, o=opt: (greedy - value) / (greedy - o) if greedy > o else float("nan")  # noqa: E731
+        o = offline(jobs, ci, pue, capacity, args.offline_limit_s, plans)
+        opt = o.objective
+
+        def capture(value, reference=opt):
+            return (greedy - value) / (greedy - reference) if reference is not None and greedy > reference else None
+
         saving = lambda value: f"{100 * (1 - value / base):.1f} %"  # noqa: E731
+        percent = lambda share: "-" if share is None else f"{100 * share:.0f} %"  # noqa: E731
         value = {run: results[run][0] if run in results else None for run in ("S", "S*")}
         solves, seconds = next(((r[2], r[3]) for r in results.values()), (0, 0.0))
+        gap_text = "no bound" if o.gap is None else f"{100 * o.gap:.2f} %"
         table.add_row(
             setting, str(len(jobs.arrival)), *(_t(v) for v in (base, greedy, value["S"], value["S*"])),
-            f"{opt / 1e6:.4f} ({100 * (1 - bound / opt):.2f} %{', unmet ' + str(unmet) if unmet else ''})",
+            f"{opt / 1e6:.4f} ({gap_text}{', time limit' if o.hit_limit else ''}{', unmet ' + str(o.unmet) if o.unmet else ''})",
             saving(greedy), *(saving(v) if v is not None else "-" for v in (value["S"], value["S*"])), saving(opt),
-            *(f"{100 * capture(v):.0f} % ({100 * capture(v, bound):.0f} %)" if v is not None else "-"
+            *(f"{percent(capture(v))} ({percent(capture(v, o.bound))})" if v is not None else "-"
               for v in (value["S"], value["S*"])),
             "/".join([str(greedy_missed)] + [str(results[run][1]) if run in results else "-" for run in ("S", "S*")]),
             f"{solves}, {seconds / max(solves, 1):.2f}",
         )
+        figures = {
+            "jobs": len(jobs.arrival), "capacity_gpus": capacity, "p1_t": base / 1e6, "p2_t": greedy / 1e6,
+            "s_t": _tonnes(value["S"]), "s_star_t": _tonnes(value["S*"]),
+            "o_t": opt / 1e6, "o_bound_t": _tonnes(o.bound), "o_gap": o.gap, "o_hit_time_limit": o.hit_limit, "o_unmet_hours": o.unmet,
+            "p2_saving": 1 - greedy / base, "o_saving": 1 - opt / base,
+            "s_saving": None if value["S"] is None else 1 - value["S"] / base,
+            "s_star_saving": None if value["S*"] is None else 1 - value["S*"] / base,
+            "s_capture": capture(value["S"]) if value["S"] is not None else None,
+            "s_capture_vs_bound": capture(value["S"], o.bound) if value["S"] is not None else None,
+            "s_star_capture": capture(value["S*"]) if value["S*"] is not None else None,
+            "s_star_capture_vs_bound": capture(value["S*"], o.bound) if value["S*"] is not None else None,
+            "missed": {"P2": greedy_missed, **{run: results[run][1] for run in results}},
+            "solves": solves, "mean_solve_s": seconds / max(solves, 1),
+        }
         if args.free_migration_limit_s > 0:
-            free, free_bound = free_migration_optimum(jobs, ci, pue, capacity, args.free_migration_limit_s)
-            reference = free if free is not None else free_bound
+            free = free_migration_optimum(jobs, ci, pue, capacity, args.free_migration_limit_s)
+            reference = free.objective if free.objective is not None else free.bound
             free_table.add_row(
-                setting, _t(free), _t(free_bound),
-                *(f"{100 * capture(v, reference):.0f} % ({100 * capture(v, free_bound):.0f} %)" if v is not None else "-"
+                setting, _t(free.objective), _t(free.bound) + (" (time limit)" if free.hit_limit else ""),
+                *(f"{percent(capture(v, reference))} ({percent(capture(v, free.bound))})" if v is not None else "-"
                   for v in (value["S"], value["S*"])),
             )
+            figures["free_migration"] = {
+                "objective_t": _tonnes(free.objective), "bound_t": free.bound / 1e6, "hit_time_limit": free.hit_limit,
+                **{f"{key}_capture": capture(value[run], reference) if value[run] is not None else None
+                   for key, run in (("s", "S"), ("s_star", "S*"))},
+                **{f"{key}_capture_vs_bound": capture(value[run], free.bound) if value[run] is not None else None
+                   for key, run in (("s", "S"), ("s_star", "S*"))},
+            }
+        report["settings"][setting] = figures
         console.print(f"{setting}: {time.perf_counter() - began:.0f} s")
         console.print(table)
         if args.free_migration_limit_s > 0:
             console.print(free_table)
+    return report
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ class HighsModelSolver:
             mip_gap=float(info.mip_gap) if np.isfinite(info.mip_gap) else None,
             seconds=time.perf_counter() - began,
             optimal=optimal,
+            dual_bound=float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None,
         )
 
 

@@ -95,6 +95,7 @@ class Solution:
     mip_gap: float | None
     seconds: float
     optimal: bool
+    dual_bound: float | None = None  # the solver's proven lower bound on the objective (None: unknown)
 
     @classmethod
     def of_hours(cls, instance: Instance, hours: np.ndarray, seconds: float) -> Solution:
