@@ -13,16 +13,23 @@ trees alone are scored beside it in the same run, as the baseline of that layer.
 (``em_weather/``) is degraded to forecast quality; archived GFS forecasts are used as they are.
 Where ``dacf/`` is present and the test period covers it, day-ahead MAPE is compared with DACF's
 published forecasts on the same hours.
+
+``--data`` is any folder laid out like ../shared/data/carbon. A ``--model`` records the hours it was
+trained on (everything before its ``train_until``): a test period starting earlier is refused, or
+run with a loud warning under ``--allow-overlap``. Regions without a full horizon in the test
+period are listed as skipped. ``--json`` prints one object with every figure of the tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from benchkit import finite, print_json, stdout_to_stderr
 from rich.console import Console
 from rich.table import Table
 
@@ -44,6 +51,17 @@ SEASONAL = ("naive-24h", "naive-168h")
 def utc(text: str) -> pd.Timestamp:
     stamp = pd.Timestamp(text)
     return stamp if stamp.tzinfo else stamp.tz_localize("UTC")
+
+
+def training_overlap(model: CarbonModel, test_from: pd.Timestamp) -> str | None:
+    """Why scoring ``model`` from ``test_from`` would score it on hours it was trained on (None: it would not)."""
+    trained_until = model.metadata.get("train_until")
+    if trained_until is None:
+        return f"model {model.version} does not record its training period, so a test from {test_from:%Y-%m-%d} may overlap it"
+    if test_from < utc(trained_until):
+        return (f"model {model.version} was trained on every hour before {utc(trained_until):%Y-%m-%d %H:%M}, "
+                f"the test period starts {test_from:%Y-%m-%d %H:%M}: its scores would be partly in-sample")
+    return None
 
 
 def forecasts_at(model: CarbonModel, arrays: RegionArrays, issues: np.ndarray, error_model: WeatherErrorModel, seed: int):
@@ -110,8 +128,21 @@ def main() -> None:
     parser.add_argument("--stride", type=int, default=25, help="hours between issue times in the test period")
     parser.add_argument("--max-iter", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--allow-overlap", action="store_true",
+                        help="score a --model on a test period that overlaps its training period (warned, marked in --json)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object with every figure (tables go to stderr)")
     args = parser.parse_args()
-    console = Console(width=160)
+    if not (args.data / "em_hourly").is_dir() and not (args.data / "carboncast").is_dir():
+        parser.error(f"{args.data} has neither em_hourly/ nor carboncast/ (a folder laid out like ../shared/data/carbon)")
+    with stdout_to_stderr(args.json):
+        report = run(args, parser)
+    if args.json:
+        print_json(report)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
+    console = Console(width=160, stderr=args.json)
+    overlap = None
 
     started = time.perf_counter()
     series = load_folder(args.data)
@@ -120,6 +151,13 @@ def main() -> None:
     if args.model:
         model = CarbonModel.load(args.model)
         console.print(f"model {model.version} (trained until {model.metadata.get('train_until')})")
+        overlap = training_overlap(model, args.test_from)
+        if overlap and not args.allow_overlap:
+            console.print(f"[red]refused: {overlap}; test from {model.metadata.get('train_until', 'a later date')} "
+                          f"or pass --allow-overlap[/red]")
+            sys.exit(2)
+        if overlap:
+            console.print(f"[bold red]WARNING (--allow-overlap): {overlap}[/bold red]")
     else:
         if args.train_until is None or args.train_until > args.test_from:
             parser.error("--train-until must be given and not after --test-from (or pass --model)")
@@ -131,15 +169,21 @@ def main() -> None:
     console.print(f"weather error at {error_model.reference_lead_h:.0f} h lead: temperature {error_model.temperature_sigma_c} °C, "
                   f"wind {error_model.wind_sigma_ms} m/s, cloud {error_model.cloud_sigma_pct} pp ({error_model.source})")
 
-    rows, arrays_by_name = [], {}
+    rows, arrays_by_name, skipped = [], {}, []
     for one in series:
         arrays = RegionArrays(one)
         arrays_by_name[one.name] = arrays
         issues = issue_positions(arrays, args.test_from, args.test_until, args.stride)
         if len(issues):
             rows += evaluate(model, arrays, issues, error_model, args.seed)
+        else:
+            skipped.append(f"{one.name}: no 168 h horizon in the test period (data {arrays.times[0]:%Y-%m-%d} "
+                           f"to {arrays.times[-1]:%Y-%m-%d})")
+    for line in skipped:
+        console.print(f"[yellow]skipped[/yellow] {line}")
     if not rows:
-        raise SystemExit(f"no region has a full 168 h horizon after {args.test_from:%Y-%m-%d}")
+        console.print(f"[red]no region has a full 168 h horizon after {args.test_from:%Y-%m-%d}[/red]")
+        sys.exit(2)
 
     table = Table(title=f"168 h forecasts, test from {args.test_from:%Y-%m-%d}, one issue every {args.stride} h (MAPE % / wMAPE %)")
     for column in ("region", "lead h", "model", "trees alone", "naive 24h", "naive 168h", "mean 7d", "gain vs seasonal", "beats best naive", "cover trees", "cover 10-90"):
@@ -193,6 +237,24 @@ def main() -> None:
             dacf.add_row(region, str(hours), f"{ours:.2f}", f"{theirs:.2f}", f"{ours / theirs:.2f}")
         console.print(dacf)
     console.print(f"total {time.perf_counter() - started:.0f} s")
+    score = lambda s: {"mape": finite(s.mape), "wmape": finite(s.wmape)}  # noqa: E731
+    return {
+        "data": str(args.data), "model": model.version, "trained_until": model.metadata.get("train_until"),
+        "test_from": args.test_from.isoformat(), "test_until": args.test_until.isoformat() if args.test_until else None,
+        "overlap_with_training": overlap, "stride_h": args.stride, "holdout_regions": sorted(holdout), "skipped": skipped,
+        "weather_error": {"source": error_model.source, "temperature_sigma_c": error_model.temperature_sigma_c,
+                          "wind_sigma_ms": error_model.wind_sigma_ms, "cloud_sigma_pct": error_model.cloud_sigma_pct},
+        "rows": [{"region": row["region"], "bucket": row["bucket"], "coverage": finite(row["coverage"]),
+                  "static_coverage": finite(row["static_coverage"]),
+                  **{key: score(row[key]) for key in ("model", "static", *BASELINES)}} for row in rows],
+        "median_gain_vs_seasonal": {key: {b: finite(float(np.nanmedian(gains[key][b]))) if gains[key][b] else None
+                                          for b in BUCKET_NAMES} for key in gains},
+        "not_worse_than_best_naive": not_worse, "region_buckets": len(rows), "mape_bought_with_worse_wmape": mape_bought,
+        "coverage_median": {key: float(np.median([r[key] for r in rows])) for key in ("coverage", "static_coverage")},
+        "dacf": [{"region": region, "hours": hours, "model_mape": ours, "dacf_mape": theirs}
+                 for region, hours, ours, theirs in comparison],
+        "seconds": time.perf_counter() - started,
+    }
 
 
 if __name__ == "__main__":
