@@ -66,6 +66,8 @@ class BuildSettings:
     precision: str = "auto"
     device: str = "auto"
     limit: int | None = None  # stop after this many new runs (a build in chunks)
+    shard: tuple[int, int] = (0, 1)  # (k, n): train only the planned runs whose index % n == k
+    done_files: tuple[Path, ...] = ()  # other knowledge-base files whose runs count as done (the other shards)
 
 
 @dataclass
@@ -309,7 +311,11 @@ def build(
         repeat_seeds=settings.repeat_seeds, repeat_datasets=settings.repeat_datasets,
         design_seed=settings.design_seed, seed=settings.seed,
     )
+    k, n = settings.shard
+    planned = [run for index, run in enumerate(planned) if index % n == k]
     existing = read_existing(settings.out)
+    for other in settings.done_files:
+        existing.update(read_existing(other))
     licence_of = licences(settings.data_dir)
     settings.out.parent.mkdir(parents=True, exist_ok=True)
     if not settings.out.exists() or settings.out.stat().st_size == 0:
@@ -368,3 +374,21 @@ def _todo(planned: list[PlannedRun], existing: dict[str, KbRun]) -> Iterator[Pla
     return (run for run in planned if run.run_id not in existing)
 
 
+
+
+def merge_files(out: Path, parts: list[Path]) -> tuple[int, int]:
+    """Append to ``out`` the runs of ``parts`` it lacks; returns (added, total). Every file must be a
+    knowledge-base file of this schema version; ``out`` takes the first part's header if it is new."""
+    existing = read_existing(out)
+    added = 0
+    for part in parts:
+        runs = read_existing(part)
+        if not out.exists() or out.stat().st_size == 0:
+            first_line = part.read_text(encoding="utf-8").split("\n", 1)[0]
+            _append(out, first_line)
+        for run_id, run in runs.items():
+            if run_id not in existing:
+                _append(out, run.model_dump_json())
+                existing[run_id] = run
+                added += 1
+    return added, len(existing)

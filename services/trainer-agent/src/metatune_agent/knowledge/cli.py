@@ -11,6 +11,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
+def _shard(value: str) -> tuple[int, int]:
+    try:
+        k, n = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise typer.BadParameter(f"--shard takes K/N, e.g. 0/2, not {value!r}") from None
+    if not 0 <= k < n:
+        raise typer.BadParameter(f"--shard {value}: need 0 <= K < N")
+    return k, n
+
+
 def build(
     data: Annotated[Path, typer.Option(help="folder of *.jsonl[.gz] text datasets (text, optional text_pair, label)")],
     out: Annotated[Path, typer.Option(help="knowledge-base file to write or resume (.jsonl)")],
@@ -30,6 +40,8 @@ def build(
     device: Annotated[str, typer.Option()] = "auto",
     work_dir: Annotated[Path | None, typer.Option(help="slices, profiles, token cache; default: next to --out")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="train at most this many new runs, then stop")] = None,
+    shard: Annotated[str, typer.Option(help="K/N: train only every N-th planned run starting at K (parallel builds)")] = "0/1",
+    done: Annotated[list[Path] | None, typer.Option(help="another KB file whose runs count as done (repeatable)")] = None,
 ) -> None:
     """Train a space-filling design of LoRA configurations on each dataset; resume where a killed build stopped."""
     from .build import BuildError, BuildSettings
@@ -42,7 +54,7 @@ def build(
         max_seq_length=max_seq_length, repeat_configs=repeat_configs,
         repeat_seeds=tuple(int(s) for s in repeat_seeds.split(",") if s.strip()),
         repeat_datasets=repeat_datasets, design_seed=design_seed, base_model=base_model,
-        precision=precision, device=device, limit=limit,
+        precision=precision, device=device, limit=limit, shard=_shard(shard), done_files=tuple(done or ()),
     )
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -64,3 +76,18 @@ def build(
     )
     for name, reason in report.skipped_datasets.items():
         console.print(f"[yellow]skipped {name}[/yellow]: {reason}")
+
+
+def merge(
+    out: Annotated[Path, typer.Argument(help="knowledge-base file to extend (created if absent)")],
+    parts: Annotated[list[Path], typer.Argument(help="knowledge-base files whose runs are added (e.g. build shards)")],
+) -> None:
+    """Add the runs of PARTS to OUT, each run once (by run id); OUT keeps its header."""
+    from .build import BuildError, merge_files
+
+    try:
+        added, total = merge_files(out, parts)
+    except BuildError as exc:
+        Console(stderr=True).print(f"[red]kb merge:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    Console(stderr=True).print(f"{added} runs added, {total} in {out}")
