@@ -80,6 +80,14 @@ class Settings(BaseSettings):
     agent_idle_seconds: float = Field(1.0, ge=0, description="Seconds the idle power baseline is measured per run")
     agent_watts_per_core: float = Field(12.0, gt=0, description="CPU power model (W per busy core) when RAPL is unreadable")
     agent_max_eval_examples: int = Field(512, ge=1, description="Held-out examples per periodic evaluation")
+    agent_curve_stop: bool = Field(True, description="Stop a trial whose predicted final metric cannot beat its study's best")
+    agent_curve_stop_confidence: float = Field(
+        0.95, gt=0, lt=1, description="Confidence of the predicted final metric's upper bound the curve stopper compares"
+    )
+    agent_curve_stop_margin: float = Field(0.0, ge=0, description="Stop only when the upper bound is below best - margin")
+    agent_curve_stop_model: Path | None = Field(
+        None, description="Curve-stop model file (default: the one shipped in the trainer-agent package)"
+    )
 
     # Forecaster
     forecaster_weather: Literal["replay", "open-meteo"] = Field(

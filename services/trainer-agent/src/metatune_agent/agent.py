@@ -9,6 +9,11 @@ the job completes, fails, pauses or stops, after its event is published.
 
 Object-store keys: checkpoints ``checkpoints/<job_id>`` (the latest, overwritten), adapters
 ``adapters/<job_id>.tar``.
+
+Besides the plateau rule, a run is stopped early by the learning-curve stopper
+(:mod:`.domain.curve_stop`) when its predicted final metric cannot beat its study's best so far,
+read at each evaluation from the KV bucket ``metatune_studies`` (written by the recommender); the
+first trial of a study (no best yet) is never stopped by it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,7 +30,7 @@ from uuid import UUID
 
 from faststream.nats.message import NatsMessage
 from metatune import subjects
-from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET
+from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, STUDIES_BUCKET
 from metatune.contracts import (
     AgentStatus,
     Assignment,
@@ -38,20 +44,29 @@ from metatune.contracts import (
     RunMetrics,
     RunPaused,
     RunProgress,
+    TaskType,
 )
+from metatune.knowledge import StudyBest
 from metatune.registry import Datacenter
 from metatune.service import Service
 from metatune.settings import Settings
+from nats.js.errors import KeyNotFoundError
+from pydantic import ValidationError
 
 from .adapters.datasets import DatasetFetcher
 from .domain.assignments import parse_assignment
 from .domain.carbon import ForecastIntensity
+from .domain.curve_stop import CurveModelError, CurveStopper, RunShape, stop_hook
 from .domain.errors import InvalidTrainingConfig, TrainingError
 from .domain.request import TrainingRequest, TrainOptions
 from .domain.run import Control, Progress, RunHooks, RunOutcome, Site, run_training
+from .domain.trainer import Evaluation
+from .knowledge.stopper import shipped_model_path
 
 log = logging.getLogger("metatune.agent")
 CHECKPOINT_UPLOAD_TIMEOUT_S = 300.0
+STUDY_BEST_TIMEOUT_S = 5.0
+CURVE_STOP_TASKS = (TaskType.classification, TaskType.pair_classification)  # the curves the model learned: accuracy
 
 
 def checkpoint_key(job_id: UUID) -> str:
@@ -87,6 +102,8 @@ class TrainerAgent:
         self.jobs: dict[UUID, Job] = {}
         self._executor = ThreadPoolExecutor(max_workers=max(1, datacenter.gpus), thread_name_prefix=f"train-{datacenter.name}")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopper: CurveStopper | None = None
+        self._stopper_loaded = False
 
     @property
     def gpus_free(self) -> int:
@@ -216,6 +233,7 @@ class TrainerAgent:
             on_progress=partial(self._on_progress, job),
             on_checkpoint=partial(self._on_checkpoint, job),
             control=lambda: job.control,
+            should_stop=self._curve_stop_hook(job, request),
         )
         planned = assignment.estimated_gpu_hours / assignment.gpus if assignment.estimated_gpu_hours else None
         loop = asyncio.get_running_loop()
@@ -226,6 +244,60 @@ class TrainerAgent:
                 hooks=hooks, resume_from=resume_from, planned_hours=planned,
             ),
         )
+
+    # ----------------------------------------------------------------- learning-curve stopping
+    def curve_stopper(self) -> CurveStopper | None:
+        """The curve-stop model (loaded once); None when switched off or unreadable (logged, runs go on)."""
+        if not self._stopper_loaded:
+            self._stopper_loaded = True
+            if self.settings.agent_curve_stop:
+                path = self.settings.agent_curve_stop_model or shipped_model_path()
+                try:
+                    self._stopper = CurveStopper.load(path)
+                except CurveModelError as exc:
+                    log.warning("learning-curve stopping off: %s", exc)
+        return self._stopper
+
+    def _curve_stop_hook(
+        self, job: Job, request: TrainingRequest
+    ) -> Callable[[int, int, list[tuple[int, Evaluation]]], str | None] | None:
+        stopper = self.curve_stopper()
+        if stopper is None or request.task not in CURVE_STOP_TASKS:
+            return None
+        assert self._loop is not None
+        loop, study_id, job_id = self._loop, job.assignment.study_id, job.assignment.job_id
+
+        def best() -> float | None:  # training thread: ask the event loop for the KV entry
+            future = asyncio.run_coroutine_threadsafe(self.study_best(study_id), loop)
+            try:
+                found = future.result(STUDY_BEST_TIMEOUT_S)
+            except Exception as exc:  # the bus is slow or down: no stop, training goes on
+                future.cancel()
+                log.warning("job %s: study best of %s not read: %r", job_id, study_id, exc)
+                return None
+            if found is None or found.metric_name != stopper.metric_name or found.job_id == job_id:
+                return None
+            return found.best
+
+        return stop_hook(
+            stopper, RunShape.of(request.config), best,
+            confidence=self.settings.agent_curve_stop_confidence, margin=self.settings.agent_curve_stop_margin,
+        )
+
+    async def study_best(self, study_id: UUID) -> StudyBest | None:
+        """The study's best finished trial so far, from KV ``metatune_studies``; None before the first."""
+        kv = await self.service.js.key_value(STUDIES_BUCKET)
+        try:
+            entry = await kv.get(str(study_id))
+        except KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None  # deleted
+        try:
+            return StudyBest.model_validate_json(entry.value)
+        except ValidationError as exc:
+            log.warning("study best of %s unreadable, ignored: %s", study_id, exc)
+            return None
 
     # ----------------------------------------------------------------- hooks (training thread)
     def _on_progress(self, job: Job, progress: Progress) -> None:

@@ -2,7 +2,8 @@
 
 Adapter weights (LoRA and the newly initialised heads), optimizer, LR scheduler, grad scaler,
 RNG states (CPU and every CUDA device), the data position (epoch, batch), the early-stopping
-history and the accounting so far. Written with ``torch.save`` and read with
+history, the periodic evaluations (so a resumed run's learning-curve stopper sees its whole
+curve; absent in older checkpoints, read as none) and the accounting so far. Written with ``torch.save`` and read with
 ``weights_only=True``, so loading a checkpoint never runs code from it.
 """
 
@@ -57,6 +58,8 @@ class Checkpoint:
     plateau: list[float]
     accumulated: Accumulated
     last_train_loss: float | None = None
+    # periodic evaluations so far: (step, {"loss": ..., "accuracy": ..., ...}), step 0 first
+    evaluations: list[tuple[int, dict[str, float | None]]] = field(default_factory=list)
 
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
@@ -77,6 +80,7 @@ class Checkpoint:
                 "plateau": list(self.plateau),
                 "accumulated": vars(self.accumulated),
                 "last_train_loss": self.last_train_loss,
+                "evaluations": [[int(step), dict(values)] for step, values in self.evaluations],
             },
             buffer,
         )
@@ -107,6 +111,7 @@ class Checkpoint:
             plateau=[float(v) for v in state["plateau"]],
             accumulated=Accumulated(**state["accumulated"]),
             last_train_loss=state.get("last_train_loss"),
+            evaluations=[(int(step), dict(values)) for step, values in state.get("evaluations", [])],
         )
 
 

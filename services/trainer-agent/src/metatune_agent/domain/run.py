@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Literal
 
@@ -230,6 +230,7 @@ class _Run:
         if probe is None:
             probe = self.device.type == "cuda" and checkpoint is None
         self.step_time = self._smoke_test(probe) if self.options.smoke_test else None
+        self.prior_evaluations = [(step, Evaluation(**values)) for step, values in checkpoint.evaluations] if checkpoint else []
         if checkpoint:
             self._restore(checkpoint)
         else:
@@ -289,7 +290,7 @@ class _Run:
             pacer = StepPacer(self.clock, total_steps=total, estimated_hours=self.planned_hours)
         self.loss_history: list[tuple[int, float]] = []
         self.eval_history: list[tuple[int, float]] = []
-        self.evaluations: list[tuple[int, Evaluation]] = []
+        self.evaluations: list[tuple[int, Evaluation]] = list(self.prior_evaluations)  # a resumed run keeps its curve
         self.stop_reason: str | None = None
         self.initial_val: float | None = None
         self.estimate_power: float | None = None
@@ -482,6 +483,7 @@ class _Run:
                 ledger=self.ledger.to_state(),
             ),
             last_train_loss=last_loss,
+            evaluations=[(step, asdict(evaluation)) for step, evaluation in self.evaluations],
         ).to_bytes()
 
     def _sync(self) -> None:
