@@ -1,17 +1,21 @@
 """Profiler benchmark: streaming ``profile_file`` vs a naive pandas baseline on a large JSON-lines file.
 
-The file is built under /tmp (never in the repository) by cycling through every dataset in
-../shared/data/text. Each contender runs in its own subprocess so peak RSS (getrusage
-ru_maxrss) is its own; RSS right after loading the tokenizer is reported too, since importing
-torch/transformers costs the same in both.
+The file is built under ``--work-dir`` (default /tmp/metatune-profiler-bench, never the
+repository) by cycling through every ``*.jsonl.gz`` dataset of ``--data`` (a folder laid out like
+../shared/data/text: JSON lines with a ``text`` field, optionally ``text_pair`` and ``label``);
+files without a usable ``text`` are listed as skipped. The built file's name carries a digest of
+the sources, so another folder never reuses it. Each contender runs in its own subprocess so peak
+RSS (getrusage ru_maxrss) is its own; RSS right after loading the tokenizer is reported too, since
+importing torch/transformers costs the same in both. ``--json`` prints one object with the figures.
 
-    nice python bench/profiler_bench.py --size-mb 1024 --baseline-size-mb 256
+    nice python bench/profiler_bench.py --data ../shared/data/text --size-mb 1024 --baseline-size-mb 128
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import resource
 import subprocess
@@ -19,26 +23,50 @@ import sys
 import time
 from pathlib import Path
 
-SHARED_TEXT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "text"
-WORK_DIR = Path("/tmp/metatune-profiler-bench")
 SAMPLE_SIZE = 4096
 
 
-def build_file(size_mb: int) -> Path:
-    """``size_mb`` MiB of {"text", "label"} rows from the shared datasets, cycled."""
-    WORK_DIR.mkdir(parents=True, exist_ok=True)
-    path = WORK_DIR / f"text_{size_mb}mb.jsonl"
+def sources(data: Path) -> tuple[list[Path], list[str]]:
+    """The datasets of ``data`` to cycle through, and the files left out with the reason."""
+    used, skipped = [], []
+    for source in sorted(data.glob("*.jsonl.gz")):
+        try:
+            with gzip.open(source, "rt", encoding="utf-8") as fh:
+                first = json.loads(fh.readline() or "{}")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            skipped.append(f"{source.name}: unreadable ({type(exc).__name__}: {exc})")
+            continue
+        if not isinstance(first, dict) or not isinstance(first.get("text"), str):
+            skipped.append(f"{source.name}: no string 'text' field in the first row")
+            continue
+        used.append(source)
+    others = sorted(p.name for p in data.iterdir() if p.is_file() and not p.name.endswith(".jsonl.gz"))
+    skipped += [f"{name}: not a .jsonl.gz dataset" for name in others if not name.lower().startswith("readme")]
+    return used, skipped
+
+
+def build_file(files: list[Path], size_mb: int, work_dir: Path) -> Path:
+    """``size_mb`` MiB of {"text", "label"} rows from ``files``, cycled (rows without text skipped)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    for source in files:
+        digest.update(source.name.encode() + source.read_bytes())
+    path = work_dir / f"text_{size_mb}mb_{digest.hexdigest()[:12]}.jsonl"
     target = size_mb * 1024**2
     if path.exists() and path.stat().st_size >= target:
         return path
     lines: list[bytes] = []
-    for source in sorted(SHARED_TEXT.resolve().glob("*.jsonl.gz")):
+    for source in files:
         with gzip.open(source, "rt", encoding="utf-8") as fh:
             for line in fh:
                 record = json.loads(line)
+                if not isinstance(record.get("text"), str) or not record["text"]:
+                    continue
                 text = record["text"] + (" " + record["text_pair"] if record.get("text_pair") else "")
                 label = f"{source.name.split('.')[0]}:{record.get('label', 'lm')}"
                 lines.append((json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n").encode())
+    if not lines:
+        raise SystemExit("no rows with text in the datasets")
     written = 0
     with open(path, "wb") as out:
         while written < target:
@@ -122,8 +150,11 @@ def _in_subprocess(kind: str, path: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, help="a folder laid out like ../shared/data/text (*.jsonl.gz with a 'text' field)")
+    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/metatune-profiler-bench"), help="where the large file is built")
     parser.add_argument("--size-mb", type=int, nargs="+", default=[1024], help="streaming file sizes (MiB)")
     parser.add_argument("--baseline-size-mb", type=int, default=256, help="file size for the pandas baseline")
+    parser.add_argument("--json", action="store_true", help="print one JSON object with the figures (progress to stderr)")
     parser.add_argument("--worker", choices=["streaming", "pandas"], help=argparse.SUPPRESS)
     parser.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -135,12 +166,21 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    if args.data is None:
+        parser.error("--data is required (a folder laid out like ../shared/data/text)")
+    if not args.data.is_dir():
+        parser.error(f"--data {args.data} is not a folder")
+    files, skipped = sources(args.data.resolve())
+    for line in skipped:
+        Console(stderr=True).print(f"[yellow]skipped[/yellow] {line}")
+    if not files:
+        parser.error(f"no usable *.jsonl.gz dataset in {args.data}")
     runs = [("streaming", size) for size in args.size_mb]
     runs += [("streaming", args.baseline_size_mb), ("pandas", args.baseline_size_mb)]
     runs = list(dict.fromkeys(runs))
     results = {}
     for kind, size in runs:
-        path = build_file(size)
+        path = build_file(files, size, args.work_dir)
         results[kind, size] = _in_subprocess(kind, path) | {"mb": path.stat().st_size / 1024**2}
         Console(stderr=True).print(f"{kind} {size} MiB: {results[kind, size]}")
 
@@ -155,10 +195,18 @@ def main() -> None:
         table.add_row(kind, f"{r['mb']:.0f}", f"{r['n_examples']:,}", f"{r['seconds']:.1f}",
                       f"{r['mb'] / r['seconds']:.1f}", f"{r['peak_rss_mb']:.0f}", f"{r['rss_ready_mb']:.0f}",
                       f"{r['peak_rss_mb'] - r['rss_ready_mb']:.0f}")
-    Console().print(table)
+    out = Console(stderr=args.json)
+    out.print(table)
     stream, naive = results.get(("streaming", args.baseline_size_mb)), results.get(("pandas", args.baseline_size_mb))
+    if args.json:
+        print(json.dumps({
+            "data": str(args.data), "datasets": [f.name for f in files], "skipped": skipped,
+            "runs": [{"contender": kind, "size_mb": size, **r,
+                      **({"mb_per_s": r["mb"] / r["seconds"], "peak_minus_load_mb": _above_load(r)} if "error" not in r else {})}
+                     for (kind, size), r in results.items()],
+        }))
     if stream and naive and "error" not in stream and "error" not in naive:
-        Console().print(
+        out.print(
             f"at {args.baseline_size_mb} MiB: peak RSS pandas / streaming = "
             f"{naive['peak_rss_mb'] / stream['peak_rss_mb']:.1f}x (above the import baseline: "
             f"{_above_load(naive) / max(1.0, _above_load(stream)):.1f}x); "

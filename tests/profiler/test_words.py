@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metatune_profiler.domain.lexicon import ASCII_WORD, WORD, words
+from metatune_profiler.domain.lexicon import ASCII_WORD, WORD, segment, words
 from metatune_profiler.domain.profile import ProfileOptions, profile_file
 
 from .conftest import write_jsonl
@@ -78,6 +78,17 @@ def test_ideographs_kana_and_unsegmented_scripts() -> None:
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
 def test_ascii_fast_path_equals_the_unicode_pattern(text: str) -> None:
     assert ASCII_WORD.findall(text.lower()) == WORD.findall(text.lower()) == words(text)
+
+
+MIXED = st.sampled_from(list("aZ9'\u2019_ -.\u0301\u0903\u093f\u094d\u064e\u200c\u200d\u00e9\u0131\u0130\u00b2\u2163")
+                        + list("हिदीअربيةሰላም我爱ガー・ไทยๆ\U0002000b\U0001f600"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=60), st.text(alphabet=MIXED, max_size=60)))
+def test_fast_paths_equal_the_definition(text: str) -> None:
+    """Every shortcut of ``words`` (ASCII, no ideograph or Thai) gives what the full definition gives."""
+    assert words(text) == segment(unicodedata.normalize("NFC", text).lower())
 
 
 def test_profile_counts_hindi_and_thai_words(tmp_path: Path) -> None:
