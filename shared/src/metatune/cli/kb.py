@@ -6,6 +6,109 @@ group (the trainer-agent's ``build``, which trains), so this module never import
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..redaction import redact
+from .connect import err_console, fail
 
 kb_app = typer.Typer(help="The knowledge base of fine-tuning runs: build, import, stats.", no_args_is_help=True)
+
+
+def _store():
+    from ..knowledge.store import KnowledgeStore
+    from ..settings import get_settings
+
+    settings = get_settings()
+    return KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
+
+
+async def _import(file: Path | None, public: Path | None) -> list[tuple[str, int, int]]:
+    from ..knowledge.public import import_public
+
+    rows: list[tuple[str, int, int]] = []
+    async with _store() as store:
+        await store.migrate()
+        if file is not None:
+            report = await store.import_file(file)
+            if report.torn:
+                err_console.print(f"[yellow]{file}: its last line was cut short and was skipped[/yellow]")
+            rows.append((report.name, report.runs, report.added))
+        if public is not None:
+            imported = await asyncio.to_thread(import_public, public)
+            by_table: dict[str, list] = {}
+            for run in imported.runs:
+                by_table.setdefault(run.provenance.source, []).append(run)
+            for source, runs in by_table.items():
+                rows.append((source, len(runs), await store.add_runs(runs)))
+    return rows
+
+
+@kb_app.command("import")
+def import_(
+    file: Annotated[Path | None, typer.Argument(help="knowledge-base file (.jsonl or .jsonl.gz)")] = None,
+    public: Annotated[Path | None, typer.Option(help="public HPO folder (nmt_hpo/, deberta_mnli/, peft_metamathqa/, tasks.csv)")] = None,
+) -> None:
+    """Load a knowledge-base file, or the public HPO tables, into the configured database; each run
+    once (by run id), so importing again adds nothing."""
+    from ..errors import DatabaseUnavailable
+    from ..knowledge.errors import KnowledgeBaseError
+
+    if file is None and public is None:
+        raise fail("give a knowledge-base FILE, or --public DIR")
+    try:
+        rows = asyncio.run(_import(file, public))
+    except (KnowledgeBaseError, DatabaseUnavailable) as exc:
+        raise fail(redact(str(exc))) from exc
+    table = Table("file / table", "runs", "added", "already there")
+    for name, runs, added in rows:
+        table.add_row(name, str(runs), str(added), str(runs - added))
+    Console().print(table)
+
+
+async def _stats():
+    async with _store() as store:
+        await store.migrate()
+        return await store.stats()
+
+
+@kb_app.command("stats")
+def stats(as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False) -> None:
+    """What the knowledge base holds: runs, datasets, configurations per dataset, sources, and how
+    many datasets' best run beats the majority-class baseline."""
+    from ..errors import DatabaseUnavailable
+    from ..knowledge.errors import KnowledgeBaseError
+
+    try:
+        summary = asyncio.run(_stats())
+    except (KnowledgeBaseError, DatabaseUnavailable) as exc:
+        raise fail(redact(str(exc))) from exc
+    if as_json:
+        typer.echo(summary.model_dump_json())
+        return
+    console = Console()
+    table = Table("", "value", title="knowledge base", show_header=False)
+    table.add_row("runs", f"{summary.runs} ({summary.runs_completed} completed, {summary.runs_early_stopped} "
+                          f"early-stopped, {summary.runs_failed} failed)")
+    table.add_row("datasets", str(summary.datasets))
+    table.add_row("configurations per dataset", f"min {summary.configs_per_dataset_min}, median "
+                  f"{summary.configs_per_dataset_median:g}, max {summary.configs_per_dataset_max}")
+    table.add_row("base models", str(summary.base_models))
+    table.add_row("study profiles", f"{summary.study_profiles} ({summary.runs_profile_missing} runs await one)")
+    if summary.datasets_with_majority_baseline:
+        table.add_row(
+            "best run beats the majority class",
+            f"{summary.datasets_beating_majority_baseline} of {summary.datasets_with_majority_baseline} datasets, "
+            f"median margin {summary.median_margin_over_majority_baseline:+.3f}, "
+            f"worst {summary.min_margin_over_majority_baseline:+.3f}",
+        )
+    console.print(table)
+    sources = Table("source", "runs", "datasets", title="by source")
+    for source, runs in summary.runs_per_source.items():
+        sources.add_row(source, str(runs), str(summary.datasets_per_source.get(source, 0)))
+    console.print(sources)

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from metatune.contracts import MetaFeatures
 from metatune.knowledge.records import (
-    KB_SCHEMA_VERSION,
     CurvePoint,
     DatasetInfo,
     Hardware,
@@ -31,6 +30,8 @@ from metatune.knowledge.records import (
     Provenance,
     RunStatus,
 )
+from metatune.knowledge.errors import KbFileError, KbSchemaMismatch
+from metatune.knowledge.files import repair_kb_file
 from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
 
@@ -82,31 +83,14 @@ class BuildReport:
 # ----------------------------------------------------------------- the output file
 def read_existing(out: Path) -> dict[str, KbRun]:
     """Runs already in ``out``; a torn last line is cut off; another file kind or version is refused."""
-    if not out.exists():
+    if not out.exists() or out.stat().st_size == 0:
         return {}
-    raw = out.read_bytes()
-    lines = raw.split(b"\n")
-    complete = raw.endswith(b"\n")
-    if not complete:  # killed mid-write: drop the partial line
-        keep = b"\n".join(lines[:-1]) + (b"\n" if len(lines) > 1 else b"")
-        out.write_bytes(keep)
-        lines = lines[:-1]
-    lines = [line for line in lines if line.strip()]
-    if not lines:
-        return {}
-    header = json.loads(lines[0])
-    if header.get("kind") != "metatune-knowledge-base":
-        raise BuildError(f"{out} is not a MetaTune knowledge-base file")
-    if header.get("schema_version") != KB_SCHEMA_VERSION:
-        raise BuildError(
-            f"{out} has knowledge-base schema version {header.get('schema_version')}, this build writes "
-            f"version {KB_SCHEMA_VERSION}: use another --out"
-        )
-    runs = {}
-    for line in lines[1:]:
-        run = KbRun.model_validate_json(line)
-        runs[run.run_id] = run
-    return runs
+    try:
+        return repair_kb_file(out).by_id()
+    except KbSchemaMismatch as exc:
+        raise BuildError(f"{exc}: use another --out") from exc
+    except KbFileError as exc:
+        raise BuildError(str(exc)) from exc
 
 
 def _append(out: Path, line: str) -> None:
