@@ -36,8 +36,10 @@ from metatune.contracts import (
     Assignment,
     AssignmentAction,
     CarbonForecast,
+    CurvePoint,
     ErrorKind,
     FailureReason,
+    Hardware,
     RunAccounting,
     RunCompleted,
     RunFailed,
@@ -67,6 +69,21 @@ log = logging.getLogger("metatune.agent")
 CHECKPOINT_UPLOAD_TIMEOUT_S = 300.0
 STUDY_BEST_TIMEOUT_S = 5.0
 CURVE_STOP_TASKS = (TaskType.classification, TaskType.pair_classification)  # the curves the model learned: accuracy
+
+
+def completion_curve(outcome: RunOutcome) -> list[CurvePoint]:
+    """The run's periodic evaluations as a learning curve; the metric is accuracy where the task has
+    one, else minus the perplexity (higher is better either way)."""
+    total = max(1, outcome.total_steps)
+    losses = dict(outcome.loss_history)
+    curve = []
+    for step, evaluation in outcome.evaluations:
+        metric = evaluation.accuracy
+        if metric is None and evaluation.perplexity is not None:
+            metric = -evaluation.perplexity
+        curve.append(CurvePoint(step=step, fraction=min(1.0, step / total), val_loss=evaluation.loss, metric=metric,
+                                train_loss=losses.get(step)))
+    return curve
 
 
 def checkpoint_key(job_id: UUID) -> str:
@@ -357,8 +374,15 @@ class TrainerAgent:
                 metrics=RunMetrics(val_loss=e.loss, accuracy=e.accuracy, macro_f1=e.macro_f1, perplexity=e.perplexity),
                 steps=outcome.step,
                 early_stopped=outcome.early_stopped,
+                stop_reason=outcome.stop_reason,
                 adapter_key=adapter_key(assignment.job_id),
                 accounting=outcome.accounting,
+                base_model=assignment.spec.base_model if assignment.spec else None,
+                task=assignment.spec.task if assignment.spec else None,
+                planned_steps=outcome.total_steps,
+                curve=completion_curve(outcome),
+                majority_baseline=outcome.majority_baseline,
+                hardware=self._hardware(outcome, assignment.gpus),
             )
             await self.service.publish(subjects.RUNS_COMPLETED, event, msg_id=f"completed-{assignment.job_id}")
         elif outcome.status == "paused":
@@ -380,6 +404,16 @@ class TrainerAgent:
                 reason=FailureReason.stopped, accounting=outcome.accounting,
             )
 
+    def _hardware(self, outcome: RunOutcome, gpus: int) -> Hardware:
+        on_gpu = outcome.device.startswith("cuda")
+        gpu_model = self.dc.gpu_model
+        if on_gpu:
+            import torch
+
+            gpu_model = torch.cuda.get_device_name(0) if torch.cuda.is_available() else gpu_model
+        return Hardware(device=outcome.device.split(":")[0], gpu_model=gpu_model if on_gpu else None,
+                        gpu_count=gpus if on_gpu else 0, precision=outcome.precision)
+
     async def _publish_failed(
         self,
         assignment: Assignment,
@@ -397,6 +431,9 @@ class TrainerAgent:
             reason=reason,
             message=str(exc) or type(exc).__name__,
             accounting=accounting or RunAccounting(),
+            config=assignment.config,
+            base_model=assignment.spec.base_model if assignment.spec else None,
+            task=assignment.spec.task if assignment.spec else None,
         )
         log.warning("job %s failed (%s): %s", assignment.job_id, reason.value, event.message)
         await self.service.publish(subjects.RUNS_FAILED, event, msg_id=f"failed-{assignment.event_id}")

@@ -19,7 +19,9 @@ from .health import ServiceHealth
 from .forecasts import HORIZON_HOURS, CarbonForecast
 from .jobs import JobCancelled, JobInfeasible, JobRequested, LoraConfig, LrSchedule
 from .runs import (
+    CurvePoint,
     FailureReason,
+    Hardware,
     HourlyEnergy,
     RunAccounting,
     RunCompleted,
@@ -32,7 +34,7 @@ from .schedule import Assignment, AssignmentAction, Plan, PlanEntry
 
 __all__ = [
     "SCHEMA_VERSION", "AgentStatus", "Assignment", "AssignmentAction", "CarbonForecast",
-    "CarbonPreference", "ClockAnchor", "ClockTick", "Contract", "DatasetFormat", "DatasetLocation",
+    "CarbonPreference", "ClockAnchor", "ClockTick", "Contract", "CurvePoint", "Hardware", "DatasetFormat", "DatasetLocation",
     "DatasetProfiled", "DatasetSubmitted", "ErrorEvent", "ErrorKind", "Event", "FailureReason",
     "HORIZON_HOURS", "HourlyEnergy", "JobCancelled", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
     "Plan", "PlanEntry", "RegionGroup", "RunAccounting", "RunCompleted", "RunFailed", "RunMetrics",

@@ -8,6 +8,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, Field
 
 from .base import Contract, Event
+from .datasets import TaskType
 from .jobs import LoraConfig
 
 
@@ -59,7 +60,30 @@ class RunMetrics(Contract):
     perplexity: float | None = Field(None, ge=0)
 
 
+class CurvePoint(Contract):
+    """One evaluation of a run. ``fraction`` = step / planned steps, so curves of different budgets align."""
+
+    step: int = Field(ge=0)
+    fraction: float = Field(ge=0, le=1)
+    val_loss: float | None = None
+    metric: float | None = Field(None, description="the run's objective at this evaluation (higher is better)")
+    train_loss: float | None = None
+
+
+class Hardware(Contract):
+    """What a run trained on."""
+
+    device: str = Field(description="cpu, cuda, ...")
+    gpu_model: str | None = None
+    gpu_count: int = Field(0, ge=0)
+    cpu_model: str | None = None
+    precision: str | None = Field(None, description="fp32, bfloat16, float16")
+
+
 class RunCompleted(Event):
+    """A finished run. The optional fields make it a whole knowledge-base row (the recommender's
+    flywheel); producers that leave them out still validate."""
+
     job_id: UUID
     study_id: UUID
     datacenter: str
@@ -67,8 +91,17 @@ class RunCompleted(Event):
     metrics: RunMetrics
     steps: int = Field(ge=0)
     early_stopped: bool = False
+    stop_reason: str | None = Field(None, description="why an early-stopped run stopped (plateau, the curve stopper)")
     adapter_key: str | None = Field(None, description="object-store key of the trained LoRA adapter")
     accounting: RunAccounting
+    base_model: str | None = None
+    task: TaskType | None = None
+    planned_steps: int | None = Field(None, ge=0, description="steps the run would have taken without an early stop")
+    curve: list[CurvePoint] = Field(default_factory=list, description="periodic evaluations, step 0 first")
+    majority_baseline: float | None = Field(
+        None, ge=0, le=1, description="accuracy of always predicting the training set's most common label"
+    )
+    hardware: Hardware | None = None
 
 
 class FailureReason(StrEnum):
@@ -91,6 +124,9 @@ class RunFailed(Event):
     reason: FailureReason
     message: str
     accounting: RunAccounting = RunAccounting()
+    config: LoraConfig | None = Field(None, description="the configuration that failed, where known")
+    base_model: str | None = None
+    task: TaskType | None = None
 
 
 class RunPaused(Event):

@@ -18,7 +18,13 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, Field
 
-from metatune.contracts import Contract, MetaFeatures, TaskType
+from metatune.contracts import Contract, CurvePoint, Hardware, MetaFeatures, TaskType
+
+# CurvePoint and Hardware are contracts (``RunCompleted`` carries them); re-exported here.
+__all__ = [
+    "KB_SCHEMA_VERSION", "CurvePoint", "DatasetInfo", "Hardware", "KbFileHeader", "KbRun", "Provenance", "RunStatus",
+    "StudyBest",
+]
 
 KB_SCHEMA_VERSION = 1
 
@@ -27,24 +33,6 @@ class RunStatus(StrEnum):
     completed = "completed"
     early_stopped = "early_stopped"  # stopped by the plateau rule or the learning-curve predictor
     failed = "failed"
-
-
-class CurvePoint(Contract):
-    """One evaluation of a run. ``fraction`` = step / planned steps, so curves of different budgets align."""
-
-    step: int = Field(ge=0)
-    fraction: float = Field(ge=0, le=1)
-    val_loss: float | None = None
-    metric: float | None = Field(None, description="the run's objective at this evaluation (higher is better)")
-    train_loss: float | None = None
-
-
-class Hardware(Contract):
-    device: str = Field(description="cpu, cuda, ...")
-    gpu_model: str | None = None
-    gpu_count: int = Field(0, ge=0)
-    cpu_model: str | None = None
-    precision: str | None = Field(None, description="fp32, bfloat16, float16")
 
 
 class Provenance(Contract):

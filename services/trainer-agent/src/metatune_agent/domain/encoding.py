@@ -71,6 +71,15 @@ class EncodedDataset:
     split_source: str
     cache_hit: bool = False
 
+    @property
+    def majority_baseline(self) -> float | None:
+        """Accuracy of always predicting the most common training label, on the validation split:
+        the floor a classifier must beat (None without labels or validation examples)."""
+        if self.train.labels is None or self.val.labels is None or len(self.train) == 0 or len(self.val) == 0:
+            return None
+        majority = int(torch.bincount(self.train.labels).argmax())
+        return float((self.val.labels == majority).float().mean())
+
 
 def encode_dataset(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
     """Encoded splits for ``request``, from the cache when it holds them."""

@@ -107,6 +107,7 @@ class RunOutcome:
     eval_history: list[tuple[int, float]] = field(default_factory=list)
     evaluations: list[tuple[int, Evaluation]] = field(default_factory=list)  # periodic evaluations, step 0 first
     stop_reason: str | None = None  # why an early-stopped run stopped: "plateau" or the stopper's reason
+    majority_baseline: float | None = None  # accuracy of always predicting the most common train label (val split)
 
 
 def total_steps_for(request: TrainingRequest, n_train: int) -> int:
@@ -408,6 +409,7 @@ class _Run:
             eval_history=self.eval_history,
             evaluations=self.evaluations,
             stop_reason=self.stop_reason,
+            majority_baseline=self.data.majority_baseline,
             **extra,
         )
 
