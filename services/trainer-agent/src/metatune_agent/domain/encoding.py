@@ -78,7 +78,7 @@ class EncodedDataset:
         if self.train.labels is None or self.val.labels is None or len(self.train) == 0 or len(self.val) == 0:
             return None
         majority = int(torch.bincount(self.train.labels).argmax())
-        return float((self.val.labels == majority).float().mean())
+        return int((self.val.labels == majority).sum()) / len(self.val)
 
 
 def encode_dataset(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
