@@ -10,7 +10,8 @@ In the same replay, baselines:
   plateau  the agent's plateau rule on the validation loss (domain/plateau.py, default settings)
   median   the median stopping rule (Golovin et al. 2017): from 25 % of the run, stop when the run's
            best metric so far is below the median of the finished runs' running means at that point
-  curve    the learning-curve stopper at --confidence (and --margin)
+  curve    the learning-curve stopper at --confidence (and --margin); with --compare-normalised also
+           curve-norm: the same with normalised conformal bands (a model of each run's residual size)
 
 compute saved = share of the replayed runs' training seconds (inside optimizer steps) not spent;
 best run stopped = share of studies where every run that ended with the study's best final metric
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=5, help="study orders per dataset: the KB's, then random")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-runs", type=int, default=4, help="datasets with fewer complete runs are left out")
+    parser.add_argument("--compare-normalised", action="store_true", help="add the stopper with normalised bands")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the headline confidence)")
     args = parser.parse_args()
     console = Console(stderr=args.json, width=150)
@@ -173,6 +175,10 @@ def main() -> None:
         policies: dict[str, Policy | None] = {"none": None, "plateau": plateau_policy, "median": median_policy}
         for c in args.confidence:
             policies[f"curve@{c:g}"] = curve_policy(stopper, c, args.margin)
+        if args.compare_normalised:
+            normalised = CurveStopper.fit(train, grid=DEFAULT_GRID, normalised=True)
+            for c in args.confidence:
+                policies[f"curve-norm@{c:g}"] = curve_policy(normalised, c, args.margin)
         for study in studies:
             for name, policy in policies.items():
                 results[name].add(replay(study, policy))
