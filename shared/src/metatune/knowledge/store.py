@@ -72,6 +72,14 @@ _INSERT_RUN = (
 )
 
 
+_FILL_FROM_PROFILE = (
+    "UPDATE kb_runs r SET features = p.features, dataset_name = p.dataset_name, "
+    "dataset = jsonb_set(r.dataset, '{name}', to_jsonb(p.dataset_name)), base_model = p.base_model, "
+    "task = p.task, profile_missing = false, updated_at = now() "
+    "FROM kb_study_profiles p WHERE p.study_id = r.study_id AND r.study_id = %s AND r.profile_missing"
+)
+
+
 class StudyProfile(Contract):
     """What the profiler said about a platform study's dataset."""
 
@@ -362,7 +370,6 @@ class KnowledgeStore:
         """Keep a study's profile (the latest wins) and fill its runs stored without one; returns how
         many runs were filled."""
         name = dataset_name_of(spec)
-        features_json = Jsonb(features.model_dump(mode="json"))
         pool = await self._get_pool()
         try:
             async with pool.connection() as conn, conn.transaction():
@@ -373,15 +380,21 @@ class KnowledgeStore:
                     "spec = EXCLUDED.spec, features = EXCLUDED.features, profiled_at = EXCLUDED.profiled_at, "
                     "stored_at = now()",
                     (str(study_id), name, spec.base_model, spec.task.value, Jsonb(spec.model_dump(mode="json")),
-                     features_json, profiled_at),
+                     Jsonb(features.model_dump(mode="json")), profiled_at),
                 )
-                cur = await conn.execute(
-                    "UPDATE kb_runs SET features = %s, dataset_name = %s, "
-                    "dataset = jsonb_set(dataset, '{name}', to_jsonb(%s::text)), "
-                    "base_model = %s, task = %s, profile_missing = false, updated_at = now() "
-                    "WHERE study_id = %s AND profile_missing",
-                    (features_json, name, name, spec.base_model, spec.task.value, str(study_id)),
-                )
+                cur = await conn.execute(_FILL_FROM_PROFILE, (str(study_id),))
+                return cur.rowcount
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def fill_from_profile(self, study_id: UUID | str) -> int:
+        """Fill the study's runs stored without a profile from its stored profile, if there is one
+        now; returns how many were filled. (A completion stored while its profile was being saved
+        is caught by one of the two: this call after the insert, or save_profile's update.)"""
+        pool = await self._get_pool()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(_FILL_FROM_PROFILE, (str(study_id),))
                 return cur.rowcount
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise self._unavailable(exc) from exc

@@ -1,0 +1,106 @@
+"""The flywheel: every run the platform finishes becomes a knowledge-base row.
+
+The recommender owns the knowledge base (it is the service that learns from it); other services
+reach it only through the bus: the profiler's ``metatune.datasets.profiled``, the agents'
+``metatune.runs.completed`` / ``.failed``, and the study's best result so far, written back to the
+KV bucket ``metatune_studies`` for the agents' learning-curve early stop.
+
+Wiring (in the recommender's ``create_service``)::
+
+    store = KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
+    register_flywheel(service, store)                       # migrates the store at start-up
+    service.app.on_startup(partial(load_seed, store))       # the shipped seed, idempotently
+    service.app.on_shutdown(store.close)
+
+Each consumer is durable with explicit acks (``Service.consume``): a handler that fails (the
+database is down) is retried, and a redelivered event writes nothing twice (rows are keyed by job
+id, profiles by study id).
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+from uuid import UUID
+
+from metatune import subjects
+from metatune.bus import STUDIES_BUCKET
+from metatune.contracts import DatasetProfiled, RunCompleted, RunFailed
+from metatune.knowledge.errors import KnowledgeBaseError
+from metatune.knowledge.store import ImportReport, KnowledgeStore
+from metatune.service import Service
+
+from .domain.kb_rows import completed_run, failed_run, study_best
+
+log = logging.getLogger("metatune.recommender.flywheel")
+
+DURABLE_PROFILES = "recommender-kb-profiles"
+DURABLE_COMPLETED = "recommender-kb-completed"
+DURABLE_FAILED = "recommender-kb-failed"
+SEED_RESOURCE = "data/seed_kb.jsonl"
+
+
+def seed_path() -> Path:
+    """The seed knowledge base shipped in this package (built by ``metatune kb build``)."""
+    return Path(str(resources.files("metatune_recommender").joinpath(SEED_RESOURCE)))
+
+
+async def load_seed(store: KnowledgeStore, path: Path | None = None) -> ImportReport | None:
+    """Import the shipped seed (idempotent: runs already stored are left alone). A seed that cannot
+    be read is logged and skipped: the service works without it, on what the store already holds."""
+    path = path or seed_path()
+    if not path.is_file():
+        log.warning("no seed knowledge base at %s", path)
+        return None
+    try:
+        report = await store.import_file(path)
+    except KnowledgeBaseError as exc:
+        log.error("seed knowledge base not loaded: %s", exc)
+        return None
+    log.info("seed knowledge base %s: %d runs, %d new", report.name, report.runs, report.added)
+    return report
+
+
+def register_flywheel(service: Service, store: KnowledgeStore) -> None:
+    """Add the knowledge-base consumers to ``service`` and migrate ``store`` when it starts."""
+
+    async def migrate() -> None:
+        applied = await store.migrate()
+        if applied:
+            log.info("knowledge-base migrations applied: %s", ", ".join(applied))
+
+    service.app.on_startup(migrate)
+
+    async def publish_best(study_id: UUID) -> None:
+        best = study_best(study_id, await store.study_runs(study_id))
+        if best is None:
+            return
+        kv = await service.js.key_value(STUDIES_BUCKET)
+        await kv.put(str(study_id), best.model_dump_json().encode())
+
+    @service.consume(subjects.DATASETS_PROFILED, durable=DURABLE_PROFILES)
+    async def kb_profile(event: DatasetProfiled) -> None:
+        """Keep the study's profile; fill its runs that finished before it."""
+        filled = await store.save_profile(event.study_id, event.spec, event.features, profiled_at=event.occurred_at)
+        if filled:
+            log.info("study %s: profile filled %d earlier run(s)", event.study_id, filled)
+
+    @service.consume(subjects.RUNS_COMPLETED, durable=DURABLE_COMPLETED)
+    async def kb_completed(event: RunCompleted) -> None:
+        """One knowledge-base row per job (early-stopped ones flagged); then the study's best to KV."""
+        profile = await store.profile(event.study_id)
+        run = completed_run(event, profile)
+        await store.add_run(run)
+        if run.profile_missing:
+            await store.fill_from_profile(event.study_id)  # the profile may have landed meanwhile
+        await publish_best(event.study_id)
+
+    @service.consume(subjects.RUNS_FAILED, durable=DURABLE_FAILED)
+    async def kb_failed(event: RunFailed) -> None:
+        """A failed job is a row too (flagged failed): what did not work is knowledge."""
+        profile = await store.profile(event.study_id) if event.study_id else None
+        run = failed_run(event, profile)
+        await store.add_run(run)
+        if run.profile_missing and event.study_id:
+            await store.fill_from_profile(event.study_id)
