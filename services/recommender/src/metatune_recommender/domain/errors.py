@@ -1,0 +1,20 @@
+"""Typed failures of the recommender's domain code."""
+
+from __future__ import annotations
+
+
+class RecommenderError(Exception):
+    """Base of the recommender's own errors."""
+
+
+class EmptyHistory(RecommenderError):
+    """No task in the knowledge base has enough runs to learn a prior from."""
+
+
+class SurrogateFailure(RecommenderError):
+    """The Gaussian process could not be fitted or conditioned (a non-finite loss, a failed Cholesky)."""
+
+    def __init__(self, stage: str, detail: str) -> None:
+        super().__init__(f"Gaussian process {stage} failed: {detail}")
+        self.stage = stage
+        self.detail = detail

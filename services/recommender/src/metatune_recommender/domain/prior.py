@@ -1,0 +1,219 @@
+"""A Gaussian-process prior learned from history (HyperBO-style), conditioned on a new task's trials.
+
+Pre-training: every history task is an independent draw from one GP whose mean function (a small
+MLP over configuration ⊕ task descriptors) and kernel (Matérn-5/2 with one lengthscale per
+configuration input, ARD) are shared. Their parameters maximise the sum over tasks of each task's
+marginal log-likelihood, per point, so a 1024-row table weighs as much as a 16-run dataset. The
+kernel sees only the configuration: within one task the descriptors are constant, so they can
+only act through the mean, which is where "what works on datasets like this one" lives.
+
+Conditioning: the new task's raw objective values are mapped onto the prior's normalised scale
+(:func:`~.normalise.affine_to_prior`), then the usual GP posterior with the pre-trained
+hyperparameters (no refit on a handful of points, which is what makes a learned prior useful).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gpytorch
+import numpy as np
+import torch
+
+from .encoding import Encoder
+from .errors import EmptyHistory, SurrogateFailure
+from .history import Task
+from .normalise import affine_to_prior, copula_scores
+
+DTYPE = torch.float64
+
+
+class MlpMean(gpytorch.means.Mean):
+    """m(x) = MLP(config ⊕ descriptors): the expected normalised score of a configuration on a task."""
+
+    def __init__(self, dim: int, hidden: int = 32) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(dim, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
+            torch.nn.Linear(hidden, 1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)
+
+
+@dataclass(frozen=True)
+class PriorSettings:
+    iterations: int = 300
+    learning_rate: float = 0.02
+    points_per_task: int = 128  # subsample per task and step: bounded cost, equal weight per task
+    hidden: int = 32
+    weight_decay: float = 1e-3
+    learned_mean: bool = True  # False: a constant mean (the "flat prior" of the tests)
+    seed: int = 0
+
+
+class LearnedPrior:
+    """Shared mean function and kernel hyperparameters, fitted on history tasks."""
+
+    def __init__(self, config_encoder: Encoder, descriptor_encoder: Encoder, settings: PriorSettings) -> None:
+        self.config_encoder = config_encoder
+        self.descriptor_encoder = descriptor_encoder
+        self.settings = settings
+        d_cfg, d_desc = config_encoder.dim, descriptor_encoder.dim
+        self.mean = (MlpMean(d_cfg + d_desc, settings.hidden) if settings.learned_mean
+                     else gpytorch.means.ConstantMean()).to(DTYPE)
+        self.kernel = gpytorch.kernels.ScaleKernel(
+            gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=max(1, d_cfg), active_dims=tuple(range(max(1, d_cfg))))
+        ).to(DTYPE)
+        self.likelihood = gpytorch.likelihoods.GaussianLikelihood(
+            noise_constraint=gpytorch.constraints.GreaterThan(1e-3)
+        ).to(DTYPE)
+        self.tasks_fitted: list[str] = []
+        self.final_loss: float | None = None
+
+    # ------------------------------------------------------------------ encoding
+    def inputs(self, configs: Sequence[Mapping[str, Any]], descriptors: Mapping[str, Any]) -> torch.Tensor:
+        cfg = self.config_encoder.transform(configs)
+        if cfg.shape[1] == 0:
+            cfg = np.zeros((len(configs), 1))
+        desc = self.descriptor_encoder.transform([descriptors])
+        full = np.hstack([cfg, np.repeat(desc, len(configs), axis=0)])
+        return torch.as_tensor(full, dtype=DTYPE)
+
+    # ------------------------------------------------------------------ fitting
+    @classmethod
+    def fit(cls, tasks: Sequence[Task], settings: PriorSettings = PriorSettings(),
+            extra_configs: Sequence[Mapping[str, Any]] = ()) -> LearnedPrior:
+        """Pre-train on ``tasks`` (each needs >= 2 distinct values). ``extra_configs`` (the candidates
+        to be scored later) join the encoder's fit so their columns exist."""
+        usable = [t for t in tasks if len(t.values) >= 2 and np.ptp(t.values) > 0]
+        if not usable:
+            raise EmptyHistory("no history task with two or more distinct results")
+        config_rows = [c for t in usable for c in t.configs] + list(extra_configs)
+        config_encoder = Encoder.fit(config_rows)
+        descriptor_encoder = Encoder.fit([t.descriptors for t in usable], min_category_count=2)
+        prior = cls(config_encoder, descriptor_encoder, settings)
+        prior._train(usable)
+        return prior
+
+    def _train(self, tasks: Sequence[Task]) -> None:
+        generator = torch.Generator().manual_seed(self.settings.seed)
+        torch.manual_seed(self.settings.seed)
+        data = [(self.inputs(t.configs, t.descriptors), torch.as_tensor(copula_scores(t.values), dtype=DTYPE))
+                for t in tasks]
+        params = list(self.mean.parameters()) + list(self.kernel.parameters()) + list(self.likelihood.parameters())
+        optimiser = torch.optim.Adam(params, lr=self.settings.learning_rate)
+        mlp_params = [p for n, p in self.mean.named_parameters() if "weight" in n]
+        loss = torch.tensor(float("nan"))
+        for _ in range(self.settings.iterations):
+            optimiser.zero_grad()
+            loss = torch.zeros((), dtype=DTYPE)
+            for x, z in data:
+                if len(z) > self.settings.points_per_task:
+                    idx = torch.randperm(len(z), generator=generator)[: self.settings.points_per_task]
+                    x, z = x[idx], z[idx]
+                loss = loss - self._log_likelihood(x, z) / len(z)
+            loss = loss / len(data)
+            if mlp_params:
+                loss = loss + self.settings.weight_decay * sum((p ** 2).sum() for p in mlp_params)
+            if not torch.isfinite(loss):
+                raise SurrogateFailure("pre-training", f"non-finite loss {loss.item()}")
+            loss.backward()
+            optimiser.step()
+        self.final_loss = float(loss.detach())
+        self.tasks_fitted = [t.name for t in tasks]
+
+    def _covariance(self, x1: torch.Tensor, x2: torch.Tensor | None = None) -> torch.Tensor:
+        if x2 is None:
+            k = self.kernel(x1).to_dense()
+            return k + self.likelihood.noise * torch.eye(len(x1), dtype=DTYPE)
+        return self.kernel(x1, x2).to_dense()
+
+    def _log_likelihood(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        cov = self._covariance(x)
+        try:
+            chol = torch.linalg.cholesky(cov + 1e-8 * torch.eye(len(x), dtype=DTYPE))
+        except RuntimeError as exc:
+            raise SurrogateFailure("pre-training", str(exc)) from exc
+        r = (z - self.mean(x)).unsqueeze(-1)
+        w = torch.linalg.solve_triangular(chol, r, upper=False)
+        return -0.5 * (w ** 2).sum() - torch.log(torch.diagonal(chol)).sum() - 0.5 * len(x) * math.log(2 * math.pi)
+
+    # ------------------------------------------------------------------ conditioning
+    def condition(self, descriptors: Mapping[str, Any], configs: Sequence[Mapping[str, Any]],
+                  values: Sequence[float]) -> TaskPosterior:
+        """The posterior for a task with these descriptors after observing ``values`` at ``configs``."""
+        x = self.inputs(configs, descriptors) if configs else torch.zeros((0, self._input_dim()), dtype=DTYPE)
+        y = np.asarray(values, dtype=float)
+        with torch.no_grad():
+            if len(y) == 0:
+                return TaskPosterior(self, descriptors, x, torch.zeros(0, dtype=DTYPE), 0.0, 1.0)
+            u = self.mean(x).numpy()
+            if len(y) == 1:
+                return TaskPosterior(self, descriptors, x, torch.as_tensor(u, dtype=DTYPE), float(y[0] - u[0]), 1.0)
+            cov = self._covariance(x).numpy()
+        a, b, weight = affine_to_prior(y, u, cov)
+        return TaskPosterior(self, descriptors, x, torch.as_tensor((y - a) / b, dtype=DTYPE), a, b, weight)
+
+    def _input_dim(self) -> int:
+        return max(1, self.config_encoder.dim) + self.descriptor_encoder.dim
+
+
+@dataclass(frozen=True)
+class TaskPosterior:
+    """A task's GP posterior on the prior's normalised scale; ``a + b z`` is the raw metric."""
+
+    prior: LearnedPrior
+    descriptors: Mapping[str, Any]
+    x: torch.Tensor
+    z: torch.Tensor
+    a: float
+    b: float
+    mean_weight: float = 1.0  # how much of the learned mean this task keeps (see affine_to_prior)
+
+    def _mean(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mean_weight * self.prior.mean(x)
+
+    @property
+    def observed(self) -> int:
+        return len(self.z)
+
+    @property
+    def best_z(self) -> float:
+        return float(self.z.max()) if len(self.z) else -math.inf
+
+    def predict_inputs(self, xc: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        p = self.prior
+        with torch.no_grad():
+            mean_c = self._mean(xc)
+            var_c = p.kernel(xc, diag=True)
+            if len(self.z) == 0:
+                return mean_c.numpy(), torch.sqrt(var_c.clamp_min(1e-12)).numpy()
+            k_oo = p._covariance(self.x)
+            try:
+                chol = torch.linalg.cholesky(k_oo + 1e-8 * torch.eye(len(self.x), dtype=DTYPE))
+            except RuntimeError as exc:
+                raise SurrogateFailure("conditioning", str(exc)) from exc
+            k_co = p._covariance(xc, self.x)
+            alpha = torch.cholesky_solve((self.z - self._mean(self.x)).unsqueeze(-1), chol).squeeze(-1)
+            mu = mean_c + k_co @ alpha
+            v = torch.linalg.solve_triangular(chol, k_co.T, upper=False)
+            var = var_c - (v ** 2).sum(0)
+        mu_np, sd_np = mu.numpy(), torch.sqrt(var.clamp_min(1e-12)).numpy()
+        if not (np.all(np.isfinite(mu_np)) and np.all(np.isfinite(sd_np))):
+            raise SurrogateFailure("prediction", "non-finite posterior")
+        return mu_np, sd_np
+
+    def predict(self, configs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and standard deviation (normalised scale) at ``configs``."""
+        return self.predict_inputs(self.prior.inputs(configs, self.descriptors))
+
+    def with_observation(self, x_row: torch.Tensor, z: float) -> TaskPosterior:
+        """The same posterior with one more (possibly fantasised) observation on the normalised scale."""
+        return TaskPosterior(self.prior, self.descriptors, torch.cat([self.x, x_row.reshape(1, -1)]),
+                             torch.cat([self.z, torch.tensor([z], dtype=DTYPE)]), self.a, self.b,
+                             self.mean_weight)
