@@ -128,6 +128,24 @@ class Settings(BaseSettings):
         "the plan takes the earlier; 0: the forecast alone",
     )
 
+    # Telemetry (event log, webhooks, dashboard)
+    telemetry_batch_size: int = Field(500, ge=1, le=10000, description="Events the telemetry writer stores per COPY batch")
+    telemetry_pool_size: int = Field(4, ge=2, le=64, description="PostgreSQL connections of the telemetry service")
+    telemetry_http_host: str = Field("127.0.0.1", description="Address the telemetry API and dashboard listen on")
+    telemetry_http_port: int = Field(8090, ge=0, le=65535, description="Port of the telemetry API and dashboard; 0: off")
+    webhook_secret: str = Field(
+        "", description="Standard Webhooks signing secret (whsec_...); empty: one is generated and kept in the database"
+    )
+    webhook_allowed_networks: list[str] = Field(
+        default_factory=list,
+        description="CIDR networks webhooks may reach besides public addresses (e.g. 127.0.0.1/32 in tests)",
+    )
+    webhook_timeout_s: float = Field(10.0, gt=0, description="Seconds a webhook receiver has to answer one delivery")
+    webhook_max_attempts: int = Field(8, ge=1, description="Delivery attempts before a notification is dead-lettered")
+    webhook_backoff_s: float = Field(5.0, gt=0, description="First webhook retry delay; doubles per attempt, with jitter")
+    webhook_max_backoff_s: float = Field(3600.0, gt=0, description="Longest wait between two attempts (Retry-After too)")
+    webhook_concurrency: int = Field(16, ge=1, description="Deliveries in flight at once (one per receiver URL)")
+
     # Embedded platform (`metatune up`)
     local_datacenters: list[str] = Field(
         ["fra1", "osl1", "sjc1"], description="Datacenters whose trainer-agent `metatune up` starts locally"

@@ -1,75 +1,116 @@
-"""Telemetry service: stores every event of the durable log in PostgreSQL / TimescaleDB and
-notifies each study's webhook of the events that matter to its submitter."""
+"""Telemetry service: stores every event of both streams in PostgreSQL / TimescaleDB, notifies
+each study's webhook of its state changes from an outbox, and serves the API and dashboard.
+
+Three independent loops (background tasks of the service):
+
+* ingestion, one per stream (:class:`~.adapters.consumer.StreamIngestor`): validate, COPY,
+  ack only what is committed;
+* webhook delivery (:class:`~.adapters.outbox.OutboxWorker`): reads the outbox, never blocks
+  ingestion;
+* the HTTP API and dashboard (uvicorn), when ``METATUNE_TELEMETRY_HTTP_PORT`` is not 0.
+"""
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
-from faststream.nats import NatsMessage
+import asyncio
+import logging
 
 from metatune import subjects
 from metatune.contracts import ErrorKind
+from metatune.errors import DatabaseUnavailable
+from metatune.redaction import redact_url
 from metatune.service import Service
 from metatune.settings import Settings
 
-from .adapters.store import EventStore, parse_event
-from .adapters.webhooks import WebhookFailed, WebhookSender
-from .domain.notifications import is_notified, study_ref, webhook_body
+from .adapters.consumer import StreamIngestor
+from .adapters.db import Database
+from .adapters.delivery import Outcome
+from .adapters.outbox import Claimed, OutboxWorker
+from .adapters.writer import EventWriter, Incoming
+from .domain.events import Rejected
+
+log = logging.getLogger("metatune.telemetry")
+EXCERPT_BYTES = 2048
+OWN_ERRORS = subjects.errors("telemetry")
 
 
-def _uuid_or_none(value: Any) -> str | None:
-    try:
-        return str(uuid.UUID(str(value))) if value else None
-    except ValueError:
-        return None
+def escaped(data: bytes, limit: int = EXCERPT_BYTES) -> str:
+    """Bytes as printable text: invalid UTF-8 and NUL shown as backslash escapes."""
+    return data[:limit].decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
 
 
-def create_service(settings: Settings | None = None) -> Service:
+def create_service(settings: Settings | None = None, *, schema: str | None = None) -> Service:
     service = Service("telemetry", settings=settings)
-    store = EventStore(service.settings.database_url)
-    webhooks = WebhookSender()
+    s = service.settings
+    db = Database(s.database_url, schema=schema, max_size=s.telemetry_pool_size, connect_timeout_s=s.connect_timeout_s)
+    writer = EventWriter(db)
+    ready = asyncio.Event()
+    service.db = db  # type: ignore[attr-defined]  (tests and the HTTP app read through it)
 
-    @service.app.after_startup
-    async def connect_store() -> None:
-        await store.connect()
-        service.status_details["timescaledb"] = str(store.timescale).lower()
+    async def report_rejected(rejected: list[tuple[Incoming, Rejected]]) -> None:
+        for message, reason in rejected:
+            if message.subject == OWN_ERRORS:
+                continue  # never answer our own error events with more of them
+            try:
+                await service.report_error(kind=ErrorKind.invalid_message, code=reason.code, message=reason.reason,
+                                           subject=message.subject, payload_excerpt=escaped(message.data),
+                                           details={"stream": message.stream, "stream_seq": message.seq})
+            except Exception as exc:  # noqa: BLE001 - the reject is stored; the event is a courtesy
+                log.warning("could not publish the error event of %s seq %d: %r", message.stream, message.seq, exc)
 
-    @service.app.after_shutdown  # after the broker stopped: no handler still needs the store
-    async def close_store() -> None:
-        await store.close()
-        await webhooks.close()
+    async def report_dead(row: Claimed, outcome: Outcome) -> None:
+        await service.report_error(kind=ErrorKind.unavailable, code="webhook_dead",
+                                   message=f"webhook {row.message_id} to {redact_url(row.url)} given up: {outcome.error}",
+                                   details={"outbox_id": row.id, "attempts": row.attempts})
 
-    async def notify(subject: str, payload: dict[str, Any]) -> None:
-        study, job = study_ref(payload)
-        url = await store.webhook_for(_uuid_or_none(study), _uuid_or_none(job))
-        if not url:
-            return
-        try:
-            await webhooks.send(url, webhook_body(subject, payload), payload["event_id"])
-        except WebhookFailed as exc:
-            await service.report_error(kind=ErrorKind.unavailable, code="webhook_failed", message=str(exc),
-                                       subject=subject, correlation_id=study or job)
+    @service.background
+    async def migrate() -> None:
+        delay = 0.5
+        while True:
+            try:
+                applied = await db.migrate()
+                service.status_details["storage_mode"] = db.mode or ""
+                if applied:
+                    log.info("telemetry migrations applied: %s", ", ".join(applied))
+                ready.set()
+                return
+            except DatabaseUnavailable as exc:
+                log.warning("telemetry: %s; retrying", exc)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 5.0)
 
-    @service.consume(subjects.EVERYTHING, durable="telemetry")
-    async def record_event(msg: NatsMessage) -> None:
-        """Every event of the durable log, stored once (redeliveries are ignored by event_id)."""
-        subject = msg.raw_message.subject
-        try:
-            payload = parse_event(msg.body)
-        except ValueError as exc:
-            await service.report_error(kind=ErrorKind.invalid_message, code="not_an_event", message=str(exc),
-                                       subject=subject, payload_excerpt=msg.body[:2048].decode(errors="replace"))
-            return
-        if subject == subjects.DATASETS_SUBMITTED and _uuid_or_none(payload.get("study_id")):
-            spec = payload.get("spec") or {}
-            await store.remember_study(payload["study_id"], spec.get("webhook_url"), payload["occurred_at"])
-        if subject == subjects.JOBS_REQUESTED and payload.get("job_id") and payload.get("study_id"):
-            await store.remember_job(payload["job_id"], payload["study_id"])
-        if await store.has(payload["event_id"]):
-            return  # a redelivery: stored and notified already
-        if is_notified(subject) and subject != subjects.errors(service.name):
-            await notify(subject, payload)  # at least once; receivers de-duplicate by idempotency-key
-        await store.insert(subject, payload)
+    def ingest(stream: str, durable: str):
+        async def run() -> None:
+            await ready.wait()
+            await StreamIngestor(service.js, writer, stream=stream, durable=durable, batch_size=s.telemetry_batch_size,
+                                 on_rejected=report_rejected, status=service.status_details).run()
+
+        run.__name__ = f"ingest_{durable}"
+        return run
+
+    service.background(ingest(s.stream_name, "telemetry-log"))
+    service.background(ingest(s.status_stream_name, "telemetry-status"))
+
+    @service.background
+    async def deliver_webhooks() -> None:
+        await ready.wait()
+        await OutboxWorker(db, s, on_dead=report_dead).run()
+
+    if s.telemetry_http_port:
+        @service.background
+        async def serve_http() -> None:
+            await ready.wait()
+            import uvicorn
+
+            from .adapters.http import create_app
+
+            config = uvicorn.Config(create_app(db, s), host=s.telemetry_http_host, port=s.telemetry_http_port,
+                                    log_level="warning", lifespan="off")
+            log.info("telemetry dashboard on http://%s:%d/", s.telemetry_http_host, s.telemetry_http_port)
+            await uvicorn.Server(config).serve()
+
+    @service.app.after_shutdown
+    async def close_db() -> None:
+        await db.close()
 
     return service

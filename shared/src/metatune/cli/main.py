@@ -46,7 +46,11 @@ def _wants_plugins(argv: list[str]) -> bool:
 def _load(group: str, target: typer.Typer) -> None:
     for ep in entry_points(group=group):
         try:
-            target.command(ep.name)(ep.load())
+            loaded = ep.load()
+            if isinstance(loaded, typer.Typer):  # a command group (``metatune webhooks list|retry``)
+                target.add_typer(loaded, name=ep.name)
+            else:
+                target.command(ep.name)(loaded)
         except Exception as exc:  # a broken plugin must not break the core commands
             logging.getLogger("metatune.cli").warning("CLI plugin %s failed to load: %s", ep.name, exc)
 

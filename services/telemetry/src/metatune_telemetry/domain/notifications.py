@@ -1,37 +1,72 @@
-"""Which events a study's webhook hears about, and how an event finds its study.
+"""Which events a study's webhook hears about, as state changes, and the body it receives.
 
-Users want to know when their study moves (profiled, trials requested, a trial infeasible or cancelled,
-finished or failed, or their input rejected), not every progress tick.
+Users want to know when their study or a trial changes state (profiled, requested, infeasible,
+cancelled, completed, failed, or an error about their input), not every progress tick, and each
+state once: the scheduler re-publishes ``jobs.infeasible`` every hour while a job stays
+infeasible, which is one state, so one notification. The body follows the Standard Webhooks
+payload shape (``type``, ``timestamp``, ``data``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from dataclasses import dataclass
+from uuid import UUID
 
-from metatune import subjects
+from metatune import contracts as c
 
-NOTIFIED_SUBJECTS = frozenset({
-    subjects.DATASETS_PROFILED,
-    subjects.JOBS_REQUESTED,
-    subjects.JOBS_INFEASIBLE,
-    subjects.JOBS_CANCELLED,
-    subjects.RUNS_COMPLETED,
-    subjects.RUNS_FAILED,
-})
+from metatune.redaction import redact
 
+from .events import clean_text
 
-def is_notified(subject: str) -> bool:
-    return subject in NOTIFIED_SUBJECTS or subject.startswith("metatune.errors.")
-
-
-def study_ref(payload: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(study_id, job_id) named by an event, either may be None."""
-    study = payload.get("study_id")
-    job = payload.get("job_id")
-    if study is None and job is None and payload.get("correlation_id"):
-        study = payload["correlation_id"]  # error events carry only the correlation id
-    return study, job
+_STATES: dict[type, tuple[str, str]] = {  # contract -> (event type, state)
+    c.DatasetProfiled: ("study.profiled", "profiled"),
+    c.JobRequested: ("job.requested", "requested"),
+    c.JobInfeasible: ("job.infeasible", "infeasible"),
+    c.JobCancelled: ("job.cancelled", "cancelled"),
+    c.RunCompleted: ("job.completed", "completed"),
+    c.RunFailed: ("job.failed", "failed"),
+}
 
 
-def webhook_body(subject: str, payload: dict[str, Any]) -> dict[str, Any]:
-    return {"subject": subject, "event": payload}
+@dataclass(frozen=True)
+class Notification:
+    entity_id: str  # whose state changed: "job:<id>", "study:<id>", or an error's "<ref>:error:<service>:<code>"
+    state: str
+    event_type: str
+    ref: UUID  # the study id, else the job id, the notification belongs to (the webhook is the study's)
+    event_id: UUID
+
+    @property
+    def message_id(self) -> str:
+        """The ``webhook-id``: one per state change, stable across retries."""
+        return f"msg_{self.event_id.hex}"
+
+
+def notification_for(event: c.Event) -> Notification | None:
+    """The state change ``event`` announces, or None when it announces none."""
+    if isinstance(event, c.ErrorEvent):
+        if event.service == "telemetry" or not event.correlation_id:
+            return None  # our own errors are about receivers, not about a study's input
+        try:
+            ref = UUID(event.correlation_id)
+        except ValueError:
+            return None
+        return Notification(f"{ref}:error:{event.service}:{event.code}", "reported", "study.error", ref,
+                            event.event_id)
+    found = _STATES.get(type(event))
+    if found is None:
+        return None
+    event_type, state = found
+    study, job = getattr(event, "study_id", None), getattr(event, "job_id", None)
+    entity = f"job:{job}" if job is not None else f"study:{study}"
+    return Notification(entity, state, event_type, study or job, event.event_id)
+
+
+def webhook_body(notification: Notification, subject: str, event: c.Event) -> str:
+    """The JSON body: Standard Webhooks shape, the event itself as ``data``."""
+    return redact(clean_text(json.dumps({
+        "type": notification.event_type,
+        "timestamp": event.occurred_at.isoformat().replace("+00:00", "Z"),
+        "data": {"subject": subject, "event": json.loads(event.model_dump_json())},
+    }, separators=(",", ":"), allow_nan=False)))

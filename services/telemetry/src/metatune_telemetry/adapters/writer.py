@@ -1,0 +1,236 @@
+"""Store a batch of bus messages in one transaction: raw log by COPY, typed rows, rejects, outbox.
+
+Idempotent by ``event_id``: the batch is COPYed into a temporary staging table and inserted
+with ``ON CONFLICT DO NOTHING ... RETURNING``, and only the events that were new add typed rows
+and notifications, so a redelivered message (same batch or a later one) stores nothing twice.
+Messages that are not valid events go to ``event_rejects`` with their exact bytes and the
+reason. If the database refuses something in a batch (a value it cannot hold), the batch is
+written message by message and the one it refuses becomes a reject: one bad row never blocks
+the rest. :class:`~metatune.errors.DatabaseUnavailable` propagates: the caller holds the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from metatune.errors import DatabaseUnavailable
+from metatune.redaction import redact
+
+from ..domain.events import Accepted, Rejected, classify, clean_text
+from ..domain.notifications import notification_for, webhook_body
+from ..domain.rows import TypedRows
+from .db import Database
+
+log = logging.getLogger("metatune.telemetry.writer")
+
+EVENT_COLUMNS = "occurred_at, event_id, subject, correlation_id, stream, stream_seq, payload, raw"
+STAGE_DDL = [
+    "CREATE TEMP TABLE IF NOT EXISTS stage_events (occurred_at timestamptz, event_id uuid, subject text, "
+    "correlation_id text, stream text, stream_seq bigint, payload jsonb, raw bytea) ON COMMIT DELETE ROWS",
+    "CREATE TEMP TABLE IF NOT EXISTS stage_forecasts (LIKE forecast_points) ON COMMIT DELETE ROWS",
+    "CREATE TEMP TABLE IF NOT EXISTS stage_energy (LIKE job_energy) ON COMMIT DELETE ROWS",
+]
+RUN_METRIC_COLUMNS = ("time, event_id, job_id, datacenter, step, total_steps, train_loss, val_loss, learning_rate, "
+                      "power_w, step_time_s, tokens_seen, tokens_with_padding, energy_wh")
+AGENT_COLUMNS = "time, event_id, datacenter, region, gpus_total, gpus_free, gpu_model, power_per_gpu_w, pue, running_jobs"
+FORECAST_COLUMNS = "hour, region, issued_at, g_per_kwh, p10_g_per_kwh, p90_g_per_kwh, model_version, stale, imputed"
+ENERGY_COLUMNS = "hour, job_id, datacenter, pue, energy_wh, g_per_kwh, emissions_g, source_at"
+RESULT_COLUMNS = ("job_id, study_id, status, finished_at, datacenter, config, metrics, failure_reason, steps, "
+                  "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source")
+
+OUTBOX_SQL = """
+WITH changed AS (
+    INSERT INTO notify_state (entity_id, state) VALUES (%(entity)s, %(state)s)
+    ON CONFLICT (entity_id) DO UPDATE SET state = EXCLUDED.state, changed_at = now()
+        WHERE notify_state.state <> EXCLUDED.state
+    RETURNING 1
+), study AS (
+    SELECT study_id FROM studies WHERE study_id = %(ref)s
+    UNION ALL
+    SELECT study_id FROM job_requests WHERE job_id = %(ref)s
+    LIMIT 1
+)
+INSERT INTO webhook_outbox (message_id, study_id, event_id, event_type, url, body)
+SELECT %(message_id)s, s.study_id, %(event_id)s, %(event_type)s, s.webhook_url, %(body)s
+FROM changed, study JOIN studies s USING (study_id)
+WHERE s.webhook_url IS NOT NULL
+ON CONFLICT (message_id) DO NOTHING
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One message as read from JetStream."""
+
+    stream: str
+    seq: int
+    subject: str
+    data: bytes
+
+
+@dataclass
+class WriteResult:
+    stored: int = 0  # new events in the log
+    duplicates: int = 0  # valid events already stored (redeliveries)
+    rejected: list[tuple[Incoming, Rejected]] = field(default_factory=list)
+    notifications: int = 0
+
+
+class EventWriter:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._partitions: set[tuple[str, datetime]] = set()
+
+    async def write(self, batch: Sequence[Incoming]) -> WriteResult:
+        """Store ``batch`` (any mix of valid and invalid messages) exactly once."""
+        classified = [(m, classify(m.subject, m.data)) for m in batch]
+        try:
+            return await self._write(classified)
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a database refusal or a bug: isolate the message, keep going
+            if len(classified) == 1:
+                message, outcome = classified[0]
+                reason = clean_text(redact(f"{type(exc).__name__}: {str(exc).strip()}"))
+                log.warning("stream %s seq %d refused by the database, stored as a reject: %s",
+                            message.stream, message.seq, reason)
+                return await self._write([(message, Rejected(message.subject, "unstorable", reason))])
+            total = WriteResult()
+            for item in classified:  # isolate the message the database refuses
+                one = await self._write_or_reject(item)
+                total.stored += one.stored
+                total.duplicates += one.duplicates
+                total.rejected += one.rejected
+                total.notifications += one.notifications
+            return total
+
+    async def _write_or_reject(self, item: tuple[Incoming, Accepted | Rejected]) -> WriteResult:
+        try:
+            return await self._write([item])
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            message = item[0]
+            reason = clean_text(redact(f"{type(exc).__name__}: {str(exc).strip()}"))
+            return await self._write([(message, Rejected(message.subject, "unstorable", reason))])
+
+    async def _write(self, classified: Sequence[tuple[Incoming, Accepted | Rejected]]) -> WriteResult:
+        result = WriteResult()
+        accepted = [(m, o) for m, o in classified if isinstance(o, Accepted)]
+        result.rejected = [(m, o) for m, o in classified if isinstance(o, Rejected)]
+        async with self.db.connection() as conn, conn.transaction():
+            cur = conn.cursor()
+            new_ids: set[Any] = set()
+            if accepted:
+                for ddl in STAGE_DDL:
+                    await cur.execute(ddl)
+                await self._ensure_partitions(cur, "event_log", {o.event.occurred_at for _, o in accepted})
+                async with cur.copy(f"COPY stage_events ({EVENT_COLUMNS}) FROM STDIN") as copy:
+                    for m, o in accepted:
+                        e = o.event
+                        await copy.write_row((e.occurred_at, e.event_id, clean_text(m.subject),
+                                              clean_text(e.correlation_id) if e.correlation_id else None,
+                                              m.stream, m.seq, o.payload_json, o.raw))
+                await cur.execute(f"INSERT INTO event_log ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS} FROM stage_events "
+                                  "ON CONFLICT DO NOTHING RETURNING event_id")
+                new_ids = {row[0] for row in await cur.fetchall()}
+            result.stored = len(new_ids)
+            result.duplicates = len(accepted) - len(new_ids)
+            fresh: list[Accepted] = []
+            for _, o in accepted:
+                if o.event.event_id in new_ids:
+                    new_ids.discard(o.event.event_id)  # the same event twice in one batch adds rows once
+                    fresh.append(o)
+            rows = TypedRows()
+            for o in fresh:
+                rows.add(o.event)
+            await self._typed(cur, rows)
+            for o in fresh:
+                result.notifications += await self._enqueue(cur, o)
+            if result.rejected:
+                await cur.executemany(
+                    "INSERT INTO event_rejects (stream, stream_seq, subject, code, reason, raw) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (stream, stream_seq) DO NOTHING",
+                    [(m.stream, m.seq, clean_text(m.subject), r.code, clean_text(redact(r.reason)), m.data)
+                     for m, r in result.rejected],
+                )
+        return result
+
+    async def _ensure_partitions(self, cur: psycopg.AsyncCursor[Any], table: str, times: set[datetime]) -> None:
+        if self.db.mode != "postgresql":
+            return
+        for ts in times:
+            month = ts.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+            if (table, month) not in self._partitions:
+                await cur.execute("SELECT telemetry_ensure_partition(%s, %s)", (table, month))
+                self._partitions.add((table, month))
+
+    async def _typed(self, cur: psycopg.AsyncCursor[Any], rows: TypedRows) -> None:
+        for table, months in rows.months().items():
+            await self._ensure_partitions(cur, table, months)
+        if rows.run_metrics:
+            async with cur.copy(f"COPY run_metrics ({RUN_METRIC_COLUMNS}) FROM STDIN") as copy:
+                for row in rows.run_metrics:
+                    await copy.write_row(row)
+        if rows.agent_status:
+            async with cur.copy(f"COPY agent_status ({AGENT_COLUMNS}) FROM STDIN") as copy:
+                for row in rows.agent_status:
+                    await copy.write_row(row)
+        if rows.forecast_points:
+            async with cur.copy(f"COPY stage_forecasts ({FORECAST_COLUMNS}) FROM STDIN") as copy:
+                for row in rows.forecast_points:
+                    await copy.write_row(row)
+            await cur.execute(f"INSERT INTO forecast_points ({FORECAST_COLUMNS}) SELECT {FORECAST_COLUMNS} "
+                              "FROM stage_forecasts ON CONFLICT DO NOTHING")
+        energy = rows.job_energy_rows()
+        if energy:
+            async with cur.copy(f"COPY stage_energy ({ENERGY_COLUMNS}) FROM STDIN") as copy:
+                for row in energy:
+                    await copy.write_row(row)
+            await cur.execute(
+                f"INSERT INTO job_energy ({ENERGY_COLUMNS}) SELECT {ENERGY_COLUMNS} FROM stage_energy "
+                "ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
+                "g_per_kwh = EXCLUDED.g_per_kwh, emissions_g = EXCLUDED.emissions_g, source_at = EXCLUDED.source_at "
+                "WHERE job_energy.source_at <= EXCLUDED.source_at")
+            if self.db.mode == "postgresql":
+                hours = [row[0] for row in energy]
+                await cur.execute("SELECT telemetry_refresh_rollups(%s, %s)", (min(hours), max(hours) + timedelta(hours=1)))
+        if rows.studies:
+            await cur.executemany("INSERT INTO studies (study_id, submitted_at, webhook_url, base_model, task, "
+                                  "home_datacenter, spec) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                                  rows.studies)
+        if rows.job_requests:
+            await cur.executemany(
+                "INSERT INTO job_requests (job_id, study_id, trial_index, requested_at, base_model, home_datacenter, "
+                "config, predicted_loss, predicted_loss_std, gpus, estimated_gpu_hours, power_kw, deadline) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", rows.job_requests)
+        if rows.run_results:
+            updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in RESULT_COLUMNS.split(", ") if c != "job_id")
+            await cur.executemany(
+                f"INSERT INTO run_results ({RESULT_COLUMNS}) VALUES ({', '.join(['%s'] * 16)}) "
+                f"ON CONFLICT (job_id) DO UPDATE SET {updates} WHERE run_results.status = 'failed'", rows.run_results)
+        if rows.plans:
+            await cur.executemany("INSERT INTO plans VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                                  rows.plans)
+        if rows.plan_entries:
+            await cur.executemany("INSERT INTO plan_entries VALUES (%s, %s, %s, %s, %s)", rows.plan_entries)
+        if rows.assignments:
+            await cur.executemany("INSERT INTO assignments VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                                  "ON CONFLICT DO NOTHING", rows.assignments)
+
+    async def _enqueue(self, cur: psycopg.AsyncCursor[Any], accepted: Accepted) -> int:
+        note = notification_for(accepted.event)
+        if note is None:
+            return 0
+        await cur.execute(OUTBOX_SQL, {
+            "entity": note.entity_id, "state": note.state, "ref": note.ref, "message_id": note.message_id,
+            "event_id": note.event_id, "event_type": note.event_type,
+            "body": webhook_body(note, accepted.subject, accepted.event),
+        })
+        return cur.rowcount if cur.rowcount > 0 else 0

@@ -1,0 +1,184 @@
+"""CLI commands telemetry contributes: ``metatune report``, ``metatune webhooks list|retry|secret``,
+``metatune telemetry verify|migrate``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from metatune.redaction import redact_url
+from metatune.settings import get_settings
+
+from .adapters.db import Database
+
+console = Console()
+
+
+def _db() -> Database:
+    s = get_settings()
+    return Database(s.database_url, connect_timeout_s=s.connect_timeout_s)
+
+
+def report(
+    study: Annotated[str, typer.Argument(help="study id (or a unique prefix)")],
+    format: Annotated[Literal["md", "json", "csv"], typer.Option("--format", "-f")] = "md",
+) -> None:
+    """The emissions disclosure of a study and each of its runs."""
+    from .adapters.queries import find_study, study_disclosure
+    from .domain.formats import run_rows, to_csv, to_markdown
+
+    async def main():
+        db = _db()
+        try:
+            study_id = await find_study(db, study)
+            if study_id is None:
+                raise typer.BadParameter(f"no single study matches {study!r}")
+            return await study_disclosure(db, study_id)
+        finally:
+            await db.close()
+
+    disclosure = asyncio.run(main())
+    if format == "json":
+        typer.echo(disclosure.model_dump_json(indent=2))
+    elif format == "csv":
+        typer.echo(to_csv(disclosure), nl=False)
+    elif console.is_terminal:
+        for run in disclosure.runs:
+            table = Table(title=f"trial {run.trial_index} ({str(run.job_id)[:8]}), {run.status}")
+            table.add_column("Component")
+            table.add_column("Disclosed data")
+            for k, v in run_rows(run):
+                table.add_row(k, v)
+            console.print(table)
+        console.print(to_markdown(disclosure).split("\n\n", 2)[1])
+    else:
+        typer.echo(to_markdown(disclosure))
+
+
+webhooks_app = typer.Typer(help="The webhook outbox: list deliveries, retry dead ones, show the signing secret.",
+                           no_args_is_help=True)
+
+
+@webhooks_app.command("list")
+def webhooks_list(
+    state: Annotated[str | None, typer.Option(help="pending, sending, delivered or dead")] = None,
+    limit: int = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Latest notifications in the outbox (URLs without credentials)."""
+    from .adapters.outbox import list_outbox
+
+    async def main():
+        db = _db()
+        try:
+            return await list_outbox(db, state, limit)
+        finally:
+            await db.close()
+
+    rows = asyncio.run(main())
+    if as_json:
+        typer.echo(json.dumps(rows, default=str, indent=2))
+        return
+    table = Table()
+    for col in ("id", "type", "url", "state", "attempts", "last", "next attempt"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["id"]), r["event_type"], r["url"], r["state"], str(r["attempts"]),
+                      r["last_error"] or (str(r["last_status"]) if r["last_status"] else ""),
+                      "" if r["state"] in ("delivered", "dead") else f"{r['next_attempt_at']:%H:%M:%S}")
+    console.print(table)
+
+
+@webhooks_app.command("retry")
+def webhooks_retry(
+    ids: Annotated[list[int] | None, typer.Argument(help="outbox ids to send again")] = None,
+    all_dead: Annotated[bool, typer.Option("--all-dead", help="every dead notification")] = False,
+) -> None:
+    """Queue notifications again with a fresh attempt budget."""
+    from .adapters.outbox import retry
+
+    if not ids and not all_dead:
+        raise typer.BadParameter("give outbox ids or --all-dead")
+
+    async def main():
+        db = _db()
+        try:
+            return await retry(db, ids, all_dead=all_dead)
+        finally:
+            await db.close()
+
+    typer.echo(f"{asyncio.run(main())} notification(s) queued again")
+
+
+@webhooks_app.command("secret")
+def webhooks_secret() -> None:
+    """The whsec_ signing secret receivers verify with (keep it secret)."""
+    from .adapters.outbox import signing_secret
+
+    async def main():
+        db = _db()
+        try:
+            await db.migrate()
+            return await signing_secret(db, get_settings().webhook_secret)
+        finally:
+            await db.close()
+
+    typer.echo(asyncio.run(main()))
+
+
+telemetry_app = typer.Typer(help="Telemetry storage: consistency check and migrations.", no_args_is_help=True)
+
+
+@telemetry_app.command("verify")
+def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Compare the JetStream streams with the database; exit 1 when a message is missing."""
+    import nats
+
+    from .adapters.verify import verify
+
+    s = get_settings()
+
+    async def main():
+        nc = await nats.connect(s.nats_url, connect_timeout=s.connect_timeout_s)
+        db = _db()
+        try:
+            return await verify(nc.jetstream(), db, [s.stream_name, s.status_stream_name])
+        finally:
+            await db.close()
+            await nc.close()
+
+    checks = asyncio.run(main())
+    if as_json:
+        typer.echo(json.dumps([{"stream": c.stream, "messages": c.messages, "stored": c.stored,
+                                "rejected": c.rejected, "gap": c.gap, "missing": c.missing[:100]} for c in checks]))
+    else:
+        table = Table(title=f"stream vs {redact_url(s.database_url)}")
+        for col in ("stream", "messages", "stored", "rejected", "gap"):
+            table.add_column(col, justify="right")
+        for c in checks:
+            table.add_row(c.stream, str(c.messages), str(c.stored), str(c.rejected), str(c.gap))
+        console.print(table)
+        for c in checks:
+            for seq, subject in c.missing[:20]:
+                console.print(f"missing: {c.stream} #{seq} {subject}")
+    if any(c.gap for c in checks):
+        raise typer.Exit(1)
+
+
+@telemetry_app.command("migrate")
+def telemetry_migrate() -> None:
+    """Apply the telemetry migrations not yet applied (the service does it at start too)."""
+    async def main():
+        db = _db()
+        try:
+            return await db.migrate(), db.mode
+        finally:
+            await db.close()
+
+    applied, mode = asyncio.run(main())
+    typer.echo(f"mode {mode}; applied: {', '.join(applied) or 'nothing (up to date)'}")

@@ -1,0 +1,175 @@
+"""The emissions disclosure of a fine-tuning run and of a study (pure: no database).
+
+Follows the fine-tuning emissions reporting methodology (disclosure of infrastructure and
+operational data, normalisation of what is missing with named defaults): base model, GPU model
+and count, servers, datacenter and grid region, start time, total time, average GPU and CPU
+utilisation, total tokens including padding, energy, and kgCO2eq computed hour by hour as
+IT kWh x PUE x the carbon intensity of that hour. Every default applied is listed in
+``normalisations``. An hour without a known intensity is *unpriced*: its energy is reported,
+its emissions are not, and a run with any unpriced hour has no total kgCO2eq (``None``), never 0.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel
+
+DEFAULT_GPU = "NVIDIA A100 80GB"  # the methodology's most common training GPU of recent years
+DEFAULT_LOCATION = "US"
+DEFAULT_SERVERS = 1
+
+
+class HourInput(BaseModel):
+    hour: datetime
+    datacenter: str
+    energy_wh: float
+    pue: float | None
+    g_per_kwh: float | None
+
+
+class RunInput(BaseModel):
+    job_id: UUID
+    study_id: UUID | None
+    trial_index: int | None
+    status: str  # completed | failed | running
+    base_model: str | None
+    gpus: int | None
+    gpu_model: str | None
+    gpu_power_w: float | None  # rated board power per GPU
+    region_of: dict[str, str]  # datacenter -> grid region
+    pue_of: dict[str, float]  # datacenter -> PUE from its registry / status, where the hour lacks one
+    start: datetime | None
+    wall_seconds: float | None
+    mean_power_w: float | None
+    tokens_seen: int | None
+    tokens_with_padding: int | None
+    hours: list[HourInput]
+
+
+class HourLine(BaseModel):
+    hour: datetime
+    datacenter: str
+    grid_region: str
+    it_energy_kwh: float
+    pue: float
+    facility_energy_kwh: float
+    g_per_kwh: float | None
+    kgco2eq: float | None
+
+
+class RunDisclosure(BaseModel):
+    job_id: UUID
+    study_id: UUID | None
+    trial_index: int | None
+    status: str
+    base_model: str
+    gpu_model: str
+    gpu_count: int
+    servers: int
+    datacenters: list[str]
+    grid_regions: list[str]
+    start_time: datetime | None
+    total_time_h: float | None
+    avg_gpu_utilisation: float | None
+    avg_cpu_utilisation: float | None
+    tokens_with_padding: int | None
+    tokens_seen: int | None
+    it_energy_kwh: float
+    facility_energy_kwh: float
+    pricing: Literal["priced", "partially_priced", "unpriced"]
+    kgco2eq: float | None
+    priced_kgco2eq: float
+    unpriced_energy_kwh: float
+    hours: list[HourLine]
+    normalisations: list[str]
+
+
+class StudyDisclosure(BaseModel):
+    study_id: UUID
+    runs: list[RunDisclosure]
+    it_energy_kwh: float
+    facility_energy_kwh: float
+    pricing: Literal["priced", "partially_priced", "unpriced"]
+    kgco2eq: float | None
+    priced_kgco2eq: float
+    unpriced_energy_kwh: float
+
+
+def _pricing(priced: int, unpriced: int) -> Literal["priced", "partially_priced", "unpriced"]:
+    if unpriced == 0:
+        return "priced"
+    return "partially_priced" if priced else "unpriced"
+
+
+def disclose_run(run: RunInput) -> RunDisclosure:
+    notes: list[str] = []
+    base_model = run.base_model or "unknown"
+    if run.base_model is None:
+        notes.append("base model: not recorded (no jobs.requested event)")
+    gpu_model = run.gpu_model or DEFAULT_GPU
+    if run.gpu_model is None:
+        notes.append(f"GPU model: unknown, default {DEFAULT_GPU} (most common GPU for the training year)")
+    gpus = run.gpus or 1
+    if run.gpus is None:
+        notes.append("GPU count: unknown, default 1")
+    notes.append(f"servers: not reported by the agents, default {DEFAULT_SERVERS} (cluster size assumption)")
+    lines: list[HourLine] = []
+    for h in sorted(run.hours, key=lambda x: (x.hour, x.datacenter)):
+        region = run.region_of.get(h.datacenter)
+        if region is None:
+            region = DEFAULT_LOCATION
+            notes.append(f"grid region of {h.datacenter}: unknown, default {DEFAULT_LOCATION} (relatively high-carbon)")
+        pue = h.pue if h.pue is not None else run.pue_of.get(h.datacenter)
+        if pue is None:
+            pue = 1.0
+            notes.append(f"PUE of {h.datacenter}: unknown, 1.0 (IT energy only)")
+        it_kwh = h.energy_wh / 1000.0
+        facility = it_kwh * pue
+        kg = facility * h.g_per_kwh / 1000.0 if h.g_per_kwh is not None else None
+        lines.append(HourLine(hour=h.hour, datacenter=h.datacenter, grid_region=region, it_energy_kwh=it_kwh, pue=pue,
+                              facility_energy_kwh=facility, g_per_kwh=h.g_per_kwh, kgco2eq=kg))
+    unpriced = [line for line in lines if line.kgco2eq is None]
+    if unpriced:
+        notes.append(f"{len(unpriced)} hour(s) without a known carbon intensity: unpriced, not counted as 0")
+    priced_kg = sum(line.kgco2eq or 0.0 for line in lines)
+    pricing = _pricing(len(lines) - len(unpriced), len(unpriced)) if lines else "unpriced"
+    utilisation = None
+    if run.mean_power_w is not None and run.gpu_power_w:
+        utilisation = min(1.0, run.mean_power_w / (gpus * run.gpu_power_w))
+        notes.append("GPU utilisation: estimated as mean measured power above idle / rated GPU power")
+    else:
+        notes.append("GPU utilisation: not measured")
+    notes.append("CPU utilisation: not measured by the agents")
+    return RunDisclosure(
+        job_id=run.job_id, study_id=run.study_id, trial_index=run.trial_index, status=run.status,
+        base_model=base_model, gpu_model=gpu_model, gpu_count=gpus, servers=DEFAULT_SERVERS,
+        datacenters=sorted({line.datacenter for line in lines}), grid_regions=sorted({line.grid_region for line in lines}),
+        start_time=run.start or (lines[0].hour if lines else None),
+        total_time_h=run.wall_seconds / 3600.0 if run.wall_seconds is not None else None,
+        avg_gpu_utilisation=utilisation, avg_cpu_utilisation=None,
+        tokens_with_padding=run.tokens_with_padding, tokens_seen=run.tokens_seen,
+        it_energy_kwh=sum(line.it_energy_kwh for line in lines),
+        facility_energy_kwh=sum(line.facility_energy_kwh for line in lines),
+        pricing=pricing, kgco2eq=priced_kg if pricing == "priced" else None, priced_kgco2eq=priced_kg,
+        unpriced_energy_kwh=sum(line.facility_energy_kwh for line in unpriced), hours=lines,
+        normalisations=list(dict.fromkeys(notes)),
+    )
+
+
+def disclose_study(study_id: UUID, runs: list[RunInput]) -> StudyDisclosure:
+    disclosed = [disclose_run(run) for run in runs]
+    priced = sum(1 for d in disclosed if d.pricing == "priced")
+    unpriced = len(disclosed) - priced
+    priced_kg = sum(d.priced_kgco2eq for d in disclosed)
+    pricing = _pricing(priced, unpriced) if disclosed else "unpriced"
+    if pricing != "priced" and any(d.pricing == "partially_priced" for d in disclosed) and priced == 0:
+        pricing = "partially_priced"
+    return StudyDisclosure(
+        study_id=study_id, runs=disclosed, it_energy_kwh=sum(d.it_energy_kwh for d in disclosed),
+        facility_energy_kwh=sum(d.facility_energy_kwh for d in disclosed), pricing=pricing,
+        kgco2eq=priced_kg if pricing == "priced" else None, priced_kgco2eq=priced_kg,
+        unpriced_energy_kwh=sum(d.unpriced_energy_kwh for d in disclosed),
+    )

@@ -1,0 +1,151 @@
+"""The typed rows an event adds beside the raw log (pure: no database).
+
+Column order matches the tables of ``migrations/telemetry_0002_timeseries.py`` and
+``telemetry_0001_base.sql``. Energy per job-hour is the latest accounting of the run: every
+progress event repeats all hours so far, so :meth:`TypedRows.job_energy_latest` keeps, per
+(job, hour, datacenter), the value of the newest event.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from metatune import contracts as c
+
+from .events import clean_text
+
+
+def _json(model: Any) -> str:
+    return clean_text(json.dumps(model.model_dump(mode="json"), allow_nan=False, default=str)) if model else None  # type: ignore[return-value]
+
+
+@dataclass
+class TypedRows:
+    run_metrics: list[tuple[Any, ...]] = field(default_factory=list)
+    forecast_points: list[tuple[Any, ...]] = field(default_factory=list)
+    agent_status: list[tuple[Any, ...]] = field(default_factory=list)
+    job_energy: dict[tuple[UUID, datetime, str], tuple[Any, ...]] = field(default_factory=dict)
+    studies: list[tuple[Any, ...]] = field(default_factory=list)
+    job_requests: list[tuple[Any, ...]] = field(default_factory=list)
+    run_results: list[tuple[Any, ...]] = field(default_factory=list)
+    plans: list[tuple[Any, ...]] = field(default_factory=list)
+    plan_entries: list[tuple[Any, ...]] = field(default_factory=list)
+    assignments: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def add(self, event: c.Event) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def job_energy_rows(self) -> list[tuple[Any, ...]]:
+        return list(self.job_energy.values())
+
+    def months(self) -> dict[str, set[datetime]]:
+        """First instant of each month each partitioned table receives rows in (UTC)."""
+
+        def month(ts: datetime) -> datetime:
+            return ts.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+        return {
+            "run_metrics": {month(r[0]) for r in self.run_metrics},
+            "forecast_points": {month(r[0]) for r in self.forecast_points},
+            "agent_status": {month(r[0]) for r in self.agent_status},
+            "job_energy": {month(k[1]) for k in self.job_energy},
+        }
+
+
+def _energy(rows: TypedRows, job_id: UUID, datacenter: str, at: datetime, accounting: c.RunAccounting) -> None:
+    for hour in accounting.hours:
+        where = hour.datacenter or datacenter
+        key = (job_id, hour.hour, where)
+        current = rows.job_energy.get(key)
+        if current is not None and current[7] > at:
+            continue
+        priced = hour.g_per_kwh is not None
+        rows.job_energy[key] = (hour.hour, job_id, where, hour.pue, hour.energy_wh, hour.g_per_kwh,
+                                hour.emissions_g if priced else None, at)
+
+
+def _progress(rows: TypedRows, e: c.RunProgress) -> None:
+    a = e.accounting
+    rows.run_metrics.append((e.occurred_at, e.event_id, e.job_id, clean_text(e.datacenter), e.step, e.total_steps,
+                             e.train_loss, e.val_loss, e.learning_rate, e.power_w, e.step_time_s, a.tokens_seen,
+                             a.tokens_with_padding, a.energy_wh))
+    _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)
+
+
+def _result(status: str):
+    def handle(rows: TypedRows, e: c.RunCompleted | c.RunFailed) -> None:
+        a = e.accounting
+        completed = isinstance(e, c.RunCompleted)
+        rows.run_results.append((
+            e.job_id, e.study_id, status, e.occurred_at, clean_text(e.datacenter),
+            _json(e.config) if completed else None, _json(e.metrics) if completed else None,
+            None if completed else e.reason.value, e.steps if completed else None,
+            e.early_stopped if completed else None, a.tokens_seen, a.tokens_with_padding, a.energy_wh, a.gpu_hours,
+            a.wall_seconds, a.power_source,
+        ))
+        _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)
+
+    return handle
+
+
+def _paused(rows: TypedRows, e: c.RunPaused) -> None:
+    _energy(rows, e.job_id, e.datacenter, e.occurred_at, e.accounting)
+
+
+def _forecast(rows: TypedRows, e: c.CarbonForecast) -> None:
+    from datetime import timedelta
+
+    imputed = set(e.imputed_hours)
+    for i, (g, lo, hi) in enumerate(zip(e.g_per_kwh, e.p10_g_per_kwh, e.p90_g_per_kwh, strict=True)):
+        rows.forecast_points.append((e.start + timedelta(hours=i), clean_text(e.region), e.issued_at, g, lo, hi,
+                                     clean_text(e.model_version), e.stale, i in imputed))
+
+
+def _status(rows: TypedRows, e: c.AgentStatus) -> None:
+    rows.agent_status.append((e.occurred_at, e.event_id, clean_text(e.datacenter), clean_text(e.region), e.gpus_total,
+                              e.gpus_free, clean_text(e.gpu_model), e.power_per_gpu_w, e.pue, len(e.running_jobs)))
+
+
+def _submitted(rows: TypedRows, e: c.DatasetSubmitted) -> None:
+    s = e.spec
+    rows.studies.append((e.study_id, e.occurred_at, str(s.webhook_url) if s.webhook_url else None,
+                         clean_text(s.base_model), s.task.value, s.home_datacenter, _json(s)))
+
+
+def _requested(rows: TypedRows, e: c.JobRequested) -> None:
+    rows.job_requests.append((e.job_id, e.study_id, e.trial_index, e.occurred_at, clean_text(e.spec.base_model),
+                              e.spec.home_datacenter, _json(e.config), e.predicted_loss, e.predicted_loss_std, e.gpus,
+                              e.estimated_gpu_hours, e.power_kw, e.deadline))
+
+
+def _plan(rows: TypedRows, e: c.Plan) -> None:
+    rows.plans.append((e.event_id, e.occurred_at, e.plan_version, e.horizon_start, e.expected_emissions_g,
+                       e.baseline_emissions_g, e.solve_seconds, e.mip_gap, list(e.infeasible_jobs)))
+    for entry in e.entries:
+        rows.plan_entries.append((e.event_id, entry.job_id, clean_text(entry.datacenter), list(entry.hours),
+                                  entry.emissions_g))
+
+
+def _assignment(rows: TypedRows, e: c.Assignment) -> None:
+    rows.assignments.append((e.event_id, e.occurred_at, e.job_id, e.study_id, clean_text(e.datacenter),
+                             e.action.value, e.plan_version, e.gpus, e.hours_planned))
+
+
+_HANDLERS: dict[type, Any] = {
+    c.RunProgress: _progress,
+    c.RunCompleted: _result("completed"),
+    c.RunFailed: _result("failed"),
+    c.RunPaused: _paused,
+    c.CarbonForecast: _forecast,
+    c.AgentStatus: _status,
+    c.DatasetSubmitted: _submitted,
+    c.JobRequested: _requested,
+    c.Plan: _plan,
+    c.Assignment: _assignment,
+}

@@ -1,0 +1,59 @@
+"""Fixtures of the telemetry tests: a schema of each test's own in the real PostgreSQL, a NATS
+server of each test's own (so ``verify`` compares exactly this test's stream), and helpers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import nats
+import psycopg
+import pytest
+
+from metatune.bus import headers_for, stream_for
+from metatune.contracts import Event
+from metatune.settings import Settings
+from metatune_telemetry.adapters.db import Database
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    name = f"tm_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(Settings().database_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture
+async def db(schema: str) -> AsyncIterator[Database]:
+    database = Database(Settings().database_url, schema=schema)
+    await database.migrate()
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+def tsettings(private_nats: str) -> Settings:
+    return Settings(nats_url=private_nats, telemetry_http_port=0, heartbeat_s=0.5, retry_backoff_s=0.2,
+                    webhook_allowed_networks=["127.0.0.1/32"], webhook_backoff_s=0.2, webhook_timeout_s=1.0,
+                    webhook_max_attempts=3, telemetry_batch_size=200)
+
+
+@pytest.fixture
+async def js(tsettings: Settings):
+    nc = await nats.connect(tsettings.nats_url)
+    yield nc.jetstream()
+    await nc.close()
+
+
+async def publish(js, settings: Settings, subject: str, event: Event | bytes, *, dedup: bool = True) -> None:
+    """Publish an event (with its Nats-Msg-Id unless ``dedup`` is False) or raw bytes."""
+    if isinstance(event, bytes):
+        await js.publish(subject, event, stream=stream_for(subject, settings))
+    else:
+        await js.publish(subject, event.to_bytes(), headers=headers_for(event) if dedup else None,
+                         stream=stream_for(subject, settings))
+
+
+async def count(db: Database, query: str, params=()) -> int:
+    return (await db.fetch(query, params))[0][0]
