@@ -209,6 +209,5 @@ async def test_the_agent_stops_a_trial_that_cannot_beat_its_study_best(
         stopped = await bus.wait_for(RunCompleted, hopeless)
         finished = await bus.wait_for(RunCompleted, first_of_other)
     assert stopped.early_stopped and stopped.steps < 8
-    if "stop_reason" in RunCompleted.model_fields:
-        assert str(getattr(stopped, "stop_reason", "")).startswith("learning curve")
+    assert stopped.stop_reason is not None and stopped.stop_reason.startswith("learning curve")
     assert finished.steps == 8 and not finished.early_stopped
