@@ -16,6 +16,7 @@ DATASETS_PROFILED = "metatune.datasets.profiled"
 JOBS_REQUESTED = "metatune.jobs.requested"
 JOBS_INFEASIBLE = "metatune.jobs.infeasible"
 JOBS_CANCELLED = "metatune.jobs.cancelled"
+STUDIES_STOPPED = "metatune.studies.stopped"
 PLANS = "metatune.plans"
 RUNS_COMPLETED = "metatune.runs.completed"
 RUNS_FAILED = "metatune.runs.failed"
@@ -35,6 +36,7 @@ EVERYTHING = "metatune.>"
 EVENT_STREAM_SUBJECTS = [
     "metatune.datasets.>",
     "metatune.jobs.>",
+    "metatune.studies.>",
     "metatune.forecasts.>",
     "metatune.assignments.>",
     PLANS,

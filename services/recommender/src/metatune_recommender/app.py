@@ -1,39 +1,168 @@
-"""Recommender service: a profiled dataset becomes ``trials`` job requests for the scheduler."""
+"""Recommender service: a profiled dataset becomes job requests; completions bring the next trial by EI.
+
+* ``metatune.datasets.profiled``: the top-min(3, trials) configurations from the GP recommender
+  (or the cold-start portfolio, flagged, when the knowledge base cannot answer), each a
+  ``metatune.jobs.requested`` with its prediction and cost.
+* ``metatune.runs.completed`` / ``.failed``: while the study's budget (``spec.trials``) is not
+  spent, the next trial by Expected Improvement conditioned on the study's finished runs; when the
+  budget is spent or the best EI falls below the threshold, one ``metatune.studies.stopped``.
+
+Ids are stable: job = uuid5(study, trial index), the next trial's index = initial batch + finished
+runs - 1, so a redelivered event requests nothing twice (same job id, same event id, the stream
+de-duplicates). The knowledge base is read through :class:`KnowledgeStore` (the flywheel keeps
+it current); the fitted prior is cached per base model and refitted when the base grows.
+"""
 
 from __future__ import annotations
 
-from uuid import NAMESPACE_URL, uuid5
+import asyncio
+import logging
+from functools import partial
+from uuid import NAMESPACE_URL, UUID, uuid5
 
 from metatune import subjects
-from metatune.contracts import DatasetProfiled, JobRequested
+from metatune.contracts import (
+    DatasetProfiled,
+    ErrorKind,
+    JobRequested,
+    PredictionSource,
+    RunCompleted,
+    RunFailed,
+    StopReason,
+    StudySpec,
+    StudyStopped,
+)
+from metatune.knowledge.records import KbRun, RunStatus
+from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
 
-from .domain.cold_start import cold_start_trials
+from .domain.recommender import COLD_START, TOP_K, Advice, Recommender, profile_descriptors
+from .flywheel import load_seed, register_flywheel
+
+log = logging.getLogger("metatune.recommender")
 
 
-def create_service(settings: Settings | None = None) -> Service:
+def job_id_for(study_id: UUID, index: int) -> UUID:
+    return uuid5(NAMESPACE_URL, f"metatune:{study_id}:{index}")
+
+
+class RecommenderCache:
+    """One :class:`Recommender` per knowledge-base state (run count): refitted when the flywheel adds runs."""
+
+    def __init__(self, store: KnowledgeStore) -> None:
+        self.store = store
+        self._key: tuple[int, str] | None = None
+        self._recommender: Recommender | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> Recommender:
+        runs = await self.store.runs()
+        key = (len(runs), runs[-1].run_id if runs else "")
+        async with self._lock:
+            if self._recommender is None or key != self._key:
+                self._recommender, self._key = Recommender(runs), key
+            return self._recommender
+
+
+def create_service(settings: Settings | None = None, *, store: KnowledgeStore | None = None,
+                   load_seed_kb: bool = True) -> Service:
     service = Service("recommender", settings=settings)
+    settings = service.settings
+    store = store or KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
+    register_flywheel(service, store)
+    if load_seed_kb:
+        service.app.on_startup(partial(load_seed, store))
+    service.app.on_shutdown(store.close)
+    cache = RecommenderCache(store)
+
+    async def advise(spec: StudySpec, profile: dict, k: int, observed: list[tuple[dict, float]]) -> Advice:
+        recommender = await cache.get()
+        # fitting the prior is CPU work: off the event loop, so heartbeats and acks go on
+        return await asyncio.to_thread(recommender.recommend, spec.base_model, profile, k, observed)
+
+    async def report(advice: Advice, study_id: UUID, subject: str) -> None:
+        for warning in advice.warnings:
+            await service.report_error(code="base_model_fallback", message=warning, subject=subject,
+                                       correlation_id=study_id, details={"base_model": advice.base_model})
+        if advice.error is not None:
+            await service.report_error(code="knowledge_base_unusable", kind=ErrorKind.unavailable,
+                                       message=f"{advice.error}; the cold-start portfolio answered",
+                                       subject=subject, correlation_id=study_id)
+
+    async def request(advice: Advice, study_id: UUID, spec: StudySpec, first_index: int) -> None:
+        source = PredictionSource.cold_start if advice.source == COLD_START else PredictionSource.knowledge_base
+        for offset, rec in enumerate(advice.recommendations):
+            index = first_index + offset
+            if index >= spec.trials:
+                break
+            job_id = job_id_for(study_id, index)
+            await service.publish(subjects.JOBS_REQUESTED, JobRequested(
+                event_id=uuid5(NAMESPACE_URL, f"metatune:job-requested:{job_id}"),
+                occurred_at=service.clock.now(), correlation_id=str(study_id), job_id=job_id, study_id=study_id,
+                trial_index=index, spec=spec, config=rec.config, predicted_metric=rec.predicted,
+                predicted_metric_std=rec.std, metric_name=rec.metric_name, prediction_source=source,
+                acquisition=rec.acquisition, imputed_features=advice.imputed, gpus=1,
+                estimated_gpu_hours=rec.estimated_gpu_hours, power_kw=rec.power_kw, deadline=spec.deadline,
+            ))
+
+    async def stop(study_id: UUID, reason: StopReason, requested: int, finished: list[KbRun],
+                   best_ei: float | None, threshold: float | None) -> None:
+        done = [r for r in finished if r.metric is not None]
+        best = max(done, key=lambda r: r.metric, default=None)
+        await service.publish(subjects.STUDIES_STOPPED, StudyStopped(
+            event_id=uuid5(NAMESPACE_URL, f"metatune:study-stopped:{study_id}"), occurred_at=service.clock.now(),
+            correlation_id=str(study_id), study_id=study_id, reason=reason, trials_requested=requested,
+            trials_finished=len(finished), best_expected_improvement=best_ei, threshold=threshold,
+            best_metric=best.metric if best else None, metric_name=best.metric_name if best else None,
+        ))
 
     @service.consume(subjects.DATASETS_PROFILED, durable="recommender")
     async def on_profiled(event: DatasetProfiled) -> None:
-        """One job request per recommended configuration; ids are stable per study and trial, so a
-        re-delivered profile requests nothing twice."""
-        for index, trial in enumerate(cold_start_trials(event.features, event.spec.trials)):
-            job_id = uuid5(NAMESPACE_URL, f"metatune:{event.study_id}:{index}")
-            request = JobRequested(
-                event_id=uuid5(NAMESPACE_URL, f"metatune:job-requested:{job_id}"),
-                occurred_at=service.clock.now(),
-                job_id=job_id,
-                study_id=event.study_id,
-                trial_index=index,
-                spec=event.spec,
-                config=trial.config,
-                gpus=trial.gpus,
-                estimated_gpu_hours=trial.estimated_gpu_hours,
-                power_kw=trial.power_kw,
-                deadline=event.spec.deadline,
-            )
-            await service.publish(subjects.JOBS_REQUESTED, request)
+        """The study's first min(3, trials) trials, one job request each."""
+        advice = await advise(event.spec, profile_descriptors(event.features), min(TOP_K, event.spec.trials), [])
+        await report(advice, event.study_id, subjects.DATASETS_PROFILED)
+        await request(advice, event.study_id, event.spec, 0)
+
+    async def on_finished(study_id: UUID, job_id: UUID, subject: str, this_run: KbRun | None) -> None:
+        profile = await store.profile(study_id)
+        if profile is None:
+            raise LookupError(f"study {study_id}: no profile yet")  # redelivered until the profile is stored
+        runs = {r.run_id: r for r in await store.study_runs(study_id)}
+        if this_run is not None:
+            runs.setdefault(this_run.run_id, this_run)
+        runs.setdefault(str(job_id), KbRun.model_construct(run_id=str(job_id), metric=None,
+                                                            status=RunStatus.failed))
+        finished = list(runs.values())
+        spec = profile.spec
+        first = min(TOP_K, spec.trials)
+        index = first + len(finished) - 1
+        if index >= spec.trials:
+            await stop(study_id, StopReason.budget, spec.trials, finished, None, None)
+            return
+        observed = [(r.config, r.metric) for r in finished if r.metric is not None and r.status != RunStatus.failed]
+        advice = await advise(spec, profile_descriptors(profile.features), 1, observed)
+        await report(advice, study_id, subject)
+        recommender = await cache.get()
+        if advice.source != COLD_START and recommender.should_stop(advice):
+            await stop(study_id, StopReason.expected_improvement, index, finished, advice.best_ei,
+                       recommender.ei_threshold)
+            return
+        await request(advice, study_id, spec, index)
+
+    @service.consume(subjects.RUNS_COMPLETED, durable="recommender-next-trial")
+    async def on_completed(event: RunCompleted) -> None:
+        """The next trial by EI, or the study's stop."""
+        metric = event.metrics.accuracy if event.metrics.accuracy is not None else (
+            -event.metrics.perplexity if event.metrics.perplexity is not None else -event.metrics.val_loss)
+        this = KbRun.model_construct(run_id=str(event.job_id), config=event.config.model_dump(mode="json"),
+                                     metric=metric, status=RunStatus.completed, metric_name="")
+        await on_finished(event.study_id, event.job_id, subjects.RUNS_COMPLETED, this)
+
+    @service.consume(subjects.RUNS_FAILED, durable="recommender-next-trial-failed")
+    async def on_failed(event: RunFailed) -> None:
+        """A failed trial uses up its slot of the budget; the next one is still chosen."""
+        if event.study_id is not None:
+            await on_finished(event.study_id, event.job_id, subjects.RUNS_FAILED, None)
 
     return service

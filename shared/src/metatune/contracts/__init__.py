@@ -17,7 +17,16 @@ from .datasets import (
 from .errors import ErrorEvent, ErrorKind
 from .health import ServiceHealth
 from .forecasts import HORIZON_HOURS, CarbonForecast
-from .jobs import JobCancelled, JobInfeasible, JobRequested, LoraConfig, LrSchedule
+from .jobs import (
+    JobCancelled,
+    JobInfeasible,
+    JobRequested,
+    LoraConfig,
+    LrSchedule,
+    PredictionSource,
+    StopReason,
+    StudyStopped,
+)
 from .runs import (
     CurvePoint,
     FailureReason,
@@ -39,4 +48,5 @@ __all__ = [
     "HORIZON_HOURS", "HourlyEnergy", "JobCancelled", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
     "Plan", "PlanEntry", "RegionGroup", "RunAccounting", "RunCompleted", "RunFailed", "RunMetrics",
     "RunPaused", "RunProgress", "ServiceHealth", "StudySpec", "TaskType",
+    "PredictionSource", "StopReason", "StudyStopped",
 ]

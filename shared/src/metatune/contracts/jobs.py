@@ -42,6 +42,11 @@ class LoraConfig(Contract):
         return self
 
 
+class PredictionSource(StrEnum):
+    knowledge_base = "knowledge-base"
+    cold_start = "cold-start"
+
+
 class JobRequested(Event):
     job_id: UUID
     study_id: UUID
@@ -50,6 +55,16 @@ class JobRequested(Event):
     config: LoraConfig
     predicted_loss: float | None = None
     predicted_loss_std: float | None = Field(None, ge=0)
+    predicted_metric: float | None = Field(None, description="the recommender's prediction of the objective")
+    predicted_metric_std: float | None = Field(None, ge=0)
+    metric_name: str | None = Field(None, description="the objective predicted: accuracy, neg_perplexity...")
+    prediction_source: PredictionSource | None = Field(
+        None, description="knowledge-base (the GP recommender) or cold-start (the documented portfolio)"
+    )
+    acquisition: str | None = Field(None, description="how the trial was chosen: top-k, expected-improvement")
+    imputed_features: list[str] = Field(
+        default_factory=list, description="meta-features the profile lacked, filled from the knowledge base"
+    )
     gpus: int = Field(1, ge=1, le=64, description="GPUs the job occupies while running")
     estimated_gpu_hours: float = Field(gt=0, description="GPU-hours to finish (all GPUs together)")
     power_kw: float = Field(gt=0, description="IT power draw of the whole job while running, kW")
@@ -80,3 +95,21 @@ class JobCancelled(Event):
     job_id: UUID
     study_id: UUID | None = None
     reason: str = Field("cancelled by the user", min_length=1, max_length=2000)
+
+
+class StopReason(StrEnum):
+    budget = "budget"  # the study's trial budget (spec.trials) is spent
+    expected_improvement = "expected_improvement"  # the best EI fell below the recommender's threshold
+
+
+class StudyStopped(Event):
+    """The recommender requests no more trials for a study, and why."""
+
+    study_id: UUID
+    reason: StopReason
+    trials_requested: int = Field(ge=0)
+    trials_finished: int = Field(ge=0)
+    best_expected_improvement: float | None = Field(None, description="normalised units (per-task standard scores)")
+    threshold: float | None = None
+    best_metric: float | None = None
+    metric_name: str | None = None

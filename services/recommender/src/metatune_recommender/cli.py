@@ -1,0 +1,78 @@
+"""``metatune recommend PROFILE.json``: the top-3 for a profiled dataset, with predictions and costs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from metatune.models import EMBEDDED_MODEL
+
+
+def _table(advice: dict) -> Table:
+    table = Table(title=f"recommendations ({advice['source']}, history of {advice['base_model']}, "
+                        f"throughput measured on {advice['throughput_device']})")
+    for column in ("#", "rank", "alpha", "lr", "batch", "dropout", "warm-up", "schedule", "targets",
+                   "predicted", "GPU-h", "energy Wh"):
+        table.add_column(column, justify="right")
+    for i, rec in enumerate(advice["recommendations"], start=1):
+        c = rec["config"]
+        predicted = "-" if rec["predicted"] is None else f"{rec['predicted']:.3f} ± {rec['std']:.3f}"
+        table.add_row(str(i), str(c["rank"]), f"{c['alpha']:g}", f"{c['learning_rate']:.3g}", str(c["batch_size"]),
+                      f"{c['dropout']:.2f}", f"{c['warmup_ratio']:.2f}", c["lr_schedule"],
+                      ",".join(c["target_modules"] or ["default"]), predicted, f"{rec['estimated_gpu_hours']:.3g}",
+                      f"{rec['energy_wh']:.3g}")
+    return table
+
+
+def recommend(
+    profile: Annotated[Path, typer.Argument(help="PROFILE.json as printed by `metatune profile --json`")],
+    base_model: Annotated[str, typer.Option(help="the base model to fine-tune")] = EMBEDDED_MODEL,
+    kb: Annotated[Path | None, typer.Option(help="knowledge-base file (default: the shipped seed)")] = None,
+    k: Annotated[int, typer.Option("--k", min=1, max=50, help="how many configurations")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Recommend LoRA configurations for a profiled dataset from the knowledge base."""
+    from metatune.knowledge.errors import KnowledgeBaseError
+    from metatune.knowledge.files import read_kb_file
+
+    from .domain.errors import RecommenderError
+    from .domain.recommender import Recommender, profile_descriptors
+    from .flywheel import seed_path
+
+    err = Console(stderr=True)
+    try:
+        data = json.loads(profile.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        err.print(f"[red]profile unreadable[/red]: {exc}")
+        raise typer.Exit(2) from exc
+    features = data.get("features", data) if isinstance(data, dict) else None
+    if not isinstance(features, dict):
+        err.print("[red]profile unreadable[/red]: expected a JSON object (of `metatune profile --json`)")
+        raise typer.Exit(2)
+    path = kb or seed_path()
+    try:
+        runs = read_kb_file(path).runs if path.is_file() else []
+    except KnowledgeBaseError as exc:
+        err.print(f"[red]knowledge base unreadable[/red]: {exc}")
+        raise typer.Exit(2) from exc
+    try:
+        advice = Recommender(runs).recommend(base_model, profile_descriptors(features), k)
+    except RecommenderError as exc:
+        err.print(f"[red]cannot recommend[/red]: {exc}")
+        raise typer.Exit(2) from exc
+    result = advice.as_dict()
+    for warning in advice.warnings:
+        err.print(f"[yellow]warning[/yellow]: {warning}")
+    if advice.imputed:
+        err.print(f"[yellow]imputed from the knowledge base[/yellow]: {', '.join(advice.imputed)}")
+    if advice.error:
+        err.print(f"[yellow]cold start[/yellow]: {advice.error}")
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        Console().print(_table(result))

@@ -1,0 +1,282 @@
+"""What to train for a profiled dataset: the top-k, then one trial at a time by Expected Improvement.
+
+The pure core of the service (no bus, no database): give it the knowledge base's runs and a
+dataset's meta-features, get configurations with a predicted metric ± std and their cost.
+
+* History = the knowledge base's LoRA tasks (one per dataset) of the study's base model, or of the
+  nearest model family in the base when that model has none (a warning says which).
+* Candidates = 512 scrambled-Sobol points of the shared LoRA space plus every configuration the
+  base has measured, scored with the budget the history was trained with (so they are comparable)
+  and handed out with the study's own budget (one epoch, sequence length covering the p95).
+* Predictions in metric units: before the study has two results, the prior's normal score is read
+  through the history tasks' quantiles (p = Phi(mu), the mean over tasks of each task's p-quantile);
+  after, through the affine map the posterior learned (``a + b z``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm, qmc
+
+from metatune.contracts import LoraConfig, MetaFeatures
+from metatune.knowledge.records import KbRun
+from metatune.knowledge.space import DIMENSIONS, Budget, decode
+
+from .acquisition import Pick, select_batch
+from .cold_start import cold_start_trials
+from .costs import Throughput, estimate, measured_throughput
+from .errors import EmptyHistory, RecommenderError, SurrogateFailure
+from .history import Task, run_descriptors, tasks_from_runs
+from .prior import LearnedPrior, PriorSettings, TaskPosterior
+
+TOP_K = 3
+EI_STOP_THRESHOLD = 0.01  # normal-score units: 1 % of a task's spread of results
+SOBOL_CANDIDATES = 512
+KNOWLEDGE_BASE = "knowledge-base"
+COLD_START = "cold-start"
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    config: LoraConfig
+    predicted: float | None
+    std: float | None
+    metric_name: str
+    estimated_gpu_hours: float
+    energy_wh: float
+    power_kw: float
+    acquisition: str  # top-k | expected-improvement | cold-start
+    expected_improvement: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.model_dump(mode="json"), "predicted": self.predicted, "std": self.std,
+            "metric_name": self.metric_name, "estimated_gpu_hours": self.estimated_gpu_hours,
+            "energy_wh": self.energy_wh, "power_kw": self.power_kw, "acquisition": self.acquisition,
+            "expected_improvement": self.expected_improvement,
+        }
+
+
+@dataclass
+class Advice:
+    recommendations: list[Recommendation]
+    source: str  # knowledge-base | cold-start
+    base_model: str | None = None  # the base model whose history was used
+    imputed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None  # why the knowledge base could not answer (the portfolio did)
+    throughput_device: str | None = None
+    best_ei: float | None = None  # continuation only: the best EI among candidates
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "recommendations": [r.as_dict() for r in self.recommendations], "source": self.source,
+            "base_model": self.base_model, "imputed_features": self.imputed, "warnings": self.warnings,
+            "error": self.error, "throughput_device": self.throughput_device, "best_ei": self.best_ei,
+        }
+
+
+def _family(name: str) -> str:
+    base = name.rstrip("/").split("/")[-1].lower()
+    return re.sub(r"[-_.]?(\d+(\.\d+)?[mbk]|l\d+|v\d+|base|large|small|tiny|mini|uncased|cased)\b", "", base)
+
+
+def nearest_base_model(wanted: str, known: Sequence[str]) -> str | None:
+    """The known base model closest to ``wanted``: same name, else same family, else most similar name."""
+    if not known:
+        return None
+    if wanted in known:
+        return wanted
+    family = _family(wanted)
+    return max(known, key=lambda k: (_family(k) == family,
+                                     difflib.SequenceMatcher(None, _family(k), family).ratio()))
+
+
+def is_lora(config: Mapping[str, Any]) -> bool:
+    try:
+        LoraConfig.model_validate(config)
+    except ValueError:
+        return False
+    return "rank" in config and "learning_rate" in config
+
+
+def impute(descriptors: Mapping[str, Any], history: Sequence[Task]) -> tuple[dict[str, float], list[str]]:
+    """Fill descriptors the profile lacks (or has as NaN/None) with the median over the history tasks."""
+    filled = {k: float(v) for k, v in descriptors.items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    imputed = []
+    keys = sorted({k for t in history for k, v in t.descriptors.items() if isinstance(v, float)})
+    for key in keys:
+        if key not in filled:
+            values = [t.descriptors[key] for t in history if isinstance(t.descriptors.get(key), float)]
+            filled[key] = float(np.median(values))
+            imputed.append(key)
+    return filled, imputed
+
+
+def features_with(descriptors: Mapping[str, float], raw: Mapping[str, Any]) -> MetaFeatures:
+    """A MetaFeatures for cost estimates from a (possibly partial) profile plus imputed values."""
+    data = {k: v for k, v in raw.items() if v is not None}
+    for key, value in descriptors.items():
+        data.setdefault(key, value)
+    fields = MetaFeatures.model_fields
+    for name, info in fields.items():
+        if name in data and info.annotation in (int, int | None) and isinstance(data[name], float):
+            data[name] = int(round(data[name]))
+    return MetaFeatures.model_validate(data)
+
+
+class Recommender:
+    """Built from the knowledge base's runs; fits its prior lazily, once per base model."""
+
+    def __init__(self, runs: Sequence[KbRun], *, settings: PriorSettings = PriorSettings(),
+                 candidates: int = SOBOL_CANDIDATES, ei_threshold: float = EI_STOP_THRESHOLD) -> None:
+        self.runs = [r for r in runs if is_lora(r.config)]
+        self.settings = settings
+        self.n_candidates = candidates
+        self.ei_threshold = ei_threshold
+        self._priors: dict[str, LearnedPrior] = {}
+
+    # ------------------------------------------------------------------ history
+    def base_models(self) -> list[str]:
+        return sorted({r.base_model for r in self.runs})
+
+    def history(self, base_model: str) -> list[Task]:
+        return tasks_from_runs([r for r in self.runs if r.base_model == base_model], min_runs=3)
+
+    def prior(self, base_model: str) -> LearnedPrior:
+        if base_model not in self._priors:
+            tasks = self.history(base_model)
+            self._priors[base_model] = LearnedPrior.fit(tasks, self.settings, extra_configs=self._scored_configs(base_model))
+        return self._priors[base_model]
+
+    def _history_budget(self, base_model: str) -> Budget:
+        runs = [r for r in self.runs if r.base_model == base_model]
+        steps = [r.config.get("max_steps") for r in runs if r.config.get("max_steps")]
+        lengths = [r.config.get("max_seq_length") for r in runs if r.config.get("max_seq_length")]
+        return Budget(max_steps=int(np.median(steps)) if steps else None, epochs=1.0,
+                      max_seq_length=int(np.median(lengths)) if lengths else 128)
+
+    def _scored_configs(self, base_model: str) -> list[dict[str, Any]]:
+        """Candidates as the history's budget would have trained them (comparable with its runs)."""
+        budget = self._history_budget(base_model)
+        points = qmc.Sobol(d=len(DIMENSIONS), scramble=True, seed=0).random(self.n_candidates)
+        configs = []
+        for point in points:
+            config = decode(point, budget=budget).model_dump(mode="json")
+            config.pop("seed", None)
+            configs.append(config)
+        seen = {repr(sorted(c.items())) for c in configs}
+        for run in self.runs:
+            if run.base_model == base_model:
+                config = {k: v for k, v in run.config.items() if k != "seed"}
+                if repr(sorted(config.items())) not in seen:
+                    seen.add(repr(sorted(config.items())))
+                    configs.append(config)
+        return configs
+
+    # ------------------------------------------------------------------ answers
+    def recommend(self, base_model: str, profile: Mapping[str, Any], k: int = TOP_K,
+                  observed: Sequence[tuple[Mapping[str, Any], float]] = ()) -> Advice:
+        """Top-``k`` for a new study (``observed`` empty), or the next ``k`` given the study's results
+        (config, metric). Never raises for want of knowledge: an empty base or a failed fit answers
+        with the documented cold-start portfolio, flagged, with the reason."""
+        warnings: list[str] = []
+        used = nearest_base_model(base_model, self.base_models())
+        if used is None:
+            return self._cold_start(profile, k, "the knowledge base holds no LoRA run", warnings, len(observed))
+        if used != base_model:
+            warnings.append(f"no knowledge-base runs for base model {base_model!r}: using the nearest family, {used!r}")
+        history = self.history(used)
+        try:
+            prior = self.prior(used)
+        except (EmptyHistory, SurrogateFailure) as exc:
+            return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
+        descriptors, imputed = impute(profile, history)
+        try:
+            features = features_with(descriptors, profile)
+        except ValueError as exc:
+            raise RecommenderError(f"profile unusable: {exc}") from exc
+        scored = self._scored_configs(used)
+        candidates = prior.inputs(scored, descriptors)
+        budget = self._history_budget(used)
+        throughput = measured_throughput([r for r in self.runs if r.base_model == used])
+        try:
+            posterior = prior.condition(descriptors, [self._as_history(c, budget) for c, _ in observed],
+                                        [v for _, v in observed])
+            exclude = {i for i, c in enumerate(scored)
+                       for o, _ in observed if self._same(c, self._as_history(o, budget))}
+            picks = select_batch(posterior, candidates, k, exclude=exclude)
+        except SurrogateFailure as exc:
+            return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
+        metric_name = history[0].metric_name if history else "metric"
+        recommendations = [self._recommendation(scored[p.index], p, posterior, history, features, throughput,
+                                                 metric_name, "expected-improvement" if observed else "top-k")
+                           for p in picks]
+        best_ei = max((p.ei for p in picks), default=None) if observed else None
+        return Advice(recommendations, KNOWLEDGE_BASE, used, imputed, warnings, None, throughput.device, best_ei)
+
+    def should_stop(self, advice: Advice) -> bool:
+        return advice.best_ei is not None and advice.best_ei < self.ei_threshold
+
+    @staticmethod
+    def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+        keys = ("rank", "alpha", "learning_rate", "batch_size", "dropout", "warmup_ratio", "lr_schedule",
+                "target_modules")
+        return all(a.get(key) == b.get(key) for key in keys)
+
+    @staticmethod
+    def _as_history(config: Mapping[str, Any], budget: Budget) -> dict[str, Any]:
+        c = dict(config)
+        c.pop("seed", None)
+        c.update(max_steps=budget.max_steps, epochs=None if budget.max_steps else budget.epochs,
+                 max_seq_length=budget.max_seq_length)
+        return c
+
+    def _recommendation(self, scored: Mapping[str, Any], pick: Pick, posterior: TaskPosterior,
+                        history: Sequence[Task], features: MetaFeatures, throughput: Throughput,
+                        metric_name: str, acquisition: str) -> Recommendation:
+        max_len = max(32, min(512, int(features.tokens_p95) + 2))
+        config = LoraConfig.model_validate({**scored, "max_steps": None, "epochs": 1.0, "max_seq_length": max_len})
+        predicted, std = self._to_metric(pick.mean, pick.std, posterior, history)
+        hours, energy = estimate(config, features, throughput)
+        return Recommendation(config, predicted, std, metric_name, round(hours, 4), round(energy, 2),
+                              round(throughput.power_kw, 4), acquisition,
+                              pick.ei if acquisition == "expected-improvement" else None)
+
+    @staticmethod
+    def _to_metric(mu: float, sd: float, posterior: TaskPosterior, history: Sequence[Task]) -> tuple[float, float]:
+        if posterior.observed >= 2:
+            return posterior.a + posterior.b * mu, posterior.b * sd
+
+        def value(z: float) -> float:
+            p = float(norm.cdf(z))
+            return float(np.mean([np.quantile(t.values, p) for t in history]))
+
+        return value(mu), max(0.0, (value(mu + sd) - value(mu - sd)) / 2)
+
+    def _cold_start(self, profile: Mapping[str, Any], k: int, reason: str, warnings: list[str], done: int,
+                    base_model: str | None = None) -> Advice:
+        features = features_with({}, profile)
+        trials = cold_start_trials(features, done + k)[done:]
+        recs = [Recommendation(t.config, None, None, "metric", t.estimated_gpu_hours,
+                               round(t.estimated_gpu_hours * t.power_kw * 1000, 2), t.power_kw, "cold-start")
+                for t in trials]
+        return Advice(recs, COLD_START, base_model, [], warnings, reason, "assumed")
+
+
+def profile_descriptors(features: MetaFeatures | Mapping[str, Any]) -> dict[str, Any]:
+    """A profile as a flat dict of its scalar meta-features (missing ones absent)."""
+    data = features.model_dump() if isinstance(features, MetaFeatures) else dict(features)
+    return {k: v for k, v in data.items() if not isinstance(v, (dict, list))}
+
+
+__all__ = ["Advice", "Recommendation", "Recommender", "nearest_base_model", "profile_descriptors",
+           "run_descriptors", "EI_STOP_THRESHOLD"]
