@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -45,8 +46,6 @@ async def no_gap(js, db: Database, settings: Settings) -> None:
     for _ in range(600):
         if await check():
             return
-        import asyncio
-
         await asyncio.sleep(0.1)
     raise AssertionError(f"verify reports a gap: {[(r.stream, r.missing[:5]) for r in result]}")
 
@@ -112,8 +111,14 @@ async def test_every_contract_violation_is_rejected_with_its_bytes(tsettings, sc
     async with service.running():
         for subject, data, _ in cases:
             await publish(js, tsettings, subject, data)
-        await no_gap(js, service.db, tsettings)
         db = service.db
+        await asyncio.wait_for(service.ready.wait(), 60)
+        for _ in range(600):  # the error events telemetry publishes about them come back as events
+            if await count(db, "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'") \
+                    >= len(cases):
+                break
+            await asyncio.sleep(0.1)
+        await no_gap(js, service.db, tsettings)
         rejects = await db.fetch("SELECT subject, code, reason, raw FROM event_rejects ORDER BY stream, stream_seq")
         # the telemetry error events about them are valid events: stored as data
         errors = await count(db, "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'")

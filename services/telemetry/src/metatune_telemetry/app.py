@@ -45,7 +45,8 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
     db = Database(s.database_url, schema=schema, max_size=s.telemetry_pool_size, connect_timeout_s=s.connect_timeout_s)
     writer = EventWriter(db)
     ready = asyncio.Event()
-    service.db = db  # type: ignore[attr-defined]  (tests and the HTTP app read through it)
+    service.db = db  # type: ignore[attr-defined]  (tests and the CLI read through it)
+    service.ready = ready  # type: ignore[attr-defined]  set once the schema is migrated
 
     async def report_rejected(rejected: list[tuple[Incoming, Rejected]]) -> None:
         for message, reason in rejected:

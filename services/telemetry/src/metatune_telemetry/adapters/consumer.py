@@ -46,18 +46,24 @@ class StreamIngestor:
             config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, max_deliver=-1,
                                   ack_wait=ACK_WAIT_S, max_ack_pending=max(1000, 4 * self.batch_size)),
         )
-        while True:
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(self.batch_size, timeout=1.0)
+                except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                    continue
+                batch = [Incoming(self.stream, m.metadata.sequence.stream, m.subject, m.data) for m in msgs]
+                result = await self._store(batch, msgs)
+                for m in msgs:
+                    await m.ack()
+                self.stored += result.stored
+                if result.rejected and self.on_rejected is not None:
+                    await self.on_rejected(result.rejected)
+        finally:  # a pending pull request would hold the broker's drain at shutdown
             try:
-                msgs = await sub.fetch(self.batch_size, timeout=1.0)
-            except nats.errors.TimeoutError:
-                continue
-            batch = [Incoming(self.stream, m.metadata.sequence.stream, m.subject, m.data) for m in msgs]
-            result = await self._store(batch, msgs)
-            for m in msgs:
-                await m.ack()
-            self.stored += result.stored
-            if result.rejected and self.on_rejected is not None:
-                await self.on_rejected(result.rejected)
+                await sub.unsubscribe()
+            except Exception:  # noqa: BLE001 - the connection may be closing already
+                pass
 
     async def _store(self, batch: list[Incoming], msgs: list) -> WriteResult:
         delay = 0.5

@@ -53,7 +53,7 @@ async def read_stream(js: JetStreamContext, stream: str, batch: int = 1000) -> l
         while True:
             try:
                 msgs = await sub.fetch(batch, timeout=2.0)
-            except nats.errors.TimeoutError:
+            except (nats.errors.TimeoutError, TimeoutError):
                 break
             for m in msgs:
                 seq = m.metadata.sequence.stream

@@ -1,0 +1,110 @@
+"""Migrations from empty and re-run; rollups equal the sums of the raw job-hour rows; the
+disclosure of a recorded run equals a hand computation; unknown intensity is unpriced."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from uuid import uuid4
+
+import pytest
+
+from metatune import contracts as c, subjects
+from metatune_telemetry.adapters.queries import study_disclosure
+from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.domain.formats import to_csv, to_markdown
+
+from ..foundation.samples import CONFIG, NOW, SPEC
+from .conftest import count
+
+
+async def test_migrations_from_empty_then_rerun_apply_nothing(db) -> None:
+    assert db.mode == "postgresql"  # no timescaledb on this machine: the declared fallback
+    assert await db.migrate() == []
+    tables = {r[0] for r in await db.fetch("SELECT tablename FROM pg_tables WHERE schemaname = %s", (db.schema,))}
+    assert {"event_log", "event_rejects", "run_metrics", "job_energy", "energy_hourly_job", "energy_hourly_datacenter",
+            "webhook_outbox", "forecast_points", "agent_status", "plans", "assignments"} <= tables
+    partitioned = {r[0] for r in await db.fetch(
+        "SELECT c.relname FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s", (db.schema,))}
+    assert partitioned == {"event_log", "run_metrics", "forecast_points", "agent_status", "job_energy"}
+
+
+def progress(job, step, hours, datacenter="fra1", at=NOW):
+    accounting = c.RunAccounting(tokens_seen=100 * step, tokens_with_padding=120 * step,
+                                 energy_wh=sum(h.energy_wh for h in hours), hours=hours)
+    return c.RunProgress(occurred_at=at, job_id=job, datacenter=datacenter, step=step, total_steps=100,
+                         power_w=300.0, accounting=accounting)
+
+
+def hour(i, wh, g, dc="fra1", pue=1.2):
+    return c.HourlyEnergy(hour=NOW + timedelta(hours=i), datacenter=dc, pue=pue, energy_wh=wh, g_per_kwh=g,
+                          emissions_g=wh / 1000 * pue * g if g is not None else 0.0)
+
+
+def incoming(events):
+    return [Incoming("METATUNE", i + 1, s, e.to_bytes()) for i, (s, e) in enumerate(events)]
+
+
+async def test_rollups_equal_raw_sums_after_updates(db) -> None:
+    writer = EventWriter(db)
+    a, b = uuid4(), uuid4()
+    events = [
+        (subjects.run_progress(a), progress(a, 1, [hour(0, 100.0, 300.0)])),
+        (subjects.run_progress(b), progress(b, 1, [hour(0, 50.0, None, "osl1")], "osl1")),
+        # later accounting of a: hour 0 grew, hour 1 (another datacenter) began
+        (subjects.run_progress(a), progress(a, 2, [hour(0, 180.0, 300.0), hour(1, 40.0, 20.0, "osl1")],
+                                            at=NOW + timedelta(hours=1))),
+        (subjects.run_progress(b), progress(b, 2, [hour(0, 90.0, None, "osl1"), hour(1, 70.0, 25.0, "osl1")], "osl1",
+                                            at=NOW + timedelta(hours=1))),
+    ]
+    await writer.write(incoming(events[:2]))
+    await writer.write(incoming(events[2:]))
+    raw = await db.fetch("SELECT job_id, hour, sum(energy_wh), sum(emissions_g) FROM job_energy GROUP BY 1, 2 ORDER BY 1, 2")
+    rolled = await db.fetch("SELECT job_id, bucket, energy_wh, emissions_g FROM energy_hourly_job ORDER BY 1, 2")
+    assert rolled == raw
+    assert len(raw) == 4 and sum(r[2] for r in raw) == pytest.approx(180 + 40 + 90 + 70)
+    per_dc = await db.fetch("SELECT datacenter, bucket, energy_wh FROM energy_hourly_datacenter ORDER BY 1, 2")
+    raw_dc = await db.fetch("SELECT datacenter, hour, sum(energy_wh) FROM job_energy GROUP BY 1, 2 ORDER BY 1, 2")
+    assert per_dc == raw_dc
+    # an unpriced hour stays NULL (unknown), never 0
+    assert (await db.fetch("SELECT emissions_g FROM job_energy WHERE job_id = %s AND hour = %s", (b, NOW)))[0][0] is None
+
+
+async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
+    study, job, job2 = uuid4(), uuid4(), uuid4()
+    spec = SPEC.model_copy(update={"webhook_url": None})
+    status = c.AgentStatus(occurred_at=NOW, datacenter="fra1", region="DE", gpus_total=8, gpus_free=7,
+                           gpu_model="H100", power_per_gpu_w=700.0, pue=1.2)
+    hours = [hour(0, 500.0, 300.0), hour(1, 250.0, 100.0)]
+    done = c.RunCompleted(occurred_at=NOW + timedelta(hours=2), job_id=job, study_id=study, datacenter="fra1",
+                          config=CONFIG, metrics=c.RunMetrics(val_loss=0.3), steps=100,
+                          accounting=c.RunAccounting(tokens_seen=9000, tokens_with_padding=10_000, energy_wh=750.0,
+                                                     wall_seconds=5400.0, hours=hours))
+    unpriced = c.RunCompleted(occurred_at=NOW + timedelta(hours=2), job_id=job2, study_id=study, datacenter="fra1",
+                              config=CONFIG, metrics=c.RunMetrics(val_loss=0.4), steps=100,
+                              accounting=c.RunAccounting(energy_wh=100.0, wall_seconds=600.0,
+                                                         hours=[hour(0, 100.0, None)]))
+    events = [(subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec)),
+              (subjects.agent_status("fra1"), status)]
+    for i, j in enumerate((job, job2)):
+        events.append((subjects.JOBS_REQUESTED, c.JobRequested(
+            occurred_at=NOW, job_id=j, study_id=study, trial_index=i, spec=spec, config=CONFIG, gpus=2,
+            estimated_gpu_hours=1.0, power_kw=0.7, deadline=spec.deadline)))
+    events += [(subjects.run_progress(job), progress(job, 10, hours[:1])), (subjects.RUNS_COMPLETED, done),
+               (subjects.RUNS_COMPLETED, unpriced)]
+    await EventWriter(db).write(incoming(events))
+    report = await study_disclosure(db, study)
+    first, second = report.runs
+    # by hand: 0.5 kWh x 1.2 x 300 g + 0.25 kWh x 1.2 x 100 g = 180 + 30 g = 0.21 kg
+    assert first.kgco2eq == pytest.approx(0.21)
+    assert first.facility_energy_kwh == pytest.approx(0.9)
+    assert (first.base_model, first.gpu_model, first.gpu_count, first.grid_regions) == (spec.base_model, "H100", 2, ["DE"])
+    assert first.total_time_h == pytest.approx(1.5) and first.tokens_with_padding == 10_000
+    assert first.avg_gpu_utilisation == pytest.approx(300.0 / (2 * 700.0))
+    assert [h.g_per_kwh for h in first.hours] == [300.0, 100.0]
+    assert second.pricing == "unpriced" and second.kgco2eq is None and second.unpriced_energy_kwh == pytest.approx(0.12)
+    assert report.kgco2eq is None and report.pricing == "partially_priced"
+    assert report.priced_kgco2eq == pytest.approx(0.21)
+    assert "unpriced" in to_markdown(report) and "0.210000" in to_markdown(report)
+    assert to_csv(report).count("\n") == 3
+    assert await count(db, "SELECT count(*) FROM run_results") == 2

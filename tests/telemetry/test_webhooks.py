@@ -1,0 +1,218 @@
+"""Webhooks: signed per Standard Webhooks (verified with the ``standardwebhooks`` package), one
+per state change, retries with Retry-After, dead letter and manual retry, SSRF refusals without
+connecting, credentials never shown, and a hanging receiver that delays nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import logging
+import threading
+from datetime import timedelta
+from uuid import uuid4
+
+import httpx
+import pytest
+from standardwebhooks import Webhook
+
+from metatune import contracts as c, subjects
+from metatune.inputs import parse_networks
+from metatune_telemetry.adapters.delivery import post
+from metatune_telemetry.adapters.outbox import list_outbox, retry
+from metatune_telemetry.app import create_service
+from metatune_telemetry.domain.signing import new_secret
+
+from ..conftest import eventually
+from ..foundation.samples import CONFIG, NOW, SPEC
+from .conftest import count, publish
+
+SECRET = new_secret()
+
+
+class Receiver:
+    """A local HTTP receiver; ``script[path]`` lists the (status, headers) of successive answers
+    (the last repeats); ``hang`` paths never answer until the test ends."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, str], bytes]] = []
+        self.script: dict[str, list[tuple[int, dict[str, str]]]] = {}
+        self.hang: set[str] = set()
+        self.release = threading.Event()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["content-length"]))
+                receiver.received.append((self.path, dict(self.headers), body))
+                if self.path in receiver.hang:
+                    receiver.release.wait(30)
+                answers = receiver.script.get(self.path, [(204, {})])
+                status, headers = answers.pop(0) if len(answers) > 1 else answers[0]
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def bodies(self, path: str) -> list[dict]:
+        return [json.loads(b) for p, _, b in self.received if p == path]
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def study_events(hook: str | None):
+    study, job = uuid4(), uuid4()
+    spec = SPEC.model_copy(update={"webhook_url": hook})
+    return study, job, [
+        (subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec)),
+        (subjects.JOBS_REQUESTED, c.JobRequested(occurred_at=NOW, job_id=job, study_id=study, trial_index=0, spec=spec,
+                                                 config=CONFIG, estimated_gpu_hours=1.0, power_kw=0.5,
+                                                 deadline=spec.deadline)),
+    ]
+
+
+def infeasible(job, study, hours: int):
+    return (subjects.JOBS_INFEASIBLE, c.JobInfeasible(occurred_at=NOW + timedelta(hours=hours), job_id=job,
+                                                      study_id=study, reason="deadline"))
+
+
+async def test_signed_deliveries_one_per_state_change(tsettings, schema, js, receiver) -> None:
+    settings = tsettings.model_copy(update={"webhook_secret": SECRET})
+    study, job, events = study_events(f"{receiver.base}/hook")
+    events += [infeasible(job, study, h) for h in range(4)]  # re-sent every hour: one state
+    service = create_service(settings, schema=schema)
+    async with service.running():
+        for subject, event in events:
+            await publish(js, settings, subject, event)
+        await asyncio.wait_for(service.ready.wait(), 60)
+        for _ in range(600):
+            outbox = await list_outbox(service.db)
+            if len(outbox) == 2 and all(r["state"] == "delivered" for r in outbox):
+                break
+            await asyncio.sleep(0.1)
+    assert sorted(r["event_type"] for r in outbox) == ["job.infeasible", "job.requested"]
+    assert all(r["state"] == "delivered" and r["attempts"] == 1 for r in outbox)
+    wh = Webhook(SECRET)
+    types = []
+    for _, headers, body in receiver.received:
+        payload = wh.verify(body, {k.lower(): v for k, v in headers.items()})  # raises unless the signature is valid
+        types.append(payload["type"])
+    assert sorted(types) == ["job.infeasible", "job.requested"]
+    with pytest.raises(Exception):
+        Webhook(new_secret()).verify(receiver.received[0][2], {k.lower(): v for k, v in receiver.received[0][1].items()})
+
+
+async def test_retries_retry_after_dead_letter_and_manual_retry(tsettings, schema, js, receiver) -> None:
+    # backoff long enough that only Retry-After can bring the second attempt within the test
+    settings = tsettings.model_copy(update={"webhook_secret": SECRET, "webhook_backoff_s": 600.0,
+                                            "webhook_max_attempts": 3})
+    receiver.script["/later"] = [(429, {"retry-after": "1"}), (503, {"retry-after": "0"}), (200, {})]
+    receiver.script["/broken"] = [(500, {"retry-after": "0"})]
+    receiver.script["/moved"] = [(302, {"location": "/gone"})]
+    receiver.script["/gone"] = [(404, {"retry-after": "0"})]
+    _, _, later = study_events(f"{receiver.base}/later")
+    _, _, broken = study_events(f"{receiver.base}/broken")
+    _, _, moved = study_events(f"{receiver.base}/moved")
+    service = create_service(settings, schema=schema)
+    async with service.running():
+        for subject, event in later + broken + moved:
+            await publish(js, settings, subject, event)
+        await asyncio.wait_for(service.ready.wait(), 60)
+
+        async def states() -> dict[str, tuple[str, int]]:
+            return {r["url"].rsplit("/", 1)[1]: (r["state"], r["attempts"]) for r in await list_outbox(service.db)}
+
+        found: dict = {}
+        for _ in range(600):
+            found = await states()
+            if found.get("later", ("",))[0] == "delivered" and found.get("broken", ("",))[0] == "dead" \
+                    and found.get("moved", ("",))[0] == "dead":
+                break
+            await asyncio.sleep(0.1)
+        assert found == {"later": ("delivered", 3), "broken": ("dead", 3), "moved": ("dead", 3)}
+        rows = {r["url"].rsplit("/", 1)[1]: r for r in await list_outbox(service.db)}
+        assert rows["broken"]["last_status"] == 500 and rows["moved"]["last_status"] == 404  # a 3xx is no delivery
+        receiver.script["/broken"] = [(204, {})]
+        assert await retry(service.db, all_dead=True) == 2
+        for _ in range(600):
+            if (await states())["broken"][0] == "delivered":
+                break
+            await asyncio.sleep(0.1)
+        assert (await states())["broken"] == ("delivered", 1)
+
+
+@pytest.mark.parametrize("url", [
+    "http://10.1.2.3/hook",  # private
+    "http://169.254.169.254/latest/meta-data",  # link-local (cloud metadata)
+    "http://localhost:9/hook",  # a DNS name that resolves to loopback
+    "http://[::1]:9/hook",
+    "http://224.0.0.1/hook",  # multicast
+    "http://0.0.0.0:9/hook",  # unspecified
+])
+async def test_ssrf_refused_without_connecting(url) -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"connected to {request.url}")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as client:
+        outcome = await post(client, url, "{}", {}, allow=(), max_backoff_s=60)
+    assert not outcome.delivered and outcome.permanent and outcome.error.startswith("refused")
+
+
+async def test_redirect_to_loopback_refused(receiver) -> None:
+    receiver.script["/hop"] = [(307, {"location": "http://127.0.0.2:9/steal"})]
+    async with httpx.AsyncClient() as client:
+        outcome = await post(client, f"{receiver.base}/hop", "{}", {}, allow=parse_networks(["127.0.0.1/32"]),
+                             max_backoff_s=60)
+    assert outcome.permanent and "127.0.0.2" in outcome.error
+    assert [p for p, _, _ in receiver.received] == ["/hop"]  # nothing reached the redirect target
+
+
+async def test_hanging_receiver_delays_neither_ingestion_nor_others(tsettings, schema, js, receiver, caplog) -> None:
+    settings = tsettings.model_copy(update={"webhook_secret": SECRET, "webhook_timeout_s": 30.0})
+    receiver.hang.add("/slow")
+    _, _, slow = study_events(f"{receiver.base}/slow")
+    _, _, fast = study_events(f"{receiver.base.replace('http://', 'http://alice:s3cr3t@')}/fast")
+    job = uuid4()
+    ticks = [(subjects.run_progress(job), c.RunProgress(occurred_at=NOW, job_id=job, datacenter="fra1", step=i,
+                                                         total_steps=100)) for i in range(50)]
+    service = create_service(settings, schema=schema)
+    caplog.set_level(logging.DEBUG)
+    async with service.running():
+        for subject, event in slow:
+            await publish(js, settings, subject, event)
+        await asyncio.wait_for(service.ready.wait(), 60)
+        await eventually(lambda: any(p == "/slow" for p, _, _ in receiver.received))
+        for subject, event in fast + ticks:
+            await publish(js, settings, subject, event)
+        await eventually(lambda: any(p == "/fast" for p, _, _ in receiver.received))
+        for _ in range(600):
+            if await count(service.db, "SELECT count(*) FROM event_log") == 54:
+                break
+            await asyncio.sleep(0.1)
+        stored = await count(service.db, "SELECT count(*) FROM event_log")
+        slow_state = await service.db.fetch("SELECT state FROM webhook_outbox WHERE url LIKE '%%/slow'")
+        outbox = await list_outbox(service.db)
+        receiver.release.set()
+    assert stored == 54 and slow_state[0][0] == "sending"  # all stored while /slow still holds its delivery
+    fast_headers = next(h for p, h, _ in receiver.received if p == "/fast")
+    assert {k.lower(): v for k, v in fast_headers.items()}["authorization"].startswith("Basic ")
+    assert "s3cr3t" not in json.dumps(outbox, default=str)
+    assert "s3cr3t" not in caplog.text
