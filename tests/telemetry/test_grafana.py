@@ -13,7 +13,7 @@ DASHBOARD = Path(__file__).resolve().parents[2] / "compose" / "grafana" / "dashb
 def plain_sql(sql: str) -> str:
     """Grafana macros replaced by what they expand to."""
     sql = re.sub(r"\$__timeFilter\((\w+)\)", r"\1 > now() - interval '1 day'", sql)
-    return re.sub(r"\$__timeGroupAlias\((\w+), '(\w+)'\)", r"date_trunc('minute', \1) AS \"time\"", sql)
+    return re.sub(r"\$__timeGroupAlias\((\w+), '(\w+)'\)", r"date_trunc('minute', \1) AS time", sql)
 
 
 async def test_every_panel_query_runs(db) -> None:
