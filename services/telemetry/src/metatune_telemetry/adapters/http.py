@@ -17,6 +17,7 @@ from starlette.routing import Route
 from metatune.errors import DatabaseUnavailable
 from metatune.settings import Settings
 
+from ..domain.charts import bar_chart
 from ..domain.formats import run_rows, to_csv, to_markdown
 from .db import Database
 from .outbox import list_outbox
@@ -45,6 +46,12 @@ def create_app(db: Database, settings: Settings) -> Starlette:
         d = await study_disclosure(db, study)
         parts = [f"<h1>Study {study}</h1><p>{d.it_energy_kwh:.4f} kWh IT, "
                  f"{'unpriced' if d.kgco2eq is None else f'{d.kgco2eq:.6f}'} kgCO2eq ({d.pricing})</p>"]
+        bars = [(f"trial {r.trial_index} {h.hour:%m-%d %H:%M} {h.datacenter}", h.facility_energy_kwh, h.datacenter)
+                for r in d.runs for h in r.hours]
+        parts.append(bar_chart("Facility energy per run-hour", bars, "kWh"))
+        parts.append(bar_chart("Emissions per run-hour (priced hours)",
+                               [(f"trial {r.trial_index} {h.hour:%m-%d %H:%M}", h.kgco2eq, h.datacenter)
+                                for r in d.runs for h in r.hours if h.kgco2eq is not None], "kgCO2eq"))
         for run in d.runs:
             rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in run_rows(run))
             parts.append(f"<h2>Trial {run.trial_index} ({run.status})</h2><table>{rows}</table>")
