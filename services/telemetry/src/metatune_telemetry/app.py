@@ -108,7 +108,11 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
             config = uvicorn.Config(create_app(db, s), host=s.telemetry_http_host, port=s.telemetry_http_port,
                                     log_level="warning", lifespan="off")
             log.info("telemetry dashboard on http://%s:%d/", s.telemetry_http_host, s.telemetry_http_port)
-            await uvicorn.Server(config).serve()
+            try:
+                await uvicorn.Server(config).serve()
+            except SystemExit:  # uvicorn exits when it cannot bind: the port is taken; ingestion goes on
+                log.error("telemetry HTTP: cannot listen on %s:%d; the API and dashboard are off",
+                          s.telemetry_http_host, s.telemetry_http_port)
 
     @service.app.after_shutdown
     async def close_db() -> None:
