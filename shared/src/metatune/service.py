@@ -58,6 +58,8 @@ class Service:
             self.settings.nats_url,
             middlewares=[contract_middleware(self)],
             connect_timeout=self.settings.connect_timeout_s,
+            max_reconnect_attempts=-1,  # ride out any outage (nats-py gives up after 60 tries by default)
+            reconnect_time_wait=1.0,
             log_level=logging.DEBUG,  # per-message "Received/Processed" lines only at DEBUG
         )
         self.app = FastStream(self.broker)

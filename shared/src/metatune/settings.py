@@ -70,6 +70,13 @@ class Settings(BaseSettings):
     profiler_mattr_window: int = Field(500, ge=1, description="Tokens per MATTR window")
     profiler_max_skipped_fraction: float = Field(0.1, ge=0, le=1, description="Share of bad rows that fails a file")
 
+    # Transient bus errors (uploads and publishes that must not be lost)
+    bus_retry_budget_s: float = Field(
+        180.0, gt=0, description="Seconds an upload or publish is retried through a bus outage before it counts as failed"
+    )
+    bus_retry_initial_s: float = Field(0.5, gt=0, description="First retry delay of a failed upload or publish; doubles")
+    bus_retry_max_s: float = Field(10.0, gt=0, description="Longest delay between two retries of an upload or publish")
+
     # Trainer agent (one process per datacenter)
     datacenter: str = Field("", description="Datacenter this trainer-agent serves")
     registry_path: Path | None = Field(None, description="Datacenter registry file (default: the embedded one)")
@@ -108,6 +115,11 @@ class Settings(BaseSettings):
     open_meteo_backoff_s: float = Field(1.0, ge=0, description="First Open-Meteo retry delay in seconds, doubled per retry")
 
     # Scheduler
+    agent_lease_s: float = Field(
+        20.0, gt=0,
+        description="Real seconds an agent may stay silent (no status heartbeat) before the scheduler declares it "
+        "lost: capacity 0, its running jobs re-planned from their last checkpoint (a few status intervals)",
+    )
     scheduler_anticipate_h: int = Field(
         0, ge=0, le=72,
         description="Hours ahead the scheduler keeps room for expected jobs (requests of past days at the same hours); "

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from metatune import subjects
+from metatune.bus import ASSIGNMENTS_BUCKET
 from metatune.contracts import (
-    AgentStatus, CarbonForecast, ClockTick, ErrorKind, JobCancelled, JobRequested, RunCompleted, RunFailed, RunPaused,
+    AgentStatus, Assignment, CurrentAssignment, CarbonForecast, ClockTick, ErrorKind, JobCancelled, JobRequested, RunCompleted, RunFailed, RunPaused,
     RunProgress,
 )
 from metatune.registry import Registry, default_registry, load_registry
@@ -27,7 +28,14 @@ def create_service(
                                  delay_premium=service.settings.scheduler_delay_premium)
     scheduler = Scheduler(registry, planner, anticipate_h=service.settings.scheduler_anticipate_h,
                           anticipation_days=service.settings.scheduler_anticipation_days)
-    runtime = Runtime(scheduler, service.publish, lambda: service.clock.now(), debounce_s)
+
+    async def record(assignment: Assignment) -> None:
+        """Each job's current assignment in KV, for agents to refuse older ones."""
+        kv = await service.js.key_value(ASSIGNMENTS_BUCKET)
+        await kv.put(str(assignment.job_id), CurrentAssignment.of(assignment).model_dump_json().encode())
+
+    runtime = Runtime(scheduler, service.publish, lambda: service.clock.now(), debounce_s,
+                      lease_s=service.settings.agent_lease_s, record=record)
     service.runtime = runtime  # type: ignore[attr-defined]  # tests and the CLI read its counters
 
     @service.consume(subjects.JOBS_REQUESTED, durable="scheduler-jobs")
@@ -79,6 +87,11 @@ def create_service(
     @service.on_tick
     async def on_hour(tick: ClockTick) -> None:
         runtime.notify()
+
+    @service.background
+    async def leases() -> None:
+        """Agents silent past METATUNE_AGENT_LEASE_S are lost; their jobs resume elsewhere."""
+        await runtime.watch_leases()
 
     @service.background
     async def rebuild_then_plan() -> None:

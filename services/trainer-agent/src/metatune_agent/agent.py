@@ -31,6 +31,9 @@ from uuid import UUID
 from faststream.nats.message import NatsMessage
 from metatune import subjects
 from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, STUDIES_BUCKET
+from metatune.bus import ASSIGNMENTS_BUCKET
+from metatune.bus.retry import BUS_ERRORS
+from metatune.contracts import CurrentAssignment
 from metatune.contracts import (
     AgentStatus,
     Assignment,
@@ -52,10 +55,11 @@ from metatune.knowledge import StudyBest
 from metatune.registry import Datacenter
 from metatune.service import Service
 from metatune.settings import Settings
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 from pydantic import ValidationError
 
 from .adapters.datasets import DatasetFetcher
+from .adapters.uploads import LatestUploader, with_retries
 from .domain.assignments import parse_assignment
 from .domain.carbon import ForecastIntensity
 from .domain.curve_stop import CurveModelError, CurveStopper, RunShape, stop_hook
@@ -63,6 +67,7 @@ from .domain.errors import InvalidTrainingConfig, TrainingError
 from .domain.request import TrainingRequest, TrainOptions
 from .domain.run import Control, Progress, RunHooks, RunOutcome, Site, run_training
 from .domain.trainer import Evaluation
+from .domain.versions import SeenVersions, superseded
 from .knowledge.stopper import shipped_model_path
 
 log = logging.getLogger("metatune.agent")
@@ -108,6 +113,7 @@ class Job:
     step: int = 0
     last_progress: float = 0.0
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    uploader: LatestUploader | None = field(default=None, repr=False)  # checkpoints, in the background
 
 
 class TrainerAgent:
@@ -117,6 +123,7 @@ class TrainerAgent:
         self.settings = settings
         self.intensity = ForecastIntensity()
         self.jobs: dict[UUID, Job] = {}
+        self.versions = SeenVersions()  # highest plan version seen per job: older assignments are ignored
         self._executor = ThreadPoolExecutor(max_workers=max(1, datacenter.gpus), thread_name_prefix=f"train-{datacenter.name}")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopper: CurveStopper | None = None
@@ -140,6 +147,12 @@ class TrainerAgent:
                 correlation_id=assignment.job_id,
             )
             return False
+        stale = self.versions.observe(assignment)
+        if stale is None and assignment.action in (AssignmentAction.start, AssignmentAction.resume):
+            stale = superseded(assignment, await self.current_assignment(assignment.job_id))
+        if stale is not None:  # e.g. a killed agent's start, redelivered after the job moved on
+            log.info("stale %s of job %s ignored: %s", assignment.action.value, assignment.job_id, stale)
+            return False
         if parsed.config_error is not None:
             await self._publish_failed(assignment, InvalidTrainingConfig(parsed.config_error))
             return False
@@ -158,6 +171,21 @@ class TrainerAgent:
         self.jobs[assignment.job_id] = job
         job.task = asyncio.create_task(self._run(job), name=f"job-{assignment.job_id}")
         return True
+
+    async def current_assignment(self, job_id: UUID) -> CurrentAssignment | None:
+        """The job's latest assignment as the scheduler recorded it (None: never recorded, e.g. sent by hand)."""
+        try:
+            kv = await self.service.js.key_value(ASSIGNMENTS_BUCKET)
+            entry = await kv.get(str(job_id))
+        except (KeyNotFoundError, BucketNotFoundError, NotFoundError):
+            return None
+        if not entry.value:
+            return None
+        try:
+            return CurrentAssignment.model_validate_json(entry.value)
+        except ValidationError as exc:
+            log.warning("current assignment of %s unreadable, ignored: %s", job_id, exc)
+            return None
 
     def on_forecast(self, forecast: CarbonForecast) -> None:
         if forecast.region == self.dc.region:
@@ -180,23 +208,33 @@ class TrainerAgent:
         except asyncio.CancelledError:
             redeliver = True
             raise
+        except BUS_ERRORS as exc:  # the bus stayed down past the retry budget: not the run's fault
+            log.warning("job %s: bus unavailable (%r); left for redelivery, it resumes from its checkpoint",
+                        job.assignment.job_id, exc)
+            redeliver = True
         except Exception as exc:
             log.exception("job %s failed", job.assignment.job_id)
             await self._publish_failed(job.assignment, exc, reason=FailureReason.internal)
         finally:
             keepalive.cancel()
             self.jobs.pop(job.assignment.job_id, None)
-            if redeliver:
-                await job.message.nack()
-            else:
-                await job.message.ack()
+            try:
+                if redeliver:
+                    await job.message.nack()
+                else:
+                    await job.message.ack()
+            except BUS_ERRORS as exc:  # unacknowledged: JetStream redelivers it after ack_wait
+                log.warning("job %s: message not %s: %r", job.assignment.job_id, "nacked" if redeliver else "acked", exc)
 
     async def _keep_alive(self, message: NatsMessage) -> None:
         """Tell JetStream the held message is being worked on, well within ``ack_wait``."""
         interval = max(0.5, self.service.settings.ack_wait_s / 3)
         while True:
             await asyncio.sleep(interval)
-            await message.in_progress()
+            try:
+                await message.in_progress()
+            except BUS_ERRORS as exc:  # the bus is down: keep trying, the run goes on
+                log.warning("in-progress signal not sent: %r", exc)
 
     async def _train(self, job: Job) -> RunOutcome:
         assignment = job.assignment
@@ -344,16 +382,36 @@ class TrainerAgent:
         future.add_done_callback(_log_failure)  # progress is advisory: a lost one must not stop training
 
     def _on_checkpoint(self, job: Job, step: int, data: bytes) -> None:
-        assert self._loop is not None and self.service.objects is not None
-        upload = self.service.objects.put_bytes(CHECKPOINTS_BUCKET, checkpoint_key(job.assignment.job_id), data)
-        asyncio.run_coroutine_threadsafe(upload, self._loop).result(CHECKPOINT_UPLOAD_TIMEOUT_S)
-        log.info("job %s: checkpoint at step %d (%d bytes)", job.assignment.job_id, step, len(data))
+        """Hand the checkpoint to the event loop and go on training: it is uploaded in the background
+        (latest wins, retried through a bus outage)."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._checkpoint_ready, job, step, data)
+
+    def _checkpoint_ready(self, job: Job, step: int, data: bytes) -> None:
+        if job.uploader is None:
+            objects, key = self.service.objects, checkpoint_key(job.assignment.job_id)
+            assert objects is not None
+
+            async def upload(blob: bytes) -> None:
+                await objects.put_bytes(CHECKPOINTS_BUCKET, key, blob)
+
+            job.uploader = LatestUploader(upload, self.settings, f"job {job.assignment.job_id}")
+        job.uploader.offer(step, data)
+
+    async def _publish_retrying(self, subject: str, event: Any, *, msg_id: str | None = None) -> None:
+        """Publish a result through a bus outage (de-duplicated by ``msg_id``, so a retry is stored once)."""
+        await with_retries(self.settings, f"publish on {subject}",
+                           lambda: self.service.publish(subject, event, msg_id=msg_id))
 
     # ----------------------------------------------------------------- results
     async def _save_checkpoint(self, job: Job, data: bytes) -> str:
-        assert self.service.objects is not None
+        objects = self.service.objects
+        assert objects is not None
         key = checkpoint_key(job.assignment.job_id)
-        await self.service.objects.put_bytes(CHECKPOINTS_BUCKET, key, data)
+        if job.uploader is not None:  # an older checkpoint still uploading must not land after this one
+            await job.uploader.flush()
+        await with_retries(self.settings, f"job {job.assignment.job_id} checkpoint upload",
+                           lambda: objects.put_bytes(CHECKPOINTS_BUCKET, key, data))
         return key
 
     async def _publish_outcome(self, job: Job, outcome: RunOutcome) -> None:
@@ -363,7 +421,9 @@ class TrainerAgent:
         now = self.service.clock.now()
         if outcome.status == "completed":
             assert outcome.adapter is not None and outcome.evaluation is not None and assignment.config is not None
-            await objects.put_bytes(ADAPTERS_BUCKET, adapter_key(assignment.job_id), outcome.adapter)
+            adapter = outcome.adapter
+            await with_retries(self.settings, f"job {assignment.job_id} adapter upload",
+                               lambda: objects.put_bytes(ADAPTERS_BUCKET, adapter_key(assignment.job_id), adapter))
             e = outcome.evaluation
             event = RunCompleted(
                 occurred_at=now,
@@ -384,7 +444,7 @@ class TrainerAgent:
                 majority_baseline=outcome.majority_baseline,
                 hardware=self._hardware(outcome, assignment.gpus),
             )
-            await self.service.publish(subjects.RUNS_COMPLETED, event, msg_id=f"completed-{assignment.job_id}")
+            await self._publish_retrying(subjects.RUNS_COMPLETED, event, msg_id=f"completed-{assignment.job_id}")
         elif outcome.status == "paused":
             assert outcome.checkpoint is not None
             key = await self._save_checkpoint(job, outcome.checkpoint)
@@ -397,7 +457,7 @@ class TrainerAgent:
                 checkpoint_key=key,
                 accounting=outcome.accounting,
             )
-            await self.service.publish(subjects.RUNS_PAUSED, paused, msg_id=f"paused-{assignment.event_id}")
+            await self._publish_retrying(subjects.RUNS_PAUSED, paused, msg_id=f"paused-{assignment.event_id}")
         else:
             await self._publish_failed(
                 assignment, RuntimeError(f"stopped by the scheduler at step {outcome.step}"),
@@ -436,7 +496,7 @@ class TrainerAgent:
             task=assignment.spec.task if assignment.spec else None,
         )
         log.warning("job %s failed (%s): %s", assignment.job_id, reason.value, event.message)
-        await self.service.publish(subjects.RUNS_FAILED, event, msg_id=f"failed-{assignment.event_id}")
+        await self._publish_retrying(subjects.RUNS_FAILED, event, msg_id=f"failed-{assignment.event_id}")
 
     # ----------------------------------------------------------------- status and shutdown
     def status(self) -> AgentStatus:

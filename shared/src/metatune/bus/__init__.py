@@ -4,6 +4,7 @@ from .objects import ObjectStore
 from .publish import headers_for, publish_event
 from .streams import (
     ADAPTERS_BUCKET,
+    ASSIGNMENTS_BUCKET,
     CHECKPOINTS_BUCKET,
     DATASETS_BUCKET,
     HEALTH_BUCKET,
@@ -13,6 +14,6 @@ from .streams import (
 )
 
 __all__ = [
-    "ADAPTERS_BUCKET", "CHECKPOINTS_BUCKET", "DATASETS_BUCKET", "HEALTH_BUCKET", "STUDIES_BUCKET", "ObjectStore",
+    "ADAPTERS_BUCKET", "ASSIGNMENTS_BUCKET", "CHECKPOINTS_BUCKET", "DATASETS_BUCKET", "HEALTH_BUCKET", "STUDIES_BUCKET", "ObjectStore",
     "ensure_streams", "headers_for", "publish_event", "stream_for",
 ]

@@ -4,6 +4,8 @@
   ``invalid_message`` :class:`~metatune.contracts.ErrorEvent` on ``metatune.errors.<service>``.
 * A handler that raises is negatively acknowledged with exponential backoff; at the last
   allowed delivery it is terminated and dead-lettered as a ``handler_failed`` error event.
+* A message larger than ``max_message_bytes`` is acknowledged unread and reported as a
+  ``message_too_large`` error event.
 * Success is acknowledged explicitly.
 The consumer keeps going in every case.
 """
@@ -61,6 +63,20 @@ def contract_middleware(service: Service) -> type[BaseMiddleware]:
         ) -> Any:
             deliveries = _deliveries(msg)
             subject = getattr(msg.raw_message, "subject", None)
+            size = len(msg.body or b"")
+            if size > settings.max_message_bytes:  # refused before it is parsed: no handler sees it
+                await service.report_error(
+                    kind=ErrorKind.invalid_message,
+                    code="message_too_large",
+                    message=f"message of {size} bytes exceeds the limit of {settings.max_message_bytes} bytes",
+                    subject=subject,
+                    payload_excerpt=_excerpt(msg.body[:256]),
+                    deliveries=deliveries,
+                    details={"bytes": size, "limit": settings.max_message_bytes},
+                )
+                if deliveries is not None:
+                    await msg.ack()
+                return None
             try:
                 result = await call_next(msg)
             except ValidationError as exc:

@@ -21,6 +21,9 @@ CLOCK_BUCKET = "metatune_clock"
 # Per-study state the recommender owns and agents read (key: study id; value: StudyBest JSON):
 # the best result so far, which the learning-curve early stop compares a running trial against.
 STUDIES_BUCKET = "metatune_studies"
+# Each job's latest assignment (key: job id; value: CurrentAssignment JSON), written by the
+# scheduler before it publishes the assignment; agents refuse anything older.
+ASSIGNMENTS_BUCKET = "metatune_assignments"
 DATASETS_BUCKET = "datasets"
 CHECKPOINTS_BUCKET = "checkpoints"
 ADAPTERS_BUCKET = "adapters"
@@ -68,6 +71,7 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
     await ensure_kv(js, HEALTH_BUCKET, ttl_s=30.0, settings=settings)
     await ensure_kv(js, CLOCK_BUCKET, ttl_s=None, settings=settings)
     await ensure_kv(js, STUDIES_BUCKET, ttl_s=None, settings=settings)
+    await ensure_kv(js, ASSIGNMENTS_BUCKET, ttl_s=None, settings=settings)
     for bucket in OBJECT_BUCKETS:
         try:
             await js.object_store(bucket)

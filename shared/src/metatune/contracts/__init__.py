@@ -39,7 +39,7 @@ from .runs import (
     RunPaused,
     RunProgress,
 )
-from .schedule import Assignment, AssignmentAction, Plan, PlanEntry
+from .schedule import Assignment, AssignmentAction, CurrentAssignment, Plan, PlanEntry
 
 __all__ = [
     "SCHEMA_VERSION", "AgentStatus", "Assignment", "AssignmentAction", "CarbonForecast",
@@ -48,5 +48,5 @@ __all__ = [
     "HORIZON_HOURS", "HourlyEnergy", "JobCancelled", "JobInfeasible", "JobRequested", "LoraConfig", "LrSchedule", "MetaFeatures",
     "Plan", "PlanEntry", "RegionGroup", "RunAccounting", "RunCompleted", "RunFailed", "RunMetrics",
     "RunPaused", "RunProgress", "ServiceHealth", "StudySpec", "TaskType",
-    "PredictionSource", "StopReason", "StudyStopped",
+    "PredictionSource", "StopReason", "StudyStopped", "CurrentAssignment",
 ]

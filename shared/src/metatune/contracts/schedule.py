@@ -52,3 +52,25 @@ class Plan(Event):
     solve_seconds: float = Field(ge=0)
     mip_gap: float | None = Field(None, ge=0)
     infeasible_jobs: list[UUID] = Field(default_factory=list)
+
+
+class CurrentAssignment(Contract):
+    """A job's latest assignment, kept by the scheduler in KV ``metatune_assignments`` (key: job id).
+
+    An agent reads it before it starts or resumes a job: a redelivered older assignment (a start
+    after a later pause, stop or move elsewhere) differs from it and is ignored, so a killed
+    agent's unacknowledged start never makes two agents train one job."""
+
+    event_id: UUID
+    datacenter: str
+    action: AssignmentAction
+    plan_version: int = Field(ge=0)
+
+    @classmethod
+    def of(cls, assignment: Assignment) -> CurrentAssignment:
+        return cls(event_id=assignment.event_id, datacenter=assignment.datacenter, action=assignment.action,
+                   plan_version=assignment.plan_version)
+
+    def supersedes(self, assignment: Assignment) -> bool:
+        """Whether ``assignment`` is older than this record (same job): it must not be executed."""
+        return self.event_id != assignment.event_id and self.plan_version >= assignment.plan_version

@@ -12,7 +12,9 @@ from uuid import UUID, uuid5
 
 import numpy as np
 
-from metatune.contracts import Assignment, Event, JobInfeasible, Plan, PlanEntry
+from metatune.contracts import (
+    Assignment, AssignmentAction, ErrorEvent, ErrorKind, Event, JobInfeasible, Plan, PlanEntry,
+)
 from metatune.registry import Registry
 
 from .anticipation import Request, anticipated_jobs, history_hours
@@ -46,9 +48,46 @@ class Scheduler:
         self.anticipate_h = anticipate_h
         self.anticipation_days = anticipation_days
         self.state = SchedulerState()
+        self.lost: set[str] = set()  # datacenters whose agent is silent past its lease: capacity 0
 
     def apply(self, event: Event) -> bool:
         return self.state.apply(event)
+
+    def running_at(self, datacenter: str) -> list[JobRecord]:
+        return [job for job in self.state.active_jobs()
+                if job.status is JobStatus.running and job.location == datacenter]
+
+    def agent_lost(self, datacenter: str, now: datetime, silent_s: float) -> list[Event]:
+        """The agent of ``datacenter`` is gone: no capacity there until it is heard again, and each
+        job it ran is paused at its last checkpoint (``checkpoints/<job_id>``, written by the agent
+        every ``checkpoint_every`` steps) so the next plan resumes it elsewhere; a job cancelled
+        while running there is stopped. The pause goes to the lost datacenter's subject: if its
+        agent was only cut off, it pauses when it hears again (and the assignment KV tells it the
+        job has moved). Returns the events to publish (and fold): one notice, then the changes."""
+        self.lost.add(datacenter)
+        version = self.state.last_plan.plan_version if self.state.last_plan else 0
+        changes: list[Event] = []
+        for job in sorted(self.running_at(datacenter), key=lambda record: str(record.job_id)):
+            action = AssignmentAction.stop if job.stopping else AssignmentAction.pause
+            since = job.run_since.isoformat() if job.run_since else "-"
+            changes.append(Assignment(
+                event_id=uuid5(NAMESPACE, f"{job.job_id}/lost/{datacenter}/{since}"), occurred_at=now,
+                job_id=job.job_id, study_id=job.request.study_id, datacenter=datacenter, action=action,
+                plan_version=version, gpus=job.request.gpus,
+                checkpoint_key=job.checkpoint_key or str(job.job_id),  # the agent's checkpoint key: the job id
+            ))
+        jobs = [str(change.job_id) for change in changes]  # type: ignore[attr-defined]
+        notice = ErrorEvent(
+            event_id=uuid5(NAMESPACE, f"agent-lost/{datacenter}/{version}/{','.join(jobs)}"), occurred_at=now,
+            service="scheduler", kind=ErrorKind.unavailable, code="agent_lost",
+            message=(f"trainer-agent of {datacenter} silent for {silent_s:.0f} s: capacity 0 there"
+                     + (f"; {len(jobs)} job(s) re-planned from their last checkpoint" if jobs else "")),
+            details={"datacenter": datacenter, "jobs": jobs},
+        )
+        return [notice, *changes]
+
+    def agent_back(self, datacenter: str) -> None:
+        self.lost.discard(datacenter)
 
     def replan(self, now: datetime) -> Decision:
         hour = epoch_hour(now)
@@ -91,7 +130,7 @@ class Scheduler:
             if forecast is None:  # not planned on until its grid has a forecast
                 continue
             sites.append(SiteSnapshot(
-                name=dc.name, pue=dc.pue, gpus=self.state.capacity.get(dc.name, dc.gpus),
+                name=dc.name, pue=dc.pue, gpus=0 if dc.name in self.lost else self.state.capacity.get(dc.name, dc.gpus),
                 intensity=_hourly_from(forecast.expected_g_per_kwh(), epoch_hour(forecast.start), hour,
                                        self.planner.aggregation.horizon),
             ))
@@ -132,7 +171,9 @@ class Scheduler:
         return JobSnapshot(
             job_id=job.job_id, need_hours=job.remaining_hours(now), gpus=job.request.gpus, power_kw=job.power_kw,
             deadline_hour=epoch_hour(job.deadline), allowed=allowed, home=home,
-            location=job.location if job.status in (JobStatus.running, JobStatus.paused) else None,
+            # a checkpoint left by a lost agent is in the object store: no move to pay for, nothing to wait on
+            location=job.location if job.status in (JobStatus.running, JobStatus.paused)
+            and job.location not in self.lost else None,
             pinned=committed and job.status is JobStatus.running,
             not_before_hour=ceil_epoch_hour(start) if (start := job.request.earliest_start) is not None else None,
         )

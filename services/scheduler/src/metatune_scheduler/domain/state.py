@@ -71,6 +71,12 @@ class JobRecord:
         self.run_since = None
 
 
+def _moved_away(job: JobRecord, datacenter: str) -> bool:
+    """The job runs at another datacenter now: a late pause from where it ran before (an agent cut
+    off past its lease, then re-planned elsewhere) says nothing about the current run."""
+    return job.status is JobStatus.running and job.location is not None and job.location != datacenter
+
+
 def _wall_hours(gpu_hours: float, gpus: int) -> int:
     return max(1, math.ceil(gpu_hours / gpus - 1e-9))
 
@@ -134,7 +140,8 @@ class SchedulerState:
             case RunProgress():
                 self._progress(event)
             case RunPaused():
-                if (job := self.jobs.get(event.job_id)) is not None and job.status in ACTIVE:
+                if (job := self.jobs.get(event.job_id)) is not None and job.status in ACTIVE \
+                        and not _moved_away(job, event.datacenter):
                     job._stop_clock(event.occurred_at)
                     job.status = JobStatus.cancelled if job.cancel_reason is not None else JobStatus.paused
                     job.location, job.checkpoint_key = event.datacenter, event.checkpoint_key
@@ -178,6 +185,8 @@ class SchedulerState:
         elif event.action is AssignmentAction.pause:
             job._stop_clock(event.occurred_at)
             job.status = JobStatus.paused
+            if event.checkpoint_key is not None:  # paused by the scheduler itself (agent lost): resume from there
+                job.checkpoint_key = event.checkpoint_key
         elif event.action is AssignmentAction.stop:
             job._stop_clock(event.occurred_at)
             job.status = JobStatus.cancelled if job.cancel_reason is not None else JobStatus.failed

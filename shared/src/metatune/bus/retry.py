@@ -1,0 +1,73 @@
+"""Retry a bus operation through a transient outage (NATS restarting, a leaf link down).
+
+A publish or an object-store upload that times out while the connection reconnects is not a
+failure of the work that produced it: it is retried with exponential backoff (capped) until a
+time budget runs out (``METATUNE_BUS_RETRY_BUDGET_S``, default 180 s, so an outage of a minute
+or two is ridden out). Re-sending is safe: events carry ``Nats-Msg-Id`` (JetStream stores one)
+and objects are overwritten whole under the same key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import nats.errors
+import nats.js.errors
+
+from ..errors import BusUnavailable
+
+T = TypeVar("T")
+log = logging.getLogger("metatune.bus.retry")
+
+# Errors of a bus that is down or reconnecting; anything else (a bad payload, a bug) is not retried.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    TimeoutError,
+    asyncio.TimeoutError,
+    ConnectionError,
+    OSError,
+    nats.errors.TimeoutError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.NoRespondersError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.FlushTimeoutError,
+    nats.js.errors.ServiceUnavailableError,
+)
+
+
+async def retrying(
+    operation: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    budget_s: float,
+    initial_s: float = 0.5,
+    max_delay_s: float = 10.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """Await ``operation()`` until it succeeds; on a transient error wait (doubling from
+    ``initial_s`` up to ``max_delay_s``) and try again, for at most ``budget_s`` seconds.
+
+    Raises :class:`~metatune.errors.BusUnavailable` once the budget is spent (the last error
+    chained); other errors propagate at once."""
+    deadline = time.monotonic() + budget_s
+    delay, attempt = initial_s, 1
+    while True:
+        try:
+            return await operation()
+        except TRANSIENT as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BusUnavailable("the bus", f"{what}: no answer for {budget_s:.0f} s ({exc!r})") from exc
+            wait = min(delay, max_delay_s, left)
+            log.warning("%s failed (attempt %d, %r); retrying in %.1f s", what, attempt, exc, wait)
+            await sleep(wait)
+            delay, attempt = delay * 2, attempt + 1
+
+# What a caller that already retried treats as "the bus is down" (not a fault of the work): the
+# budget spent, or a NATS error. Narrower than TRANSIENT (no OSError: a missing file is not an outage).
+BUS_ERRORS: tuple[type[BaseException], ...] = (BusUnavailable, TimeoutError, nats.errors.Error)
