@@ -48,6 +48,24 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_fo
         healthy = {row["instance"] for row in report["services"] if row["healthy"]}
         assert healthy == {"profiler", "recommender", "forecaster", "scheduler", "telemetry", "trainer-agent.fra1"}
 
+        def pids_now() -> dict[str, int]:
+            return {p["name"]: p["pid"] for p in json.loads((data_dir / "run" / "state.json").read_text())["processes"]}
+
+        # one service restarted while the rest run; a crashed one started alone by `up`
+        before = pids_now()
+        restarted = run(["restart", "scheduler"], env)
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        after = pids_now()
+        assert after["scheduler"] != before["scheduler"]
+        assert {k: v for k, v in after.items() if k != "scheduler"} == {k: v for k, v in before.items() if k != "scheduler"}
+        psutil.Process(after["trainer-agent.fra1"]).kill()
+        again = run(["up"], env)
+        assert again.returncode == 0 and "trainer-agent.fra1" in again.stdout, again.stdout + again.stderr
+        revived = pids_now()
+        assert revived["trainer-agent.fra1"] != after["trainer-agent.fra1"]
+        assert {k: v for k, v in revived.items() if k != "trainer-agent.fra1"} == {
+            k: v for k, v in after.items() if k != "trainer-agent.fra1"}
+
         dataset = tmp_path / "tiny.jsonl"
         dataset.write_text("".join(json.dumps({"text": f"example {i}", "label": str(i % 2)}) + "\n" for i in range(20)))
         submitted = run(["submit", str(dataset), "--deadline", "12h", "--trials", "2"], env)

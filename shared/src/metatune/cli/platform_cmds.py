@@ -29,7 +29,7 @@ from ..embedded.supervisor import (
     stop,
 )
 from ..errors import BusUnavailable
-from ..platform import platform_services
+from ..platform import ServiceSpec, platform_services
 from ..redaction import redact_url
 from ..settings import Settings, get_settings
 from .connect import bus, fail
@@ -83,7 +83,8 @@ def up(
     settings = get_settings()
     existing = load_state(settings)
     if existing and any(alive(p.pid) for p in existing.processes):
-        raise fail(f"the platform is already up (state in {state_path(settings)}); run `metatune down` first")
+        _start_missing(settings, existing, simulate, wait)
+        return
     missing = [s.module for s in platform_services(settings) if not s.installed()]
     if missing:
         raise fail(f"services not installed: {', '.join(missing)} (run scripts/install)")
@@ -96,14 +97,8 @@ def up(
                                          "processes": started})
         save_state(settings, state)
         asyncio.run(_prepare_bus(settings, simulate))
-        env = {"METATUNE_NATS_URL": settings.nats_url, "METATUNE_DATABASE_URL": settings.database_url,
-               "METATUNE_DATA_DIR": str(settings.resolved_data_dir()),
-               "METATUNE_CLOCK": "simulated" if simulate else "real"}
         for spec in platform_services(settings):
-            extra = {"METATUNE_SERVICE_NAME": spec.instance}
-            if spec.name == "trainer-agent":
-                extra["METATUNE_DATACENTER"] = spec.instance.split(".", 1)[1]
-            started.append(spawn_service(spec.instance, spec.module, {**env, **extra}, settings))
+            started.append(spawn_service(spec.instance, spec.module, _service_env(settings, state, spec), settings))
             state = state.model_copy(update={"processes": started})
             save_state(settings, state)
     except BaseException:
@@ -115,15 +110,93 @@ def up(
     _print_status(settings, json_output=False)
 
 
-def _wait_healthy(settings: Settings, state: RunState) -> None:
-    wanted = {s.instance for s in platform_services(settings)}
+def _service_env(settings: Settings, state: RunState, spec: ServiceSpec) -> dict[str, str]:
+    """The environment ``up`` gives one service process (``restart`` gives the same)."""
+    env = {"METATUNE_NATS_URL": state.nats_url, "METATUNE_DATABASE_URL": state.database_url,
+           "METATUNE_DATA_DIR": str(settings.resolved_data_dir()),
+           "METATUNE_CLOCK": "simulated" if state.simulated else "real", "METATUNE_SERVICE_NAME": spec.instance}
+    if spec.name == "trainer-agent":
+        env["METATUNE_DATACENTER"] = spec.instance.split(".", 1)[1]
+    return env
+
+
+def _dead_infrastructure(state: RunState) -> list[str]:
+    return [p.name for p in state.processes if p.role != "service" and not alive(p.pid)]
+
+
+def _start_missing(settings: Settings, state: RunState, simulate: bool, wait: bool) -> None:
+    """``up`` while the platform runs: start only the services that are not running (a crashed one,
+    one added to METATUNE_LOCAL_DATACENTERS), leaving the rest alone."""
+    dead = _dead_infrastructure(state)
+    if dead:
+        raise fail(f"embedded {', '.join(dead)} of this platform exited while services still run; "
+                   "run `metatune down`, then `metatune up`")
+    if simulate != state.simulated:
+        console.print(f"[yellow]the platform already runs with the {'simulated' if state.simulated else 'real'} clock; "
+                      "keeping it (run `metatune down` first to change it)[/yellow]")
+    running = {p.name for p in state.processes if p.role == "service" and alive(p.pid)}
+    missing = [spec for spec in platform_services(settings) if spec.instance not in running]
+    if not missing:
+        console.print("the platform is already up; nothing to start (`metatune restart SERVICE` restarts one)")
+        _print_status(settings, json_output=False)
+        return
+    for spec in missing:
+        state = _replace_process(settings, state, spawn_service(spec.instance, spec.module,
+                                                                _service_env(settings, state, spec), settings))
+    console.print(f"started what was missing: {', '.join(spec.instance for spec in missing)}")
+    if wait:
+        _wait_healthy(settings, state, only={spec.instance for spec in missing})
+    _print_status(settings, json_output=False)
+
+
+def _replace_process(settings: Settings, state: RunState, process: ManagedProcess) -> RunState:
+    processes = [p for p in state.processes if p.name != process.name] + [process]
+    state = state.model_copy(update={"processes": processes})
+    save_state(settings, state)
+    return state
+
+
+def restart(
+    service: str = typer.Argument(..., help="An instance (scheduler, trainer-agent.fra1) or a service name "
+                                            "(trainer-agent: every local agent)"),
+    wait: bool = typer.Option(True, help="Wait until the restarted processes report healthy"),
+) -> None:
+    """Restart one service (or one agent instance) of the running platform; the rest keep running."""
+    settings = get_settings()
+    state = load_state(settings)
+    if state is None:
+        raise fail("the platform is not up here: run `metatune up`")
+    specs = [spec for spec in platform_services(settings) if service in (spec.instance, spec.name)]
+    if not specs:
+        known = ", ".join(spec.instance for spec in platform_services(settings))
+        raise fail(f"no service {service!r}; one of: {known}")
+    dead = _dead_infrastructure(state)
+    if dead:
+        raise fail(f"embedded {', '.join(dead)} exited: run `metatune down`, then `metatune up`")
+    names = {spec.instance for spec in specs}
+    stop([p for p in state.processes if p.role == "service" and p.name in names])
+    for spec in specs:
+        state = _replace_process(settings, state, spawn_service(spec.instance, spec.module,
+                                                                _service_env(settings, state, spec), settings))
+    console.print(f"restarted: {', '.join(sorted(names))}")
+    if wait:
+        _wait_healthy(settings, state, only=names)
+    _print_status(settings, json_output=False)
+
+
+def _wait_healthy(settings: Settings, state: RunState, only: set[str] | None = None) -> None:
+    """Until every wanted instance heartbeats from the process we started (its pid, so a heartbeat
+    left by the process it replaced does not count)."""
+    wanted = only or {s.instance for s in platform_services(settings)}
+    pids = {p.name: p.pid for p in state.processes if p.role == "service"}
     deadline = time.monotonic() + settings.up_timeout_s
     healthy: set[str] = set()
     while time.monotonic() < deadline:
-        healthy = {h.instance for h in asyncio.run(_read_health(settings)) if _fresh(h, settings)}
+        healthy = {h.instance for h in asyncio.run(_read_health(settings))
+                   if _fresh(h, settings) and h.pid == pids.get(h.instance, h.pid)}
         if wanted <= healthy:
             return
-        dead = [p.name for p in state.processes if p.role == "service" and not alive(p.pid)]
+        dead = [p.name for p in state.processes if p.role == "service" and p.name in wanted and not alive(p.pid)]
         if dead:
             raise fail(f"service(s) exited during start-up: {', '.join(dead)}; see logs in {run_dir(settings)}")
         time.sleep(0.5)

@@ -1,0 +1,204 @@
+"""Load benchmark of the scheduler through the real bus: N job submissions at a stated rate.
+
+A real nats-server (one started here per run) and the real scheduler service in this
+process; N synthetic ``JobRequested`` events (real contracts: 1 GPU, 0.5-3 GPU-hours, deadlines
+two to seven days out, EU / NA / APAC residency, spread over the homes) are published into
+JetStream at ``--rate`` per second, after one synthetic flat-plus-daily-cycle forecast per grid
+region of the registry. A plain subscriber records, per job, when it first appears in a decision
+the scheduler published: an entry of a ``Plan``, its ``infeasible_jobs``, or an ``Assignment``.
+
+Figures: submissions planned, throughput, submission -> decision latency p50 / p99, and the
+scheduler's solve count (``Runtime.solves``: with coalescing, a burst of events costs one solve).
+The baseline, in the same run on ``--baseline-submissions`` (default 300): the same scheduler with
+no debounce (a solve as soon as the previous one ends, close to one solve per event).
+
+    python bench/load_bench.py                       # 10,000 at 100/s, baseline 300
+    python bench/load_bench.py --submissions 2000 --rate 50 --json
+
+``--json`` prints one object: {"submitted", "planned", "p50_ms", "p99_ms", "solves", ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import nats
+import numpy as np
+
+from metatune import subjects
+from metatune.clock import floor_hour
+from metatune.contracts import (
+    Assignment, CarbonForecast, DatasetLocation, JobRequested, LoraConfig, Plan, RegionGroup, StudySpec, TaskType,
+)
+from metatune.embedded import servers
+from metatune.embedded.probe import nats_answers_sync
+from metatune.registry import default_registry
+from metatune.settings import Settings
+from metatune_scheduler.app import create_service
+
+GROUPS = [RegionGroup.EU, RegionGroup.NA, RegionGroup.APAC]
+
+
+@dataclass
+class Result:
+    label: str
+    submitted: int
+    planned: int
+    seconds: float
+    latencies_ms: list[float]
+    solves: int
+
+    def row(self) -> dict:
+        lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([np.nan])
+        return {"submitted": self.submitted, "planned": self.planned,
+                "throughput_per_s": round(self.planned / self.seconds, 1) if self.seconds else None,
+                "p50_ms": round(float(np.percentile(lat, 50)), 1), "p99_ms": round(float(np.percentile(lat, 99)), 1),
+                "max_ms": round(float(lat.max()), 1), "solves": self.solves}
+
+
+def forecasts(now: datetime, seed: int) -> list[CarbonForecast]:
+    rng = random.Random(seed)
+    start = floor_hour(now)
+    out = []
+    for region in sorted({dc.region for dc in default_registry().datacenters}):
+        level, swing = rng.uniform(50, 500), rng.uniform(0.1, 0.5)
+        values = [level * (1 + swing * np.sin(2 * np.pi * (h + rng.random()) / 24)) for h in range(168)]
+        out.append(CarbonForecast(occurred_at=now, region=region, issued_at=now, start=start, model_version="load-bench",
+                                  g_per_kwh=values, p10_g_per_kwh=[v * 0.8 for v in values],
+                                  p90_g_per_kwh=[v * 1.2 for v in values]))
+    return out
+
+
+def job(now: datetime, rng: random.Random) -> JobRequested:
+    group = rng.choice(GROUPS)
+    homes = [dc.name for dc in default_registry().in_group(group)]
+    deadline = now + timedelta(hours=rng.randint(48, 168))
+    spec = StudySpec(dataset=DatasetLocation(kind="object", ref="studies/load.jsonl"), task=TaskType.classification,
+                     base_model="all-MiniLM-L6-v2", deadline=deadline, region_group=group, home_datacenter=rng.choice(homes))
+    return JobRequested(occurred_at=now, job_id=uuid4(), study_id=uuid4(), trial_index=0, spec=spec, config=LoraConfig(),
+                        gpus=1, estimated_gpu_hours=rng.choice([0.5, 1.0, 2.0, 3.0]), power_kw=0.3, deadline=deadline)
+
+
+async def run_load(url: str, n: int, rate: float, debounce_s: float, label: str, seed: int, wait_s: float) -> Result:
+    settings = Settings(nats_url=url, data_dir=Path(tempfile.mkdtemp(prefix="load-bench-")), heartbeat_s=1.0, agent_lease_s=3600)
+    service = create_service(settings=settings, debounce_s=debounce_s)
+    nc = await nats.connect(url)
+    sent: dict[UUID, float] = {}
+    seen: dict[UUID, float] = {}
+
+    def mark(job_ids) -> None:
+        at = time.perf_counter()
+        for job_id in job_ids:
+            if job_id in sent and job_id not in seen:
+                seen[job_id] = at
+
+    async def on_plan(msg) -> None:
+        plan = Plan.model_validate_json(msg.data)
+        mark([entry.job_id for entry in plan.entries] + list(plan.infeasible_jobs))
+
+    async def on_assignment(msg) -> None:
+        mark([Assignment.model_validate_json(msg.data).job_id])
+
+    await nc.subscribe(subjects.PLANS, cb=on_plan)
+    await nc.subscribe(subjects.ASSIGNMENTS_ALL, cb=on_assignment)
+    rng = random.Random(seed)
+    async with service.running():
+        js = nc.jetstream()
+        now = service.clock.now()
+        for forecast in forecasts(now, seed):
+            await js.publish(subjects.forecasts(forecast.region), forecast.to_bytes(), stream=settings.stream_name,
+                             headers={"Nats-Msg-Id": str(forecast.event_id)})
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
+        solves_before = service.runtime.solves
+        events = [job(now, rng) for _ in range(n)]
+        begin = time.perf_counter()
+        for i, event in enumerate(events):
+            due = begin + i / rate
+            if (delay := due - time.perf_counter()) > 0:
+                await asyncio.sleep(delay)
+            sent[event.job_id] = time.perf_counter()
+            await js.publish(subjects.JOBS_REQUESTED, event.to_bytes(), stream=settings.stream_name,
+                             headers={"Nats-Msg-Id": str(event.event_id)})
+        deadline = time.perf_counter() + wait_s
+        while len(seen) < n and time.perf_counter() < deadline:
+            await asyncio.sleep(0.05)
+        elapsed = (max(seen.values()) if seen else time.perf_counter()) - begin
+        solves = service.runtime.solves - solves_before
+    await nc.close()
+    latencies = [(seen[j] - sent[j]) * 1000 for j in seen]
+    return Result(label, n, len(seen), elapsed, latencies, solves)
+
+
+def with_nats(run) -> Result:
+    """Run one load against a fresh nats-server of its own (empty streams, nothing shared)."""
+    import socket
+
+    directory = Path(tempfile.mkdtemp(prefix="load-bench-nats-"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"nats://127.0.0.1:{sock.getsockname()[1]}"
+    proc = servers.start_nats(url, directory, directory)
+    try:
+        for _ in range(100):
+            if nats_answers_sync(url, 0.5):
+                break
+            time.sleep(0.1)
+        return asyncio.run(run(url))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--submissions", type=int, default=10_000)
+    parser.add_argument("--rate", type=float, default=100.0, help="submissions per second")
+    parser.add_argument("--debounce-s", type=float, default=0.5, help="the scheduler's coalescing window")
+    parser.add_argument("--baseline-submissions", type=int, default=300, help="0: no baseline")
+    parser.add_argument("--wait-s", type=float, default=120.0, help="how long to wait for the last plans")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+    results = []
+    if args.baseline_submissions:
+        results.append(with_nats(lambda url: run_load(url, args.baseline_submissions, args.rate, 0.0,
+                                                      "baseline: no coalescing", args.seed + 1, args.wait_s)))
+    main_result = with_nats(lambda url: run_load(url, args.submissions, args.rate, args.debounce_s,
+                                                 f"coalescing {args.debounce_s:g} s", args.seed, args.wait_s))
+    results.append(main_result)
+
+    report = {**main_result.row(), "rate_per_s": args.rate,
+              "baseline": results[0].row() if args.baseline_submissions else None}
+    if args.json:
+        print(json.dumps(report))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"scheduler under load: submissions at {args.rate:g}/s through NATS")
+        for column in ("run", "submitted", "planned", "throughput/s", "p50 ms", "p99 ms", "max ms", "solves"):
+            table.add_column(column)
+        for result in results:
+            row = result.row()
+            table.add_row(result.label, str(row["submitted"]), str(row["planned"]), str(row["throughput_per_s"]),
+                          str(row["p50_ms"]), str(row["p99_ms"]), str(row["max_ms"]), str(row["solves"]))
+        Console().print(table)
+    ok = main_result.planned == main_result.submitted
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
