@@ -38,6 +38,8 @@ def samples() -> list[tuple[str, c.Event]]:
                                                  config=CONFIG, predicted_loss=0.4, predicted_loss_std=0.1,
                                                  estimated_gpu_hours=2.0, power_kw=0.7, deadline=SPEC.deadline)),
         (subjects.JOBS_CANCELLED, c.JobCancelled(occurred_at=NOW, job_id=JOB, study_id=STUDY, reason="budget cut")),
+    (subjects.STUDIES_STOPPED, c.StudyStopped(occurred_at=NOW, study_id=STUDY, reason=c.StopReason.budget,
+                                              trials_requested=3, trials_finished=3, best_metric=0.9)),
         (subjects.JOBS_INFEASIBLE, c.JobInfeasible(occurred_at=NOW, job_id=JOB, reason="deadline",
                                                    earliest_finish=NOW + timedelta(hours=30))),
         (subjects.forecasts("DE"), c.CarbonForecast(occurred_at=NOW, region="DE", issued_at=NOW, start=NOW,

@@ -66,4 +66,4 @@ def test_asyncapi_covers_every_subject_family() -> None:
 
     channels = set(json.loads(render())["channels"])
     assert {doc.subject for doc in CATALOG} <= channels
-    assert len(CATALOG) == 15
+    assert len(CATALOG) == 16

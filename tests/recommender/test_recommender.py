@@ -1,52 +1,100 @@
-"""Cold-start recommendations: sized from the profile, distinct, and requested once per trial."""
+"""Through real NATS and PostgreSQL: profiled -> three jobs requested -> one completes -> the next trial."""
 
 from __future__ import annotations
 
-import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
 
 from metatune import subjects
-from metatune.contracts import DatasetProfiled, JobRequested
+from metatune.contracts import (
+    DatasetProfiled,
+    JobRequested,
+    PredictionSource,
+    RunCompleted,
+    RunMetrics,
+    StudyStopped,
+)
+from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import Settings
-from metatune_recommender.app import create_service
+from metatune_recommender.app import create_service, job_id_for
 from metatune_recommender.domain.cold_start import PORTFOLIO, cold_start_trials
 
+from ..conftest import eventually, received_on
 from ..foundation.conftest import settings  # noqa: F401  (fixture)
-from ..foundation.samples import FEATURES, NOW, SPEC, STUDY
+from ..foundation.samples import ACCOUNTING, FEATURES, NOW, SPEC
+from .synthetic import kb_runs
 
 
-def test_trials_are_distinct_prefixes_of_the_portfolio() -> None:
+@pytest.fixture
+async def store() -> AsyncIterator[KnowledgeStore]:
+    kb = KnowledgeStore(Settings().database_url, schema=f"kb_r_{uuid.uuid4().hex[:10]}")
+    await kb.migrate()
+    try:
+        yield kb
+    finally:
+        await kb.drop_schema()
+
+
+def test_cold_start_portfolio_stays_the_documented_empty_base_answer() -> None:
     trials = cold_start_trials(FEATURES, 3)
-    assert len(trials) == 3
-    assert len({(t.config.rank, t.config.learning_rate) for t in trials}) == 3
     assert [t.config.rank for t in trials] == [c.rank for c in PORTFOLIO[:3]]
 
 
-def test_cost_grows_with_dataset_size_and_sequence_length_covers_p95() -> None:
-    small = cold_start_trials(FEATURES.model_copy(update={"n_examples": 10_000_000}), 1)[0]
-    large = cold_start_trials(FEATURES.model_copy(update={"n_examples": 40_000_000}), 1)[0]
-    assert large.estimated_gpu_hours > small.estimated_gpu_hours
-    long_texts = FEATURES.model_copy(update={"tokens_p95": 300.0})
-    assert cold_start_trials(long_texts, 1)[0].config.max_seq_length >= 300
-
-
-async def test_profile_becomes_job_requests_once(settings: Settings) -> None:  # noqa: F811
-    service = create_service(settings)
-    requests: list[JobRequested] = []
-
-    async def collect(msg) -> None:  # core NATS sees every publish; the stream de-duplicates
-        requests.append(JobRequested.model_validate_json(msg.data))
-
+async def test_profiled_three_jobs_one_completes_next_trial(settings: Settings, store: KnowledgeStore) -> None:  # noqa: F811
+    await store.add_runs(kb_runs(datasets=3))
+    service = create_service(settings, store=store, load_seed_kb=False)
+    study = uuid.uuid4()
+    spec = SPEC.model_copy(update={"trials": 4})
     async with service.running():
-        await service.broker.config.connection_state.connection.subscribe(subjects.JOBS_REQUESTED, cb=collect)
-        profiled = DatasetProfiled(occurred_at=NOW, study_id=STUDY, spec=SPEC.model_copy(update={"trials": 3}),
-                                   features=FEATURES)
-        for _ in range(2):  # the same profile delivered twice (e.g. a profiler retry)
+        nc = service.broker.config.connection_state.connection
+        requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
+        stopped = await received_on(nc, subjects.STUDIES_STOPPED, StudyStopped)
+        profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES)
+        for _ in range(2):  # redelivered profile: still three jobs
             await service.js.publish(subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name)
-        for _ in range(100):
-            if len(requests) >= 6:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: len({r.job_id for r in requests}) >= 3 and len(requests) >= 6, timeout_s=120)
+        first = {r.trial_index: r for r in requests}
+        assert sorted(first) == [0, 1, 2]
+        assert all(r.prediction_source is PredictionSource.knowledge_base for r in first.values())
+        assert all(r.predicted_metric is not None and r.metric_name == "accuracy" for r in first.values())
+        assert len({r.config.model_dump_json() for r in first.values()}) == 3
+        done = first[0]
+        completed = RunCompleted(
+            occurred_at=NOW, job_id=done.job_id, study_id=study, datacenter="fra1", config=done.config,
+            metrics=RunMetrics(val_loss=0.9, accuracy=0.5), steps=64, accounting=ACCOUNTING,
+            base_model=spec.base_model, task=spec.task,
+        )
+        for _ in range(2):  # redelivered completion: one next trial
+            await service.js.publish(subjects.RUNS_COMPLETED, completed.to_bytes(), stream=settings.stream_name)
+        # a poor first result (0.5, the synthetic base reaches 0.9) leaves expected improvement: a 4th trial
+        await eventually(lambda: any(r.trial_index == 3 for r in requests), timeout_s=120)
+        fourth = [r for r in requests if r.trial_index == 3]
+        assert {r.job_id for r in fourth} == {job_id_for(study, 3)}
+        assert fourth[0].acquisition == "expected-improvement"
+        assert fourth[0].config.model_dump_json() not in {r.config.model_dump_json() for r in first.values()}
+        # the next completion ends the study (budget of 4 spent), saying why
+        second = completed.model_copy(update={"job_id": first[1].job_id, "config": first[1].config})
+        await service.js.publish(subjects.RUNS_COMPLETED, second.to_bytes(), stream=settings.stream_name)
+        await eventually(lambda: bool(stopped), timeout_s=120)
         info = await service.js.stream_info(settings.stream_name, subjects_filter=subjects.JOBS_REQUESTED)
-    assert len({r.job_id for r in requests}) == 3
-    assert {r.study_id for r in requests} == {STUDY} and sorted({r.trial_index for r in requests}) == [0, 1, 2]
-    assert info.state.messages == 2 + 3  # the stream kept each job request once (de-duplicated by event_id)
+    # budget spent (4 requested) or, if the best EI already fell below the threshold, EI: either says why
+    assert stopped[0].study_id == study and stopped[0].reason.value in {"budget", "expected_improvement"}
+    assert stopped[0].best_metric == 0.5 and stopped[0].trials_finished == 2
+    assert info.state.subjects[subjects.JOBS_REQUESTED] == 4  # every job requested once in the stream
+
+
+
+
+async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(settings: Settings, store: KnowledgeStore) -> None:  # noqa: F811
+    service = create_service(settings, store=store, load_seed_kb=False)
+    study = uuid.uuid4()
+    async with service.running():
+        nc = service.broker.config.connection_state.connection
+        requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
+        profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=SPEC, features=FEATURES)
+        await service.js.publish(subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name)
+        await eventually(lambda: len(requests) >= 3, timeout_s=60)
+    assert {r.prediction_source for r in requests} == {PredictionSource.cold_start}
+    assert [r.config.rank for r in sorted(requests, key=lambda r: r.trial_index)] == [c.rank for c in PORTFOLIO[:3]]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from functools import partial
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from metatune import subjects
@@ -37,6 +36,7 @@ from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
 
+from .domain.kb_rows import objective
 from .domain.recommender import COLD_START, TOP_K, Advice, Recommender, profile_descriptors
 from .flywheel import load_seed, register_flywheel
 
@@ -72,14 +72,24 @@ def create_service(settings: Settings | None = None, *, store: KnowledgeStore | 
     store = store or KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
     register_flywheel(service, store)
     if load_seed_kb:
-        service.app.on_startup(partial(load_seed, store))
-    service.app.on_shutdown(store.close)
-    cache = RecommenderCache(store)
+        async def seed() -> None:  # a closure, not functools.partial: FastStream inspects the signature
+            await load_seed(store)
 
-    async def advise(spec: StudySpec, profile: dict, k: int, observed: list[tuple[dict, float]]) -> Advice:
+        service.app.on_startup(seed)
+
+    async def close() -> None:
+        await store.close()
+
+    service.app.on_shutdown(close)
+    cache = RecommenderCache(store)
+    decided: set[tuple[UUID, int]] = set()  # (study, trial index) already answered by this process
+    requested: dict[UUID, dict[str, dict]] = {}  # study -> job id -> config (the pending trials' fantasies)
+
+    async def advise(spec: StudySpec, profile: dict, k: int, observed: list[tuple[dict, float]],
+                     pending: list[dict] | None = None) -> Advice:
         recommender = await cache.get()
         # fitting the prior is CPU work: off the event loop, so heartbeats and acks go on
-        return await asyncio.to_thread(recommender.recommend, spec.base_model, profile, k, observed)
+        return await asyncio.to_thread(recommender.recommend, spec.base_model, profile, k, observed, pending or [])
 
     async def report(advice: Advice, study_id: UUID, subject: str) -> None:
         for warning in advice.warnings:
@@ -105,6 +115,7 @@ def create_service(settings: Settings | None = None, *, store: KnowledgeStore | 
                 acquisition=rec.acquisition, imputed_features=advice.imputed, gpus=1,
                 estimated_gpu_hours=rec.estimated_gpu_hours, power_kw=rec.power_kw, deadline=spec.deadline,
             ))
+            requested.setdefault(study_id, {})[str(job_id)] = rec.config.model_dump(mode="json")
 
     async def stop(study_id: UUID, reason: StopReason, requested: int, finished: list[KbRun],
                    best_ei: float | None, threshold: float | None) -> None:
@@ -137,26 +148,30 @@ def create_service(settings: Settings | None = None, *, store: KnowledgeStore | 
         spec = profile.spec
         first = min(TOP_K, spec.trials)
         index = first + len(finished) - 1
+        if (study_id, index) in decided:
+            return  # a redelivered completion: that slot was answered (the KB may have changed since)
         if index >= spec.trials:
             await stop(study_id, StopReason.budget, spec.trials, finished, None, None)
+            decided.add((study_id, index))
             return
         observed = [(r.config, r.metric) for r in finished if r.metric is not None and r.status != RunStatus.failed]
-        advice = await advise(spec, profile_descriptors(profile.features), 1, observed)
+        pending = [c for job, c in requested.get(study_id, {}).items() if job not in runs]
+        advice = await advise(spec, profile_descriptors(profile.features), 1, observed, pending)
         await report(advice, study_id, subject)
         recommender = await cache.get()
-        if advice.source != COLD_START and recommender.should_stop(advice):
+        if advice.source != COLD_START and recommender.should_stop(advice, len(observed)):
             await stop(study_id, StopReason.expected_improvement, index, finished, advice.best_ei,
                        recommender.ei_threshold)
-            return
-        await request(advice, study_id, spec, index)
+        else:
+            await request(advice, study_id, spec, index)
+        decided.add((study_id, index))
 
     @service.consume(subjects.RUNS_COMPLETED, durable="recommender-next-trial")
     async def on_completed(event: RunCompleted) -> None:
         """The next trial by EI, or the study's stop."""
-        metric = event.metrics.accuracy if event.metrics.accuracy is not None else (
-            -event.metrics.perplexity if event.metrics.perplexity is not None else -event.metrics.val_loss)
+        metric_name, metric = objective(event.metrics)
         this = KbRun.model_construct(run_id=str(event.job_id), config=event.config.model_dump(mode="json"),
-                                     metric=metric, status=RunStatus.completed, metric_name="")
+                                     metric=metric, status=RunStatus.completed, metric_name=metric_name)
         await on_finished(event.study_id, event.job_id, subjects.RUNS_COMPLETED, this)
 
     @service.consume(subjects.RUNS_FAILED, durable="recommender-next-trial-failed")

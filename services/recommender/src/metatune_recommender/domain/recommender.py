@@ -184,9 +184,11 @@ class Recommender:
 
     # ------------------------------------------------------------------ answers
     def recommend(self, base_model: str, profile: Mapping[str, Any], k: int = TOP_K,
-                  observed: Sequence[tuple[Mapping[str, Any], float]] = ()) -> Advice:
+                  observed: Sequence[tuple[Mapping[str, Any], float]] = (),
+                  pending: Sequence[Mapping[str, Any]] = ()) -> Advice:
         """Top-``k`` for a new study (``observed`` empty), or the next ``k`` given the study's results
-        (config, metric). Never raises for want of knowledge: an empty base or a failed fit answers
+        (config, metric); ``pending`` trials (requested, not finished) are fantasised at their predicted
+        mean (Kriging believer) and never proposed again. Never raises for want of knowledge: an empty base or a failed fit answers
         with the documented cold-start portfolio, flagged, with the reason."""
         warnings: list[str] = []
         used = nearest_base_model(base_model, self.base_models())
@@ -211,8 +213,12 @@ class Recommender:
         try:
             posterior = prior.condition(descriptors, [self._as_history(c, budget) for c, _ in observed],
                                         [v for _, v in observed])
-            exclude = {i for i, c in enumerate(scored)
-                       for o, _ in observed if self._same(c, self._as_history(o, budget))}
+            taken = [self._as_history(o, budget) for o, _ in observed] + [self._as_history(p, budget) for p in pending]
+            exclude = {i for i, c in enumerate(scored) for o in taken if self._same(c, o)}
+            for config in pending:
+                x_row = prior.inputs([self._as_history(config, budget)], descriptors)
+                mean, _ = posterior.predict_inputs(x_row)
+                posterior = posterior.with_observation(x_row[0], float(mean[0]))
             picks = select_batch(posterior, candidates, k, exclude=exclude)
         except SurrogateFailure as exc:
             return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
@@ -223,8 +229,10 @@ class Recommender:
         best_ei = max((p.ei for p in picks), default=None) if observed else None
         return Advice(recommendations, KNOWLEDGE_BASE, used, imputed, warnings, None, throughput.device, best_ei)
 
-    def should_stop(self, advice: Advice) -> bool:
-        return advice.best_ei is not None and advice.best_ei < self.ei_threshold
+    def should_stop(self, advice: Advice, results: int) -> bool:
+        """Stop by EI only once the first batch's results are in: before that, the task's scale (and so
+        any improvement) is barely known (with one result, none at all)."""
+        return results >= TOP_K and advice.best_ei is not None and advice.best_ei < self.ei_threshold
 
     @staticmethod
     def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
