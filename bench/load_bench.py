@@ -47,6 +47,9 @@ from metatune.registry import default_registry
 from metatune.settings import Settings
 from metatune_scheduler.app import create_service
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import print_json, stdout_to_stderr  # noqa: E402
+
 GROUPS = [RegionGroup.EU, RegionGroup.NA, RegionGroup.APAC]
 
 
@@ -173,17 +176,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
     results = []
-    if args.baseline_submissions:
-        results.append(with_nats(lambda url: run_load(url, args.baseline_submissions, args.rate, 0.0,
-                                                      "baseline: no coalescing", args.seed + 1, args.wait_s)))
-    main_result = with_nats(lambda url: run_load(url, args.submissions, args.rate, args.debounce_s,
-                                                 f"coalescing {args.debounce_s:g} s", args.seed, args.wait_s))
-    results.append(main_result)
+    with stdout_to_stderr(args.json):  # HiGHS prints a banner from native code
+        if args.baseline_submissions:
+            results.append(with_nats(lambda url: run_load(url, args.baseline_submissions, args.rate, 0.0,
+                                                          "baseline: no coalescing", args.seed + 1, args.wait_s)))
+        main_result = with_nats(lambda url: run_load(url, args.submissions, args.rate, args.debounce_s,
+                                                     f"coalescing {args.debounce_s:g} s", args.seed, args.wait_s))
+        results.append(main_result)
 
     report = {**main_result.row(), "rate_per_s": args.rate,
               "baseline": results[0].row() if args.baseline_submissions else None}
     if args.json:
-        print(json.dumps(report))
+        print_json(report)
     else:
         from rich.console import Console
         from rich.table import Table
