@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from metatune.bus.auth import principals
+from metatune.bus.credentials import NatsSecrets, generate
 from metatune.embedded import servers
 from metatune.embedded.probe import nats_answers_sync, postgres_answers
 
@@ -56,8 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _tmp = Path(tempfile.mkdtemp(prefix="metatune-tests-"))
     os.environ.setdefault("METATUNE_DATA_DIR", str(_tmp / "data"))
     if not nats_answers_sync(nats_url, 1.0):
-        url = f"nats://127.0.0.1:{free_port()}"
-        _started.append(servers.start_nats(url, _tmp, _tmp))
+        proc, url = start_secured_nats(_tmp)
+        _started.append(proc)
         os.environ["METATUNE_NATS_URL"] = url
         _wait(lambda: nats_answers_sync(url, 0.5), "embedded NATS")
     if not postgres_answers(db_url, 1.0):
@@ -95,12 +97,25 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def start_secured_nats(directory: Path, url: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """A nats-server with auth on, as `metatune up` starts it (a user per service, agent and
+    submitter, credentials under ``directory/secrets``, kept if present); returns the process and
+    the admin's URL (user and password in it, so plain ``nats.connect(url)`` works)."""
+    store = nats_secrets(directory)
+    url = url or f"nats://127.0.0.1:{free_port()}"
+    return servers.start_nats(url, directory, directory, auth=store), store.admin_url(url)
+
+
+def nats_secrets(directory: Path) -> NatsSecrets:
+    return generate(directory / "secrets", principals())
+
+
 @contextmanager
 def nats_server(directory: Path) -> Iterator[str]:
-    """A nats-server (JetStream) of our own: tests that use it see only their own streams,
-    consumers and buckets."""
-    url = f"nats://127.0.0.1:{free_port()}"
-    proc = servers.start_nats(url, directory, directory)
+    """A nats-server (JetStream, auth on) of our own: tests that use it see only their own
+    streams, consumers and buckets; it yields the admin's URL."""
+    directory.mkdir(parents=True, exist_ok=True)
+    proc, url = start_secured_nats(directory)
     try:
         _wait(lambda: nats_answers_sync(url, 0.5), "private NATS")
         yield url

@@ -29,9 +29,8 @@ from metatune.asyncapi import CATALOG
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.clock import floor_hour
 from metatune.contracts import CarbonForecast, DatasetLocation, Event, JobRequested, LoraConfig, RegionGroup, StudySpec, TaskType
-from metatune.embedded import servers
 
-from ..conftest import _wait, free_port
+from ..conftest import _wait, free_port, start_secured_nats
 from ..trainer_agent.conftest import slice_of
 
 pytestmark = pytest.mark.chaos
@@ -47,15 +46,17 @@ class RestartableNats:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.url = f"nats://127.0.0.1:{free_port()}"
+        self.address = f"nats://127.0.0.1:{free_port()}"
+        self.url = self.address  # the admin's URL once started (auth on, same credentials across restarts)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.proc = servers.start_nats(self.url, self.directory, self.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.proc, self.url = start_secured_nats(self.directory, self.address)
         _wait(self._accepts, "chaos NATS")  # a plain TCP probe: callable from inside an event loop
 
     def _accepts(self) -> bool:
-        host, port = self.url.removeprefix("nats://").split(":")
+        host, port = self.address.removeprefix("nats://").split(":")
         try:
             with socket.create_connection((host, int(port)), timeout=0.5) as sock:
                 return sock.recv(4).startswith(b"INFO")

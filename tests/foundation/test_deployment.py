@@ -50,10 +50,12 @@ def test_every_service_and_three_datacenter_agents_are_deployed_with_healthcheck
     registry = default_registry()
     for agent in agents:
         registry.get(agent["environment"]["METATUNE_DATACENTER"])
+    one_shot = {name for name, service in services.items() if service.get("restart") == "no"}  # bus-init
     for name, service in services.items():
-        assert "healthcheck" in service, name
-        for dependency in service.get("depends_on", {}).values():
-            assert dependency["condition"] == "service_healthy"
+        assert name in one_shot or "healthcheck" in service, name
+        for target, dependency in service.get("depends_on", {}).items():
+            wanted = "service_completed_successfully" if target in one_shot else "service_healthy"
+            assert dependency["condition"] == wanted, f"{name} -> {target}"
 
 
 def test_asyncapi_document_is_up_to_date() -> None:

@@ -7,7 +7,7 @@ import asyncio
 import sys
 import time
 
-from .bus.connection import connect_once
+from .bus.connection import connect_as
 from .bus.streams import HEALTH_BUCKET
 from .contracts import ServiceHealth
 from .errors import BusUnavailable
@@ -17,7 +17,7 @@ from .settings import get_settings
 async def check(instance: str) -> bool:
     settings = get_settings()
     try:
-        nc = await connect_once(settings.nats_url, settings.connect_timeout_s)
+        nc = await connect_as(settings, instance)
     except BusUnavailable:
         return False
     try:

@@ -35,9 +35,10 @@ from faststream.middlewares import AckPolicy
 from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsBroker, PullSub
 from nats.js.api import AckPolicy as JsAckPolicy
 
-from . import __version__, subjects
+from . import __version__, msgids, subjects
 from .bus import ObjectStore, ensure_streams, publish_event, stream_for
 from .bus.clock import load_clock
+from .bus.connection import client_auth
 from .bus.middleware import contract_middleware
 from .bus.streams import HEALTH_BUCKET
 from .clock import HOUR, Clock, RealClock
@@ -54,6 +55,9 @@ class Service:
         self.name = subjects.token(name)
         self.settings = settings or get_settings()
         self.instance = instance or self.settings.service_name or name
+        auth = client_auth(self.settings, self.instance)
+        # pull consumers take their inbox prefix apart from the connection's (the user's permissions allow only its own)
+        self._inbox_prefix = (auth.get("inbox_prefix", "_INBOX") + ".").encode()
         self.broker = NatsBroker(
             self.settings.nats_url,
             middlewares=[contract_middleware(self)],
@@ -61,6 +65,7 @@ class Service:
             max_reconnect_attempts=-1,  # ride out any outage (nats-py gives up after 60 tries by default)
             reconnect_time_wait=1.0,
             log_level=logging.DEBUG,  # per-message "Received/Processed" lines only at DEBUG
+            **auth,
         )
         self.app = FastStream(self.broker)
         self.app.on_startup(self._ensure_layout)
@@ -74,17 +79,22 @@ class Service:
         self._tick_handlers: list[Callable[[ClockTick], Awaitable[None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._last_tick: datetime | None = None
+        self.durables: list[tuple[str, str, str]] = []  # (stream, durable, subject): what its NATS user must be granted
 
     # ----------------------------------------------------------------- declaring handlers
     def consume(self, subject: str, durable: str, *, description: str | None = None) -> Callable[[Handler], Handler]:
         """Durable pull consumer on ``subject`` for a typed handler (one per service and subject)."""
 
+        stream = stream_for(subject, self.settings)
+        self.durables.append((stream, subjects.token(durable), subject))
+
         def decorator(func: Handler) -> Handler:
             subscriber = self.broker.subscriber(
                 subject,
-                stream=JStream(stream_for(subject, self.settings), declare=False),
+                stream=JStream(stream, declare=False),
                 durable=subjects.token(durable),
                 pull_sub=PullSub(batch_size=1, timeout=1.0),
+                inbox_prefix=self._inbox_prefix,
                 config=ConsumerConfig(
                     ack_policy=JsAckPolicy.EXPLICIT,
                     max_deliver=self.settings.max_deliver,
@@ -225,7 +235,7 @@ class Service:
             hour = self._last_tick + HOUR
             await self.clock.sleep_until(hour)
             tick = ClockTick(occurred_at=self.clock.now(), hour=hour, simulated=self.clock.simulated)
-            await self.publish(subjects.CLOCK_TICK, tick, msg_id=f"tick-{hour.isoformat()}")
+            await self.publish(subjects.CLOCK_TICK, tick, msg_id=msgids.tick(hour))
             self._last_tick = hour
 
     @asynccontextmanager

@@ -25,6 +25,16 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".metatune"), description="Where embedded servers, caches and run state live")
     connect_timeout_s: float = Field(2.0, gt=0, description="Seconds to wait for NATS / PostgreSQL to answer")
 
+    # NATS credentials (see README "Security"); none of them holds a secret itself, only a path
+    nats_nkey_file: Path | None = Field(
+        None, description="nkey seed file this process authenticates with (services, agents, submitters)"
+    )
+    nats_user: str = Field("", description="NATS user of a password login (the admin); with nats_password_file")
+    nats_password_file: Path | None = Field(None, description="File holding the password of nats_user")
+    nats_secrets_dir: Path | None = Field(
+        None, description="Where `metatune up` / `metatune secrets` keep NATS credentials (default: <data dir>/secrets/nats)"
+    )
+
     # Bus
     stream_name: str = Field("METATUNE", description="JetStream stream of the durable event log")
     status_stream_name: str = Field("METATUNE_STATUS", description="JetStream stream of heartbeats and ticks")
@@ -168,6 +178,9 @@ class Settings(BaseSettings):
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()
+
+    def resolved_nats_secrets_dir(self) -> Path:
+        return (self.nats_secrets_dir or self.resolved_data_dir() / "secrets" / "nats").expanduser().resolve()
 
     def dataset_root_paths(self) -> list[Path]:
         """Where local dataset paths may point: the configured roots, else the data directory."""

@@ -138,13 +138,14 @@ telemetry_app = typer.Typer(help="Telemetry storage: consistency check and migra
 def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Compare the JetStream streams with the database; exit 1 when a message is missing."""
     import nats
+    from metatune.bus.connection import client_auth
 
     from .adapters.verify import verify
 
     s = get_settings()
 
     async def main():
-        nc = await nats.connect(s.nats_url, connect_timeout=s.connect_timeout_s)
+        nc = await nats.connect(s.nats_url, connect_timeout=s.connect_timeout_s, **client_auth(s, "telemetry"))
         db = _db()
         try:
             return await verify(nc.jetstream(), db, [s.stream_name, s.status_stream_name])

@@ -28,6 +28,7 @@ DATASETS_BUCKET = "datasets"
 CHECKPOINTS_BUCKET = "checkpoints"
 ADAPTERS_BUCKET = "adapters"
 OBJECT_BUCKETS = (DATASETS_BUCKET, CHECKPOINTS_BUCKET, ADAPTERS_BUCKET)
+KV_BUCKETS = (HEALTH_BUCKET, CLOCK_BUCKET, STUDIES_BUCKET, ASSIGNMENTS_BUCKET)
 
 
 def stream_configs(settings: Settings) -> list[StreamConfig]:
@@ -61,13 +62,18 @@ def stream_for(subject: str, settings: Settings) -> str:
 
 
 async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
-    """Create or update the streams, KV buckets and object stores; safe to call from every process."""
+    """Create or update the streams, KV buckets and object stores; safe to call from every process.
+
+    What already matches is only looked up (stream info), never written: a service with least
+    privilege (no stream create / update rights) starts against a layout the admin created."""
     for config in stream_configs(settings):
         try:
-            await js.stream_info(config.name)
-            await js.update_stream(config)
+            info = await js.stream_info(config.name)
         except NotFoundError:
             await js.add_stream(config)
+            continue
+        if not _same(info.config, config):
+            await js.update_stream(config)
     await ensure_kv(js, HEALTH_BUCKET, ttl_s=30.0, settings=settings)
     await ensure_kv(js, CLOCK_BUCKET, ttl_s=None, settings=settings)
     await ensure_kv(js, STUDIES_BUCKET, ttl_s=None, settings=settings)
@@ -79,6 +85,14 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
             await js.create_object_store(
                 bucket, ObjectStoreConfig(storage=StorageType.FILE, replicas=settings.stream_replicas)
             )
+
+
+def _same(current: StreamConfig, wanted: StreamConfig) -> bool:
+    fields = ("storage", "num_replicas", "max_msgs_per_subject")
+    return (sorted(current.subjects or []) == sorted(wanted.subjects or [])
+            and all(getattr(current, f) == getattr(wanted, f) for f in fields if getattr(wanted, f) is not None)
+            and all(abs((getattr(current, f) or 0) - getattr(wanted, f)) < 1e-3
+                    for f in ("duplicate_window", "max_age") if getattr(wanted, f) is not None))
 
 
 async def ensure_kv(js: JetStreamContext, bucket: str, ttl_s: float | None, settings: Settings):

@@ -14,6 +14,7 @@ from ..bus.streams import stream_for
 from ..contracts import JobCancelled
 from ..errors import BusUnavailable
 from ..settings import get_settings
+from ..bus.auth import SUBMITTER
 from .connect import bus, fail
 from .submit import platform_clock
 
@@ -28,7 +29,7 @@ def cancel(
     settings = get_settings()
 
     async def run() -> JobCancelled:
-        async with bus(settings) as nc:
+        async with bus(settings, SUBMITTER) as nc:
             js = nc.jetstream()
             clock = await platform_clock(js)
             event = JobCancelled(occurred_at=clock.now(), job_id=job_id, reason=reason)

@@ -9,7 +9,8 @@ import typer
 from nats.aio.client import Client
 from rich.console import Console
 
-from ..bus.connection import connect_once
+from ..bus.auth import ADMIN
+from ..bus.connection import connect_as
 from ..settings import Settings
 
 err_console = Console(stderr=True)
@@ -21,8 +22,9 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 @asynccontextmanager
-async def bus(settings: Settings) -> AsyncIterator[Client]:
-    nc = await connect_once(settings.nats_url, settings.connect_timeout_s)
+async def bus(settings: Settings, user: str = ADMIN) -> AsyncIterator[Client]:
+    """A connection as ``user`` (the admin for platform commands, the submitter for submit / cancel)."""
+    nc = await connect_as(settings, user)
     try:
         yield nc
     finally:

@@ -14,11 +14,12 @@ from .. import __version__
 from .cancel import cancel
 from .events import events
 from .kb import kb_app
-from .platform_cmds import down, restart, status, up
+from .platform_cmds import bus_init, down, restart, secrets, status, up
 from .submit import submit
 
 app = typer.Typer(help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True)
-CORE_COMMANDS = {"up": up, "down": down, "restart": restart, "status": status, "submit": submit, "cancel": cancel, "events": events}
+CORE_COMMANDS = {"up": up, "down": down, "restart": restart, "status": status, "submit": submit, "cancel": cancel, "events": events,
+                 "secrets": secrets, "bus-init": bus_init}
 for name, command in CORE_COMMANDS.items():
     app.command(name)(command)
 app.add_typer(kb_app, name="kb")

@@ -15,7 +15,10 @@ from ..bus.streams import CLOCK_BUCKET, HEALTH_BUCKET, ensure_streams
 from ..clock import new_anchor
 from ..contracts import ServiceHealth
 from ..embedded import servers
-from ..embedded.probe import nats_answers, postgres_answers
+from ..bus.auth import ADMIN, Streams, principals
+from ..bus.connection import client_auth
+from ..bus.credentials import NatsSecrets, generate
+from ..embedded.probe import nats_answers, nats_requires_auth, postgres_answers
 from ..embedded.supervisor import (
     ManagedProcess,
     RunState,
@@ -46,22 +49,45 @@ def _wait(check, timeout_s: float, what: str) -> None:
     raise fail(f"{what} did not come up within {timeout_s:.0f} s")
 
 
-def _start_infrastructure(settings: Settings, started: list[ManagedProcess]) -> tuple[bool, bool]:
+def nats_secrets(settings: Settings, rotate: bool = False) -> NatsSecrets:
+    """The embedded server's credentials: every user of the registry's datacenters, kept across
+    runs (``rotate`` replaces them all)."""
+    streams = Streams(events=settings.stream_name, status=settings.status_stream_name)
+    return generate(settings.resolved_nats_secrets_dir(), principals(streams=streams), rotate=rotate)
+
+
+def _start_nats(settings: Settings, started: list[ManagedProcess]) -> tuple[bool, bool]:
+    """(embedded, auth): a NATS that answers at the URL is used as it is (with the admin's
+    credentials when it asks for some); otherwise we start one with auth on."""
+    url, shown = settings.nats_url, redact_url(settings.nats_url)
+    requires_auth = nats_requires_auth(url, settings.connect_timeout_s)
+    if requires_auth is None:
+        console.print(f"NATS: nothing answers at {shown}; starting embedded nats-server (auth on)")
+        logs = run_dir(settings)
+        proc = servers.start_nats(url, settings.resolved_data_dir(), logs, auth=nats_secrets(settings))
+        started.append(record(proc, "nats-server", "nats", logs / "nats-server.log"))
+        _wait(lambda: asyncio.run(nats_answers(url, 0.5, **client_auth(settings, ADMIN))), 20, "embedded NATS")
+        return True, True
+    if not asyncio.run(nats_answers(url, settings.connect_timeout_s, **client_auth(settings, ADMIN))):
+        raise fail(f"the NATS at {shown} refused our credentials: give the admin's with METATUNE_NATS_USER and "
+                   "METATUNE_NATS_PASSWORD_FILE (README, Security)")
+    if not requires_auth:
+        console.print(f"[yellow]NATS at {shown} has no authentication: anyone who reaches it may publish and "
+                      "read everything (README, Security)[/yellow]")
+    return False, requires_auth
+
+
+def _start_infrastructure(settings: Settings, started: list[ManagedProcess]) -> tuple[bool, bool, bool]:
     logs = run_dir(settings)
     data = settings.resolved_data_dir()
-    nats_embedded = not asyncio.run(nats_answers(settings.nats_url, settings.connect_timeout_s))
-    if nats_embedded:
-        console.print(f"NATS: nothing answers at {redact_url(settings.nats_url)}; starting embedded nats-server")
-        proc = servers.start_nats(settings.nats_url, data, logs)
-        started.append(record(proc, "nats-server", "nats", logs / "nats-server.log"))
-        _wait(lambda: asyncio.run(nats_answers(settings.nats_url, 0.5)), 20, "embedded NATS")
+    nats_embedded, nats_auth = _start_nats(settings, started)
     pg_embedded = not postgres_answers(settings.database_url, settings.connect_timeout_s)
     if pg_embedded:
         console.print(f"PostgreSQL: nothing answers at {redact_url(settings.database_url)}; starting embedded PostgreSQL")
         proc = servers.start_postgres(settings.database_url, data, logs)
         started.append(record(proc, "postgres", "postgres", logs / "postgres.log"))
         _wait(lambda: postgres_answers(settings.database_url, 1), 30, "embedded PostgreSQL")
-    return nats_embedded, pg_embedded
+    return nats_embedded, nats_auth, pg_embedded
 
 
 async def _prepare_bus(settings: Settings, simulate: bool) -> None:
@@ -92,9 +118,9 @@ def up(
     state = RunState(nats_url=settings.nats_url, database_url=settings.database_url, nats_embedded=False,
                      postgres_embedded=False, simulated=simulate)
     try:
-        nats_embedded, pg_embedded = _start_infrastructure(settings, started)
-        state = state.model_copy(update={"nats_embedded": nats_embedded, "postgres_embedded": pg_embedded,
-                                         "processes": started})
+        nats_embedded, nats_auth, pg_embedded = _start_infrastructure(settings, started)
+        state = state.model_copy(update={"nats_embedded": nats_embedded, "nats_auth": nats_auth,
+                                         "postgres_embedded": pg_embedded, "processes": started})
         save_state(settings, state)
         asyncio.run(_prepare_bus(settings, simulate))
         for spec in platform_services(settings):
@@ -117,6 +143,9 @@ def _service_env(settings: Settings, state: RunState, spec: ServiceSpec) -> dict
            "METATUNE_CLOCK": "simulated" if state.simulated else "real", "METATUNE_SERVICE_NAME": spec.instance}
     if spec.name == "trainer-agent":
         env["METATUNE_DATACENTER"] = spec.instance.split(".", 1)[1]
+    if state.nats_embedded:  # our server: each process logs in as its own user (the instance name)
+        env["METATUNE_NATS_NKEY_FILE"] = str(NatsSecrets(directory=settings.resolved_nats_secrets_dir())
+                                             .seed_file(spec.instance))
     return env
 
 
@@ -256,7 +285,8 @@ def _status_rows(settings: Settings) -> dict:
             "details": h.details if h else {},
         })
     return {
-        "nats": {"url": redact_url(settings.nats_url), "embedded": bool(state and state.nats_embedded), "reachable": True},
+        "nats": {"url": redact_url(settings.nats_url), "embedded": bool(state and state.nats_embedded), "reachable": True,
+                 "auth": bool(nats_requires_auth(settings.nats_url, settings.connect_timeout_s))},
         "postgres": {"url": redact_url(settings.database_url), "embedded": bool(state and state.postgres_embedded),
                      "reachable": postgres_answers(settings.database_url, settings.connect_timeout_s)},
         "simulated_clock": bool(state and state.simulated),
@@ -274,12 +304,14 @@ def _print_status(settings: Settings, json_output: bool) -> bool:
         print(json.dumps(report, indent=2))
         return all_healthy
     infra = Table(title="MetaTune infrastructure")
-    for col in ("component", "url", "mode", "reachable"):
+    for col in ("component", "url", "mode", "reachable", "auth"):
         infra.add_column(col)
     for name in ("nats", "postgres"):
         item = report[name]
+        auth = ("on" if item["auth"] else "[red]none: anyone who reaches it may publish and read everything[/red]"
+                ) if "auth" in item else "-"
         infra.add_row(name, item["url"], "embedded" if item["embedded"] else "external",
-                      "[green]yes[/green]" if item["reachable"] else "[red]no[/red]")
+                      "[green]yes[/green]" if item["reachable"] else "[red]no[/red]", auth)
     console.print(infra)
     table = Table(title="MetaTune services" + (" (simulated clock)" if report["simulated_clock"] else ""))
     for col in ("instance", "state", "pid", "uptime s", "heartbeat age s"):
@@ -289,6 +321,30 @@ def _print_status(settings: Settings, json_output: bool) -> bool:
                       str(row["pid"] or "-"), str(row["uptime_s"] or "-"), str(row["heartbeat_age_s"] or "-"))
     console.print(table)
     return all_healthy
+
+
+def secrets(
+    rotate: bool = typer.Option(False, "--rotate", help="Replace every credential (then restart NATS and the platform)"),
+) -> None:
+    """Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the
+    server's auth config) to METATUNE_NATS_SECRETS_DIR, mode 0600; prints file names, never secrets."""
+    settings = get_settings()
+    store = nats_secrets(settings, rotate=rotate)
+    console.print(f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
+                  f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})")
+
+
+def bus_init(
+    simulate: bool = typer.Option(False, "--simulate", help="Start a simulated clock (else real time)"),
+) -> None:
+    """Create the streams, KV buckets and object stores, and set the clock, as the admin: services
+    run without the right to create them (compose runs this once before the services)."""
+    settings = get_settings()
+    try:
+        asyncio.run(_prepare_bus(settings, simulate or settings.clock == "simulated"))
+    except BusUnavailable as exc:
+        raise fail(str(exc)) from None
+    console.print("bus layout ready")
 
 
 def status(json_output: bool = typer.Option(False, "--json", help="Machine-readable output")) -> None:

@@ -26,6 +26,7 @@ from ..contracts import (
 )
 from ..errors import BusUnavailable
 from ..settings import get_settings
+from ..bus.auth import SUBMITTER
 from .connect import bus, fail
 
 console = Console()
@@ -73,7 +74,7 @@ def submit(
     key = f"studies/{study_id}/{dataset.name}"
 
     async def run() -> None:
-        async with bus(settings) as nc:
+        async with bus(settings, SUBMITTER) as nc:
             js = nc.jetstream()
             clock = await platform_clock(js)
             sha = await ObjectStore(js).put_file(DATASETS_BUCKET, key, dataset)

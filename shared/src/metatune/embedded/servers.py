@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..bus.credentials import NatsSecrets
 from ..errors import ConfigurationError, MetaTuneError
 from .probe import host_port
 
@@ -26,13 +27,16 @@ def nats_server_binary() -> Path:
     return Path(found)
 
 
-def start_nats(url: str, data_dir: Path, log_dir: Path) -> subprocess.Popen[bytes]:
+def start_nats(url: str, data_dir: Path, log_dir: Path, auth: NatsSecrets | None = None) -> subprocess.Popen[bytes]:
+    """nats-server with JetStream on the URL's address; with ``auth`` its users and permissions
+    (:func:`metatune.bus.credentials.generate`), otherwise open to anyone who can connect."""
     host, port = host_port(url, 4222)
     store = data_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)
     log = open(log_dir / "nats-server.log", "ab")
+    config = ["-c", str(auth.server_config)] if auth else []
     return subprocess.Popen(
-        [str(nats_server_binary()), "-a", host, "-p", str(port), "-js", "-sd", str(store)],
+        [str(nats_server_binary()), *config, "-a", host, "-p", str(port), "-js", "-sd", str(store)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
 

@@ -33,6 +33,7 @@ class RunState(Contract):
     nats_url: str
     database_url: str
     nats_embedded: bool
+    nats_auth: bool = Field(False, description="the NATS in use asks for credentials")
     postgres_embedded: bool
     simulated: bool
     processes: list[ManagedProcess] = Field(default_factory=list)
