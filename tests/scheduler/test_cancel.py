@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from metatune import subjects
+from metatune.bus import headers_for
 from metatune.contracts import (
     Assignment, AssignmentAction, ErrorEvent, Event, FailureReason, JobCancelled, RegionGroup, RunFailed,
 )
@@ -132,11 +133,15 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
             await eventually(lambda: any(a.job_id == job_id(2) for a in received))
             assert [(a.action, a.datacenter) for a in received if a.job_id == job_id(2)] == [(AssignmentAction.start, "sjc1")]
 
-            for job in (job_id(2), uuid5(NAMESPACE_DNS, "no-such-job")):
+            unknown = uuid5(NAMESPACE_DNS, "no-such-job")
+            for job, code in ((job_id(2), 0), (unknown, 1)):  # the CLI refuses a job the log never requested
                 result = await asyncio.to_thread(
                     subprocess.run, [sys.executable, "-m", "metatune.cli", "cancel", str(job), "--reason", "budget cut"],
                     env=env, capture_output=True, text=True, timeout=120)
-                assert result.returncode == 0, result.stderr
+                assert result.returncode == code, result.stderr
+            assert result.stderr.strip() == f"error: no job {unknown} in the event log"
+            other_system = JobCancelled(occurred_at=NOW, job_id=unknown, reason="budget cut")  # the scheduler still checks
+            await js.publish(subjects.JOBS_CANCELLED, other_system.to_bytes(), headers=headers_for(other_system))
             await eventually(lambda: any(a.action is AssignmentAction.stop for a in received) and errors)
         stops = [a for a in received if a.action is AssignmentAction.stop]
         assert [(a.job_id, a.datacenter) for a in stops] == [(job_id(2), "sjc1")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from metatune import subjects
+from metatune import msgids, subjects
 from metatune.contracts import ClockTick, ErrorKind
 from metatune.registry import Registry, default_registry
 from metatune.service import Service
@@ -60,7 +60,7 @@ def create_service(
                     details={"region": outcome.region, "hour": hour.isoformat(), "stale_published": outcome.forecast is not None},
                 )
             if outcome.forecast is not None:
-                await service.publish(subject, outcome.forecast, msg_id=f"forecast-{outcome.region}-{hour.isoformat()}")
+                await service.publish(subject, outcome.forecast, msg_id=msgids.forecast(outcome.region, hour))
         service.status_details = {"last_hour": hour.isoformat(), "model": forecaster.model.version}
 
     @service.on_tick

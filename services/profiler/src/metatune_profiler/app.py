@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from faststream.nats.annotations import NatsMessage
-from metatune import subjects
+from metatune import msgids, subjects
 from metatune.bus.keepalive import while_working
 from metatune.contracts import DatasetProfiled, DatasetSubmitted, ErrorKind, StudySpec
 from metatune.service import Service
@@ -79,7 +79,7 @@ def create_service(settings: Settings | None = None) -> Service:
             features=result.features, rows_skipped=result.rows_skipped, skip_reasons=result.skip_reasons,
         )
         # A redelivered submission republishes under the same id, which JetStream de-duplicates.
-        await service.publish(subjects.DATASETS_PROFILED, profiled, msg_id=f"profiled-{event.event_id}")
+        await service.publish(subjects.DATASETS_PROFILED, profiled, msg_id=msgids.profiled(event.event_id))
 
     return service
 

@@ -29,7 +29,7 @@ from typing import Any
 from uuid import UUID
 
 from faststream.nats.message import NatsMessage
-from metatune import subjects
+from metatune import msgids, subjects
 from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, STUDIES_BUCKET
 from metatune.bus import ASSIGNMENTS_BUCKET
 from metatune.bus.retry import BUS_ERRORS
@@ -444,7 +444,7 @@ class TrainerAgent:
                 majority_baseline=outcome.majority_baseline,
                 hardware=self._hardware(outcome, assignment.gpus),
             )
-            await self._publish_retrying(subjects.RUNS_COMPLETED, event, msg_id=f"completed-{assignment.job_id}")
+            await self._publish_retrying(subjects.RUNS_COMPLETED, event, msg_id=msgids.completed(assignment.job_id))
         elif outcome.status == "paused":
             assert outcome.checkpoint is not None
             key = await self._save_checkpoint(job, outcome.checkpoint)
@@ -457,7 +457,7 @@ class TrainerAgent:
                 checkpoint_key=key,
                 accounting=outcome.accounting,
             )
-            await self._publish_retrying(subjects.RUNS_PAUSED, paused, msg_id=f"paused-{assignment.event_id}")
+            await self._publish_retrying(subjects.RUNS_PAUSED, paused, msg_id=msgids.paused(assignment.event_id))
         else:
             await self._publish_failed(
                 assignment, RuntimeError(f"stopped by the scheduler at step {outcome.step}"),
@@ -496,7 +496,7 @@ class TrainerAgent:
             task=assignment.spec.task if assignment.spec else None,
         )
         log.warning("job %s failed (%s): %s", assignment.job_id, reason.value, event.message)
-        await self._publish_retrying(subjects.RUNS_FAILED, event, msg_id=f"failed-{assignment.event_id}")
+        await self._publish_retrying(subjects.RUNS_FAILED, event, msg_id=msgids.failed(assignment.event_id))
 
     # ----------------------------------------------------------------- status and shutdown
     def status(self) -> AgentStatus:

@@ -11,18 +11,24 @@ from importlib.metadata import entry_points
 import typer
 
 from .. import __version__
+from .adapter import adapter_app
 from .cancel import cancel
 from .events import events
 from .kb import kb_app
+from .results import results
 from .platform_cmds import bus_init, down, restart, secrets, status, up
+from .study import study_app
 from .submit import submit
 
 app = typer.Typer(help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True)
 CORE_COMMANDS = {"up": up, "down": down, "restart": restart, "status": status, "submit": submit, "cancel": cancel, "events": events,
-                 "secrets": secrets, "bus-init": bus_init}
+                 "secrets": secrets, "bus-init": bus_init, "results": results}
 for name, command in CORE_COMMANDS.items():
     app.command(name)(command)
 app.add_typer(kb_app, name="kb")
+CORE_GROUPS = {"study": study_app, "adapter": adapter_app}  # plugins add nothing to these
+for name, group in CORE_GROUPS.items():
+    app.add_typer(group, name=name)
 
 
 def _print_version(value: bool) -> None:
@@ -41,7 +47,7 @@ def _main(
 
 def _wants_plugins(argv: list[str]) -> bool:
     words = [a for a in argv[1:] if not a.startswith("-")]
-    return not words or words[0] not in CORE_COMMANDS
+    return not words or words[0] not in {*CORE_COMMANDS, *CORE_GROUPS}
 
 
 def _load(group: str, target: typer.Typer) -> None:

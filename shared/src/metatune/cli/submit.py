@@ -9,6 +9,7 @@ from pathlib import Path
 from uuid import uuid4
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from .. import subjects
@@ -28,6 +29,7 @@ from ..errors import BusUnavailable
 from ..settings import get_settings
 from ..bus.auth import SUBMITTER
 from .connect import bus, fail
+from .validation import bad_parameter, check_base_model, check_datacenter, one_line
 
 console = Console()
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
@@ -72,19 +74,29 @@ def submit(
     settings = get_settings()
     study_id = uuid4()
     key = f"studies/{study_id}/{dataset.name}"
+    # Every option is checked before anything is uploaded or published.
+    check_base_model(base_model)
+    if home_datacenter is not None:
+        check_datacenter(home_datacenter, settings)
+    try:
+        draft = StudySpec(
+            dataset=DatasetLocation(kind="object", ref=key), task=task, base_model=base_model,
+            deadline=parse_deadline(deadline, datetime.now(UTC)), trials=trials, webhook_url=webhook,
+            region_group=region_group, home_datacenter=home_datacenter, carbon_preference=carbon_preference,
+            text_column=text_column, text_pair_column=text_pair_column, label_column=label_column,
+        )
+    except typer.BadParameter as exc:
+        raise bad_parameter(exc) from None
+    except ValidationError as exc:
+        raise fail(f"invalid submission: {one_line(exc)}") from None
 
     async def run() -> None:
         async with bus(settings, SUBMITTER) as nc:
             js = nc.jetstream()
             clock = await platform_clock(js)
             sha = await ObjectStore(js).put_file(DATASETS_BUCKET, key, dataset)
-            spec = StudySpec(
-                dataset=DatasetLocation(kind="object", ref=key, size_bytes=dataset.stat().st_size, sha256=sha),
-                task=task, base_model=base_model, deadline=parse_deadline(deadline, clock.now()),
-                trials=trials, webhook_url=webhook, region_group=region_group, home_datacenter=home_datacenter,
-                carbon_preference=carbon_preference, text_column=text_column, text_pair_column=text_pair_column,
-                label_column=label_column,
-            )
+            location = DatasetLocation(kind="object", ref=key, size_bytes=dataset.stat().st_size, sha256=sha)
+            spec = draft.model_copy(update={"dataset": location, "deadline": parse_deadline(deadline, clock.now())})
             event = DatasetSubmitted(occurred_at=clock.now(), study_id=study_id, spec=spec)
             await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes(), headers=headers_for(event),
                              stream=stream_for(subjects.DATASETS_SUBMITTED, settings))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar, Self
 from uuid import UUID, uuid4
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -26,8 +26,11 @@ class Event(Contract):
 
     subject_hint: ClassVar[str] = ""
 
-    schema_version: int = Field(SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION)
-    event_id: UUID = Field(default_factory=uuid4)
+    schema_version: int = Field(SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION,
+                                description="contract version; a consumer refuses a version it does not know")
+    event_id: UUID = Field(default_factory=uuid4, description=(
+        "unique id of this event; sent as the Nats-Msg-Id header unless the producer derives one, so a "
+        "re-publish inside the de-duplication window is stored once"))
     occurred_at: AwareDatetime = Field(description="When it happened, timezone-aware, normalised to UTC")
     correlation_id: str | None = Field(None, description="study_id or job_id this event belongs to")
 
@@ -46,8 +49,23 @@ class Event(Contract):
                     break
         return self
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema, handler):  # noqa: ANN001, ANN206
+        """On the wire ``event_id`` is required: it is the de-duplication key, and a consumer that
+        had to invent one could not recognise a redelivery."""
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        target["required"] = ["event_id", *[f for f in target.get("required", []) if f != "event_id"]]
+        return schema
+
     def to_bytes(self) -> bytes:
         return self.model_dump_json().encode()
+
+
+JobId = Annotated[UUID, Field(description="the job (one trial of a study)")]
+StudyId = Annotated[UUID, Field(description="the study (one submission) the event belongs to")]
+OptionalStudyId = Annotated[UUID | None, Field(description="the study the job belongs to, where the producer knows it")]
+DatacenterName = Annotated[str, Field(description="datacenter name from the registry, e.g. fra1")]
 
 
 def utc(value: datetime) -> datetime:

@@ -17,4 +17,4 @@ class ClockAnchor(Contract):
 
 class ClockTick(Event):
     hour: AwareDatetime = Field(description="the (simulated or real) hour that just began")
-    simulated: bool
+    simulated: bool = Field(description="true when the platform runs on the simulated clock")

@@ -18,12 +18,12 @@ class ErrorKind(StrEnum):
 
 
 class ErrorEvent(Event):
-    service: str
-    kind: ErrorKind
+    service: str = Field(description="the service that reports it (also the subject's last token)")
+    kind: ErrorKind = Field(description="invalid_message, handler_failed, bad_input or unavailable")
     code: str = Field(description="machine-readable reason, e.g. not_utf8, empty_file")
     message: str = Field(description="human-readable reason")
     subject: str | None = Field(None, description="subject of the message that caused it")
-    payload_excerpt: str | None = Field(None, max_length=4096)
+    payload_excerpt: str | None = Field(None, max_length=4096, description="start of the offending message, secrets masked")
     row: int | None = Field(None, ge=0, description="1-based row number where one applies")
-    deliveries: int | None = Field(None, ge=1)
-    details: dict[str, Any] = Field(default_factory=dict)
+    deliveries: int | None = Field(None, ge=1, description="deliveries of the message when it was dead-lettered")
+    details: dict[str, Any] = Field(default_factory=dict, description="further context, per code")

@@ -21,11 +21,11 @@ class CarbonForecast(Event):
     region: str = Field(min_length=1, description="grid region (Electricity Maps zone id)")
     issued_at: AwareDatetime = Field(description="when the forecast was made")
     start: AwareDatetime = Field(description="first hour covered (aligned to the hour, UTC)")
-    model_version: str
+    model_version: str = Field(description="version of the forecasting model")
     stale: bool = Field(False, description="the last good forecast, shifted, because the provider failed")
     g_per_kwh: list[float] = Field(description="median carbon intensity per hour, gCO2eq/kWh")
-    p10_g_per_kwh: list[float]
-    p90_g_per_kwh: list[float]
+    p10_g_per_kwh: list[float] = Field(description="10th percentile per hour, gCO2eq/kWh")
+    p90_g_per_kwh: list[float] = Field(description="90th percentile per hour, gCO2eq/kWh")
     imputed_hours: list[int] = Field(default_factory=list, description="hour offsets with imputed weather")
 
     def expected_g_per_kwh(self) -> np.ndarray:

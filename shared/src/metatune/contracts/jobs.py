@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, Field, model_validator
 
-from .base import Contract, Event
+from .base import Contract, Event, JobId, OptionalStudyId, StudyId
 from .datasets import StudySpec
 
 
@@ -20,20 +20,20 @@ class LrSchedule(StrEnum):
 class LoraConfig(Contract):
     """One LoRA fine-tuning configuration; ranges are what a run can sensibly use."""
 
-    rank: int = Field(8, ge=1, le=1024)
-    alpha: float = Field(16.0, gt=0)
-    dropout: float = Field(0.05, ge=0, lt=1)
+    rank: int = Field(8, ge=1, le=1024, description="LoRA rank r")
+    alpha: float = Field(16.0, gt=0, description="LoRA alpha (the update is scaled by alpha / rank)")
+    dropout: float = Field(0.05, ge=0, lt=1, description="dropout on the LoRA input")
     target_modules: list[str] | None = Field(None, description="None: the base model's attention projections")
-    learning_rate: float = Field(3e-4, gt=0, le=1)
-    lr_schedule: LrSchedule = LrSchedule.linear
-    warmup_ratio: float = Field(0.06, ge=0, le=1)
-    weight_decay: float = Field(0.0, ge=0, le=1)
-    batch_size: int = Field(16, ge=1, le=4096)
-    grad_accum_steps: int = Field(1, ge=1, le=1024)
-    epochs: float | None = Field(1.0, gt=0)
-    max_steps: int | None = Field(None, ge=1)
-    max_seq_length: int = Field(128, ge=8, le=32768)
-    seed: int = 13
+    learning_rate: float = Field(3e-4, gt=0, le=1, description="peak learning rate (AdamW)")
+    lr_schedule: LrSchedule = Field(LrSchedule.linear, description="decay after warm-up")
+    warmup_ratio: float = Field(0.06, ge=0, le=1, description="share of the steps spent warming up")
+    weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay")
+    batch_size: int = Field(16, ge=1, le=4096, description="examples per optimizer step, per accumulation")
+    grad_accum_steps: int = Field(1, ge=1, le=1024, description="micro-batches per optimizer step")
+    epochs: float | None = Field(1.0, gt=0, description="passes over the training split (max_steps wins when set)")
+    max_steps: int | None = Field(None, ge=1, description="optimizer steps; None: from epochs")
+    max_seq_length: int = Field(128, ge=8, le=32768, description="longer examples are truncated, tokens")
+    seed: int = Field(13, description="seed of initialisation, shuffling and dropout")
 
     @model_validator(mode="after")
     def _has_length(self) -> LoraConfig:
@@ -48,15 +48,15 @@ class PredictionSource(StrEnum):
 
 
 class JobRequested(Event):
-    job_id: UUID
-    study_id: UUID
-    trial_index: int = Field(ge=0)
-    spec: StudySpec
-    config: LoraConfig
-    predicted_loss: float | None = None
-    predicted_loss_std: float | None = Field(None, ge=0)
+    job_id: JobId
+    study_id: StudyId
+    trial_index: int = Field(ge=0, description="0-based index of the trial in its study")
+    spec: StudySpec = Field(description="the study this trial belongs to")
+    config: LoraConfig = Field(description="the configuration to train")
+    predicted_loss: float | None = Field(None, description="predicted validation loss")
+    predicted_loss_std: float | None = Field(None, ge=0, description="standard deviation of predicted_loss")
     predicted_metric: float | None = Field(None, description="the recommender's prediction of the objective")
-    predicted_metric_std: float | None = Field(None, ge=0)
+    predicted_metric_std: float | None = Field(None, ge=0, description="standard deviation of predicted_metric")
     metric_name: str | None = Field(None, description="the objective predicted: accuracy, neg_perplexity...")
     prediction_source: PredictionSource | None = Field(
         None, description="knowledge-base (the GP recommender) or cold-start (the documented portfolio)"
@@ -68,7 +68,7 @@ class JobRequested(Event):
     gpus: int = Field(1, ge=1, le=64, description="GPUs the job occupies while running")
     estimated_gpu_hours: float = Field(gt=0, description="GPU-hours to finish (all GPUs together)")
     power_kw: float = Field(gt=0, description="IT power draw of the whole job while running, kW")
-    deadline: AwareDatetime
+    deadline: AwareDatetime = Field(description="the job must finish before this time (UTC)")
     earliest_start: AwareDatetime | None = Field(
         None, description="not to run before this (its data lands later): a job announced ahead lets the "
         "scheduler keep clean room for it (see the scheduler README)",
@@ -82,9 +82,9 @@ class JobRequested(Event):
 
 
 class JobInfeasible(Event):
-    job_id: UUID
-    study_id: UUID | None = None
-    reason: str
+    job_id: JobId
+    study_id: OptionalStudyId = None
+    reason: str = Field(description="why no plan meets the deadline")
     earliest_finish: AwareDatetime | None = Field(None, description="earliest finish the scheduler can offer")
 
 
@@ -92,9 +92,10 @@ class JobCancelled(Event):
     """A user or another system withdraws a requested job: the scheduler stops it where it runs
     (a ``stop`` assignment), drops it from the plan and never starts it again."""
 
-    job_id: UUID
-    study_id: UUID | None = None
-    reason: str = Field("cancelled by the user", min_length=1, max_length=2000)
+    job_id: JobId
+    study_id: OptionalStudyId = None
+    reason: str = Field("cancelled by the user", min_length=1, max_length=2000,
+                        description="why: kept in the log and sent to the study's webhook")
 
 
 class StopReason(StrEnum):
@@ -105,11 +106,11 @@ class StopReason(StrEnum):
 class StudyStopped(Event):
     """The recommender requests no more trials for a study, and why."""
 
-    study_id: UUID
-    reason: StopReason
-    trials_requested: int = Field(ge=0)
-    trials_finished: int = Field(ge=0)
+    study_id: StudyId
+    reason: StopReason = Field(description="budget: spec.trials spent; expected_improvement: best EI under threshold")
+    trials_requested: int = Field(ge=0, description="trials the recommender requested for the study")
+    trials_finished: int = Field(ge=0, description="of which completed or failed")
     best_expected_improvement: float | None = Field(None, description="normalised units (per-task standard scores)")
-    threshold: float | None = None
-    best_metric: float | None = None
-    metric_name: str | None = None
+    threshold: float | None = Field(None, description="the EI threshold it stopped under, normalised units")
+    best_metric: float | None = Field(None, description="best objective value of the study's runs")
+    metric_name: str | None = Field(None, description="name of that objective: accuracy, neg_perplexity...")

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, Field
 
-from .base import Contract, Event
+from .base import Contract, DatacenterName, Event, JobId, OptionalStudyId, StudyId
 from .datasets import TaskType
 from .jobs import LoraConfig
 
@@ -32,51 +32,53 @@ class RunAccounting(Contract):
     tokens_with_padding: int = Field(0, ge=0, description="tokens including padding")
     energy_wh: float = Field(0.0, ge=0, description="IT energy above idle, Wh")
     emissions_g: float = Field(0.0, ge=0, description="energy x PUE x hourly intensity, gCO2eq")
-    gpu_hours: float = Field(0.0, ge=0)
-    wall_seconds: float = Field(0.0, ge=0)
+    gpu_hours: float = Field(0.0, ge=0, description="GPU-hours used (GPUs x hours trained)")
+    wall_seconds: float = Field(0.0, ge=0, description="seconds spent training, wall clock")
     hours: list[HourlyEnergy] = Field(default_factory=list, description="energy and emissions per clock hour")
     idle_power_w: float | None = Field(None, ge=0, description="idle baseline subtracted from the power readings, W")
     power_source: str | None = Field(None, description="nvml, rapl or model (TDP x utilisation)")
 
 
 class RunProgress(Event):
-    job_id: UUID
-    datacenter: str
-    step: int = Field(ge=0)
-    total_steps: int = Field(ge=1)
-    train_loss: float | None = None
-    val_loss: float | None = None
-    learning_rate: float | None = None
+    job_id: JobId
+    datacenter: DatacenterName
+    step: int = Field(ge=0, description="optimizer steps done")
+    total_steps: int = Field(ge=1, description="optimizer steps planned")
+    train_loss: float | None = Field(None, description="training loss at this step")
+    val_loss: float | None = Field(None, description="validation loss of the latest evaluation")
+    learning_rate: float | None = Field(None, description="current learning rate")
     power_w: float = Field(0.0, ge=0, description="mean power above idle over the last interval, W")
-    step_time_s: float | None = Field(None, ge=0)
-    estimated_remaining_gpu_hours: float | None = Field(None, ge=0)
-    accounting: RunAccounting = RunAccounting()
+    step_time_s: float | None = Field(None, ge=0, description="mean seconds per optimizer step lately")
+    estimated_remaining_gpu_hours: float | None = Field(None, ge=0, description="GPU-hours to finish, at the current pace")
+    accounting: RunAccounting = Field(RunAccounting(), description="what the run spent so far")
 
 
 class RunMetrics(Contract):
-    val_loss: float
-    accuracy: float | None = Field(None, ge=0, le=1)
-    macro_f1: float | None = Field(None, ge=0, le=1)
-    perplexity: float | None = Field(None, ge=0)
+    """Held-out metrics of a finished run."""
+
+    val_loss: float = Field(description="validation loss")
+    accuracy: float | None = Field(None, ge=0, le=1, description="validation accuracy (classification)")
+    macro_f1: float | None = Field(None, ge=0, le=1, description="validation macro-F1 (classification)")
+    perplexity: float | None = Field(None, ge=0, description="validation perplexity (causal LM)")
 
 
 class CurvePoint(Contract):
     """One evaluation of a run. ``fraction`` = step / planned steps, so curves of different budgets align."""
 
-    step: int = Field(ge=0)
-    fraction: float = Field(ge=0, le=1)
-    val_loss: float | None = None
+    step: int = Field(ge=0, description="optimizer step of the evaluation")
+    fraction: float = Field(ge=0, le=1, description="step / planned steps")
+    val_loss: float | None = Field(None, description="validation loss")
     metric: float | None = Field(None, description="the run's objective at this evaluation (higher is better)")
-    train_loss: float | None = None
+    train_loss: float | None = Field(None, description="training loss at that step")
 
 
 class Hardware(Contract):
     """What a run trained on."""
 
     device: str = Field(description="cpu, cuda, ...")
-    gpu_model: str | None = None
-    gpu_count: int = Field(0, ge=0)
-    cpu_model: str | None = None
+    gpu_model: str | None = Field(None, description="GPU model, where one was used")
+    gpu_count: int = Field(0, ge=0, description="GPUs used")
+    cpu_model: str | None = Field(None, description="CPU model")
     precision: str | None = Field(None, description="fp32, bfloat16, float16")
 
 
@@ -84,24 +86,25 @@ class RunCompleted(Event):
     """A finished run. The optional fields make it a whole knowledge-base row (the recommender's
     flywheel); producers that leave them out still validate."""
 
-    job_id: UUID
-    study_id: UUID
-    datacenter: str
-    config: LoraConfig
-    metrics: RunMetrics
-    steps: int = Field(ge=0)
-    early_stopped: bool = False
+    job_id: JobId
+    study_id: StudyId
+    datacenter: DatacenterName
+    config: LoraConfig = Field(description="the configuration trained")
+    metrics: RunMetrics = Field(description="held-out metrics of the final adapter")
+    steps: int = Field(ge=0, description="optimizer steps trained")
+    early_stopped: bool = Field(False, description="the run stopped before planned_steps")
     stop_reason: str | None = Field(None, description="why an early-stopped run stopped (plateau, the curve stopper)")
-    adapter_key: str | None = Field(None, description="object-store key of the trained LoRA adapter")
-    accounting: RunAccounting
-    base_model: str | None = None
-    task: TaskType | None = None
+    adapter_key: str | None = Field(
+        None, description="key of the trained LoRA adapter (a tar of the PEFT directory) in the object store bucket adapters")
+    accounting: RunAccounting = Field(description="tokens, energy and emissions of the whole run")
+    base_model: str | None = Field(None, description="the base model fine-tuned")
+    task: TaskType | None = Field(None, description="the study's task")
     planned_steps: int | None = Field(None, ge=0, description="steps the run would have taken without an early stop")
     curve: list[CurvePoint] = Field(default_factory=list, description="periodic evaluations, step 0 first")
     majority_baseline: float | None = Field(
         None, ge=0, le=1, description="accuracy of always predicting the training set's most common label"
     )
-    hardware: Hardware | None = None
+    hardware: Hardware | None = Field(None, description="what it trained on")
 
 
 class FailureReason(StrEnum):
@@ -118,21 +121,21 @@ class FailureReason(StrEnum):
 
 
 class RunFailed(Event):
-    job_id: UUID
-    study_id: UUID | None = None
-    datacenter: str
-    reason: FailureReason
-    message: str
-    accounting: RunAccounting = RunAccounting()
+    job_id: JobId
+    study_id: OptionalStudyId = None
+    datacenter: DatacenterName
+    reason: FailureReason = Field(description="typed cause")
+    message: str = Field(description="human-readable cause")
+    accounting: RunAccounting = Field(RunAccounting(), description="what the run spent before it failed")
     config: LoraConfig | None = Field(None, description="the configuration that failed, where known")
-    base_model: str | None = None
-    task: TaskType | None = None
+    base_model: str | None = Field(None, description="the base model, where known")
+    task: TaskType | None = Field(None, description="the study's task, where known")
 
 
 class RunPaused(Event):
-    job_id: UUID
-    study_id: UUID
-    datacenter: str
-    step: int = Field(ge=0)
-    checkpoint_key: str
-    accounting: RunAccounting = RunAccounting()
+    job_id: JobId
+    study_id: StudyId
+    datacenter: DatacenterName
+    step: int = Field(ge=0, description="optimizer steps done when it paused")
+    checkpoint_key: str = Field(description="key in the object store bucket checkpoints to resume from")
+    accounting: RunAccounting = Field(RunAccounting(), description="what the run spent so far")

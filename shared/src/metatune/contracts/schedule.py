@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, Field
 
-from .base import Contract, Event
+from .base import Contract, DatacenterName, Event, JobId, StudyId
 from .datasets import StudySpec
 from .jobs import LoraConfig
 
@@ -23,35 +23,37 @@ class Assignment(Event):
     """A change for one job at one datacenter. ``event_id`` is deterministic per change, so a
     re-sent assignment is de-duplicated by JetStream and ignored by the agent."""
 
-    job_id: UUID
-    study_id: UUID
-    datacenter: str
-    action: AssignmentAction
-    plan_version: int = Field(ge=0)
+    job_id: JobId
+    study_id: StudyId
+    datacenter: DatacenterName
+    action: AssignmentAction = Field(description="start, pause, resume or stop")
+    plan_version: int = Field(ge=0, description="version of the plan that made it; an agent ignores older ones")
     spec: StudySpec | None = Field(None, description="needed for start / resume")
-    config: LoraConfig | None = None
-    gpus: int = Field(1, ge=1)
+    config: LoraConfig | None = Field(None, description="the configuration to train (start / resume)")
+    gpus: int = Field(1, ge=1, description="GPUs to use")
     checkpoint_key: str | None = Field(None, description="object-store key to resume from")
     hours_planned: float = Field(0.0, ge=0, description="hours scheduled in this stretch")
-    estimated_gpu_hours: float | None = Field(None, gt=0)
+    estimated_gpu_hours: float | None = Field(None, gt=0, description="GPU-hours the job still needs")
 
 
 class PlanEntry(Contract):
-    job_id: UUID
-    datacenter: str
+    """Where and in which hours one job is planned to run."""
+
+    job_id: JobId
+    datacenter: DatacenterName
     hours: list[AwareDatetime] = Field(description="start of each planned hour at this datacenter")
     emissions_g: float = Field(ge=0, description="expected emissions of these hours, gCO2eq")
 
 
 class Plan(Event):
-    plan_version: int = Field(ge=0)
-    horizon_start: AwareDatetime
-    entries: list[PlanEntry]
+    plan_version: int = Field(ge=0, description="increases with every re-plan")
+    horizon_start: AwareDatetime = Field(description="first hour of the plan (UTC)")
+    entries: list[PlanEntry] = Field(description="one per job and datacenter stretch")
     expected_emissions_g: float = Field(ge=0, description="gCO2eq of the plan")
     baseline_emissions_g: float = Field(ge=0, description="gCO2eq of running every job now at home")
-    solve_seconds: float = Field(ge=0)
-    mip_gap: float | None = Field(None, ge=0)
-    infeasible_jobs: list[UUID] = Field(default_factory=list)
+    solve_seconds: float = Field(ge=0, description="time the solver took, s")
+    mip_gap: float | None = Field(None, ge=0, description="relative MIP gap at the end of the solve")
+    infeasible_jobs: list[UUID] = Field(default_factory=list, description="jobs no plan can finish by their deadline")
 
 
 class CurrentAssignment(Contract):

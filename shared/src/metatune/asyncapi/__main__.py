@@ -1,0 +1,5 @@
+import sys
+
+from . import render
+
+sys.stdout.write(render())

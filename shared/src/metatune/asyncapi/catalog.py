@@ -1,0 +1,123 @@
+"""Every channel: its subject, contract, ``Nats-Msg-Id`` scheme, and who sends and who receives it.
+
+Senders and receivers are what the services' ``app.py`` files publish and consume (the NATS users
+of :mod:`metatune.bus.auth` are granted the same; a test checks the two agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import contracts as c, subjects
+from ..bus.auth import SUBMITTER
+
+UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+HOUR_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:00:00\+00:00"
+SERVICES = ("profiler", "recommender", "forecaster", "scheduler", "telemetry", "trainer-agent")
+
+
+@dataclass(frozen=True)
+class MsgId:
+    """How a producer derives the ``Nats-Msg-Id`` header (see :mod:`metatune.msgids`)."""
+
+    template: str
+    pattern: str
+    why: str
+
+
+def event_id(why: str = "a random UUID per event") -> MsgId:
+    return MsgId("<event_id>", f"^{UUID_PATTERN}$", f"the payload's event_id ({why})")
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """A service consuming a channel, through these durable consumers (``{datacenter}``: per agent)."""
+
+    service: str
+    durables: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Channel:
+    subject: str
+    model: type[c.Event]
+    summary: str
+    senders: tuple[str, ...]
+    receivers: tuple[Receiver, ...]
+    msg_id: MsgId
+
+    @property
+    def id(self) -> str:
+        """Channel id in the document: the subject's fixed tokens (``runs.{job_id}.progress`` -> runs-progress)."""
+        return "-".join(t for t in self.subject.split(".")[1:] if not t.startswith("{"))
+
+    @property
+    def parameters(self) -> list[str]:
+        return [t[1:-1] for t in self.subject.split(".") if t.startswith("{")]
+
+
+def _r(service: str, *durables: str) -> Receiver:
+    return Receiver(service, durables)
+
+
+LOG = _r("telemetry", "telemetry-log")  # telemetry stores the whole event log
+STATUS_LOG = _r("telemetry", "telemetry-status")
+
+CATALOG = [
+    Channel(subjects.DATASETS_SUBMITTED, c.DatasetSubmitted,
+            "A user asks for a study: dataset location, task, base model, deadline, trial budget, residency.",
+            (SUBMITTER,), (_r("profiler", "profiler"), LOG), event_id()),
+    Channel(subjects.DATASETS_PROFILED, c.DatasetProfiled, "NLP meta-features of the submitted dataset.",
+            ("profiler",), (_r("recommender", "recommender", "recommender-kb-profiles"), LOG),
+            MsgId("profiled-<submission event_id>", f"^profiled-{UUID_PATTERN}$",
+                  "one profile per submission: a redelivered submission is profiled again and stored once")),
+    Channel(subjects.JOBS_REQUESTED, c.JobRequested,
+            "One trial to run: LoRA configuration, predicted metric ± std, GPU-hours, power, deadline.",
+            ("recommender",), (_r("scheduler", "scheduler-jobs"), LOG),
+            event_id("uuid5 of the job id: a re-requested trial is stored once")),
+    Channel(subjects.JOBS_INFEASIBLE, c.JobInfeasible,
+            "A job whose deadline cannot be met, with the earliest feasible finish.",
+            ("scheduler",), (LOG,), event_id("uuid5 of the job and its deadline")),
+    Channel(subjects.JOBS_CANCELLED, c.JobCancelled,
+            "A job withdrawn: the scheduler stops it where it runs and never starts it again.",
+            (SUBMITTER,), (_r("scheduler", "scheduler-cancelled"), LOG), event_id()),
+    Channel(subjects.STUDIES_STOPPED, c.StudyStopped,
+            "The recommender requests no more trials for a study: budget spent or best EI below threshold.",
+            ("recommender",), (LOG,), event_id("uuid5 of the study: a study stops once")),
+    Channel("metatune.forecasts.{region}", c.CarbonForecast,
+            "168 hourly carbon intensities (gCO2eq/kWh) with p10/p90 bands for one grid region.",
+            ("forecaster",),
+            (_r("scheduler", "scheduler-forecasts"), _r("trainer-agent", "trainer-agent-{datacenter}-forecasts"), LOG),
+            MsgId("forecast-<region>-<hour, ISO 8601>", f"^forecast-[A-Za-z0-9_-]+-{HOUR_PATTERN}$",
+                  "one forecast per region and clock hour")),
+    Channel("metatune.assignments.{datacenter}", c.Assignment,
+            "Start, pause, resume or stop a job at one datacenter (idempotent).",
+            ("scheduler",), (_r("trainer-agent", "trainer-agent-{datacenter}"), LOG),
+            event_id("uuid5 of job, action, datacenter and stretch start: a re-sent assignment is stored once")),
+    Channel(subjects.PLANS, c.Plan, "The whole plan, its expected emissions and the run-now baseline.",
+            ("scheduler",), (LOG,), event_id("uuid5 of the plan version and its first hour")),
+    Channel("metatune.agents.{datacenter}.status", c.AgentStatus, "Capacity, free GPUs and heartbeat of one datacenter.",
+            ("trainer-agent",), (_r("scheduler", "scheduler-agents"), STATUS_LOG), event_id()),
+    Channel("metatune.runs.{job_id}.progress", c.RunProgress, "Step, tokens (with padding), loss, energy (Wh), power.",
+            ("trainer-agent",), (_r("scheduler", "scheduler-progress"), LOG), event_id()),
+    Channel(subjects.RUNS_COMPLETED, c.RunCompleted, "Final metrics, adapter key, energy and emissions of a run.",
+            ("trainer-agent",),
+            (_r("recommender", "recommender-next-trial", "recommender-kb-completed"),
+             _r("scheduler", "scheduler-completed"), LOG),
+            MsgId("completed-<job_id>", f"^completed-{UUID_PATTERN}$", "a job completes once, whichever agent finished it")),
+    Channel(subjects.RUNS_FAILED, c.RunFailed, "A run that cannot go on, with a typed reason.",
+            ("trainer-agent",),
+            (_r("recommender", "recommender-next-trial-failed", "recommender-kb-failed"),
+             _r("scheduler", "scheduler-failed"), LOG),
+            MsgId("failed-<start / resume assignment's event_id>", f"^failed-{UUID_PATTERN}$",
+                  "one failure per run an assignment began")),
+    Channel(subjects.RUNS_PAUSED, c.RunPaused, "A run paused with a checkpoint any datacenter can resume from.",
+            ("trainer-agent",), (_r("scheduler", "scheduler-paused"), LOG),
+            MsgId("paused-<start / resume assignment's event_id>", f"^paused-{UUID_PATTERN}$",
+                  "one pause per run an assignment began")),
+    Channel("metatune.errors.{service}", c.ErrorEvent, "What was wrong with a message or a request.",
+            SERVICES, (LOG,), event_id()),
+    Channel(subjects.CLOCK_TICK, c.ClockTick, "A new (simulated or real) hour began.",
+            SERVICES, (_r("forecaster"), _r("scheduler"), STATUS_LOG),
+            MsgId("tick-<hour, ISO 8601>", f"^tick-{HOUR_PATTERN}$", "one tick per hour, however many services publish it")),
+]

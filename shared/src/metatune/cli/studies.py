@@ -1,0 +1,162 @@
+"""What the event log says about each study and its trials: a pure fold, no I/O.
+
+A study is its submission, its profile, the trials the recommender requested (with predictions),
+what became of each (completed, failed, cancelled, infeasible) and whether it was stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from ..contracts import (
+    DatasetProfiled,
+    DatasetSubmitted,
+    Event,
+    JobCancelled,
+    JobInfeasible,
+    JobRequested,
+    RunCompleted,
+    RunFailed,
+    StudyStopped,
+)
+
+
+@dataclass
+class Trial:
+    job_id: UUID
+    requested: JobRequested | None = None
+    completed: RunCompleted | None = None
+    failed: RunFailed | None = None
+    cancelled: JobCancelled | None = None
+    infeasible: JobInfeasible | None = None
+
+    @property
+    def status(self) -> str:
+        if self.completed:
+            return "completed"
+        if self.failed:
+            return f"failed: {self.failed.reason.value}"
+        if self.cancelled:
+            return "cancelled"
+        if self.infeasible:
+            return "infeasible"
+        return "requested"
+
+    def summary(self) -> dict[str, Any]:
+        """The trial as JSON: configuration, prediction, outcome, metrics, energy and emissions."""
+        r, done, failed = self.requested, self.completed, self.failed
+        config = (done.config if done else r.config if r else failed.config if failed else None)
+        accounting = done.accounting if done else failed.accounting if failed else None
+        return {
+            "job_id": str(self.job_id),
+            "trial_index": r.trial_index if r else None,
+            "status": self.status,
+            "config": config.model_dump(mode="json") if config else None,
+            "predicted_metric": r.predicted_metric if r else None,
+            "predicted_metric_std": r.predicted_metric_std if r else None,
+            "metric_name": r.metric_name if r else None,
+            "datacenter": (done or failed).datacenter if (done or failed) else None,
+            "metrics": done.metrics.model_dump(mode="json") if done else None,
+            "steps": done.steps if done else None,
+            "adapter_key": done.adapter_key if done else None,
+            "energy_wh": accounting.energy_wh if accounting else None,
+            "emissions_g": accounting.emissions_g if accounting else None,
+            "error": failed.message if failed else self.cancelled.reason if self.cancelled else
+            self.infeasible.reason if self.infeasible else None,
+        }
+
+
+@dataclass
+class Study:
+    study_id: UUID
+    submitted: DatasetSubmitted | None = None
+    profiled: DatasetProfiled | None = None
+    trials: dict[UUID, Trial] = field(default_factory=dict)
+    stopped: StudyStopped | None = None
+
+    @property
+    def status(self) -> str:
+        if self.stopped:
+            return f"stopped ({self.stopped.reason.value})"
+        if any(t.status == "requested" for t in self.trials.values()):
+            return "running"
+        if self.trials:
+            return "trials finished"
+        return "profiled" if self.profiled else "submitted"
+
+    def count(self, status: str) -> int:
+        return sum(1 for t in self.trials.values() if t.status.startswith(status))
+
+    def ordered_trials(self) -> list[Trial]:
+        return sorted(self.trials.values(), key=lambda t: (t.requested.trial_index if t.requested else 1 << 30,
+                                                          str(t.job_id)))
+
+    def summary(self) -> dict[str, Any]:
+        spec = (self.submitted or self.profiled).spec if (self.submitted or self.profiled) else None
+        return {
+            "study_id": str(self.study_id),
+            "status": self.status,
+            "submitted_at": self.submitted.occurred_at.isoformat() if self.submitted else None,
+            "dataset": spec.dataset.ref if spec else None,
+            "task": spec.task.value if spec else None,
+            "base_model": spec.base_model if spec else None,
+            "trials_budget": spec.trials if spec else None,
+            "deadline": spec.deadline.isoformat() if spec else None,
+            "trials_requested": len(self.trials),
+            "trials_completed": self.count("completed"),
+            "trials_failed": self.count("failed"),
+        }
+
+    def details(self) -> dict[str, Any]:
+        """Everything ``study show --json`` prints."""
+        return {
+            **self.summary(),
+            "spec": self.submitted.spec.model_dump(mode="json") if self.submitted else None,
+            "profile": self.profiled.features.model_dump(mode="json") if self.profiled else None,
+            "rows_skipped": self.profiled.rows_skipped if self.profiled else None,
+            "trials": [t.summary() for t in self.ordered_trials()],
+            "stopped": self.stopped.model_dump(mode="json") if self.stopped else None,
+        }
+
+
+def fold(events: list[Event]) -> dict[UUID, Study]:
+    """Studies by id, in the order they were first seen."""
+    studies: dict[UUID, Study] = {}
+    job_study: dict[UUID, UUID] = {}
+
+    def study(study_id: UUID) -> Study:
+        return studies.setdefault(study_id, Study(study_id))
+
+    def trial(job_id: UUID, study_id: UUID | None) -> Trial | None:
+        study_id = study_id or job_study.get(job_id)
+        if study_id is None:
+            return None  # a job that is not part of a study in this log
+        job_study[job_id] = study_id
+        return study(study_id).trials.setdefault(job_id, Trial(job_id))
+
+    for event in events:
+        match event:
+            case DatasetSubmitted():
+                study(event.study_id).submitted = event
+            case DatasetProfiled():
+                study(event.study_id).profiled = event
+            case StudyStopped():
+                study(event.study_id).stopped = event
+            case JobRequested():
+                if (t := trial(event.job_id, event.study_id)) is not None:
+                    t.requested = event
+            case RunCompleted():
+                if (t := trial(event.job_id, event.study_id)) is not None:
+                    t.completed = event
+            case RunFailed():
+                if (t := trial(event.job_id, event.study_id)) is not None:
+                    t.failed = event
+            case JobCancelled():
+                if (t := trial(event.job_id, event.study_id)) is not None:
+                    t.cancelled = event
+            case JobInfeasible():
+                if (t := trial(event.job_id, event.study_id)) is not None:
+                    t.infeasible = event
+    return studies

@@ -1,0 +1,90 @@
+"""``metatune study list`` and ``metatune study show STUDY``: the studies as the event log tells them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from uuid import UUID
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import BusUnavailable
+from ..settings import Settings, get_settings
+from .connect import bus, fail
+from .eventlog import read_log
+from .studies import Study, fold
+from .validation import parse_id
+
+console = Console()
+study_app = typer.Typer(help="Studies: what was submitted, profiled, requested, trained and stopped.", no_args_is_help=True)
+
+
+def load_studies(settings: Settings) -> dict[UUID, Study]:
+    """Every study of the event log (one clear line and exit 2 when NATS does not answer)."""
+
+    async def run() -> dict[UUID, Study]:
+        async with bus(settings) as nc:
+            logged = await read_log(nc.jetstream(), settings.stream_name)
+        return fold([item.event for item in logged])
+
+    try:
+        return asyncio.run(run())
+    except BusUnavailable as exc:
+        raise fail(str(exc)) from None
+
+
+def find_study(settings: Settings, value: str) -> Study:
+    study_id = parse_id(value, "study")
+    study = load_studies(settings).get(study_id)
+    if study is None:
+        raise fail(f"no study {study_id} in the event log", code=1)
+    return study
+
+
+def print_json(value: object) -> None:
+    print(json.dumps(value, indent=2))
+
+
+@study_app.command("list")
+def list_studies(raw: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+    """Every study in the event log, oldest first."""
+    studies = [s.summary() for s in load_studies(get_settings()).values()]
+    if raw:
+        print_json(studies)
+        return
+    table = Table("study", "submitted", "dataset", "model", "trials", "done", "failed", "status")
+    for s in studies:
+        table.add_row(s["study_id"], (s["submitted_at"] or "")[:16], s["dataset"] or "-", s["base_model"] or "-",
+                      f"{s['trials_requested']}/{s['trials_budget'] or '-'}", str(s["trials_completed"]),
+                      str(s["trials_failed"]), s["status"])
+    console.print(table if studies else "no studies in the event log")
+
+
+@study_app.command("show")
+def show(study: str = typer.Argument(..., help="Study id, as `metatune submit` printed it"),
+         raw: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+    """One study: submission, profile, each trial with its prediction and outcome, and why it stopped."""
+    details = find_study(get_settings(), study).details()
+    if raw:
+        print_json(details)
+        return
+    console.print(f"[bold]study {details['study_id']}[/bold]  {details['status']}", highlight=False)
+    console.print(f"dataset {details['dataset']}  task {details['task']}  model {details['base_model']}  "
+                  f"deadline {details['deadline']}", highlight=False)
+    if details["profile"]:
+        p = details["profile"]
+        console.print(f"profile: {p['n_examples']} examples, {p['n_classes']} classes, {p['tokens_mean']:.1f} tokens "
+                      f"on average, {details['rows_skipped']} rows skipped", highlight=False)
+    table = Table("trial", "job", "rank", "lr", "predicted", "status", "result")
+    for t in details["trials"]:
+        config = t["config"] or {}
+        predicted = (f"{t['predicted_metric']:.3f} ± {t['predicted_metric_std'] or 0:.3f}"
+                     if t["predicted_metric"] is not None else "-")
+        result = (json.dumps(t["metrics"]) if t["metrics"] else t["error"] or "-")
+        table.add_row(str(t["trial_index"]), t["job_id"], str(config.get("rank", "-")), str(config.get("learning_rate", "-")),
+                      predicted, t["status"], result)
+    console.print(table)
+    if details["stopped"]:
+        console.print(f"stopped: {details['stopped']['reason']}", highlight=False)

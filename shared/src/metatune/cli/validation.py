@@ -1,0 +1,44 @@
+"""Checking what a user typed before anything is published: one line per mistake, never a traceback."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import typer
+from pydantic import ValidationError
+
+from ..models import UnknownBaseModel, resolve_base_model
+from ..registry import load_registry
+from ..settings import Settings
+from .connect import fail
+
+
+def one_line(exc: ValidationError) -> str:
+    """A pydantic error as ``field: reason; field: reason``."""
+    return "; ".join(f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}" for error in exc.errors())
+
+
+def parse_id(value: str, what: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise fail(f"{value!r} is not a {what} id (a UUID, as `metatune events` shows)") from None
+
+
+def check_datacenter(name: str, settings: Settings) -> str:
+    registry = load_registry(settings.registry_path)
+    if name not in registry.names():
+        raise fail(f"unknown datacenter {name!r}; known: {', '.join(registry.names())}")
+    return name
+
+
+def check_base_model(name: str) -> str:
+    try:
+        resolve_base_model(name)
+    except UnknownBaseModel as exc:
+        raise fail(str(exc)) from None
+    return name
+
+
+def bad_parameter(exc: typer.BadParameter) -> typer.Exit:
+    return fail(exc.format_message().removeprefix("Invalid value: "))

@@ -1,0 +1,154 @@
+"""`metatune study list|show`, `results`, `adapter download` read the event log; `submit` and `cancel`
+refuse bad arguments with one line before anything is published. Real NATS, the real CLI process."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import nats
+import pytest
+
+from metatune import contracts as c, subjects
+from metatune.asyncapi.examples import ACCOUNTING, CONFIG, NOW, SPEC
+from metatune.bus import ADAPTERS_BUCKET, DATASETS_BUCKET, ObjectStore, ensure_streams, headers_for
+from metatune.settings import Settings
+
+from .test_cli import run
+
+STUDY, TRAINED, FAILED = uuid4(), uuid4(), uuid4()
+
+
+def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
+    def requested(job: UUID, index: int) -> c.JobRequested:
+        return c.JobRequested(occurred_at=NOW, job_id=job, study_id=study, trial_index=index, spec=SPEC, config=CONFIG,
+                              predicted_metric=0.9 - index / 10, predicted_metric_std=0.05, metric_name="accuracy",
+                              estimated_gpu_hours=0.5, power_kw=0.3, deadline=SPEC.deadline)
+
+    return [
+        (subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=SPEC)),
+        (subjects.JOBS_REQUESTED, requested(TRAINED, 0)),
+        (subjects.JOBS_REQUESTED, requested(FAILED, 1)),
+        (subjects.RUNS_COMPLETED, c.RunCompleted(
+            occurred_at=NOW + timedelta(hours=2), job_id=TRAINED, study_id=study, datacenter="osl1", config=CONFIG,
+            metrics=c.RunMetrics(val_loss=0.4, accuracy=0.91), steps=113, adapter_key=f"{TRAINED}.tar",
+            accounting=ACCOUNTING)),
+        (subjects.RUNS_FAILED, c.RunFailed(occurred_at=NOW + timedelta(hours=1), job_id=FAILED, study_id=study,
+                                           datacenter="fra1", reason=c.FailureReason.out_of_memory, message="OOM at batch 16")),
+        (subjects.STUDIES_STOPPED, c.StudyStopped(occurred_at=NOW + timedelta(hours=3), study_id=study,
+                                                  reason=c.StopReason.budget, trials_requested=2, trials_finished=2)),
+    ]
+
+
+async def publish(url: str, events: list[tuple[str, c.Event]]) -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await ensure_streams(js, Settings(nats_url=url))
+    for subject, event in events:
+        await js.publish(subject, event.to_bytes(), headers=headers_for(event))
+    await nc.close()
+
+
+@pytest.fixture
+def env(module_nats: str, env_for) -> dict[str, str]:
+    return env_for(METATUNE_NATS_URL=module_nats, COLUMNS="250")
+
+
+def one_error_line(result, code: int, *words: str) -> None:
+    assert result.returncode == code, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+async def test_study_list_show_and_results_tell_the_study_from_the_log(module_nats: str, env) -> None:
+    await publish(module_nats, study_events())
+
+    listed = run(["study", "list", "--json"], env)
+    assert listed.returncode == 0, listed.stderr
+    [mine] = [s for s in json.loads(listed.stdout) if s["study_id"] == str(STUDY)]
+    assert mine | {"status": "stopped (budget)", "trials_requested": 2, "trials_completed": 1, "trials_failed": 1} == mine
+    human = run(["study", "list"], env)
+    assert human.returncode == 0 and str(STUDY) in human.stdout and "stopped (budget)" in human.stdout
+
+    shown = run(["study", "show", str(STUDY), "--json"], env)
+    assert shown.returncode == 0, shown.stderr
+    details = json.loads(shown.stdout)
+    assert details["spec"]["base_model"] == "all-MiniLM-L6-v2" and details["stopped"]["reason"] == "budget"
+    assert [(t["job_id"], t["status"], t["predicted_metric"]) for t in details["trials"]] == [
+        (str(TRAINED), "completed", 0.9), (str(FAILED), "failed: out_of_memory", 0.8)]
+    human = run(["study", "show", str(STUDY)], env)
+    assert human.returncode == 0 and str(FAILED) in human.stdout and "OOM at batch 16" in human.stdout
+
+    results = run(["results", str(STUDY), "--json"], env)
+    assert results.returncode == 0, results.stderr
+    trained, failed = json.loads(results.stdout)
+    assert trained["config"]["rank"] == CONFIG.rank and trained["metrics"]["accuracy"] == 0.91
+    assert (trained["energy_wh"], trained["emissions_g"]) == (ACCOUNTING.energy_wh, ACCOUNTING.emissions_g)
+    assert failed["metrics"] is None and failed["error"] == "OOM at batch 16"
+    human = run(["results", str(STUDY)], env)
+    assert human.returncode == 0 and "0.91" in human.stdout and "38.5" in human.stdout
+
+    one_error_line(run(["study", "show", "not-a-study"], env), 2, "'not-a-study' is not a study id")
+    one_error_line(run(["results", str(uuid4())], env), 1, "no study")
+
+
+async def test_adapter_download_gives_a_folder_peft_loads(module_nats: str, env, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from peft import PeftModel
+    from transformers import AutoModelForSequenceClassification
+
+    from metatune.models import embedded_model_dir
+    from metatune_agent.domain.adapter import pack_adapter
+    from metatune_agent.domain.model import load_model
+
+    base = str(embedded_model_dir())
+    torch.manual_seed(0)
+    trained = load_model(base, c.TaskType.classification, CONFIG, num_labels=2, pad_token_id=0)
+    nc = await nats.connect(module_nats)
+    js = nc.jetstream()
+    await ensure_streams(js, Settings(nats_url=module_nats))
+    await ObjectStore(js).put_bytes(ADAPTERS_BUCKET, f"{TRAINED}.tar", pack_adapter(trained, {"labels": ["neg", "pos"]}))
+    await nc.close()
+    await publish(module_nats, study_events())
+
+    out = tmp_path / "adapter"
+    result = run(["adapter", "download", str(TRAINED), "--out", str(out), "--json"], env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert "adapter_config.json" in report["files"] and report["metadata"] == {"labels": ["neg", "pos"]}
+    loaded = PeftModel.from_pretrained(AutoModelForSequenceClassification.from_pretrained(base, num_labels=2), out)
+    want, got = trained.state_dict(), loaded.state_dict()
+    lora = [k for k in want if "lora_" in k or "modules_to_save" in k]
+    assert lora and all(torch.equal(want[k], got[k]) for k in lora)
+
+    one_error_line(run(["adapter", "download", str(TRAINED), "--out", str(out)], env), 2, "not an empty directory")
+    one_error_line(run(["adapter", "download", str(FAILED), "--out", str(tmp_path / "x")], env), 1,
+                   "has no adapter", "failed: out_of_memory")
+    one_error_line(run(["adapter", "download", str(uuid4()), "--out", str(tmp_path / "y")], env), 1, "no job")
+
+
+async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(private_nats: str, env_for, tmp_path: Path) -> None:
+    env = env_for(METATUNE_NATS_URL=private_nats, HF_HUB_OFFLINE="1")
+    nc = await nats.connect(private_nats)
+    js = nc.jetstream()
+    await ensure_streams(js, Settings(nats_url=private_nats))
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "hello", "label": "a"}\n')
+    submit = ["submit", str(data)]
+    cases = [
+        ([*submit, "--home-datacenter", "xyz9"], 2, "unknown datacenter 'xyz9'", "fra1"),
+        ([*submit, "--base-model", "no-such-model"], 2, "unknown base model 'no-such-model'"),
+        ([*submit, "--webhook", "not a url"], 2, "invalid submission: webhook_url"),
+        ([*submit, "--deadline", "tomorrow"], 2, "'tomorrow'", "24h"),
+        ([*submit, "--task", "causal_lm", "--label-column", "label"], 2, "causal_lm study has no label column"),
+        (["cancel", "12345"], 2, "'12345' is not a job id"),
+        (["cancel", str(uuid4())], 1, "no job"),
+    ]
+    for args, code, *words in cases:
+        one_error_line(run(args, env), code, *words)
+    assert (await js.stream_info("METATUNE")).state.messages == 0  # nothing published
+    assert (await js.stream_info(f"OBJ_{DATASETS_BUCKET}")).state.messages == 0  # nothing uploaded
+    await nc.close()
