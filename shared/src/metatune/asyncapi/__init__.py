@@ -14,7 +14,7 @@ from typing import Any
 
 from ..registry import default_registry
 from ..settings import Settings
-from .catalog import CATALOG, Channel
+from ..catalog import CATALOG, Channel
 from .document import build
 
 

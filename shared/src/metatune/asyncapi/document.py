@@ -15,7 +15,7 @@ from .. import __version__
 from ..bus.streams import stream_configs, stream_for
 from ..registry import Registry
 from ..settings import Settings
-from .catalog import CATALOG, SERVICES, Channel
+from ..catalog import CATALOG, SERVICES, Channel
 from .examples import JOB, Example, examples
 
 Doc = dict[str, Any]

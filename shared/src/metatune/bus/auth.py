@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import subjects
+from ..catalog import SUBMITTER
 from ..registry import Registry, default_registry
 from .streams import (
     ADAPTERS_BUCKET,
@@ -42,7 +43,6 @@ from .streams import (
 API = "$JS.API"
 Role = Literal["admin", "service", "agent", "submitter"]
 ADMIN = "admin"
-SUBMITTER = "submitter"
 
 
 class Permissions(BaseModel):

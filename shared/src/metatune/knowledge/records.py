@@ -12,18 +12,19 @@ that table's own search space, not always LoRA).
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
 from pydantic import AwareDatetime, Field
 
-from metatune.contracts import Contract, CurvePoint, Hardware, MetaFeatures, TaskType
+from metatune.contracts import Contract, CurvePoint, Hardware, MetaFeatures, StudySpec, TaskType
 
 # CurvePoint and Hardware are contracts (``RunCompleted`` carries them); re-exported here.
 __all__ = [
     "KB_SCHEMA_VERSION", "CurvePoint", "DatasetInfo", "Hardware", "KbFileHeader", "KbRun", "Provenance", "RunStatus",
-    "StudyBest",
+    "StudyBest", "StudyProfile",
 ]
 
 KB_SCHEMA_VERSION = 1
@@ -105,3 +106,13 @@ class StudyBest(Contract):
     best: float = Field(description="higher is better")
     job_id: UUID | None = None
     completed: int = Field(0, ge=0, description="finished trials of the study")
+
+
+class StudyProfile(Contract):
+    """What the profiler said about a platform study's dataset (the flywheel joins runs to it)."""
+
+    study_id: UUID
+    dataset_name: str
+    spec: StudySpec
+    features: MetaFeatures
+    profiled_at: datetime | None = None

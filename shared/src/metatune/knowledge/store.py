@@ -48,7 +48,7 @@ from metatune.redaction import redact, redact_url
 
 from .errors import KnowledgeBaseError
 from .files import read_kb_file
-from .records import DatasetInfo, Hardware, KbRun, Provenance, RunStatus
+from .records import DatasetInfo, Hardware, KbRun, Provenance, RunStatus, StudyProfile
 
 MIGRATIONS_PACKAGE = "metatune.knowledge"
 MIGRATIONS_DIR = "migrations"
@@ -78,16 +78,6 @@ _FILL_FROM_PROFILE = (
     "task = p.task, profile_missing = false, updated_at = now() "
     "FROM kb_study_profiles p WHERE p.study_id = r.study_id AND r.study_id = %s AND r.profile_missing"
 )
-
-
-class StudyProfile(Contract):
-    """What the profiler said about a platform study's dataset."""
-
-    study_id: UUID
-    dataset_name: str
-    spec: StudySpec
-    features: MetaFeatures
-    profiled_at: datetime | None = None
 
 
 class ImportReport(Contract):

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from metatune.contracts import RunAccounting, RunCompleted, RunFailed, RunMetrics
 from metatune.knowledge import DatasetInfo, KbRun, Provenance, RunStatus, StudyBest
-from metatune.knowledge.store import StudyProfile
+from metatune.knowledge.records import StudyProfile
 
 PLATFORM_SOURCE = "platform"
 UNKNOWN = "unknown"  # base model / task of a run whose event and study profile both lack them

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from metatune.asyncapi import CATALOG
+from metatune.catalog import CATALOG
 from metatune.contracts import Event
 
 REPLACEMENT = "\ufffd"
@@ -30,6 +31,7 @@ def _pattern(subject: str) -> re.Pattern[str]:
 _CONTRACTS: list[tuple[re.Pattern[str], type[Event]]] = [(_pattern(doc.subject), doc.model) for doc in CATALOG]
 
 
+@lru_cache(maxsize=4096)  # one subject per job and datacenter: a dict look-up instead of a dozen regexes
 def contract_for(subject: str) -> type[Event] | None:
     """The contract a message on ``subject`` must satisfy (None: not a MetaTune subject)."""
     for pattern, model in _CONTRACTS:
@@ -55,6 +57,8 @@ class Rejected:
 
 def clean_text(value: str) -> str:
     """``value`` without the characters PostgreSQL text cannot hold (NUL, lone surrogates)."""
+    if value.isascii():  # the common case, known without a scan: no surrogate possible
+        return value.replace("\x00", REPLACEMENT) if "\x00" in value else value
     if "\x00" in value:
         value = value.replace("\x00", REPLACEMENT)
     try:

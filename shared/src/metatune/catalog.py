@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import contracts as c, subjects
-from ..bus.auth import SUBMITTER
+from . import contracts as c, subjects
 
 UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 HOUR_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:00:00\+00:00"
+SUBMITTER = "submitter"  # the NATS user of external systems (metatune.bus.auth)
 SERVICES = ("profiler", "recommender", "forecaster", "scheduler", "telemetry", "trainer-agent")
 
 
