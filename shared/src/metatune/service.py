@@ -33,6 +33,7 @@ from uuid import UUID
 from faststream import FastStream
 from faststream.middlewares import AckPolicy
 from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsBroker, PullSub
+from faststream.nats.security import NatsSecurity
 from nats.js.api import AckPolicy as JsAckPolicy
 
 from . import __version__, msgids, subjects
@@ -56,6 +57,7 @@ class Service:
         self.settings = settings or get_settings()
         self.instance = instance or self.settings.service_name or name
         auth = client_auth(self.settings, self.instance)
+        tls = auth.pop("tls", None)  # FastStream takes the TLS context as its security option
         # pull consumers take their inbox prefix apart from the connection's (the user's permissions allow only its own)
         self._inbox_prefix = (auth.get("inbox_prefix", "_INBOX") + ".").encode()
         self.broker = NatsBroker(
@@ -65,6 +67,7 @@ class Service:
             max_reconnect_attempts=-1,  # ride out any outage (nats-py gives up after 60 tries by default)
             reconnect_time_wait=1.0,
             log_level=logging.DEBUG,  # per-message "Received/Processed" lines only at DEBUG
+            security=NatsSecurity(ssl_context=tls) if tls else None,
             **auth,
         )
         self.app = FastStream(self.broker)

@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     nats_secrets_dir: Path | None = Field(
         None, description="Where `metatune up` / `metatune secrets` keep NATS credentials (default: <data dir>/secrets/nats)"
     )
+    nats_tls_ca_file: Path | None = Field(
+        None, description="CA of the NATS servers' certificates: set, every connection uses TLS and verifies the server"
+    )
+    nats_tls_cert_file: Path | None = Field(None, description="Client certificate presented over TLS (servers that verify clients)")
+    nats_tls_key_file: Path | None = Field(None, description="Private key of nats_tls_cert_file")
 
     # Bus
     stream_name: str = Field("METATUNE", description="JetStream stream of the durable event log")

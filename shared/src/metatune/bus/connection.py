@@ -7,6 +7,7 @@ service, the CLI and the health check authenticate the same way.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,7 +26,25 @@ async def _silent(_: Exception) -> None:
 
 
 def client_auth(settings: Settings, user: str | None = None) -> dict[str, Any]:
-    """Connect options for this process, first match wins:
+    """Connect options for this process: its credential (:func:`client_credential`) and, when a
+    CA is configured, TLS (:func:`client_tls`)."""
+    return {**client_credential(settings, user), **client_tls(settings)}
+
+
+def client_tls(settings: Settings) -> dict[str, Any]:
+    """With ``METATUNE_NATS_TLS_CA_FILE``: a context that verifies the server against that CA (and
+    presents ``METATUNE_NATS_TLS_CERT_FILE`` / ``_KEY_FILE`` when set). nats-py switches to TLS
+    when the server requires it, so a server without TLS still accepts the same options."""
+    if not settings.nats_tls_ca_file:
+        return {}
+    context = ssl.create_default_context(cafile=str(settings.nats_tls_ca_file))
+    if settings.nats_tls_cert_file and settings.nats_tls_key_file:
+        context.load_cert_chain(settings.nats_tls_cert_file, settings.nats_tls_key_file)
+    return {"tls": context}
+
+
+def client_credential(settings: Settings, user: str | None = None) -> dict[str, Any]:
+    """The credential this process presents, first match wins:
 
     1. credentials in ``METATUNE_NATS_URL`` (``nats://user:pass@host``): nothing to add;
     2. ``METATUNE_NATS_NKEY_FILE``: that seed, with the inbox prefix its permissions allow;

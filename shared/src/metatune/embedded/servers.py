@@ -27,18 +27,28 @@ def nats_server_binary() -> Path:
     return Path(found)
 
 
-def start_nats(url: str, data_dir: Path, log_dir: Path, auth: NatsSecrets | None = None) -> subprocess.Popen[bytes]:
+def start_nats(url: str, data_dir: Path, log_dir: Path, auth: NatsSecrets | None = None,
+               config: Path | None = None) -> subprocess.Popen[bytes]:
     """nats-server with JetStream on the URL's address; with ``auth`` its users and permissions
-    (:func:`metatune.bus.credentials.generate`), otherwise open to anyone who can connect."""
+    (:func:`metatune.bus.credentials.generate`), otherwise open to anyone who can connect;
+    ``config`` instead of ``auth``'s: a hub's (:func:`metatune.bus.leafnodes.hub_config`)."""
     host, port = host_port(url, 4222)
     store = data_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)
-    log = open(log_dir / "nats-server.log", "ab")
-    config = ["-c", str(auth.server_config)] if auth else []
-    return subprocess.Popen(
-        [str(nats_server_binary()), *config, "-a", host, "-p", str(port), "-js", "-sd", str(store)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    config = config or (auth.server_config if auth else None)
+    flags = ["-c", str(config)] if config else []
+    return _run_nats([*flags, "-a", host, "-p", str(port), "-js", "-sd", str(store)], log_dir / "nats-server.log")
+
+
+def start_leaf(config: Path, log_dir: Path) -> subprocess.Popen[bytes]:
+    """A datacenter's leaf node (:func:`metatune.bus.leafnodes.leaf_config`): no JetStream of its own."""
+    return _run_nats(["-c", str(config)], log_dir / f"{config.stem}.log")
+
+
+def _run_nats(args: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+    with open(log_file, "ab") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([str(nats_server_binary()), *args], stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def postgres_bin_dir() -> Path:
