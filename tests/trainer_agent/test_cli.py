@@ -21,7 +21,7 @@ def test_train_prints_metrics_tokens_energy_and_time_as_json(runner: CliRunner, 
     adapter = tmp_path / "adapter.tar"
     result = runner.invoke(app, ["train", str(sst2), "--task", "classification", "--set", "rank=4", "--set", "lr=3e-3",
                                  "--set", "bs=8", "--set", "seq_len=32", "--max-steps", "2", "--json",
-                                 "--adapter-out", str(adapter)])
+                                 "--adapter-out", str(adapter), "--g-per-kwh", "300", "--pue", "1.2"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output[result.output.index("{"):])
     assert report["status"] == "completed" and report["steps"] == 2
@@ -29,6 +29,11 @@ def test_train_prints_metrics_tokens_energy_and_time_as_json(runner: CliRunner, 
     assert report["metrics"]["val_loss"] > 0 and 0 <= report["metrics"]["accuracy"] <= 1
     assert 0 < report["tokens"] <= report["tokens_with_padding"]
     assert report["energy_wh"] > 0 and report["seconds"] > 0
+    # emissions priced at the given intensity and PUE; the speed inside steps is not diluted by loading
+    assert report["emissions_g"] == pytest.approx(report["energy_wh"] / 1000 * 1.2 * 300, rel=1e-6)
+    assert 0 < report["train_seconds"] < report["seconds"]
+    assert report["step_tokens_per_second"] > report["tokens_per_second"]
+    assert report["gpu_hours"] == 0.0  # on the CPU
     assert adapter.stat().st_size > 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,13 +13,15 @@ from metatune.models import EMBEDDED_MODEL
 from metatune.settings import get_settings
 from pydantic import BaseModel
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
 from rich.table import Table
 
 from .domain.errors import TrainingError
 from .domain.request import TrainingRequest, TrainOptions, apply_overrides
 
 if TYPE_CHECKING:  # torch and transformers load only when a run starts: the metatune CLI stays fast
-    from .domain.run import RunOutcome
+    from .domain.run import Progress, RunOutcome
 
 
 class TrainReport(BaseModel):
@@ -36,8 +40,14 @@ class TrainReport(BaseModel):
     energy_wh: float
     power_source: str | None
     idle_power_w: float | None
-    seconds: float
-    tokens_per_second: float
+    gpu_hours: float
+    g_per_kwh: float | None  # the carbon intensity priced in (--g-per-kwh); None: emissions unpriced
+    pue: float
+    emissions_g: float | None  # energy x PUE x intensity; None when no intensity was given (never 0 by default)
+    seconds: float  # wall time of the whole run: loading, tokenising, evaluating, training
+    train_seconds: float  # time inside optimizer steps
+    tokens_per_second: float  # useful tokens per wall second (what the run cost end to end)
+    step_tokens_per_second: float  # useful tokens per second inside optimizer steps (the training speed)
     device: str
     precision: str
     micro_batch: int
@@ -47,7 +57,7 @@ class TrainReport(BaseModel):
     config: LoraConfig
 
 
-def report(outcome: RunOutcome, config: LoraConfig) -> TrainReport:
+def report(outcome: RunOutcome, config: LoraConfig, *, g_per_kwh: float | None = None, pue: float = 1.0) -> TrainReport:
     acc = outcome.accounting
     metrics = None
     if outcome.evaluation is not None:
@@ -67,8 +77,14 @@ def report(outcome: RunOutcome, config: LoraConfig) -> TrainReport:
         energy_wh=acc.energy_wh,
         power_source=acc.power_source,
         idle_power_w=acc.idle_power_w,
+        gpu_hours=acc.gpu_hours if outcome.device.startswith("cuda") else 0.0,
+        g_per_kwh=g_per_kwh,
+        pue=pue,
+        emissions_g=acc.emissions_g if g_per_kwh is not None else None,
         seconds=acc.wall_seconds,
+        train_seconds=outcome.train_seconds,
         tokens_per_second=acc.tokens_seen / max(acc.wall_seconds, 1e-9),
+        step_tokens_per_second=acc.tokens_seen / max(outcome.train_seconds, 1e-9),
         device=outcome.device,
         precision=outcome.precision,
         micro_batch=outcome.micro_batch,
@@ -89,6 +105,24 @@ def _parse_sets(values: list[str]) -> dict[str, str]:
     return pairs
 
 
+@contextmanager
+def _progress(console: Console, *, enabled: bool) -> Iterator[Callable[[Progress], None] | None]:
+    """A Rich progress bar over the run's optimizer steps, with ETA (on stderr; off for --json)."""
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn("training"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[loss]}"))
+    with RichProgress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("train", total=None, loss="")
+
+        def on_progress(progress: Progress) -> None:
+            loss = f"loss {progress.train_loss:.3f}" if progress.train_loss is not None else ""
+            bar.update(task, completed=progress.step, total=progress.total_steps, loss=loss)
+
+        yield on_progress
+
+
 def _table(r: TrainReport) -> Table:
     table = Table(title=f"metatune train: {r.status} after {r.steps}/{r.total_steps} steps"
                         + (" (early stop)" if r.early_stopped else ""))
@@ -105,7 +139,11 @@ def _table(r: TrainReport) -> Table:
         ("train loss (last step)", f"{r.train_loss:.4f}" if r.train_loss is not None else "-"),
         ("tokens (useful / with padding)", f"{r.tokens:,} / {r.tokens_with_padding:,} ({r.padding_overhead:.2f}x)"),
         ("energy above idle", f"{r.energy_wh:.4f} Wh ({r.power_source}, idle {r.idle_power_w or 0:.1f} W)"),
-        ("time", f"{r.seconds:.1f} s ({r.tokens_per_second:,.0f} useful tokens/s)"),
+        ("emissions", f"{r.emissions_g:.4f} gCO2eq at {r.g_per_kwh:g} g/kWh x PUE {r.pue:g}" if r.emissions_g is not None
+         else "unpriced (no carbon intensity: --g-per-kwh)"),
+        ("GPU-hours", f"{r.gpu_hours:.6f}"),
+        ("time (wall / in steps)", f"{r.seconds:.1f} s / {r.train_seconds:.1f} s"),
+        ("useful tokens/s (wall / in steps)", f"{r.tokens_per_second:,.0f} / {r.step_tokens_per_second:,.0f}"),
         ("device / precision", f"{r.device} / {r.precision}"),
         ("micro-batch x accumulation", f"{r.micro_batch} x {r.grad_accum}"),
         ("trainable parameters", f"{r.trainable_parameters:,}"),
@@ -128,6 +166,8 @@ def train(
     format: Annotated[DatasetFormat | None, typer.Option(help="default: from the name and content")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
     adapter_out: Annotated[Path | None, typer.Option(help="write the trained adapter archive (.tar) here")] = None,
+    g_per_kwh: Annotated[float | None, typer.Option(min=0, help="carbon intensity to price the energy at, gCO2eq/kWh")] = None,
+    pue: Annotated[float, typer.Option(min=1.0, help="datacenter power usage effectiveness")] = 1.0,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Fine-tune a LoRA adapter on FILE and print metrics, tokens, energy and time."""
@@ -146,15 +186,18 @@ def train(
             dataset=file, dataset_format=format, task=task, base_model=base_model, text_column=text_column,
             text_pair_column=text_pair_column, label_column=label_column, config=config, options=options,
         )
-        from .domain.run import Site, run_training
+        from .domain.run import RunHooks, Site, run_training
 
-        outcome = run_training(request, site=Site())
+        with _progress(err, enabled=not as_json) as on_progress:
+            outcome = run_training(
+                request, site=Site(pue=pue), intensity=(lambda hour: g_per_kwh), hooks=RunHooks(on_progress=on_progress),
+            )
     except TrainingError as exc:
         err.print(f"[red]{exc.reason.value}[/red]: {exc}")
         raise typer.Exit(2) from exc
     if adapter_out is not None and outcome.adapter is not None:
         adapter_out.write_bytes(outcome.adapter)
-    result = report(outcome, config)
+    result = report(outcome, config, g_per_kwh=g_per_kwh, pue=pue)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     else:
