@@ -9,6 +9,7 @@ import typer
 from metatune.contracts import DatasetFormat, TaskType
 from metatune.models import EMBEDDED_MODEL
 from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .domain.columns import ColumnRequest
@@ -55,7 +56,10 @@ def profile(
         columns=ColumnRequest(text=text_column, text_pair=text_pair_column, label=label_column, task=task),
     )
     try:
-        result = profile_file(file, options)
+        with Progress(SpinnerColumn(), TextColumn("profiling {task.fields[name]}"), TextColumn("{task.completed:,} rows"),
+                      TimeElapsedColumn(), console=Console(stderr=True), transient=True, disable=as_json) as bar:
+            task = bar.add_task("profile", total=None, name=file.name)
+            result = profile_file(file, options, on_rows=lambda rows: bar.update(task, completed=rows))
     except ProfileError as exc:
         where = f" (row {exc.row})" if exc.row else ""
         Console(stderr=True).print(f"[red]{exc.code}[/red]{where}: {exc.message}")

@@ -9,6 +9,7 @@ scripts); tokenizer features come from a seeded reservoir sample of ``sample_siz
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -141,18 +142,26 @@ def _check_skips(acc: _Pass, max_fraction: float) -> int:
     return skipped
 
 
-def profile_file(path: str | Path, options: ProfileOptions | None = None) -> ProfileResult:
-    """Profile one dataset file; raises a :class:`~.errors.ProfileError` subclass when it is unusable."""
+PROGRESS_EVERY_ROWS = 5000
+
+
+def profile_file(path: str | Path, options: ProfileOptions | None = None,
+                 on_rows: Callable[[int], None] | None = None) -> ProfileResult:
+    """Profile one dataset file; raises a :class:`~.errors.ProfileError` subclass when it is unusable.
+
+    ``on_rows(n)`` is told the rows read so far every few thousand rows (a CLI's progress bar)."""
     options = options or ProfileOptions()
     tokenizer = load_tokenizer(options.base_model)  # fail fast on an unknown model, before reading
     dataset = Dataset(Path(path), options.columns, ReadLimits(options.max_file_bytes, options.max_row_bytes),
                       options.format)
     acc = _Pass(options)
-    for item in dataset.rows():
+    for read, item in enumerate(dataset.rows(), start=1):
         if isinstance(item, Row):
             acc.add(item)
         else:
             acc.skip(item)
+        if on_rows is not None and read % PROGRESS_EVERY_ROWS == 0:
+            on_rows(read)
     acc.flush()
     skipped = _check_skips(acc, options.max_skipped_fraction)
     if dataset.columns.label is not None and len(acc.labels) < 2:
