@@ -122,3 +122,22 @@ def test_numerical_failure_answers_with_the_portfolio() -> None:
             p.fill_(float("nan"))
     advice = recommender.recommend("all-MiniLM-L6-v2", profile_descriptors(features(2000)))
     assert advice.source == COLD_START and "failed" in advice.error
+
+
+def test_a_task_unlike_its_history_adapts_the_prior_after_enough_results() -> None:
+    """Once a task has ADAPT_AFTER results, the kernel and the learned mean's weight are fitted to it:
+    a task whose results contradict the history keeps less of the learned mean than one that agrees."""
+    from metatune_recommender.domain.adapt import ADAPT_AFTER
+
+    tasks = family(5, 32, seed=3)
+    prior = LearnedPrior.fit(tasks, FAST, extra_configs=design(64, seed=5))
+    pool = design(64, seed=5)[: ADAPT_AFTER + 4]
+    agree = np.array([score(c) for c in pool])
+    before = prior.condition({"size": 0.5}, pool[: ADAPT_AFTER - 1], agree[: ADAPT_AFTER - 1])
+    assert before.kernel is None  # too few results: the pre-trained hyperparameters
+    agreeing = prior.condition({"size": 0.5}, pool, agree)
+    contrary = prior.condition({"size": 0.5}, pool, -agree)
+    assert agreeing.kernel is not None and contrary.kernel is not None
+    assert contrary.mean_weight < agreeing.mean_weight
+    mu, sd = contrary.predict(design(16, seed=9))
+    assert np.all(np.isfinite(mu)) and np.all(sd > 0)

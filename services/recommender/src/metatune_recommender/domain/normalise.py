@@ -7,7 +7,8 @@ averaged. Ranks make BLEU, accuracy and minus-perplexity comparable and keep a f
 The task being tuned has only a few observations, too few for ranks to mean much. Its raw values
 are mapped to the prior's scale by the affine map ``z = (y - a) / b`` (b > 0) under which they are
 most likely under the learned prior (maximum marginal likelihood of ``y = a + b f``); with one
-observation there is no scale to learn and its score is the prior's mean there.
+observation there is no scale to learn and its score is the prior's mean there. From
+:data:`~.adapt.ADAPT_AFTER` results on, :mod:`.adapt` refits the map jointly with the task's kernel.
 """
 
 from __future__ import annotations
@@ -29,39 +30,28 @@ def copula_scores(values: np.ndarray) -> np.ndarray:
     return norm.ppf((ranks - 0.5) / n)
 
 
-# Measured on the hpo tables (leave one task out, 3 seeds): shrinking the mean's weight cost more than it
-# gained (5.9x against 9.1x), so the weight stays 1; the code path is kept for further study.
-LEARN_MEAN_WEIGHT = False
+def affine_to_prior(y: np.ndarray, prior_mean: np.ndarray, prior_cov: np.ndarray) -> tuple[float, float]:
+    """(a, b) maximising the likelihood of raw ``y`` as ``a + b (m + f)``, ``f ~ GP(0, K)``.
 
-
-def affine_to_prior(y: np.ndarray, prior_mean: np.ndarray, prior_cov: np.ndarray) -> tuple[float, float, float]:
-    """(a, b, s) maximising the likelihood of raw ``y`` as ``a + b (s m + f)``, ``f ~ GP(0, K)``.
-
-    ``s`` weighs the learned mean on this task: near 1 while the task agrees with its history, it
-    shrinks towards 0 as the task's own results contradict the prior (a normal prior N(1, 0.5^2)
-    keeps it near 1 until there is evidence). With fewer than three results it stays 1."""
+    How much of the learned mean ``m`` a task keeps is decided later, with the task's own kernel
+    (:mod:`.adapt`), once it has enough results to say."""
     y = np.asarray(y, dtype=float)
     u = np.asarray(prior_mean, dtype=float)
     n = len(y)
     spread = float(np.std(y))
     if n < 2 or spread == 0:
         b = spread if spread > 0 else 1.0
-        return float(np.mean(y) - b * np.mean(u)), b, 1.0
+        return float(np.mean(y) - b * np.mean(u)), b
     chol = np.linalg.cholesky(prior_cov + 1e-9 * np.eye(n))
-    free_weight = LEARN_MEAN_WEIGHT and n >= 3
 
     def nll(params: np.ndarray) -> float:
-        a, log_b, weight = params if free_weight else (*params, 1.0)
-        r = (y - a) / np.exp(log_b) - weight * u
-        w = np.linalg.solve(chol, r)
+        a, log_b = params
+        w = np.linalg.solve(chol, (y - a) / np.exp(log_b) - u)
         # weak log-normal prior on b around the observed spread keeps n=2 well posed
-        penalty = 0.5 * ((log_b - np.log(spread)) / 3.0) ** 2 + 0.5 * ((weight - 1.0) / 0.5) ** 2
-        return n * log_b + 0.5 * float(w @ w) + penalty
+        return n * log_b + 0.5 * float(w @ w) + 0.5 * ((log_b - np.log(spread)) / 3.0) ** 2
 
     b0 = spread / max(float(np.std(u)), 0.5)
-    start = [float(np.mean(y) - b0 * np.mean(u)), np.log(b0)] + ([1.0] if free_weight else [])
-    result = minimize(nll, np.array(start), method="Nelder-Mead",
-                      options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 600})
-    x = result.x if np.all(np.isfinite(result.x)) else np.array(start)
-    weight = float(np.clip(x[2], 0.0, 2.0)) if free_weight else 1.0
-    return float(x[0]), float(np.exp(x[1])), weight
+    start = np.array([float(np.mean(y) - b0 * np.mean(u)), np.log(b0)])
+    result = minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 600})
+    x = result.x if np.all(np.isfinite(result.x)) else start
+    return float(x[0]), float(np.exp(x[1]))

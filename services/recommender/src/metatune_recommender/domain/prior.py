@@ -10,6 +10,7 @@ only act through the mean, which is where "what works on datasets like this one"
 Conditioning: the new task's raw objective values are mapped onto the prior's normalised scale
 (:func:`~.normalise.affine_to_prior`), then the usual GP posterior with the pre-trained
 hyperparameters (no refit on a handful of points, which is what makes a learned prior useful).
+From :data:`~.adapt.ADAPT_AFTER` results on, the task's own evidence may move them (:mod:`.adapt`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import gpytorch
 import numpy as np
 import torch
 
+from .adapt import ADAPT_AFTER, adapt
 from .encoding import Encoder
 from .errors import EmptyHistory, SurrogateFailure
 from .history import Task
@@ -45,6 +47,25 @@ class MlpMean(gpytorch.means.Mean):
         return self.net(x).squeeze(-1)
 
 
+class EnsembleMean(gpytorch.means.Mean):
+    """The average of several MLP means trained from different initialisations.
+
+    One MLP's extrapolation off the history's families depends on its seed (one seed ranks a new
+    task's best first, another last); their average keeps what the seeds agree on and pulls the
+    rest towards the common level, where the kernel's variance decides."""
+
+    def __init__(self, dim: int, hidden: int, members: int) -> None:
+        super().__init__()
+        self.members = torch.nn.ModuleList(MlpMean(dim, hidden) for _ in range(members))
+
+    def each(self, x: torch.Tensor) -> torch.Tensor:
+        """Every member's mean, shape (members, n)."""
+        return torch.stack([m(x) for m in self.members])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.each(x).mean(0)
+
+
 @dataclass(frozen=True)
 class PriorSettings:
     iterations: int = 300
@@ -52,6 +73,8 @@ class PriorSettings:
     points_per_task: int = 128  # subsample per task and step: bounded cost, equal weight per task
     hidden: int = 32
     weight_decay: float = 1e-3
+    members: int = 1
+    descriptors: bool = True  # task descriptors as mean inputs (False: one mean for every task, as HyperBO)  # MLP means averaged (each trained from its own initialisation, one shared kernel)
     learned_mean: bool = True  # False: a constant mean (the "flat prior" of the tests)
     seed: int = 0
 
@@ -64,7 +87,8 @@ class LearnedPrior:
         self.descriptor_encoder = descriptor_encoder
         self.settings = settings
         d_cfg, d_desc = config_encoder.dim, descriptor_encoder.dim
-        self.mean = (MlpMean(d_cfg + d_desc, settings.hidden) if settings.learned_mean
+        torch.manual_seed(settings.seed)
+        self.mean = (EnsembleMean(d_cfg + d_desc, settings.hidden, max(1, settings.members)) if settings.learned_mean
                      else gpytorch.means.ConstantMean()).to(DTYPE)
         self.kernel = gpytorch.kernels.ScaleKernel(
             gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=max(1, d_cfg), active_dims=tuple(range(max(1, d_cfg))))
@@ -74,6 +98,7 @@ class LearnedPrior:
         ).to(DTYPE)
         self.tasks_fitted: list[str] = []
         self.final_loss: float | None = None
+        self.varied = torch.ones(max(1, d_cfg), dtype=torch.bool)  # config columns some history task varies
 
     # ------------------------------------------------------------------ encoding
     def inputs(self, configs: Sequence[Mapping[str, Any]], descriptors: Mapping[str, Any]) -> torch.Tensor:
@@ -95,7 +120,8 @@ class LearnedPrior:
             raise EmptyHistory("no history task with two or more distinct results")
         config_rows = [c for t in usable for c in t.configs] + list(extra_configs)
         config_encoder = Encoder.fit(config_rows)
-        descriptor_encoder = Encoder.fit([t.descriptors for t in usable], min_category_count=2)
+        descriptor_encoder = (Encoder.fit([t.descriptors for t in usable], min_category_count=2)
+                              if settings.descriptors else Encoder())
         prior = cls(config_encoder, descriptor_encoder, settings)
         prior._train(usable)
         return prior
@@ -126,6 +152,22 @@ class LearnedPrior:
             optimiser.step()
         self.final_loss = float(loss.detach())
         self.tasks_fitted = [t.name for t in tasks]
+        self._default_unseen_lengthscales([x for x, _ in data])
+
+    def _default_unseen_lengthscales(self, inputs: Sequence[torch.Tensor]) -> None:
+        """Columns that never vary inside a history task get no gradient, so their lengthscale is
+        still its initial value; give them the median learned one (a typical scale, not an accident)
+        and remember which they are (task adaptation lets them move further)."""
+        d = self.kernel.base_kernel.ard_num_dims
+        varied = torch.zeros(d, dtype=torch.bool)
+        for x in inputs:
+            varied |= (x[:, :d].max(0).values - x[:, :d].min(0).values) > 1e-9
+        self.varied = varied
+        if varied.any() and not varied.all():
+            with torch.no_grad():
+                lengthscale = self.kernel.base_kernel.lengthscale.clone()
+                lengthscale[..., ~varied] = lengthscale[..., varied].median()
+                self.kernel.base_kernel.lengthscale = lengthscale
 
     def _covariance(self, x1: torch.Tensor, x2: torch.Tensor | None = None) -> torch.Tensor:
         if x2 is None:
@@ -139,14 +181,19 @@ class LearnedPrior:
             chol = torch.linalg.cholesky(cov + 1e-8 * torch.eye(len(x), dtype=DTYPE))
         except RuntimeError as exc:
             raise SurrogateFailure("pre-training", str(exc)) from exc
-        r = (z - self.mean(x)).unsqueeze(-1)
-        w = torch.linalg.solve_triangular(chol, r, upper=False)
-        return -0.5 * (w ** 2).sum() - torch.log(torch.diagonal(chol)).sum() - 0.5 * len(x) * math.log(2 * math.pi)
+        # an ensemble: the mean over members of each member's likelihood (one Cholesky for all)
+        means = self.mean.each(x) if isinstance(self.mean, EnsembleMean) else self.mean(x).unsqueeze(0)
+        w = torch.linalg.solve_triangular(chol, (z.unsqueeze(0) - means).T, upper=False)
+        fit = 0.5 * (w ** 2).sum() / means.shape[0]
+        return -fit - torch.log(torch.diagonal(chol)).sum() - 0.5 * len(x) * math.log(2 * math.pi)
 
     # ------------------------------------------------------------------ conditioning
     def condition(self, descriptors: Mapping[str, Any], configs: Sequence[Mapping[str, Any]],
                   values: Sequence[float]) -> TaskPosterior:
-        """The posterior for a task with these descriptors after observing ``values`` at ``configs``."""
+        """The posterior for a task with these descriptors after observing ``values`` at ``configs``.
+
+        From :data:`~.adapt.ADAPT_AFTER` results on, the kernel, noise and the learned mean's weight
+        are adapted to the task (MAP around the pre-trained values, :func:`~.adapt.adapt`)."""
         x = self.inputs(configs, descriptors) if configs else torch.zeros((0, self._input_dim()), dtype=DTYPE)
         y = np.asarray(values, dtype=float)
         with torch.no_grad():
@@ -156,8 +203,12 @@ class LearnedPrior:
             if len(y) == 1:
                 return TaskPosterior(self, descriptors, x, torch.as_tensor(u, dtype=DTYPE), float(y[0] - u[0]), 1.0)
             cov = self._covariance(x).numpy()
-        a, b, weight = affine_to_prior(y, u, cov)
-        return TaskPosterior(self, descriptors, x, torch.as_tensor((y - a) / b, dtype=DTYPE), a, b, weight)
+        a, b = affine_to_prior(y, u, cov)
+        if len(y) >= ADAPT_AFTER and np.ptp(y) > 0:
+            fit = adapt(self, x, y, torch.as_tensor(u, dtype=DTYPE), a, b)
+            return TaskPosterior(self, descriptors, x, torch.as_tensor((y - fit.a) / fit.b, dtype=DTYPE), fit.a,
+                                 fit.b, fit.mean_weight, fit.kernel, fit.noise)
+        return TaskPosterior(self, descriptors, x, torch.as_tensor((y - a) / b, dtype=DTYPE), a, b)
 
     def _input_dim(self) -> int:
         return max(1, self.config_encoder.dim) + self.descriptor_encoder.dim
@@ -165,7 +216,9 @@ class LearnedPrior:
 
 @dataclass(frozen=True)
 class TaskPosterior:
-    """A task's GP posterior on the prior's normalised scale; ``a + b z`` is the raw metric."""
+    """A task's GP posterior on the prior's normalised scale; ``a + b z`` is the raw metric.
+
+    ``kernel`` / ``noise``: the task's own (adapted) hyperparameters, else the pre-trained ones."""
 
     prior: LearnedPrior
     descriptors: Mapping[str, Any]
@@ -173,10 +226,21 @@ class TaskPosterior:
     z: torch.Tensor
     a: float
     b: float
-    mean_weight: float = 1.0  # how much of the learned mean this task keeps (see affine_to_prior)
+    mean_weight: float = 1.0  # how much of the learned mean this task keeps
+    kernel: gpytorch.kernels.Kernel | None = None
+    noise: torch.Tensor | None = None
 
     def _mean(self, x: torch.Tensor) -> torch.Tensor:
         return self.mean_weight * self.prior.mean(x)
+
+    def _k(self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False) -> torch.Tensor:
+        kernel = self.kernel if self.kernel is not None else self.prior.kernel
+        if diag:
+            return kernel(x1, diag=True)
+        if x2 is not None:
+            return kernel(x1, x2).to_dense()
+        noise = self.noise if self.noise is not None else self.prior.likelihood.noise
+        return kernel(x1).to_dense() + noise * torch.eye(len(x1), dtype=DTYPE)
 
     @property
     def observed(self) -> int:
@@ -187,18 +251,17 @@ class TaskPosterior:
         return float(self.z.max()) if len(self.z) else -math.inf
 
     def predict_inputs(self, xc: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        p = self.prior
         with torch.no_grad():
             mean_c = self._mean(xc)
-            var_c = p.kernel(xc, diag=True)
+            var_c = self._k(xc, diag=True)
             if len(self.z) == 0:
                 return mean_c.numpy(), torch.sqrt(var_c.clamp_min(1e-12)).numpy()
-            k_oo = p._covariance(self.x)
+            k_oo = self._k(self.x)
             try:
                 chol = torch.linalg.cholesky(k_oo + 1e-8 * torch.eye(len(self.x), dtype=DTYPE))
             except RuntimeError as exc:
                 raise SurrogateFailure("conditioning", str(exc)) from exc
-            k_co = p._covariance(xc, self.x)
+            k_co = self._k(xc, self.x)
             alpha = torch.cholesky_solve((self.z - self._mean(self.x)).unsqueeze(-1), chol).squeeze(-1)
             mu = mean_c + k_co @ alpha
             v = torch.linalg.solve_triangular(chol, k_co.T, upper=False)
@@ -216,4 +279,4 @@ class TaskPosterior:
         """The same posterior with one more (possibly fantasised) observation on the normalised scale."""
         return TaskPosterior(self.prior, self.descriptors, torch.cat([self.x, x_row.reshape(1, -1)]),
                              torch.cat([self.z, torch.tensor([z], dtype=DTYPE)]), self.a, self.b,
-                             self.mean_weight)
+                             self.mean_weight, self.kernel, self.noise)
