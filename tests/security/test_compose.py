@@ -4,6 +4,7 @@ every container gets only its own credential, never a password in the compose fi
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -51,9 +52,9 @@ def test_each_container_gets_only_its_own_nats_credential() -> None:
     for name, service in compose["services"].items():
         env = service.get("environment", {})
         assert not any("PASSWORD" in key and not key.endswith("_FILE") for key in env if key.startswith("METATUNE_NATS"))
-        if name.startswith("nats") or name in {"timescaledb", "bus-init"}:
+        if name.startswith("nats") or name in {"timescaledb", "bus-init", "grafana"}:
             continue
-        (secret,) = service["secrets"]
+        (secret,) = [s for s in service["secrets"] if s.startswith("nats_")]
         user = Path(files[secret]).name.removesuffix(".nk")
         assert user in users and user == env["METATUNE_SERVICE_NAME"], name
         assert env["METATUNE_NATS_NKEY_FILE"] == f"/run/secrets/{secret}"
@@ -75,3 +76,19 @@ def test_each_datacenter_s_agent_reaches_the_hub_through_its_own_leaf_node() -> 
         (secret,) = leaf["secrets"]  # its datacenter's leaf credential, nothing else
         assert files[secret["source"]] == f"./secrets/nats/{agent_user(dc)}.leaf.conf"
         assert secret["target"] == f"/etc/nats/{LEAF_CREDENTIALS}"
+
+
+def test_no_password_is_written_in_the_compose_files() -> None:
+    """Database and NATS passwords reach containers only as compose secrets (files under ./secrets/)."""
+    compose = yaml.safe_load((COMPOSE / "docker-compose.yml").read_text())
+    for name, service in compose["services"].items():
+        env = service.get("environment", {})
+        assert all(key.endswith("_FILE") for key in env if "PASSWORD" in key), name
+        urls = [value for key, value in env.items() if key.endswith("_URL")]
+        assert not any(re.search(r"//[^/@:]+:[^/@]+@", url) for url in urls), (name, "a URL with a password")
+        if "METATUNE_DATABASE_URL" in env:
+            assert env["METATUNE_DATABASE_PASSWORD_FILE"] == "/run/secrets/db_password"
+            assert "db_password" in service["secrets"], name
+    assert compose["secrets"]["db_password"]["file"] == "./secrets/db.password"
+    datasource = (COMPOSE / "grafana" / "provisioning" / "datasources" / "metatune.yaml").read_text()
+    assert re.search(r"password:\s*\$METATUNE_DB_PASSWORD\b", datasource)

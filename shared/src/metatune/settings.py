@@ -9,18 +9,40 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` with ``password`` for its user (percent-encoded), replacing any password it had."""
+    parts = urlsplit(url)
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{quote(unquote(user), safe='')}:{quote(password, safe='')}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="METATUNE_", env_file=".env", extra="ignore")
 
+    @model_validator(mode="after")
+    def _database_password_from_file(self) -> Settings:
+        """The password lives in a file (a compose secret), never in the URL an operator writes down."""
+        if self.database_password_file is not None:
+            self.database_url = with_password(self.database_url, self.database_password_file.read_text().strip())
+        return self
+
     # Infrastructure
     nats_url: str = Field("nats://127.0.0.1:4222", description="NATS server URL (JetStream enabled)")
     database_url: str = Field(
         "postgresql://postgres@127.0.0.1:5432/test", description="PostgreSQL / TimescaleDB URL"
+    )
+    database_password_file: Path | None = Field(
+        None, description="File holding the database password, put into database_url at start (compose secrets)"
     )
     data_dir: Path = Field(Path(".metatune"), description="Where embedded servers, caches and run state live")
     connect_timeout_s: float = Field(2.0, gt=0, description="Seconds to wait for NATS / PostgreSQL to answer")

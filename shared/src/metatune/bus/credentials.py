@@ -128,6 +128,15 @@ def inbox_prefix_of(public: str) -> str:
     return f"_INBOX_{public}"
 
 
+def write_password(path: Path, *, rotate: bool = False) -> bool:
+    """A random password in ``path`` (mode 0600), kept if it exists unless ``rotate``; True when written."""
+    if path.exists() and not rotate:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_secret(path, secrets.token_urlsafe(32))
+    return True
+
+
 def _write_secret(path: Path, text: str) -> None:
     """Write with mode 0600 from the start (never world-readable, even for an instant)."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -138,5 +147,5 @@ def _write_secret(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-__all__ = ["NatsSecrets", "generate", "inbox_prefix_of", "new_user_seed", "nkey_user", "public_key",
+__all__ = ["NatsSecrets", "generate", "write_password", "inbox_prefix_of", "new_user_seed", "nkey_user", "public_key",
            "render_authorization", "render_leaf_credentials"]

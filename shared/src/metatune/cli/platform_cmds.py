@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -17,7 +18,7 @@ from ..contracts import ServiceHealth
 from ..embedded import servers
 from ..bus.auth import ADMIN, Streams, principals
 from ..bus.connection import client_auth
-from ..bus.credentials import NatsSecrets, generate
+from ..bus.credentials import NatsSecrets, generate, write_password
 from ..embedded.probe import nats_answers, nats_requires_auth, postgres_answers
 from ..embedded.supervisor import (
     ManagedProcess,
@@ -325,6 +326,8 @@ def _print_status(settings: Settings, json_output: bool) -> bool:
 
 def secrets(
     rotate: bool = typer.Option(False, "--rotate", help="Replace every credential (then restart NATS and the platform)"),
+    db_password_file: Path | None = typer.Option(
+        None, help="Also write a random database password here (compose: compose/secrets/db.password)"),
 ) -> None:
     """Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the
     server's auth config) to METATUNE_NATS_SECRETS_DIR, mode 0600; prints file names, never secrets."""
@@ -332,6 +335,9 @@ def secrets(
     store = nats_secrets(settings, rotate=rotate)
     console.print(f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
                   f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})")
+    if db_password_file is not None:
+        written = write_password(db_password_file, rotate=rotate)
+        console.print(f"database password {'written to' if written else 'kept in'} {db_password_file}")
 
 
 def bus_init(
