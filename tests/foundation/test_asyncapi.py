@@ -168,3 +168,23 @@ def test_asyncapi_cli_finds_no_error_and_no_warning(tmp_path: Path) -> None:
                              "--diagnostics-format", "json"], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 errors, 0 warnings" in result.stdout or '"severity": 0' not in result.stdout
+
+
+def test_the_docs_page_renders_from_the_document(tmp_path: Path) -> None:
+    """The AsyncAPI HTML template turns the document into a page naming every channel (scripts/install
+    puts the template under .venv/node)."""
+    binary = shutil.which("asyncapi")
+    template = REPO / ".venv" / "node" / "node_modules" / "@asyncapi" / "html-template"
+    if binary is None or not template.is_dir():
+        pytest.skip("the asyncapi CLI or @asyncapi/html-template is not installed (scripts/install does both)")
+    analytics = tmp_path / "analytics.json"
+    analytics.write_text(json.dumps({"analyticsEnabled": "false", "infoMessageShown": "true", "userID": "tests"}))
+    env = {**os.environ, "ASYNCAPI_METRICS_CONFIG_PATH": str(analytics)}
+    out = tmp_path / "site"
+    result = subprocess.run([binary, "generate", "fromTemplate", str(REPO / "docs" / "asyncapi.json"), str(template),
+                             "-o", str(out), "--force-write", "--no-interactive"],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    page = (out / "index.html").read_text(encoding="utf-8")
+    for channel in CATALOG:
+        assert channel.subject.split(".{")[0] in page, channel.subject
