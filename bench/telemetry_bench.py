@@ -8,7 +8,10 @@ is what the service did before: one autocommitted INSERT per row, skipping known
 
     python bench/telemetry_bench.py [--events 100000] [--batch 1000] [--json]
 
-Each path writes into a schema of its own in METATUNE_DATABASE_URL, dropped at the end.
+Each path writes into a schema of its own in METATUNE_DATABASE_URL, dropped at the end. Beside the
+rates, the COPY path's CPU seconds (this process; the PostgreSQL backend where the server runs on
+this machine) and the 1-minute load average before and after: on a shared machine the rate says
+how much CPU the run was given, the CPU seconds what the work costs.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -60,18 +65,33 @@ def messages(n: int, redelivered: float, seed: int) -> tuple[list[Incoming], int
     return stream, n
 
 
-async def copy_path(url: str, schema: str, stream: list[Incoming], batch: int) -> tuple[float, int, int]:
-    db = Database(url, schema=schema)
+def backend_cpu_s(pid: int) -> float | None:
+    """CPU seconds a PostgreSQL backend has used (None unless the server runs on this machine)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def copy_path(url: str, schema: str, stream: list[Incoming], batch: int) -> tuple[float, int, int, dict]:
+    """The service's writer; also where the time went: this process's CPU, the backend's CPU."""
+    db = Database(url, schema=schema, max_size=1)  # one connection, so one backend to account for
     await db.migrate()
     writer = EventWriter(db)
-    started = time.perf_counter()
+    backend = (await db.fetch("SELECT pg_backend_pid()"))[0][0]
+    server_before, started, cpu_started = backend_cpu_s(backend), time.perf_counter(), time.process_time()
     for i in range(0, len(stream), batch):
         await writer.write(stream[i:i + batch])
     elapsed = time.perf_counter() - started
+    server_after = backend_cpu_s(backend)
+    cpu = {"client_cpu_s": round(time.process_time() - cpu_started, 2),
+           "server_cpu_s": None if server_before is None or server_after is None
+           else round(server_after - server_before, 2)}
     stored = (await db.fetch("SELECT count(*) FROM run_metrics"))[0][0]
     logged = (await db.fetch("SELECT count(*) FROM event_log"))[0][0]
     await db.close()
-    return elapsed, stored, logged
+    return elapsed, stored, logged, cpu
 
 
 async def insert_path(url: str, schema: str, stream: list[Incoming]) -> tuple[float, int, int]:
@@ -111,7 +131,8 @@ async def main(args: argparse.Namespace) -> dict:
     small, small_unique = messages(args.baseline_events, 0.10, args.seed)
     schemas = [f"bench_{uuid.uuid4().hex[:10]}" for _ in range(2)]
     try:
-        copy_s, copy_stored, copy_logged = await copy_path(url, schemas[0], stream, args.batch)
+        load_before = os.getloadavg()[0]
+        copy_s, copy_stored, copy_logged, cpu = await copy_path(url, schemas[0], stream, args.batch)
         insert_s, insert_stored, insert_logged = await insert_path(url, schemas[1], small)
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -125,7 +146,8 @@ async def main(args: argparse.Namespace) -> dict:
     return {"copy_rows_per_s": round(copy_rate, 1), "insert_rows_per_s": round(insert_rate, 1),
             "speedup": round(copy_rate / insert_rate, 2), "stored": copy_stored, "unique": unique,
             "messages": len(stream), "batch": args.batch, "insert_stored": insert_stored,
-            "insert_unique": small_unique, "insert_messages": len(small)}
+            "insert_unique": small_unique, "insert_messages": len(small), **cpu,
+            "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
 
 
 if __name__ == "__main__":
@@ -149,4 +171,5 @@ if __name__ == "__main__":
         table.add_row("row-by-row INSERT", f"{result['insert_messages']:,}", f"{result['insert_stored']:,}",
                       f"{result['insert_unique']:,}", f"{result['insert_rows_per_s']:,.0f}")
         Console().print(table)
-        Console().print(f"speedup {result['speedup']:.1f}x")
+        Console().print(f"speedup {result['speedup']:.1f}x; COPY path CPU: client {result['client_cpu_s']} s, "
+                        f"server {result['server_cpu_s']} s; load average {result['load_avg_1m']}")

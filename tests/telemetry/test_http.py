@@ -1,13 +1,19 @@
-"""The HTTP API answers from the real database (Starlette's test client, no socket)."""
+"""The HTTP API and pages answer from the real database (Starlette's test client, no socket)."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from uuid import uuid4
 
+import pytest
 from starlette.testclient import TestClient
 
 from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
+
+from ..foundation.samples import NOW
+from .scenario import ACTUAL_KG, BASELINE_KG, DE, H, PLANNED_KG, record_dashboard
 
 
 async def test_api_report_totals_and_health(db) -> None:
@@ -18,3 +24,55 @@ async def test_api_report_totals_and_health(db) -> None:
         assert report["runs"] == [] and report["kgco2eq"] is None and report["pricing"] == "unpriced"
         assert client.get("/api/totals").json()["runs_completed"] == 0
         assert client.get("/api/studies/nope/report").status_code == 400
+        assert client.get(f"/api/jobs/{uuid4()}/timeline").status_code == 404
+        assert client.get("/jobs/nope").status_code == 400
+        assert client.get("/datacenters/nowhere").status_code == 404
+
+
+async def test_job_timeline_against_the_run_now_baseline(db) -> None:
+    s = await record_dashboard(db)
+    with TestClient(create_app(db, Settings())) as client:
+        t = client.get(f"/api/jobs/{s.job}/timeline").json()
+        page = client.get(f"/jobs/{s.job}").text
+    assert [(r["datacenter"], datetime.fromisoformat(r["start"]), r["hours"]) for r in t["ran"]] == [
+        ("osl1", NOW + 2 * H, 2)]
+    assert t["ran"][0]["kgco2eq"] == pytest.approx(ACTUAL_KG)
+    assert t["ran"][0]["facility_energy_kwh"] == pytest.approx(1.4 * 1.1)
+    assert [(p["datacenter"], p["hours"]) for p in t["planned"]] == [("osl1", 2)] and t["plan_version"] == 3
+    assert t["planned_kgco2eq"] == pytest.approx(PLANNED_KG)
+    assert t["baseline"]["datacenter"] == "fra1" and len(t["baseline"]["hours"]) == 2
+    assert t["baseline"]["kgco2eq"] == pytest.approx(BASELINE_KG) and t["baseline"]["missing"] is None
+    assert [(m["datacenter"], m["action"]) for m in t["assignments"]] == [("osl1", "start")]
+    assert re.search(r'class="gantt-bar ran" data-datacenter="osl1"[^>]* data-hours="2" data-kwh="1.54"', page)
+    assert re.search(r'class="gantt-bar planned" data-datacenter="osl1"', page)
+    assert 'class="gantt-mark" data-datacenter="osl1"' in page
+    # the comparison bars: baseline, plan, actual
+    values = [float(v) for v in re.findall(r'class="bar" data-value="([0-9.e+-]+)"', page)]
+    assert values == pytest.approx([BASELINE_KG, PLANNED_KG, ACTUAL_KG], rel=1e-5)
+
+
+async def test_datacenter_forecast_curves_with_intervals(db) -> None:
+    await record_dashboard(db)
+    with TestClient(create_app(db, Settings())) as client:
+        f = client.get("/api/datacenters/fra1/forecast").json()
+        page = client.get("/datacenters/fra1").text
+    assert f["region"] == "DE" and len(f["curves"]) == 1
+    curve = f["curves"][0]
+    assert curve["g_per_kwh"] == DE and len(curve["hours"]) == 168
+    assert all(lo < mid < hi for lo, mid, hi in zip(curve["p10_g_per_kwh"], DE, curve["p90_g_per_kwh"], strict=True))
+    drawn = re.search(r'class="median" data-label="[^"]*" data-values="([^"]+)"', page)
+    assert drawn and [float(v) for v in drawn.group(1).split()] == DE
+    assert re.search(r'class="band" data-label="[^"]*" data-low="290" data-high="477"', page)
+
+
+async def test_study_trials_predicted_against_actual(db) -> None:
+    s = await record_dashboard(db)
+    with TestClient(create_app(db, Settings())) as client:
+        trials = client.get(f"/api/studies/{s.study}/trials").json()
+        page = client.get(f"/studies/{s.study}").text
+    assert [(t["trial_index"], t["metric_name"], t["predicted"], t["actual"]) for t in trials] == [
+        (0, "accuracy", 0.85, 0.8), (1, "val_loss", 0.4, 0.45)]
+    points = re.findall(r'class="point" data-trial="(\d+)" data-metric="([a-z_]+)" data-predicted="([0-9.]+)" '
+                        r'data-actual="([0-9.]+)"', page)
+    assert points == [("0", "accuracy", "0.85", "0.8"), ("1", "val_loss", "0.4", "0.45")]
+    assert f'href="/jobs/{s.job}"' in page

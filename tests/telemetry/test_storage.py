@@ -3,12 +3,16 @@ disclosure of a recorded run equals a hand computation; unknown intensity is unp
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from importlib import resources
 from uuid import uuid4
 
 import pytest
+from yoyo import get_backend, read_migrations
 
 from metatune import contracts as c, subjects
+from metatune_telemetry.adapters.db import yoyo_uri
 from metatune_telemetry.adapters.queries import study_disclosure
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.domain.formats import to_csv, to_markdown
@@ -27,6 +31,41 @@ async def test_migrations_from_empty_then_rerun_apply_nothing(db) -> None:
         "SELECT c.relname FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid "
         "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s", (db.schema,))}
     assert partitioned == {"event_log", "run_metrics", "forecast_points", "agent_status", "job_energy"}
+
+
+async def test_ingest_migrations_roll_back_and_reapply_with_the_predictions_backfilled(db) -> None:
+    """telemetry_0003 (json payload, indexes that skip metric events) and 0004 (prediction columns,
+    filled from the logged events) both roll back and apply again."""
+    study, job = uuid4(), uuid4()
+    requested = c.JobRequested(occurred_at=NOW, job_id=job, study_id=study, trial_index=0, spec=SPEC, config=CONFIG,
+                               predicted_metric=0.9, predicted_metric_std=0.02, metric_name="accuracy",
+                               estimated_gpu_hours=1.0, power_kw=0.5, deadline=SPEC.deadline)
+    await EventWriter(db).write(incoming([(subjects.JOBS_REQUESTED, requested)]))
+    payload_type = "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'event_log'::regclass " \
+                   "AND attname = 'payload'"
+    indexes = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'event_log'"
+    assert (await db.fetch(payload_type))[0][0] == "json"
+    assert {"event_log_subject_nonmetric", "event_log_correlation_nonmetric", "event_log_stored_brin"} <= \
+        {r[0] for r in await db.fetch(indexes)}
+
+    def rollback() -> None:
+        backend = get_backend(yoyo_uri(db.url, db.schema))
+        try:
+            with resources.as_file(resources.files("metatune_telemetry").joinpath("migrations")) as folder:
+                migrations = read_migrations(str(folder))
+                with backend.lock():
+                    backend.rollback_migrations(backend.to_rollback(migrations.filter(
+                        lambda m: m.id in ("telemetry_0003_ingest", "telemetry_0004_predictions"))))
+        finally:
+            backend.connection.close()
+
+    await asyncio.to_thread(rollback)
+    assert (await db.fetch(payload_type))[0][0] == "jsonb"
+    assert {"event_log_subject", "event_log_correlation"} <= {r[0] for r in await db.fetch(indexes)}
+    assert await db.migrate() == ["telemetry_0003_ingest", "telemetry_0004_predictions"]
+    assert (await db.fetch(payload_type))[0][0] == "json"
+    assert await db.fetch("SELECT metric_name, predicted_metric, predicted_metric_std FROM job_requests") == [
+        ("accuracy", 0.9, 0.02)]
 
 
 def progress(job, step, hours, datacenter="fra1", at=NOW):

@@ -1,14 +1,16 @@
-"""The telemetry HTTP API (Starlette): the disclosure per study, platform totals, outbox state.
+"""The telemetry HTTP API and dashboard (Starlette).
 
-``GET /api/studies/{id}/report`` (``?format=json|csv|md``), ``GET /api/totals``,
-``GET /api/webhooks``, ``GET /healthz``; ``GET /studies/{id}`` renders the disclosure as HTML.
+API: ``GET /api/studies/{id}/report`` (``?format=json|csv|md``), ``/api/studies/{id}/trials``,
+``/api/jobs/{id}/timeline``, ``/api/datacenters/{name}/forecast``, ``/api/totals``,
+``/api/webhooks``, ``/healthz``. Pages (server-side SVG, no JavaScript): ``/studies/{id}``,
+``/jobs/{id}``, ``/datacenters/{name}``.
 """
 
 from __future__ import annotations
 
-import html
 from uuid import UUID
 
+from pydantic import BaseModel, TypeAdapter
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -17,18 +19,31 @@ from starlette.routing import Route
 from metatune.errors import DatabaseUnavailable
 from metatune.settings import Settings
 
-from ..domain.charts import bar_chart
-from ..domain.formats import run_rows, to_csv, to_markdown
+from ..domain import pages
+from ..domain.formats import to_csv, to_markdown
+from ..domain.views import Trial
+from .dashboard import datacenter_forecast, job_timeline, study_trials
 from .db import Database
 from .outbox import list_outbox
 from .queries import study_disclosure
 
+TRIALS = TypeAdapter(list[Trial])
+
+
+def _uuid(request: Request, name: str) -> UUID | None:
+    try:
+        return UUID(request.path_params[name])
+    except ValueError:
+        return None
+
+
+def _json(model: BaseModel) -> Response:
+    return Response(model.model_dump_json(), media_type="application/json")
+
 
 def create_app(db: Database, settings: Settings) -> Starlette:
     async def report(request: Request) -> Response:
-        try:
-            study = UUID(request.path_params["study"])
-        except ValueError:
+        if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
         disclosure = await study_disclosure(db, study)
         fmt = request.query_params.get("format", "json")
@@ -36,26 +51,36 @@ def create_app(db: Database, settings: Settings) -> Starlette:
             return PlainTextResponse(to_csv(disclosure), media_type="text/csv")
         if fmt == "md":
             return PlainTextResponse(to_markdown(disclosure), media_type="text/markdown")
-        return Response(disclosure.model_dump_json(), media_type="application/json")
+        return _json(disclosure)
+
+    async def trials(request: Request) -> Response:
+        if (study := _uuid(request, "study")) is None:
+            return JSONResponse({"error": "not a study id"}, status_code=400)
+        return Response(TRIALS.dump_json(await study_trials(db, study)), media_type="application/json")
 
     async def study_page(request: Request) -> Response:
-        try:
-            study = UUID(request.path_params["study"])
-        except ValueError:
+        if (study := _uuid(request, "study")) is None:
             return HTMLResponse("not a study id", status_code=400)
-        d = await study_disclosure(db, study)
-        parts = [f"<h1>Study {study}</h1><p>{d.it_energy_kwh:.4f} kWh IT, "
-                 f"{'unpriced' if d.kgco2eq is None else f'{d.kgco2eq:.6f}'} kgCO2eq ({d.pricing})</p>"]
-        bars = [(f"trial {r.trial_index} {h.hour:%m-%d %H:%M} {h.datacenter}", h.facility_energy_kwh, h.datacenter)
-                for r in d.runs for h in r.hours]
-        parts.append(bar_chart("Facility energy per run-hour", bars, "kWh"))
-        parts.append(bar_chart("Emissions per run-hour (priced hours)",
-                               [(f"trial {r.trial_index} {h.hour:%m-%d %H:%M}", h.kgco2eq, h.datacenter)
-                                for r in d.runs for h in r.hours if h.kgco2eq is not None], "kgCO2eq"))
-        for run in d.runs:
-            rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in run_rows(run))
-            parts.append(f"<h2>Trial {run.trial_index} ({run.status})</h2><table>{rows}</table>")
-        return HTMLResponse(f"<!doctype html><title>MetaTune study</title>{''.join(parts)}")
+        return HTMLResponse(pages.study_page(await study_disclosure(db, study), await study_trials(db, study)))
+
+    async def timeline(request: Request) -> Response:
+        if (job := _uuid(request, "job")) is None:
+            return JSONResponse({"error": "not a job id"}, status_code=400)
+        found = await job_timeline(db, job)
+        return JSONResponse({"error": "no such job"}, status_code=404) if found is None else _json(found)
+
+    async def job_page(request: Request) -> Response:
+        if (job := _uuid(request, "job")) is None:
+            return HTMLResponse("not a job id", status_code=400)
+        found = await job_timeline(db, job)
+        return HTMLResponse("no such job", status_code=404) if found is None else HTMLResponse(pages.job_page(found))
+
+    async def forecast(request: Request) -> Response:
+        return _json(await datacenter_forecast(db, request.path_params["datacenter"], _issues(request)))
+
+    async def datacenter_page(request: Request) -> Response:
+        found = await datacenter_forecast(db, request.path_params["datacenter"], _issues(request))
+        return HTMLResponse(pages.datacenter_page(found), status_code=200 if found.region else 404)
 
     async def totals(request: Request) -> Response:
         rows = await db.fetch_dicts(
@@ -82,6 +107,17 @@ def create_app(db: Database, settings: Settings) -> Starlette:
         return JSONResponse({"database": "ok", "mode": db.mode})
 
     return Starlette(routes=[
-        Route("/api/studies/{study}/report", report), Route("/studies/{study}", study_page),
+        Route("/api/studies/{study}/report", report), Route("/api/studies/{study}/trials", trials),
+        Route("/studies/{study}", study_page),
+        Route("/api/jobs/{job}/timeline", timeline), Route("/jobs/{job}", job_page),
+        Route("/api/datacenters/{datacenter}/forecast", forecast), Route("/datacenters/{datacenter}", datacenter_page),
         Route("/api/totals", totals), Route("/api/webhooks", webhooks), Route("/healthz", healthz),
     ])
+
+
+def _issues(request: Request) -> int:
+    """``?issues=N``: how many forecast issues to draw (1 to 24, default 3)."""
+    try:
+        return min(24, max(1, int(request.query_params.get("issues", "3"))))
+    except ValueError:
+        return 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -12,9 +13,29 @@ from ..domain.disclosure import HourInput, RunInput, StudyDisclosure, disclose_s
 from .db import Database
 
 
+@dataclass(frozen=True, slots=True)
+class Sites:
+    """Per datacenter: grid region, PUE, (GPU model, rated W), the latest agent status over the registry."""
+
+    region_of: dict[str, str]
+    pue_of: dict[str, float]
+    gpu_of: dict[str, tuple[str | None, float | None]]
+
+
+async def site_facts(db: Database, registry: Registry | None = None) -> Sites:
+    registry = registry or default_registry()
+    sites = Sites({dc.name: dc.region for dc in registry.datacenters}, {dc.name: dc.pue for dc in registry.datacenters},
+                  {dc.name: (dc.gpu_model, dc.gpu_power_w) for dc in registry.datacenters})
+    for a in await db.fetch_dicts("SELECT DISTINCT ON (datacenter) datacenter, region, gpu_model, power_per_gpu_w, pue "
+                                  "FROM agent_status ORDER BY datacenter, time DESC"):
+        sites.region_of[a["datacenter"]] = a["region"]
+        sites.pue_of[a["datacenter"]] = a["pue"]
+        sites.gpu_of[a["datacenter"]] = (a["gpu_model"], a["power_per_gpu_w"])
+    return sites
+
+
 async def run_inputs(db: Database, study_id: UUID, registry: Registry | None = None) -> list[RunInput]:
     """Every trial of ``study_id`` (requested or with a result), with its hourly energy."""
-    registry = registry or default_registry()
     jobs = await db.fetch_dicts(
         "SELECT COALESCE(q.job_id, r.job_id) AS job_id, q.trial_index, q.base_model, q.gpus, r.status, "
         "r.wall_seconds, r.tokens_seen, r.tokens_with_padding, r.datacenter "
@@ -28,19 +49,12 @@ async def run_inputs(db: Database, study_id: UUID, registry: Registry | None = N
         "SELECT job_id, min(time) AS start, avg(power_w) FILTER (WHERE power_w > 0) AS mean_power_w, "
         "max(tokens_seen) AS tokens_seen, max(tokens_with_padding) AS tokens_with_padding "
         "FROM run_metrics WHERE job_id = ANY(%s) GROUP BY job_id", (ids,))
-    agents = await db.fetch_dicts("SELECT DISTINCT ON (datacenter) datacenter, region, gpu_model, power_per_gpu_w, pue "
-                                  "FROM agent_status ORDER BY datacenter, time DESC")
+    sites = await site_facts(db, registry)
     by_job: dict[Any, list[HourInput]] = defaultdict(list)
     for h in hours:
         by_job[h["job_id"]].append(HourInput(**{k: h[k] for k in ("hour", "datacenter", "energy_wh", "pue", "g_per_kwh")}))
     metric_of = {m["job_id"]: m for m in metrics}
-    region_of = {dc.name: dc.region for dc in registry.datacenters}
-    pue_of = {dc.name: dc.pue for dc in registry.datacenters}
-    gpu_of = {dc.name: (dc.gpu_model, dc.gpu_power_w) for dc in registry.datacenters}
-    for a in agents:
-        region_of[a["datacenter"]] = a["region"]
-        pue_of[a["datacenter"]] = a["pue"]
-        gpu_of[a["datacenter"]] = (a["gpu_model"], a["power_per_gpu_w"])
+    region_of, pue_of, gpu_of = sites.region_of, sites.pue_of, sites.gpu_of
     out = []
     for j in jobs:
         m = metric_of.get(j["job_id"], {})

@@ -1,6 +1,6 @@
 """Store a batch of bus messages in one transaction: raw log by COPY, typed rows, rejects, outbox.
 
-Idempotent by ``event_id``: the batch is COPYed into a temporary staging table and inserted
+Idempotent by ``event_id``: the batch is COPYed (binary) into a temporary staging table and inserted
 with ``ON CONFLICT DO NOTHING ... RETURNING``, and only the events that were new add typed rows
 and notifications, so a redelivered message (same batch or a later one) stores nothing twice.
 Messages that are not valid events go to ``event_rejects`` with their exact bytes and the
@@ -25,22 +25,28 @@ from metatune.redaction import redact
 from ..domain.events import Accepted, Rejected, classify, clean_text
 from ..domain.notifications import notification_for, webhook_body
 from ..domain.rows import TypedRows
+from .binary_copy import target
 from .db import Database
 
 log = logging.getLogger("metatune.telemetry.writer")
 
-EVENT_COLUMNS = "occurred_at, event_id, subject, correlation_id, stream, stream_seq, payload, raw"
-STAGE_DDL = [
-    "CREATE TEMP TABLE IF NOT EXISTS stage_events (occurred_at timestamptz, event_id uuid, subject text, "
-    "correlation_id text, stream text, stream_seq bigint, payload jsonb, raw bytea) ON COMMIT DELETE ROWS",
-    "CREATE TEMP TABLE IF NOT EXISTS stage_forecasts (LIKE forecast_points) ON COMMIT DELETE ROWS",
-    "CREATE TEMP TABLE IF NOT EXISTS stage_energy (LIKE job_energy) ON COMMIT DELETE ROWS",
-]
-RUN_METRIC_COLUMNS = ("time, event_id, job_id, datacenter, step, total_steps, train_loss, val_loss, learning_rate, "
-                      "power_w, step_time_s, tokens_seen, tokens_with_padding, energy_wh")
-AGENT_COLUMNS = "time, event_id, datacenter, region, gpus_total, gpus_free, gpu_model, power_per_gpu_w, pue, running_jobs"
-FORECAST_COLUMNS = "hour, region, issued_at, g_per_kwh, p10_g_per_kwh, p90_g_per_kwh, model_version, stale, imputed"
-ENERGY_COLUMNS = "hour, job_id, datacenter, pue, energy_wh, g_per_kwh, emissions_g, source_at"
+STAGE_EVENTS = target("stage_events", "occurred_at timestamptz, event_id uuid, subject text, correlation_id text, "
+                      "stream text, stream_seq int8, payload text, raw bytea")
+RUN_METRICS = target("run_metrics", "time timestamptz, event_id uuid, job_id uuid, datacenter text, step int4, "
+                     "total_steps int4, train_loss float8, val_loss float8, learning_rate float8, power_w float8, "
+                     "step_time_s float8, tokens_seen int8, tokens_with_padding int8, energy_wh float8")
+AGENT_STATUS = target("agent_status", "time timestamptz, event_id uuid, datacenter text, region text, gpus_total int4, "
+                      "gpus_free int4, gpu_model text, power_per_gpu_w float8, pue float8, running_jobs int4")
+STAGE_FORECASTS = target("stage_forecasts", "hour timestamptz, region text, issued_at timestamptz, g_per_kwh float8, "
+                         "p10_g_per_kwh float8, p90_g_per_kwh float8, model_version text, stale bool, imputed bool")
+STAGE_ENERGY = target("stage_energy", "hour timestamptz, job_id uuid, datacenter text, pue float8, energy_wh float8, "
+                      "g_per_kwh float8, emissions_g float8, source_at timestamptz")
+# staging tables: private to the connection, never WAL-logged, emptied by the commit
+STAGE_DDL = [f"CREATE TEMP TABLE IF NOT EXISTS {t.table} ({t.definition}) ON COMMIT DELETE ROWS"
+             for t in (STAGE_EVENTS, STAGE_FORECASTS, STAGE_ENERGY)]
+# the payload is staged as text and stored as json (telemetry_0003): the message as published
+INSERT_EVENTS = (f"INSERT INTO event_log ({STAGE_EVENTS.names}) SELECT occurred_at, event_id, subject, correlation_id, "
+                 "stream, stream_seq, payload::json, raw FROM stage_events ON CONFLICT DO NOTHING RETURNING stream, stream_seq")
 RESULT_COLUMNS = ("job_id, study_id, status, finished_at, datacenter, config, metrics, failure_reason, steps, "
                   "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source")
 
@@ -126,27 +132,21 @@ class EventWriter:
         result.rejected = [(m, o) for m, o in classified if isinstance(o, Rejected)]
         async with self.db.connection() as conn, conn.transaction():
             cur = conn.cursor()
-            new_ids: set[Any] = set()
+            new: set[tuple[str, int]] = set()  # (stream, sequence) of the messages whose event was new
             if accepted:
                 for ddl in STAGE_DDL:
                     await cur.execute(ddl)
                 await self._ensure_partitions(cur, "event_log", {o.event.occurred_at for _, o in accepted})
-                async with cur.copy(f"COPY stage_events ({EVENT_COLUMNS}) FROM STDIN") as copy:
-                    for m, o in accepted:
-                        e = o.event
-                        await copy.write_row((e.occurred_at, e.event_id, clean_text(m.subject),
-                                              clean_text(e.correlation_id) if e.correlation_id else None,
-                                              m.stream, m.seq, o.payload_json, o.raw))
-                await cur.execute(f"INSERT INTO event_log ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS} FROM stage_events "
-                                  "ON CONFLICT DO NOTHING RETURNING event_id")
-                new_ids = {row[0] for row in await cur.fetchall()}
-            result.stored = len(new_ids)
-            result.duplicates = len(accepted) - len(new_ids)
-            fresh: list[Accepted] = []
-            for _, o in accepted:
-                if o.event.event_id in new_ids:
-                    new_ids.discard(o.event.event_id)  # the same event twice in one batch adds rows once
-                    fresh.append(o)
+                await STAGE_EVENTS.copy(cur, ((o.event.occurred_at, o.event.event_id, clean_text(m.subject),
+                                               clean_text(o.event.correlation_id) if o.event.correlation_id else None,
+                                               m.stream, m.seq, o.payload_json, o.raw) for m, o in accepted))
+                await cur.execute(INSERT_EVENTS)
+                new = {(stream, seq) for stream, seq in await cur.fetchall()}
+            result.stored = len(new)
+            result.duplicates = len(accepted) - len(new)
+            # matched by message, not event id (cheaper to hash); the same event twice in one batch
+            # returned only the message that was inserted, so it adds rows once
+            fresh = [o for m, o in accepted if (m.stream, m.seq) in new]
             rows = TypedRows()
             for o in fresh:
                 rows.add(o.event)
@@ -175,26 +175,18 @@ class EventWriter:
         for table, months in rows.months().items():
             await self._ensure_partitions(cur, table, months)
         if rows.run_metrics:
-            async with cur.copy(f"COPY run_metrics ({RUN_METRIC_COLUMNS}) FROM STDIN") as copy:
-                for row in rows.run_metrics:
-                    await copy.write_row(row)
+            await RUN_METRICS.copy(cur, rows.run_metrics)
         if rows.agent_status:
-            async with cur.copy(f"COPY agent_status ({AGENT_COLUMNS}) FROM STDIN") as copy:
-                for row in rows.agent_status:
-                    await copy.write_row(row)
+            await AGENT_STATUS.copy(cur, rows.agent_status)
         if rows.forecast_points:
-            async with cur.copy(f"COPY stage_forecasts ({FORECAST_COLUMNS}) FROM STDIN") as copy:
-                for row in rows.forecast_points:
-                    await copy.write_row(row)
-            await cur.execute(f"INSERT INTO forecast_points ({FORECAST_COLUMNS}) SELECT {FORECAST_COLUMNS} "
+            await STAGE_FORECASTS.copy(cur, rows.forecast_points)
+            await cur.execute(f"INSERT INTO forecast_points ({STAGE_FORECASTS.names}) SELECT {STAGE_FORECASTS.names} "
                               "FROM stage_forecasts ON CONFLICT DO NOTHING")
         energy = rows.job_energy_rows()
         if energy:
-            async with cur.copy(f"COPY stage_energy ({ENERGY_COLUMNS}) FROM STDIN") as copy:
-                for row in energy:
-                    await copy.write_row(row)
+            await STAGE_ENERGY.copy(cur, energy)
             await cur.execute(
-                f"INSERT INTO job_energy ({ENERGY_COLUMNS}) SELECT {ENERGY_COLUMNS} FROM stage_energy "
+                f"INSERT INTO job_energy ({STAGE_ENERGY.names}) SELECT {STAGE_ENERGY.names} FROM stage_energy "
                 "ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
                 "g_per_kwh = EXCLUDED.g_per_kwh, emissions_g = EXCLUDED.emissions_g, source_at = EXCLUDED.source_at "
                 "WHERE job_energy.source_at <= EXCLUDED.source_at")
@@ -208,8 +200,9 @@ class EventWriter:
         if rows.job_requests:
             await cur.executemany(
                 "INSERT INTO job_requests (job_id, study_id, trial_index, requested_at, base_model, home_datacenter, "
-                "config, predicted_loss, predicted_loss_std, gpus, estimated_gpu_hours, power_kw, deadline) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", rows.job_requests)
+                "config, predicted_loss, predicted_loss_std, gpus, estimated_gpu_hours, power_kw, deadline, metric_name, "
+                "predicted_metric, predicted_metric_std) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s) ON CONFLICT DO NOTHING", rows.job_requests)
         if rows.run_results:
             updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in RESULT_COLUMNS.split(", ") if c != "job_id")
             await cur.executemany(

@@ -50,11 +50,11 @@ class TypedRows:
         def month(ts: datetime) -> datetime:
             return ts.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
-        return {
-            "run_metrics": {month(r[0]) for r in self.run_metrics},
-            "forecast_points": {month(r[0]) for r in self.forecast_points},
-            "agent_status": {month(r[0]) for r in self.agent_status},
-            "job_energy": {month(k[1]) for k in self.job_energy},
+        return {  # distinct times first: thousands of rows share a handful of them
+            "run_metrics": {month(t) for t in {r[0] for r in self.run_metrics}},
+            "forecast_points": {month(t) for t in {r[0] for r in self.forecast_points}},
+            "agent_status": {month(t) for t in {r[0] for r in self.agent_status}},
+            "job_energy": {month(t) for t in {k[1] for k in self.job_energy}},
         }
 
 
@@ -121,7 +121,9 @@ def _submitted(rows: TypedRows, e: c.DatasetSubmitted) -> None:
 def _requested(rows: TypedRows, e: c.JobRequested) -> None:
     rows.job_requests.append((e.job_id, e.study_id, e.trial_index, e.occurred_at, clean_text(e.spec.base_model),
                               e.spec.home_datacenter, _json(e.config), e.predicted_loss, e.predicted_loss_std, e.gpus,
-                              e.estimated_gpu_hours, e.power_kw, e.deadline))
+                              e.estimated_gpu_hours, e.power_kw, e.deadline,
+                              clean_text(e.metric_name) if e.metric_name else None, e.predicted_metric,
+                              e.predicted_metric_std))
 
 
 def _plan(rows: TypedRows, e: c.Plan) -> None:

@@ -1,0 +1,86 @@
+"""Read side of the dashboard views: a job's timeline, a datacenter's forecasts, a study's trials."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from metatune.registry import Registry
+
+from ..domain.views import (DatacenterForecast, ForecastCurve, JobTimeline, Mark, Trial, baseline_hours, need_hours,
+                            run_now_baseline, stretches, trial)
+from .db import Database
+from .queries import site_facts
+
+LATEST_PLAN = """
+SELECT p.plan_version, e.datacenter, e.hours, e.emissions_g
+FROM plan_entries e JOIN plans p USING (event_id)
+WHERE e.job_id = %(job)s AND e.event_id = (
+    SELECT pe.event_id FROM plan_entries pe JOIN plans pp USING (event_id) WHERE pe.job_id = %(job)s
+    ORDER BY pp.plan_version DESC, pp.occurred_at DESC LIMIT 1)
+"""
+# per hour, the forecast in force when the job was requested (else the first one issued after it)
+INTENSITY_AT = """
+SELECT DISTINCT ON (hour) hour, 0.3 * p10_g_per_kwh + 0.4 * g_per_kwh + 0.3 * p90_g_per_kwh
+FROM forecast_points WHERE region = %(region)s AND hour = ANY(%(hours)s)
+ORDER BY hour, issued_at > %(at)s, abs(extract(epoch FROM issued_at - %(at)s))
+"""
+LATEST_FORECASTS = """
+SELECT issued_at, min(model_version), bool_or(stale), array_agg(hour ORDER BY hour),
+       array_agg(g_per_kwh ORDER BY hour), array_agg(p10_g_per_kwh ORDER BY hour), array_agg(p90_g_per_kwh ORDER BY hour)
+FROM forecast_points
+WHERE region = %(region)s AND issued_at IN (
+    SELECT DISTINCT issued_at FROM forecast_points WHERE region = %(region)s ORDER BY issued_at DESC LIMIT %(n)s)
+GROUP BY issued_at ORDER BY issued_at DESC
+"""
+TRIALS = """
+SELECT q.job_id, q.trial_index, r.status, q.metric_name, q.predicted_metric, q.predicted_metric_std, q.predicted_loss,
+       q.predicted_loss_std, r.metrics
+FROM job_requests q LEFT JOIN run_results r USING (job_id) WHERE q.study_id = %s ORDER BY q.trial_index
+"""
+
+
+async def job_timeline(db: Database, job_id: UUID, registry: Registry | None = None) -> JobTimeline | None:
+    """None when telemetry has nothing of ``job_id``."""
+    requests = await db.fetch_dicts("SELECT * FROM job_requests WHERE job_id = %s", (job_id,))
+    results = await db.fetch_dicts("SELECT study_id, status FROM run_results WHERE job_id = %s", (job_id,))
+    hours = await db.fetch("SELECT hour, datacenter, energy_wh * pue, emissions_g FROM job_energy WHERE job_id = %s",
+                           (job_id,))
+    plan = await db.fetch(LATEST_PLAN, {"job": job_id})
+    marks = await db.fetch_dicts("SELECT occurred_at AS at, datacenter, action FROM assignments WHERE job_id = %s "
+                                 "ORDER BY occurred_at", (job_id,))
+    if not (requests or results or hours or plan or marks):
+        return None
+    q = requests[0] if requests else {}
+    r = results[0] if results else {}
+    home, requested_at = q.get("home_datacenter"), q.get("requested_at")
+    need = need_hours(q["estimated_gpu_hours"], q["gpus"]) if q else 0
+    sites = await site_facts(db, registry)
+    intensity = {}
+    if requested_at is not None and home in sites.region_of:
+        intensity = dict(await db.fetch(INTENSITY_AT, {"region": sites.region_of[home], "at": requested_at,
+                                                       "hours": baseline_hours(requested_at, need)}))
+    return JobTimeline(
+        job_id=job_id, study_id=q.get("study_id") or r.get("study_id"), trial_index=q.get("trial_index"),
+        status=r.get("status") or ("running" if hours else "requested"), home_datacenter=home,
+        ran=stretches(hours),
+        plan_version=plan[0][0] if plan else None,
+        planned=stretches((h, dc, None, None) for _, dc, entry_hours, _ in plan for h in entry_hours),
+        planned_kgco2eq=sum(row[3] for row in plan) / 1000 if plan else None,
+        assignments=[Mark(**m) for m in marks],
+        baseline=run_now_baseline(home, requested_at, need, q.get("power_kw"), sites.pue_of.get(home), intensity),
+    )
+
+
+async def datacenter_forecast(db: Database, datacenter: str, issues: int = 3,
+                              registry: Registry | None = None) -> DatacenterForecast:
+    """The ``issues`` latest forecasts of the grid region ``datacenter`` draws from."""
+    region = (await site_facts(db, registry)).region_of.get(datacenter)
+    rows = await db.fetch(LATEST_FORECASTS, {"region": region, "n": issues}) if region else []
+    curves = [ForecastCurve(issued_at=issued, model_version=version, stale=stale, hours=hours, g_per_kwh=median,
+                            p10_g_per_kwh=low, p90_g_per_kwh=high)
+              for issued, version, stale, hours, median, low, high in rows]
+    return DatacenterForecast(datacenter=datacenter, region=region, curves=curves)
+
+
+async def study_trials(db: Database, study_id: UUID) -> list[Trial]:
+    return [trial(*row) for row in await db.fetch(TRIALS, (study_id,))]
