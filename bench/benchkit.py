@@ -1,4 +1,5 @@
-"""What every benchmark script shares: one JSON object on stdout, whatever the solvers print."""
+"""What every benchmark script shares: one JSON object on stdout, whatever the solvers print, and a
+progress bar with ETA on stderr."""
 
 from __future__ import annotations
 
@@ -6,11 +7,17 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from rich.console import Console
+from rich.progress import (
+    BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+)
+
+T = TypeVar("T")
 
 
 def plain(value: Any) -> Any:
@@ -47,3 +54,15 @@ def stdout_to_stderr(enabled: bool = True) -> Iterator[None]:
 
 def print_json(report: dict) -> None:
     print(json.dumps(report, default=plain, allow_nan=False), flush=True)
+
+
+def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+    """``items``, one at a time, with a Rich progress bar (done / total, elapsed, ETA) on stderr, so
+    stdout stays the table or the one JSON object. Off when stderr is not a terminal."""
+    items = list(items) if total is None and not hasattr(items, "__len__") else items
+    count = total if total is not None else len(items)  # type: ignore[arg-type]
+    columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+               TimeRemainingColumn())
+    console = Console(stderr=True)
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        yield from bar.track(items, total=count, description=description)

@@ -41,6 +41,9 @@ from metatune_agent.domain.curve_stop import DEFAULT_GRID, Curve, CurveStopper, 
 from metatune_agent.domain.plateau import PlateauDetector
 from metatune_agent.knowledge.stopper import read_runs
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import progress  # noqa: E402
+
 
 @dataclass(frozen=True)
 class Trial:
@@ -169,7 +172,7 @@ def main() -> None:
     orders = {d: [t] + [rng.sample(t, len(t)) for _ in range(args.orders - 1)] for d, t in by_dataset.items()}
 
     results: dict[str, Replayed] = defaultdict(Replayed)
-    for held_out, studies in orders.items():
+    for held_out, studies in progress(orders.items(), "held-out datasets", total=len(orders)):
         train = [t.curve for d, ts in by_dataset.items() if d != held_out for t in ts]
         stopper = CurveStopper.fit(train, grid=DEFAULT_GRID)
         policies: dict[str, Policy | None] = {"none": None, "plateau": plateau_policy, "median": median_policy}

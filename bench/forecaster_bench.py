@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from benchkit import finite, print_json, stdout_to_stderr
+from benchkit import finite, print_json, progress, stdout_to_stderr
 from rich.console import Console
 from rich.table import Table
 
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
                   f"wind {error_model.wind_sigma_ms} m/s, cloud {error_model.cloud_sigma_pct} pp ({error_model.source})")
 
     rows, arrays_by_name, skipped = [], {}, []
-    for one in series:
+    for one in progress(series, "regions"):
         arrays = RegionArrays(one)
         arrays_by_name[one.name] = arrays
         issues = issue_positions(arrays, args.test_from, args.test_until, args.stride)

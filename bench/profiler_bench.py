@@ -23,6 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import progress  # noqa: E402
+
 SAMPLE_SIZE = 4096
 
 
@@ -179,7 +182,7 @@ def main() -> None:
     runs += [("streaming", args.baseline_size_mb), ("pandas", args.baseline_size_mb)]
     runs = list(dict.fromkeys(runs))
     results = {}
-    for kind, size in runs:
+    for kind, size in progress(runs, "runs"):
         path = build_file(files, size, args.work_dir)
         results[kind, size] = _in_subprocess(kind, path) | {"mb": path.stat().st_size / 1024**2}
         Console(stderr=True).print(f"{kind} {size} MiB: {results[kind, size]}")

@@ -48,7 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import finite, print_json, stdout_to_stderr  # noqa: E402
+from benchkit import finite, print_json, progress, stdout_to_stderr  # noqa: E402
 
 from metatune_recommender.domain.acquisition import expected_improvement, select_batch  # noqa: E402
 from metatune_recommender.domain.encoding import Encoder  # noqa: E402
@@ -410,7 +410,7 @@ class TaskReport:
 def evaluate(test: list[Task], history_of: Callable[[Task], list[Task]], seeds: int, cap: int,
              methods: Sequence[str], settings: PriorSettings, log: Callable[[str], None]) -> list[TaskReport]:
     reports = []
-    for task in test:
+    for task in progress(test, "tasks"):
         history = history_of(task)
         targets = Targets.of(task.values)
         report = TaskReport(task.name, len(task.values), targets.best, [t.name for t in history])

@@ -43,7 +43,7 @@ from uuid import uuid5
 import highspy
 import numpy as np
 import pandas as pd
-from benchkit import print_json, stdout_to_stderr
+from benchkit import print_json, progress, stdout_to_stderr
 from rich.console import Console
 from rich.table import Table
 from scipy import sparse
@@ -507,8 +507,8 @@ def run(args: argparse.Namespace) -> dict:
         "days": args.days, "jobs_per_day": args.jobs_per_day, "seed": args.seed, "forecast": args.forecast,
         "datacenters": names, "zones": regions, "skipped": fleet.skipped, "unused_zones": fleet.unused_zones, "settings": {},
     }
-    for setting, capacity, residency in (("ample", args.ample, False), ("tight", args.tight, False),
-                                         ("residency", args.ample, True)):
+    for setting, capacity, residency in progress((("ample", args.ample, False), ("tight", args.tight, False),
+                                                  ("residency", args.ample, True)), "settings"):
         if setting not in chosen:
             continue
         rng = np.random.default_rng(args.seed)

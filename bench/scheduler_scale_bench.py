@@ -40,7 +40,7 @@ from uuid import UUID
 
 import numpy as np
 import pandas as pd
-from benchkit import finite, print_json, stdout_to_stderr
+from benchkit import finite, print_json, progress, stdout_to_stderr
 from rich.console import Console
 from rich.table import Table
 
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> dict:
                    "re-plan (its model)", "LP bound (its model)", "gap (its model)", "re-plan realised hourly",
                    "gap vs best known", "gap vs best bound") + (("CG bound", "CG plan (price-and-branch)") if args.column_generation else ()):
         table.add_column(column, justify="right")
-    for n_jobs, n_dcs in args.size_list:
+    for n_jobs, n_dcs in progress(args.size_list, "sizes"):
         size = f"{n_jobs}x{n_dcs}"
         if n_dcs > len(found.zones):
             console.print(f"[red]skipped {size}: needs {n_dcs} zones covering two weeks from {start:%Y-%m-%d}, "

@@ -29,6 +29,7 @@ import json
 import platform
 import random
 import statistics
+import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ from metatune_agent.domain.request import TrainingRequest, TrainOptions
 from metatune_agent.domain.run import RunOutcome, Site, run_training
 
 from metatune_agent.domain.trainer import cpu_has_native_bf16
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import progress  # noqa: E402
 
 DATASETS = {
     "sst2": ("sst2.jsonl.gz", TaskType.classification),
@@ -99,7 +103,7 @@ def precision_compare(args: argparse.Namespace, console: Console) -> None:
     """bf16 autocast against fp32 on CPU: speed, final loss and accuracy, two seeds for the noise."""
     results: dict[tuple[str, str], list[RunOutcome]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.datasets:
+        for name in progress(args.datasets, "datasets"):
             file, task = DATASETS[name]
             path = slice_dataset(args.data, file, args.rows, Path(tmp), shuffle=True)
             for seed in args.seeds:
@@ -188,7 +192,7 @@ def main() -> None:
 
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.datasets:
+        for name in progress(args.datasets, "datasets"):
             file, task = DATASETS[name]
             path = slice_dataset(args.data, file, args.rows, Path(tmp))
             config = LoraConfig(batch_size=args.batch_size, max_seq_length=args.max_seq_length, max_steps=args.steps)
