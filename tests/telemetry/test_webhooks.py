@@ -80,7 +80,7 @@ def receiver():
 
 def study_events(hook: str | None):
     study, job = uuid4(), uuid4()
-    spec = SPEC.model_copy(update={"webhook_url": hook})
+    spec = SPEC.model_validate({**SPEC.model_dump(), "webhook_url": hook})  # validated: the URL is an HttpUrl
     return study, job, [
         (subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec)),
         (subjects.JOBS_REQUESTED, c.JobRequested(occurred_at=NOW, job_id=job, study_id=study, trial_index=0, spec=spec,
