@@ -9,7 +9,8 @@ dataset's meta-features, get configurations with a predicted metric ± std and t
   base has measured, scored with the budget the history was trained with (so they are comparable)
   and handed out with the study's own budget (one epoch, sequence length covering the p95).
 * Predictions in metric units: before the study has two results, the prior's normal score is read
-  through the history tasks' quantiles (p = Phi(mu), the mean over tasks of each task's p-quantile);
+  through the history tasks' quantiles (p = Phi(mu): each task's p-quantile, weighted by how close
+  its meta-features are to the dataset's; the ± includes how much those tasks' scales disagree);
   after, through the affine map the posterior learned (``a + b z``).
 """
 
@@ -34,6 +35,7 @@ from .cold_start import cold_start_trials
 from .costs import Throughput, estimate, measured_throughput
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
 from .history import Task, run_descriptors, tasks_from_runs
+from .similarity import task_weights
 from .prior import LearnedPrior, PriorSettings, TaskPosterior
 
 TOP_K = 3
@@ -223,8 +225,10 @@ class Recommender:
         except SurrogateFailure as exc:
             return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
         metric_name = history[0].metric_name if history else "metric"
-        recommendations = [self._recommendation(scored[p.index], p, posterior, history, features, throughput,
-                                                 metric_name, "expected-improvement" if observed else "top-k")
+        weights = task_weights(descriptors, history)
+        recommendations = [self._recommendation(scored[p.index], p, posterior, history, weights, features,
+                                                 throughput, metric_name,
+                                                 "expected-improvement" if observed else "top-k")
                            for p in picks]
         best_ei = max((p.ei for p in picks), default=None) if observed else None
         return Advice(recommendations, KNOWLEDGE_BASE, used, imputed, warnings, None, throughput.device, best_ei)
@@ -249,26 +253,34 @@ class Recommender:
         return c
 
     def _recommendation(self, scored: Mapping[str, Any], pick: Pick, posterior: TaskPosterior,
-                        history: Sequence[Task], features: MetaFeatures, throughput: Throughput,
-                        metric_name: str, acquisition: str) -> Recommendation:
+                        history: Sequence[Task], weights: np.ndarray, features: MetaFeatures,
+                        throughput: Throughput, metric_name: str, acquisition: str) -> Recommendation:
         max_len = max(32, min(512, int(features.tokens_p95) + 2))
         config = LoraConfig.model_validate({**scored, "max_steps": None, "epochs": 1.0, "max_seq_length": max_len})
-        predicted, std = self._to_metric(pick.mean, pick.std, posterior, history)
+        predicted, std = self._to_metric(pick.mean, pick.std, posterior, history, weights)
         hours, energy = estimate(config, features, throughput)
         return Recommendation(config, predicted, std, metric_name, round(hours, 4), round(energy, 2),
                               round(throughput.power_kw, 4), acquisition,
                               pick.ei if acquisition == "expected-improvement" else None)
 
     @staticmethod
-    def _to_metric(mu: float, sd: float, posterior: TaskPosterior, history: Sequence[Task]) -> tuple[float, float]:
+    def _to_metric(mu: float, sd: float, posterior: TaskPosterior, history: Sequence[Task],
+                   weights: np.ndarray) -> tuple[float, float]:
+        """Normal score -> metric units. Before two results the task's scale is unknown: each history
+        task reads the score on its own scale, weighted by similarity, and the ± holds both the
+        model's uncertainty and how much the similar tasks' scales disagree."""
         if posterior.observed >= 2:
             return posterior.a + posterior.b * mu, posterior.b * sd
 
-        def value(z: float) -> float:
+        def values(z: float) -> np.ndarray:
             p = float(norm.cdf(z))
-            return float(np.mean([np.quantile(t.values, p) for t in history]))
+            return np.array([np.quantile(t.values, p) for t in history])
 
-        return value(mu), max(0.0, (value(mu + sd) - value(mu - sd)) / 2)
+        at_mean = values(mu)
+        predicted = float(weights @ at_mean)
+        between_tasks = float(weights @ (at_mean - predicted) ** 2)
+        within = float(weights @ ((values(mu + sd) - values(mu - sd)) / 2))
+        return predicted, math.sqrt(max(0.0, between_tasks) + max(0.0, within) ** 2)
 
     def _cold_start(self, profile: Mapping[str, Any], k: int, reason: str, warnings: list[str], done: int,
                     base_model: str | None = None) -> Advice:
