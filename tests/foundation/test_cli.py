@@ -29,6 +29,21 @@ def test_unreachable_nats_gives_one_line_error_and_nonzero_exit(env_for) -> None
         assert len(lines) == 1 and url in lines[0], result.stderr
 
 
+def test_down_and_secrets_json_is_one_object_of_names_never_secrets(env_for, tmp_path: Path) -> None:
+    env = env_for(METATUNE_NATS_SECRETS_DIR=str(tmp_path / "nats"))
+    down = run(["down", "--json"], env)
+    assert down.returncode == 0 and json.loads(down.stdout) == {"stopped": []}, down.stdout + down.stderr
+    made = run(["secrets", "--json", "--db-password-file", str(tmp_path / "db.password")], env)
+    assert made.returncode == 0, made.stderr
+    report = json.loads(made.stdout)
+    assert report["directory"] == str(tmp_path / "nats") and not report["rotated"] and report["db_password_written"]
+    assert {"admin.password", "auth.conf", "scheduler.nk", "submitter.nk"} <= set(report["files"])
+    assert set(report["files"]) == {p.name for p in (tmp_path / "nats").iterdir()}
+    secrets = [p.read_text().strip() for p in [*(tmp_path / "nats").glob("*.nk"), tmp_path / "nats" / "admin.password",
+                                                tmp_path / "db.password"]]
+    assert secrets and not any(secret in made.stdout for secret in secrets)
+
+
 def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_for, tmp_path: Path) -> None:
     data_dir = tmp_path / "platform"
     env = env_for(
@@ -39,8 +54,11 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_fo
         METATUNE_UP_TIMEOUT_S="180",
     )
     try:
-        up = run(["up"], env)
+        up = run(["up", "--json"], env)
         assert up.returncode == 0, up.stdout + up.stderr
+        started = json.loads(up.stdout)  # one object: progress went to stderr
+        assert {"nats-server", "postgres", "scheduler", "trainer-agent.fra1"} <= set(started["started"])
+        assert started["status"]["nats"]["embedded"] and len(started["status"]["services"]) == 6
         status = run(["status", "--json"], env)
         assert status.returncode == 0, status.stdout + status.stderr
         report = json.loads(status.stdout)
@@ -53,8 +71,9 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_fo
 
         # one service restarted while the rest run; a crashed one started alone by `up`
         before = pids_now()
-        restarted = run(["restart", "scheduler"], env)
+        restarted = run(["restart", "scheduler", "--json"], env)
         assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        assert json.loads(restarted.stdout)["restarted"] == ["scheduler"]
         after = pids_now()
         assert after["scheduler"] != before["scheduler"]
         assert {k: v for k, v in after.items() if k != "scheduler"} == {k: v for k, v in before.items() if k != "scheduler"}
@@ -68,17 +87,22 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_fo
 
         dataset = tmp_path / "tiny.jsonl"
         dataset.write_text("".join(json.dumps({"text": f"example {i}", "label": str(i % 2)}) + "\n" for i in range(20)))
-        submitted = run(["submit", str(dataset), "--deadline", "12h", "--trials", "2"], env)
+        submitted = run(["submit", str(dataset), "--deadline", "12h", "--trials", "2", "--json"], env)
         assert submitted.returncode == 0, submitted.stderr
-        study_id = submitted.stdout.strip().splitlines()[-1]
+        receipt = json.loads(submitted.stdout)
+        study_id = receipt["study_id"]
+        assert receipt["dataset"]["ref"] == f"studies/{study_id}/tiny.jsonl"
+        assert receipt["dataset"]["size_bytes"] == dataset.stat().st_size
         events = run(["events", "--json", "--last", "200"], env)
-        subjects = [(e["subject"], e.get("study_id")) for e in map(json.loads, events.stdout.splitlines())]
-        assert ("metatune.datasets.submitted", study_id) in subjects
+        subjects = [(e["subject"], e.get("study_id"), e["event_id"]) for e in map(json.loads, events.stdout.splitlines())]
+        assert ("metatune.datasets.submitted", study_id, receipt["event_id"]) in subjects
     finally:
         state = data_dir / "run" / "state.json"
-        pids = [p["pid"] for p in json.loads(state.read_text())["processes"]] if state.exists() else []
-        down = run(["down"], env)
+        processes = json.loads(state.read_text())["processes"] if state.exists() else []
+        pids = [p["pid"] for p in processes]
+        down = run(["down", "--json"], env)
     assert down.returncode == 0, down.stderr
+    assert sorted(json.loads(down.stdout)["stopped"]) == sorted(p["name"] for p in processes)
     assert pids and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
                             for pid in pids)
     leftovers = [p.info for p in psutil.process_iter(["pid", "cmdline"])

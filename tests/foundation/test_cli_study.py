@@ -1,8 +1,10 @@
 """`metatune study list|show`, `results`, `adapter download` read the event log; `submit` and `cancel`
-refuse bad arguments with one line before anything is published. Real NATS, the real CLI process."""
+refuse bad arguments with one line before anything is published, and with `--json` print one object
+naming what they published. Real NATS, the real CLI process."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -144,6 +146,8 @@ async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(private_
         ([*submit, "--webhook", "not a url"], 2, "invalid submission: webhook_url"),
         ([*submit, "--deadline", "tomorrow"], 2, "'tomorrow'", "24h"),
         ([*submit, "--task", "causal_lm", "--label-column", "label"], 2, "causal_lm study has no label column"),
+        ([*submit, "--task", "bogus"], 2, "'--task'", "'bogus' is not one of"),  # typer's own usage errors
+        ([*submit, "--trials", "0"], 2, "'--trials'", "submit --help"),
         (["cancel", "12345"], 2, "'12345' is not a job id"),
         (["cancel", str(uuid4())], 1, "no job"),
     ]
@@ -151,4 +155,22 @@ async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(private_
         one_error_line(run(args, env), code, *words)
     assert (await js.stream_info("METATUNE")).state.messages == 0  # nothing published
     assert (await js.stream_info(f"OBJ_{DATASETS_BUCKET}")).state.messages == 0  # nothing uploaded
+
+    # valid, with --json: one object on stdout naming what was published
+    ready = run(["bus-init", "--json"], env)
+    assert ready.returncode == 0, ready.stderr
+    assert json.loads(ready.stdout) | {"ready": True, "clock": "real"} == json.loads(ready.stdout)
+    submitted = run([*submit, "--json"], env)
+    assert submitted.returncode == 0, submitted.stderr
+    receipt = json.loads(submitted.stdout)
+    assert receipt["dataset"] == {"kind": "object", "ref": f"studies/{receipt['study_id']}/d.jsonl", "format": None,
+                                  "size_bytes": data.stat().st_size, "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}
+    logged = json.loads((await js.get_last_msg("METATUNE", subjects.DATASETS_SUBMITTED)).data)
+    assert (logged["event_id"], logged["study_id"]) == (receipt["event_id"], receipt["study_id"])
+    await publish(private_nats, study_events()[1:2])  # the job TRAINED requested
+    cancelled = run(["cancel", str(TRAINED), "--reason", "not needed", "--json"], env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    receipt = json.loads(cancelled.stdout)
+    logged = json.loads((await js.get_last_msg("METATUNE", subjects.JOBS_CANCELLED)).data)
+    assert receipt == {"event_id": logged["event_id"], "job_id": str(TRAINED), "reason": "not needed"}
     await nc.close()

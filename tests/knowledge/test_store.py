@@ -140,8 +140,11 @@ async def test_cli_import_and_stats_json(store: KnowledgeStore, tmp_path: Path) 
     url = f"{store.url}?options=-csearch_path%3D{store.schema}"
     path = tmp_path / "seed.jsonl"
     write_kb_file(path, KbFileHeader(), [run("a1", rank=4), run("a2", rank=8), run("b1", dataset="rte", baseline=0.9)])
-    done = cli("import", str(path), database_url=url)
+    done = cli("import", str(path), "--json", database_url=url)
     assert done.returncode == 0, done.stderr
+    [report] = json.loads(done.stdout)["reports"]
+    assert report | {"name": "seed.jsonl", "runs": 3, "added": 3, "existed": 0, "torn": False} == report
+    assert report["sources"] == {"seed-kb": 3}
     done = cli("stats", "--json", database_url=url)
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)

@@ -8,6 +8,9 @@ import asyncio
 import http.server
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 from uuid import uuid4
@@ -18,8 +21,9 @@ from standardwebhooks import Webhook
 
 from metatune import contracts as c, subjects
 from metatune.inputs import parse_networks
+from metatune.settings import Settings
 from metatune_telemetry.adapters.delivery import post
-from metatune_telemetry.adapters.outbox import list_outbox, retry
+from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
 from metatune_telemetry.domain.signing import new_secret
 
@@ -151,7 +155,13 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(tsettings, schem
         rows = {r["url"].rsplit("/", 1)[1]: r for r in await list_outbox(service.db)}
         assert rows["broken"]["last_status"] == 500 and rows["moved"]["last_status"] == 404  # a 3xx is no delivery
         receiver.script["/broken"] = [(204, {})]
-        assert await retry(service.db, all_dead=True) == 2
+        url = Settings().database_url  # the CLI, in this test's schema
+        env = {**os.environ, "METATUNE_DATABASE_URL": f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"}
+        done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "metatune.cli", "webhooks", "retry",
+                                                        "--all-dead", "--json"], env=env, capture_output=True, text=True,
+                                       timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"queued": 2}
         for _ in range(600):
             if (await states())["broken"][0] == "delivered":
                 break

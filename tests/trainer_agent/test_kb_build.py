@@ -1,5 +1,5 @@
 """`metatune kb build` trains for real, survives a kill (nothing lost, nothing trained twice) and
-its shards merge into one knowledge base."""
+its shards merge into one knowledge base; `kb fit-stopper` fits from the seed; `--json` reports each."""
 
 from __future__ import annotations
 
@@ -95,14 +95,29 @@ def test_sharded_builds_merge_into_one_knowledge_base(data: Path, tmp_path: Path
     for k, shard in enumerate(shards):
         small = ("--configs", "1", "--repeat-configs", "0")  # the last value of an option wins
         done = subprocess.run([*build_command(data, shard, "--shard", f"{k}/2", "--work-dir", str(tmp_path / f"w{k}"),
-                                              *small)],
+                                              *small, "--json")],
                               env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout) == {"out": str(shard), "total": 1, "done_before": 0, "trained": 1, "failed": 0,
+                                           "skipped_datasets": {}}  # the progress bar went to stderr
     merged = tmp_path / "kb.jsonl"
-    for _ in range(2):  # merging twice adds nothing the second time
-        done = subprocess.run([sys.executable, "-m", "metatune.cli", "kb", "merge", str(merged), *map(str, shards)],
-                              capture_output=True, text=True, timeout=120)
+    for added in (2, 0):  # merging twice adds nothing the second time
+        done = subprocess.run([sys.executable, "-m", "metatune.cli", "kb", "merge", str(merged), *map(str, shards),
+                               "--json"], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"out": str(merged), "added": added, "total": 2}
     ids = [run.run_id for run in runs_in(merged)]
     assert sorted(ids) == ["seed-kb:alpha:c000:s13", "seed-kb:beta:c000:s13"]
     assert [len(runs_in(shard)) for shard in shards] == [1, 1]
+
+
+def test_fit_stopper_json_names_what_it_fitted(tmp_path: Path) -> None:
+    seed = Path(__file__).parents[2] / "services/recommender/src/metatune_recommender/data/seed_kb.jsonl"
+    out = tmp_path / "stopper.json"
+    done = subprocess.run([sys.executable, "-m", "metatune.cli", "kb", "fit-stopper", "--kb", str(seed), "--out", str(out),
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    provenance = json.loads(out.read_text())["provenance"]
+    assert report | {"out": str(out), "kb": str(seed), "metric": "accuracy"} == report
+    assert (report["runs"], report["datasets"]) == (provenance["runs"], provenance["datasets"]) and report["datasets"] > 1

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from metatune.cli.output import JSON_HELP, print_json
 from metatune.redaction import redact_url
 from metatune.settings import get_settings
 
@@ -98,6 +99,7 @@ def webhooks_list(
 def webhooks_retry(
     ids: Annotated[list[int] | None, typer.Argument(help="outbox ids to send again")] = None,
     all_dead: Annotated[bool, typer.Option("--all-dead", help="every dead notification")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Queue notifications again with a fresh attempt budget."""
     from .adapters.outbox import retry
@@ -112,7 +114,11 @@ def webhooks_retry(
         finally:
             await db.close()
 
-    typer.echo(f"{asyncio.run(main())} notification(s) queued again")
+    queued = asyncio.run(main())
+    if as_json:
+        print_json({"queued": queued})
+    else:
+        typer.echo(f"{queued} notification(s) queued again")
 
 
 @webhooks_app.command("secret")

@@ -19,6 +19,7 @@ from ..settings import Settings, get_settings
 from ..bus.auth import SUBMITTER
 from .connect import bus, err_console, fail
 from .eventlog import read_log
+from .output import JSON_HELP, print_json
 from .validation import parse_id
 from .submit import platform_clock
 
@@ -28,6 +29,7 @@ console = Console()
 def cancel(
     job: str = typer.Argument(..., metavar="JOB_ID", help="The job (trial) id, as in `metatune events`"),
     reason: str = typer.Option("cancelled by the user", help="Why: kept in the event log and sent to the study's webhook"),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id."""
     settings = get_settings()
@@ -49,7 +51,10 @@ def cancel(
         raise fail(str(exc)) from None
     except ValueError as exc:
         raise fail(f"invalid cancellation: {exc}") from None
-    console.print(str(event.event_id))
+    if json_output:
+        print_json({"event_id": str(event.event_id), "job_id": str(job_id), "reason": reason})
+    else:
+        console.print(str(event.event_id))
 
 
 async def check_requested(js: JetStreamContext, settings: Settings, job_id: UUID) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,6 +16,10 @@ from rich.table import Table
 
 from ..redaction import redact
 from .connect import err_console, fail
+from .output import JSON_HELP, print_json
+
+if TYPE_CHECKING:
+    from ..knowledge.store import ImportReport
 
 kb_app = typer.Typer(help="The knowledge base of fine-tuning runs: build, import, stats.", no_args_is_help=True)
 
@@ -28,31 +32,35 @@ def _store():
     return KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
 
 
-async def _import(file: Path | None, public: Path | None) -> list[tuple[str, int, int]]:
+async def _import(file: Path | None, public: Path | None) -> list[ImportReport]:
     from ..knowledge.public import import_public
+    from ..knowledge.store import ImportReport
 
-    rows: list[tuple[str, int, int]] = []
+    reports: list[ImportReport] = []
     async with _store() as store:
         await store.migrate()
         if file is not None:
             report = await store.import_file(file)
             if report.torn:
                 err_console.print(f"[yellow]{file}: its last line was cut short and was skipped[/yellow]")
-            rows.append((report.name, report.runs, report.added))
+            reports.append(report)
         if public is not None:
             imported = await asyncio.to_thread(import_public, public)
             by_table: dict[str, list] = {}
             for run in imported.runs:
                 by_table.setdefault(run.provenance.source, []).append(run)
             for source, runs in by_table.items():
-                rows.append((source, len(runs), await store.add_runs(runs)))
-    return rows
+                added = await store.add_runs(runs)
+                reports.append(ImportReport(name=source, runs=len(runs), added=added, existed=len(runs) - added,
+                                            sources={source: len(runs)}))
+    return reports
 
 
 @kb_app.command("import")
 def import_(
     file: Annotated[Path | None, typer.Argument(help="knowledge-base file (.jsonl or .jsonl.gz)")] = None,
     public: Annotated[Path | None, typer.Option(help="public HPO folder (nmt_hpo/, deberta_mnli/, peft_metamathqa/, tasks.csv)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Load a knowledge-base file, or the public HPO tables, into the configured database; each run
     once (by run id), so importing again adds nothing."""
@@ -62,12 +70,15 @@ def import_(
     if file is None and public is None:
         raise fail("give a knowledge-base FILE, or --public DIR")
     try:
-        rows = asyncio.run(_import(file, public))
+        reports = asyncio.run(_import(file, public))
     except (KnowledgeBaseError, DatabaseUnavailable) as exc:
         raise fail(redact(str(exc))) from exc
+    if as_json:
+        print_json({"reports": reports})
+        return
     table = Table("file / table", "runs", "added", "already there")
-    for name, runs, added in rows:
-        table.add_row(name, str(runs), str(added), str(runs - added))
+    for report in reports:
+        table.add_row(report.name, str(report.runs), str(report.added), str(report.existed))
     Console().print(table)
 
 
@@ -78,7 +89,7 @@ async def _stats():
 
 
 @kb_app.command("stats")
-def stats(as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False) -> None:
+def stats(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
     """What the knowledge base holds: runs, datasets, configurations per dataset, sources, and how
     many datasets' best run beats the majority-class baseline."""
     from ..errors import DatabaseUnavailable

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import entry_points
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from .. import __version__
 from .adapter import adapter_app
 from .cancel import cancel
+from .connect import fail
 from .events import events
 from .kb import kb_app
 from .results import results
@@ -20,7 +25,39 @@ from .platform_cmds import bus_init, down, restart, secrets, status, up
 from .study import study_app
 from .submit import submit
 
-app = typer.Typer(help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True)
+try:  # newer typer carries its own copy of click, whose errors derive from TyperException
+    from typer import TyperException as ClickError
+except ImportError:  # older typer runs on click itself
+    from click import ClickException as ClickError  # type: ignore[assignment]
+
+
+@contextmanager
+def _one_line_usage_errors() -> Iterator[None]:
+    try:
+        yield
+    except ClickError as exc:
+        # a usage error exits 2; ``metatune kb`` alone (NoArgsIsHelpError) shows the help as typer does
+        if exc.exit_code != 2 or type(exc).__name__ == "NoArgsIsHelpError":
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        raise fail(exc.format_message().removeprefix("Invalid value: ") + hint, code=2) from None
+
+
+class OneLineUsageErrors(TyperGroup):
+    """Usage errors of every command (a bad enum value, ``--trials 0``, an unknown option) as one
+    ``error:`` line on stderr and exit 2, like the CLI's own refusals, not typer's boxed panel."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
+        with _one_line_usage_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        with _one_line_usage_errors():
+            return super().invoke(ctx)
+
+
+app = typer.Typer(cls=OneLineUsageErrors, help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True)
 CORE_COMMANDS = {"up": up, "down": down, "restart": restart, "status": status, "submit": submit, "cancel": cancel, "events": events,
                  "secrets": secrets, "bus-init": bus_init, "results": results}
 for name, command in CORE_COMMANDS.items():

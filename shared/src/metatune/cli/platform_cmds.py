@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from ..platform import ServiceSpec, platform_services
 from ..redaction import redact_url
 from ..settings import Settings, get_settings
 from .connect import bus, fail
+from .output import JSON_HELP, logs_to_stderr, print_json
 
 console = Console()
 
@@ -105,13 +105,21 @@ async def _prepare_bus(settings: Settings, simulate: bool) -> None:
 def up(
     simulate: bool = typer.Option(False, "--simulate", help="Simulated clock: an hour passes in METATUNE_SIM_SECONDS_PER_HOUR s"),
     wait: bool = typer.Option(True, help="Wait until every service reports healthy"),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Start the platform: NATS and PostgreSQL (embedded if none answers), then every service."""
     settings = get_settings()
-    existing = load_state(settings)
-    if existing and any(alive(p.pid) for p in existing.processes):
-        _start_missing(settings, existing, simulate, wait)
-        return
+    with logs_to_stderr(console, json_output):
+        existing = load_state(settings)
+        if existing and any(alive(p.pid) for p in existing.processes):
+            started = _start_missing(settings, existing, simulate, wait)
+        else:
+            started = _start_all(settings, simulate, wait)
+        _report(settings, json_output, started=started)
+
+
+def _start_all(settings: Settings, simulate: bool, wait: bool) -> list[str]:
+    """``up`` from nothing: infrastructure (unless it answers), the bus layout, every service."""
     missing = [s.module for s in platform_services(settings) if not s.installed()]
     if missing:
         raise fail(f"services not installed: {', '.join(missing)} (run scripts/install)")
@@ -134,7 +142,7 @@ def up(
         raise
     if wait:
         _wait_healthy(settings, state)
-    _print_status(settings, json_output=False)
+    return [p.name for p in started]
 
 
 def _service_env(settings: Settings, state: RunState, spec: ServiceSpec) -> dict[str, str]:
@@ -154,7 +162,7 @@ def _dead_infrastructure(state: RunState) -> list[str]:
     return [p.name for p in state.processes if p.role != "service" and not alive(p.pid)]
 
 
-def _start_missing(settings: Settings, state: RunState, simulate: bool, wait: bool) -> None:
+def _start_missing(settings: Settings, state: RunState, simulate: bool, wait: bool) -> list[str]:
     """``up`` while the platform runs: start only the services that are not running (a crashed one,
     one added to METATUNE_LOCAL_DATACENTERS), leaving the rest alone."""
     dead = _dead_infrastructure(state)
@@ -168,15 +176,14 @@ def _start_missing(settings: Settings, state: RunState, simulate: bool, wait: bo
     missing = [spec for spec in platform_services(settings) if spec.instance not in running]
     if not missing:
         console.print("the platform is already up; nothing to start (`metatune restart SERVICE` restarts one)")
-        _print_status(settings, json_output=False)
-        return
+        return []
     for spec in missing:
         state = _replace_process(settings, state, spawn_service(spec.instance, spec.module,
                                                                 _service_env(settings, state, spec), settings))
     console.print(f"started what was missing: {', '.join(spec.instance for spec in missing)}")
     if wait:
         _wait_healthy(settings, state, only={spec.instance for spec in missing})
-    _print_status(settings, json_output=False)
+    return [spec.instance for spec in missing]
 
 
 def _replace_process(settings: Settings, state: RunState, process: ManagedProcess) -> RunState:
@@ -190,9 +197,16 @@ def restart(
     service: str = typer.Argument(..., help="An instance (scheduler, trainer-agent.fra1) or a service name "
                                             "(trainer-agent: every local agent)"),
     wait: bool = typer.Option(True, help="Wait until the restarted processes report healthy"),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Restart one service (or one agent instance) of the running platform; the rest keep running."""
     settings = get_settings()
+    with logs_to_stderr(console, json_output):
+        restarted = _restart(settings, service, wait)
+        _report(settings, json_output, restarted=restarted)
+
+
+def _restart(settings: Settings, service: str, wait: bool) -> list[str]:
     state = load_state(settings)
     if state is None:
         raise fail("the platform is not up here: run `metatune up`")
@@ -211,7 +225,7 @@ def restart(
     console.print(f"restarted: {', '.join(sorted(names))}")
     if wait:
         _wait_healthy(settings, state, only=names)
-    _print_status(settings, json_output=False)
+    return sorted(names)
 
 
 def _wait_healthy(settings: Settings, state: RunState, only: set[str] | None = None) -> None:
@@ -233,16 +247,21 @@ def _wait_healthy(settings: Settings, state: RunState, only: set[str] | None = N
     raise fail(f"not healthy after {settings.up_timeout_s:.0f} s: {', '.join(sorted(wanted - healthy))}")
 
 
-def down() -> None:
+def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """Stop what `metatune up` started (and nothing else)."""
     settings = get_settings()
     state = load_state(settings)
+    stopped: list[str] = []
     if state is None:
-        console.print("nothing to stop: `metatune up` has not started anything here")
-        return
-    stopped = stop(state.processes)
-    state_path(settings).unlink(missing_ok=True)
-    console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+        message = "nothing to stop: `metatune up` has not started anything here"
+    else:
+        stopped = stop(state.processes)
+        state_path(settings).unlink(missing_ok=True)
+        message = f"stopped: {', '.join(stopped) or 'nothing was running'}"
+    if json_output:
+        print_json({"stopped": stopped})
+    else:
+        console.print(message)
 
 
 async def _read_health(settings: Settings) -> list[ServiceHealth]:
@@ -295,14 +314,27 @@ def _status_rows(settings: Settings) -> dict:
     }
 
 
-def _print_status(settings: Settings, json_output: bool) -> bool:
+def _status_report(settings: Settings) -> dict:
     try:
-        report = _status_rows(settings)
+        return _status_rows(settings)
     except BusUnavailable as exc:
         raise fail(str(exc)) from None
+
+
+def _report(settings: Settings, json_output: bool, **result: list[str]) -> None:
+    """What ``up`` / ``restart`` print at the end: the status tables, or one JSON object of
+    ``result`` (the instances started) and the status."""
+    if json_output:
+        print_json({**result, "status": _status_report(settings)})
+    else:
+        _print_status(settings, json_output=False)
+
+
+def _print_status(settings: Settings, json_output: bool) -> bool:
+    report = _status_report(settings)
     all_healthy = bool(report["services"]) and all(r["healthy"] for r in report["services"])
     if json_output:
-        print(json.dumps(report, indent=2))
+        print_json(report)
         return all_healthy
     infra = Table(title="MetaTune infrastructure")
     for col in ("component", "url", "mode", "reachable", "auth"):
@@ -328,32 +360,47 @@ def secrets(
     rotate: bool = typer.Option(False, "--rotate", help="Replace every credential (then restart NATS and the platform)"),
     db_password_file: Path | None = typer.Option(
         None, help="Also write a random database password here (compose: compose/secrets/db.password)"),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the
     server's auth config) to METATUNE_NATS_SECRETS_DIR, mode 0600; prints file names, never secrets."""
     settings = get_settings()
     store = nats_secrets(settings, rotate=rotate)
-    console.print(f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
-                  f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})")
+    result: dict = {"directory": str(store.directory), "rotated": rotate,
+                    "files": sorted(p.name for p in store.directory.iterdir() if p.is_file())}
+    messages = [f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
+                f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})"]
     if db_password_file is not None:
         written = write_password(db_password_file, rotate=rotate)
-        console.print(f"database password {'written to' if written else 'kept in'} {db_password_file}")
+        result |= {"db_password_file": str(db_password_file), "db_password_written": written}
+        messages.append(f"database password {'written to' if written else 'kept in'} {db_password_file}")
+    if json_output:
+        print_json(result)
+    else:
+        for message in messages:
+            console.print(message)
 
 
 def bus_init(
     simulate: bool = typer.Option(False, "--simulate", help="Start a simulated clock (else real time)"),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Create the streams, KV buckets and object stores, and set the clock, as the admin: services
     run without the right to create them (compose runs this once before the services)."""
     settings = get_settings()
+    simulated = simulate or settings.clock == "simulated"
     try:
-        asyncio.run(_prepare_bus(settings, simulate or settings.clock == "simulated"))
+        asyncio.run(_prepare_bus(settings, simulated))
     except BusUnavailable as exc:
         raise fail(str(exc)) from None
-    console.print("bus layout ready")
+    if json_output:
+        print_json({"ready": True, "nats": redact_url(settings.nats_url), "clock": "simulated" if simulated else "real",
+                    "streams": [settings.stream_name, settings.status_stream_name]})
+    else:
+        console.print("bus layout ready")
 
 
-def status(json_output: bool = typer.Option(False, "--json", help="Machine-readable output")) -> None:
+def status(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """Show infrastructure and service health; exit 1 when a service is down, 2 when NATS is unreachable."""
     settings = get_settings()
     if not _print_status(settings, json_output):

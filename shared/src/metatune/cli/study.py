@@ -14,6 +14,7 @@ from ..errors import BusUnavailable
 from ..settings import Settings, get_settings
 from .connect import bus, fail
 from .eventlog import read_log
+from .output import print_json
 from .studies import Study, fold
 from .validation import parse_id
 
@@ -41,10 +42,6 @@ def find_study(settings: Settings, value: str) -> Study:
     if study is None:
         raise fail(f"no study {study_id} in the event log", code=1)
     return study
-
-
-def print_json(value: object) -> None:
-    print(json.dumps(value, indent=2))
 
 
 @study_app.command("list")

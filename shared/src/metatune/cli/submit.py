@@ -29,6 +29,7 @@ from ..errors import BusUnavailable
 from ..settings import get_settings
 from ..bus.auth import SUBMITTER
 from .connect import bus, fail
+from .output import JSON_HELP, print_json
 from .validation import bad_parameter, check_base_model, check_datacenter, one_line
 
 console = Console()
@@ -69,8 +70,10 @@ def submit(
     text_column: str | None = typer.Option(None),
     text_pair_column: str | None = typer.Option(None),
     label_column: str | None = typer.Option(None),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Upload DATASET and request a study; prints the study id."""
+    """Upload DATASET and request a study; prints the study id (with --json: also the dataset's
+    location and the event id)."""
     settings = get_settings()
     study_id = uuid4()
     key = f"studies/{study_id}/{dataset.name}"
@@ -90,7 +93,7 @@ def submit(
     except ValidationError as exc:
         raise fail(f"invalid submission: {one_line(exc)}") from None
 
-    async def run() -> None:
+    async def run() -> DatasetSubmitted:
         async with bus(settings, SUBMITTER) as nc:
             js = nc.jetstream()
             clock = await platform_clock(js)
@@ -100,11 +103,15 @@ def submit(
             event = DatasetSubmitted(occurred_at=clock.now(), study_id=study_id, spec=spec)
             await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes(), headers=headers_for(event),
                              stream=stream_for(subjects.DATASETS_SUBMITTED, settings))
+            return event
 
     try:
-        asyncio.run(run())
+        event = asyncio.run(run())
     except BusUnavailable as exc:
         raise fail(str(exc)) from None
     except ValueError as exc:  # contract validation of the user's options
         raise fail(f"invalid submission: {exc}") from None
-    console.print(str(study_id))
+    if json_output:
+        print_json({"study_id": str(study_id), "dataset": event.spec.dataset, "event_id": str(event.event_id)})
+    else:
+        console.print(str(study_id))

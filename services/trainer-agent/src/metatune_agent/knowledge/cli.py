@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from metatune.cli.output import JSON_HELP, print_json
 from metatune.models import EMBEDDED_MODEL
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -42,6 +44,7 @@ def build(
     limit: Annotated[int | None, typer.Option(min=1, help="train at most this many new runs, then stop")] = None,
     shard: Annotated[str, typer.Option(help="K/N: train only every N-th planned run starting at K (parallel builds)")] = "0/1",
     done: Annotated[list[Path] | None, typer.Option(help="another KB file whose runs count as done (repeatable)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Train a space-filling design of LoRA configurations on each dataset; resume where a killed build stopped."""
     from .build import BuildError, BuildSettings
@@ -76,11 +79,14 @@ def build(
     )
     for name, reason in report.skipped_datasets.items():
         console.print(f"[yellow]skipped {name}[/yellow]: {reason}")
+    if as_json:
+        print_json({"out": str(out), **asdict(report)})
 
 
 def merge(
     out: Annotated[Path, typer.Argument(help="knowledge-base file to extend (created if absent)")],
     parts: Annotated[list[Path], typer.Argument(help="knowledge-base files whose runs are added (e.g. build shards)")],
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Add the runs of PARTS to OUT, each run once (by run id); OUT keeps its header."""
     from .build import BuildError, merge_files
@@ -90,4 +96,7 @@ def merge(
     except BuildError as exc:
         Console(stderr=True).print(f"[red]kb merge:[/red] {exc}")
         raise typer.Exit(2) from exc
-    Console(stderr=True).print(f"{added} runs added, {total} in {out}")
+    if as_json:
+        print_json({"out": str(out), "added": added, "total": total})
+    else:
+        Console(stderr=True).print(f"{added} runs added, {total} in {out}")

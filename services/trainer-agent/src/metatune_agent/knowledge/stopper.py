@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from metatune.cli.output import JSON_HELP, print_json
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
 from rich.console import Console
 
@@ -69,6 +70,7 @@ def fit_stopper(
     kb: Annotated[Path, typer.Option(help="knowledge-base file (.jsonl[.gz]) whose curves train the predictor")],
     out: Annotated[Path, typer.Option(help="model file to write (JSON); the agent ships data/curve_stopper.json")],
     metric: Annotated[str, typer.Option(help="the curve metric to predict")] = "accuracy",
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Fit the learning-curve early-stop predictor (final metric with a conformal upper bound) from KB curves."""
     console = Console(stderr=True)
@@ -80,5 +82,9 @@ def fit_stopper(
     out.parent.mkdir(parents=True, exist_ok=True)
     stopper.save(out)
     p = stopper.provenance
+    if as_json:
+        print_json({"out": str(out), "kb": str(kb), "metric": metric, "runs": p["runs"], "datasets": p["datasets"],
+                    "prefix_models": len(stopper.models), "grid_fractions": len(stopper.grid)})
+        return
     console.print(f"{out}: {p['runs']} runs on {p['datasets']} datasets from {kb.name}, "
                   f"prefix models for {len(stopper.models)} of {len(stopper.grid)} grid fractions")
