@@ -7,15 +7,17 @@ JetStream at ``--rate`` per second, after one synthetic flat-plus-daily-cycle fo
 region of the registry. A plain subscriber records, per job, when it first appears in a decision
 the scheduler published: an entry of a ``Plan``, its ``infeasible_jobs``, or an ``Assignment``.
 
-Figures: submissions planned, throughput, submission -> decision latency p50 / p99, and the
-scheduler's solve count (``Runtime.solves``: with coalescing, a burst of events costs one solve).
-The baseline, in the same run on ``--baseline-submissions`` (default 300): the same scheduler with
-no debounce (a solve as soon as the previous one ends, close to one solve per event).
+Figures: submissions planned, throughput, submission -> decision latency p50 / p99, the
+scheduler's full-solve count (``Runtime.solves``: with coalescing, a burst of events costs one
+solve) and its fast-path decisions (``Runtime.placements``: new jobs placed into the current
+plan's room every ``--fast-s``, between full solves). The baseline, in the same run on
+``--baseline-submissions`` (default 300): the same scheduler with no debounce and no fast path
+(a solve as soon as the previous one ends, close to one solve per event).
 
     python bench/load_bench.py                       # 10,000 at 100/s, baseline 300
     python bench/load_bench.py --submissions 2000 --rate 50 --json
 
-``--json`` prints one object: {"submitted", "planned", "p50_ms", "p99_ms", "solves", ...}.
+``--json`` prints one object: {"submitted", "planned", "p50_ms", "p99_ms", "solves", "fast_path_decisions", ...}.
 """
 
 from __future__ import annotations
@@ -61,13 +63,15 @@ class Result:
     seconds: float
     latencies_ms: list[float]
     solves: int
+    placements: int = 0  # fast-path decisions (each places every job requested since the last)
 
     def row(self) -> dict:
         lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([np.nan])
         return {"submitted": self.submitted, "planned": self.planned,
                 "throughput_per_s": round(self.planned / self.seconds, 1) if self.seconds else None,
                 "p50_ms": round(float(np.percentile(lat, 50)), 1), "p99_ms": round(float(np.percentile(lat, 99)), 1),
-                "max_ms": round(float(lat.max()), 1), "solves": self.solves}
+                "max_ms": round(float(lat.max()), 1), "solves": self.solves,
+                "fast_path_decisions": self.placements}
 
 
 def forecasts(now: datetime, seed: int) -> list[CarbonForecast]:
@@ -93,9 +97,11 @@ def job(now: datetime, rng: random.Random) -> JobRequested:
                         gpus=1, estimated_gpu_hours=rng.choice([0.5, 1.0, 2.0, 3.0]), power_kw=0.3, deadline=deadline)
 
 
-async def run_load(url: str, n: int, rate: float, debounce_s: float, label: str, seed: int, wait_s: float) -> Result:
+async def run_load(
+    url: str, n: int, rate: float, debounce_s: float, label: str, seed: int, wait_s: float, fast_s: float | None = 0.05,
+) -> Result:
     settings = Settings(nats_url=url, data_dir=Path(tempfile.mkdtemp(prefix="load-bench-")), heartbeat_s=1.0, agent_lease_s=3600)
-    service = create_service(settings=settings, debounce_s=debounce_s)
+    service = create_service(settings=settings, debounce_s=debounce_s, fast_s=fast_s)
     nc = await nats.connect(url)
     sent: dict[UUID, float] = {}
     seen: dict[UUID, float] = {}
@@ -123,7 +129,7 @@ async def run_load(url: str, n: int, rate: float, debounce_s: float, label: str,
             await js.publish(subjects.forecasts(forecast.region), forecast.to_bytes(), stream=settings.stream_name,
                              headers={"Nats-Msg-Id": str(forecast.event_id)})
         await asyncio.wait_for(service.runtime.ready.wait(), 60)
-        solves_before = service.runtime.solves
+        solves_before, placements_before = service.runtime.solves, service.runtime.placements
         events = [job(now, rng) for _ in range(n)]
         begin = time.perf_counter()
         for i, event in enumerate(events):
@@ -138,9 +144,10 @@ async def run_load(url: str, n: int, rate: float, debounce_s: float, label: str,
             await asyncio.sleep(0.05)
         elapsed = (max(seen.values()) if seen else time.perf_counter()) - begin
         solves = service.runtime.solves - solves_before
+        placements = service.runtime.placements - placements_before
     await nc.close()
     latencies = [(seen[j] - sent[j]) * 1000 for j in seen]
-    return Result(label, n, len(seen), elapsed, latencies, solves)
+    return Result(label, n, len(seen), elapsed, latencies, solves, placements)
 
 
 def with_nats(run) -> Result:
@@ -168,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--submissions", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=100.0, help="submissions per second")
     parser.add_argument("--debounce-s", type=float, default=0.5, help="the scheduler's coalescing window")
+    parser.add_argument("--fast-s", type=float, default=0.05,
+                        help="how long the fast path gathers new requests; negative: no fast path")
     parser.add_argument("--baseline-submissions", type=int, default=300, help="0: no baseline")
     parser.add_argument("--wait-s", type=float, default=120.0, help="how long to wait for the last plans")
     parser.add_argument("--seed", type=int, default=0)
@@ -179,9 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     with stdout_to_stderr(args.json):  # HiGHS prints a banner from native code
         if args.baseline_submissions:
             results.append(with_nats(lambda url: run_load(url, args.baseline_submissions, args.rate, 0.0,
-                                                          "baseline: no coalescing", args.seed + 1, args.wait_s)))
-        main_result = with_nats(lambda url: run_load(url, args.submissions, args.rate, args.debounce_s,
-                                                     f"coalescing {args.debounce_s:g} s", args.seed, args.wait_s))
+                                                          "baseline: no coalescing, no fast path", args.seed + 1,
+                                                          args.wait_s, fast_s=None)))
+        fast_s = None if args.fast_s < 0 else args.fast_s
+        label = f"coalescing {args.debounce_s:g} s" + (f", fast path {fast_s:g} s" if fast_s is not None else "")
+        main_result = with_nats(lambda url: run_load(url, args.submissions, args.rate, args.debounce_s, label, args.seed,
+                                                     args.wait_s, fast_s=fast_s))
         results.append(main_result)
 
     report = {**main_result.row(), "rate_per_s": args.rate,
@@ -193,12 +205,14 @@ def main(argv: list[str] | None = None) -> int:
         from rich.table import Table
 
         table = Table(title=f"scheduler under load: submissions at {args.rate:g}/s through NATS")
-        for column in ("run", "submitted", "planned", "throughput/s", "p50 ms", "p99 ms", "max ms", "solves"):
+        for column in ("run", "submitted", "planned", "throughput/s", "p50 ms", "p99 ms", "max ms", "solves",
+                       "fast-path decisions"):
             table.add_column(column)
         for result in results:
             row = result.row()
             table.add_row(result.label, str(row["submitted"]), str(row["planned"]), str(row["throughput_per_s"]),
-                          str(row["p50_ms"]), str(row["p99_ms"]), str(row["max_ms"]), str(row["solves"]))
+                          str(row["p50_ms"]), str(row["p99_ms"]), str(row["max_ms"]), str(row["solves"]),
+                          str(row["fast_path_decisions"]))
         Console().print(table)
     ok = main_result.planned == main_result.submitted
     return 0 if ok else 1

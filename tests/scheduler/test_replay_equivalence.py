@@ -45,6 +45,8 @@ def _snapshot(scheduler: Scheduler) -> dict:
         },
         "early_cancellations": dict(state.early_cancellations),
         "plan_version": state.last_plan.plan_version if state.last_plan else None,
+        "plan": sorted((str(job), [(dc, hours) for dc, hours, _ in stretches])
+                       for job, stretches in state.last_plan.stretches.items()) if state.last_plan else None,
     }
 
 
@@ -78,7 +80,14 @@ class World:
             self.applied += 1
 
     def replan(self) -> None:
-        decision = self.live.replan(self.clock)
+        self.publish_outputs(self.live.replan(self.clock))
+
+    def place_new(self) -> None:
+        """The fast path between full solves."""
+        if (decision := self.live.place_new(self.clock)) is not None:
+            self.publish_outputs(decision)
+
+    def publish_outputs(self, decision) -> None:
         for event in decision.events():
             assert contract_for(subject_of(event)) is type(event)  # what is published is replayed
             self.outputs.add(len(self.stream))
@@ -143,7 +152,7 @@ def _replay_one(scheduler: Scheduler, subject: str, event: Event) -> None:
 @st.composite
 def histories(draw):
     seed = draw(st.integers(0, 2**20))
-    steps = draw(st.lists(st.sampled_from(["request", "cancel", "cancel-unknown", "replan", "lag", "tick"]),
+    steps = draw(st.lists(st.sampled_from(["request", "cancel", "cancel-unknown", "replan", "fast", "lag", "tick"]),
                           min_size=4, max_size=28))
     restart_at = draw(st.floats(0.2, 1.0))
     return seed, steps, restart_at
@@ -153,6 +162,7 @@ def histories(draw):
 @given(histories())
 @example((1, ["request", "lag", "cancel", "replan", "replan"], 1.0))  # a start sent before its cancellation was folded
 @example((2, ["request", "replan", "tick", "cancel", "request", "replan", "lag", "replan"], 0.7))
+@example((3, ["request", "lag", "fast", "request", "replan", "request", "fast", "tick", "fast", "replan"], 0.8))
 def test_replaying_the_stream_rebuilds_the_live_state(history) -> None:
     seed, steps, restart_at = history
     rng = random.Random(seed)
@@ -170,6 +180,9 @@ def test_replaying_the_stream_rebuilds_the_live_state(history) -> None:
         elif step == "replan":
             world.catch_up(rng.randint(world.applied, len(world.stream)))  # consumers lag
             world.replan()
+        elif step == "fast":
+            world.catch_up(rng.randint(world.applied, len(world.stream)))
+            world.place_new()
         elif step == "lag":
             world.catch_up(rng.randint(world.applied, len(world.stream)))
         else:

@@ -19,8 +19,11 @@ from .domain import Planner, Scheduler
 
 def create_service(
     settings: Settings | None = None, registry: Registry | None = None, planner: Planner | None = None,
-    debounce_s: float = 0.5,
+    debounce_s: float = 0.5, fast_s: float | None = 0.05, solve_in_process: bool = True,
 ) -> Service:
+    """``debounce_s``: how long a full solve waits for a burst of events to settle; ``fast_s``:
+    how long the fast path gathers new requests before placing them (None: no fast path);
+    ``solve_in_process``: full solves run in a solver process (else a worker thread)."""
     service = Service("scheduler", settings=settings)
     registry = registry or (load_registry(service.settings.registry_path) if service.settings.registry_path
                             else default_registry())
@@ -35,7 +38,8 @@ def create_service(
         await kv.put(str(assignment.job_id), CurrentAssignment.of(assignment).model_dump_json().encode())
 
     runtime = Runtime(scheduler, service.publish, lambda: service.clock.now(), debounce_s,
-                      lease_s=service.settings.agent_lease_s, record=record)
+                      lease_s=service.settings.agent_lease_s, record=record, fast_s=fast_s,
+                      solve_in_process=solve_in_process)
     service.runtime = runtime  # type: ignore[attr-defined]  # tests and the CLI read its counters
 
     @service.consume(subjects.JOBS_REQUESTED, durable="scheduler-jobs")

@@ -46,14 +46,27 @@ class PlanEntry(Contract):
 
 
 class Plan(Event):
+    """One version of the plan, or (``changes_only``) what changed since the previous version,
+    in ``parts`` events so that each stays under the bus's payload limit with 10,000+ jobs.
+
+    A reader folds a ``changes_only`` part by replacing the entries of each job it lists and
+    dropping ``removed_jobs``; every job's entries sit in one part, so parts fold in any order.
+    The totals (emissions, baseline, solve time, gap) are the whole version's, in every part."""
+
     plan_version: int = Field(ge=0, description="increases with every re-plan")
     horizon_start: AwareDatetime = Field(description="first hour of the plan (UTC)")
-    entries: list[PlanEntry] = Field(description="one per job and datacenter stretch")
+    entries: list[PlanEntry] = Field(description="one per job and datacenter stretch (changes_only: changed jobs only)")
     expected_emissions_g: float = Field(ge=0, description="gCO2eq of the plan")
     baseline_emissions_g: float = Field(ge=0, description="gCO2eq of running every job now at home")
     solve_seconds: float = Field(ge=0, description="time the solver took, s")
     mip_gap: float | None = Field(None, ge=0, description="relative MIP gap at the end of the solve")
-    infeasible_jobs: list[UUID] = Field(default_factory=list, description="jobs no plan can finish by their deadline")
+    infeasible_jobs: list[UUID] = Field(default_factory=list, description=(
+        "jobs this version cannot finish by their deadline (a full solve also sends JobInfeasible; a fast-path "
+        "version lists new jobs the current plan has no room for, which the next full solve decides)"))
+    changes_only: bool = Field(False, description="entries are the jobs whose plan changed since the previous version")
+    removed_jobs: list[UUID] = Field(default_factory=list, description="jobs no longer planned (changes_only)")
+    part: int = Field(0, ge=0, description="index of this event among the version's parts")
+    parts: int = Field(1, ge=1, description="how many events carry this version")
 
 
 class CurrentAssignment(Contract):

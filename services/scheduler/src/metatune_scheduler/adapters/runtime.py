@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
+import os
 import time
+from concurrent.futures import Executor, ProcessPoolExecutor
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from metatune import subjects
-from metatune.contracts import AgentStatus, Assignment, ErrorEvent, Event, JobInfeasible, Plan
+from metatune.contracts import AgentStatus, Assignment, ErrorEvent, Event, JobInfeasible, JobRequested, Plan
 
 from ..domain import Decision, Scheduler
+from ..domain.scheduler import full_solve
 from ..domain.leases import Leases
 
 log = logging.getLogger("metatune.scheduler")
 Publish = Callable[[str, Event], Awaitable[None]]
+SOLVER_NICENESS = 5  # the solver process yields the CPU to the event loop: new jobs' latency comes first
 Record = Callable[[Assignment], Awaitable[None]]
 
 
@@ -33,26 +38,38 @@ def subject_of(event: Event) -> str:
 
 
 class Runtime:
-    """One lock guards the state: events wait while a solve (in a worker thread) reads it.
+    """One lock guards the state; a full solve holds it only to read the state and to publish
+    its outcome, and runs in a worker thread without it, so events keep folding meanwhile.
 
     ``notify`` marks the plan stale; the loop waits ``debounce_s`` for the burst to settle,
-    then solves once, so N events in a burst cost one solve, not N."""
+    then solves once, so N events in a burst cost one solve, not N. New jobs do not wait for
+    it: ``fast_s`` after a request, the fast path places every new job into the room the
+    current plan leaves and publishes that as their first decision."""
 
     def __init__(
         self, scheduler: Scheduler, publish: Publish, now: Callable[[], datetime], debounce_s: float = 0.5,
-        *, lease_s: float = 20.0, record: Record | None = None,
+        *, lease_s: float = 20.0, record: Record | None = None, fast_s: float | None = 0.05,
+        solve_in_process: bool = False,
     ) -> None:
         """``lease_s``: real seconds an agent may stay silent before it is lost; ``record``: keeps
-        each job's current assignment (KV) before the assignment is published."""
+        each job's current assignment (KV) before the assignment is published; ``fast_s``: how
+        long the fast path gathers new requests (None: no fast path, new jobs wait for a solve);
+        ``solve_in_process``: the loop's full solves run in a solver process of their own, so
+        that their CPU time (seconds with thousands of jobs) and the GIL do not slow the fast path."""
         self.scheduler = scheduler
         self.publish = publish
         self.now = now
         self.debounce_s = debounce_s
+        self.fast_s = fast_s
+        self.solve_in_process = solve_in_process
+        self._executor: Executor | None = None  # None: a worker thread
         self.leases = Leases(lease_s)
         self.record = record
         self.ready = asyncio.Event()  # set once the stream has been replayed
         self.solves = 0
+        self.placements = 0  # fast-path decisions published
         self._stale = asyncio.Event()
+        self._fresh = asyncio.Event()  # a job was requested since the last fast path
         self._lock = asyncio.Lock()
 
     async def fold(self, event: Event) -> None:
@@ -64,6 +81,8 @@ class Runtime:
                 self._stale.set()
             if self.scheduler.apply(event):
                 self._stale.set()
+                if isinstance(event, JobRequested):
+                    self._fresh.set()
 
     async def watch_leases(self) -> None:
         """Declare agents lost when silent past the lease (checked four times per lease)."""
@@ -108,15 +127,46 @@ class Runtime:
     async def loop(self) -> None:
         await self.ready.wait()
         self._stale.set()  # plan once after a (re)start
+        if self.solve_in_process:
+            self._executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=os.nice, initargs=(SOLVER_NICENESS,))
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                if self.fast_s is not None:
+                    tasks.create_task(self._fast_loop())
+                while True:
+                    await self._stale.wait()
+                    await asyncio.sleep(self.debounce_s)
+                    self._stale.clear()
+                    await self.solve_once()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = None
+
+    async def _fast_loop(self) -> None:
         while True:
-            await self._stale.wait()
-            await asyncio.sleep(self.debounce_s)
-            self._stale.clear()
-            await self.solve_once()
+            await self._fresh.wait()
+            await asyncio.sleep(self.fast_s or 0)
+            self._fresh.clear()
+            await self.place_new()
+
+    async def place_new(self) -> Decision | None:
+        """The fast path once: new jobs placed into the current plan's room, published."""
+        async with self._lock:
+            decision = self.scheduler.place_new(self.now())
+            if decision is not None:
+                self.placements += 1
+                await self._emit(decision.events())
+        return decision
 
     async def solve_once(self) -> Decision:
         async with self._lock:
-            decision = await asyncio.to_thread(self.scheduler.replan, self.now())
+            solve = self.scheduler.prepare(self.now())
+        result = await asyncio.get_running_loop().run_in_executor(
+            self._executor, full_solve, self.scheduler.planner, solve)
+        async with self._lock:
+            decision = self.scheduler.conclude(solve, result, self.now())
             self.solves += 1
             await self._emit(decision.events())
         log.info("plan %s: %d jobs, %d changes, %.0f g vs %.0f g baseline, %.2f s",

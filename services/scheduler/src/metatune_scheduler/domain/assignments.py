@@ -8,15 +8,14 @@ it and an agent that keeps the ids it has applied ignores it.
 from __future__ import annotations
 
 from datetime import datetime
-from uuid import NAMESPACE_URL, UUID, uuid5
+from uuid import UUID, uuid5
 
 from metatune.contracts import Assignment, AssignmentAction
 
 from .horizon import epoch_hour, from_epoch_hour
+from .ids import NAMESPACE
 from .planner import PlanResult
 from .state import JobRecord, JobStatus
-
-NAMESPACE = uuid5(NAMESPACE_URL, "https://metatune/scheduler")
 
 
 def change_id(job_id: UUID, action: AssignmentAction, datacenter: str, stretch: datetime) -> UUID:

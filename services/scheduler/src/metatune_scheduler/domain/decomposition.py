@@ -46,6 +46,7 @@ class TimingResult:
     cost: float  # emissions plus the unmet penalty
     seconds: float
     prices: np.ndarray  # (D, T) the timing LP's capacity prices (gCO2eq per GPU-hour): where those sites are congested
+    optimal: bool = True  # False: the timing LP hit its time limit and ``hours`` are the start's, completed
 
 
 def total_cost(instance: Instance, hours: np.ndarray) -> float:
@@ -61,32 +62,49 @@ def fits(instance: Instance, hours: np.ndarray) -> bool:
 
 
 class SiteTimingSolver:
-    """Owns one ``highspy.Highs`` for the timing LP; one solve at a time."""
+    """Owns one ``highspy.Highs`` for the timing LP; one solve at a time.
 
-    def __init__(self) -> None:
+    ``time_limit_s`` bounds the LP: it grows with the jobs (~0.3 s at 1000 x 12, ~7 s for 2000
+    jobs with two to seven days of slack each, on a loaded machine), and past the limit the
+    warm start, completed greedily, stands; so a re-plan of 10,000 jobs costs building the
+    instance, the limit and the greedy, not an LP that grows without bound."""
+
+    def __init__(self, time_limit_s: float | None = None) -> None:
+        self.time_limit_s = time_limit_s
         self._highs = highspy.Highs()
         self._highs.setOptionValue("output_flag", False)
         self._highs.setOptionValue("solver", "simplex")
         self._highs.setOptionValue("random_seed", 0)
+        if time_limit_s is not None:
+            self._highs.setOptionValue("time_limit", float(time_limit_s))
+
+    def __getstate__(self) -> dict:
+        """Only the limit travels (to a solver process); the ``Highs`` is rebuilt there."""
+        return {"time_limit_s": self.time_limit_s}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state.get("time_limit_s"))  # type: ignore[misc]
 
     def solve(self, instance: Instance, start: np.ndarray, fill: Fill) -> TimingResult:
         """Re-time the integer plan ``start`` with its sites fixed; ``fill`` completes a grid."""
         began = time.perf_counter()
-        hours, prices = self._retime(instance, start, fill)
+        hours, prices, optimal = self._retime(instance, start, fill)
         cost, start_cost = total_cost(instance, hours), total_cost(instance, start)
         if start_cost <= cost and fits(instance, start):
             hours, cost = start, start_cost
-        return TimingResult(hours, cost, time.perf_counter() - began, prices)
+        return TimingResult(hours, cost, time.perf_counter() - began, prices, optimal)
 
     def retime(self, instance: Instance, grid: np.ndarray, fill: Fill) -> np.ndarray:
         """The best timing (LP, rounded, completed) of ``grid``'s sites under ``instance``'s
         hourly capacity, whether or not ``grid`` itself respects it."""
         return self._retime(instance, grid, fill)[0]
 
-    def _retime(self, instance: Instance, grid: np.ndarray, fill: Fill) -> tuple[np.ndarray, np.ndarray]:
+    def _retime(self, instance: Instance, grid: np.ndarray, fill: Fill) -> tuple[np.ndarray, np.ndarray, bool]:
         fixed = _at_sites(instance, _sites_of(instance, grid))
         relaxed = solve_relaxation(self._highs, fixed)
-        return fill(instance, _round(fixed, relaxed)), relaxed.capacity_price
+        if not relaxed.optimal:  # the time limit: keep the grid, completed
+            return fill(instance, np.minimum(grid, instance.usable)), np.zeros_like(relaxed.capacity_price), False
+        return fill(instance, _round(fixed, relaxed)), relaxed.capacity_price, True
 
 
 PRICE_SHARE = 0.5  # of the timing LP's capacity prices a priced restart adds to each hour's cost
@@ -98,6 +116,8 @@ def priced_restart(solver: SiteTimingSolver, instance: Instance, timed: TimingRe
     benchmark's 1000 x 12 re-plan: 1865.9 -> 1858.3 kg for ~0.75 s (the best plan known there,
     1850.9 kg, comes from the same greedy at column generation's prices, which take minutes); in a
     scratch run on the same instance the full share of the prices over-corrected (1930.9 kg)."""
+    if not timed.optimal:  # no prices to restart from, and the LP would hit its limit again
+        return timed
     cost = instance.hour_cost() + PRICE_SHARE * instance.gpus[:, None, None] * timed.prices[None, :, :]
     restart = solver.solve(instance, fill(instance, np.zeros(instance.shape, dtype=np.int64), cost), fill)
     if restart.cost < timed.cost - 1e-6:

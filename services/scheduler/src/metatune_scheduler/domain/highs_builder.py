@@ -41,6 +41,13 @@ class HighsModelSolver:
         if limits.threads:
             self._highs.setOptionValue("threads", limits.threads)
 
+    def __getstate__(self) -> dict:
+        """Only the limits travel (to a solver process); the ``Highs`` is rebuilt there."""
+        return {"limits": self.limits}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["limits"])  # type: ignore[misc]
+
     def solve(self, instance: Instance, start: np.ndarray | None = None, time_limit_s: float | None = None) -> Solution:
         """Solve ``instance``; ``start`` is a (J, D, T) hour grid to warm-start from."""
         began = time.perf_counter()
@@ -84,6 +91,7 @@ class Relaxation:
     unmet: np.ndarray
     capacity_price: np.ndarray  # (D, T)
     objective: float
+    optimal: bool = True  # False: stopped at a time limit, the values mean nothing
 
 
 def solve_relaxation(highs: highspy.Highs, instance: Instance) -> Relaxation:
@@ -104,6 +112,7 @@ def solve_relaxation(highs: highspy.Highs, instance: Instance) -> Relaxation:
         layout=layout, x=values[: layout.n_x], unmet=values[layout.n_x + layout.n_y:],
         capacity_price=np.maximum(-duals, 0.0).reshape(dcs, periods),
         objective=float(highs.getInfo().objective_function_value),
+        optimal=highs.getModelStatus() == highspy.HighsModelStatus.kOptimal,
     )
 
 

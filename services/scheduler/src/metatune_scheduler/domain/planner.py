@@ -112,6 +112,7 @@ class Planner:
         feasibility_limit_s: float = 10.0,
         anticipated_quantile: float = ANTICIPATED_QUANTILE,
         delay_premium: float = DELAY_PREMIUM,
+        timing_limit_s: float | None = 5.0,
     ) -> None:
         """``hourly_columns``: up to this many hour columns the MILP keeps hourly periods, above
         it ``aggregation``'s blocks; ``exact_columns``: above this many columns (after
@@ -119,9 +120,10 @@ class Planner:
         MILP; ``feasibility_limit_s``: how long to look for a plan that places every hour before
         any deadline is declared unreachable; ``delay_premium``: gCO2eq/kWh added to the forecast
         for each hour from now, so that of two nearly equally clean hours the plan takes the
-        earlier (see :meth:`_priced`)."""
+        earlier (see :meth:`_priced`); ``timing_limit_s``: the sites-fixed timing LP's time limit
+        (:class:`.decomposition.SiteTimingSolver`; None: none)."""
         self.solver = solver or HighsModelSolver()
-        self.timing = SiteTimingSolver()
+        self.timing = SiteTimingSolver(timing_limit_s)
         self.aggregation = aggregation
         self.migration = migration
         self.relax_rounds = relax_rounds
@@ -148,10 +150,11 @@ class Planner:
         periods, instance, pinned = self._choose(first_hour, plannable, sites, hourly)
         requested = ~instance.optional
         solution = self._solve(instance, self._start(instance, periods, plannable, sites, previous))
-        if solution.unmet[requested].any():  # a time-limit stop is not infeasibility: look for room first
-            solution = self._place_everything(instance, solution, requested)
+        if solution.unmet[requested].any() and self._exact(instance):  # a time-limit stop is not infeasibility:
+            solution = self._place_everything(instance, solution, requested)  # look for room first (a MILP: not at scale)
         offered: dict[UUID, Infeasibility] = {}
-        for _ in range(self.relax_rounds):  # offer the earliest finish the plan leaves room for
+        # offer the earliest finish the plan leaves room for; at scale once (each round re-solves every job)
+        for _ in range(self.relax_rounds if self._exact(instance) else 1):
             late = [plannable[j] for j in np.nonzero(solution.unmet * requested)[0]]
             if not late:
                 break
@@ -169,7 +172,7 @@ class Planner:
         infeasible.extend(offered.values())
 
         planned = _read_plan(first_hour, periods, instance, solution, plannable, sites, hourly, pinned)
-        baseline = sum(_run_now_at_home(job, sites, hourly) for job in plannable if not job.anticipated)
+        baseline = sum(run_now_at_home(job, sites, hourly) for job in plannable if not job.anticipated)
         return PlanResult(first_hour, planned, baseline, infeasible, time.perf_counter() - began, solution.mip_gap)
 
     def _choose(
@@ -429,7 +432,7 @@ def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pin
     return planned
 
 
-def _run_now_at_home(job: JobSnapshot, sites, hourly: np.ndarray) -> float:
+def run_now_at_home(job: JobSnapshot, sites, hourly: np.ndarray) -> float:
     """The baseline: the remaining hours at the submitter's datacenter, starting now."""
     for d, site in enumerate(sites):
         if site.name == job.home:

@@ -1,11 +1,16 @@
 """The scheduler's decision step: state + registry + clock hour -> plan, assignments, notices.
 
-Pure and synchronous (the service runs it in a thread); the caller publishes the outputs and
-folds them back into the state, exactly as a replay of the stream would.
+Pure and synchronous; a full solve is three steps (``prepare`` reads the state, ``solve`` runs
+in a worker thread without it, ``conclude`` diffs against the state as it is then), and between
+solves ``place_new`` is the fast path for new jobs. The caller publishes the outputs and folds
+them back into the state, exactly as a replay of the stream would.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID, uuid5
@@ -13,27 +18,48 @@ from uuid import UUID, uuid5
 import numpy as np
 
 from metatune.contracts import (
-    Assignment, AssignmentAction, ErrorEvent, ErrorKind, Event, JobInfeasible, Plan, PlanEntry,
+    Assignment, AssignmentAction, ErrorEvent, ErrorKind, Event, JobInfeasible, JobRequested, Plan,
 )
 from metatune.registry import Registry
 
+from . import fast_path
 from .anticipation import Request, anticipated_jobs, history_hours
-from .assignments import NAMESPACE, diff
+from .assignments import diff
 from .horizon import ceil_epoch_hour, epoch_hour, from_epoch_hour
-from .planner import JobSnapshot, PlannedJob, Planner, PlanResult, SiteSnapshot
+from .ids import NAMESPACE
+from .plan_book import plan_events
+from .planner import Infeasibility, JobSnapshot, PlannedJob, Planner, PlanResult, SiteSnapshot, run_now_at_home
 from .state import JobRecord, JobStatus, SchedulerState
 
 
 @dataclass(frozen=True)
 class Decision:
     result: PlanResult
-    plan: Plan | None  # None: same plan as the last one published
+    plans: list[Plan]  # the parts of a new version; []: the plan did not change
     assignments: list[Assignment] = field(default_factory=list)
     infeasible: list[JobInfeasible] = field(default_factory=list)
 
+    @property
+    def plan(self) -> Plan | None:
+        """The new version's first part (None: same plan as the last one published)."""
+        return self.plans[0] if self.plans else None
+
     def events(self) -> list[Event]:
         """Outputs in publication order: notices, then the plan, then the changes it implies."""
-        return [*self.infeasible, *([self.plan] if self.plan else []), *self.assignments]
+        return [*self.infeasible, *self.plans, *self.assignments]
+
+
+@dataclass(frozen=True)
+class Solve:
+    """What a full solve reads, taken under the runtime's lock; the solve runs without it, so
+    events (and the fast path) go on meanwhile."""
+
+    now: datetime
+    hour: int
+    jobs: list[JobSnapshot]
+    sites: list[SiteSnapshot]
+    previous: PlanResult | None
+    considered: frozenset[UUID]  # the jobs it plans: any other pending job arrived while it ran
 
 
 class Scheduler:
@@ -49,9 +75,16 @@ class Scheduler:
         self.anticipation_days = anticipation_days
         self.state = SchedulerState()
         self.lost: set[str] = set()  # datacenters whose agent is silent past its lease: capacity 0
+        self._room: tuple[tuple, np.ndarray] | None = None  # GPUs in use after the last fast path, and for which plan
+        self._unplaced: dict[UUID, None] = {}  # requested since the fast path last ran (ordered)
+        self._arrived: list[UUID] = []  # requested since the last full solve read the state
 
     def apply(self, event: Event) -> bool:
-        return self.state.apply(event)
+        applied = self.state.apply(event)
+        if applied and isinstance(event, JobRequested):
+            self._unplaced[event.job_id] = None
+            self._arrived.append(event.job_id)
+        return applied
 
     def running_at(self, datacenter: str) -> list[JobRecord]:
         return [job for job in self.state.active_jobs()
@@ -90,24 +123,48 @@ class Scheduler:
         self.lost.discard(datacenter)
 
     def replan(self, now: datetime) -> Decision:
+        """One full solve, synchronously (what the runtime does in three steps)."""
+        solve = self.prepare(now)
+        return self.conclude(solve, self.solve(solve), now)
+
+    def prepare(self, now: datetime) -> Solve:
         hour = epoch_hour(now)
         sites = self._sites(hour)
         known = {site.name for site in sites}
         jobs = [self._snapshot(job, now, hour, known) for job in self.state.plannable_jobs()]
         planned = [job for job in jobs if job is not None]
+        considered = frozenset(job.job_id for job in planned)
+        self._arrived = []
         if planned and self.anticipate_h:
             planned += anticipated_jobs(self._recent_requests(hour, known), hour, self.anticipate_h, self.anticipation_days,
                                         observed_since=epoch_hour(self.state.first_requested_at))
-        result = self.planner.plan(hour, planned, sites, previous=_result_of(self.state.last_plan))
+        previous = self.state.last_plan.result() if self.state.last_plan is not None else None
+        return Solve(now, hour, planned, sites, previous, considered)
+
+    def solve(self, solve: Solve) -> PlanResult:
+        return full_solve(self.planner, solve)
+
+    def conclude(self, solve: Solve, result: PlanResult, now: datetime) -> Decision:
+        """The decision from a full solve's ``result``, given the state as it is now: jobs that
+        ended meanwhile are dropped, jobs requested meanwhile are placed by the fast path into
+        what the result leaves free."""
+        records = {job.job_id: job for job in self.state.plannable_jobs()}
+        if any(job_id not in records for job_id in result.jobs):
+            result = dataclasses.replace(result, jobs={k: v for k, v in result.jobs.items() if k in records})
+        arrived = [job for job in self._fresh(records[job_id] for job_id in self._arrived if job_id in records)
+                   if job.job_id not in solve.considered]
+        if arrived:
+            hour = max(result.first_hour, epoch_hour(now))  # the hour may have turned during the solve
+            sites = self._sites(hour)
+            used = fast_path.load(result, _gpus(records), sites, hour, self.planner.aggregation.horizon)
+            placed, baseline = self._place(arrived, sites, used, now, hour)
+            result = dataclasses.replace(result, jobs={**result.jobs, **placed}, baseline_g=result.baseline_g + baseline)
 
         last = self.state.last_plan
         version = 0 if last is None else last.plan_version + 1
-        plan = _plan_event(result, version, now)
-        if last is None and not plan.entries:
-            plan = None  # nothing to plan yet
-        elif last is not None and last.horizon_start == plan.horizon_start and _same(last, plan):
-            plan, version = None, last.plan_version
-        records = {job.job_id: job for job in self.state.plannable_jobs()}
+        plans = plan_events(result, last, version, now)
+        if not plans and last is not None:
+            version = last.plan_version
         notices = [
             JobInfeasible(
                 event_id=uuid5(NAMESPACE, f"{item.job_id}/infeasible/{records[item.job_id].deadline.isoformat()}"),
@@ -115,10 +172,61 @@ class Scheduler:
                 reason=item.reason,
                 earliest_finish=from_epoch_hour(item.earliest_finish_hour) if item.earliest_finish_hour else None,
             )
-            for item in result.infeasible
+            for item in result.infeasible if item.job_id in records
         ]
         notices = [notice for notice in notices if not self.state.seen(notice.event_id)]
-        return Decision(result, plan, diff(result, self.state.active_jobs(), now, version), notices)
+        return Decision(result, plans, diff(result, self.state.active_jobs(), now, version), notices)
+
+    def place_new(self, now: datetime) -> Decision | None:
+        """The fast path: the jobs requested since it last ran placed into the room the current
+        plan leaves (:mod:`.fast_path`), published as a version carrying only those jobs; one
+        with no room before its deadline is listed in that version's ``infeasible_jobs`` (the
+        next full solve decides it and reports it). None when there is nothing new. A version
+        keeps the current plan's ``horizon_start``, even of an earlier hour: the first plan of an
+        hour commits its running jobs, so that one stays a full solve's."""
+        book, hour = self.state.last_plan, epoch_hour(now)
+        jobs = self.state.jobs
+        fresh = self._fresh(jobs[job_id] for job_id in self._unplaced
+                            if jobs[job_id].cancel_reason is None and (book is None or job_id not in book.stretches))
+        self._unplaced.clear()
+        if not fresh:
+            return None
+        sites = self._sites(hour)
+        version = 0 if book is None else book.plan_version + 1
+        key = (version - 1, hour, tuple(site.name for site in sites))
+        if self._room is not None and self._room[0] == key:
+            used = self._room[1]
+        else:
+            records = {job.job_id: job for job in self.state.plannable_jobs()}
+            base = book.result() if book is not None else PlanResult(hour, {}, 0.0)
+            used = fast_path.load(base, _gpus(records), sites, hour, self.planner.aggregation.horizon)
+        placed, baseline = self._place(fresh, sites, used, now, hour)
+        self._room = ((version, hour, key[2]), used)  # what the book holds once this decision is folded
+        full = [Infeasibility(job.job_id, "no room left by the current plan", None)
+                for job in fresh if job.job_id not in placed]
+        result = PlanResult(epoch_hour(book.horizon_start) if book else hour, placed, baseline, full, solve_seconds=0.0)
+        plans = plan_events(result, book, version, now, changed=placed,
+                            expected_g=(book.expected_emissions_g if book else 0.0) + result.emissions_g,
+                            baseline_g=(book.baseline_emissions_g if book else 0.0) + baseline)
+        return Decision(result, plans, diff(result, [jobs[job_id] for job_id in placed], now, version))
+
+    @staticmethod
+    def _fresh(records: Iterable[JobRecord]) -> list[JobRecord]:
+        """Jobs requested and never placed: what the fast path may place (no site to move from,
+        no deadline the full solve has relaxed)."""
+        return [job for job in records if job.status is JobStatus.pending and job.infeasible_reason is None]
+
+    def _place(
+        self, jobs: list[JobRecord], sites: list[SiteSnapshot], used: np.ndarray, now: datetime, hour: int,
+    ) -> tuple[dict[UUID, PlannedJob], float]:
+        """``jobs`` placed by the fast path where ``used`` (updated) leaves room, and their run-now baseline."""
+        known = {site.name for site in sites}
+        snapshots = [snap for job in jobs if (snap := self._snapshot(job, now, hour, known)) is not None]
+        placed = fast_path.place(snapshots, sites, used, hour, self.planner.delay_premium)
+        horizon = used.shape[1]
+        hourly = np.stack([site.intensity[:horizon] for site in sites]) if sites else np.zeros((0, horizon))
+        baseline = sum(run_now_at_home(job, sites, hourly) for job in snapshots if job.job_id in placed)
+        return placed, baseline
 
     def _sites(self, hour: int) -> list[SiteSnapshot]:
         """Datacenters with a forecast, at their expected intensity: the plan minimises expected
@@ -155,11 +263,15 @@ class Scheduler:
     def _placement(self, job: JobRecord, known: set[str]) -> tuple[frozenset[str], str] | None:
         """The datacenters a job may use (its region group, with a forecast) and its home."""
         spec = job.request.spec
-        allowed = frozenset(dc.name for dc in self.registry.in_group(spec.region_group)) & known
+        return self._placements(spec.region_group, spec.home_datacenter, frozenset(known))
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 - a few groups x homes; the scheduler lives as long as the service
+    def _placements(self, group, home: str | None, known: frozenset[str]) -> tuple[frozenset[str], str] | None:
+        allowed = frozenset(dc.name for dc in self.registry.in_group(group)) & known
         if not allowed:
             return None
         names = self.registry.names()
-        return allowed, spec.home_datacenter if spec.home_datacenter in names else sorted(allowed, key=names.index)[0]
+        return allowed, home if home in names else sorted(allowed, key=names.index)[0]
 
     def _snapshot(self, job: JobRecord, now: datetime, hour: int, known: set[str]) -> JobSnapshot | None:
         placement = self._placement(job, known)
@@ -179,6 +291,15 @@ class Scheduler:
         )
 
 
+def _gpus(records: dict[UUID, JobRecord]) -> dict[UUID, int]:
+    return {job_id: job.request.gpus for job_id, job in records.items()}
+
+
+def full_solve(planner: Planner, solve: Solve) -> PlanResult:
+    """The full solve: pure, reads only its arguments, so a worker thread or process can run it."""
+    return planner.plan(solve.hour, solve.jobs, solve.sites, previous=solve.previous)
+
+
 def _hourly_from(values: list[float], start_hour: int, hour: int, horizon: int) -> np.ndarray:
     """Forecast values from ``hour`` on, ``horizon`` long; past its end, the last day repeats."""
     series = np.asarray(values, dtype=float)
@@ -191,39 +312,3 @@ def _hourly_from(values: list[float], start_hour: int, hour: int, horizon: int) 
     while len(out) < horizon:
         out = np.concatenate([out, day])
     return out[:horizon]
-
-
-def _plan_event(result: PlanResult, version: int, now: datetime) -> Plan:
-    entries = []
-    for job in sorted(result.jobs.values(), key=lambda planned: str(planned.job_id)):
-        by_dc: dict[str, list[tuple[int, float]]] = {}
-        for h, dc, grams in job.slots:
-            by_dc.setdefault(dc, []).append((h, grams))
-        for dc, slots in by_dc.items():
-            entries.append(PlanEntry(job_id=job.job_id, datacenter=dc, hours=[from_epoch_hour(h) for h, _ in slots],
-                                     emissions_g=sum(g for _, g in slots)))
-    return Plan(
-        event_id=uuid5(NAMESPACE, f"plan/{version}/{result.first_hour}"), occurred_at=now, plan_version=version,
-        horizon_start=from_epoch_hour(result.first_hour), entries=entries,
-        expected_emissions_g=result.emissions_g, baseline_emissions_g=result.baseline_g,
-        solve_seconds=result.solve_seconds, mip_gap=result.mip_gap,
-        infeasible_jobs=[item.job_id for item in result.infeasible],
-    )
-
-
-def _same(a: Plan, b: Plan) -> bool:
-    def key(plan: Plan) -> list[tuple[UUID, str, tuple]]:
-        return [(e.job_id, e.datacenter, tuple(e.hours)) for e in plan.entries]
-    return key(a) == key(b)
-
-
-def _result_of(plan: Plan | None) -> PlanResult | None:
-    """The published plan as a warm start."""
-    if plan is None:
-        return None
-    slots: dict[UUID, list] = {}
-    for entry in plan.entries:
-        per_hour = entry.emissions_g / max(len(entry.hours), 1)
-        slots.setdefault(entry.job_id, []).extend((epoch_hour(h), entry.datacenter, per_hour) for h in entry.hours)
-    jobs = {job_id: PlannedJob(job_id, tuple(sorted(s))) for job_id, s in slots.items()}
-    return PlanResult(epoch_hour(plan.horizon_start), jobs, plan.baseline_emissions_g)

@@ -17,6 +17,8 @@ from metatune.contracts import (
     RunCompleted, RunFailed, RunPaused, RunProgress,
 )
 
+from .plan_book import PlanBook
+
 
 class JobStatus(StrEnum):
     pending = "pending"  # requested, never started
@@ -86,7 +88,7 @@ class SchedulerState:
     jobs: dict[UUID, JobRecord] = field(default_factory=dict)
     forecasts: dict[str, CarbonForecast] = field(default_factory=dict)
     capacity: dict[str, int] = field(default_factory=dict)  # GPUs per datacenter reported by agents
-    last_plan: Plan | None = None
+    last_plan: PlanBook | None = None  # folded from every part of every version published
     first_requested_at: datetime | None = None  # the earliest request folded: where the request log begins
     early_cancellations: dict[UUID, str] = field(default_factory=dict)  # cancelled before their request was folded
     _seen: set[UUID] = field(default_factory=set)
@@ -126,8 +128,10 @@ class SchedulerState:
                 self.capacity[event.datacenter] = event.gpus_total
                 return changed
             case Plan():
-                if self.last_plan is None or event.plan_version >= self.last_plan.plan_version:
-                    self.last_plan = event
+                if self.last_plan is None:
+                    self.last_plan = PlanBook.of(event)
+                elif event.plan_version >= self.last_plan.plan_version:
+                    self.last_plan.fold(event)
             case Assignment():
                 self._assigned(event)
             case JobInfeasible():
