@@ -14,7 +14,12 @@ from typing import Any, TypeVar
 import numpy as np
 from rich.console import Console
 from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 T = TypeVar("T")
@@ -61,8 +66,16 @@ def progress(items: Iterable[T], description: str, total: int | None = None) -> 
     stdout stays the table or the one JSON object. Off when stderr is not a terminal."""
     items = list(items) if total is None and not hasattr(items, "__len__") else items
     count = total if total is not None else len(items)  # type: ignore[arg-type]
-    columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-               TimeRemainingColumn())
+    columns = (
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
     console = Console(stderr=True)
-    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+    with Progress(
+        *columns, console=console, transient=True, disable=not console.is_terminal
+    ) as bar:
         yield from bar.track(items, total=count, description=description)

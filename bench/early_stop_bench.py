@@ -37,19 +37,26 @@ from rich.console import Console
 from rich.table import Table
 
 from metatune.knowledge.records import KbRun
-from metatune_agent.domain.curve_stop import DEFAULT_GRID, Curve, CurveStopper, RunShape, TrainingCurve
+from metatune_agent.domain.curve_stop import (
+    DEFAULT_GRID,
+    Curve,
+    CurveStopper,
+    TrainingCurve,
+)
 from metatune_agent.domain.plateau import PlateauDetector
 from metatune_agent.knowledge.stopper import read_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import progress  # noqa: E402
+from benchkit import progress
 
 
 @dataclass(frozen=True)
 class Trial:
     run_id: str
     curve: TrainingCurve
-    points: tuple[tuple[float, float, float | None], ...]  # (fraction, metric, val_loss), 0 first, 1.0 last
+    points: tuple[
+        tuple[float, float, float | None], ...
+    ]  # (fraction, metric, val_loss), 0 first, 1.0 last
     seconds: float
     steps: int
 
@@ -86,7 +93,9 @@ def trials_of(runs: list[KbRun]) -> dict[str, list[Trial]]:
         if curve is None or curve.final is None or curve.curve.points[0][0] > 0:
             continue
         seconds = run.train_seconds if run.train_seconds else run.wall_seconds
-        found[run.dataset.name].append(Trial(run.run_id, curve, curve.curve.points, seconds, run.steps))
+        found[run.dataset.name].append(
+            Trial(run.run_id, curve, curve.curve.points, seconds, run.steps)
+        )
     return found
 
 
@@ -128,7 +137,9 @@ def plateau_policy(trial: Trial, i: int, done: list, best: float | None) -> bool
     return stop
 
 
-def median_policy(trial: Trial, i: int, done: list[tuple[Trial, int | None]], best: float | None) -> bool:
+def median_policy(
+    trial: Trial, i: int, done: list[tuple[Trial, int | None]], best: float | None
+) -> bool:
     fraction = trial.points[i][0]
     finished = [t for t, s in done if s is None]
     if fraction < 0.25 or len(finished) < 3:
@@ -145,37 +156,66 @@ def median_policy(trial: Trial, i: int, done: list[tuple[Trial, int | None]], be
 def curve_policy(stopper: CurveStopper, confidence: float, margin: float) -> Policy:
     def decide(trial: Trial, i: int, done: list, best: float | None) -> bool:
         prefix = Curve(trial.points[: i + 1])
-        return stopper.should_stop(prefix, trial.curve.shape, best, confidence=confidence, margin=margin) is not None
+        return (
+            stopper.should_stop(
+                prefix, trial.curve.shape, best, confidence=confidence, margin=margin
+            )
+            is not None
+        )
 
     return decide
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--kb", type=Path, required=True, help="knowledge-base file (.jsonl[.gz])")
-    parser.add_argument("--confidence", type=float, nargs="+", default=[0.95],
-                        help="confidence(s) of the upper bound; the first is the headline")
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        nargs="+",
+        default=[0.95],
+        help="confidence(s) of the upper bound; the first is the headline",
+    )
     parser.add_argument("--margin", type=float, default=0.0, help="stop only below best - margin")
-    parser.add_argument("--orders", type=int, default=5, help="study orders per dataset: the KB's, then random")
+    parser.add_argument(
+        "--orders", type=int, default=5, help="study orders per dataset: the KB's, then random"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--min-runs", type=int, default=4, help="datasets with fewer complete runs are left out")
-    parser.add_argument("--compare-normalised", action="store_true", help="add the stopper with normalised bands")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (the headline confidence)")
+    parser.add_argument(
+        "--min-runs", type=int, default=4, help="datasets with fewer complete runs are left out"
+    )
+    parser.add_argument(
+        "--compare-normalised", action="store_true", help="add the stopper with normalised bands"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (the headline confidence)"
+    )
     args = parser.parse_args()
     console = Console(stderr=args.json, width=150)
 
     runs = read_runs(args.kb)
     by_dataset = {d: t for d, t in trials_of(runs).items() if len(t) >= args.min_runs}
     if len(by_dataset) < 3:
-        sys.exit(f"{args.kb}: {len(by_dataset)} datasets with >= {args.min_runs} complete runs; need 3 to leave one out")
+        sys.exit(
+            f"{args.kb}: {len(by_dataset)} datasets with >= {args.min_runs} complete runs; need 3 to leave one out"
+        )
     rng = random.Random(args.seed)
-    orders = {d: [t] + [rng.sample(t, len(t)) for _ in range(args.orders - 1)] for d, t in by_dataset.items()}
+    orders = {
+        d: [t] + [rng.sample(t, len(t)) for _ in range(args.orders - 1)]
+        for d, t in by_dataset.items()
+    }
 
     results: dict[str, Replayed] = defaultdict(Replayed)
     for held_out, studies in progress(orders.items(), "held-out datasets", total=len(orders)):
         train = [t.curve for d, ts in by_dataset.items() if d != held_out for t in ts]
         stopper = CurveStopper.fit(train, grid=DEFAULT_GRID)
-        policies: dict[str, Policy | None] = {"none": None, "plateau": plateau_policy, "median": median_policy}
+        policies: dict[str, Policy | None] = {
+            "none": None,
+            "plateau": plateau_policy,
+            "median": median_policy,
+        }
         for c in args.confidence:
             policies[f"curve@{c:g}"] = curve_policy(stopper, c, args.margin)
         if args.compare_normalised:
@@ -199,21 +239,44 @@ def main() -> None:
     headline = f"curve@{args.confidence[0]:g}"
     n_runs = sum(len(t) for t in by_dataset.values())
     if args.json:
-        print(json.dumps({
-            **row(results[headline]),
-            "confidence": args.confidence[0], "margin": args.margin, "kb": args.kb.name, "datasets": len(by_dataset),
-            "runs": n_runs, "studies": results[headline].studies,
-            "baselines": {name: row(r) for name, r in results.items() if name != headline},
-        }))
+        print(
+            json.dumps(
+                {
+                    **row(results[headline]),
+                    "confidence": args.confidence[0],
+                    "margin": args.margin,
+                    "kb": args.kb.name,
+                    "datasets": len(by_dataset),
+                    "runs": n_runs,
+                    "studies": results[headline].studies,
+                    "baselines": {name: row(r) for name, r in results.items() if name != headline},
+                }
+            )
+        )
         return
-    table = Table(title=f"early stopping, leave one dataset out: {len(by_dataset)} datasets, {n_runs} runs, "
-                        f"{args.orders} orders each ({results['none'].studies} studies), {args.kb.name}")
-    for column in ("policy", "compute saved", "steps saved", "runs stopped", "best run stopped", "mean regret"):
+    table = Table(
+        title=f"early stopping, leave one dataset out: {len(by_dataset)} datasets, {n_runs} runs, "
+        f"{args.orders} orders each ({results['none'].studies} studies), {args.kb.name}"
+    )
+    for column in (
+        "policy",
+        "compute saved",
+        "steps saved",
+        "runs stopped",
+        "best run stopped",
+        "mean regret",
+    ):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for name, r in results.items():
         x = row(r)
-        table.add_row(name, f"{x['compute_saved_share']:.1%}", f"{x['steps_saved_share']:.1%}",
-                      f"{x['runs_stopped_share']:.1%}", f"{x['best_run_stopped_share']:.1%}", f"{x['mean_regret']:.4f}")
+        table.add_row(
+            name,
+            f"{x['compute_saved_share']:.1%}",
+            f"{x['steps_saved_share']:.1%}",
+            f"{x['runs_stopped_share']:.1%}",
+            f"{x['best_run_stopped_share']:.1%}",
+            f"{x['mean_regret']:.4f}",
+        )
     console.print(table)
 
 

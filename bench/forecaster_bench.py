@@ -59,27 +59,47 @@ def training_overlap(model: CarbonModel, test_from: pd.Timestamp) -> str | None:
     if trained_until is None:
         return f"model {model.version} does not record its training period, so a test from {test_from:%Y-%m-%d} may overlap it"
     if test_from < utc(trained_until):
-        return (f"model {model.version} was trained on every hour before {utc(trained_until):%Y-%m-%d %H:%M}, "
-                f"the test period starts {test_from:%Y-%m-%d %H:%M}: its scores would be partly in-sample")
+        return (
+            f"model {model.version} was trained on every hour before {utc(trained_until):%Y-%m-%d %H:%M}, "
+            f"the test period starts {test_from:%Y-%m-%d %H:%M}: its scores would be partly in-sample"
+        )
     return None
 
 
-def forecasts_at(model: CarbonModel, arrays: RegionArrays, issues: np.ndarray, error_model: WeatherErrorModel, seed: int):
+def forecasts_at(
+    model: CarbonModel,
+    arrays: RegionArrays,
+    issues: np.ndarray,
+    error_model: WeatherErrorModel,
+    seed: int,
+):
     """(issue, lead, static, recalibrated) rows of the 168 h forecasts at ``issues``, in g/kWh;
     ``static`` = the trees alone, ``recalibrated`` = as served (domain/served.py)."""
     served = served_forecasts(model, arrays, issues, error_model, seed)
     return served.issue, served.lead, served.static, served.recalibrated
 
 
-def evaluate(model: CarbonModel, arrays: RegionArrays, issues: np.ndarray, error_model: WeatherErrorModel, seed: int) -> list[dict]:
-    issue, lead, (static_low, static_mid, static_high), (low, mid, high) = forecasts_at(model, arrays, issues, error_model, seed)
+def evaluate(
+    model: CarbonModel,
+    arrays: RegionArrays,
+    issues: np.ndarray,
+    error_model: WeatherErrorModel,
+    seed: int,
+) -> list[dict]:
+    issue, lead, (static_low, static_mid, static_high), (low, mid, high) = forecasts_at(
+        model, arrays, issues, error_model, seed
+    )
     actual = arrays.y[issue + lead - 1]
     baselines = {name: fn(arrays.y, issue, lead) for name, fn in BASELINES.items()}
     rows = []
     buckets = bucket_of(lead)
     for b, bucket in enumerate(BUCKET_NAMES):
         sel = buckets == b
-        row = {"region": arrays.series.name, "bucket": bucket, "model": Score.of(mid[sel], actual[sel])}
+        row = {
+            "region": arrays.series.name,
+            "bucket": bucket,
+            "model": Score.of(mid[sel], actual[sel]),
+        }
         row.update({name: Score.of(pred[sel], actual[sel]) for name, pred in baselines.items()})
         row["coverage"] = coverage(low[sel], high[sel], actual[sel])
         row["static"] = Score.of(static_mid[sel], actual[sel])
@@ -88,10 +108,18 @@ def evaluate(model: CarbonModel, arrays: RegionArrays, issues: np.ndarray, error
     return rows
 
 
-def dacf_comparison(model: CarbonModel, folder: Path, series: dict, error_model: WeatherErrorModel, test_from: pd.Timestamp) -> list[tuple]:
+def dacf_comparison(
+    model: CarbonModel,
+    folder: Path,
+    series: dict,
+    error_model: WeatherErrorModel,
+    test_from: pd.Timestamp,
+) -> list[tuple]:
     """Day-ahead MAPE (issued at 00:00 UTC for the next 24 h) vs DACF on the hours both cover."""
     results = []
-    for path in sorted((folder / "dacf").glob("*_dayahead_*.csv.gz")) if (folder / "dacf").is_dir() else []:
+    for path in (
+        sorted((folder / "dacf").glob("*_dayahead_*.csv.gz")) if (folder / "dacf").is_dir() else []
+    ):
         region = path.name.split("_")[0]
         if f"CC:{region}" not in series:
             continue
@@ -104,36 +132,70 @@ def dacf_comparison(model: CarbonModel, folder: Path, series: dict, error_model:
         issues = issues[(issues >= 336) & (issues + 168 <= len(arrays.times))]
         if len(issues) == 0:
             continue
-        issue, lead, _, (_, mid, _) = forecasts_at(model, arrays, issues.astype(np.int64), error_model, 0)
+        issue, lead, _, (_, mid, _) = forecasts_at(
+            model, arrays, issues.astype(np.int64), error_model, 0
+        )
         day = lead <= 24
         predicted = pd.Series(mid[day], index=arrays.times[(issue + lead - 1)[day]])
         joined = dacf.join(predicted.rename("model"), how="inner").dropna()
         actual = joined["ci_direct_actual_g_per_kwh"].to_numpy()
-        results.append((
-            region, len(joined), mape(joined["model"].to_numpy(), actual),
-            mape(joined["ci_direct_dacf_dayahead_forecast_g_per_kwh"].to_numpy(), actual),
-        ))
+        results.append(
+            (
+                region,
+                len(joined),
+                mape(joined["model"].to_numpy(), actual),
+                mape(joined["ci_direct_dacf_dayahead_forecast_g_per_kwh"].to_numpy(), actual),
+            )
+        )
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="folder laid out like ../shared/data/carbon")
-    parser.add_argument("--train-until", type=utc, help="train on hours before this date (ignored with --model)")
-    parser.add_argument("--test-from", type=utc, required=True, help="evaluate forecasts whose horizon starts here or later")
+    parser.add_argument(
+        "--data", type=Path, required=True, help="folder laid out like ../shared/data/carbon"
+    )
+    parser.add_argument(
+        "--train-until", type=utc, help="train on hours before this date (ignored with --model)"
+    )
+    parser.add_argument(
+        "--test-from",
+        type=utc,
+        required=True,
+        help="evaluate forecasts whose horizon starts here or later",
+    )
     parser.add_argument("--test-until", type=utc, help="and ends before this date")
-    parser.add_argument("--model", type=Path, help="evaluate this trained model instead of training one")
-    parser.add_argument("--save-model", type=Path, help="write the model trained here (to evaluate it again with --model)")
-    parser.add_argument("--holdout-regions", default="", help="comma-separated zone ids kept out of training")
-    parser.add_argument("--stride", type=int, default=25, help="hours between issue times in the test period")
+    parser.add_argument(
+        "--model", type=Path, help="evaluate this trained model instead of training one"
+    )
+    parser.add_argument(
+        "--save-model",
+        type=Path,
+        help="write the model trained here (to evaluate it again with --model)",
+    )
+    parser.add_argument(
+        "--holdout-regions", default="", help="comma-separated zone ids kept out of training"
+    )
+    parser.add_argument(
+        "--stride", type=int, default=25, help="hours between issue times in the test period"
+    )
     parser.add_argument("--max-iter", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--allow-overlap", action="store_true",
-                        help="score a --model on a test period that overlaps its training period (warned, marked in --json)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object with every figure (tables go to stderr)")
+    parser.add_argument(
+        "--allow-overlap",
+        action="store_true",
+        help="score a --model on a test period that overlaps its training period (warned, marked in --json)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object with every figure (tables go to stderr)",
+    )
     args = parser.parse_args()
     if not (args.data / "em_hourly").is_dir() and not (args.data / "carboncast").is_dir():
-        parser.error(f"{args.data} has neither em_hourly/ nor carboncast/ (a folder laid out like ../shared/data/carbon)")
+        parser.error(
+            f"{args.data} has neither em_hourly/ nor carboncast/ (a folder laid out like ../shared/data/carbon)"
+        )
     with stdout_to_stderr(args.json):
         report = run(args, parser)
     if args.json:
@@ -153,8 +215,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         console.print(f"model {model.version} (trained until {model.metadata.get('train_until')})")
         overlap = training_overlap(model, args.test_from)
         if overlap and not args.allow_overlap:
-            console.print(f"[red]refused: {overlap}; test from {model.metadata.get('train_until', 'a later date')} "
-                          f"or pass --allow-overlap[/red]")
+            console.print(
+                f"[red]refused: {overlap}; test from {model.metadata.get('train_until', 'a later date')} "
+                f"or pass --allow-overlap[/red]"
+            )
             sys.exit(2)
         if overlap:
             console.print(f"[bold red]WARNING (--allow-overlap): {overlap}[/bold red]")
@@ -162,12 +226,18 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         if args.train_until is None or args.train_until > args.test_from:
             parser.error("--train-until must be given and not after --test-from (or pass --model)")
         train_series = [s for s in series if s.region not in holdout]
-        model = train(train_series, args.train_until, error_model, max_iter=args.max_iter, seed=args.seed)
-        console.print(f"trained {model.version} on {model.metadata['rows']} rows in {time.perf_counter() - started:.0f} s")
+        model = train(
+            train_series, args.train_until, error_model, max_iter=args.max_iter, seed=args.seed
+        )
+        console.print(
+            f"trained {model.version} on {model.metadata['rows']} rows in {time.perf_counter() - started:.0f} s"
+        )
         if args.save_model:
             model.save(args.save_model)
-    console.print(f"weather error at {error_model.reference_lead_h:.0f} h lead: temperature {error_model.temperature_sigma_c} °C, "
-                  f"wind {error_model.wind_sigma_ms} m/s, cloud {error_model.cloud_sigma_pct} pp ({error_model.source})")
+    console.print(
+        f"weather error at {error_model.reference_lead_h:.0f} h lead: temperature {error_model.temperature_sigma_c} °C, "
+        f"wind {error_model.wind_sigma_ms} m/s, cloud {error_model.cloud_sigma_pct} pp ({error_model.source})"
+    )
 
     rows, arrays_by_name, skipped = [], {}, []
     for one in progress(series, "regions"):
@@ -177,21 +247,42 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         if len(issues):
             rows += evaluate(model, arrays, issues, error_model, args.seed)
         else:
-            skipped.append(f"{one.name}: no 168 h horizon in the test period (data {arrays.times[0]:%Y-%m-%d} "
-                           f"to {arrays.times[-1]:%Y-%m-%d})")
+            skipped.append(
+                f"{one.name}: no 168 h horizon in the test period (data {arrays.times[0]:%Y-%m-%d} "
+                f"to {arrays.times[-1]:%Y-%m-%d})"
+            )
     for line in skipped:
         console.print(f"[yellow]skipped[/yellow] {line}")
     if not rows:
-        console.print(f"[red]no region has a full 168 h horizon after {args.test_from:%Y-%m-%d}[/red]")
+        console.print(
+            f"[red]no region has a full 168 h horizon after {args.test_from:%Y-%m-%d}[/red]"
+        )
         sys.exit(2)
 
-    table = Table(title=f"168 h forecasts, test from {args.test_from:%Y-%m-%d}, one issue every {args.stride} h (MAPE % / wMAPE %)")
-    for column in ("region", "lead h", "model", "trees alone", "naive 24h", "naive 168h", "mean 7d", "gain vs seasonal", "beats best naive", "cover trees", "cover 10-90"):
+    table = Table(
+        title=f"168 h forecasts, test from {args.test_from:%Y-%m-%d}, one issue every {args.stride} h (MAPE % / wMAPE %)"
+    )
+    for column in (
+        "region",
+        "lead h",
+        "model",
+        "trees alone",
+        "naive 24h",
+        "naive 168h",
+        "mean 7d",
+        "gain vs seasonal",
+        "beats best naive",
+        "cover trees",
+        "cover 10-90",
+    ):
         table.add_column(column, justify="left" if column == "region" else "right")
     gains = {key: {b: [] for b in BUCKET_NAMES} for key in ("model", "static")}
     not_worse = {"model": 0, "static": 0}
     mape_bought = {"model": 0, "static": 0}
-    strict_bought = {"model": [], "static": []}  # beats some naive baseline on MAPE, loses to it on wMAPE
+    strict_bought = {
+        "model": [],
+        "static": [],
+    }  # beats some naive baseline on MAPE, loses to it on wMAPE
     for row in rows:
         seasonal = min(row[name].mape for name in SEASONAL)
         best_naive = min((row[name] for name in BASELINES), key=lambda s: s.mape)
@@ -201,36 +292,59 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
             bought = ok and row[key].wmape > best_naive.wmape
             not_worse[key] += ok
             mape_bought[key] += bought
-            if any(row[key].mape <= row[n].mape and row[key].wmape > row[n].wmape for n in BASELINES):
+            if any(
+                row[key].mape <= row[n].mape and row[key].wmape > row[n].wmape for n in BASELINES
+            ):
                 strict_bought[key].append(f"{row['region']} {row['bucket']}")
-        fmt = lambda s: f"{s.mape:.2f} / {s.wmape:.2f}" if s.mape < 5 else f"{s.mape:.1f} / {s.wmape:.1f}"  # noqa: E731
+        fmt = lambda s: (
+            f"{s.mape:.2f} / {s.wmape:.2f}" if s.mape < 5 else f"{s.mape:.1f} / {s.wmape:.1f}"
+        )  # noqa: E731
         tag = " (H)" if row["region"].split(":")[1] in holdout else ""
-        table.add_row(row["region"] + tag, row["bucket"], fmt(row["model"]), fmt(row["static"]), *(fmt(row[n]) for n in BASELINES),
-                      f"{gains['model'][row['bucket']][-1]:+.1f} %",
-                      ("[yellow]yes, wMAPE worse[/yellow]" if bought else "yes") if ok else "[red]no[/red]",
-                      f"{row['static_coverage']:.1f}", f"{row['coverage']:.1f}")
+        table.add_row(
+            row["region"] + tag,
+            row["bucket"],
+            fmt(row["model"]),
+            fmt(row["static"]),
+            *(fmt(row[n]) for n in BASELINES),
+            f"{gains['model'][row['bucket']][-1]:+.1f} %",
+            ("[yellow]yes, wMAPE worse[/yellow]" if bought else "yes") if ok else "[red]no[/red]",
+            f"{row['static_coverage']:.1f}",
+            f"{row['coverage']:.1f}",
+        )
     console.print(table)
 
     summary = Table(title="summary over region-buckets: recalibrated model (trees alone)")
     for column in ("lead h", "median gain vs better seasonal naive", "region-buckets"):
         summary.add_column(column, justify="right")
     for bucket in BUCKET_NAMES:
-        summary.add_row(bucket, f"{np.nanmedian(gains['model'][bucket]):+.1f} % ({np.nanmedian(gains['static'][bucket]):+.1f} %)",
-                        str(len(gains["model"][bucket])))
+        summary.add_row(
+            bucket,
+            f"{np.nanmedian(gains['model'][bucket]):+.1f} % ({np.nanmedian(gains['static'][bucket]):+.1f} %)",
+            str(len(gains["model"][bucket])),
+        )
     console.print(summary)
     for key, label in (("model", "recalibrated model"), ("static", "trees alone")):
-        console.print(f"{label}: not worse than the best naive baseline (MAPE) in {not_worse[key]}/{len(rows)} region-buckets "
-                      f"({100 * not_worse[key] / len(rows):.0f} %); of those with a worse wMAPE than that baseline: {mape_bought[key]}; "
-                      f"better MAPE but worse wMAPE than any one naive baseline: {len(strict_bought[key])} {strict_bought[key]}")
-    for label, key in (("trees alone (split-conformal table)", "static_coverage"), ("recalibrated on the last 4 weeks", "coverage")):
+        console.print(
+            f"{label}: not worse than the best naive baseline (MAPE) in {not_worse[key]}/{len(rows)} region-buckets "
+            f"({100 * not_worse[key] / len(rows):.0f} %); of those with a worse wMAPE than that baseline: {mape_bought[key]}; "
+            f"better MAPE but worse wMAPE than any one naive baseline: {len(strict_bought[key])} {strict_bought[key]}"
+        )
+    for label, key in (
+        ("trees alone (split-conformal table)", "static_coverage"),
+        ("recalibrated on the last 4 weeks", "coverage"),
+    ):
         cov = [r[key] for r in rows]
         within = sum(abs(c - 80.0) <= 5.0 for c in cov)
-        console.print(f"10-90 % interval coverage, {label}: median {np.median(cov):.1f} %, range {min(cov):.1f}-{max(cov):.1f} % "
-                      f"(nominal 80 %); within 80 ± 5 points in {within}/{len(cov)} region-buckets")
+        console.print(
+            f"10-90 % interval coverage, {label}: median {np.median(cov):.1f} %, range {min(cov):.1f}-{max(cov):.1f} % "
+            f"(nominal 80 %); within 80 ± 5 points in {within}/{len(cov)} region-buckets"
+        )
 
     comparison = dacf_comparison(model, args.data, arrays_by_name, error_model, args.test_from)
     if comparison:
-        dacf = Table(title="day-ahead (issued 00:00 UTC, next 24 h) vs DACF's published forecasts, MAPE %")
+        dacf = Table(
+            title="day-ahead (issued 00:00 UTC, next 24 h) vs DACF's published forecasts, MAPE %"
+        )
         for column in ("region", "hours", "model", "DACF", "model / DACF"):
             dacf.add_column(column, justify="right")
         for region, hours, ours, theirs in comparison:
@@ -239,20 +353,48 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     console.print(f"total {time.perf_counter() - started:.0f} s")
     score = lambda s: {"mape": finite(s.mape), "wmape": finite(s.wmape)}  # noqa: E731
     return {
-        "data": str(args.data), "model": model.version, "trained_until": model.metadata.get("train_until"),
-        "test_from": args.test_from.isoformat(), "test_until": args.test_until.isoformat() if args.test_until else None,
-        "overlap_with_training": overlap, "stride_h": args.stride, "holdout_regions": sorted(holdout), "skipped": skipped,
-        "weather_error": {"source": error_model.source, "temperature_sigma_c": error_model.temperature_sigma_c,
-                          "wind_sigma_ms": error_model.wind_sigma_ms, "cloud_sigma_pct": error_model.cloud_sigma_pct},
-        "rows": [{"region": row["region"], "bucket": row["bucket"], "coverage": finite(row["coverage"]),
-                  "static_coverage": finite(row["static_coverage"]),
-                  **{key: score(row[key]) for key in ("model", "static", *BASELINES)}} for row in rows],
-        "median_gain_vs_seasonal": {key: {b: finite(float(np.nanmedian(gains[key][b]))) if gains[key][b] else None
-                                          for b in BUCKET_NAMES} for key in gains},
-        "not_worse_than_best_naive": not_worse, "region_buckets": len(rows), "mape_bought_with_worse_wmape": mape_bought,
-        "coverage_median": {key: float(np.median([r[key] for r in rows])) for key in ("coverage", "static_coverage")},
-        "dacf": [{"region": region, "hours": hours, "model_mape": ours, "dacf_mape": theirs}
-                 for region, hours, ours, theirs in comparison],
+        "data": str(args.data),
+        "model": model.version,
+        "trained_until": model.metadata.get("train_until"),
+        "test_from": args.test_from.isoformat(),
+        "test_until": args.test_until.isoformat() if args.test_until else None,
+        "overlap_with_training": overlap,
+        "stride_h": args.stride,
+        "holdout_regions": sorted(holdout),
+        "skipped": skipped,
+        "weather_error": {
+            "source": error_model.source,
+            "temperature_sigma_c": error_model.temperature_sigma_c,
+            "wind_sigma_ms": error_model.wind_sigma_ms,
+            "cloud_sigma_pct": error_model.cloud_sigma_pct,
+        },
+        "rows": [
+            {
+                "region": row["region"],
+                "bucket": row["bucket"],
+                "coverage": finite(row["coverage"]),
+                "static_coverage": finite(row["static_coverage"]),
+                **{key: score(row[key]) for key in ("model", "static", *BASELINES)},
+            }
+            for row in rows
+        ],
+        "median_gain_vs_seasonal": {
+            key: {
+                b: finite(float(np.nanmedian(gains[key][b]))) if gains[key][b] else None
+                for b in BUCKET_NAMES
+            }
+            for key in gains
+        },
+        "not_worse_than_best_naive": not_worse,
+        "region_buckets": len(rows),
+        "mape_bought_with_worse_wmape": mape_bought,
+        "coverage_median": {
+            key: float(np.median([r[key] for r in rows])) for key in ("coverage", "static_coverage")
+        },
+        "dacf": [
+            {"region": region, "hours": hours, "model_mape": ours, "dacf_mape": theirs}
+            for region, hours, ours, theirs in comparison
+        ],
         "seconds": time.perf_counter() - started,
     }
 

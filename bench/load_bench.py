@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import random
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
@@ -41,7 +40,15 @@ import numpy as np
 from metatune import subjects
 from metatune.clock import floor_hour
 from metatune.contracts import (
-    Assignment, CarbonForecast, DatasetLocation, JobRequested, LoraConfig, Plan, RegionGroup, StudySpec, TaskType,
+    Assignment,
+    CarbonForecast,
+    DatasetLocation,
+    JobRequested,
+    LoraConfig,
+    Plan,
+    RegionGroup,
+    StudySpec,
+    TaskType,
 )
 from metatune.embedded import servers
 from metatune.embedded.probe import nats_answers_sync
@@ -50,7 +57,7 @@ from metatune.settings import Settings
 from metatune_scheduler.app import create_service
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import print_json, stdout_to_stderr  # noqa: E402
+from benchkit import print_json, stdout_to_stderr
 
 GROUPS = [RegionGroup.EU, RegionGroup.NA, RegionGroup.APAC]
 
@@ -67,11 +74,16 @@ class Result:
 
     def row(self) -> dict:
         lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([np.nan])
-        return {"submitted": self.submitted, "planned": self.planned,
-                "throughput_per_s": round(self.planned / self.seconds, 1) if self.seconds else None,
-                "p50_ms": round(float(np.percentile(lat, 50)), 1), "p99_ms": round(float(np.percentile(lat, 99)), 1),
-                "max_ms": round(float(lat.max()), 1), "solves": self.solves,
-                "fast_path_decisions": self.placements}
+        return {
+            "submitted": self.submitted,
+            "planned": self.planned,
+            "throughput_per_s": round(self.planned / self.seconds, 1) if self.seconds else None,
+            "p50_ms": round(float(np.percentile(lat, 50)), 1),
+            "p99_ms": round(float(np.percentile(lat, 99)), 1),
+            "max_ms": round(float(lat.max()), 1),
+            "solves": self.solves,
+            "fast_path_decisions": self.placements,
+        }
 
 
 def forecasts(now: datetime, seed: int) -> list[CarbonForecast]:
@@ -80,10 +92,21 @@ def forecasts(now: datetime, seed: int) -> list[CarbonForecast]:
     out = []
     for region in sorted({dc.region for dc in default_registry().datacenters}):
         level, swing = rng.uniform(50, 500), rng.uniform(0.1, 0.5)
-        values = [level * (1 + swing * np.sin(2 * np.pi * (h + rng.random()) / 24)) for h in range(168)]
-        out.append(CarbonForecast(occurred_at=now, region=region, issued_at=now, start=start, model_version="load-bench",
-                                  g_per_kwh=values, p10_g_per_kwh=[v * 0.8 for v in values],
-                                  p90_g_per_kwh=[v * 1.2 for v in values]))
+        values = [
+            level * (1 + swing * np.sin(2 * np.pi * (h + rng.random()) / 24)) for h in range(168)
+        ]
+        out.append(
+            CarbonForecast(
+                occurred_at=now,
+                region=region,
+                issued_at=now,
+                start=start,
+                model_version="load-bench",
+                g_per_kwh=values,
+                p10_g_per_kwh=[v * 0.8 for v in values],
+                p90_g_per_kwh=[v * 1.2 for v in values],
+            )
+        )
     return out
 
 
@@ -91,16 +114,44 @@ def job(now: datetime, rng: random.Random) -> JobRequested:
     group = rng.choice(GROUPS)
     homes = [dc.name for dc in default_registry().in_group(group)]
     deadline = now + timedelta(hours=rng.randint(48, 168))
-    spec = StudySpec(dataset=DatasetLocation(kind="object", ref="studies/load.jsonl"), task=TaskType.classification,
-                     base_model="all-MiniLM-L6-v2", deadline=deadline, region_group=group, home_datacenter=rng.choice(homes))
-    return JobRequested(occurred_at=now, job_id=uuid4(), study_id=uuid4(), trial_index=0, spec=spec, config=LoraConfig(),
-                        gpus=1, estimated_gpu_hours=rng.choice([0.5, 1.0, 2.0, 3.0]), power_kw=0.3, deadline=deadline)
+    spec = StudySpec(
+        dataset=DatasetLocation(kind="object", ref="studies/load.jsonl"),
+        task=TaskType.classification,
+        base_model="all-MiniLM-L6-v2",
+        deadline=deadline,
+        region_group=group,
+        home_datacenter=rng.choice(homes),
+    )
+    return JobRequested(
+        occurred_at=now,
+        job_id=uuid4(),
+        study_id=uuid4(),
+        trial_index=0,
+        spec=spec,
+        config=LoraConfig(),
+        gpus=1,
+        estimated_gpu_hours=rng.choice([0.5, 1.0, 2.0, 3.0]),
+        power_kw=0.3,
+        deadline=deadline,
+    )
 
 
 async def run_load(
-    url: str, n: int, rate: float, debounce_s: float, label: str, seed: int, wait_s: float, fast_s: float | None = 0.05,
+    url: str,
+    n: int,
+    rate: float,
+    debounce_s: float,
+    label: str,
+    seed: int,
+    wait_s: float,
+    fast_s: float | None = 0.05,
 ) -> Result:
-    settings = Settings(nats_url=url, data_dir=Path(tempfile.mkdtemp(prefix="load-bench-")), heartbeat_s=1.0, agent_lease_s=3600)
+    settings = Settings(
+        nats_url=url,
+        data_dir=Path(tempfile.mkdtemp(prefix="load-bench-")),
+        heartbeat_s=1.0,
+        agent_lease_s=3600,
+    )
     service = create_service(settings=settings, debounce_s=debounce_s, fast_s=fast_s)
     nc = await nats.connect(url)
     sent: dict[UUID, float] = {}
@@ -126,8 +177,12 @@ async def run_load(
         js = nc.jetstream()
         now = service.clock.now()
         for forecast in forecasts(now, seed):
-            await js.publish(subjects.forecasts(forecast.region), forecast.to_bytes(), stream=settings.stream_name,
-                             headers={"Nats-Msg-Id": str(forecast.event_id)})
+            await js.publish(
+                subjects.forecasts(forecast.region),
+                forecast.to_bytes(),
+                stream=settings.stream_name,
+                headers={"Nats-Msg-Id": str(forecast.event_id)},
+            )
         await asyncio.wait_for(service.runtime.ready.wait(), 60)
         solves_before, placements_before = service.runtime.solves, service.runtime.placements
         events = [job(now, rng) for _ in range(n)]
@@ -137,8 +192,12 @@ async def run_load(
             if (delay := due - time.perf_counter()) > 0:
                 await asyncio.sleep(delay)
             sent[event.job_id] = time.perf_counter()
-            await js.publish(subjects.JOBS_REQUESTED, event.to_bytes(), stream=settings.stream_name,
-                             headers={"Nats-Msg-Id": str(event.event_id)})
+            await js.publish(
+                subjects.JOBS_REQUESTED,
+                event.to_bytes(),
+                stream=settings.stream_name,
+                headers={"Nats-Msg-Id": str(event.event_id)},
+            )
         deadline = time.perf_counter() + wait_s
         while len(seen) < n and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
@@ -174,11 +233,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--submissions", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=100.0, help="submissions per second")
-    parser.add_argument("--debounce-s", type=float, default=0.5, help="the scheduler's coalescing window")
-    parser.add_argument("--fast-s", type=float, default=0.05,
-                        help="how long the fast path gathers new requests; negative: no fast path")
+    parser.add_argument(
+        "--debounce-s", type=float, default=0.5, help="the scheduler's coalescing window"
+    )
+    parser.add_argument(
+        "--fast-s",
+        type=float,
+        default=0.05,
+        help="how long the fast path gathers new requests; negative: no fast path",
+    )
     parser.add_argument("--baseline-submissions", type=int, default=300, help="0: no baseline")
-    parser.add_argument("--wait-s", type=float, default=120.0, help="how long to wait for the last plans")
+    parser.add_argument(
+        "--wait-s", type=float, default=120.0, help="how long to wait for the last plans"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -187,17 +254,43 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with stdout_to_stderr(args.json):  # HiGHS prints a banner from native code
         if args.baseline_submissions:
-            results.append(with_nats(lambda url: run_load(url, args.baseline_submissions, args.rate, 0.0,
-                                                          "baseline: no coalescing, no fast path", args.seed + 1,
-                                                          args.wait_s, fast_s=None)))
+            results.append(
+                with_nats(
+                    lambda url: run_load(
+                        url,
+                        args.baseline_submissions,
+                        args.rate,
+                        0.0,
+                        "baseline: no coalescing, no fast path",
+                        args.seed + 1,
+                        args.wait_s,
+                        fast_s=None,
+                    )
+                )
+            )
         fast_s = None if args.fast_s < 0 else args.fast_s
-        label = f"coalescing {args.debounce_s:g} s" + (f", fast path {fast_s:g} s" if fast_s is not None else "")
-        main_result = with_nats(lambda url: run_load(url, args.submissions, args.rate, args.debounce_s, label, args.seed,
-                                                     args.wait_s, fast_s=fast_s))
+        label = f"coalescing {args.debounce_s:g} s" + (
+            f", fast path {fast_s:g} s" if fast_s is not None else ""
+        )
+        main_result = with_nats(
+            lambda url: run_load(
+                url,
+                args.submissions,
+                args.rate,
+                args.debounce_s,
+                label,
+                args.seed,
+                args.wait_s,
+                fast_s=fast_s,
+            )
+        )
         results.append(main_result)
 
-    report = {**main_result.row(), "rate_per_s": args.rate,
-              "baseline": results[0].row() if args.baseline_submissions else None}
+    report = {
+        **main_result.row(),
+        "rate_per_s": args.rate,
+        "baseline": results[0].row() if args.baseline_submissions else None,
+    }
     if args.json:
         print_json(report)
     else:
@@ -205,14 +298,31 @@ def main(argv: list[str] | None = None) -> int:
         from rich.table import Table
 
         table = Table(title=f"scheduler under load: submissions at {args.rate:g}/s through NATS")
-        for column in ("run", "submitted", "planned", "throughput/s", "p50 ms", "p99 ms", "max ms", "solves",
-                       "fast-path decisions"):
+        for column in (
+            "run",
+            "submitted",
+            "planned",
+            "throughput/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "solves",
+            "fast-path decisions",
+        ):
             table.add_column(column)
         for result in results:
             row = result.row()
-            table.add_row(result.label, str(row["submitted"]), str(row["planned"]), str(row["throughput_per_s"]),
-                          str(row["p50_ms"]), str(row["p99_ms"]), str(row["max_ms"]), str(row["solves"]),
-                          str(row["fast_path_decisions"]))
+            table.add_row(
+                result.label,
+                str(row["submitted"]),
+                str(row["planned"]),
+                str(row["throughput_per_s"]),
+                str(row["p50_ms"]),
+                str(row["p99_ms"]),
+                str(row["max_ms"]),
+                str(row["solves"]),
+                str(row["fast_path_decisions"]),
+            )
         Console().print(table)
     ok = main_result.planned == main_result.submitted
     return 0 if ok else 1

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import progress  # noqa: E402
+from benchkit import progress
 
 SAMPLE_SIZE = 4096
 
@@ -43,8 +43,14 @@ def sources(data: Path) -> tuple[list[Path], list[str]]:
             skipped.append(f"{source.name}: no string 'text' field in the first row")
             continue
         used.append(source)
-    others = sorted(p.name for p in data.iterdir() if p.is_file() and not p.name.endswith(".jsonl.gz"))
-    skipped += [f"{name}: not a .jsonl.gz dataset" for name in others if not name.lower().startswith("readme")]
+    others = sorted(
+        p.name for p in data.iterdir() if p.is_file() and not p.name.endswith(".jsonl.gz")
+    )
+    skipped += [
+        f"{name}: not a .jsonl.gz dataset"
+        for name in others
+        if not name.lower().startswith("readme")
+    ]
     return used, skipped
 
 
@@ -65,9 +71,13 @@ def build_file(files: list[Path], size_mb: int, work_dir: Path) -> Path:
                 record = json.loads(line)
                 if not isinstance(record.get("text"), str) or not record["text"]:
                     continue
-                text = record["text"] + (" " + record["text_pair"] if record.get("text_pair") else "")
+                text = record["text"] + (
+                    " " + record["text_pair"] if record.get("text_pair") else ""
+                )
                 label = f"{source.name.split('.')[0]}:{record.get('label', 'lm')}"
-                lines.append((json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n").encode())
+                lines.append(
+                    (json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n").encode()
+                )
     if not lines:
         raise SystemExit("no rows with text in the datasets")
     written = 0
@@ -93,9 +103,14 @@ def run_streaming(path: Path) -> dict:
     ready = _rss_mb()
     start = time.perf_counter()
     result = profile_file(path, ProfileOptions(sample_size=SAMPLE_SIZE))
-    return {"seconds": time.perf_counter() - start, "rss_ready_mb": ready, "peak_rss_mb": _rss_mb(),
-            "n_examples": result.features.n_examples, "ttr": result.features.ttr,
-            "zipf_alpha": result.features.zipf_alpha}
+    return {
+        "seconds": time.perf_counter() - start,
+        "rss_ready_mb": ready,
+        "peak_rss_mb": _rss_mb(),
+        "n_examples": result.features.n_examples,
+        "ttr": result.features.ttr,
+        "zipf_alpha": result.features.zipf_alpha,
+    }
 
 
 def run_pandas(path: Path) -> dict:
@@ -130,13 +145,23 @@ def run_pandas(path: Path) -> dict:
     counted = count_tokens(tokenizer, [Row(i, t, None, None) for i, t in enumerate(sample["text"])])
     fit = fit_discrete_power_law(types.frequency_of_frequencies())
     summary = {
-        "entropy": stats.label_entropy_bits(labels), "words_p95": float(lengths.quantile(0.95)),
-        "mattr": mattr.value(types.ttr()), "dup": duplicate_rate, "mix": mix, "fertility": counted.fertility,
+        "entropy": stats.label_entropy_bits(labels),
+        "words_p95": float(lengths.quantile(0.95)),
+        "mattr": mattr.value(types.ttr()),
+        "dup": duplicate_rate,
+        "mix": mix,
+        "fertility": counted.fertility,
         "padding": stats.padding_fraction_random(counted.lengths, 32, 0),
     }
-    return {"seconds": time.perf_counter() - start, "rss_ready_mb": ready, "peak_rss_mb": _rss_mb(),
-            "n_examples": len(frame), "ttr": types.ttr(), "zipf_alpha": fit.alpha if fit else None,
-            "checksum": len(json.dumps(summary, default=str))}
+    return {
+        "seconds": time.perf_counter() - start,
+        "rss_ready_mb": ready,
+        "peak_rss_mb": _rss_mb(),
+        "n_examples": len(frame),
+        "ttr": types.ttr(),
+        "zipf_alpha": fit.alpha if fit else None,
+        "checksum": len(json.dumps(summary, default=str)),
+    }
 
 
 def _above_load(result: dict) -> float:
@@ -144,20 +169,43 @@ def _above_load(result: dict) -> float:
 
 
 def _in_subprocess(kind: str, path: Path) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--worker", kind, str(path)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, help="a folder laid out like ../shared/data/text (*.jsonl.gz with a 'text' field)")
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/metatune-profiler-bench"), help="where the large file is built")
-    parser.add_argument("--size-mb", type=int, nargs="+", default=[1024], help="streaming file sizes (MiB)")
-    parser.add_argument("--baseline-size-mb", type=int, default=256, help="file size for the pandas baseline")
-    parser.add_argument("--json", action="store_true", help="print one JSON object with the figures (progress to stderr)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="a folder laid out like ../shared/data/text (*.jsonl.gz with a 'text' field)",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=Path("/tmp/metatune-profiler-bench"),
+        help="where the large file is built",
+    )
+    parser.add_argument(
+        "--size-mb", type=int, nargs="+", default=[1024], help="streaming file sizes (MiB)"
+    )
+    parser.add_argument(
+        "--baseline-size-mb", type=int, default=256, help="file size for the pandas baseline"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object with the figures (progress to stderr)",
+    )
     parser.add_argument("--worker", choices=["streaming", "pandas"], help=argparse.SUPPRESS)
     parser.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -188,32 +236,70 @@ def main() -> None:
         Console(stderr=True).print(f"{kind} {size} MiB: {results[kind, size]}")
 
     table = Table(title="profiler: streaming vs pandas (one process each)")
-    for column in ("contender", "file MiB", "rows", "seconds", "MB/s", "peak RSS MiB", "RSS after load MiB",
-                   "peak - load MiB"):
+    for column in (
+        "contender",
+        "file MiB",
+        "rows",
+        "seconds",
+        "MB/s",
+        "peak RSS MiB",
+        "RSS after load MiB",
+        "peak - load MiB",
+    ):
         table.add_column(column, justify="right")
     for (kind, size), r in results.items():
         if "error" in r:
             table.add_row(kind, str(size), "-", "-", "-", "-", "-", r["error"][:60])
             continue
-        table.add_row(kind, f"{r['mb']:.0f}", f"{r['n_examples']:,}", f"{r['seconds']:.1f}",
-                      f"{r['mb'] / r['seconds']:.1f}", f"{r['peak_rss_mb']:.0f}", f"{r['rss_ready_mb']:.0f}",
-                      f"{r['peak_rss_mb'] - r['rss_ready_mb']:.0f}")
+        table.add_row(
+            kind,
+            f"{r['mb']:.0f}",
+            f"{r['n_examples']:,}",
+            f"{r['seconds']:.1f}",
+            f"{r['mb'] / r['seconds']:.1f}",
+            f"{r['peak_rss_mb']:.0f}",
+            f"{r['rss_ready_mb']:.0f}",
+            f"{r['peak_rss_mb'] - r['rss_ready_mb']:.0f}",
+        )
     out = Console(stderr=args.json)
     out.print(table)
-    stream, naive = results.get(("streaming", args.baseline_size_mb)), results.get(("pandas", args.baseline_size_mb))
+    stream, naive = (
+        results.get(("streaming", args.baseline_size_mb)),
+        results.get(("pandas", args.baseline_size_mb)),
+    )
     if args.json:
-        print(json.dumps({
-            "data": str(args.data), "datasets": [f.name for f in files], "skipped": skipped,
-            "runs": [{"contender": kind, "size_mb": size, **r,
-                      **({"mb_per_s": r["mb"] / r["seconds"], "peak_minus_load_mb": _above_load(r)} if "error" not in r else {})}
-                     for (kind, size), r in results.items()],
-        }))
+        print(
+            json.dumps(
+                {
+                    "data": str(args.data),
+                    "datasets": [f.name for f in files],
+                    "skipped": skipped,
+                    "runs": [
+                        {
+                            "contender": kind,
+                            "size_mb": size,
+                            **r,
+                            **(
+                                {
+                                    "mb_per_s": r["mb"] / r["seconds"],
+                                    "peak_minus_load_mb": _above_load(r),
+                                }
+                                if "error" not in r
+                                else {}
+                            ),
+                        }
+                        for (kind, size), r in results.items()
+                    ],
+                }
+            )
+        )
     if stream and naive and "error" not in stream and "error" not in naive:
         out.print(
             f"at {args.baseline_size_mb} MiB: peak RSS pandas / streaming = "
             f"{naive['peak_rss_mb'] / stream['peak_rss_mb']:.1f}x (above the import baseline: "
             f"{_above_load(naive) / max(1.0, _above_load(stream)):.1f}x); "
-            f"throughput streaming / pandas = {naive['seconds'] / stream['seconds']:.2f}x")
+            f"throughput streaming / pandas = {naive['seconds'] / stream['seconds']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,13 +48,13 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import finite, print_json, progress, stdout_to_stderr  # noqa: E402
+from benchkit import finite, print_json, progress, stdout_to_stderr
 
-from metatune_recommender.domain.acquisition import expected_improvement, select_batch  # noqa: E402
-from metatune_recommender.domain.encoding import Encoder  # noqa: E402
-from metatune_recommender.domain.history import Task, tasks_from_runs  # noqa: E402
-from metatune_recommender.domain.normalise import copula_scores  # noqa: E402
-from metatune_recommender.domain.prior import LearnedPrior, PriorSettings  # noqa: E402
+from metatune_recommender.domain.acquisition import expected_improvement, select_batch
+from metatune_recommender.domain.encoding import Encoder
+from metatune_recommender.domain.history import Task, tasks_from_runs
+from metatune_recommender.domain.normalise import copula_scores
+from metatune_recommender.domain.prior import LearnedPrior, PriorSettings
 
 REGRET_AT = (1, 3, 10, 50)
 METHODS = ("random", "tpe", "gp_ei", "portfolio", "metatune")
@@ -80,8 +80,14 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 # Per-format readers (the formats of the hpo README), chosen by the file's name, never by task name.
 # Each returns (config, objective) rows; outcome columns (time, memory, perplexity...) never enter a config.
-NMTHPO_CONFIG = ("bpe_symbols", "num_layers", "num_embed", "transformer_feed_forward_num_hidden",
-                 "transformer_attention_heads", "initial_learning_rate")
+NMTHPO_CONFIG = (
+    "bpe_symbols",
+    "num_layers",
+    "num_embed",
+    "transformer_feed_forward_num_hidden",
+    "transformer_attention_heads",
+    "initial_learning_rate",
+)
 
 
 def _read_nmthpo(path: Path, task: str, objective: str) -> list[tuple[dict, float]]:
@@ -101,7 +107,11 @@ def _read_nmtlc(path: Path, task: str, objective: str) -> list[tuple[dict, float
     for line in _lines(path):
         if line.get("task") not in (None, task):
             continue
-        key = objective if objective in line else ("bleu_optimal" if "bleu_optimal" in line else "perplexity_optimal")
+        key = (
+            objective
+            if objective in line
+            else ("bleu_optimal" if "bleu_optimal" in line else "perplexity_optimal")
+        )
         value = line.get(key)
         if value is None:
             continue
@@ -119,8 +129,17 @@ def _read_opda(path: Path, task: str, objective: str) -> list[tuple[dict, float]
         matched = curves.get("matched") or next(iter(curves.values()), [])
         if not matched:
             continue
-        config = {k: line[k] for k in ("num_train_epochs", "train_batch_size", "learning_rate", "warmup_steps",
-                                       "cls_drop_out") if k in line}
+        config = {
+            k: line[k]
+            for k in (
+                "num_train_epochs",
+                "train_batch_size",
+                "learning_rate",
+                "warmup_steps",
+                "cls_drop_out",
+            )
+            if k in line
+        }
         rows.append((config, float(matched[-1][1])))
     return rows
 
@@ -132,8 +151,21 @@ def _read_peft(path: Path, task: str, objective: str) -> list[tuple[dict, float]
             value = _number(row.get(objective if objective in row else "test_accuracy"))
             if row.get("status", "success") != "success" or not isinstance(value, float):
                 continue
-            config = {k: _number(row[k]) for k in ("peft_type", "r", "lora_alpha", "lora_dropout", "use_dora",
-                                                   "use_rslora", "lr", "weight_decay", "batch_size") if k in row}
+            config = {
+                k: _number(row[k])
+                for k in (
+                    "peft_type",
+                    "r",
+                    "lora_alpha",
+                    "lora_dropout",
+                    "use_dora",
+                    "use_rslora",
+                    "lr",
+                    "weight_decay",
+                    "batch_size",
+                )
+                if k in row
+            }
             rows.append((config, value))
     return rows
 
@@ -170,7 +202,9 @@ def read_task_folder(directory: Path) -> list[Task]:
             path = directory / row["file"]
             objective = row.get("objective", "")
             try:
-                rows = reader_for(path)(path, row["task"], objective.split()[0] if objective else "")
+                rows = reader_for(path)(
+                    path, row["task"], objective.split()[0] if objective else ""
+                )
             except (OSError, ValueError, KeyError) as exc:
                 print(f"skipped task {row['task']}: {exc}", file=sys.stderr)
                 continue
@@ -180,19 +214,32 @@ def read_task_folder(directory: Path) -> list[Task]:
             if len(values) < 5:
                 print(f"skipped task {row['task']}: {len(values)} rows", file=sys.stderr)
                 continue
-            descriptors = {k: v for k, v in ((k, _number(v)) for k, v in row.items() if k not in DESCRIPTOR_SKIP)
-                           if v is not None}
-            tasks.append(Task(name=row["task"], descriptors=descriptors, configs=configs, values=values,
-                              metric_name=objective or "objective", base_model=str(row.get("base_model", ""))))
+            descriptors = {
+                k: v
+                for k, v in ((k, _number(v)) for k, v in row.items() if k not in DESCRIPTOR_SKIP)
+                if v is not None
+            }
+            tasks.append(
+                Task(
+                    name=row["task"],
+                    descriptors=descriptors,
+                    configs=configs,
+                    values=values,
+                    metric_name=objective or "objective",
+                    base_model=str(row.get("base_model", "")),
+                )
+            )
     return tasks
 
 
 def read_kb_tasks(path: Path) -> list[Task]:
     try:
         from metatune.knowledge.files import read_kb_file
+
         runs = read_kb_file(path).runs
     except ImportError:  # the shared reader not installed: the format is one header line, then runs
         from metatune.knowledge.records import KbRun
+
         lines = path.read_text(encoding="utf-8").splitlines()[1:]
         runs = [KbRun.model_validate_json(line) for line in lines if line.strip()]
     return [t for t in tasks_from_runs(runs, min_runs=5)]
@@ -245,20 +292,28 @@ def random_outcome(values: np.ndarray, targets: Targets) -> Outcome:
         kk = min(k, n)
         # P(max of kk draws = j-th smallest) = C(j-1, kk-1) / C(n, kk), j = kk..n
         j = np.arange(kk, n + 1)
-        logp = (_lgamma(j) - _lgamma(kk) - _lgamma(j - kk + 1)) - (_lgamma(n + 1) - _lgamma(kk + 1) - _lgamma(n - kk + 1))
+        logp = (_lgamma(j) - _lgamma(kk) - _lgamma(j - kk + 1)) - (
+            _lgamma(n + 1) - _lgamma(kk + 1) - _lgamma(n - kk + 1)
+        )
         expected_max = float(np.sum(np.exp(logp) * ascending[j - 1]))
         regret[k] = (targets.best - expected_max) / span if span > 0 else 0.0
     m2 = int(targets.within2.sum())
-    miss3 = math.exp(_lgamma(n - m2 + 1) - _lgamma(n - m2 - 2) - _lgamma(n + 1) + _lgamma(n - 2)) if n - m2 >= 3 else 0.0
+    miss3 = (
+        math.exp(_lgamma(n - m2 + 1) - _lgamma(n - m2 - 2) - _lgamma(n + 1) + _lgamma(n - 2))
+        if n - m2 >= 3
+        else 0.0
+    )
     return Outcome(
         evals_top1=expected_random_evals(n, int(targets.top1.sum())),
         evals_top5=expected_random_evals(n, int(targets.top5.sum())),
-        regret=regret, top3_within2=1.0 - miss3,
+        regret=regret,
+        top3_within2=1.0 - miss3,
     )
 
 
 def _lgamma(x: Any) -> Any:
     from scipy.special import gammaln
+
     return gammaln(x)
 
 
@@ -279,8 +334,10 @@ def score_sequence(order: Sequence[int], values: np.ndarray, targets: Targets, c
 
     e1, reached = evals_to(targets.top1)
     e5, _ = evals_to(targets.top5)
-    regret = {k: float((targets.best - running[min(k, len(running)) - 1]) / span) if span > 0 else 0.0
-              for k in REGRET_AT}
+    regret = {
+        k: float((targets.best - running[min(k, len(running)) - 1]) / span) if span > 0 else 0.0
+        for k in REGRET_AT
+    }
     return Outcome(e1, e5, regret, float(targets.within2[list(order[:3])].any()), float(reached))
 
 
@@ -297,6 +354,7 @@ def mean_outcome(outcomes: list[Outcome]) -> Outcome:
 # ====================================================================== methods
 def run_tpe(task: Task, x: np.ndarray, cap: int, seed: int) -> list[int]:
     import optuna
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     columns = _tpe_space(task.configs)
     sampler = optuna.samplers.TPESampler(seed=seed)
@@ -356,16 +414,21 @@ def _raw_matrix(configs: list[dict], columns: list[tuple[str, str, Any]]) -> np.
 def run_gp_ei(task: Task, x: np.ndarray, cap: int, seed: int) -> list[int]:
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
     rng = np.random.default_rng(seed)
     n = len(task.values)
     taken = list(rng.choice(n, size=min(3, n), replace=False))
-    kernel = ConstantKernel(1.0) * Matern(length_scale=np.ones(x.shape[1]), nu=2.5) + WhiteKernel(1e-2)
+    kernel = ConstantKernel(1.0) * Matern(length_scale=np.ones(x.shape[1]), nu=2.5) + WhiteKernel(
+        1e-2
+    )
     while len(taken) < min(cap, n):
         y = task.values[taken]
         y = (y - y.mean()) / (y.std() + 1e-12)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gp = GaussianProcessRegressor(kernel=kernel, normalize_y=False, random_state=seed).fit(x[taken], y)
+            gp = GaussianProcessRegressor(kernel=kernel, normalize_y=False, random_state=seed).fit(
+                x[taken], y
+            )
         free = np.setdiff1d(np.arange(n), taken)
         mu, sd = gp.predict(x[free], return_std=True)
         taken.append(int(free[np.argmax(expected_improvement(mu, sd, float(y.max())))]))
@@ -391,7 +454,9 @@ def run_metatune(task: Task, prior: LearnedPrior, cap: int, batch: int = 3) -> l
     posterior = prior.condition(task.descriptors, [], [])
     taken = [p.index for p in select_batch(posterior, candidates, batch)]
     while len(taken) < min(cap, len(task.values)):
-        posterior = prior.condition(task.descriptors, [task.configs[i] for i in taken], task.values[taken])
+        posterior = prior.condition(
+            task.descriptors, [task.configs[i] for i in taken], task.values[taken]
+        )
         taken.append(select_batch(posterior, candidates, 1, exclude=set(taken))[0].index)
     return taken
 
@@ -407,8 +472,15 @@ class TaskReport:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def evaluate(test: list[Task], history_of: Callable[[Task], list[Task]], seeds: int, cap: int,
-             methods: Sequence[str], settings: PriorSettings, log: Callable[[str], None]) -> list[TaskReport]:
+def evaluate(
+    test: list[Task],
+    history_of: Callable[[Task], list[Task]],
+    seeds: int,
+    cap: int,
+    methods: Sequence[str],
+    settings: PriorSettings,
+    log: Callable[[str], None],
+) -> list[TaskReport]:
     reports = []
     for task in progress(test, "tasks"):
         history = history_of(task)
@@ -435,8 +507,11 @@ def evaluate(test: list[Task], history_of: Callable[[Task], list[Task]], seeds: 
                     else:
                         if not history:
                             break
-                        prior = LearnedPrior.fit(history, PriorSettings(**{**settings.__dict__, "seed": seed}),
-                                                 extra_configs=task.configs)
+                        prior = LearnedPrior.fit(
+                            history,
+                            PriorSettings(**{**settings.__dict__, "seed": seed}),
+                            extra_configs=task.configs,
+                        )
                         order = run_metatune(task, prior, cap)
                     runs.append(score_sequence(order, task.values, targets, cap))
                 if runs:
@@ -444,8 +519,10 @@ def evaluate(test: list[Task], history_of: Callable[[Task], list[Task]], seeds: 
             report.seconds[method] = time.perf_counter() - start
             if method in report.outcomes:
                 o = report.outcomes[method]
-                log(f"{task.name:<24} {method:<10} top1 {o.evals_top1:7.1f}  top5 {o.evals_top5:6.1f}  "
-                    f"nr@3 {o.regret[3]:.3f}  top3<=2% {o.top3_within2:.2f}  ({report.seconds[method]:.0f} s)")
+                log(
+                    f"{task.name:<24} {method:<10} top1 {o.evals_top1:7.1f}  top5 {o.evals_top5:6.1f}  "
+                    f"nr@3 {o.regret[3]:.3f}  top3<=2% {o.top3_within2:.2f}  ({report.seconds[method]:.0f} s)"
+                )
         reports.append(report)
     return reports
 
@@ -466,8 +543,13 @@ def summary(reports: list[TaskReport], methods: Sequence[str]) -> dict[str, dict
         out[method] = {
             "speedup_top1_vs_random": finite(geometric_mean(s1)),
             "speedup_top5_vs_random": finite(geometric_mean(s5)),
-            "regret": {str(k): float(np.mean([r.outcomes[method].regret[k] for r in rows])) for k in REGRET_AT},
-            "top3_within_2pct_share": float(np.mean([r.outcomes[method].top3_within2 for r in rows])),
+            "regret": {
+                str(k): float(np.mean([r.outcomes[method].regret[k] for r in rows]))
+                for k in REGRET_AT
+            },
+            "top3_within_2pct_share": float(
+                np.mean([r.outcomes[method].top3_within2 for r in rows])
+            ),
             "evals_top1_mean": float(np.mean([r.outcomes[method].evals_top1 for r in rows])),
             "tasks": len(rows),
         }
@@ -476,26 +558,52 @@ def summary(reports: list[TaskReport], methods: Sequence[str]) -> dict[str, dict
 
 def task_json(report: TaskReport) -> dict[str, Any]:
     return {
-        "task": report.name, "rows": report.rows, "best": report.best, "history": report.history,
+        "task": report.name,
+        "rows": report.rows,
+        "best": report.best,
+        "history": report.history,
         "methods": {
-            m: {"evals_top1": o.evals_top1, "evals_top5": o.evals_top5,
+            m: {
+                "evals_top1": o.evals_top1,
+                "evals_top5": o.evals_top5,
                 "speedup_top1_vs_random": report.outcomes["random"].evals_top1 / o.evals_top1,
-                "regret": {str(k): v for k, v in o.regret.items()}, "top3_within_2pct": o.top3_within2,
-                "reached_top1_share": o.reached_top1, "seconds": round(report.seconds.get(m, 0.0), 2)}
+                "regret": {str(k): v for k, v in o.regret.items()},
+                "top3_within_2pct": o.top3_within2,
+                "reached_top1_share": o.reached_top1,
+                "seconds": round(report.seconds.get(m, 0.0), 2),
+            }
             for m, o in report.outcomes.items()
         },
     }
 
 
-def print_tables(reports: list[TaskReport], totals: dict[str, dict[str, Any]], methods: Sequence[str],
-                 console: Console, title: str) -> None:
+def print_tables(
+    reports: list[TaskReport],
+    totals: dict[str, dict[str, Any]],
+    methods: Sequence[str],
+    console: Console,
+    title: str,
+) -> None:
     table = Table(title=f"Recommender bench: {title}")
-    for column in ("method", "savings top-1% (geo)", "savings top-5% (geo)", "nr@1", "nr@3", "nr@10", "nr@50",
-                   "top-3 within 2%"):
+    for column in (
+        "method",
+        "savings top-1% (geo)",
+        "savings top-5% (geo)",
+        "nr@1",
+        "nr@3",
+        "nr@10",
+        "nr@50",
+        "top-3 within 2%",
+    ):
         table.add_column(column, justify="left" if column == "method" else "right")
     for method, row in totals.items():
-        table.add_row(method, f"{row['speedup_top1_vs_random']:.1f}x", f"{row['speedup_top5_vs_random']:.1f}x",
-                      *(f"{row['regret'][str(k)]:.3f}" for k in REGRET_AT), f"{row['top3_within_2pct_share']:.0%}")
+        table.add_row(
+            method,
+            f"{row['speedup_top1_vs_random']:.1f}x",
+            f"{row['speedup_top5_vs_random']:.1f}x",
+            *(f"{row['regret'][str(k)]:.3f}" for k in REGRET_AT),
+            f"{row['top3_within_2pct_share']:.0%}",
+        )
     console.print(table)
     per_task = Table(title="evaluations to a top-1 % row (savings vs random)")
     per_task.add_column("task")
@@ -517,11 +625,21 @@ def print_tables(reports: list[TaskReport], totals: dict[str, dict[str, Any]], m
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train", type=Path, help="history: a folder laid out like the hpo data (tasks.csv + tables)")
-    parser.add_argument("--test", type=Path, help="tasks to tune (same layout); default: leave one task out of --train")
+    parser.add_argument(
+        "--train",
+        type=Path,
+        help="history: a folder laid out like the hpo data (tasks.csv + tables)",
+    )
+    parser.add_argument(
+        "--test",
+        type=Path,
+        help="tasks to tune (same layout); default: leave one task out of --train",
+    )
     parser.add_argument("--kb", type=Path, help="a knowledge-base file: leave one dataset out")
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--max-evals", type=int, default=100, help="evaluation cap per method and task")
+    parser.add_argument(
+        "--max-evals", type=int, default=100, help="evaluation cap per method and task"
+    )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--tasks", nargs="+", help="only these test tasks (by name)")
     parser.add_argument("--prior-iterations", type=int, default=PriorSettings.iterations)
@@ -538,7 +656,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             train = read_task_folder(args.train)
             test = read_task_folder(args.test) if args.test else train
-            title = f"{args.train} -> {args.test}" if args.test else f"{args.train.name}, leave one task out"
+            title = (
+                f"{args.train} -> {args.test}"
+                if args.test
+                else f"{args.train.name}, leave one task out"
+            )
         if args.tasks:
             test = [t for t in test if t.name in args.tasks]
         if not test:
@@ -548,13 +670,29 @@ def main(argv: list[str] | None = None) -> int:
             return [t for t in train if t is not task and t.name != task.name]
 
         settings = PriorSettings(iterations=args.prior_iterations)
-        reports = evaluate(test, history_of, args.seeds, args.max_evals, methods, settings,
-                           lambda line: console.print(line, highlight=False))
+        reports = evaluate(
+            test,
+            history_of,
+            args.seeds,
+            args.max_evals,
+            methods,
+            settings,
+            lambda line: console.print(line, highlight=False),
+        )
         totals = summary(reports, methods)
     if args.json:
-        print_json({"methods": totals, "tasks": [task_json(r) for r in reports],
-                    "protocol": {"seeds": args.seeds, "max_evals": args.max_evals, "title": title,
-                                 "prior": settings.__dict__}})
+        print_json(
+            {
+                "methods": totals,
+                "tasks": [task_json(r) for r in reports],
+                "protocol": {
+                    "seeds": args.seeds,
+                    "max_evals": args.max_evals,
+                    "title": title,
+                    "prior": settings.__dict__,
+                },
+            }
+        )
     else:
         print_tables(reports, totals, methods, console, title)
     return 0

@@ -32,7 +32,8 @@ from psycopg.types.json import Jsonb
 from rich.console import Console
 from rich.table import Table
 
-from metatune import contracts as c, subjects
+from metatune import contracts as c
+from metatune import subjects
 from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
@@ -49,18 +50,40 @@ def messages(n: int, redelivered: float, seed: int) -> tuple[list[Incoming], int
         at = start + timedelta(seconds=2 * (i // len(jobs)))
         hour = at.replace(minute=0, second=0, microsecond=0)
         energy = 0.1 * (i // len(jobs))
-        event = c.RunProgress(occurred_at=at, job_id=job, datacenter="fra1", step=i // len(jobs), total_steps=10**6,
-                              train_loss=1.0 / (1 + i), learning_rate=3e-4, power_w=250.0, step_time_s=0.5,
-                              accounting=c.RunAccounting(tokens_seen=512 * i, tokens_with_padding=600 * i,
-                                                         energy_wh=energy, hours=[c.HourlyEnergy(
-                                                             hour=hour, datacenter="fra1", pue=1.2, energy_wh=energy,
-                                                             g_per_kwh=300.0, emissions_g=energy * 0.36)]))
+        event = c.RunProgress(
+            occurred_at=at,
+            job_id=job,
+            datacenter="fra1",
+            step=i // len(jobs),
+            total_steps=10**6,
+            train_loss=1.0 / (1 + i),
+            learning_rate=3e-4,
+            power_w=250.0,
+            step_time_s=0.5,
+            accounting=c.RunAccounting(
+                tokens_seen=512 * i,
+                tokens_with_padding=600 * i,
+                energy_wh=energy,
+                hours=[
+                    c.HourlyEnergy(
+                        hour=hour,
+                        datacenter="fra1",
+                        pue=1.2,
+                        energy_wh=energy,
+                        g_per_kwh=300.0,
+                        emissions_g=energy * 0.36,
+                    )
+                ],
+            ),
+        )
         out.append(Incoming("METATUNE", i + 1, subjects.run_progress(job), event.to_bytes()))
     again = rng.sample(range(n), int(n * redelivered))
     keyed = [(float(i), m) for i, m in enumerate(out)]
     # each redelivery arrives after its original, somewhere later in the run, with a new stream sequence
-    keyed += [(rng.uniform(i, n), Incoming(out[i].stream, n + k + 1, out[i].subject, out[i].data))
-              for k, i in enumerate(again)]
+    keyed += [
+        (rng.uniform(i, n), Incoming(out[i].stream, n + k + 1, out[i].subject, out[i].data))
+        for k, i in enumerate(again)
+    ]
     stream = [m for _, m in sorted(keyed, key=lambda pair: pair[0])]
     return stream, n
 
@@ -74,20 +97,29 @@ def backend_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def copy_path(url: str, schema: str, stream: list[Incoming], batch: int) -> tuple[float, int, int, dict]:
+async def copy_path(
+    url: str, schema: str, stream: list[Incoming], batch: int
+) -> tuple[float, int, int, dict]:
     """The service's writer; also where the time went: this process's CPU, the backend's CPU."""
     db = Database(url, schema=schema, max_size=1)  # one connection, so one backend to account for
     await db.migrate()
     writer = EventWriter(db)
     backend = (await db.fetch("SELECT pg_backend_pid()"))[0][0]
-    server_before, started, cpu_started = backend_cpu_s(backend), time.perf_counter(), time.process_time()
+    server_before, started, cpu_started = (
+        backend_cpu_s(backend),
+        time.perf_counter(),
+        time.process_time(),
+    )
     for i in range(0, len(stream), batch):
-        await writer.write(stream[i:i + batch])
+        await writer.write(stream[i : i + batch])
     elapsed = time.perf_counter() - started
     server_after = backend_cpu_s(backend)
-    cpu = {"client_cpu_s": round(time.process_time() - cpu_started, 2),
-           "server_cpu_s": None if server_before is None or server_after is None
-           else round(server_after - server_before, 2)}
+    cpu = {
+        "client_cpu_s": round(time.process_time() - cpu_started, 2),
+        "server_cpu_s": None
+        if server_before is None or server_after is None
+        else round(server_after - server_before, 2),
+    }
     stored = (await db.fetch("SELECT count(*) FROM run_metrics"))[0][0]
     logged = (await db.fetch("SELECT count(*) FROM event_log"))[0][0]
     await db.close()
@@ -99,26 +131,52 @@ async def insert_path(url: str, schema: str, stream: list[Incoming]) -> tuple[fl
     db = Database(url, schema=schema)
     await db.migrate()
     await db.close()
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True,
-                                                     options=f"-c search_path={schema}") as conn:
-        await conn.execute("SELECT telemetry_ensure_partition('event_log', '2026-03-01'), "
-                           "telemetry_ensure_partition('run_metrics', '2026-03-01')")
+    async with await psycopg.AsyncConnection.connect(
+        url, autocommit=True, options=f"-c search_path={schema}"
+    ) as conn:
+        await conn.execute(
+            "SELECT telemetry_ensure_partition('event_log', '2026-03-01'), "
+            "telemetry_ensure_partition('run_metrics', '2026-03-01')"
+        )
         started = time.perf_counter()
         for m in stream:
             e = c.RunProgress.model_validate_json(m.data)
             cur = await conn.execute(
                 "INSERT INTO event_log (occurred_at, event_id, subject, correlation_id, stream, stream_seq, payload) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (e.occurred_at, e.event_id, m.subject, e.correlation_id, m.stream, m.seq, Jsonb(json.loads(m.data))))
+                (
+                    e.occurred_at,
+                    e.event_id,
+                    m.subject,
+                    e.correlation_id,
+                    m.stream,
+                    m.seq,
+                    Jsonb(json.loads(m.data)),
+                ),
+            )
             if cur.rowcount == 1:
                 a = e.accounting
                 await conn.execute(
                     "INSERT INTO run_metrics (time, event_id, job_id, datacenter, step, total_steps, train_loss, "
                     "val_loss, learning_rate, power_w, step_time_s, tokens_seen, tokens_with_padding, energy_wh) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (e.occurred_at, e.event_id, e.job_id, e.datacenter, e.step, e.total_steps, e.train_loss,
-                     e.val_loss, e.learning_rate, e.power_w, e.step_time_s, a.tokens_seen, a.tokens_with_padding,
-                     a.energy_wh))
+                    (
+                        e.occurred_at,
+                        e.event_id,
+                        e.job_id,
+                        e.datacenter,
+                        e.step,
+                        e.total_steps,
+                        e.train_loss,
+                        e.val_loss,
+                        e.learning_rate,
+                        e.power_w,
+                        e.step_time_s,
+                        a.tokens_seen,
+                        a.tokens_with_padding,
+                        a.energy_wh,
+                    ),
+                )
         elapsed = time.perf_counter() - started
         stored = (await (await conn.execute("SELECT count(*) FROM run_metrics")).fetchone())[0]
         logged = (await (await conn.execute("SELECT count(*) FROM event_log")).fetchone())[0]
@@ -140,20 +198,44 @@ async def main(args: argparse.Namespace) -> dict:
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     copy_rate = copy_stored / copy_s
     insert_rate = insert_stored / insert_s
-    if copy_stored != unique or copy_logged != unique or insert_stored != small_unique or insert_logged != small_unique:
-        print(f"LOST OR DOUBLED: copy {copy_stored}/{copy_logged} of {unique}, "
-              f"insert {insert_stored}/{insert_logged} of {small_unique}", file=sys.stderr)
-    return {"copy_rows_per_s": round(copy_rate, 1), "insert_rows_per_s": round(insert_rate, 1),
-            "speedup": round(copy_rate / insert_rate, 2), "stored": copy_stored, "unique": unique,
-            "messages": len(stream), "batch": args.batch, "insert_stored": insert_stored,
-            "insert_unique": small_unique, "insert_messages": len(small), **cpu,
-            "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    if (
+        copy_stored != unique
+        or copy_logged != unique
+        or insert_stored != small_unique
+        or insert_logged != small_unique
+    ):
+        print(
+            f"LOST OR DOUBLED: copy {copy_stored}/{copy_logged} of {unique}, "
+            f"insert {insert_stored}/{insert_logged} of {small_unique}",
+            file=sys.stderr,
+        )
+    return {
+        "copy_rows_per_s": round(copy_rate, 1),
+        "insert_rows_per_s": round(insert_rate, 1),
+        "speedup": round(copy_rate / insert_rate, 2),
+        "stored": copy_stored,
+        "unique": unique,
+        "messages": len(stream),
+        "batch": args.batch,
+        "insert_stored": insert_stored,
+        "insert_unique": small_unique,
+        "insert_messages": len(small),
+        **cpu,
+        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=100_000, help="unique metric events through the COPY path")
-    parser.add_argument("--baseline-events", type=int, default=10_000, help="unique events through row-by-row INSERT")
+    parser.add_argument(
+        "--events", type=int, default=100_000, help="unique metric events through the COPY path"
+    )
+    parser.add_argument(
+        "--baseline-events",
+        type=int,
+        default=10_000,
+        help="unique events through row-by-row INSERT",
+    )
     parser.add_argument("--batch", type=int, default=1000, help="messages per COPY batch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--database-url", default=None, help="default: METATUNE_DATABASE_URL")
@@ -166,10 +248,22 @@ if __name__ == "__main__":
         table = Table(title="telemetry ingestion, 10 % redelivered (metric rows stored per second)")
         for col in ("path", "messages", "rows stored", "unique events", "rows/s"):
             table.add_column(col, justify="right")
-        table.add_row(f"COPY batches of {args.batch}", f"{result['messages']:,}", f"{result['stored']:,}",
-                      f"{result['unique']:,}", f"{result['copy_rows_per_s']:,.0f}")
-        table.add_row("row-by-row INSERT", f"{result['insert_messages']:,}", f"{result['insert_stored']:,}",
-                      f"{result['insert_unique']:,}", f"{result['insert_rows_per_s']:,.0f}")
+        table.add_row(
+            f"COPY batches of {args.batch}",
+            f"{result['messages']:,}",
+            f"{result['stored']:,}",
+            f"{result['unique']:,}",
+            f"{result['copy_rows_per_s']:,.0f}",
+        )
+        table.add_row(
+            "row-by-row INSERT",
+            f"{result['insert_messages']:,}",
+            f"{result['insert_stored']:,}",
+            f"{result['insert_unique']:,}",
+            f"{result['insert_rows_per_s']:,.0f}",
+        )
         Console().print(table)
-        Console().print(f"speedup {result['speedup']:.1f}x; COPY path CPU: client {result['client_cpu_s']} s, "
-                        f"server {result['server_cpu_s']} s; load average {result['load_avg_1m']}")
+        Console().print(
+            f"speedup {result['speedup']:.1f}x; COPY path CPU: client {result['client_cpu_s']} s, "
+            f"server {result['server_cpu_s']} s; load average {result['load_avg_1m']}"
+        )

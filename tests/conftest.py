@@ -31,7 +31,11 @@ REPO = Path(__file__).resolve().parents[1]
 def _shared_data() -> Path:
     """The team's datasets: $METATUNE_SHARED_DATA, else ../shared/data beside the checkout, else the
     team machines' copy (a clone elsewhere, e.g. CI's, still finds it)."""
-    candidates = [os.environ.get("METATUNE_SHARED_DATA"), REPO / ".." / "shared" / "data", "/work/shared/data"]
+    candidates = [
+        os.environ.get("METATUNE_SHARED_DATA"),
+        REPO / ".." / "shared" / "data",
+        "/work/shared/data",
+    ]
     for candidate in candidates:
         if candidate and Path(candidate).is_dir():
             return Path(candidate).resolve()
@@ -53,7 +57,9 @@ def free_port() -> int:
 def pytest_configure(config: pytest.Config) -> None:
     global _tmp
     nats_url = os.environ.setdefault("METATUNE_NATS_URL", "nats://127.0.0.1:4222")
-    db_url = os.environ.setdefault("METATUNE_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    db_url = os.environ.setdefault(
+        "METATUNE_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+    )
     os.environ.setdefault("METATUNE_RETRY_BACKOFF_S", "0.2")
     _tmp = Path(tempfile.mkdtemp(prefix="metatune-tests-"))
     os.environ.setdefault("METATUNE_DATA_DIR", str(_tmp / "data"))
@@ -97,7 +103,9 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def start_secured_nats(directory: Path, url: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def start_secured_nats(
+    directory: Path, url: str | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """A nats-server with auth on, as `metatune up` starts it (a user per service, agent and
     submitter, credentials under ``directory/secrets``, kept if present); returns the process and
     the admin's URL (user and password in it, so plain ``nats.connect(url)`` works)."""
@@ -142,7 +150,9 @@ async def eventually(condition, timeout_s: float = 60.0, interval_s: float = 0.0
     """Wait until ``condition()`` holds (an event crossed the bus), failing after ``timeout_s``."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"condition not reached within {timeout_s} s"
+        assert asyncio.get_running_loop().time() < deadline, (
+            f"condition not reached within {timeout_s} s"
+        )
         await asyncio.sleep(interval_s)
 
 

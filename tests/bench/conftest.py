@@ -25,13 +25,20 @@ def load_bench(name: str) -> ModuleType:
     return module
 
 
-def write_trace(folder: Path, zone: str, start: str, hours: int, level: float, seed: int = 0) -> Path:
+def write_trace(
+    folder: Path, zone: str, start: str, hours: int, level: float, seed: int = 0
+) -> Path:
     """An ``em_hourly/<zone>.csv.gz`` file as in ../shared/data/carbon: a daily cycle plus noise."""
     times = pd.date_range(start, periods=hours, freq="h", tz="UTC")
     rng = np.random.default_rng(seed)
     ci = level * (1 + 0.3 * np.sin(2 * np.pi * np.arange(hours) / 24)) + rng.normal(0, 5, hours)
-    frame = pd.DataFrame({"datetime_utc": times.strftime("%Y-%m-%dT%H:%M:%SZ"), "zone_id": zone,
-                          "ci_direct_g_per_kwh": ci.round(2)})
+    frame = pd.DataFrame(
+        {
+            "datetime_utc": times.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "zone_id": zone,
+            "ci_direct_g_per_kwh": ci.round(2),
+        }
+    )
     path = folder / "em_hourly" / f"{zone}.csv.gz"
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt") as fh:

@@ -40,9 +40,24 @@ def two_zones(tmp_path: Path) -> Path:
 
 
 def _bench(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(BENCH / "forecaster_bench.py"), "--data", str(folder), "--model", str(MODEL_PATH),
-                           "--test-until", "2023-12-01", "--json", *args],
-                          capture_output=True, text=True, timeout=600, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "forecaster_bench.py"),
+            "--data",
+            str(folder),
+            "--model",
+            str(MODEL_PATH),
+            "--test-until",
+            "2023-12-01",
+            "--json",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_overlapping_test_period_is_refused_or_marked(two_zones: Path) -> None:
@@ -53,4 +68,7 @@ def test_overlapping_test_period_is_refused_or_marked(two_zones: Path) -> None:
     report = json.loads(allowed.stdout)
     assert "partly in-sample" in report["overlap_with_training"] and "WARNING" in allowed.stderr
     clean = json.loads(_bench(two_zones, "--test-from", "2023-11-01").stdout)
-    assert clean["overlap_with_training"] is None and {row["region"] for row in clean["rows"]} == {"EM:DE", "EM:NO"}
+    assert clean["overlap_with_training"] is None and {row["region"] for row in clean["rows"]} == {
+        "EM:DE",
+        "EM:NO",
+    }

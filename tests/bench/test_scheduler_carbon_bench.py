@@ -85,7 +85,9 @@ def folder(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_missing_and_short_zones_are_listed_not_fatal(folder: tuple[Path, Path]) -> None:
     data, registry = folder
-    fleet = bench.load(data, pd.Timestamp(START, tz="UTC"), 24 + bench.TAIL_H + 168, load_registry(registry))
+    fleet = bench.load(
+        data, pd.Timestamp(START, tz="UTC"), 24 + bench.TAIL_H + 168, load_registry(registry)
+    )
     assert fleet.names == ["fra1", "osl1"]
     assert fleet.series.shape == (2, bench.HISTORY_H + 24 + bench.TAIL_H + 168)
     assert len(fleet.skipped) == 2
@@ -96,37 +98,64 @@ def test_missing_and_short_zones_are_listed_not_fatal(folder: tuple[Path, Path])
 
 def test_zones_option_picks_registry_datacenters(folder: tuple[Path, Path]) -> None:
     data, registry = folder
-    fleet = bench.load(data, pd.Timestamp(START, tz="UTC"), 200, load_registry(registry), ["NO", "ES"])
-    assert fleet.names == ["osl1"] and fleet.skipped == [f"mad1 (ES): no em_hourly/ES.csv.gz in {data}"]
+    fleet = bench.load(
+        data, pd.Timestamp(START, tz="UTC"), 200, load_registry(registry), ["NO", "ES"]
+    )
+    assert fleet.names == ["osl1"] and fleet.skipped == [
+        f"mad1 (ES): no em_hourly/ES.csv.gz in {data}"
+    ]
     with pytest.raises(Exception, match="XX: not in the registry"):
         bench.load(data, pd.Timestamp(START, tz="UTC"), 200, load_registry(registry), ["XX"])
 
 
-def test_forecast_cache_key_follows_data_content_not_folder_name(folder: tuple[Path, Path], tmp_path: Path) -> None:
+def test_forecast_cache_key_follows_data_content_not_folder_name(
+    folder: tuple[Path, Path], tmp_path: Path
+) -> None:
     data, _ = folder
     start = pd.Timestamp(START, tz="UTC")
     key = bench.forecast_cache_key(data, "DE", start, 104, bench.MODEL_PATH, 7)
     copy = tmp_path / "elsewhere"
     shutil.copytree(data, copy)
-    assert bench.forecast_cache_key(copy, "DE", start, 104, bench.MODEL_PATH, 7) == key  # same bytes, same forecasts
+    assert (
+        bench.forecast_cache_key(copy, "DE", start, 104, bench.MODEL_PATH, 7) == key
+    )  # same bytes, same forecasts
     write_trace(copy, "DE", "2023-12-01", 24 * 30, 401, seed=1)  # other numbers under the same name
     assert bench.forecast_cache_key(copy, "DE", start, 104, bench.MODEL_PATH, 7) != key
     assert bench.forecast_cache_key(data, "NO", start, 104, bench.MODEL_PATH, 7) != key
 
 
 def _solution(objective: float, gap: float | None, bound: float | None, unmet: int = 0) -> Solution:
-    return Solution(layout=None, x=np.zeros(0, dtype=np.int64), unmet=np.array([unmet]), objective=objective,
-                    mip_gap=gap, seconds=0.0, optimal=gap is not None and gap <= 0.001, dual_bound=bound)
+    return Solution(
+        layout=None,
+        x=np.zeros(0, dtype=np.int64),
+        unmet=np.array([unmet]),
+        objective=objective,
+        mip_gap=gap,
+        seconds=0.0,
+        optimal=gap is not None and gap <= 0.001,
+        dual_bound=bound,
+    )
 
 
 def test_offline_yardstick_keeps_a_zero_gap_and_never_invents_a_bound() -> None:
     warm = _solution(120.0, None, None)
     exact = bench.offline_yardstick(_solution(100.0, 0.0, None), warm)
     assert (exact.objective, exact.bound, exact.gap, exact.hit_limit) == (100.0, 100.0, 0.0, False)
-    unknown = bench.offline_yardstick(_solution(130.0, None, None), warm)  # HiGHS found nothing better, no gap
-    assert (unknown.objective, unknown.bound, unknown.gap, unknown.hit_limit) == (120.0, None, None, True)
-    bounded = bench.offline_yardstick(_solution(130.0, 0.5, 90.0), warm)  # the warm start wins, HiGHS's bound holds
-    assert (bounded.objective, bounded.bound) == (120.0, 90.0) and bounded.gap == pytest.approx(0.25)
+    unknown = bench.offline_yardstick(
+        _solution(130.0, None, None), warm
+    )  # HiGHS found nothing better, no gap
+    assert (unknown.objective, unknown.bound, unknown.gap, unknown.hit_limit) == (
+        120.0,
+        None,
+        None,
+        True,
+    )
+    bounded = bench.offline_yardstick(
+        _solution(130.0, 0.5, 90.0), warm
+    )  # the warm start wins, HiGHS's bound holds
+    assert (bounded.objective, bounded.bound) == (120.0, 90.0) and bounded.gap == pytest.approx(
+        0.25
+    )
 
 
 def test_free_migration_yardstick_reports_the_bound_it_reached() -> None:
@@ -138,22 +167,57 @@ def test_free_migration_yardstick_reports_the_bound_it_reached() -> None:
     stopped = bench.free_migration_optimum(jobs, ci, pue, 16, time_limit_s=1e-4)
     solved = bench.free_migration_optimum(jobs, ci, pue, 16, time_limit_s=60)
     assert stopped.hit_limit and not solved.hit_limit
-    assert stopped.bound is not None and math.isfinite(stopped.bound) and 0 < stopped.bound <= solved.objective * 1.0001
+    assert (
+        stopped.bound is not None
+        and math.isfinite(stopped.bound)
+        and 0 < stopped.bound <= solved.objective * 1.0001
+    )
     assert solved.bound == pytest.approx(solved.objective, rel=2e-3)
 
 
 def test_runs_end_to_end_on_an_unseen_folder(folder: tuple[Path, Path]) -> None:
     data, registry = folder
     done = subprocess.run(
-        [sys.executable, str(BENCH / "scheduler_carbon_bench.py"), "--data", str(data), "--registry", str(registry),
-         "--start", START, "--days", "1", "--jobs-per-day", "8", "--settings", "tight", "--tight", "8",
-         "--forecast", "naive", "--solve-limit-s", "1", "--refresh-h", "6", "--offline-limit-s", "5",
-         "--free-migration-limit-s", "5", "--json"],
-        capture_output=True, text=True, timeout=600, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        [
+            sys.executable,
+            str(BENCH / "scheduler_carbon_bench.py"),
+            "--data",
+            str(data),
+            "--registry",
+            str(registry),
+            "--start",
+            START,
+            "--days",
+            "1",
+            "--jobs-per-day",
+            "8",
+            "--settings",
+            "tight",
+            "--tight",
+            "8",
+            "--forecast",
+            "naive",
+            "--solve-limit-s",
+            "1",
+            "--refresh-h",
+            "6",
+            "--offline-limit-s",
+            "5",
+            "--free-migration-limit-s",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)  # exactly one object, nothing else on stdout
     assert report["datacenters"] == ["fra1", "osl1"] and len(report["skipped"]) == 2
     tight = report["settings"]["tight"]
     assert tight["o_t"] > 0 and tight["free_migration"]["bound_t"] > 0
-    assert tight["free_migration"]["bound_t"] <= tight["s_star_t"] and tight["p2_t"] >= tight["o_t"] * 0.999
+    assert (
+        tight["free_migration"]["bound_t"] <= tight["s_star_t"]
+        and tight["p2_t"] >= tight["o_t"] * 0.999
+    )

@@ -22,4 +22,6 @@ def test_traces_from_a_chosen_start_list_what_they_skip(tmp_path: Path) -> None:
     one_day_later = bench.traces(tmp_path, start + pd.Timedelta(days=1))
     assert (one_day_later.ci[:, :-24] == found.ci[:, 24:]).all()  # --start moves the window
     picked = bench.traces(tmp_path, start, ["BB", "ZZ"])
-    assert picked.zones == ["BB"] and picked.skipped == [f"ZZ: no em_hourly/ZZ.csv.gz in {tmp_path}"]
+    assert picked.zones == ["BB"] and picked.skipped == [
+        f"ZZ: no em_hourly/ZZ.csv.gz in {tmp_path}"
+    ]

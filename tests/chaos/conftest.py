@@ -28,7 +28,16 @@ from metatune import subjects
 from metatune.asyncapi import CATALOG
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.clock import floor_hour
-from metatune.contracts import CarbonForecast, DatasetLocation, Event, JobRequested, LoraConfig, RegionGroup, StudySpec, TaskType
+from metatune.contracts import (
+    CarbonForecast,
+    DatasetLocation,
+    Event,
+    JobRequested,
+    LoraConfig,
+    RegionGroup,
+    StudySpec,
+    TaskType,
+)
 
 from ..conftest import _wait, free_port, start_secured_nats
 from ..trainer_agent.conftest import slice_of
@@ -36,9 +45,14 @@ from ..trainer_agent.conftest import slice_of
 pytestmark = pytest.mark.chaos
 
 CONFIG = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3}
-AGENT_ENV = {"METATUNE_AGENT_CHECKPOINT_EVERY": "2", "METATUNE_AGENT_PROGRESS_INTERVAL_S": "0",
-             "METATUNE_AGENT_IDLE_SECONDS": "0.05", "METATUNE_AGENT_STATUS_INTERVAL_S": "0.5",
-             "METATUNE_AGENT_CURVE_STOP": "false", "METATUNE_HEARTBEAT_S": "0.5"}
+AGENT_ENV = {
+    "METATUNE_AGENT_CHECKPOINT_EVERY": "2",
+    "METATUNE_AGENT_PROGRESS_INTERVAL_S": "0",
+    "METATUNE_AGENT_IDLE_SECONDS": "0.05",
+    "METATUNE_AGENT_STATUS_INTERVAL_S": "0.5",
+    "METATUNE_AGENT_CURVE_STOP": "false",
+    "METATUNE_HEARTBEAT_S": "0.5",
+}
 
 
 class RestartableNats:
@@ -47,7 +61,9 @@ class RestartableNats:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.address = f"nats://127.0.0.1:{free_port()}"
-        self.url = self.address  # the admin's URL once started (auth on, same credentials across restarts)
+        self.url = (
+            self.address
+        )  # the admin's URL once started (auth on, same credentials across restarts)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -110,7 +126,9 @@ async def stream_events(url: str, stream: str = "METATUNE") -> list[tuple[str, A
                 msg = await sub.next_msg(timeout=5)
                 model = contract_of(msg.subject)
                 try:
-                    out.append((msg.subject, model.model_validate_json(msg.data) if model else msg.data))
+                    out.append(
+                        (msg.subject, model.model_validate_json(msg.data) if model else msg.data)
+                    )
                 except Exception:
                     out.append((msg.subject, msg.data))
                 if msg.metadata.num_pending == 0:
@@ -123,7 +141,11 @@ async def stream_events(url: str, stream: str = "METATUNE") -> list[tuple[str, A
 
 
 def of(events: list[tuple[str, Any]], kind: type, job_id: UUID | None = None) -> list[Any]:
-    return [e for _, e in events if isinstance(e, kind) and (job_id is None or getattr(e, "job_id", None) == job_id)]
+    return [
+        e
+        for _, e in events
+        if isinstance(e, kind) and (job_id is None or getattr(e, "job_id", None) == job_id)
+    ]
 
 
 async def upload(url: str, path: Path, key: str = "studies/sst2-slice.jsonl") -> DatasetLocation:
@@ -142,17 +164,43 @@ async def upload(url: str, path: Path, key: str = "studies/sst2-slice.jsonl") ->
 def forecast_now(region: str, value: float, now: datetime | None = None) -> CarbonForecast:
     start = floor_hour(now or datetime.now(UTC)) - timedelta(hours=1)
     values = [value] * 168
-    return CarbonForecast(occurred_at=datetime.now(UTC), region=region, issued_at=datetime.now(UTC), start=start,
-                          model_version="chaos", g_per_kwh=values, p10_g_per_kwh=values, p90_g_per_kwh=values)
+    return CarbonForecast(
+        occurred_at=datetime.now(UTC),
+        region=region,
+        issued_at=datetime.now(UTC),
+        start=start,
+        model_version="chaos",
+        g_per_kwh=values,
+        p10_g_per_kwh=values,
+        p90_g_per_kwh=values,
+    )
 
 
-def job_request(dataset: DatasetLocation, *, max_steps: int, now: datetime | None = None, **extra: Any) -> JobRequested:
+def job_request(
+    dataset: DatasetLocation, *, max_steps: int, now: datetime | None = None, **extra: Any
+) -> JobRequested:
     now = now or datetime.now(UTC)
-    spec = StudySpec(dataset=dataset, task=TaskType.classification, base_model="all-MiniLM-L6-v2",
-                     deadline=now + timedelta(days=1), region_group=RegionGroup.EU, home_datacenter="fra1")
-    return JobRequested(occurred_at=now, job_id=uuid4(), study_id=uuid4(), trial_index=0, spec=spec,
-                        config=LoraConfig(**CONFIG, max_steps=max_steps), gpus=1, estimated_gpu_hours=1.0,
-                        power_kw=0.3, deadline=now + timedelta(days=1), **extra)
+    spec = StudySpec(
+        dataset=dataset,
+        task=TaskType.classification,
+        base_model="all-MiniLM-L6-v2",
+        deadline=now + timedelta(days=1),
+        region_group=RegionGroup.EU,
+        home_datacenter="fra1",
+    )
+    return JobRequested(
+        occurred_at=now,
+        job_id=uuid4(),
+        study_id=uuid4(),
+        trial_index=0,
+        spec=spec,
+        config=LoraConfig(**CONFIG, max_steps=max_steps),
+        gpus=1,
+        estimated_gpu_hours=1.0,
+        power_kw=0.3,
+        deadline=now + timedelta(days=1),
+        **extra,
+    )
 
 
 async def publish(url_or_js: Any, subject: str, event: Event) -> None:
@@ -175,8 +223,13 @@ class Child:
 def spawn(module: str, env: dict[str, str], log: Path, *args: str) -> Child:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")}
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", module, *args], env={**clean, **env}, stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            env={**clean, **env},
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     return Child(proc, log)
 
 
@@ -189,7 +242,9 @@ async def until(condition, what: str, timeout_s: float = 120.0) -> None:
             value = await value
         if value:
             return
-        assert asyncio.get_running_loop().time() < deadline, f"{what}: not reached within {timeout_s:.0f} s"
+        assert asyncio.get_running_loop().time() < deadline, (
+            f"{what}: not reached within {timeout_s:.0f} s"
+        )
         await asyncio.sleep(0.1)
 
 

@@ -21,7 +21,19 @@ from metatune_scheduler.app import create_service as create_scheduler
 
 from ..scheduler.conftest import small_registry
 from ..trainer_agent.conftest import FAST_SITE, request_for
-from .conftest import AGENT_ENV, CONFIG, RestartableNats, forecast_now, job_request, of, publish, spawn, stream_events, until, upload
+from .conftest import (
+    AGENT_ENV,
+    CONFIG,
+    RestartableNats,
+    forecast_now,
+    job_request,
+    of,
+    publish,
+    spawn,
+    stream_events,
+    until,
+    upload,
+)
 
 pytestmark = pytest.mark.chaos
 STEPS = 12
@@ -30,27 +42,54 @@ ACK_WAIT_S = 4.0
 
 
 def agent_settings(url: str, data_dir: Path) -> Settings:
-    return Settings(nats_url=url, data_dir=data_dir, heartbeat_s=0.5, ack_wait_s=ACK_WAIT_S, retry_backoff_s=0.2,
-                    agent_checkpoint_every=2, agent_progress_interval_s=0.0, agent_status_interval_s=0.5,
-                    agent_idle_seconds=0.05, agent_curve_stop=False)
+    return Settings(
+        nats_url=url,
+        data_dir=data_dir,
+        heartbeat_s=0.5,
+        ack_wait_s=ACK_WAIT_S,
+        retry_backoff_s=0.2,
+        agent_checkpoint_every=2,
+        agent_progress_interval_s=0.0,
+        agent_status_interval_s=0.5,
+        agent_idle_seconds=0.05,
+        agent_curve_stop=False,
+    )
 
 
-async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(chaos_nats: RestartableNats, sst2_slice: Path,
-                                                                        tmp_path: Path, caplog) -> None:
+async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
+    chaos_nats: RestartableNats, sst2_slice: Path, tmp_path: Path, caplog
+) -> None:
     caplog.set_level(logging.INFO, logger="metatune.agent")
     url = chaos_nats.url
     dataset = await upload(url, sst2_slice)
     scheduler = create_scheduler(
-        settings=Settings(nats_url=url, data_dir=tmp_path / "scheduler", heartbeat_s=0.5, agent_lease_s=LEASE_S,
-                          retry_backoff_s=0.2),
-        registry=small_registry("fra1", "osl1"), debounce_s=0.2)
+        settings=Settings(
+            nats_url=url,
+            data_dir=tmp_path / "scheduler",
+            heartbeat_s=0.5,
+            agent_lease_s=LEASE_S,
+            retry_backoff_s=0.2,
+        ),
+        registry=small_registry("fra1", "osl1"),
+        debounce_s=0.2,
+    )
     fra1, _ = create_agent("fra1", agent_settings(url, tmp_path / "fra1"))
     nc = await nats.connect(url)
     progress: list[RunProgress] = []
-    osl1 = spawn("metatune_agent", {"METATUNE_NATS_URL": url, "METATUNE_DATA_DIR": str(tmp_path / "osl1-killed"),
-                                    "METATUNE_ACK_WAIT_S": str(ACK_WAIT_S), **AGENT_ENV},
-                 tmp_path / "osl1.log", "--datacenter", "osl1")
+    osl1 = spawn(
+        "metatune_agent",
+        {
+            "METATUNE_NATS_URL": url,
+            "METATUNE_DATA_DIR": str(tmp_path / "osl1-killed"),
+            "METATUNE_ACK_WAIT_S": str(ACK_WAIT_S),
+            **AGENT_ENV,
+        },
+        tmp_path / "osl1.log",
+        "--datacenter",
+        "osl1",
+    )
     try:
+
         async def on_progress(msg) -> None:
             event = RunProgress.model_validate_json(msg.data)
             progress.append(event)
@@ -67,7 +106,10 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(chaos_na
         async with scheduler.running(), fra1.running():
             js = nc.jetstream()
             await until(lambda: any(s.datacenter == "osl1" for s in statuses), "osl1 agent up", 90)
-            for region, value in (("DE", 300.0), ("NO", 20.0)):  # osl1 is the greener: the job starts there
+            for region, value in (
+                ("DE", 300.0),
+                ("NO", 20.0),
+            ):  # osl1 is the greener: the job starts there
                 forecast = forecast_now(region, value)
                 await publish(js, subjects.forecasts(region), forecast)
             job = job_request(dataset, max_steps=STEPS)
@@ -76,19 +118,34 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(chaos_na
             await until(lambda: osl1.proc.poll() is not None, "osl1 killed mid-run", 120)
             killed_at = max(p.step for p in progress if p.datacenter == "osl1")
             assert killed_at < STEPS
-            await until(lambda: any(p.datacenter == "fra1" and p.job_id == job.job_id for p in progress),
-                        "resumed at fra1", 60)
+            await until(
+                lambda: any(p.datacenter == "fra1" and p.job_id == job.job_id for p in progress),
+                "resumed at fra1",
+                60,
+            )
             store = ObjectStore(js)
             await until(lambda: _completed(url, job.job_id), "completed at fra1", 120)
 
             # the killed agent comes back: capacity again; its redelivered start is stale and ignored
             osl1_back, osl1_agent = create_agent("osl1", agent_settings(url, tmp_path / "osl1"))
             async with osl1_back.running():
-                await until(lambda: "osl1" not in scheduler.runtime.scheduler.lost, "osl1 back in the plan", 30)
-                await until(lambda: _consumer_drained(js, "trainer-agent-osl1"), "osl1 assignments handled", 60)
+                await until(
+                    lambda: "osl1" not in scheduler.runtime.scheduler.lost,
+                    "osl1 back in the plan",
+                    30,
+                )
+                await until(
+                    lambda: _consumer_drained(js, "trainer-agent-osl1"),
+                    "osl1 assignments handled",
+                    60,
+                )
                 assert job.job_id not in osl1_agent.jobs
                 stale = f"stale start of job {job.job_id} ignored"
-                await until(lambda: any(stale in r.getMessage() for r in caplog.records), "killed start redelivered", 60)
+                await until(
+                    lambda: any(stale in r.getMessage() for r in caplog.records),
+                    "killed start redelivered",
+                    60,
+                )
             assert await store.exists(CHECKPOINTS_BUCKET, str(job.job_id))
     finally:
         osl1.kill9()
@@ -102,10 +159,16 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(chaos_na
     assert len(lost) == 1 and lost[0].details == {"datacenter": "osl1", "jobs": [str(job.job_id)]}
     resumed = [p.step for p in of(events, RunProgress, job.job_id) if p.datacenter == "fra1"]
     assert 2 <= min(resumed) <= killed_at  # from the last checkpoint, not from step 0
-    after_kill = [p for p in of(events, RunProgress, job.job_id) if p.datacenter == "osl1" and p.step > killed_at]
+    after_kill = [
+        p
+        for p in of(events, RunProgress, job.job_id)
+        if p.datacenter == "osl1" and p.step > killed_at
+    ]
     assert not after_kill  # the killed agent never trained it again
 
-    straight = await asyncio.to_thread(run_training, request_for(sst2_slice, **CONFIG, max_steps=STEPS), site=FAST_SITE)
+    straight = await asyncio.to_thread(
+        run_training, request_for(sst2_slice, **CONFIG, max_steps=STEPS), site=FAST_SITE
+    )
     assert completed[0].metrics.val_loss == pytest.approx(straight.evaluation.loss, abs=1e-4)
 
 

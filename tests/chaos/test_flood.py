@@ -15,8 +15,15 @@ import pytest
 
 from metatune import subjects
 from metatune.contracts import (
-    Assignment, AssignmentAction, DatasetLocation, DatasetProfiled, DatasetSubmitted, ErrorEvent, JobCancelled,
-    LoraConfig, RunCompleted,
+    Assignment,
+    AssignmentAction,
+    DatasetLocation,
+    DatasetProfiled,
+    DatasetSubmitted,
+    ErrorEvent,
+    JobCancelled,
+    LoraConfig,
+    RunCompleted,
 )
 from metatune.settings import Settings
 from metatune_agent.app import create_service as create_agent
@@ -24,7 +31,17 @@ from metatune_profiler.app import create_service as create_profiler
 from metatune_scheduler.app import create_service as create_scheduler
 
 from ..scheduler.conftest import small_registry
-from .conftest import CONFIG, RestartableNats, forecast_now, job_request, of, publish, stream_events, until, upload
+from .conftest import (
+    CONFIG,
+    RestartableNats,
+    forecast_now,
+    job_request,
+    of,
+    publish,
+    stream_events,
+    until,
+    upload,
+)
 
 pytestmark = pytest.mark.chaos
 FLOOD = 1000
@@ -34,41 +51,87 @@ JOB = str(uuid4())
 
 
 def _forged_assignment(spec) -> bytes:  # well-formed, but for another datacenter
-    return Assignment(occurred_at=datetime.now(UTC), job_id=uuid4(), study_id=uuid4(), datacenter="osl1",
-                      action=AssignmentAction.start, plan_version=0, spec=spec,
-                      config=LoraConfig(**CONFIG, max_steps=2)).to_bytes()
+    return Assignment(
+        occurred_at=datetime.now(UTC),
+        job_id=uuid4(),
+        study_id=uuid4(),
+        datacenter="osl1",
+        action=AssignmentAction.start,
+        plan_version=0,
+        spec=spec,
+        config=LoraConfig(**CONFIG, max_steps=2),
+    ).to_bytes()
 
 
 def _forged_submission(spec) -> bytes:  # a path outside the data roots
     outside = spec.model_copy(update={"dataset": DatasetLocation(kind="path", ref="/etc/passwd")})
-    return DatasetSubmitted(occurred_at=datetime.now(UTC), study_id=uuid4(), spec=outside).to_bytes()
+    return DatasetSubmitted(
+        occurred_at=datetime.now(UTC), study_id=uuid4(), spec=outside
+    ).to_bytes()
 
 
 def _cases(spec) -> list[tuple[str, object]]:
     """(subject, payload or payload factory): each consumed by exactly one of the services running."""
-    malformed = [b"{not json", b"[]", b'{"job_id": "not-a-uuid"}', json.dumps({"event_id": str(uuid4())}).encode(),
-                 b"\xff\xfe binary"]
-    consumed = [subjects.JOBS_REQUESTED, subjects.JOBS_CANCELLED, subjects.forecasts("US-CAL-CISO"),
-                subjects.run_progress(JOB), subjects.RUNS_PAUSED, subjects.RUNS_FAILED, subjects.RUNS_COMPLETED,
-                subjects.agent_status("lon1"), subjects.assignments("fra1"), subjects.DATASETS_SUBMITTED]
+    malformed = [
+        b"{not json",
+        b"[]",
+        b'{"job_id": "not-a-uuid"}',
+        json.dumps({"event_id": str(uuid4())}).encode(),
+        b"\xff\xfe binary",
+    ]
+    consumed = [
+        subjects.JOBS_REQUESTED,
+        subjects.JOBS_CANCELLED,
+        subjects.forecasts("US-CAL-CISO"),
+        subjects.run_progress(JOB),
+        subjects.RUNS_PAUSED,
+        subjects.RUNS_FAILED,
+        subjects.RUNS_COMPLETED,
+        subjects.agent_status("lon1"),
+        subjects.assignments("fra1"),
+        subjects.DATASETS_SUBMITTED,
+    ]
     cases: list[tuple[str, object]] = [(s, m) for s in consumed for m in malformed]
     cases += [(s, OVERSIZED) for s in consumed]
-    cases += [(subjects.assignments("fra1"), lambda: _forged_assignment(spec)),
-              (subjects.DATASETS_SUBMITTED, lambda: _forged_submission(spec)),
-              (subjects.JOBS_CANCELLED, lambda: JobCancelled(occurred_at=datetime.now(UTC), job_id=uuid4()).to_bytes())]
+    cases += [
+        (subjects.assignments("fra1"), lambda: _forged_assignment(spec)),
+        (subjects.DATASETS_SUBMITTED, lambda: _forged_submission(spec)),
+        (
+            subjects.JOBS_CANCELLED,
+            lambda: JobCancelled(occurred_at=datetime.now(UTC), job_id=uuid4()).to_bytes(),
+        ),
+    ]
     return cases
 
 
 async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_goes_on(
-        chaos_nats: RestartableNats, sst2_slice: Path, tmp_path: Path) -> None:
+    chaos_nats: RestartableNats, sst2_slice: Path, tmp_path: Path
+) -> None:
     url = chaos_nats.url
     dataset = await upload(url, sst2_slice)
-    common = dict(nats_url=url, heartbeat_s=0.5, retry_backoff_s=0.2, max_message_bytes=LIMIT, max_deliver=2,
-                  dataset_roots=[tmp_path / "roots"])
-    scheduler = create_scheduler(settings=Settings(data_dir=tmp_path / "s", **common),
-                                 registry=small_registry("fra1", "osl1", "lon1", "sjc1"), debounce_s=0.2)
-    agent, _ = create_agent("fra1", Settings(data_dir=tmp_path / "a", agent_idle_seconds=0.05, agent_curve_stop=False,
-                                             agent_progress_interval_s=0.0, **common))
+    common = dict(
+        nats_url=url,
+        heartbeat_s=0.5,
+        retry_backoff_s=0.2,
+        max_message_bytes=LIMIT,
+        max_deliver=2,
+        dataset_roots=[tmp_path / "roots"],
+    )
+    scheduler = create_scheduler(
+        settings=Settings(data_dir=tmp_path / "s", **common),
+        registry=small_registry("fra1", "osl1", "lon1", "sjc1"),
+        debounce_s=0.2,
+    )
+    agent, _ = create_agent(
+        "fra1",
+        Settings(
+            data_dir=tmp_path / "a",
+            agent_idle_seconds=0.05,
+            agent_curve_stop=False,
+            agent_progress_interval_s=0.0,
+            **common,
+        ),
+    )
     profiler = create_profiler(Settings(data_dir=tmp_path / "p", **common))
     valid = job_request(dataset, max_steps=2)
     flood_subjects: set[str] = set()
@@ -83,26 +146,49 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
                 await js.publish(subject, body)
 
             def flood_errors(events) -> list[ErrorEvent]:
-                return [e for e in of(events, ErrorEvent) if e.subject in flood_subjects
-                        and e.correlation_id not in (str(valid.job_id), str(valid.study_id))]
+                return [
+                    e
+                    for e in of(events, ErrorEvent)
+                    if e.subject in flood_subjects
+                    and e.correlation_id not in (str(valid.job_id), str(valid.study_id))
+                ]
 
             await until(lambda: _count(url, flood_errors, FLOOD), "one error per bad message", 240)
 
             # valid traffic still served: a plan for a job, a real (2-step) run, a profile
-            for region, value in (("DE", 300.0), ("NO", 20.0), ("GB", 200.0), ("US-CAL-CISO", 250.0)):
+            for region, value in (
+                ("DE", 300.0),
+                ("NO", 20.0),
+                ("GB", 200.0),
+                ("US-CAL-CISO", 250.0),
+            ):
                 await publish(js, subjects.forecasts(region), forecast_now(region, value))
             await publish(js, subjects.JOBS_REQUESTED, valid)
-            run = Assignment(occurred_at=datetime.now(UTC), job_id=uuid4(), study_id=valid.study_id, datacenter="fra1",
-                             action=AssignmentAction.start, plan_version=0, spec=valid.spec,
-                             config=LoraConfig(**CONFIG, max_steps=2))
+            run = Assignment(
+                occurred_at=datetime.now(UTC),
+                job_id=uuid4(),
+                study_id=valid.study_id,
+                datacenter="fra1",
+                action=AssignmentAction.start,
+                plan_version=0,
+                spec=valid.spec,
+                config=LoraConfig(**CONFIG, max_steps=2),
+            )
             await publish(js, subjects.assignments("fra1"), run)
-            await publish(js, subjects.DATASETS_SUBMITTED,
-                          DatasetSubmitted(occurred_at=datetime.now(UTC), study_id=valid.study_id, spec=valid.spec))
+            await publish(
+                js,
+                subjects.DATASETS_SUBMITTED,
+                DatasetSubmitted(
+                    occurred_at=datetime.now(UTC), study_id=valid.study_id, spec=valid.spec
+                ),
+            )
 
             def served(events) -> bool:
-                return (any(a.job_id == valid.job_id for a in of(events, Assignment))
-                        and bool(of(events, RunCompleted, run.job_id))
-                        and any(p.study_id == valid.study_id for p in of(events, DatasetProfiled)))
+                return (
+                    any(a.job_id == valid.job_id for a in of(events, Assignment))
+                    and bool(of(events, RunCompleted, run.job_id))
+                    and any(p.study_id == valid.study_id for p in of(events, DatasetProfiled))
+                )
 
             await until(lambda: _check(url, served), "valid traffic served", 180)
         finally:
@@ -113,7 +199,10 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
     codes = {e.code for e in errors}
     assert {"invalid_message", "message_too_large", "wrong_datacenter", "unknown_job"} <= codes
     assert len(codes) >= 5  # and the profiler's refusal of a path outside the data roots
-    assert all(e.kind is not None and e.service in ("scheduler", "trainer-agent", "profiler") for e in errors)
+    assert all(
+        e.kind is not None and e.service in ("scheduler", "trainer-agent", "profiler")
+        for e in errors
+    )
 
 
 async def _count(url: str, select, expected: int) -> bool:

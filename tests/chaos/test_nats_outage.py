@@ -6,14 +6,22 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import nats
 import pytest
 
 from metatune import subjects
 from metatune.bus import CHECKPOINTS_BUCKET, ObjectStore
-from metatune.contracts import Assignment, AssignmentAction, LoraConfig, RunCompleted, RunFailed, RunPaused, RunProgress
+from metatune.contracts import (
+    Assignment,
+    AssignmentAction,
+    LoraConfig,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
+    RunProgress,
+)
 from metatune.settings import Settings
 from metatune_agent.app import create_service as create_agent
 
@@ -24,31 +32,55 @@ STEPS = 40
 OUTAGE_S = 60.0
 
 
-async def test_a_60_s_nats_outage_mid_training_loses_nothing(chaos_nats: RestartableNats, sst2_slice: Path,
-                                                            tmp_path: Path) -> None:
+async def test_a_60_s_nats_outage_mid_training_loses_nothing(
+    chaos_nats: RestartableNats, sst2_slice: Path, tmp_path: Path
+) -> None:
     url = chaos_nats.url
     dataset = await upload(url, sst2_slice)
-    settings = Settings(nats_url=url, data_dir=tmp_path / "fra1", heartbeat_s=0.5, ack_wait_s=10.0,
-                        retry_backoff_s=0.2, agent_checkpoint_every=5, agent_progress_interval_s=0.0,
-                        agent_status_interval_s=0.5, agent_idle_seconds=0.05, agent_curve_stop=False,
-                        bus_retry_budget_s=180.0, bus_retry_max_s=2.0)
+    settings = Settings(
+        nats_url=url,
+        data_dir=tmp_path / "fra1",
+        heartbeat_s=0.5,
+        ack_wait_s=10.0,
+        retry_backoff_s=0.2,
+        agent_checkpoint_every=5,
+        agent_progress_interval_s=0.0,
+        agent_status_interval_s=0.5,
+        agent_idle_seconds=0.05,
+        agent_curve_stop=False,
+        bus_retry_budget_s=180.0,
+        bus_retry_max_s=2.0,
+    )
     agent_service, agent = create_agent("fra1", settings)
     request = job_request(dataset, max_steps=STEPS)
     job_id: UUID = request.job_id
-    assignment = Assignment(occurred_at=datetime.now(UTC), job_id=job_id, study_id=request.study_id, datacenter="fra1",
-                            action=AssignmentAction.start, plan_version=1, spec=request.spec,
-                            config=LoraConfig(**CONFIG, max_steps=STEPS))
+    assignment = Assignment(
+        occurred_at=datetime.now(UTC),
+        job_id=job_id,
+        study_id=request.study_id,
+        datacenter="fra1",
+        action=AssignmentAction.start,
+        plan_version=1,
+        spec=request.spec,
+        config=LoraConfig(**CONFIG, max_steps=STEPS),
+    )
     seen_steps: list[int] = []
     async with agent_service.running():
         nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
         try:
+
             async def on_progress(msg) -> None:
                 seen_steps.append(RunProgress.model_validate_json(msg.data).step)
 
             await nc.subscribe(subjects.run_progress(job_id), cb=on_progress)
-            await nc.jetstream().publish(subjects.assignments("fra1"), assignment.to_bytes(),
-                                         headers={"Nats-Msg-Id": str(assignment.event_id)})
-            await until(lambda: any(step >= 6 for step in seen_steps), "training under way", 120)  # a checkpoint at 5
+            await nc.jetstream().publish(
+                subjects.assignments("fra1"),
+                assignment.to_bytes(),
+                headers={"Nats-Msg-Id": str(assignment.event_id)},
+            )
+            await until(
+                lambda: any(step >= 6 for step in seen_steps), "training under way", 120
+            )  # a checkpoint at 5
 
             chaos_nats.stop()
             job = agent.jobs.get(job_id)
@@ -73,7 +105,9 @@ async def test_a_60_s_nats_outage_mid_training_loses_nothing(chaos_nats: Restart
     try:
         assert await ObjectStore(nc.jetstream()).exists(CHECKPOINTS_BUCKET, str(job_id))
         info = await nc.jetstream().consumer_info("METATUNE", "trainer-agent-fra1")
-        assert info.num_ack_pending == 0 and info.num_pending == 0  # the assignment was acknowledged
+        assert (
+            info.num_ack_pending == 0 and info.num_pending == 0
+        )  # the assignment was acknowledged
     finally:
         await nc.close()
 

@@ -12,24 +12,50 @@ import pytest
 
 from metatune import subjects
 from metatune.contracts import (
-    Assignment, AssignmentAction, DatasetLocation, JobCancelled, Plan, RunAccounting, RunCompleted, RunMetrics, RunPaused,
+    Assignment,
+    AssignmentAction,
+    DatasetLocation,
+    JobCancelled,
+    Plan,
+    RunAccounting,
+    RunCompleted,
+    RunMetrics,
+    RunPaused,
 )
 from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_scheduler.domain import JobStatus
 
-from .conftest import RestartableNats, forecast_now, job_request, of, publish, spawn, stream_events, until
+from .conftest import (
+    RestartableNats,
+    forecast_now,
+    job_request,
+    of,
+    publish,
+    spawn,
+    stream_events,
+    until,
+)
 
 pytestmark = pytest.mark.chaos
-NOW = datetime(2025, 3, 3, 0, 5, tzinfo=UTC)  # simulated: an hour lasts an hour, no hour boundary in the test
+NOW = datetime(
+    2025, 3, 3, 0, 5, tzinfo=UTC
+)  # simulated: an hour lasts an hour, no hour boundary in the test
 
 
 async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurrected(
-        chaos_nats: RestartableNats, tmp_path: Path) -> None:
+    chaos_nats: RestartableNats, tmp_path: Path
+) -> None:
     url = chaos_nats.url
-    env = {"METATUNE_NATS_URL": url, "METATUNE_DATA_DIR": str(tmp_path / "scheduler"), "METATUNE_CLOCK": "simulated",
-           "METATUNE_SIM_SECONDS_PER_HOUR": "3600", "METATUNE_SIM_START": NOW.replace(minute=0).isoformat(),
-           "METATUNE_HEARTBEAT_S": "0.5", "METATUNE_AGENT_LEASE_S": "3600"}  # no agents here: leases out of scope
+    env = {
+        "METATUNE_NATS_URL": url,
+        "METATUNE_DATA_DIR": str(tmp_path / "scheduler"),
+        "METATUNE_CLOCK": "simulated",
+        "METATUNE_SIM_SECONDS_PER_HOUR": "3600",
+        "METATUNE_SIM_START": NOW.replace(minute=0).isoformat(),
+        "METATUNE_HEARTBEAT_S": "0.5",
+        "METATUNE_AGENT_LEASE_S": "3600",
+    }  # no agents here: leases out of scope
     first = spawn("metatune_scheduler", env, tmp_path / "scheduler.log")
     dataset = DatasetLocation(kind="object", ref="studies/none.jsonl")  # nothing trains here
     jobs = [job_request(dataset, max_steps=10, now=NOW) for _ in range(4)]
@@ -42,24 +68,59 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
             await publish(js, subjects.forecasts(region), forecast_now(region, value, NOW))
         for job in [*jobs, later]:
             await publish(js, subjects.JOBS_REQUESTED, job)
-        started = lambda events: {a.job_id for a in of(events, Assignment) if a.action is AssignmentAction.start}  # noqa: E731
-        await until(lambda: _all(url, lambda events: started(events) >= {j.job_id for j in jobs}), "jobs started", 60)
+        started = lambda events: {
+            a.job_id for a in of(events, Assignment) if a.action is AssignmentAction.start
+        }  # noqa: E731
+        await until(
+            lambda: _all(url, lambda events: started(events) >= {j.job_id for j in jobs}),
+            "jobs started",
+            60,
+        )
 
         # as agents and users would: one completes, one pauses (checkpointed), one is cancelled while
         # running, one cancelled before it ever started
         done, paused, stopped, cancelled_pending = jobs[0], jobs[1], jobs[2], later
-        await publish(js, subjects.RUNS_COMPLETED, RunCompleted(
-            occurred_at=NOW, job_id=done.job_id, study_id=done.study_id, datacenter="osl1", config=done.config,
-            metrics=RunMetrics(val_loss=0.5), steps=10, adapter_key=f"{done.job_id}.tar", accounting=RunAccounting()))
-        await publish(js, subjects.RUNS_PAUSED, RunPaused(
-            occurred_at=NOW, job_id=paused.job_id, study_id=paused.study_id, datacenter="osl1", step=4,
-            checkpoint_key=str(paused.job_id)))
+        await publish(
+            js,
+            subjects.RUNS_COMPLETED,
+            RunCompleted(
+                occurred_at=NOW,
+                job_id=done.job_id,
+                study_id=done.study_id,
+                datacenter="osl1",
+                config=done.config,
+                metrics=RunMetrics(val_loss=0.5),
+                steps=10,
+                adapter_key=f"{done.job_id}.tar",
+                accounting=RunAccounting(),
+            ),
+        )
+        await publish(
+            js,
+            subjects.RUNS_PAUSED,
+            RunPaused(
+                occurred_at=NOW,
+                job_id=paused.job_id,
+                study_id=paused.study_id,
+                datacenter="osl1",
+                step=4,
+                checkpoint_key=str(paused.job_id),
+            ),
+        )
         for job in (stopped, cancelled_pending):
-            await publish(js, subjects.JOBS_CANCELLED, JobCancelled(occurred_at=NOW, job_id=job.job_id, reason="chaos"))
+            await publish(
+                js,
+                subjects.JOBS_CANCELLED,
+                JobCancelled(occurred_at=NOW, job_id=job.job_id, reason="chaos"),
+            )
 
         def settled(events) -> bool:
             actions = {(a.job_id, a.action) for a in of(events, Assignment)}
-            return (paused.job_id, AssignmentAction.resume) in actions and (stopped.job_id, AssignmentAction.stop) in actions
+            return (paused.job_id, AssignmentAction.resume) in actions and (
+                stopped.job_id,
+                AssignmentAction.stop,
+            ) in actions
+
         await until(lambda: _all(url, settled), "resume and stop sent", 60)
         first.kill9()
     finally:
@@ -68,25 +129,41 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
 
     before = await stream_events(url)
     last_plan = max(of(before, Plan), key=lambda plan: plan.plan_version)
-    settings = Settings(nats_url=url, data_dir=tmp_path / "scheduler", clock="simulated", sim_seconds_per_hour=3600,
-                        sim_start=NOW.replace(minute=0), heartbeat_s=0.5, agent_lease_s=3600)
-    restarted = create_scheduler(settings=settings, debounce_s=3600)  # we trigger the one solve ourselves
+    settings = Settings(
+        nats_url=url,
+        data_dir=tmp_path / "scheduler",
+        clock="simulated",
+        sim_seconds_per_hour=3600,
+        sim_start=NOW.replace(minute=0),
+        heartbeat_s=0.5,
+        agent_lease_s=3600,
+    )
+    restarted = create_scheduler(
+        settings=settings, debounce_s=3600
+    )  # we trigger the one solve ourselves
     async with restarted.running():
         runtime = restarted.runtime
         await until(lambda: runtime.ready.is_set(), "replayed", 60)
         decision = await runtime.solve_once()
         state = runtime.scheduler.state
-    assert decision.plan is None and decision.assignments == [] and decision.infeasible == []  # the same plan
+    assert (
+        decision.plan is None and decision.assignments == [] and decision.infeasible == []
+    )  # the same plan
     assert state.last_plan is not None and state.last_plan.plan_version == last_plan.plan_version
     status = {job_id: record.status for job_id, record in state.jobs.items()}
     assert status[done.job_id] is JobStatus.completed
     assert status[paused.job_id] is JobStatus.running  # resumed, as before the kill
-    assert status[stopped.job_id] is JobStatus.cancelled and status[cancelled_pending.job_id] is JobStatus.cancelled
+    assert (
+        status[stopped.job_id] is JobStatus.cancelled
+        and status[cancelled_pending.job_id] is JobStatus.cancelled
+    )
     assert status[jobs[3].job_id] is JobStatus.running
     planned = {entry.job_id for entry in state.last_plan.entries}
     assert not planned & {done.job_id, stopped.job_id, cancelled_pending.job_id}
     after = await stream_events(url)
-    assert len(of(after, Assignment)) == len(of(before, Assignment)) and len(of(after, Plan)) == len(of(before, Plan))
+    assert len(of(after, Assignment)) == len(of(before, Assignment)) and len(
+        of(after, Plan)
+    ) == len(of(before, Plan))
 
 
 async def _has_stream(js) -> bool:

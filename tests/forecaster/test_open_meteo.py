@@ -20,11 +20,15 @@ SITE = Site("DE", 50.11, 8.68)
 def payload(params: httpx.QueryParams) -> dict:
     """An Open-Meteo answer for the asked days: local times in the asked zone, nulls where missing."""
     past, days = int(params["past_days"]), int(params["past_days"]) + int(params["forecast_days"])
-    times = pd.date_range(pd.Timestamp(ISSUE.date()) - pd.Timedelta(days=past), periods=24 * days, freq="h")
+    times = pd.date_range(
+        pd.Timestamp(ISSUE.date()) - pd.Timedelta(days=past), periods=24 * days, freq="h"
+    )
     temperature = [round(5 + 5 * np.sin(i / 24 * 2 * np.pi), 1) for i in range(len(times))]
     temperature[30] = None
     return {
-        "latitude": float(params["latitude"]), "longitude": float(params["longitude"]), "utc_offset_seconds": 0,
+        "latitude": float(params["latitude"]),
+        "longitude": float(params["longitude"]),
+        "utc_offset_seconds": 0,
         "hourly_units": {"temperature_2m": "°C", "wind_speed_10m": "m/s", "cloud_cover": "%"},
         "hourly": {
             "time": [t.strftime("%Y-%m-%dT%H:%M") for t in times],
@@ -63,9 +67,15 @@ async def test_hourly_weather_covers_history_and_horizon_in_our_units() -> None:
     assert len(frame) == 840 and frame.index[0] == pd.Timestamp(ISSUE) - pd.Timedelta(hours=672)
     assert frame.index[672] == pd.Timestamp(ISSUE) and str(frame.index.tz) == "UTC"
     assert set(frame.columns) == {"temperature_c", "wind_ms", "cloud_pct"}
-    assert frame["wind_ms"].eq(7.5).all() and frame["temperature_c"].isna().sum() == 1  # null -> NaN
+    assert (
+        frame["wind_ms"].eq(7.5).all() and frame["temperature_c"].isna().sum() == 1
+    )  # null -> NaN
     params = api.requests[0].url.params
-    assert params["wind_speed_unit"] == "ms" and int(params["past_days"]) >= 28 and int(params["forecast_days"]) >= 7
+    assert (
+        params["wind_speed_unit"] == "ms"
+        and int(params["past_days"]) >= 28
+        and int(params["forecast_days"]) >= 7
+    )
 
 
 @pytest.mark.asyncio

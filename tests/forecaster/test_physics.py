@@ -19,7 +19,10 @@ def day(date: str) -> pd.DatetimeIndex:
 def test_clear_sky_peaks_near_local_solar_noon_and_is_zero_at_night() -> None:
     ghi = clear_sky_ghi(day("2023-06-21"), *FRANKFURT)
     assert ghi[0] == 0.0 and ghi[22] == 0.0
-    assert int(np.argmax(ghi)) in (10, 11)  # 11:00-12:00 UTC is ~12:05-13:05 local solar time at 8.7° E
+    assert int(np.argmax(ghi)) in (
+        10,
+        11,
+    )  # 11:00-12:00 UTC is ~12:05-13:05 local solar time at 8.7° E
     assert 750 < ghi.max() < 1000
 
 
@@ -31,7 +34,9 @@ def test_seasons_are_opposite_in_the_two_hemispheres() -> None:
 
 def test_clouds_attenuate_and_local_solar_hour_follows_longitude() -> None:
     clear = np.array([800.0, 800.0, 800.0])
-    assert list(cloudy_ghi(clear, np.array([0.0, 50.0, 100.0]))) == sorted(cloudy_ghi(clear, np.array([0.0, 50.0, 100.0])), reverse=True)
+    assert list(cloudy_ghi(clear, np.array([0.0, 50.0, 100.0]))) == sorted(
+        cloudy_ghi(clear, np.array([0.0, 50.0, 100.0])), reverse=True
+    )
     assert cloudy_ghi(clear, np.array([100.0]))[0] == 200.0
     assert local_solar_hour(day("2023-01-01")[:1], 150.0)[0] == 10.0
 

@@ -22,7 +22,10 @@ ISSUE = 5000
 
 
 def past(
-    error_scale: float, rng: np.random.Generator, issues: np.ndarray | None = None, base_offset: float = 0.3
+    error_scale: float,
+    rng: np.random.Generator,
+    issues: np.ndarray | None = None,
+    base_offset: float = 0.3,
 ) -> PastForecasts:
     """Past forecasts whose static interval is [mid - 0.1, mid + 0.1], whose errors are normal with
     sd ``error_scale`` (0.1 / 1.2816 gives exactly 80 % coverage) and whose 7-day mean is off by
@@ -36,7 +39,11 @@ def past(
 
 
 def test_only_hours_observed_before_the_issue_are_scored() -> None:
-    forecasts = past(0.05, np.random.default_rng(0), np.array([ISSUE - RECENT_WINDOW_H - 1, ISSUE - 100, ISSUE - 25, ISSUE, ISSUE + 5]))
+    forecasts = past(
+        0.05,
+        np.random.default_rng(0),
+        np.array([ISSUE - RECENT_WINDOW_H - 1, ISSUE - 100, ISSUE - 25, ISSUE, ISSUE + 5]),
+    )
     actual = forecasts.actual.copy()
     actual[168 + 3] = np.nan  # lead 4 of ISSUE - 100 was never observed
     forecasts = replace(forecasts, actual=actual)
@@ -44,7 +51,10 @@ def test_only_hours_observed_before_the_issue_are_scored() -> None:
     assert set(scored.issue) == {ISSUE - 100, ISSUE - 25}
     assert np.all(scored.issue + scored.lead - 1 < ISSUE) and np.all(np.isfinite(scored.actual))
     assert len(scored.issue) == 100 + 25 - 1
-    assert np.all(np.diff(past_issues(ISSUE)) == -BACKTEST_STRIDE_H) and past_issues(ISSUE).min() >= ISSUE - RECENT_WINDOW_H
+    assert (
+        np.all(np.diff(past_issues(ISSUE)) == -BACKTEST_STRIDE_H)
+        and past_issues(ISSUE).min() >= ISSUE - RECENT_WINDOW_H
+    )
 
 
 def test_intervals_widen_after_misses_and_narrow_after_too_easy_hits() -> None:
@@ -59,21 +69,34 @@ def test_intervals_widen_after_misses_and_narrow_after_too_easy_hits() -> None:
 
 
 def test_too_few_scored_hours_leave_the_forecast_alone() -> None:
-    few = Recalibration.learn(past(0.5, np.random.default_rng(2), np.array([ISSUE - MIN_RECENT_ROWS // 2])).scored_before(ISSUE))
+    few = Recalibration.learn(
+        past(0.5, np.random.default_rng(2), np.array([ISSUE - MIN_RECENT_ROWS // 2])).scored_before(
+            ISSUE
+        )
+    )
     assert np.array_equal(few.widths, np.ones(3)) and np.array_equal(few.weights, np.ones(3))
 
 
 def test_median_leans_halfway_to_the_7_day_mean_only_where_that_mean_did_better() -> None:
     rng = np.random.default_rng(3)
     # the trees are right on average, the 7-day mean 0.3 too high: keep the trees
-    assert np.array_equal(Recalibration.learn(past(0.05, rng).scored_before(ISSUE)).weights[:2], [1.0, 1.0])
+    assert np.array_equal(
+        Recalibration.learn(past(0.05, rng).scored_before(ISSUE)).weights[:2], [1.0, 1.0]
+    )
     # the 7-day mean was exact and the trees 0.3 too low: go halfway towards the mean
     forecasts = past(0.0, rng, base_offset=0.0)
-    forecasts = replace(forecasts, mid=forecasts.mid - 0.3, low=forecasts.low - 0.3, high=forecasts.high - 0.3)
+    forecasts = replace(
+        forecasts, mid=forecasts.mid - 0.3, low=forecasts.low - 0.3, high=forecasts.high - 0.3
+    )
     leaning = Recalibration.learn(forecasts.scored_before(ISSUE))
     assert np.allclose(leaning.weights[:2], 1 - BLEND_SHRINK)
-    low, mid, high = leaning.apply(np.array([0.6]), np.array([0.7]), np.array([0.8]), np.array([1.0]), np.array([5]))
-    assert np.isclose(mid[0], 0.7 * (1 - BLEND_SHRINK) + 1.0 * BLEND_SHRINK) and low[0] <= mid[0] <= high[0]
+    low, mid, high = leaning.apply(
+        np.array([0.6]), np.array([0.7]), np.array([0.8]), np.array([1.0]), np.array([5])
+    )
+    assert (
+        np.isclose(mid[0], 0.7 * (1 - BLEND_SHRINK) + 1.0 * BLEND_SHRINK)
+        and low[0] <= mid[0] <= high[0]
+    )
 
 
 def test_recalibrated_interval_scales_offsets_per_block_and_keeps_the_median_inside() -> None:
@@ -83,13 +106,17 @@ def test_recalibrated_interval_scales_offsets_per_block_and_keeps_the_median_ins
     recalibration = Recalibration(np.ones(3), np.array([1.0, 0.5, 3.0]))
     new_low, new_mid, new_high = recalibration.apply(low, mid, high, np.full(4, np.nan), lead)
     assert np.array_equal(new_mid, mid)
-    assert np.allclose(new_low, [0.9, 0.95, 0.0, 0.7]) and np.allclose(new_high, [1.2, 1.1, 0.8, 1.6])
+    assert np.allclose(new_low, [0.9, 0.95, 0.0, 0.7]) and np.allclose(
+        new_high, [1.2, 1.1, 0.8, 1.6]
+    )
     assert np.all(new_low <= mid) and np.all(mid <= new_high) and np.all(new_low >= 0)
 
 
 def test_width_is_two_sided_so_a_one_sided_spell_widens_both_offsets() -> None:
     # the last four weeks' errors were all above the median (a level shift), twice the nominal size
-    forecasts = past(0.0, np.random.default_rng(4), base_offset=0.0)  # no blend: the errors stay as drawn
+    forecasts = past(
+        0.0, np.random.default_rng(4), base_offset=0.0
+    )  # no blend: the errors stay as drawn
     errors = np.abs(np.random.default_rng(5).normal(0.0, 0.2 / 1.2816, len(forecasts.actual)))
     forecasts = replace(forecasts, actual=forecasts.mid + errors)
     widths = Recalibration.learn(forecasts.scored_before(ISSUE)).widths
@@ -104,6 +131,8 @@ def test_width_is_two_sided_so_a_one_sided_spell_widens_both_offsets() -> None:
 def test_width_needed_is_the_nominal_quantile_of_what_each_hour_needed() -> None:
     below, above = np.full(5, -0.1), np.full(5, 0.2)
     error = np.array([-0.05, -0.2, 0.1, 0.4, 0.0])  # needs 0.5, 2, 0.5, 2, 0
-    assert np.isclose(width_needed(error, below, above), np.quantile([0.5, 2.0, 0.5, 2.0, 0.0], 0.8))
+    assert np.isclose(
+        width_needed(error, below, above), np.quantile([0.5, 2.0, 0.5, 2.0, 0.0], 0.8)
+    )
     # errors inside the offsets need less than 1, errors twice outside need 2
     assert width_needed(np.array([0.05, -0.05]), below[:2], above[:2]) < 1.0

@@ -15,11 +15,15 @@ from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_forecaster.resources import WEATHER_ERROR_PATH
 
 
-def test_served_forecasts_line_up_with_their_issue_hours(model: CarbonModel, shared_data: Path) -> None:
+def test_served_forecasts_line_up_with_their_issue_hours(
+    model: CarbonModel, shared_data: Path
+) -> None:
     arrays = RegionArrays(load_em(shared_data / "carbon", "DE"))
     first = arrays.times.get_loc(pd.Timestamp("2023-03-01", tz="UTC"))
     issues = np.array([first, first + 7, first + 30])
-    served = served_forecasts(model, arrays, issues, WeatherErrorModel.load(WEATHER_ERROR_PATH), seed=0)
+    served = served_forecasts(
+        model, arrays, issues, WeatherErrorModel.load(WEATHER_ERROR_PATH), seed=0
+    )
 
     matrix = served.matrix(np.array([first - 1, *issues]))
     assert np.isnan(matrix[0]).all()  # not asked for: no row

@@ -16,6 +16,7 @@ from metatune.settings import Settings
 from metatune_forecaster.adapters.open_meteo import OpenMeteoWeather
 from metatune_forecaster.adapters.replay import ReplayData, ReplayWeather
 from metatune_forecaster.app import create_service, weather_provider
+
 from ..conftest import received_on
 
 SIM_START = datetime(2025, 6, 2, 0, tzinfo=UTC)
@@ -25,7 +26,9 @@ def small_registry(*names: str) -> Registry:
     return Registry(datacenters=[default_registry().get(name) for name in names])
 
 
-async def collect(settings: Settings, service_kwargs: dict, until) -> tuple[list[CarbonForecast], list[ErrorEvent]]:
+async def collect(
+    settings: Settings, service_kwargs: dict, until
+) -> tuple[list[CarbonForecast], list[ErrorEvent]]:
     nc = await nats.connect(settings.nats_url)
     forecasts: list[CarbonForecast] = await received_on(nc, subjects.FORECASTS_ALL, CarbonForecast)
     errors: list[ErrorEvent] = await received_on(nc, subjects.errors("forecaster"), ErrorEvent)
@@ -34,7 +37,9 @@ async def collect(settings: Settings, service_kwargs: dict, until) -> tuple[list
         async with service.running():
             deadline = asyncio.get_running_loop().time() + 60
             while not until(forecasts, errors):
-                assert asyncio.get_running_loop().time() < deadline, "forecasts did not arrive in time"
+                assert asyncio.get_running_loop().time() < deadline, (
+                    "forecasts did not arrive in time"
+                )
                 await asyncio.sleep(0.1)
     finally:
         await nc.close()
@@ -43,7 +48,13 @@ async def collect(settings: Settings, service_kwargs: dict, until) -> tuple[list
 
 @pytest.mark.asyncio
 async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -> None:
-    settings = Settings(nats_url=module_nats, clock="simulated", sim_seconds_per_hour=2.0, sim_start=SIM_START, heartbeat_s=0.5)
+    settings = Settings(
+        nats_url=module_nats,
+        clock="simulated",
+        sim_seconds_per_hour=2.0,
+        sim_start=SIM_START,
+        heartbeat_s=0.5,
+    )
     registry = small_registry("fra1", "osl1", "sjc1")
 
     def three_hours(forecasts: list[CarbonForecast], errors: list) -> bool:
@@ -52,7 +63,9 @@ async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -
     forecasts, errors = await collect(settings, {"registry": registry}, three_hours)
     assert errors == []
     hours = sorted({f.start for f in forecasts})
-    assert hours[0] == SIM_START and all(b - a == hours[1] - hours[0] for a, b in zip(hours, hours[1:]))
+    assert hours[0] == SIM_START and all(
+        b - a == hours[1] - hours[0] for a, b in zip(hours, hours[1:])
+    )
     for hour in hours[:2]:
         assert {f.region for f in forecasts if f.start == hour} == {"DE", "NO", "US-CAL-CISO"}
     assert all(not f.stale and len(f.g_per_kwh) == 168 and f.start.minute == 0 for f in forecasts)
@@ -60,18 +73,30 @@ async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -
 
 @pytest.mark.asyncio
 async def test_provider_down_means_an_error_event_and_no_fresh_forecast(module_nats: str) -> None:
-    settings = Settings(nats_url=module_nats, clock="simulated", sim_seconds_per_hour=2.0, sim_start=SIM_START, heartbeat_s=0.5)
+    settings = Settings(
+        nats_url=module_nats,
+        clock="simulated",
+        sim_seconds_per_hour=2.0,
+        sim_start=SIM_START,
+        heartbeat_s=0.5,
+    )
     down = OpenMeteoWeather(url="http://127.0.0.1:9/v1/forecast", retries=0, timeout_s=1.0)
-    forecasts, errors = await collect(settings, {"registry": small_registry("fra1"), "weather": down},
-                                      lambda f, e: len(e) >= 2)
+    forecasts, errors = await collect(
+        settings, {"registry": small_registry("fra1"), "weather": down}, lambda f, e: len(e) >= 2
+    )
     assert forecasts == []  # nothing good to fall back on yet
     assert all(e.kind == ErrorKind.unavailable and e.code == "provider_unavailable" for e in errors)
-    assert errors[0].subject == subjects.forecasts("DE") and errors[0].details["stale_published"] is False
+    assert (
+        errors[0].subject == subjects.forecasts("DE")
+        and errors[0].details["stale_published"] is False
+    )
 
 
 def test_unknown_region_is_a_configuration_error_at_start_up() -> None:
     fra1 = default_registry().get("fra1")
-    registry = Registry(datacenters=[fra1, fra1.model_copy(update={"name": "cdg1", "region": "FR"})])
+    registry = Registry(
+        datacenters=[fra1, fra1.model_copy(update={"name": "cdg1", "region": "FR"})]
+    )
     with pytest.raises(ConfigurationError, match="FR"):
         create_service(registry=registry)
 
@@ -80,10 +105,21 @@ def test_settings_choose_the_model_and_the_weather_provider(tmp_path) -> None:
     broken = tmp_path / "model.joblib"
     broken.write_bytes(b"not a model")
     with pytest.raises(ConfigurationError, match="model.joblib"):
-        create_service(settings=Settings(forecaster_model_path=broken), registry=small_registry("fra1"))
+        create_service(
+            settings=Settings(forecaster_model_path=broken), registry=small_registry("fra1")
+        )
 
-    settings = Settings(forecaster_weather="open-meteo", open_meteo_url="http://127.0.0.1:9/v1/forecast", open_meteo_retries=1, open_meteo_backoff_s=0.5)
+    settings = Settings(
+        forecaster_weather="open-meteo",
+        open_meteo_url="http://127.0.0.1:9/v1/forecast",
+        open_meteo_retries=1,
+        open_meteo_backoff_s=0.5,
+    )
     provider = weather_provider(settings, ReplayData())
     assert isinstance(provider, OpenMeteoWeather)
-    assert (provider.url, provider.retries, provider.backoff_s) == ("http://127.0.0.1:9/v1/forecast", 1, 0.5)
+    assert (provider.url, provider.retries, provider.backoff_s) == (
+        "http://127.0.0.1:9/v1/forecast",
+        1,
+        0.5,
+    )
     assert isinstance(weather_provider(Settings(), ReplayData()), ReplayWeather)

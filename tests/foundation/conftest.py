@@ -10,7 +10,6 @@ import pytest
 from metatune.settings import Settings
 
 
-
 @pytest.fixture
 async def settings(module_nats: str) -> AsyncIterator[Settings]:
     """Settings on the module's server, with streams deleted after each test."""

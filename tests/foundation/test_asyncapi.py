@@ -15,7 +15,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from metatune import contracts as c, subjects
+from metatune import contracts as c
+from metatune import subjects
 from metatune.asyncapi import CATALOG, document
 from metatune.asyncapi.examples import examples
 from metatune.bus.auth import principals
@@ -34,7 +35,9 @@ def doc() -> dict[str, Any]:
 
 
 def validator(doc: dict[str, Any], pointer: str) -> Draft202012Validator:
-    registry = Registry().with_resource(ROOT, Resource.from_contents(doc, default_specification=_draft()))
+    registry = Registry().with_resource(
+        ROOT, Resource.from_contents(doc, default_specification=_draft())
+    )
     return Draft202012Validator({"$ref": f"{ROOT}#{pointer}"}, registry=registry)
 
 
@@ -65,8 +68,13 @@ def test_every_message_has_examples_that_validate_against_its_payload_and_header
 
 
 def test_every_property_and_parameter_is_described(doc) -> None:
-    undescribed = [f"{path}/{name}" for path, node in walk(doc) if isinstance(node.get("properties"), dict)
-                   and "/examples/" not in path for name, prop in node["properties"].items() if not prop.get("description")]
+    undescribed = [
+        f"{path}/{name}"
+        for path, node in walk(doc)
+        if isinstance(node.get("properties"), dict) and "/examples/" not in path
+        for name, prop in node["properties"].items()
+        if not prop.get("description")
+    ]
     assert not undescribed, undescribed
     assert all(p.get("description") for p in doc["components"]["parameters"].values())
 
@@ -74,7 +82,9 @@ def test_every_property_and_parameter_is_described(doc) -> None:
 def test_required_fields_are_the_contracts_and_event_id(doc) -> None:
     for ch in CATALOG:
         schema = doc["components"]["schemas"][ch.model.__name__]
-        wanted = {name for name, field in ch.model.model_fields.items() if field.is_required()} | {"event_id"}
+        wanted = {name for name, field in ch.model.model_fields.items() if field.is_required()} | {
+            "event_id"
+        }
         assert set(schema["required"]) == wanted, ch.model.__name__
         assert schema["additionalProperties"] is False
 
@@ -86,15 +96,22 @@ def test_headers_give_the_real_msg_id_scheme_and_correlation_comes_from_the_payl
     for ch in CATALOG:
         message = doc["components"]["messages"][ch.model.__name__]
         assert message["headers"]["required"] == ["Nats-Msg-Id"]
-        assert "correlation" not in json.dumps(message["headers"]).lower()  # not a FastStream header
-        correlation = doc["components"]["correlationIds"][message["correlationId"]["$ref"].rsplit("/", 1)[1]]
+        assert (
+            "correlation" not in json.dumps(message["headers"]).lower()
+        )  # not a FastStream header
+        correlation = doc["components"]["correlationIds"][
+            message["correlationId"]["$ref"].rsplit("/", 1)[1]
+        ]
         assert correlation["location"] == "$message.payload#/correlation_id"
 
 
 def test_channels_name_their_stream_and_parameters(doc) -> None:
     settings = Settings.model_construct()
     streams = doc["x-jetstream-streams"]
-    assert streams["METATUNE"]["retention"] == "limits" and streams["METATUNE"]["max_age_s"] == 30 * 86400
+    assert (
+        streams["METATUNE"]["retention"] == "limits"
+        and streams["METATUNE"]["max_age_s"] == 30 * 86400
+    )
     assert streams["METATUNE_STATUS"]["max_msgs_per_subject"] == 500
     by_model = {type(e.event): e for e in examples()}
     for ch in CATALOG:
@@ -121,7 +138,11 @@ def test_operations_are_what_each_service_is_allowed_to_do(doc) -> None:
     users = {p.name: p.permissions for p in principals()}
 
     def grants(service: str):
-        return [perms for name, perms in users.items() if name == service or name.startswith(f"{service}.")]
+        return [
+            perms
+            for name, perms in users.items()
+            if name == service or name.startswith(f"{service}.")
+        ]
 
     subject_of = {type(e.event): e.subject for e in examples()}
     for name, op in doc["operations"].items():
@@ -134,21 +155,38 @@ def test_operations_are_what_each_service_is_allowed_to_do(doc) -> None:
         for durable in op.get("x-durables", []):
             stream = stream_for(subject, Settings.model_construct())
             create = f"$JS.API.CONSUMER.CREATE.{stream}.{durable.replace('{datacenter}', 'osl1')}."
-            assert any(g.startswith(create) or _matches(g, create + "x") for p in grants(service) for g in p.publish), name
+            assert any(
+                g.startswith(create) or _matches(g, create + "x")
+                for p in grants(service)
+                for g in p.publish
+            ), name
 
 
-def test_models_generated_from_the_document_parse_every_contract(doc, tmp_path: Path, monkeypatch) -> None:
+def test_models_generated_from_the_document_parse_every_contract(
+    doc, tmp_path: Path, monkeypatch
+) -> None:
     from datamodel_code_generator import DataModelType, Formatter, InputFileType, generate
 
-    openapi = {"openapi": "3.1.0", "info": {"title": "MetaTune", "version": "1"}, "paths": {},
-               "components": {"schemas": doc["components"]["schemas"]}}
+    openapi = {
+        "openapi": "3.1.0",
+        "info": {"title": "MetaTune", "version": "1"},
+        "paths": {},
+        "components": {"schemas": doc["components"]["schemas"]},
+    }
     out = tmp_path / "generated.py"
-    generate(json.dumps(openapi), input_file_type=InputFileType.OpenAPI, output=out,
-             output_model_type=DataModelType.PydanticV2BaseModel, formatters=[Formatter.BUILTIN])
+    generate(
+        json.dumps(openapi),
+        input_file_type=InputFileType.OpenAPI,
+        output=out,
+        output_model_type=DataModelType.PydanticV2BaseModel,
+        formatters=[Formatter.BUILTIN],
+    )
     spec = importlib.util.spec_from_file_location("metatune_generated", out)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its annotations resolve through sys.modules
+    monkeypatch.setitem(
+        sys.modules, spec.name, module
+    )  # its annotations resolve through sys.modules
     spec.loader.exec_module(module)
     events = [event for _, event in samples()] + [e.event for e in examples()]
     assert {type(e) for e in events} == {ch.model for ch in CATALOG}
@@ -160,12 +198,29 @@ def test_models_generated_from_the_document_parse_every_contract(doc, tmp_path: 
 def test_asyncapi_cli_finds_no_error_and_no_warning(tmp_path: Path) -> None:
     binary = shutil.which("asyncapi")
     if binary is None:
-        pytest.skip("the asyncapi CLI is not installed (npm install -g @asyncapi/cli; scripts/install does it)")
+        pytest.skip(
+            "the asyncapi CLI is not installed (npm install -g @asyncapi/cli; scripts/install does it)"
+        )
     analytics = tmp_path / "analytics.json"  # no telemetry from a test run
-    analytics.write_text(json.dumps({"analyticsEnabled": "false", "infoMessageShown": "true", "userID": "tests"}))
+    analytics.write_text(
+        json.dumps({"analyticsEnabled": "false", "infoMessageShown": "true", "userID": "tests"})
+    )
     env = {**os.environ, "ASYNCAPI_METRICS_CONFIG_PATH": str(analytics)}
-    result = subprocess.run([binary, "validate", str(REPO / "docs" / "asyncapi.json"), "--fail-severity", "warn",
-                             "--diagnostics-format", "json"], capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [
+            binary,
+            "validate",
+            str(REPO / "docs" / "asyncapi.json"),
+            "--fail-severity",
+            "warn",
+            "--diagnostics-format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 errors, 0 warnings" in result.stdout or '"severity": 0' not in result.stdout
 
@@ -176,14 +231,32 @@ def test_the_docs_page_renders_from_the_document(tmp_path: Path) -> None:
     binary = shutil.which("asyncapi")
     template = REPO / ".venv" / "node" / "node_modules" / "@asyncapi" / "html-template"
     if binary is None or not template.is_dir():
-        pytest.skip("the asyncapi CLI or @asyncapi/html-template is not installed (scripts/install does both)")
+        pytest.skip(
+            "the asyncapi CLI or @asyncapi/html-template is not installed (scripts/install does both)"
+        )
     analytics = tmp_path / "analytics.json"
-    analytics.write_text(json.dumps({"analyticsEnabled": "false", "infoMessageShown": "true", "userID": "tests"}))
+    analytics.write_text(
+        json.dumps({"analyticsEnabled": "false", "infoMessageShown": "true", "userID": "tests"})
+    )
     env = {**os.environ, "ASYNCAPI_METRICS_CONFIG_PATH": str(analytics)}
     out = tmp_path / "site"
-    result = subprocess.run([binary, "generate", "fromTemplate", str(REPO / "docs" / "asyncapi.json"), str(template),
-                             "-o", str(out), "--force-write", "--no-interactive"],
-                            capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [
+            binary,
+            "generate",
+            "fromTemplate",
+            str(REPO / "docs" / "asyncapi.json"),
+            str(template),
+            "-o",
+            str(out),
+            "--force-write",
+            "--no-interactive",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     page = (out / "index.html").read_text(encoding="utf-8")
     for channel in CATALOG:

@@ -15,8 +15,12 @@ from ..conftest import free_port
 METATUNE = [sys.executable, "-m", "metatune.cli"]
 
 
-def run(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*METATUNE, *args], env=env, capture_output=True, text=True, timeout=timeout)
+def run(
+    args: list[str], env: dict[str, str], timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*METATUNE, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_unreachable_nats_gives_one_line_error_and_nonzero_exit(env_for) -> None:
@@ -29,22 +33,38 @@ def test_unreachable_nats_gives_one_line_error_and_nonzero_exit(env_for) -> None
         assert len(lines) == 1 and url in lines[0], result.stderr
 
 
-def test_down_and_secrets_json_is_one_object_of_names_never_secrets(env_for, tmp_path: Path) -> None:
+def test_down_and_secrets_json_is_one_object_of_names_never_secrets(
+    env_for, tmp_path: Path
+) -> None:
     env = env_for(METATUNE_NATS_SECRETS_DIR=str(tmp_path / "nats"))
     down = run(["down", "--json"], env)
-    assert down.returncode == 0 and json.loads(down.stdout) == {"stopped": []}, down.stdout + down.stderr
+    assert down.returncode == 0 and json.loads(down.stdout) == {"stopped": []}, (
+        down.stdout + down.stderr
+    )
     made = run(["secrets", "--json", "--db-password-file", str(tmp_path / "db.password")], env)
     assert made.returncode == 0, made.stderr
     report = json.loads(made.stdout)
-    assert report["directory"] == str(tmp_path / "nats") and not report["rotated"] and report["db_password_written"]
+    assert (
+        report["directory"] == str(tmp_path / "nats")
+        and not report["rotated"]
+        and report["db_password_written"]
+    )
     assert {"admin.password", "auth.conf", "scheduler.nk", "submitter.nk"} <= set(report["files"])
     assert set(report["files"]) == {p.name for p in (tmp_path / "nats").iterdir()}
-    secrets = [p.read_text().strip() for p in [*(tmp_path / "nats").glob("*.nk"), tmp_path / "nats" / "admin.password",
-                                                tmp_path / "db.password"]]
+    secrets = [
+        p.read_text().strip()
+        for p in [
+            *(tmp_path / "nats").glob("*.nk"),
+            tmp_path / "nats" / "admin.password",
+            tmp_path / "db.password",
+        ]
+    ]
     assert secrets and not any(secret in made.stdout for secret in secrets)
 
 
-def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_for, tmp_path: Path) -> None:
+def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(
+    env_for, tmp_path: Path
+) -> None:
     data_dir = tmp_path / "platform"
     env = env_for(
         METATUNE_NATS_URL=f"nats://127.0.0.1:{free_port()}",
@@ -57,17 +77,33 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_fo
         up = run(["up", "--json"], env)
         assert up.returncode == 0, up.stdout + up.stderr
         started = json.loads(up.stdout)  # one object: progress went to stderr
-        assert {"nats-server", "postgres", "scheduler", "trainer-agent.fra1"} <= set(started["started"])
+        assert {"nats-server", "postgres", "scheduler", "trainer-agent.fra1"} <= set(
+            started["started"]
+        )
         assert started["status"]["nats"]["embedded"] and len(started["status"]["services"]) == 6
         status = run(["status", "--json"], env)
         assert status.returncode == 0, status.stdout + status.stderr
         report = json.loads(status.stdout)
-        assert report["nats"]["embedded"] and report["postgres"]["embedded"] and report["postgres"]["reachable"]
+        assert (
+            report["nats"]["embedded"]
+            and report["postgres"]["embedded"]
+            and report["postgres"]["reachable"]
+        )
         healthy = {row["instance"] for row in report["services"] if row["healthy"]}
-        assert healthy == {"profiler", "recommender", "forecaster", "scheduler", "telemetry", "trainer-agent.fra1"}
+        assert healthy == {
+            "profiler",
+            "recommender",
+            "forecaster",
+            "scheduler",
+            "telemetry",
+            "trainer-agent.fra1",
+        }
 
         def pids_now() -> dict[str, int]:
-            return {p["name"]: p["pid"] for p in json.loads((data_dir / "run" / "state.json").read_text())["processes"]}
+            return {
+                p["name"]: p["pid"]
+                for p in json.loads((data_dir / "run" / "state.json").read_text())["processes"]
+            }
 
         # one service restarted while the rest run; a crashed one started alone by `up`
         before = pids_now()
@@ -76,25 +112,39 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_fo
         assert json.loads(restarted.stdout)["restarted"] == ["scheduler"]
         after = pids_now()
         assert after["scheduler"] != before["scheduler"]
-        assert {k: v for k, v in after.items() if k != "scheduler"} == {k: v for k, v in before.items() if k != "scheduler"}
+        assert {k: v for k, v in after.items() if k != "scheduler"} == {
+            k: v for k, v in before.items() if k != "scheduler"
+        }
         psutil.Process(after["trainer-agent.fra1"]).kill()
         again = run(["up"], env)
-        assert again.returncode == 0 and "trainer-agent.fra1" in again.stdout, again.stdout + again.stderr
+        assert again.returncode == 0 and "trainer-agent.fra1" in again.stdout, (
+            again.stdout + again.stderr
+        )
         revived = pids_now()
         assert revived["trainer-agent.fra1"] != after["trainer-agent.fra1"]
         assert {k: v for k, v in revived.items() if k != "trainer-agent.fra1"} == {
-            k: v for k, v in after.items() if k != "trainer-agent.fra1"}
+            k: v for k, v in after.items() if k != "trainer-agent.fra1"
+        }
 
         dataset = tmp_path / "tiny.jsonl"
-        dataset.write_text("".join(json.dumps({"text": f"example {i}", "label": str(i % 2)}) + "\n" for i in range(20)))
-        submitted = run(["submit", str(dataset), "--deadline", "12h", "--trials", "2", "--json"], env)
+        dataset.write_text(
+            "".join(
+                json.dumps({"text": f"example {i}", "label": str(i % 2)}) + "\n" for i in range(20)
+            )
+        )
+        submitted = run(
+            ["submit", str(dataset), "--deadline", "12h", "--trials", "2", "--json"], env
+        )
         assert submitted.returncode == 0, submitted.stderr
         receipt = json.loads(submitted.stdout)
         study_id = receipt["study_id"]
         assert receipt["dataset"]["ref"] == f"studies/{study_id}/tiny.jsonl"
         assert receipt["dataset"]["size_bytes"] == dataset.stat().st_size
         events = run(["events", "--json", "--last", "200"], env)
-        subjects = [(e["subject"], e.get("study_id"), e["event_id"]) for e in map(json.loads, events.stdout.splitlines())]
+        subjects = [
+            (e["subject"], e.get("study_id"), e["event_id"])
+            for e in map(json.loads, events.stdout.splitlines())
+        ]
         assert ("metatune.datasets.submitted", study_id, receipt["event_id"]) in subjects
     finally:
         state = data_dir / "run" / "state.json"
@@ -103,8 +153,13 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(env_fo
         down = run(["down", "--json"], env)
     assert down.returncode == 0, down.stderr
     assert sorted(json.loads(down.stdout)["stopped"]) == sorted(p["name"] for p in processes)
-    assert pids and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-                            for pid in pids)
-    leftovers = [p.info for p in psutil.process_iter(["pid", "cmdline"])
-                 if str(data_dir) in " ".join(p.info["cmdline"] or []) and p.info["pid"] != os.getpid()]
+    assert pids and not any(
+        psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        for pid in pids
+    )
+    leftovers = [
+        p.info
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if str(data_dir) in " ".join(p.info["cmdline"] or []) and p.info["pid"] != os.getpid()
+    ]
     assert leftovers == []

@@ -7,44 +7,88 @@ from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 import nats
+
 from metatune import subjects
 from metatune.bus import ensure_streams, headers_for
-from metatune.contracts import DatasetLocation, ErrorEvent, ErrorKind, JobRequested, LoraConfig, RunProgress, StudySpec, TaskType
+from metatune.contracts import (
+    DatasetLocation,
+    ErrorEvent,
+    ErrorKind,
+    JobRequested,
+    LoraConfig,
+    RunProgress,
+    StudySpec,
+    TaskType,
+)
 from metatune.settings import Settings
 
 from .test_cli import run
 
 
-async def test_last_counts_after_filters_and_study_includes_its_jobs(private_nats: str, env_for) -> None:
+async def test_last_counts_after_filters_and_study_includes_its_jobs(
+    private_nats: str, env_for
+) -> None:
     settings = Settings(nats_url=private_nats)
     now = datetime.now(UTC)
     study, other = uuid4(), uuid4()
     job = uuid4()
-    spec = StudySpec(dataset=DatasetLocation(kind="object", ref="d.jsonl"), task=TaskType.classification,
-                     base_model="all-MiniLM-L6-v2", deadline=now + timedelta(days=1))
+    spec = StudySpec(
+        dataset=DatasetLocation(kind="object", ref="d.jsonl"),
+        task=TaskType.classification,
+        base_model="all-MiniLM-L6-v2",
+        deadline=now + timedelta(days=1),
+    )
     nc = await nats.connect(private_nats)
     js = nc.jetstream()
     await ensure_streams(js, settings)
 
-    async def publish(subject: str, event) -> None:  # noqa: ANN001
+    async def publish(subject: str, event) -> None:
         await js.publish(subject, event.to_bytes(), headers=headers_for(event))
 
-    await publish(subjects.JOBS_REQUESTED, JobRequested(
-        occurred_at=now, job_id=job, study_id=study, trial_index=0, spec=spec, config=LoraConfig(),
-        estimated_gpu_hours=1, power_kw=0.3, deadline=now + timedelta(days=1)))
+    await publish(
+        subjects.JOBS_REQUESTED,
+        JobRequested(
+            occurred_at=now,
+            job_id=job,
+            study_id=study,
+            trial_index=0,
+            spec=spec,
+            config=LoraConfig(),
+            estimated_gpu_hours=1,
+            power_kw=0.3,
+            deadline=now + timedelta(days=1),
+        ),
+    )
     for step in range(3):
-        await publish(subjects.run_progress(job), RunProgress(occurred_at=now, job_id=job, datacenter="fra1",
-                                                               step=step, total_steps=10))
-    for n in range(30):  # noise after the interesting events: a plain "last N" would show only these
-        await publish(subjects.errors("profiler"), ErrorEvent(occurred_at=now, service="profiler", kind=ErrorKind.bad_input, code="x",
-                                                              message=f"noise {n}", correlation_id=str(other)))
+        await publish(
+            subjects.run_progress(job),
+            RunProgress(occurred_at=now, job_id=job, datacenter="fra1", step=step, total_steps=10),
+        )
+    for n in range(
+        30
+    ):  # noise after the interesting events: a plain "last N" would show only these
+        await publish(
+            subjects.errors("profiler"),
+            ErrorEvent(
+                occurred_at=now,
+                service="profiler",
+                kind=ErrorKind.bad_input,
+                code="x",
+                message=f"noise {n}",
+                correlation_id=str(other),
+            ),
+        )
     await nc.close()
 
     env = env_for(METATUNE_NATS_URL=private_nats)
-    filtered = run(["events", "--json", "--last", "2", "--subject", "metatune.runs.>"], env, timeout=60)
+    filtered = run(
+        ["events", "--json", "--last", "2", "--subject", "metatune.runs.>"], env, timeout=60
+    )
     assert filtered.returncode == 0, filtered.stderr
     steps = [json.loads(line)["step"] for line in filtered.stdout.splitlines()]
     assert steps == [1, 2]
     mine = run(["events", "--json", "--last", "10", "--study", str(study)], env, timeout=60)
     lines = [json.loads(line) for line in mine.stdout.splitlines()]
-    assert [e["subject"] for e in lines] == [subjects.JOBS_REQUESTED] + [subjects.run_progress(job)] * 3
+    assert [e["subject"] for e in lines] == [subjects.JOBS_REQUESTED] + [
+        subjects.run_progress(job)
+    ] * 3

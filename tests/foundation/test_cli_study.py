@@ -13,7 +13,8 @@ from uuid import UUID, uuid4
 import nats
 import pytest
 
-from metatune import contracts as c, subjects
+from metatune import contracts as c
+from metatune import subjects
 from metatune.asyncapi.examples import ACCOUNTING, CONFIG, NOW, SPEC
 from metatune.bus import ADAPTERS_BUCKET, DATASETS_BUCKET, ObjectStore, ensure_streams, headers_for
 from metatune.settings import Settings
@@ -25,22 +26,63 @@ STUDY, TRAINED, FAILED = uuid4(), uuid4(), uuid4()
 
 def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
     def requested(job: UUID, index: int) -> c.JobRequested:
-        return c.JobRequested(occurred_at=NOW, job_id=job, study_id=study, trial_index=index, spec=SPEC, config=CONFIG,
-                              predicted_metric=0.9 - index / 10, predicted_metric_std=0.05, metric_name="accuracy",
-                              estimated_gpu_hours=0.5, power_kw=0.3, deadline=SPEC.deadline)
+        return c.JobRequested(
+            occurred_at=NOW,
+            job_id=job,
+            study_id=study,
+            trial_index=index,
+            spec=SPEC,
+            config=CONFIG,
+            predicted_metric=0.9 - index / 10,
+            predicted_metric_std=0.05,
+            metric_name="accuracy",
+            estimated_gpu_hours=0.5,
+            power_kw=0.3,
+            deadline=SPEC.deadline,
+        )
 
     return [
-        (subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=SPEC)),
+        (
+            subjects.DATASETS_SUBMITTED,
+            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=SPEC),
+        ),
         (subjects.JOBS_REQUESTED, requested(TRAINED, 0)),
         (subjects.JOBS_REQUESTED, requested(FAILED, 1)),
-        (subjects.RUNS_COMPLETED, c.RunCompleted(
-            occurred_at=NOW + timedelta(hours=2), job_id=TRAINED, study_id=study, datacenter="osl1", config=CONFIG,
-            metrics=c.RunMetrics(val_loss=0.4, accuracy=0.91), steps=113, adapter_key=f"{TRAINED}.tar",
-            accounting=ACCOUNTING)),
-        (subjects.RUNS_FAILED, c.RunFailed(occurred_at=NOW + timedelta(hours=1), job_id=FAILED, study_id=study,
-                                           datacenter="fra1", reason=c.FailureReason.out_of_memory, message="OOM at batch 16")),
-        (subjects.STUDIES_STOPPED, c.StudyStopped(occurred_at=NOW + timedelta(hours=3), study_id=study,
-                                                  reason=c.StopReason.budget, trials_requested=2, trials_finished=2)),
+        (
+            subjects.RUNS_COMPLETED,
+            c.RunCompleted(
+                occurred_at=NOW + timedelta(hours=2),
+                job_id=TRAINED,
+                study_id=study,
+                datacenter="osl1",
+                config=CONFIG,
+                metrics=c.RunMetrics(val_loss=0.4, accuracy=0.91),
+                steps=113,
+                adapter_key=f"{TRAINED}.tar",
+                accounting=ACCOUNTING,
+            ),
+        ),
+        (
+            subjects.RUNS_FAILED,
+            c.RunFailed(
+                occurred_at=NOW + timedelta(hours=1),
+                job_id=FAILED,
+                study_id=study,
+                datacenter="fra1",
+                reason=c.FailureReason.out_of_memory,
+                message="OOM at batch 16",
+            ),
+        ),
+        (
+            subjects.STUDIES_STOPPED,
+            c.StudyStopped(
+                occurred_at=NOW + timedelta(hours=3),
+                study_id=study,
+                reason=c.StopReason.budget,
+                trials_requested=2,
+                trials_finished=2,
+            ),
+        ),
     ]
 
 
@@ -65,30 +107,53 @@ def one_error_line(result, code: int, *words: str) -> None:
     assert all(w in lines[0] for w in words), lines[0]
 
 
-async def test_study_list_show_and_results_tell_the_study_from_the_log(module_nats: str, env) -> None:
+async def test_study_list_show_and_results_tell_the_study_from_the_log(
+    module_nats: str, env
+) -> None:
     await publish(module_nats, study_events())
 
     listed = run(["study", "list", "--json"], env)
     assert listed.returncode == 0, listed.stderr
     [mine] = [s for s in json.loads(listed.stdout) if s["study_id"] == str(STUDY)]
-    assert mine | {"status": "stopped (budget)", "trials_requested": 2, "trials_completed": 1, "trials_failed": 1} == mine
+    assert (
+        mine
+        | {
+            "status": "stopped (budget)",
+            "trials_requested": 2,
+            "trials_completed": 1,
+            "trials_failed": 1,
+        }
+        == mine
+    )
     human = run(["study", "list"], env)
-    assert human.returncode == 0 and str(STUDY) in human.stdout and "stopped (budget)" in human.stdout
+    assert (
+        human.returncode == 0 and str(STUDY) in human.stdout and "stopped (budget)" in human.stdout
+    )
 
     shown = run(["study", "show", str(STUDY), "--json"], env)
     assert shown.returncode == 0, shown.stderr
     details = json.loads(shown.stdout)
-    assert details["spec"]["base_model"] == "all-MiniLM-L6-v2" and details["stopped"]["reason"] == "budget"
+    assert (
+        details["spec"]["base_model"] == "all-MiniLM-L6-v2"
+        and details["stopped"]["reason"] == "budget"
+    )
     assert [(t["job_id"], t["status"], t["predicted_metric"]) for t in details["trials"]] == [
-        (str(TRAINED), "completed", 0.9), (str(FAILED), "failed: out_of_memory", 0.8)]
+        (str(TRAINED), "completed", 0.9),
+        (str(FAILED), "failed: out_of_memory", 0.8),
+    ]
     human = run(["study", "show", str(STUDY)], env)
-    assert human.returncode == 0 and str(FAILED) in human.stdout and "OOM at batch 16" in human.stdout
+    assert (
+        human.returncode == 0 and str(FAILED) in human.stdout and "OOM at batch 16" in human.stdout
+    )
 
     results = run(["results", str(STUDY), "--json"], env)
     assert results.returncode == 0, results.stderr
     trained, failed = json.loads(results.stdout)
     assert trained["config"]["rank"] == CONFIG.rank and trained["metrics"]["accuracy"] == 0.91
-    assert (trained["energy_wh"], trained["emissions_g"]) == (ACCOUNTING.energy_wh, ACCOUNTING.emissions_g)
+    assert (trained["energy_wh"], trained["emissions_g"]) == (
+        ACCOUNTING.energy_wh,
+        ACCOUNTING.emissions_g,
+    )
     assert failed["metrics"] is None and failed["error"] == "OOM at batch 16"
     human = run(["results", str(STUDY)], env)
     assert human.returncode == 0 and "0.91" in human.stdout and "38.5" in human.stdout
@@ -97,7 +162,9 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(module_na
     one_error_line(run(["results", str(uuid4())], env), 1, "no study")
 
 
-async def test_adapter_download_gives_a_folder_peft_loads(module_nats: str, env, tmp_path: Path) -> None:
+async def test_adapter_download_gives_a_folder_peft_loads(
+    module_nats: str, env, tmp_path: Path
+) -> None:
     torch = pytest.importorskip("torch")
     from peft import PeftModel
     from transformers import AutoModelForSequenceClassification
@@ -112,7 +179,9 @@ async def test_adapter_download_gives_a_folder_peft_loads(module_nats: str, env,
     nc = await nats.connect(module_nats)
     js = nc.jetstream()
     await ensure_streams(js, Settings(nats_url=module_nats))
-    await ObjectStore(js).put_bytes(ADAPTERS_BUCKET, f"{TRAINED}.tar", pack_adapter(trained, {"labels": ["neg", "pos"]}))
+    await ObjectStore(js).put_bytes(
+        ADAPTERS_BUCKET, f"{TRAINED}.tar", pack_adapter(trained, {"labels": ["neg", "pos"]})
+    )
     await nc.close()
     await publish(module_nats, study_events())
 
@@ -120,19 +189,35 @@ async def test_adapter_download_gives_a_folder_peft_loads(module_nats: str, env,
     result = run(["adapter", "download", str(TRAINED), "--out", str(out), "--json"], env)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert "adapter_config.json" in report["files"] and report["metadata"] == {"labels": ["neg", "pos"]}
-    loaded = PeftModel.from_pretrained(AutoModelForSequenceClassification.from_pretrained(base, num_labels=2), out)
+    assert "adapter_config.json" in report["files"] and report["metadata"] == {
+        "labels": ["neg", "pos"]
+    }
+    loaded = PeftModel.from_pretrained(
+        AutoModelForSequenceClassification.from_pretrained(base, num_labels=2), out
+    )
     want, got = trained.state_dict(), loaded.state_dict()
     lora = [k for k in want if "lora_" in k or "modules_to_save" in k]
     assert lora and all(torch.equal(want[k], got[k]) for k in lora)
 
-    one_error_line(run(["adapter", "download", str(TRAINED), "--out", str(out)], env), 2, "not an empty directory")
-    one_error_line(run(["adapter", "download", str(FAILED), "--out", str(tmp_path / "x")], env), 1,
-                   "has no adapter", "failed: out_of_memory")
-    one_error_line(run(["adapter", "download", str(uuid4()), "--out", str(tmp_path / "y")], env), 1, "no job")
+    one_error_line(
+        run(["adapter", "download", str(TRAINED), "--out", str(out)], env),
+        2,
+        "not an empty directory",
+    )
+    one_error_line(
+        run(["adapter", "download", str(FAILED), "--out", str(tmp_path / "x")], env),
+        1,
+        "has no adapter",
+        "failed: out_of_memory",
+    )
+    one_error_line(
+        run(["adapter", "download", str(uuid4()), "--out", str(tmp_path / "y")], env), 1, "no job"
+    )
 
 
-async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(private_nats: str, env_for, tmp_path: Path) -> None:
+async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(
+    private_nats: str, env_for, tmp_path: Path
+) -> None:
     env = env_for(METATUNE_NATS_URL=private_nats, HF_HUB_OFFLINE="1")
     nc = await nats.connect(private_nats)
     js = nc.jetstream()
@@ -145,8 +230,17 @@ async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(private_
         ([*submit, "--base-model", "no-such-model"], 2, "unknown base model 'no-such-model'"),
         ([*submit, "--webhook", "not a url"], 2, "invalid submission: webhook_url"),
         ([*submit, "--deadline", "tomorrow"], 2, "'tomorrow'", "24h"),
-        ([*submit, "--task", "causal_lm", "--label-column", "label"], 2, "causal_lm study has no label column"),
-        ([*submit, "--task", "bogus"], 2, "'--task'", "'bogus' is not one of"),  # typer's own usage errors
+        (
+            [*submit, "--task", "causal_lm", "--label-column", "label"],
+            2,
+            "causal_lm study has no label column",
+        ),
+        (
+            [*submit, "--task", "bogus"],
+            2,
+            "'--task'",
+            "'bogus' is not one of",
+        ),  # typer's own usage errors
         ([*submit, "--trials", "0"], 2, "'--trials'", "submit --help"),
         (["cancel", "12345"], 2, "'12345' is not a job id"),
         (["cancel", str(uuid4())], 1, "no job"),
@@ -163,8 +257,13 @@ async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(private_
     submitted = run([*submit, "--json"], env)
     assert submitted.returncode == 0, submitted.stderr
     receipt = json.loads(submitted.stdout)
-    assert receipt["dataset"] == {"kind": "object", "ref": f"studies/{receipt['study_id']}/d.jsonl", "format": None,
-                                  "size_bytes": data.stat().st_size, "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}
+    assert receipt["dataset"] == {
+        "kind": "object",
+        "ref": f"studies/{receipt['study_id']}/d.jsonl",
+        "format": None,
+        "size_bytes": data.stat().st_size,
+        "sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
+    }
     logged = json.loads((await js.get_last_msg("METATUNE", subjects.DATASETS_SUBMITTED)).data)
     assert (logged["event_id"], logged["study_id"]) == (receipt["event_id"], receipt["study_id"])
     await publish(private_nats, study_events()[1:2])  # the job TRAINED requested
@@ -172,5 +271,9 @@ async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(private_
     assert cancelled.returncode == 0, cancelled.stderr
     receipt = json.loads(cancelled.stdout)
     logged = json.loads((await js.get_last_msg("METATUNE", subjects.JOBS_CANCELLED)).data)
-    assert receipt == {"event_id": logged["event_id"], "job_id": str(TRAINED), "reason": "not needed"}
+    assert receipt == {
+        "event_id": logged["event_id"],
+        "job_id": str(TRAINED),
+        "reason": "not needed",
+    }
     await nc.close()

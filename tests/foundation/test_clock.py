@@ -29,9 +29,18 @@ def test_fixed_clock_moves_only_when_told() -> None:
 
 
 def test_ticks_agree_across_two_processes(private_nats: str, env_for) -> None:
-    env = env_for(METATUNE_NATS_URL=private_nats, METATUNE_CLOCK="simulated", METATUNE_SIM_SECONDS_PER_HOUR="0.5")
+    env = env_for(
+        METATUNE_NATS_URL=private_nats,
+        METATUNE_CLOCK="simulated",
+        METATUNE_SIM_SECONDS_PER_HOUR="0.5",
+    )
     procs = [
-        subprocess.Popen([sys.executable, str(PROBE), f"probe{i}", "5"], env=env, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(PROBE), f"probe{i}", "5"],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for i in (1, 2)
     ]
     results = [json.loads(p.communicate(timeout=180)[0].strip().splitlines()[-1]) for p in procs]
@@ -44,4 +53,6 @@ def test_ticks_agree_across_two_processes(private_nats: str, env_for) -> None:
         assert all(b - a == timedelta(hours=1) for a, b in zip(parsed, parsed[1:])), ticks
     for result in results:  # each process, at each tick, agrees that hour has begun
         for tick in result["ticks"]:
-            assert floor_hour(datetime.fromisoformat(tick["now"])) >= datetime.fromisoformat(tick["hour"])
+            assert floor_hour(datetime.fromisoformat(tick["now"])) >= datetime.fromisoformat(
+                tick["hour"]
+            )

@@ -14,12 +14,12 @@ from metatune import subjects
 from metatune.contracts import ErrorEvent, JobInfeasible
 from metatune.service import Service
 from metatune.settings import Settings
+
 from ..conftest import eventually
 
 
 def infeasible(reason: str = "test") -> JobInfeasible:
     return JobInfeasible(occurred_at=datetime.now(UTC), job_id=uuid4(), reason=reason)
-
 
 
 class Harness:
@@ -56,15 +56,21 @@ class Harness:
 
     async def publish(self, payload: bytes, msg_id: str | None = None) -> None:
         headers = {"Nats-Msg-Id": msg_id} if msg_id else None
-        await self.js.publish(subjects.JOBS_INFEASIBLE, payload, headers=headers,
-                              stream=self.service.settings.stream_name)
+        await self.js.publish(
+            subjects.JOBS_INFEASIBLE,
+            payload,
+            headers=headers,
+            stream=self.service.settings.stream_name,
+        )
 
 
 async def accept(h: Harness, event: JobInfeasible) -> None:
     return None
 
 
-async def test_malformed_payloads_become_error_events_and_consumer_goes_on(settings: Settings) -> None:
+async def test_malformed_payloads_become_error_events_and_consumer_goes_on(
+    settings: Settings,
+) -> None:
     async with Harness(settings, accept) as h:
         bad = [b"not json", b"{}", b"[1,2]", json.dumps({"job_id": "nope"}).encode()]
         for i in range(100):
@@ -73,7 +79,9 @@ async def test_malformed_payloads_become_error_events_and_consumer_goes_on(setti
         await h.publish(good.to_bytes())
         await eventually(lambda: len(h.errors) == 100 and h.seen)
         assert [e.reason for e in h.seen] == ["after-the-flood"]
-        assert all(e.kind == "invalid_message" and e.subject == subjects.JOBS_INFEASIBLE for e in h.errors)
+        assert all(
+            e.kind == "invalid_message" and e.subject == subjects.JOBS_INFEASIBLE for e in h.errors
+        )
         assert {e.service for e in h.errors} == {"testsvc"}
 
 
@@ -137,7 +145,8 @@ async def test_redelivery_without_ack_uses_the_durable_consumer(settings: Settin
 
 
 async def test_a_shutdown_that_hangs_is_abandoned_with_the_stuck_task_logged(
-    settings: Settings, caplog: pytest.LogCaptureFixture,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A drain or hook that never returns must not hang the program embedding the service."""
     service = Service("testsvc", settings=settings.model_copy(update={"shutdown_timeout_s": 0.5}))
@@ -156,7 +165,8 @@ async def test_a_shutdown_that_hangs_is_abandoned_with_the_stuck_task_logged(
 
 
 async def test_a_background_loop_that_swallows_a_cancellation_still_stops(
-    settings: Settings, caplog: pytest.LogCaptureFixture,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Python 3.11's asyncio.wait_for can swallow a cancellation (python/cpython#86296); the heartbeat
     then slept on and shutdown hung. Stopping cancels again until the loop ends."""

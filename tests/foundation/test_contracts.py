@@ -17,7 +17,11 @@ from .samples import JOB, NOW, samples
 
 
 def all_event_types() -> set[type[c.Event]]:
-    return {obj for obj in vars(c).values() if inspect.isclass(obj) and issubclass(obj, c.Event) and obj is not c.Event}
+    return {
+        obj
+        for obj in vars(c).values()
+        if inspect.isclass(obj) and issubclass(obj, c.Event) and obj is not c.Event
+    }
 
 
 def test_every_event_type_has_a_sample() -> None:
@@ -27,8 +31,11 @@ def test_every_event_type_has_a_sample() -> None:
 def test_naive_datetime_is_rejected_and_aware_is_normalised_to_utc() -> None:
     with pytest.raises(ValidationError):
         c.ClockTick(occurred_at=datetime(2026, 1, 1, 12), hour=NOW, simulated=False)
-    tick = c.ClockTick(occurred_at=datetime(2026, 1, 1, 13, tzinfo=timezone(timedelta(hours=1))), hour=NOW,
-                       simulated=False)
+    tick = c.ClockTick(
+        occurred_at=datetime(2026, 1, 1, 13, tzinfo=timezone(timedelta(hours=1))),
+        hour=NOW,
+        simulated=False,
+    )
     assert tick.occurred_at.utcoffset() == timedelta(0) and tick.occurred_at.hour == 12
 
 
@@ -43,8 +50,16 @@ def test_unknown_fields_and_out_of_range_values_are_rejected() -> None:
 
 def test_forecast_shape_is_enforced() -> None:
     with pytest.raises(ValidationError, match="168"):
-        c.CarbonForecast(occurred_at=NOW, region="DE", issued_at=NOW, start=NOW, model_version="v",
-                         g_per_kwh=[1.0] * 24, p10_g_per_kwh=[1.0] * 24, p90_g_per_kwh=[1.0] * 24)
+        c.CarbonForecast(
+            occurred_at=NOW,
+            region="DE",
+            issued_at=NOW,
+            start=NOW,
+            model_version="v",
+            g_per_kwh=[1.0] * 24,
+            p10_g_per_kwh=[1.0] * 24,
+            p90_g_per_kwh=[1.0] * 24,
+        )
 
 
 def test_correlation_id_comes_from_job_or_study() -> None:
@@ -61,8 +76,12 @@ async def test_every_contract_round_trips_through_jetstream(settings: Settings) 
     await ensure_streams(js, settings)
     try:
         for subject, event in samples():
-            ack = await js.publish(subject, event.to_bytes(), headers=headers_for(event),
-                                   stream=stream_for(subject, settings))
+            ack = await js.publish(
+                subject,
+                event.to_bytes(),
+                headers=headers_for(event),
+                stream=stream_for(subject, settings),
+            )
             stored = await js.get_msg(ack.stream, ack.seq)
             assert stored.headers["Nats-Msg-Id"] == str(event.event_id)
             assert type(event).model_validate_json(stored.data) == event

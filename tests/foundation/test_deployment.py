@@ -24,7 +24,9 @@ def test_every_build_context_dockerfile_and_config_file_exists() -> None:
         if "build" in service:
             context = (COMPOSE.parent / service["build"]["context"]).resolve()
             assert context.is_dir(), name
-            assert (context / service["build"]["dockerfile"]).is_file(), f"{name}: Dockerfile missing"
+            assert (context / service["build"]["dockerfile"]).is_file(), (
+                f"{name}: Dockerfile missing"
+            )
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
             if source.startswith("."):
@@ -50,7 +52,9 @@ def test_every_service_and_three_datacenter_agents_are_deployed_with_healthcheck
     registry = default_registry()
     for agent in agents:
         registry.get(agent["environment"]["METATUNE_DATACENTER"])
-    one_shot = {name for name, service in services.items() if service.get("restart") == "no"}  # bus-init
+    one_shot = {
+        name for name, service in services.items() if service.get("restart") == "no"
+    }  # bus-init
     for name, service in services.items():
         assert name in one_shot or "healthcheck" in service, name
         for target, dependency in service.get("depends_on", {}).items():
@@ -60,7 +64,9 @@ def test_every_service_and_three_datacenter_agents_are_deployed_with_healthcheck
 
 def test_asyncapi_document_is_up_to_date() -> None:
     committed = (REPO / "docs" / "asyncapi.json").read_text()
-    assert committed == render(), "docs/asyncapi.json is stale: run `python -m metatune.asyncapi > docs/asyncapi.json`"
+    assert committed == render(), (
+        "docs/asyncapi.json is stale: run `python -m metatune.asyncapi > docs/asyncapi.json`"
+    )
 
 
 def test_asyncapi_covers_every_subject_family() -> None:

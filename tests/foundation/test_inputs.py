@@ -8,8 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from metatune.errors import DownloadFailed, InputNotAllowed
-from metatune.inputs import DownloadLimits, check_public_url, download, parse_networks, resolve_under_roots
+from metatune.inputs import (
+    DownloadLimits,
+    check_public_url,
+    download,
+    parse_networks,
+    resolve_under_roots,
+)
 
 LOOPBACK_ONE = tuple(parse_networks(["127.0.0.1/32"]))
 
@@ -35,24 +42,37 @@ def test_a_path_must_resolve_under_a_root(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "url",
     [
-        "http://127.0.0.1/x", "http://localhost/x", "http://[::1]/x", "http://10.1.2.3/x", "http://192.168.0.7/x",
-        "http://172.16.5.4/x", "http://169.254.169.254/latest/meta-data", "http://224.0.0.1/x", "http://0.0.0.0/x",
-        "http://[::ffff:127.0.0.1]/x", "file:///etc/passwd", "ftp://example.org/x",
+        "http://127.0.0.1/x",
+        "http://localhost/x",
+        "http://[::1]/x",
+        "http://10.1.2.3/x",
+        "http://192.168.0.7/x",
+        "http://172.16.5.4/x",
+        "http://169.254.169.254/latest/meta-data",
+        "http://224.0.0.1/x",
+        "http://0.0.0.0/x",
+        "http://[::ffff:127.0.0.1]/x",
+        "file:///etc/passwd",
+        "ftp://example.org/x",
     ],
 )
-async def test_non_public_addresses_and_other_schemes_are_refused_without_connecting(url: str) -> None:
+async def test_non_public_addresses_and_other_schemes_are_refused_without_connecting(
+    url: str,
+) -> None:
     with pytest.raises(InputNotAllowed):
         await check_public_url(url)
 
 
 async def test_a_public_address_literal_passes_the_check() -> None:
-    assert str(await check_public_url("https://1.1.1.1/data.jsonl")) == "1.1.1.1"  # checked, not fetched
+    assert (
+        str(await check_public_url("https://1.1.1.1/data.jsonl")) == "1.1.1.1"
+    )  # checked, not fetched
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     routes: dict[str, tuple[int, dict[str, str], bytes]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         status, headers, body = self.routes.get(self.path, (404, {}, b""))
         self.send_response(status)
         for key, value in headers.items():
@@ -79,7 +99,9 @@ def server() -> Iterator[tuple[str, dict[str, tuple[int, dict[str, str], bytes]]
         httpd.server_close()
 
 
-async def test_download_follows_allowed_redirects_and_refuses_a_redirect_to_a_forbidden_address(server, tmp_path: Path) -> None:
+async def test_download_follows_allowed_redirects_and_refuses_a_redirect_to_a_forbidden_address(
+    server, tmp_path: Path
+) -> None:
     base, routes = server
     port = base.rsplit(":", 1)[1]
     routes["/data"] = (200, {}, b'{"text": "a", "label": "x"}\n')
@@ -95,7 +117,9 @@ async def test_download_follows_allowed_redirects_and_refuses_a_redirect_to_a_fo
             await download(f"{base}{path}", tmp_path / "refused.jsonl", limits)
     with pytest.raises(InputNotAllowed):  # loopback itself is refused unless allowed
         await download(f"{base}/data", tmp_path / "refused.jsonl", DownloadLimits(max_bytes=1000))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]  # nothing partial left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "out.jsonl"
+    ]  # nothing partial left behind
 
 
 async def test_download_limits_leave_no_partial_file(server, tmp_path: Path) -> None:

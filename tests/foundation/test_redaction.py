@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+
 from metatune.redaction import RedactingFilter, redact, redact_url
 
 SECRETS = [
@@ -13,7 +14,10 @@ SECRETS = [
     ("https://hooks.example.org/notify?token=abcdef123&study=1", "abcdef123"),
     ("host=db password=pa55word dbname=x", "pa55word"),
     ("secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw in text", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
-    ("seed SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY here", "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY"),
+    (
+        "seed SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY here",
+        "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY",
+    ),
 ]
 
 
@@ -26,7 +30,10 @@ def test_secrets_are_masked(text: str, secret: str) -> None:
 def test_redact_url_keeps_what_is_not_secret() -> None:
     cleaned = redact_url("https://bob:pw@hooks.example.org:8443/a/b?api_key=zz&study=42")
     assert cleaned == "https://***@hooks.example.org:8443/a/b?api_key=***&study=42"
-    assert redact("nothing secret here, https://example.org/x?page=2") == "nothing secret here, https://example.org/x?page=2"
+    assert (
+        redact("nothing secret here, https://example.org/x?page=2")
+        == "nothing secret here, https://example.org/x?page=2"
+    )
 
 
 def test_the_logging_filter_redacts_formatted_messages(caplog: pytest.LogCaptureFixture) -> None:

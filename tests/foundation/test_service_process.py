@@ -28,7 +28,9 @@ def _serve(behaviour: str, nats_url: str, tmp_path: Path) -> tuple[int, str]:
     log = tmp_path / f"{behaviour}.log"
     env = {**os.environ, "METATUNE_NATS_URL": nats_url, "METATUNE_SHUTDOWN_TIMEOUT_S": "1"}
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", SCRIPT, behaviour], stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, behaviour], stdout=out, stderr=subprocess.STDOUT, env=env
+        )
         try:
             deadline = time.monotonic() + 60
             while "serving on" not in log.read_text():
@@ -49,7 +51,9 @@ def test_sigterm_stops_a_service_cleanly(private_nats: str, tmp_path: Path) -> N
     assert "stopping" in log and "shutdown did not finish" not in log
 
 
-def test_a_hung_shutdown_exits_with_status_1_and_names_the_stuck_task(private_nats: str, tmp_path: Path) -> None:
+def test_a_hung_shutdown_exits_with_status_1_and_names_the_stuck_task(
+    private_nats: str, tmp_path: Path
+) -> None:
     status, log = _serve("stuck", private_nats, tmp_path)
     assert status == 1, log
     assert "shutdown did not finish in 1 s" in log and "stuck_shutdown_hook" in log

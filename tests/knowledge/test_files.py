@@ -38,13 +38,21 @@ def test_a_torn_last_line_is_dropped_and_repair_cuts_it(tmp_path: Path) -> None:
 
 def test_a_file_of_another_schema_version_names_both_versions(tmp_path: Path) -> None:
     path = tmp_path / "old.jsonl"
-    header = {"kind": "metatune-knowledge-base", "schema_version": KB_SCHEMA_VERSION + 1, "provenance": {}}
+    header = {
+        "kind": "metatune-knowledge-base",
+        "schema_version": KB_SCHEMA_VERSION + 1,
+        "provenance": {},
+    }
     path.write_text(json.dumps(header) + "\n" + run("a").model_dump_json() + "\n")
     with pytest.raises(KbSchemaMismatch) as caught:
         read_kb_file(path)
-    assert caught.value.found == KB_SCHEMA_VERSION + 1 and caught.value.expected == KB_SCHEMA_VERSION
+    assert (
+        caught.value.found == KB_SCHEMA_VERSION + 1 and caught.value.expected == KB_SCHEMA_VERSION
+    )
     message = str(caught.value)
-    assert f"version {KB_SCHEMA_VERSION + 1}" in message and f"version {KB_SCHEMA_VERSION}" in message
+    assert (
+        f"version {KB_SCHEMA_VERSION + 1}" in message and f"version {KB_SCHEMA_VERSION}" in message
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,7 +64,9 @@ def test_a_file_of_another_schema_version_names_both_versions(tmp_path: Path) ->
         (gzip.compress(b'{"kind": "something-else"}\n'), "no header line"),
     ],
 )
-def test_a_file_that_is_not_a_knowledge_base_is_refused(tmp_path: Path, content: bytes, reason: str) -> None:
+def test_a_file_that_is_not_a_knowledge_base_is_refused(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
     path = tmp_path / "data.jsonl"
     path.write_bytes(content)
     with pytest.raises(KbFileError, match=reason) as caught:

@@ -39,21 +39,45 @@ NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
 def spec(name: str = "snips_intents.jsonl") -> StudySpec:
-    return StudySpec(dataset=DatasetLocation(kind="object", ref=f"studies/x/{name}"), task=TaskType.classification,
-                     base_model="all-MiniLM-L6-v2", label_column="label", deadline=NOW + timedelta(hours=24))
+    return StudySpec(
+        dataset=DatasetLocation(kind="object", ref=f"studies/x/{name}"),
+        task=TaskType.classification,
+        base_model="all-MiniLM-L6-v2",
+        label_column="label",
+        deadline=NOW + timedelta(hours=24),
+    )
 
 
-def completion(study: uuid.UUID, job: uuid.UUID, accuracy: float, *, early: bool = False) -> RunCompleted:
+def completion(
+    study: uuid.UUID, job: uuid.UUID, accuracy: float, *, early: bool = False
+) -> RunCompleted:
     return RunCompleted(
-        occurred_at=NOW, job_id=job, study_id=study, datacenter="osl1", config=LoraConfig(rank=8, learning_rate=2e-3),
-        metrics=RunMetrics(val_loss=0.4, accuracy=accuracy), steps=40 if early else 80, early_stopped=early,
+        occurred_at=NOW,
+        job_id=job,
+        study_id=study,
+        datacenter="osl1",
+        config=LoraConfig(rank=8, learning_rate=2e-3),
+        metrics=RunMetrics(val_loss=0.4, accuracy=accuracy),
+        steps=40 if early else 80,
+        early_stopped=early,
         stop_reason="curve: cannot beat the study's best" if early else None,
-        accounting=RunAccounting(tokens_seen=9000, tokens_with_padding=11000, energy_wh=2.5, emissions_g=0.1,
-                                 gpu_hours=0.0, wall_seconds=60.0),
-        base_model="all-MiniLM-L6-v2", task=TaskType.classification, planned_steps=80,
-        curve=[CurvePoint(step=0, fraction=0.0, val_loss=0.7, metric=0.3),
-               CurvePoint(step=40, fraction=0.5, val_loss=0.4, metric=accuracy)],
-        majority_baseline=0.31, hardware=Hardware(device="cpu", precision="fp32"),
+        accounting=RunAccounting(
+            tokens_seen=9000,
+            tokens_with_padding=11000,
+            energy_wh=2.5,
+            emissions_g=0.1,
+            gpu_hours=0.0,
+            wall_seconds=60.0,
+        ),
+        base_model="all-MiniLM-L6-v2",
+        task=TaskType.classification,
+        planned_steps=80,
+        curve=[
+            CurvePoint(step=0, fraction=0.0, val_loss=0.7, metric=0.3),
+            CurvePoint(step=40, fraction=0.5, val_loss=0.4, metric=accuracy),
+        ],
+        majority_baseline=0.31,
+        hardware=Hardware(device="cpu", precision="fp32"),
     )
 
 
@@ -69,7 +93,9 @@ async def publish(service: Service, subject: str, event, *, dedup: bool = True) 
     """Publish into JetStream; ``dedup=False`` sends it without its Nats-Msg-Id, as a redelivery would
     arrive again (the stream keeps both copies)."""
     headers = headers_for(event) if dedup else None
-    ack = await service.js.publish(subject, event.to_bytes(), headers=headers, stream=service.settings.stream_name)
+    ack = await service.js.publish(
+        subject, event.to_bytes(), headers=headers, stream=service.settings.stream_name
+    )
     return ack.seq
 
 
@@ -99,41 +125,84 @@ async def rows_of(store: KnowledgeStore, study: uuid.UUID, n: int) -> None:
     await until(stored, f"{n} rows of study {study}")
 
 
-async def test_a_completion_becomes_one_row_even_when_redelivered(flywheel: Service, store: KnowledgeStore) -> None:
+async def test_a_completion_becomes_one_row_even_when_redelivered(
+    flywheel: Service, store: KnowledgeStore
+) -> None:
     study, job = uuid.uuid4(), uuid.uuid4()
-    await publish(flywheel, subjects.DATASETS_PROFILED,
-                  DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES))
+    await publish(
+        flywheel,
+        subjects.DATASETS_PROFILED,
+        DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES),
+    )
     event = completion(study, job, 0.9)
     await publish(flywheel, subjects.RUNS_COMPLETED, event)
-    seq = await publish(flywheel, subjects.RUNS_COMPLETED, event, dedup=False)  # the same completion again
+    seq = await publish(
+        flywheel, subjects.RUNS_COMPLETED, event, dedup=False
+    )  # the same completion again
     await consumed(flywheel, DURABLE_COMPLETED, seq)
     rows = await store.study_runs(study)
     assert [r.run_id for r in rows] == [str(job)]
     row = rows[0]
     assert row.provenance.source == "platform" and row.status is RunStatus.completed
-    assert (row.metric_name, row.metric, row.majority_baseline, row.planned_steps) == ("accuracy", 0.9, 0.31, 80)
-    assert row.dataset.name == "snips_intents" and row.dataset.features == FEATURES and not row.profile_missing
-    assert row.curve == event.curve and row.hardware == event.hardware and row.config["learning_rate"] == 2e-3
+    assert (row.metric_name, row.metric, row.majority_baseline, row.planned_steps) == (
+        "accuracy",
+        0.9,
+        0.31,
+        80,
+    )
+    assert (
+        row.dataset.name == "snips_intents"
+        and row.dataset.features == FEATURES
+        and not row.profile_missing
+    )
+    assert (
+        row.curve == event.curve
+        and row.hardware == event.hardware
+        and row.config["learning_rate"] == 2e-3
+    )
     kv = await flywheel.js.key_value(STUDIES_BUCKET)
     best = StudyBest.model_validate_json((await kv.get(str(study))).value)
     assert (best.best, best.job_id, best.completed, best.metric_name) == (0.9, job, 1, "accuracy")
 
 
-async def test_early_stopped_and_failed_runs_are_flagged(flywheel: Service, store: KnowledgeStore) -> None:
+async def test_early_stopped_and_failed_runs_are_flagged(
+    flywheel: Service, store: KnowledgeStore
+) -> None:
     study, first, stopped, failed = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    await publish(flywheel, subjects.DATASETS_PROFILED,
-                  DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES))
+    await publish(
+        flywheel,
+        subjects.DATASETS_PROFILED,
+        DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES),
+    )
     await publish(flywheel, subjects.RUNS_COMPLETED, completion(study, first, 0.8))
-    seq = await publish(flywheel, subjects.RUNS_COMPLETED, completion(study, stopped, 0.5, early=True))
-    await publish(flywheel, subjects.RUNS_FAILED, RunFailed(
-        occurred_at=NOW, job_id=failed, study_id=study, datacenter="fra1", reason=FailureReason.out_of_memory,
-        message="CUDA out of memory", config=LoraConfig(rank=64), base_model="all-MiniLM-L6-v2",
-        task=TaskType.classification))
+    seq = await publish(
+        flywheel, subjects.RUNS_COMPLETED, completion(study, stopped, 0.5, early=True)
+    )
+    await publish(
+        flywheel,
+        subjects.RUNS_FAILED,
+        RunFailed(
+            occurred_at=NOW,
+            job_id=failed,
+            study_id=study,
+            datacenter="fra1",
+            reason=FailureReason.out_of_memory,
+            message="CUDA out of memory",
+            config=LoraConfig(rank=64),
+            base_model="all-MiniLM-L6-v2",
+            task=TaskType.classification,
+        ),
+    )
     await consumed(flywheel, DURABLE_COMPLETED, seq)
     await rows_of(store, study, 3)
     rows = {r.run_id: r for r in await store.study_runs(study)}
-    assert rows[str(stopped)].status is RunStatus.early_stopped and rows[str(stopped)].stop_reason.startswith("curve")
-    assert rows[str(failed)].status is RunStatus.failed and "out_of_memory" in rows[str(failed)].stop_reason
+    assert rows[str(stopped)].status is RunStatus.early_stopped and rows[
+        str(stopped)
+    ].stop_reason.startswith("curve")
+    assert (
+        rows[str(failed)].status is RunStatus.failed
+        and "out_of_memory" in rows[str(failed)].stop_reason
+    )
     assert rows[str(failed)].config["rank"] == 64 and rows[str(failed)].metric is None
     kv = await flywheel.js.key_value(STUDIES_BUCKET)
     best = StudyBest.model_validate_json((await kv.get(str(study))).value)
@@ -141,16 +210,28 @@ async def test_early_stopped_and_failed_runs_are_flagged(flywheel: Service, stor
 
 
 async def test_a_completion_before_its_profile_is_filled_when_the_profile_arrives(
-    flywheel: Service, store: KnowledgeStore,
+    flywheel: Service,
+    store: KnowledgeStore,
 ) -> None:
     study, job = uuid.uuid4(), uuid.uuid4()
-    event = completion(study, job, 0.7).model_copy(update={"base_model": None, "task": None})  # an older agent
+    event = completion(study, job, 0.7).model_copy(
+        update={"base_model": None, "task": None}
+    )  # an older agent
     seq = await publish(flywheel, subjects.RUNS_COMPLETED, event)
     await consumed(flywheel, DURABLE_COMPLETED, seq)
     waiting = await store.run(str(job))
-    assert waiting.profile_missing and waiting.dataset.features is None and waiting.base_model == "unknown"
-    await publish(flywheel, subjects.DATASETS_PROFILED,
-                  DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec("banking77.csv"), features=FEATURES))
+    assert (
+        waiting.profile_missing
+        and waiting.dataset.features is None
+        and waiting.base_model == "unknown"
+    )
+    await publish(
+        flywheel,
+        subjects.DATASETS_PROFILED,
+        DatasetProfiled(
+            occurred_at=NOW, study_id=study, spec=spec("banking77.csv"), features=FEATURES
+        ),
+    )
 
     async def filled_in() -> bool:
         return not (await store.run(str(job))).profile_missing
@@ -158,7 +239,11 @@ async def test_a_completion_before_its_profile_is_filled_when_the_profile_arrive
     await until(filled_in, "the profile filling the run")
     filled = await store.run(str(job))
     assert filled.dataset.features == FEATURES
-    assert (filled.dataset.name, filled.base_model, filled.task) == ("banking77", "all-MiniLM-L6-v2", "classification")
+    assert (filled.dataset.name, filled.base_model, filled.task) == (
+        "banking77",
+        "all-MiniLM-L6-v2",
+        "classification",
+    )
     assert len(await store.study_runs(study)) == 1
 
 

@@ -6,17 +6,35 @@ from metatune.knowledge.portfolio import greedy_portfolio, normalised_scores
 from metatune.knowledge.records import DatasetInfo, KbRun, Provenance, RunStatus
 
 
-def run(dataset: str, lr: float, metric: float, *, seed: int = 13, status: RunStatus = RunStatus.completed) -> KbRun:
+def run(
+    dataset: str,
+    lr: float,
+    metric: float,
+    *,
+    seed: int = 13,
+    status: RunStatus = RunStatus.completed,
+) -> KbRun:
     return KbRun(
-        run_id=f"{dataset}:{lr}:{seed}", dataset=DatasetInfo(name=dataset), base_model="m", task="classification",
-        config={"learning_rate": lr, "rank": 8, "seed": seed}, metric=metric, metric_name="accuracy", status=status,
+        run_id=f"{dataset}:{lr}:{seed}",
+        dataset=DatasetInfo(name=dataset),
+        base_model="m",
+        task="classification",
+        config={"learning_rate": lr, "rank": 8, "seed": seed},
+        metric=metric,
+        metric_name="accuracy",
+        status=status,
         provenance=Provenance(source="test"),
     )
 
 
 # Scores per dataset d0..d3 (already on a 0..1 scale, with a floor run at 0 so min-max keeps them):
 # A wins on d0, d1; B wins on d2, d3; C is good everywhere; C2 is a near-copy of C.
-TABLE = {1e-3: [1, 1, 0, 0], 2e-3: [0, 0, 1, 1], 3e-3: [0.8, 0.8, 0.8, 0.8], 3.1e-3: [0.79, 0.79, 0.79, 0.79]}
+TABLE = {
+    1e-3: [1, 1, 0, 0],
+    2e-3: [0, 0, 1, 1],
+    3e-3: [0.8, 0.8, 0.8, 0.8],
+    3.1e-3: [0.79, 0.79, 0.79, 0.79],
+}
 
 
 def runs() -> list[KbRun]:
@@ -29,7 +47,9 @@ def test_scores_are_normalised_per_dataset_and_seeds_averaged() -> None:
     scores = normalised_scores(data)
     assert set(scores) == {"d0", "d1", "d2", "d3"}
     assert max(scores["d0"].values()) == 1.0 and min(scores["d0"].values()) == 0.0
-    assert len(scores["d0"]) == 5  # the failed run is not a score; the two seeds of 3e-3 are one configuration
+    assert (
+        len(scores["d0"]) == 5
+    )  # the failed run is not a score; the two seeds of 3e-3 are one configuration
     c = next(v for k, v in scores["d0"].items() if '"learning_rate": 0.003,' in k)
     assert abs(c - 0.7) < 1e-9
 

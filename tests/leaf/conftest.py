@@ -51,16 +51,30 @@ def accepts(address: str) -> bool:
 
 
 @contextmanager
-def hub_and_leaf(directory: Path, datacenter: str = "fra1", tls: TlsFiles | None = None) -> Iterator[LeafSite]:
+def hub_and_leaf(
+    directory: Path, datacenter: str = "fra1", tls: TlsFiles | None = None
+) -> Iterator[LeafSite]:
     store = nats_secrets(directory)
     leaf_port = free_port()
-    site = LeafSite(f"nats://127.0.0.1:{free_port()}", f"nats://127.0.0.1:{free_port()}", datacenter, store)
+    site = LeafSite(
+        f"nats://127.0.0.1:{free_port()}", f"nats://127.0.0.1:{free_port()}", datacenter, store
+    )
     hub_conf = store.directory / "hub.conf"
     hub_conf.write_text(hub_config(leaf_port=leaf_port, tls=tls))
     leaf_conf = store.directory / f"leaf-{datacenter}.conf"
-    leaf_conf.write_text(leaf_config(store.leaf_file(agent_user(datacenter)).name, [f"nats-leaf://127.0.0.1:{leaf_port}"],
-                                     host="127.0.0.1", port=int(site.leaf.rsplit(":", 1)[1]), tls=tls))
-    procs = [servers.start_nats(site.hub, directory, directory, config=hub_conf), servers.start_leaf(leaf_conf, directory)]
+    leaf_conf.write_text(
+        leaf_config(
+            store.leaf_file(agent_user(datacenter)).name,
+            [f"nats-leaf://127.0.0.1:{leaf_port}"],
+            host="127.0.0.1",
+            port=int(site.leaf.rsplit(":", 1)[1]),
+            tls=tls,
+        )
+    )
+    procs = [
+        servers.start_nats(site.hub, directory, directory, config=hub_conf),
+        servers.start_leaf(leaf_conf, directory),
+    ]
     try:
         for address in (site.hub, site.leaf):
             _wait(lambda address=address: accepts(address), f"nats-server at {address}")
@@ -81,7 +95,9 @@ async def linked(settings: Settings, timeout_s: float = 30.0) -> None:
                 await nc.jetstream(timeout=1.0).account_info()
                 return
             except (nats.errors.Error, nats.js.errors.Error):
-                assert asyncio.get_running_loop().time() < deadline, f"leaf not linked to the hub within {timeout_s} s"
+                assert asyncio.get_running_loop().time() < deadline, (
+                    f"leaf not linked to the hub within {timeout_s} s"
+                )
                 await asyncio.sleep(0.1)
     finally:
         await nc.close()

@@ -31,15 +31,49 @@ def _openssl(*args: str) -> None:
 def make_certificates(directory: Path) -> TlsFiles:
     """A self-signed CA and a server certificate for 127.0.0.1 signed by it (EC keys: quick)."""
     directory.mkdir(parents=True, exist_ok=True)
-    ca, ca_key, cert, key, csr, ext = (directory / n for n in ("ca.pem", "ca.key", "server.pem", "server.key",
-                                                                "server.csr", "server.ext"))
+    ca, ca_key, cert, key, csr, ext = (
+        directory / n
+        for n in ("ca.pem", "ca.key", "server.pem", "server.key", "server.csr", "server.ext")
+    )
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca), "-days", "1", "-subj", "/CN=metatune-test-ca",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    _openssl(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca),
+        "-days",
+        "1",
+        "-subj",
+        "/CN=metatune-test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
     _openssl("req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1")
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-             "-out", str(cert), "-days", "1", "-extfile", str(ext))
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-out",
+        str(cert),
+        "-days",
+        "1",
+        "-extfile",
+        str(ext),
+    )
     return TlsFiles(ca=ca, cert=cert, key=key)
 
 
@@ -61,10 +95,14 @@ async def test_a_client_with_the_ca_connects_over_tls(tls_site: tuple[LeafSite, 
         await nc.close()
 
 
-async def test_a_service_connects_over_tls(tls_site: tuple[LeafSite, TlsFiles], tmp_path: Path) -> None:
+async def test_a_service_connects_over_tls(
+    tls_site: tuple[LeafSite, TlsFiles], tmp_path: Path
+) -> None:
     site, tls = tls_site
-    service = Service("tls-probe", settings=Settings(nats_url=site.hub_admin_url, nats_tls_ca_file=tls.ca,
-                                                     data_dir=tmp_path))
+    service = Service(
+        "tls-probe",
+        settings=Settings(nats_url=site.hub_admin_url, nats_tls_ca_file=tls.ca, data_dir=tmp_path),
+    )
     async with service.running():
         kv = await service.js.key_value(HEALTH_BUCKET)
 
@@ -78,7 +116,9 @@ async def test_a_service_connects_over_tls(tls_site: tuple[LeafSite, TlsFiles], 
 
 async def test_the_leaf_node_links_to_the_hub_over_tls(tls_site: tuple[LeafSite, TlsFiles]) -> None:
     site, tls = tls_site
-    await linked(site.agent_settings(nats_tls_ca_file=tls.ca))  # the hub's JetStream answers through the link
+    await linked(
+        site.agent_settings(nats_tls_ca_file=tls.ca)
+    )  # the hub's JetStream answers through the link
 
 
 async def test_a_client_without_tls_is_refused(tls_site: tuple[LeafSite, TlsFiles]) -> None:

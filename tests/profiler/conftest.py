@@ -18,5 +18,7 @@ def text_data() -> Path:
 
 
 def write_jsonl(path: Path, records: Iterable[dict]) -> Path:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+    )
     return path

@@ -35,7 +35,9 @@ def test_label_features(tiny) -> None:
     assert tiny.n_examples == 4
     assert tiny.n_classes == 2
     # p = (3/4, 1/4)
-    assert tiny.label_entropy_bits == pytest.approx(-(0.75 * math.log2(0.75) + 0.25 * math.log2(0.25)))
+    assert tiny.label_entropy_bits == pytest.approx(
+        -(0.75 * math.log2(0.75) + 0.25 * math.log2(0.25))
+    )
     assert tiny.label_entropy_norm == pytest.approx(0.811278, abs=1e-6)
     assert tiny.imbalance_ratio == 3.0
 
@@ -87,8 +89,10 @@ def test_unknown_tokens_and_fertility(tmp_path: Path) -> None:
 
 
 def test_pair_rows_are_tokenised_jointly(tmp_path: Path) -> None:
-    rows = [{"premise": "a cat", "hypothesis": "a dog", "label": "no"},
-            {"premise": "it is", "hypothesis": "it is", "label": "yes"}]
+    rows = [
+        {"premise": "a cat", "hypothesis": "a dog", "label": "no"},
+        {"premise": "it is", "hypothesis": "it is", "label": "yes"},
+    ]
     features = profile_file(write_jsonl(tmp_path / "pair.jsonl", rows)).features
     assert features.is_pair
     assert features.tokens_max == 2 + 2 + 3  # [CLS] a cat [SEP] a dog [SEP]
@@ -96,22 +100,30 @@ def test_pair_rows_are_tokenised_jointly(tmp_path: Path) -> None:
 
 
 def test_padding_fractions_by_hand() -> None:
-    assert stats.padding_fraction_random([1, 3, 1, 3], batch_size=4, seed=0) == pytest.approx(1 - 8 / 12)
+    assert stats.padding_fraction_random([1, 3, 1, 3], batch_size=4, seed=0) == pytest.approx(
+        1 - 8 / 12
+    )
     assert stats.padding_fraction_grouped([1, 3, 1, 3], batch_size=2, seed=0) == 0.0
-    assert stats.padding_fraction_grouped([2, 4, 4, 4], batch_size=2, seed=5) == pytest.approx(1 - 14 / 16)
+    assert stats.padding_fraction_grouped([2, 4, 4, 4], batch_size=2, seed=5) == pytest.approx(
+        1 - 14 / 16
+    )
     assert stats.padding_fraction_random([7], batch_size=32, seed=0) == 0.0
 
 
 def test_grouping_never_pads_more_than_random() -> None:
     lengths = list(np.random.default_rng(3).integers(5, 300, size=5000))
     for batch in (8, 32):
-        assert stats.padding_fraction_grouped(lengths, batch, 1) < stats.padding_fraction_random(lengths, batch, 1)
+        assert stats.padding_fraction_grouped(lengths, batch, 1) < stats.padding_fraction_random(
+            lengths, batch, 1
+        )
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=200), st.floats(0, 1))
 def test_histogram_quantile_matches_numpy(values: list[int], q: float) -> None:
-    assert stats.histogram_quantile(stats.length_histogram(values), q) == pytest.approx(np.percentile(values, q * 100))
+    assert stats.histogram_quantile(stats.length_histogram(values), q) == pytest.approx(
+        np.percentile(values, q * 100)
+    )
 
 
 def test_label_statistics_edge_cases() -> None:
@@ -131,5 +143,13 @@ def test_script_classes() -> None:
     counts = script_counts("Привет мир 123 ሰላም 你好 안녕 مرحبا")
     mix = script_mix(counts)
     total = 9 + 3 + 3 + 2 + 2 + 5
-    assert mix == pytest.approx({"cyrillic": 9 / total, "digit": 3 / total, "ethiopic": 3 / total,
-                                 "cjk": 2 / total, "hangul": 2 / total, "arabic": 5 / total})
+    assert mix == pytest.approx(
+        {
+            "cyrillic": 9 / total,
+            "digit": 3 / total,
+            "ethiopic": 3 / total,
+            "cjk": 2 / total,
+            "hangul": 2 / total,
+            "arabic": 5 / total,
+        }
+    )

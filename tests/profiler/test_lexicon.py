@@ -62,24 +62,29 @@ def test_profile_recovers_alpha_of_a_synthetic_corpus(tmp_path: Path) -> None:
 
 
 def naive_mattr_sum(tokens: list[str], window: int) -> int:
-    return sum(len(set(tokens[j:j + window])) for j in range(len(tokens) - window + 1))
+    return sum(len(set(tokens[j : j + window])) for j in range(len(tokens) - window + 1))
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.sampled_from("abcdefg"), min_size=0, max_size=120), st.integers(1, 12),
-       st.lists(st.integers(1, 30), min_size=1, max_size=10))
+@given(
+    st.lists(st.sampled_from("abcdefg"), min_size=0, max_size=120),
+    st.integers(1, 12),
+    st.lists(st.integers(1, 30), min_size=1, max_size=10),
+)
 def test_streaming_mattr_equals_definition(tokens: list[str], window: int, cuts: list[int]) -> None:
     mattr = Mattr(window)
     start = 0
     for size in cuts * 20:
-        mattr.update(tokens[start:start + size])
+        mattr.update(tokens[start : start + size])
         start += size
         if start >= len(tokens):
             break
     mattr.update(tokens[start:])
     windows = len(tokens) - window + 1
     if windows > 0:
-        assert mattr.value(ttr_if_short=-1.0) == pytest.approx(naive_mattr_sum(tokens, window) / (windows * window))
+        assert mattr.value(ttr_if_short=-1.0) == pytest.approx(
+            naive_mattr_sum(tokens, window) / (windows * window)
+        )
     else:
         assert mattr.value(ttr_if_short=-1.0) == -1.0
 
@@ -106,12 +111,14 @@ def test_type_sampling_estimates_vocabulary_and_hapax() -> None:
     tokens = [f"t{i}" for i in rng.zipf(1.6, 300_000)]
     exact, sampled = TypeCounter(10**7), TypeCounter(2_000)
     for start in range(0, len(tokens), 10_000):
-        exact.update(tokens[start:start + 10_000])
-        sampled.update(tokens[start:start + 10_000])
+        exact.update(tokens[start : start + 10_000])
+        sampled.update(tokens[start : start + 10_000])
     assert exact.level == 0 and sampled.level > 0 and len(sampled.counts) <= 2_000
     assert sampled.vocab_size == pytest.approx(exact.vocab_size, rel=0.1)
     assert sampled.hapax_ratio() == pytest.approx(exact.hapax_ratio(), abs=0.03)
-    assert all(exact.counts[t] == c for t, c in sampled.counts.items())  # kept types are counted exactly
+    assert all(
+        exact.counts[t] == c for t, c in sampled.counts.items()
+    )  # kept types are counted exactly
     fit_exact = fit_discrete_power_law(exact.frequency_of_frequencies())
     fit_sampled = fit_discrete_power_law(sampled.frequency_of_frequencies())
     assert fit_sampled.alpha == pytest.approx(fit_exact.alpha, abs=0.1)

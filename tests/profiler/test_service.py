@@ -16,16 +16,26 @@ import pytest
 
 from metatune import subjects
 from metatune.bus import DATASETS_BUCKET
-from metatune.contracts import DatasetLocation, DatasetProfiled, DatasetSubmitted, ErrorEvent, StudySpec, TaskType
+from metatune.contracts import (
+    DatasetLocation,
+    DatasetProfiled,
+    DatasetSubmitted,
+    ErrorEvent,
+    StudySpec,
+    TaskType,
+)
 from metatune.settings import Settings
 from metatune_profiler.app import create_service
 
-from .conftest import write_jsonl
 from ..conftest import eventually
+from .conftest import write_jsonl
 
 MAX_ROW_BYTES = 2_000
 MAX_DATASET_BYTES = 200_000
-GOOD = [{"text": f"review {i}: the film was {'great' if i % 2 else 'dull'}", "label": str(i % 2)} for i in range(80)]
+GOOD = [
+    {"text": f"review {i}: the film was {'great' if i % 2 else 'dull'}", "label": str(i % 2)}
+    for i in range(80)
+]
 
 
 @pytest.fixture
@@ -67,18 +77,31 @@ class Outcomes:
         return [e.code for e in self.errors.get(str(study_id), [])]
 
 
-def submission(location: DatasetLocation, *, base_model: str = "all-MiniLM-L6-v2",
-               task: TaskType = TaskType.classification) -> DatasetSubmitted:
+def submission(
+    location: DatasetLocation,
+    *,
+    base_model: str = "all-MiniLM-L6-v2",
+    task: TaskType = TaskType.classification,
+) -> DatasetSubmitted:
     now = datetime.now(UTC)
-    spec = StudySpec(dataset=location, task=task, base_model=base_model, deadline=now + timedelta(days=2))
+    spec = StudySpec(
+        dataset=location, task=task, base_model=base_model, deadline=now + timedelta(days=2)
+    )
     return DatasetSubmitted(occurred_at=now, study_id=uuid4(), spec=spec)
 
 
 @pytest.fixture
 async def running(nats_url: str, tmp_path: Path) -> AsyncIterator[tuple[Outcomes, object]]:
-    settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5,
-                        max_row_bytes=MAX_ROW_BYTES, max_dataset_bytes=MAX_DATASET_BYTES,
-                        dataset_roots=[tmp_path], allow_url_datasets=True, url_allowed_networks=["127.0.0.0/8"])
+    settings = Settings(
+        nats_url=nats_url,
+        data_dir=tmp_path / "data",
+        heartbeat_s=0.5,
+        max_row_bytes=MAX_ROW_BYTES,
+        max_dataset_bytes=MAX_DATASET_BYTES,
+        dataset_roots=[tmp_path],
+        allow_url_datasets=True,
+        url_allowed_networks=["127.0.0.0/8"],
+    )
     service = create_service(settings.model_copy(update={"profiler_sample_size": 64}))
     outcomes = Outcomes()
     nc = await nats.connect(nats_url)
@@ -89,8 +112,9 @@ async def running(nats_url: str, tmp_path: Path) -> AsyncIterator[tuple[Outcomes
     await nc.close()
 
 
-
-async def test_object_path_and_url_submissions_are_profiled(running, tmp_path: Path, http_root) -> None:
+async def test_object_path_and_url_submissions_are_profiled(
+    running, tmp_path: Path, http_root
+) -> None:
     outcomes, (service, js) = running
     data = write_jsonl(tmp_path / "good.jsonl", GOOD)
     await service.objects.put_file(DATASETS_BUCKET, "uploads/good.jsonl", data)
@@ -109,17 +133,26 @@ async def test_object_path_and_url_submissions_are_profiled(running, tmp_path: P
     assert all(p.rows_skipped == 0 and p.correlation_id == str(p.study_id) for p in profiles)
     assert profiles[0].features == profiles[1].features == profiles[2].features
     assert outcomes.errors == {}
-    assert not any((tmp_path / "data" / "profiler" / "downloads").iterdir())  # downloads are cleaned up
+    assert not any(
+        (tmp_path / "data" / "profiler" / "downloads").iterdir()
+    )  # downloads are cleaned up
 
 
-async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving(running, tmp_path: Path) -> None:
+async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving(
+    running, tmp_path: Path
+) -> None:
     outcomes, (service, js) = running
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "latin1.jsonl").write_bytes("".join(f'{{"text": "caf\u00e9 {i}", "label": "{i % 2}"}}\n'
-                                               for i in range(10)).encode("latin-1"))
+    (bad / "latin1.jsonl").write_bytes(
+        "".join(f'{{"text": "caf\u00e9 {i}", "label": "{i % 2}"}}\n' for i in range(10)).encode(
+            "latin-1"
+        )
+    )
     (bad / "empty.jsonl").write_bytes(b"")
-    write_jsonl(bad / "notext.jsonl", [{"body_text": "x", "label": "a"}, {"body_text": "y", "label": "b"}])
+    write_jsonl(
+        bad / "notext.jsonl", [{"body_text": "x", "label": "a"}, {"body_text": "y", "label": "b"}]
+    )
     write_jsonl(bad / "oneclass.jsonl", [{"text": f"t {i}", "label": "only"} for i in range(10)])
     write_jsonl(bad / "bigrow.jsonl", [{"text": "w " * MAX_ROW_BYTES, "label": "a"}])
     (bad / "huge.jsonl").write_bytes(b'{"text": "a", "label": "b"}\n' * (MAX_DATASET_BYTES // 20))
@@ -129,10 +162,14 @@ async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving
         "not_utf8": submission(DatasetLocation(kind="path", ref=str(bad / "latin1.jsonl"))),
         "empty_file": submission(DatasetLocation(kind="path", ref=str(bad / "empty.jsonl"))),
         "no_text_column": submission(DatasetLocation(kind="path", ref=str(bad / "notext.jsonl"))),
-        "one_class_label": submission(DatasetLocation(kind="path", ref=str(bad / "oneclass.jsonl"))),
+        "one_class_label": submission(
+            DatasetLocation(kind="path", ref=str(bad / "oneclass.jsonl"))
+        ),
         "row_too_large": submission(DatasetLocation(kind="path", ref=str(bad / "bigrow.jsonl"))),
         "file_too_large": submission(DatasetLocation(kind="path", ref=str(bad / "huge.jsonl"))),
-        "unknown_base_model": submission(DatasetLocation(kind="path", ref=str(good)), base_model="no-such-model"),
+        "unknown_base_model": submission(
+            DatasetLocation(kind="path", ref=str(good)), base_model="no-such-model"
+        ),
         "dataset_not_found": submission(DatasetLocation(kind="object", ref="uploads/missing.csv")),
     }
     for event in cases.values():
@@ -140,8 +177,12 @@ async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving
     after = submission(DatasetLocation(kind="path", ref=str(good)))
     await js.publish(subjects.DATASETS_SUBMITTED, after.to_bytes())
 
-    await eventually(lambda: after.study_id in outcomes.profiled
-                   and all(outcomes.codes(e.study_id) for e in cases.values()))
+    await eventually(
+        lambda: (
+            after.study_id in outcomes.profiled
+            and all(outcomes.codes(e.study_id) for e in cases.values())
+        )
+    )
     for code, event in cases.items():
         assert outcomes.codes(event.study_id) == [code], code
         [error] = outcomes.errors[str(event.study_id)]
@@ -152,7 +193,9 @@ async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving
     assert outcomes.errors[str(cases["row_too_large"].study_id)][0].row == 1
 
 
-async def test_partially_bad_file_is_profiled_and_skips_are_reported(running, tmp_path: Path) -> None:
+async def test_partially_bad_file_is_profiled_and_skips_are_reported(
+    running, tmp_path: Path
+) -> None:
     outcomes, (service, js) = running
     lines = [f'{{"text": "row {i} is fine", "label": "{i % 3}"}}\n'.encode() for i in range(50)]
     lines.insert(20, b"{not json}\n")
@@ -161,10 +204,15 @@ async def test_partially_bad_file_is_profiled_and_skips_are_reported(running, tm
     path.write_bytes(b"".join(lines))
     event = submission(DatasetLocation(kind="path", ref=str(path)))
     await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
-    await eventually(lambda: event.study_id in outcomes.profiled and len(outcomes.codes(event.study_id)) == 2)
+    await eventually(
+        lambda: event.study_id in outcomes.profiled and len(outcomes.codes(event.study_id)) == 2
+    )
     profiled = outcomes.profiled[event.study_id]
     assert profiled.features.n_examples == 50 and profiled.features.n_classes == 3
-    assert profiled.rows_skipped == 2 and profiled.skip_reasons == {"malformed_row": 1, "not_utf8": 1}
+    assert profiled.rows_skipped == 2 and profiled.skip_reasons == {
+        "malformed_row": 1,
+        "not_utf8": 1,
+    }
     rows = {e.code: e.row for e in outcomes.errors[str(event.study_id)]}
     assert rows == {"malformed_row": 21, "not_utf8": 31}
 
@@ -172,11 +220,18 @@ async def test_partially_bad_file_is_profiled_and_skips_are_reported(running, tm
 async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) -> None:
     """Profiling that outlasts ack_wait (150k rows: several seconds, against 1 s) keeps the message in
     progress instead of getting it redelivered."""
-    settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5, ack_wait_s=1.0,
-                        dataset_roots=[tmp_path])
+    settings = Settings(
+        nats_url=nats_url,
+        data_dir=tmp_path / "data",
+        heartbeat_s=0.5,
+        ack_wait_s=1.0,
+        dataset_roots=[tmp_path],
+    )
     service = create_service(settings.model_copy(update={"profiler_sample_size": 64}))
-    path = write_jsonl(tmp_path / "long.jsonl", (GOOD[i % len(GOOD)] | {"text": f"{i} " + GOOD[i % 80]["text"]}
-                                                 for i in range(150_000)))
+    path = write_jsonl(
+        tmp_path / "long.jsonl",
+        (GOOD[i % len(GOOD)] | {"text": f"{i} " + GOOD[i % 80]["text"]} for i in range(150_000)),
+    )
     outcomes = Outcomes()
     nc = await nats.connect(nats_url)
     await nc.subscribe(subjects.DATASETS_PROFILED, cb=outcomes.on_profiled)
@@ -195,14 +250,22 @@ async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) 
     await nc.close()
 
 
-async def test_paths_outside_the_data_roots_and_non_public_urls_are_refused(running, tmp_path: Path) -> None:
+async def test_paths_outside_the_data_roots_and_non_public_urls_are_refused(
+    running, tmp_path: Path
+) -> None:
     outcomes, (service, js) = running
     (tmp_path / "link.jsonl").symlink_to("/etc/passwd")
     refused = [
-        submission(DatasetLocation(kind="path", ref=str(tmp_path / "datasets" / ".." / ".." / ".." / "etc" / "passwd"))),
+        submission(
+            DatasetLocation(
+                kind="path", ref=str(tmp_path / "datasets" / ".." / ".." / ".." / "etc" / "passwd")
+            )
+        ),
         submission(DatasetLocation(kind="path", ref="/etc/passwd")),
         submission(DatasetLocation(kind="path", ref=str(tmp_path / "link.jsonl"))),
-        submission(DatasetLocation(kind="url", ref="http://10.20.30.40/data.jsonl")),  # refused before any connection
+        submission(
+            DatasetLocation(kind="url", ref="http://10.20.30.40/data.jsonl")
+        ),  # refused before any connection
         submission(DatasetLocation(kind="url", ref="http://169.254.169.254/latest/meta-data")),
         submission(DatasetLocation(kind="url", ref="file:///etc/passwd")),
     ]

@@ -27,14 +27,27 @@ def test_profile_is_complete_and_in_range(text_data: Path, name: str) -> None:
     assert f.is_pair == (name in {"rte.jsonl.gz", "snli_subset.jsonl.gz"})
     assert 0 < f.ttr < f.mattr < 1  # at corpus scale, raw TTR is far below the windowed one
     assert f.zipf_alpha is not None and 1.3 < f.zipf_alpha < 3.5 and f.zipf_alpha_se < 0.2
-    assert f.words_p50 <= f.words_p95 <= f.words_max and f.tokens_p50 <= f.tokens_p95 <= f.tokens_max
-    assert f.padding_fraction_grouped <= f.padding_fraction_random  # equal when nearly all rows are truncated
+    assert (
+        f.words_p50 <= f.words_p95 <= f.words_max and f.tokens_p50 <= f.tokens_p95 <= f.tokens_max
+    )
+    assert (
+        f.padding_fraction_grouped <= f.padding_fraction_random
+    )  # equal when nearly all rows are truncated
     assert 0.9 < f.fertility < 6 and sum(f.script_mix.values()) == pytest.approx(1.0)
     assert f.vocab_size > 1000 and 0 < f.hapax_ratio < 1
 
 
 def test_script_mix_reflects_the_language(text_data: Path) -> None:
     options = ProfileOptions(sample_size=64)
-    assert profile_file(text_data / "fortunes_ru.jsonl.gz", options).features.script_mix["cyrillic"] > 0.7
-    assert profile_file(text_data / "afrisenti_amh.jsonl.gz", options).features.script_mix["ethiopic"] > 0.7
-    assert profile_file(text_data / "lm_fortunes_zh.jsonl.gz", options).features.script_mix["cjk"] > 0.4
+    assert (
+        profile_file(text_data / "fortunes_ru.jsonl.gz", options).features.script_mix["cyrillic"]
+        > 0.7
+    )
+    assert (
+        profile_file(text_data / "afrisenti_amh.jsonl.gz", options).features.script_mix["ethiopic"]
+        > 0.7
+    )
+    assert (
+        profile_file(text_data / "lm_fortunes_zh.jsonl.gz", options).features.script_mix["cjk"]
+        > 0.4
+    )

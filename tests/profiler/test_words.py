@@ -51,27 +51,40 @@ THAI = {
 }
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    (HINDI, HINDI_WORDS), (ARABIC, ARABIC_WORDS), (PERSIAN, PERSIAN_WORDS), (AMHARIC, AMHARIC_WORDS),
-    *THAI.items(),
-], ids=["hindi", "arabic", "persian", "amharic", "thai-3", "thai-4", "thai-7", "thai-mixed"])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (HINDI, HINDI_WORDS),
+        (ARABIC, ARABIC_WORDS),
+        (PERSIAN, PERSIAN_WORDS),
+        (AMHARIC, AMHARIC_WORDS),
+        *THAI.items(),
+    ],
+    ids=["hindi", "arabic", "persian", "amharic", "thai-3", "thai-4", "thai-7", "thai-mixed"],
+)
 def test_hand_counted_words(text: str, expected: list[str]) -> None:
     assert words(text) == expected
 
 
 def test_marks_stay_in_their_word() -> None:
-    assert words("cafe\u0301 CAFÉ café") == ["café"] * 3  # decomposed, upper-case, precomposed: one type
+    assert (
+        words("cafe\u0301 CAFÉ café") == ["café"] * 3
+    )  # decomposed, upper-case, precomposed: one type
     assert all(any(unicodedata.category(c).startswith("M") for c in w) for w in ("हिंदी", "الوَلَدُ"))
     assert words("हिंदी") == ["हिंदी"] and words("الوَلَدُ") == ["الوَلَدُ"]
 
 
 def test_ideographs_kana_and_unsegmented_scripts() -> None:
     assert words("我爱你 ok") == ["我", "爱", "你", "ok"]
-    assert words("ガーデン・パーティー") == list("ガーデンパーティー")  # ・ is punctuation, ー a kana
+    assert words("ガーデン・パーティー") == list(
+        "ガーデンパーティー"
+    )  # ・ is punctuation, ー a kana
     assert words("\U0002000bx") == ["\U0002000b", "x"]  # Han beyond the BMP (extension B)
     # Lao (like Khmer and Myanmar) has no segmenter: a run between spaces is one word
     assert words("ສະບາຍດີ ທຸກຄົນ") == ["ສະບາຍດີ", "ທຸກຄົນ"]
-    assert words("\U0001f468\u200d\U0001f469\u200d\U0001f467 hi") == ["hi"]  # emoji joined by ZWJ: not a word
+    assert words("\U0001f468\u200d\U0001f469\u200d\U0001f467 hi") == [
+        "hi"
+    ]  # emoji joined by ZWJ: not a word
 
 
 @settings(max_examples=300, deadline=None)
@@ -80,8 +93,10 @@ def test_ascii_fast_path_equals_the_unicode_pattern(text: str) -> None:
     assert ASCII_WORD.findall(text.lower()) == WORD.findall(text.lower()) == words(text)
 
 
-MIXED = st.sampled_from(list("aZ9'\u2019_ -.\u0301\u0903\u093f\u094d\u064e\u200c\u200d\u00e9\u0131\u0130\u00b2\u2163")
-                        + list("हिदीअربيةሰላም我爱ガー・ไทยๆ\U0002000b\U0001f600"))
+MIXED = st.sampled_from(
+    list("aZ9'\u2019_ -.\u0301\u0903\u093f\u094d\u064e\u200c\u200d\u00e9\u0131\u0130\u00b2\u2163")
+    + list("हिदीअربيةሰላም我爱ガー・ไทยๆ\U0002000b\U0001f600")
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -93,9 +108,15 @@ def test_fast_paths_equal_the_definition(text: str) -> None:
 
 def test_profile_counts_hindi_and_thai_words(tmp_path: Path) -> None:
     """End to end: word counts, lengths and types of a profile follow the hand counts above."""
-    rows = [{"text": HINDI, "label": "hi"}, {"text": HINDI, "label": "hi"}, {"text": "ฉันรักแมว", "label": "th"},
-            {"text": "แม่ไปตลาดเมื่อวาน", "label": "th"}]
-    features = profile_file(write_jsonl(tmp_path / "mixed.jsonl", rows), ProfileOptions(sample_size=8)).features
+    rows = [
+        {"text": HINDI, "label": "hi"},
+        {"text": HINDI, "label": "hi"},
+        {"text": "ฉันรักแมว", "label": "th"},
+        {"text": "แม่ไปตลาดเมื่อวาน", "label": "th"},
+    ]
+    features = profile_file(
+        write_jsonl(tmp_path / "mixed.jsonl", rows), ProfileOptions(sample_size=8)
+    ).features
     assert features.extra["word_tokens"] == 12 + 12 + 3 + 4
     assert features.words_max == 12
     assert features.vocab_size == 12 + 3 + 4  # แม่ and แมว are different words

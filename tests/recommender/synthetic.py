@@ -12,7 +12,9 @@ from metatune_recommender.domain.history import Task
 
 from ..foundation.samples import FEATURES
 
-OPTIMUM = np.array([0.7, 0.4])  # (learning-rate, rank) coordinates of encode() where every task peaks
+OPTIMUM = np.array(
+    [0.7, 0.4]
+)  # (learning-rate, rank) coordinates of encode() where every task peaks
 
 
 def score(config: dict, shift: float = 0.0) -> float:
@@ -23,24 +25,43 @@ def score(config: dict, shift: float = 0.0) -> float:
 
 def design(n: int, seed: int) -> list[dict]:
     points = qmc.Sobol(d=len(DIMENSIONS), scramble=True, seed=seed).random(n)
-    return [{k: v for k, v in decode(p, budget=Budget(max_steps=64)).model_dump(mode="json").items() if k != "seed"}
-            for p in points]
+    return [
+        {
+            k: v
+            for k, v in decode(p, budget=Budget(max_steps=64)).model_dump(mode="json").items()
+            if k != "seed"
+        }
+        for p in points
+    ]
 
 
 def features(n_examples: int) -> MetaFeatures:
     return FEATURES.model_copy(update={"n_examples": n_examples})
 
 
-def kb_runs(datasets: int = 4, per_dataset: int = 16, base_model: str = "all-MiniLM-L6-v2") -> list[KbRun]:
+def kb_runs(
+    datasets: int = 4, per_dataset: int = 16, base_model: str = "all-MiniLM-L6-v2"
+) -> list[KbRun]:
     runs = []
     for d in range(datasets):
         for i, config in enumerate(design(per_dataset, seed=d)):
-            runs.append(KbRun(
-                run_id=f"syn:{d}:{i}", dataset=DatasetInfo(name=f"syn{d}", features=features(1000 + 500 * d)),
-                base_model=base_model, task="classification", config=config, metric_name="accuracy",
-                metric=score(config), tokens_with_padding=10_000, train_seconds=5.0, wall_seconds=8.0,
-                energy_wh=0.2, hardware=Hardware(device="cpu"), provenance=Provenance(source="seed-kb"),
-            ))
+            runs.append(
+                KbRun(
+                    run_id=f"syn:{d}:{i}",
+                    dataset=DatasetInfo(name=f"syn{d}", features=features(1000 + 500 * d)),
+                    base_model=base_model,
+                    task="classification",
+                    config=config,
+                    metric_name="accuracy",
+                    metric=score(config),
+                    tokens_with_padding=10_000,
+                    train_seconds=5.0,
+                    wall_seconds=8.0,
+                    energy_wh=0.2,
+                    hardware=Hardware(device="cpu"),
+                    provenance=Provenance(source="seed-kb"),
+                )
+            )
     return runs
 
 
@@ -51,6 +72,8 @@ def family(tasks: int, per_task: int, seed: int) -> list[Task]:
     for t in range(tasks):
         size = float(rng.uniform(0, 1))
         configs = design(per_task, seed=seed * 100 + t)
-        values = np.array([score(c, shift=0.2 * (size - 0.5)) for c in configs]) + rng.normal(0, 0.005, per_task)
+        values = np.array([score(c, shift=0.2 * (size - 0.5)) for c in configs]) + rng.normal(
+            0, 0.005, per_task
+        )
         out.append(Task(name=f"t{t}", descriptors={"size": size}, configs=configs, values=values))
     return out

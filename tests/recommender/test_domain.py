@@ -10,7 +10,12 @@ from metatune.knowledge.records import DatasetInfo, KbRun, Provenance
 from metatune.knowledge.space import LR_RANGE, RANKS, encode
 from metatune_recommender.domain.acquisition import select_batch
 from metatune_recommender.domain.prior import LearnedPrior, PriorSettings
-from metatune_recommender.domain.recommender import COLD_START, KNOWLEDGE_BASE, Recommender, profile_descriptors
+from metatune_recommender.domain.recommender import (
+    COLD_START,
+    KNOWLEDGE_BASE,
+    Recommender,
+    profile_descriptors,
+)
 
 from .synthetic import OPTIMUM, design, family, features, kb_runs, score
 
@@ -27,7 +32,9 @@ def test_gp_finds_the_known_optimum_of_a_synthetic_meta_dataset() -> None:
     assert np.all(np.isfinite(sd)) and np.all(sd > 0)
     assert spearmanr(mu, true).statistic > 0.4  # before any result of this task
     best = int(np.argmax(mu))  # before a single trial of this task: near its optimum
-    assert (true.max() - true[best]) / np.ptp(true) < 0.25  # in the best quarter of the range, untried
+    assert (true.max() - true[best]) / np.ptp(
+        true
+    ) < 0.25  # in the best quarter of the range, untried
     assert abs(encode(pool[best])[0] - (OPTIMUM[0] + shift)) < 0.2
     # conditioned on a few results of the task, the posterior mean tracks it more closely still
     seen = list(range(0, 256, 32))
@@ -43,15 +50,22 @@ def test_learned_prior_beats_a_flat_prior_on_related_tasks() -> None:
         test, pool = tasks[-1], design(128, seed=50 + seed)
         values = np.array([score(c, shift=0.2 * (test.descriptors["size"] - 0.5)) for c in pool])
         for learned in (True, False):
-            prior = LearnedPrior.fit(tasks[:-1], PriorSettings(iterations=150, learned_mean=learned, seed=seed),
-                                     extra_configs=pool)
-            picks = select_batch(prior.condition(test.descriptors, [], []), prior.inputs(pool, test.descriptors), 3)
+            prior = LearnedPrior.fit(
+                tasks[:-1],
+                PriorSettings(iterations=150, learned_mean=learned, seed=seed),
+                extra_configs=pool,
+            )
+            picks = select_batch(
+                prior.condition(test.descriptors, [], []), prior.inputs(pool, test.descriptors), 3
+            )
             regrets[learned].append(values.max() - max(values[p.index] for p in picks))
     assert np.mean(regrets[True]) < np.mean(regrets[False])
 
 
 def test_top3_are_distinct_inside_the_space_with_predictions_and_costs() -> None:
-    advice = Recommender(kb_runs(), settings=FAST).recommend("all-MiniLM-L6-v2", profile_descriptors(features(3000)))
+    advice = Recommender(kb_runs(), settings=FAST).recommend(
+        "all-MiniLM-L6-v2", profile_descriptors(features(3000))
+    )
     assert advice.source == KNOWLEDGE_BASE and len(advice.recommendations) == 3
     configs = [r.config for r in advice.recommendations]
     assert len({c.model_dump_json() for c in configs}) == 3
@@ -72,8 +86,9 @@ def test_ei_continuation_needs_fewer_evaluations_than_random() -> None:
         pool = design(256, seed=200 + seed)
         values = np.array([score(c) for c in pool])
         target = values >= np.sort(values)[-4]
-        prior = LearnedPrior.fit(tasks, PriorSettings(iterations=100, learned_mean=False, seed=seed),
-                                 extra_configs=pool)
+        prior = LearnedPrior.fit(
+            tasks, PriorSettings(iterations=100, learned_mean=False, seed=seed), extra_configs=pool
+        )
         x = prior.inputs(pool, {"size": 0.5})
         rng = np.random.default_rng(seed)
         taken = [int(i) for i in rng.choice(len(pool), 2, replace=False)]
@@ -88,16 +103,36 @@ def test_ei_continuation_needs_fewer_evaluations_than_random() -> None:
 def test_flywheel_a_completed_run_changes_the_next_recommendation() -> None:
     runs = kb_runs(datasets=3)
     profile = profile_descriptors(features(2000))
-    before = Recommender(runs, settings=FAST).recommend("all-MiniLM-L6-v2", profile).recommendations[0].config
+    before = (
+        Recommender(runs, settings=FAST)
+        .recommend("all-MiniLM-L6-v2", profile)
+        .recommendations[0]
+        .config
+    )
     # platform runs on a similar dataset: a corner of the space far from the old optimum does best
     corner = {k: v for k, v in before.model_dump(mode="json").items() if k != "seed"}
-    corner.update(learning_rate=1.2e-5, rank=2, alpha=2.0, max_steps=64, epochs=None, max_seq_length=128)
-    new = [KbRun(run_id=f"platform:{i}", dataset=DatasetInfo(name="similar", features=features(2100)),
-                 base_model="all-MiniLM-L6-v2", task="classification",
-                 config={**c, **(corner if i == 0 else {})}, metric_name="accuracy",
-                 metric=0.99 if i == 0 else 0.2, provenance=Provenance(source="platform"))
-           for i, c in enumerate(design(8, seed=7))]
-    after = Recommender(runs + new, settings=FAST).recommend("all-MiniLM-L6-v2", profile).recommendations[0].config
+    corner.update(
+        learning_rate=1.2e-5, rank=2, alpha=2.0, max_steps=64, epochs=None, max_seq_length=128
+    )
+    new = [
+        KbRun(
+            run_id=f"platform:{i}",
+            dataset=DatasetInfo(name="similar", features=features(2100)),
+            base_model="all-MiniLM-L6-v2",
+            task="classification",
+            config={**c, **(corner if i == 0 else {})},
+            metric_name="accuracy",
+            metric=0.99 if i == 0 else 0.2,
+            provenance=Provenance(source="platform"),
+        )
+        for i, c in enumerate(design(8, seed=7))
+    ]
+    after = (
+        Recommender(runs + new, settings=FAST)
+        .recommend("all-MiniLM-L6-v2", profile)
+        .recommendations[0]
+        .config
+    )
     assert after != before
 
 
@@ -105,8 +140,9 @@ def test_bad_input_unknown_model_missing_features_and_empty_base() -> None:
     profile = profile_descriptors(features(2000))
     del profile["ttr"]
     profile["zipf_alpha"] = None
-    advice = Recommender(kb_runs(datasets=3), settings=FAST).recommend("sentence-transformers/all-MiniLM-L12-v2",
-                                                                       profile)
+    advice = Recommender(kb_runs(datasets=3), settings=FAST).recommend(
+        "sentence-transformers/all-MiniLM-L12-v2", profile
+    )
     assert advice.source == KNOWLEDGE_BASE and advice.base_model == "all-MiniLM-L6-v2"
     assert advice.warnings and "nearest" in advice.warnings[0]
     assert {"ttr", "zipf_alpha"} <= set(advice.imputed)

@@ -42,7 +42,9 @@ def test_cold_start_portfolio_stays_the_documented_empty_base_answer() -> None:
     assert [t.config.rank for t in trials] == [c.rank for c in PORTFOLIO[:3]]
 
 
-async def test_profiled_three_jobs_one_completes_next_trial(settings: Settings, store: KnowledgeStore) -> None:  # noqa: F811
+async def test_profiled_three_jobs_one_completes_next_trial(
+    settings: Settings, store: KnowledgeStore
+) -> None:  # noqa: F811
     await store.add_runs(kb_runs(datasets=3))
     service = create_service(settings, store=store, load_seed_kb=False)
     study = uuid.uuid4()
@@ -53,48 +55,78 @@ async def test_profiled_three_jobs_one_completes_next_trial(settings: Settings, 
         stopped = await received_on(nc, subjects.STUDIES_STOPPED, StudyStopped)
         profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES)
         for _ in range(2):  # redelivered profile: still three jobs
-            await service.js.publish(subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name)
-        await eventually(lambda: len({r.job_id for r in requests}) >= 3 and len(requests) >= 6, timeout_s=120)
+            await service.js.publish(
+                subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name
+            )
+        await eventually(
+            lambda: len({r.job_id for r in requests}) >= 3 and len(requests) >= 6, timeout_s=120
+        )
         first = {r.trial_index: r for r in requests}
         assert sorted(first) == [0, 1, 2]
         assert all(r.prediction_source is PredictionSource.knowledge_base for r in first.values())
-        assert all(r.predicted_metric is not None and r.metric_name == "accuracy" for r in first.values())
+        assert all(
+            r.predicted_metric is not None and r.metric_name == "accuracy" for r in first.values()
+        )
         assert len({r.config.model_dump_json() for r in first.values()}) == 3
         done = first[0]
         completed = RunCompleted(
-            occurred_at=NOW, job_id=done.job_id, study_id=study, datacenter="fra1", config=done.config,
-            metrics=RunMetrics(val_loss=0.9, accuracy=0.5), steps=64, accounting=ACCOUNTING,
-            base_model=spec.base_model, task=spec.task,
+            occurred_at=NOW,
+            job_id=done.job_id,
+            study_id=study,
+            datacenter="fra1",
+            config=done.config,
+            metrics=RunMetrics(val_loss=0.9, accuracy=0.5),
+            steps=64,
+            accounting=ACCOUNTING,
+            base_model=spec.base_model,
+            task=spec.task,
         )
         for _ in range(2):  # redelivered completion: one next trial
-            await service.js.publish(subjects.RUNS_COMPLETED, completed.to_bytes(), stream=settings.stream_name)
+            await service.js.publish(
+                subjects.RUNS_COMPLETED, completed.to_bytes(), stream=settings.stream_name
+            )
         # a poor first result (0.5, the synthetic base reaches 0.9) leaves expected improvement: a 4th trial
         await eventually(lambda: any(r.trial_index == 3 for r in requests), timeout_s=120)
         fourth = [r for r in requests if r.trial_index == 3]
         assert {r.job_id for r in fourth} == {job_id_for(study, 3)}
         assert fourth[0].acquisition == "expected-improvement"
-        assert fourth[0].config.model_dump_json() not in {r.config.model_dump_json() for r in first.values()}
+        assert fourth[0].config.model_dump_json() not in {
+            r.config.model_dump_json() for r in first.values()
+        }
         # the next completion ends the study (budget of 4 spent), saying why
         second = completed.model_copy(update={"job_id": first[1].job_id, "config": first[1].config})
-        await service.js.publish(subjects.RUNS_COMPLETED, second.to_bytes(), stream=settings.stream_name)
+        await service.js.publish(
+            subjects.RUNS_COMPLETED, second.to_bytes(), stream=settings.stream_name
+        )
         await eventually(lambda: bool(stopped), timeout_s=120)
-        info = await service.js.stream_info(settings.stream_name, subjects_filter=subjects.JOBS_REQUESTED)
+        info = await service.js.stream_info(
+            settings.stream_name, subjects_filter=subjects.JOBS_REQUESTED
+        )
     # budget spent (4 requested) or, if the best EI already fell below the threshold, EI: either says why
-    assert stopped[0].study_id == study and stopped[0].reason.value in {"budget", "expected_improvement"}
+    assert stopped[0].study_id == study and stopped[0].reason.value in {
+        "budget",
+        "expected_improvement",
+    }
     assert stopped[0].best_metric == 0.5 and stopped[0].trials_finished == 2
-    assert info.state.subjects[subjects.JOBS_REQUESTED] == 4  # every job requested once in the stream
+    assert (
+        info.state.subjects[subjects.JOBS_REQUESTED] == 4
+    )  # every job requested once in the stream
 
 
-
-
-async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(settings: Settings, store: KnowledgeStore) -> None:  # noqa: F811
+async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(
+    settings: Settings, store: KnowledgeStore
+) -> None:  # noqa: F811
     service = create_service(settings, store=store, load_seed_kb=False)
     study = uuid.uuid4()
     async with service.running():
         nc = service.broker.config.connection_state.connection
         requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
         profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=SPEC, features=FEATURES)
-        await service.js.publish(subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name)
+        await service.js.publish(
+            subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name
+        )
         await eventually(lambda: len(requests) >= 3, timeout_s=60)
     assert {r.prediction_source for r in requests} == {PredictionSource.cold_start}
-    assert [r.config.rank for r in sorted(requests, key=lambda r: r.trial_index)] == [c.rank for c in PORTFOLIO[:3]]
+    assert [r.config.rank for r in sorted(requests, key=lambda r: r.trial_index)] == [
+        c.rank for c in PORTFOLIO[:3]
+    ]

@@ -15,15 +15,22 @@ from .conftest import NOW, forecast, job_id, job_requested, small_registry
 
 
 def _scheduler() -> Scheduler:
-    registry = Registry(datacenters=[dc.model_copy(update={"gpus": 1}) if dc.name == "osl1" else dc
-                                     for dc in small_registry("fra1", "osl1").datacenters])
-    return Scheduler(registry, Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0))))
+    registry = Registry(
+        datacenters=[
+            dc.model_copy(update={"gpus": 1}) if dc.name == "osl1" else dc
+            for dc in small_registry("fra1", "osl1").datacenters
+        ]
+    )
+    return Scheduler(
+        registry, Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)))
+    )
 
 
 def test_an_announced_job_never_runs_before_its_start() -> None:
     """Oslo is cleanest now, but the job may only start in 30 min: it gets the next whole hour."""
     announced = job_requested(2, hours=1, deadline_h=5).model_copy(
-        update={"earliest_start": NOW + timedelta(minutes=30)})
+        update={"earliest_start": NOW + timedelta(minutes=30)}
+    )
     scheduler = _scheduler()
     for event in [forecast("NO", [5.0] + [10.0] * 167), forecast("DE", [400.0]), announced]:
         scheduler.apply(event)
@@ -39,7 +46,8 @@ def test_an_announced_job_waits_for_its_start_and_its_room_is_kept() -> None:
     gets Oslo's next two hours, none before its start."""
     flexible = job_requested(1, hours=1, deadline_h=3)
     announced = job_requested(2, hours=2, deadline_h=3).model_copy(
-        update={"earliest_start": NOW + timedelta(minutes=30)})
+        update={"earliest_start": NOW + timedelta(minutes=30)}
+    )
     grids = [forecast("NO", [20.0] + [10.0] * 167), forecast("DE", [400.0])]
     firsts = {}
     for events in ([flexible], [flexible, announced]):
@@ -47,10 +55,14 @@ def test_an_announced_job_waits_for_its_start_and_its_room_is_kept() -> None:
         for event in [*grids, *events]:
             scheduler.apply(event)
         plan = scheduler.replan(NOW).plan
-        firsts[len(events)] = {entry.job_id: (entry.datacenter, entry.hours) for entry in plan.entries}
+        firsts[len(events)] = {
+            entry.job_id: (entry.datacenter, entry.hours) for entry in plan.entries
+        }
     assert firsts[1] == {job_id(1): ("osl1", [NOW + timedelta(hours=1)])}
-    assert firsts[2] == {job_id(1): ("osl1", [NOW]),
-                         job_id(2): ("osl1", [NOW + timedelta(hours=1), NOW + timedelta(hours=2)])}
+    assert firsts[2] == {
+        job_id(1): ("osl1", [NOW]),
+        job_id(2): ("osl1", [NOW + timedelta(hours=1), NOW + timedelta(hours=2)]),
+    }
 
 
 def test_an_earliest_start_at_or_after_the_deadline_is_refused() -> None:

@@ -8,12 +8,20 @@ from uuid import uuid4
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metatune.contracts import FailureReason, RunFailed
 from metatune.registry import Registry
 from metatune_scheduler.domain import (
-    Aggregation, HighsModelSolver, Instance, Periods, Planner, Scheduler, SiteSnapshot, SolveLimits,
+    Aggregation,
+    HighsModelSolver,
+    Instance,
+    Periods,
+    Planner,
+    Scheduler,
+    SiteSnapshot,
+    SolveLimits,
 )
 from metatune_scheduler.domain.anticipation import Request, anticipated_jobs, history_hours
 from metatune_scheduler.domain.planner import JobSnapshot
@@ -23,14 +31,25 @@ from .test_properties import FIRST_HOUR, check_plan, scenarios
 
 
 def _job(n: int, need: int, deadline: int, gpus: int = 1, **extra) -> JobSnapshot:
-    return JobSnapshot(job_id=job_id(n), need_hours=need, gpus=gpus, power_kw=1.0, deadline_hour=FIRST_HOUR + deadline,
-                       allowed=frozenset({"clean", "dirty"}), home="dirty", **extra)
+    return JobSnapshot(
+        job_id=job_id(n),
+        need_hours=need,
+        gpus=gpus,
+        power_kw=1.0,
+        deadline_hour=FIRST_HOUR + deadline,
+        allowed=frozenset({"clean", "dirty"}),
+        home="dirty",
+        **extra,
+    )
 
 
 def _sites() -> list[SiteSnapshot]:
     clean = np.full(168, 10.0)
     clean[0] = 20.0  # the clean site is a little dirtier now than in the next hours
-    return [SiteSnapshot("clean", 1.0, 1, clean), SiteSnapshot("dirty", 1.0, 8, np.full(168, 400.0))]
+    return [
+        SiteSnapshot("clean", 1.0, 1, clean),
+        SiteSnapshot("dirty", 1.0, 8, np.full(168, 400.0)),
+    ]
 
 
 def _planner() -> Planner:
@@ -38,14 +57,19 @@ def _planner() -> Planner:
 
 
 def test_the_last_days_requests_are_expected_again_a_day_later() -> None:
-    requests = [Request(FIRST_HOUR - 30, _job(1, 2, 10)), Request(FIRST_HOUR - 5, _job(2, 3, 20)),
-                Request(FIRST_HOUR, _job(3, 1, 4))]
+    requests = [
+        Request(FIRST_HOUR - 30, _job(1, 2, 10)),
+        Request(FIRST_HOUR - 5, _job(2, 3, 20)),
+        Request(FIRST_HOUR, _job(3, 1, 4)),
+    ]
     expected = anticipated_jobs(requests, FIRST_HOUR, lookahead_h=24)
     assert [job.need_hours for job in expected] == [3, 1]  # 30 h ago is more than a day back
     assert [job.not_before_hour for job in expected] == [FIRST_HOUR + 19, FIRST_HOUR + 24]
     assert [job.deadline_hour for job in expected] == [FIRST_HOUR + 44, FIRST_HOUR + 28]
     assert all(job.anticipated and job.location is None for job in expected)
-    assert expected == anticipated_jobs(requests, FIRST_HOUR, lookahead_h=24)  # same ids: a restart agrees
+    assert expected == anticipated_jobs(
+        requests, FIRST_HOUR, lookahead_h=24
+    )  # same ids: a restart agrees
     assert {job.job_id for job in expected}.isdisjoint({request.job.job_id for request in requests})
     assert [job.need_hours for job in anticipated_jobs(requests, FIRST_HOUR, lookahead_h=20)] == [3]
     assert anticipated_jobs(requests, FIRST_HOUR, lookahead_h=0) == []
@@ -57,6 +81,7 @@ def test_demand_is_expected_from_the_most_recent_days_observed_for_each_hour() -
     and one day ahead, requests made 5, 29 and 53 h ago each count a third in 19 h; one made 77 h
     ago is older than the three days that hour has seen. A log that began 30 h ago has seen two of
     those days, so each counts a half."""
+
     def request(back_h: int, n: int) -> Request:
         return Request(FIRST_HOUR - back_h, _job(n, 2, 10 - back_h))
 
@@ -64,12 +89,21 @@ def test_demand_is_expected_from_the_most_recent_days_observed_for_each_hour() -
     assert [job.not_before_hour - FIRST_HOUR for job in repeated] == [19, 43, 67]
     assert [job.deadline_hour - FIRST_HOUR for job in repeated] == [29, 53, 77]
     assert {job.weight for job in repeated} == {1.0} and len({job.job_id for job in repeated}) == 3
-    averaged = anticipated_jobs([request(back, n) for n, back in enumerate((5, 29, 53, 77))], FIRST_HOUR,
-                                lookahead_h=24, history_days=3)
+    averaged = anticipated_jobs(
+        [request(back, n) for n, back in enumerate((5, 29, 53, 77))],
+        FIRST_HOUR,
+        lookahead_h=24,
+        history_days=3,
+    )
     assert [job.not_before_hour - FIRST_HOUR for job in averaged] == [19, 19, 19]
     assert [job.weight for job in averaged] == [1 / 3] * 3
-    young = anticipated_jobs([request(5, 1), request(29, 2)], FIRST_HOUR, lookahead_h=24, history_days=3,
-                             observed_since=FIRST_HOUR - 30)  # two of the three days recorded: halves
+    young = anticipated_jobs(
+        [request(5, 1), request(29, 2)],
+        FIRST_HOUR,
+        lookahead_h=24,
+        history_days=3,
+        observed_since=FIRST_HOUR - 30,
+    )  # two of the three days recorded: halves
     assert [job.weight for job in young] == [1 / 2] * 2
     assert history_hours(24, 3) == 72 and history_hours(72, 1) == 72 and history_hours(25, 2) == 72
     with pytest.raises(ValueError):
@@ -79,7 +113,10 @@ def test_demand_is_expected_from_the_most_recent_days_observed_for_each_hour() -
 def test_an_expected_share_of_a_job_takes_that_share_of_gpus_and_power() -> None:
     share = dataclasses.replace(_job(1, 2, 10, gpus=6, anticipated=True), weight=0.5)
     instance = _planner().instance(FIRST_HOUR, [share, _job(2, 1, 4, gpus=6)], _sites())
-    assert sorted(zip(instance.gpus.tolist(), instance.power_kw.tolist())) == [(3.0, 0.5), (6.0, 1.0)]
+    assert sorted(zip(instance.gpus.tolist(), instance.power_kw.tolist())) == [
+        (3.0, 0.5),
+        (6.0, 1.0),
+    ]
 
 
 def test_expected_work_makes_a_flexible_job_run_now() -> None:
@@ -116,30 +153,52 @@ def test_an_expected_job_gives_way_and_is_never_reported() -> None:
 def test_expected_jobs_never_cost_a_requested_job_its_deadline(scenario, seed) -> None:
     jobs, sites, aggregation = scenario
     rng = np.random.default_rng(seed)
-    expected = [JobSnapshot(
-        job_id=job_id(100 + k), need_hours=int(rng.integers(1, 8)), gpus=int(rng.integers(1, 9)), power_kw=1.0,
-        deadline_hour=FIRST_HOUR + int(rng.integers(8, 40)), allowed=frozenset(site.name for site in sites),
-        home=sites[0].name, not_before_hour=FIRST_HOUR + int(rng.integers(1, 8)), anticipated=True,
-    ) for k in range(int(rng.integers(1, 6)))]
+    expected = [
+        JobSnapshot(
+            job_id=job_id(100 + k),
+            need_hours=int(rng.integers(1, 8)),
+            gpus=int(rng.integers(1, 9)),
+            power_kw=1.0,
+            deadline_hour=FIRST_HOUR + int(rng.integers(8, 40)),
+            allowed=frozenset(site.name for site in sites),
+            home=sites[0].name,
+            not_before_hour=FIRST_HOUR + int(rng.integers(1, 8)),
+            anticipated=True,
+        )
+        for k in range(int(rng.integers(1, 6)))
+    ]
     planner = _planner()
     without = planner.plan(FIRST_HOUR, jobs, sites)
     planned = planner.plan(FIRST_HOUR, jobs + expected, sites)
     check_plan(planned, jobs, sites, aggregation.none(aggregation.horizon))
     assert set(planned.jobs) <= {job.job_id for job in jobs}
-    assert {item.job_id for item in planned.infeasible} == {item.job_id for item in without.infeasible}
+    assert {item.job_id for item in planned.infeasible} == {
+        item.job_id for item in without.infeasible
+    }
 
 
 def _first_planned_hour(later, **options) -> tuple[str, object]:
     """A 2 h job on one GPU was requested at NOW + 1 h and had to run at once; at ``later`` a 1 h
     job arrives with Oslo (one GPU) a little dirtier now than in the next hour. Where and when the
     scheduler, built with ``options``, plans it (it never publishes the expected job)."""
-    registry = Registry(datacenters=[dc.model_copy(update={"gpus": 1}) if dc.name == "osl1" else dc
-                                     for dc in small_registry("fra1", "osl1").datacenters])
+    registry = Registry(
+        datacenters=[
+            dc.model_copy(update={"gpus": 1}) if dc.name == "osl1" else dc
+            for dc in small_registry("fra1", "osl1").datacenters
+        ]
+    )
     events = [
         job_requested(1, hours=2, deadline_h=2, at=NOW + timedelta(hours=1)),
-        RunFailed(event_id=uuid4(), occurred_at=NOW + timedelta(hours=3), job_id=job_id(1), datacenter="osl1",
-                  reason=FailureReason.stopped, message="stopped"),
-        forecast("NO", [20.0] + [10.0] * 167, later), forecast("DE", [400.0], later),
+        RunFailed(
+            event_id=uuid4(),
+            occurred_at=NOW + timedelta(hours=3),
+            job_id=job_id(1),
+            datacenter="osl1",
+            reason=FailureReason.stopped,
+            message="stopped",
+        ),
+        forecast("NO", [20.0] + [10.0] * 167, later),
+        forecast("DE", [400.0], later),
         job_requested(2, hours=1, deadline_h=3, at=later),
     ]
     sched = Scheduler(registry, _planner(), **options)
@@ -165,9 +224,16 @@ def test_an_expected_hour_is_priced_at_a_quantile_of_its_usable_hours() -> None:
     usable = np.ones((2, 2, 4), dtype=np.int64)
     usable[1, 1] = 0  # the expected job may only use datacenter 0
     instance = Instance(
-        periods=periods, need=np.array([1, 1]), gpus=np.array([1, 1]), power_kw=np.array([1.0, 2.0]),
-        pue=np.array([1.0, 1.0]), intensity=np.array([[10.0, 20.0, 30.0, 40.0], [500.0] * 4]),
-        capacity=np.ones((2, 4)), usable=usable, switch_g=np.zeros((2, 2)), optional=np.array([False, True]),
+        periods=periods,
+        need=np.array([1, 1]),
+        gpus=np.array([1, 1]),
+        power_kw=np.array([1.0, 2.0]),
+        pue=np.array([1.0, 1.0]),
+        intensity=np.array([[10.0, 20.0, 30.0, 40.0], [500.0] * 4]),
+        capacity=np.ones((2, 4)),
+        usable=usable,
+        switch_g=np.zeros((2, 2)),
+        optional=np.array([False, True]),
     )
     assert instance.unmet_penalty()[1] == 50.0  # the default, the median: 2 kW x 25 g/kWh
     dearest = dataclasses.replace(instance, optional_quantile=1.0)
@@ -182,5 +248,8 @@ def test_the_scheduler_reads_requests_as_far_back_as_its_days_of_history() -> No
     GPU for 2 h at the dirty site would cost 390 g, more than the 10 g of running now), so today's
     job runs now; with one day of history nothing is expected and it waits."""
     later = NOW + timedelta(hours=48)
-    assert _first_planned_hour(later, anticipate_h=24, anticipation_days=1) == ("osl1", later + timedelta(hours=1))
+    assert _first_planned_hour(later, anticipate_h=24, anticipation_days=1) == (
+        "osl1",
+        later + timedelta(hours=1),
+    )
     assert _first_planned_hour(later, anticipate_h=24, anticipation_days=2) == ("osl1", later)

@@ -17,35 +17,55 @@ from pydantic import ValidationError
 from metatune import subjects
 from metatune.bus import headers_for
 from metatune.contracts import (
-    Assignment, AssignmentAction, ErrorEvent, Event, FailureReason, JobCancelled, RegionGroup, RunFailed,
+    Assignment,
+    AssignmentAction,
+    ErrorEvent,
+    Event,
+    FailureReason,
+    JobCancelled,
+    RegionGroup,
+    RunFailed,
 )
 from metatune.settings import Settings
-
 from metatune_scheduler.app import create_service
 from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
 from metatune_scheduler.domain.state import JobStatus
 
-from .conftest import NOW, forecast, job_id, job_requested, small_registry
 from ..conftest import eventually, received_on
+from .conftest import NOW, forecast, job_id, job_requested, small_registry
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
 
 def scheduler() -> Scheduler:
-    return Scheduler(REGISTRY, Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
-                                       Aggregation(horizon=48, hourly=24, blocks=((48, 3),))))
+    return Scheduler(
+        REGISTRY,
+        Planner(
+            HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
+            Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
+        ),
+    )
 
 
 def inputs() -> list[Event]:
     return [
-        forecast("DE", [300.0]), forecast("NO", [30.0]), forecast("US-CAL-CISO", [250.0]),
+        forecast("DE", [300.0]),
+        forecast("NO", [30.0]),
+        forecast("US-CAL-CISO", [250.0]),
         job_requested(1, hours=3, gpus=4, home="fra1", group=RegionGroup.EU),
-        job_requested(2, hours=4, gpus=2, home="sjc1", group=RegionGroup.NA, deadline_h=4),  # must run now
+        job_requested(
+            2, hours=4, gpus=2, home="sjc1", group=RegionGroup.NA, deadline_h=4
+        ),  # must run now
     ]
 
 
 def cancelled(n: int, at=NOW) -> JobCancelled:
-    return JobCancelled(event_id=uuid5(NAMESPACE_DNS, f"cancel-{n}"), occurred_at=at, job_id=job_id(n), reason="not needed")
+    return JobCancelled(
+        event_id=uuid5(NAMESPACE_DNS, f"cancel-{n}"),
+        occurred_at=at,
+        job_id=job_id(n),
+        reason="not needed",
+    )
 
 
 def step(sched: Scheduler, log: list[Event], now) -> list[Assignment]:
@@ -61,19 +81,30 @@ def test_a_running_job_that_is_cancelled_is_stopped_where_it_runs_once() -> None
     for event in log:
         sched.apply(event)
     started = step(sched, log, NOW)
-    assert (job_id(2), AssignmentAction.start, "sjc1") in {(a.job_id, a.action, a.datacenter) for a in started}
+    assert (job_id(2), AssignmentAction.start, "sjc1") in {
+        (a.job_id, a.action, a.datacenter) for a in started
+    }
 
     log.append(cancelled(2, NOW + timedelta(minutes=10)))
     sched.apply(log[-1])
     changes = step(sched, log, NOW + timedelta(minutes=11))
-    assert [(a.job_id, a.action, a.datacenter) for a in changes] == [(job_id(2), AssignmentAction.stop, "sjc1")]
+    assert [(a.job_id, a.action, a.datacenter) for a in changes] == [
+        (job_id(2), AssignmentAction.stop, "sjc1")
+    ]
     assert job_id(2) not in {entry.job_id for entry in sched.state.last_plan.entries}
     assert sched.state.jobs[job_id(2)].status is JobStatus.cancelled
     assert step(sched, log, NOW + timedelta(minutes=30)) == []  # the stop is not sent again
 
     # the agent reports the run it stopped: the job stays cancelled, not failed
-    sched.apply(RunFailed(occurred_at=NOW + timedelta(minutes=12), job_id=job_id(2), datacenter="sjc1",
-                          reason=FailureReason.stopped, message="stopped by the scheduler"))
+    sched.apply(
+        RunFailed(
+            occurred_at=NOW + timedelta(minutes=12),
+            job_id=job_id(2),
+            datacenter="sjc1",
+            reason=FailureReason.stopped,
+            message="stopped by the scheduler",
+        )
+    )
     assert sched.state.jobs[job_id(2)].status is JobStatus.cancelled
 
     restarted = scheduler()  # the log replayed: same verdict, nothing to send
@@ -87,7 +118,9 @@ def test_a_waiting_job_that_is_cancelled_is_never_started() -> None:
     sched = scheduler()
     for event in inputs():
         sched.apply(event)
-    sched.apply(job_requested(3, hours=2, gpus=16, home="osl1", group=RegionGroup.EU, deadline_h=2))  # due now
+    sched.apply(
+        job_requested(3, hours=2, gpus=16, home="osl1", group=RegionGroup.EU, deadline_h=2)
+    )  # due now
     first = sched.replan(NOW)
     assert first.result.running_at(int(NOW.timestamp() // 3600)).get(job_id(3)) == "osl1"
 
@@ -115,9 +148,16 @@ def test_a_cancellation_needs_a_reason() -> None:
 
 
 @pytest.mark.asyncio
-async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_reported(module_nats: str, tmp_path) -> None:
-    settings = Settings(nats_url=module_nats, clock="simulated", sim_seconds_per_hour=3600.0, sim_start=NOW,
-                        heartbeat_s=0.5)
+async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_reported(
+    module_nats: str, tmp_path
+) -> None:
+    settings = Settings(
+        nats_url=module_nats,
+        clock="simulated",
+        sim_seconds_per_hour=3600.0,
+        sim_start=NOW,
+        heartbeat_s=0.5,
+    )
     nc = await nats.connect(module_nats)
     received: list[Assignment] = await received_on(nc, subjects.ASSIGNMENTS_ALL, Assignment)
     errors: list[ErrorEvent] = await received_on(nc, subjects.errors("scheduler"), ErrorEvent)
@@ -128,24 +168,55 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
         async with service.running():
             js = nc.jetstream()
             for event in inputs():
-                subject = subjects.forecasts(event.region) if hasattr(event, "region") else subjects.JOBS_REQUESTED
-                await js.publish(subject, event.to_bytes(), headers={"Nats-Msg-Id": str(event.event_id)})
+                subject = (
+                    subjects.forecasts(event.region)
+                    if hasattr(event, "region")
+                    else subjects.JOBS_REQUESTED
+                )
+                await js.publish(
+                    subject, event.to_bytes(), headers={"Nats-Msg-Id": str(event.event_id)}
+                )
             await eventually(lambda: any(a.job_id == job_id(2) for a in received))
-            assert [(a.action, a.datacenter) for a in received if a.job_id == job_id(2)] == [(AssignmentAction.start, "sjc1")]
+            assert [(a.action, a.datacenter) for a in received if a.job_id == job_id(2)] == [
+                (AssignmentAction.start, "sjc1")
+            ]
 
             unknown = uuid5(NAMESPACE_DNS, "no-such-job")
-            for job, code in ((job_id(2), 0), (unknown, 1)):  # the CLI refuses a job the log never requested
+            for job, code in (
+                (job_id(2), 0),
+                (unknown, 1),
+            ):  # the CLI refuses a job the log never requested
                 result = await asyncio.to_thread(
-                    subprocess.run, [sys.executable, "-m", "metatune.cli", "cancel", str(job), "--reason", "budget cut"],
-                    env=env, capture_output=True, text=True, timeout=120)
+                    subprocess.run,
+                    [
+                        sys.executable,
+                        "-m",
+                        "metatune.cli",
+                        "cancel",
+                        str(job),
+                        "--reason",
+                        "budget cut",
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
                 assert result.returncode == code, result.stderr
             assert result.stderr.strip() == f"error: no job {unknown} in the event log"
-            other_system = JobCancelled(occurred_at=NOW, job_id=unknown, reason="budget cut")  # the scheduler still checks
-            await js.publish(subjects.JOBS_CANCELLED, other_system.to_bytes(), headers=headers_for(other_system))
-            await eventually(lambda: any(a.action is AssignmentAction.stop for a in received) and errors)
+            other_system = JobCancelled(
+                occurred_at=NOW, job_id=unknown, reason="budget cut"
+            )  # the scheduler still checks
+            await js.publish(
+                subjects.JOBS_CANCELLED, other_system.to_bytes(), headers=headers_for(other_system)
+            )
+            await eventually(
+                lambda: any(a.action is AssignmentAction.stop for a in received) and errors
+            )
         stops = [a for a in received if a.action is AssignmentAction.stop]
         assert [(a.job_id, a.datacenter) for a in stops] == [(job_id(2), "sjc1")]
-        assert [(e.code, e.correlation_id) for e in errors] == [("unknown_job", str(uuid5(NAMESPACE_DNS, "no-such-job")))]
+        assert [(e.code, e.correlation_id) for e in errors] == [
+            ("unknown_job", str(uuid5(NAMESPACE_DNS, "no-such-job")))
+        ]
     finally:
         await nc.close()
-

@@ -29,10 +29,15 @@ def split_pays_in_the_lp() -> Instance:
     which is also the integer optimum.
     """
     return Instance(
-        periods=Periods.build(0, Aggregation.none(horizon=2)), need=np.array([2, 1, 1]), gpus=np.array([1, 1, 1]),
-        power_kw=np.array([1.0, 0.5, 0.5]), pue=np.array([1.0, 1.0]),
-        intensity=np.array([[10.0, 100.0], [100.0, 10.0]]), capacity=np.ones((2, 2)),
-        usable=np.ones((3, 2, 2), dtype=np.int64), switch_g=np.zeros((3, 2)),
+        periods=Periods.build(0, Aggregation.none(horizon=2)),
+        need=np.array([2, 1, 1]),
+        gpus=np.array([1, 1, 1]),
+        power_kw=np.array([1.0, 0.5, 0.5]),
+        pue=np.array([1.0, 1.0]),
+        intensity=np.array([[10.0, 100.0], [100.0, 10.0]]),
+        capacity=np.ones((2, 2)),
+        usable=np.ones((3, 2, 2), dtype=np.int64),
+        switch_g=np.zeros((3, 2)),
     )
 
 
@@ -72,12 +77,16 @@ def test_price_and_branch_on_the_hand_instance() -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(instances())
-def test_the_bound_lies_between_the_lp_and_lagrangian_bounds_and_the_optimum(instance: Instance) -> None:
+def test_the_bound_lies_between_the_lp_and_lagrangian_bounds_and_the_optimum(
+    instance: Instance,
+) -> None:
     instance = dataclasses.replace(instance, optional=None)  # columns assume integer jobs
     optimum = HighsModelSolver(EXACT).solve(instance).objective
     relaxation = relaxation_of(instance)
     scale = 1e-6 * max(abs(optimum), 1.0)
-    generated = generate_columns(instance, [greedy(instance)], relaxation.capacity_price, max_iterations=500)
+    generated = generate_columns(
+        instance, [greedy(instance)], relaxation.capacity_price, max_iterations=500
+    )
     assert generated.converged
     assert relaxation.objective - scale <= generated.bound <= optimum + scale
     # at convergence the master LP's value is the bound (no column prices out: LP duality), up to the
@@ -92,7 +101,9 @@ def test_the_bound_lies_between_the_lp_and_lagrangian_bounds_and_the_optimum(ins
 def test_price_and_branch_gives_a_plan_within_capacity_and_need(instance: Instance) -> None:
     instance = dataclasses.replace(instance, optional=None)
     start = greedy(instance)
-    plan = price_and_branch(generate_columns(instance, [start], max_iterations=500), time_limit_s=10)
+    plan = price_and_branch(
+        generate_columns(instance, [start], max_iterations=500), time_limit_s=10
+    )
     hours = plan.hours
     assert fits(instance, hours)  # within usable hours and every datacenter-period's capacity
     assert (hours.sum(axis=(1, 2)) <= instance.need).all()

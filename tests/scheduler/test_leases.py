@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from metatune.contracts import Assignment, AssignmentAction, ErrorEvent, JobCancelled, Plan, RegionGroup
+from metatune.contracts import (
+    Assignment,
+    AssignmentAction,
+    ErrorEvent,
+    JobCancelled,
+    Plan,
+    RegionGroup,
+)
 from metatune_scheduler.domain import JobStatus, Scheduler
 from metatune_scheduler.domain.leases import Leases
 
@@ -37,13 +44,17 @@ def _running_on_osl1(outputs: list | None = None) -> tuple[Scheduler, list]:
         scheduler.apply(event)
     if outputs is not None:
         outputs.extend(decision.events())
-    assert {(a.datacenter, a.action) for a in decision.assignments} == {("osl1", AssignmentAction.start)}
+    assert {(a.datacenter, a.action) for a in decision.assignments} == {
+        ("osl1", AssignmentAction.start)
+    }
     return scheduler, jobs
 
 
 def test_a_lost_agent_s_jobs_resume_elsewhere_from_their_checkpoint() -> None:
     scheduler, jobs = _running_on_osl1()
-    scheduler.apply(JobCancelled(occurred_at=NOW, job_id=jobs[1].job_id))  # cancelled while running there
+    scheduler.apply(
+        JobCancelled(occurred_at=NOW, job_id=jobs[1].job_id)
+    )  # cancelled while running there
 
     events = scheduler.agent_lost("osl1", NOW + timedelta(minutes=5), silent_s=21.0)
     notice, *changes = events
@@ -61,15 +72,27 @@ def test_a_lost_agent_s_jobs_resume_elsewhere_from_their_checkpoint() -> None:
     decision = scheduler.replan(NOW + timedelta(minutes=6))
     resumed = [a for a in decision.assignments if a.job_id == jobs[0].job_id]
     assert [(a.datacenter, a.action, a.checkpoint_key) for a in resumed] == [
-        ("fra1", AssignmentAction.resume, str(jobs[0].job_id))]
-    assert all(a.job_id != jobs[1].job_id for a in decision.assignments)  # nothing cancelled comes back
+        ("fra1", AssignmentAction.resume, str(jobs[0].job_id))
+    ]
+    assert all(
+        a.job_id != jobs[1].job_id for a in decision.assignments
+    )  # nothing cancelled comes back
     for event in decision.events():
         scheduler.apply(event)
 
     # the lost agent's late pause (it was only cut off) does not pause the run that moved to fra1
     from metatune.contracts import RunPaused
-    scheduler.apply(RunPaused(occurred_at=NOW + timedelta(minutes=7), job_id=jobs[0].job_id,
-                              study_id=jobs[0].study_id, datacenter="osl1", step=3, checkpoint_key="late"))
+
+    scheduler.apply(
+        RunPaused(
+            occurred_at=NOW + timedelta(minutes=7),
+            job_id=jobs[0].job_id,
+            study_id=jobs[0].study_id,
+            datacenter="osl1",
+            step=3,
+            checkpoint_key="late",
+        )
+    )
     record = scheduler.state.jobs[jobs[0].job_id]
     assert (record.status, record.location) == (JobStatus.running, "fra1")
 
@@ -87,8 +110,11 @@ def test_a_replay_of_the_lost_agent_s_pauses_rebuilds_the_same_state() -> None:
     replayed = Scheduler(small_registry("fra1", "osl1"))
     for region, value in (("DE", 300.0), ("NO", 20.0)):
         replayed.apply(forecast(region, [value]))
-    for event in [*published, *[e for e in first if isinstance(e, Plan)],
-                  *[e for e in events if isinstance(e, Assignment)]]:
+    for event in [
+        *published,
+        *[e for e in first if isinstance(e, Plan)],
+        *[e for e in events if isinstance(e, Assignment)],
+    ]:
         replayed.apply(event)
     # the start assignments of the first plan, as the stream holds them, then the pauses
     assert {j: (r.status, r.checkpoint_key) for j, r in replayed.state.jobs.items()} != {}

@@ -5,12 +5,20 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from metatune_scheduler.domain import Aggregation, HighsModelSolver, Periods, Planner, SiteSnapshot, SolveLimits
+from metatune_scheduler.domain import (
+    Aggregation,
+    HighsModelSolver,
+    Periods,
+    Planner,
+    SiteSnapshot,
+    SolveLimits,
+    pulp_builder,
+)
 from metatune_scheduler.domain.instance import Instance
 from metatune_scheduler.domain.model import objective_of
-from metatune_scheduler.domain import pulp_builder
 from metatune_scheduler.domain.planner import JobSnapshot, MigrationPolicy
 
 from .conftest import job_id
@@ -31,9 +39,15 @@ def hand_instance() -> Instance:
     usable[2, 1, :] = 0
     usable[2, 0, 2:] = 0
     return Instance(
-        periods=periods, need=np.array([2, 2, 1]), gpus=np.array([4, 4, 2]), power_kw=np.array([2.0, 1.0, 1.0]),
-        pue=np.array([1.0, 1.0]), intensity=np.array([[100, 100, 10, 10, 100, 100, 100, 100], [50] * 8], dtype=float),
-        capacity=np.full((2, 8), 4.0), usable=usable, switch_g=np.zeros((3, 2)),
+        periods=periods,
+        need=np.array([2, 2, 1]),
+        gpus=np.array([4, 4, 2]),
+        power_kw=np.array([2.0, 1.0, 1.0]),
+        pue=np.array([1.0, 1.0]),
+        intensity=np.array([[100, 100, 10, 10, 100, 100, 100, 100], [50] * 8], dtype=float),
+        capacity=np.full((2, 8), 4.0),
+        usable=usable,
+        switch_g=np.zeros((3, 2)),
     )
 
 
@@ -52,17 +66,31 @@ def test_hand_checked_optimum_with_both_builders() -> None:
 @st.composite
 def instances(draw) -> Instance:
     jobs, dcs, horizon = draw(st.integers(1, 4)), draw(st.integers(1, 3)), 12
-    aggregation = draw(st.sampled_from([Aggregation.none(horizon), Aggregation(horizon=horizon, hourly=4, blocks=((horizon, 3),))]))
+    aggregation = draw(
+        st.sampled_from(
+            [
+                Aggregation.none(horizon),
+                Aggregation(horizon=horizon, hourly=4, blocks=((horizon, 3),)),
+            ]
+        )
+    )
     periods = Periods.build(draw(st.integers(0, 5)), aggregation)
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     need = rng.integers(1, 5, jobs)
     deadline = np.minimum(need + rng.integers(0, 8, jobs), horizon)
-    allowed_hour = (np.arange(horizon)[None, :] < deadline[:, None])[:, None, :] & (rng.random((jobs, dcs)) < 0.8)[:, :, None]
+    allowed_hour = (np.arange(horizon)[None, :] < deadline[:, None])[:, None, :] & (
+        rng.random((jobs, dcs)) < 0.8
+    )[:, :, None]
     usable = np.add.reduceat(allowed_hour.astype(np.int64), periods.offset, axis=2)
     return Instance(
-        periods=periods, need=need, gpus=rng.integers(1, 4, jobs), power_kw=rng.uniform(0.5, 3, jobs),
-        pue=rng.uniform(1, 1.5, dcs), intensity=periods.mean(rng.uniform(10, 500, (dcs, horizon))),
-        capacity=rng.integers(2, 6, (dcs, periods.count)).astype(float), usable=usable,
+        periods=periods,
+        need=need,
+        gpus=rng.integers(1, 4, jobs),
+        power_kw=rng.uniform(0.5, 3, jobs),
+        pue=rng.uniform(1, 1.5, dcs),
+        intensity=periods.mean(rng.uniform(10, 500, (dcs, horizon))),
+        capacity=rng.integers(2, 6, (dcs, periods.count)).astype(float),
+        usable=usable,
         switch_g=rng.uniform(0, 200, (jobs, dcs)) * (rng.random((jobs, dcs)) < 0.5),
         optional=rng.random(jobs) < 0.3,
     )
@@ -85,8 +113,16 @@ def test_builders_reach_the_same_optimum(instance: Instance) -> None:
 
 
 def paused_job(hours: int) -> JobSnapshot:
-    return JobSnapshot(job_id=job_id(1), need_hours=hours, gpus=1, power_kw=1.0, deadline_hour=24,
-                       allowed=frozenset({"a", "b"}), home="a", location="a")
+    return JobSnapshot(
+        job_id=job_id(1),
+        need_hours=hours,
+        gpus=1,
+        power_kw=1.0,
+        deadline_hour=24,
+        allowed=frozenset({"a", "b"}),
+        home="a",
+        location="a",
+    )
 
 
 def flat(name: str, value: float) -> SiteSnapshot:
@@ -105,7 +141,6 @@ def test_migrates_only_when_it_pays() -> None:
     assert {dc for _, dc, _ in slots} == {"b"} and min(h for h, _, _ in slots) >= policy.delay_hours
 
 
-
 def test_of_two_nearly_equal_hours_the_earlier_is_taken() -> None:
     """The delay premium: deferring work must pay more than ``delay_premium`` per hour waited."""
     job = dataclasses.replace(paused_job(1), location=None)
@@ -114,14 +149,18 @@ def test_of_two_nearly_equal_hours_the_earlier_is_taken() -> None:
 
     def hour_taken(planner: Planner, later: float) -> tuple[int, float]:
         intensity[12] = later
-        plan = planner.plan(0, [job], [SiteSnapshot(name="a", pue=1.0, gpus=4, intensity=intensity.copy())])
+        plan = planner.plan(
+            0, [job], [SiteSnapshot(name="a", pue=1.0, gpus=4, intensity=intensity.copy())]
+        )
         ((hour, _, grams),) = plan.jobs[job_id(1)].slots
         return hour, grams
 
     premium = Planner(HighsModelSolver(EXACT), Aggregation.none(24), delay_premium=0.1)
     assert hour_taken(premium, 19.5) == (0, 20.0)  # now; emissions reported from the forecast alone
     assert hour_taken(premium, 10.0) == (12, 10.0)  # a real saving still waits
-    assert hour_taken(Planner(HighsModelSolver(EXACT), Aggregation.none(24), delay_premium=0.0), 19.5) == (12, 19.5)
+    assert hour_taken(
+        Planner(HighsModelSolver(EXACT), Aggregation.none(24), delay_premium=0.0), 19.5
+    ) == (12, 19.5)
 
 
 def test_a_move_planned_an_hour_ago_is_not_delayed_again() -> None:
@@ -135,6 +174,8 @@ def test_a_move_planned_an_hour_ago_is_not_delayed_again() -> None:
     again = planner.plan(1, [job], sites, previous=first)
     assert [(h, dc) for h, dc, _ in again.jobs[job_id(1)].slots] == [(1, "b"), (2, "b"), (3, "b")]
     assert not again.infeasible
+
+
 @settings(max_examples=25, deadline=None)
 @given(instances())
 def test_the_lagrangian_bound_lies_between_the_lp_bound_and_the_optimum(instance: Instance) -> None:

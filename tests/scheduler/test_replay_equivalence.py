@@ -13,12 +13,22 @@ import random
 from datetime import timedelta
 from uuid import NAMESPACE_DNS, uuid5
 
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from metatune import subjects
 from metatune.contracts import (
-    Assignment, AssignmentAction, Event, FailureReason, JobCancelled, RunAccounting, RunCompleted, RunFailed,
-    RunMetrics, RunPaused, RunProgress,
+    Assignment,
+    AssignmentAction,
+    Event,
+    FailureReason,
+    JobCancelled,
+    RunAccounting,
+    RunCompleted,
+    RunFailed,
+    RunMetrics,
+    RunPaused,
+    RunProgress,
 )
 from metatune_scheduler.adapters.replay import contract_for
 from metatune_scheduler.adapters.runtime import subject_of
@@ -26,7 +36,10 @@ from metatune_scheduler.domain import Scheduler
 
 from .conftest import NOW, forecast, job_id, job_requested, small_registry
 
-REGIONS = {"fra1": [300, 250, 400, 120, 90, 500], "osl1": [10, 12, 14, 16, 18, 20]}  # now is greenest: jobs start
+REGIONS = {
+    "fra1": [300, 250, 400, 120, 90, 500],
+    "osl1": [10, 12, 14, 16, 18, 20],
+}  # now is greenest: jobs start
 
 
 def _scheduler() -> Scheduler:
@@ -40,13 +53,23 @@ def _snapshot(scheduler: Scheduler) -> dict:
     state = scheduler.state
     return {
         "jobs": {
-            str(job.job_id): (job.status.value, job.cancel_reason, job.location, job.checkpoint_key, job.deadline)
+            str(job.job_id): (
+                job.status.value,
+                job.cancel_reason,
+                job.location,
+                job.checkpoint_key,
+                job.deadline,
+            )
             for job in state.jobs.values()
         },
         "early_cancellations": dict(state.early_cancellations),
         "plan_version": state.last_plan.plan_version if state.last_plan else None,
-        "plan": sorted((str(job), [(dc, hours) for dc, hours, _ in stretches])
-                       for job, stretches in state.last_plan.stretches.items()) if state.last_plan else None,
+        "plan": sorted(
+            (str(job), [(dc, hours) for dc, hours, _ in stretches])
+            for job, stretches in state.last_plan.stretches.items()
+        )
+        if state.last_plan
+        else None,
     }
 
 
@@ -59,8 +82,12 @@ class World:
         self.subjects: list[str] = []  # the subject each stream message was published on
         self.live = _scheduler()
         self.applied = 0  # stream position the live consumers have folded up to
-        self.outputs: set[int] = set()  # stream positions of the scheduler's own outputs (folded at publish)
-        self.live_order: list[int] = []  # stream positions in the order the live scheduler folded them
+        self.outputs: set[int] = (
+            set()
+        )  # stream positions of the scheduler's own outputs (folded at publish)
+        self.live_order: list[
+            int
+        ] = []  # stream positions in the order the live scheduler folded them
         self.clock = NOW
         self.counter = 0
 
@@ -109,22 +136,66 @@ class World:
         roll = self.rng.random()
         if assignment.action in (AssignmentAction.start, AssignmentAction.resume):
             if roll < 0.3:
-                self.publish_input(RunProgress(event_id=self.eid("p"), occurred_at=at, job_id=job, datacenter=dc,
-                                               step=3, total_steps=10, estimated_remaining_gpu_hours=0.5))
+                self.publish_input(
+                    RunProgress(
+                        event_id=self.eid("p"),
+                        occurred_at=at,
+                        job_id=job,
+                        datacenter=dc,
+                        step=3,
+                        total_steps=10,
+                        estimated_remaining_gpu_hours=0.5,
+                    )
+                )
             elif roll < 0.5:
-                self.publish_input(RunCompleted(
-                    event_id=self.eid("c"), occurred_at=at, job_id=job, study_id=assignment.study_id, datacenter=dc,
-                    config=assignment.config, metrics=RunMetrics(val_loss=0.5), steps=10, accounting=acc))
+                self.publish_input(
+                    RunCompleted(
+                        event_id=self.eid("c"),
+                        occurred_at=at,
+                        job_id=job,
+                        study_id=assignment.study_id,
+                        datacenter=dc,
+                        config=assignment.config,
+                        metrics=RunMetrics(val_loss=0.5),
+                        steps=10,
+                        accounting=acc,
+                    )
+                )
             elif roll < 0.6:
-                self.publish_input(RunFailed(event_id=self.eid("f"), occurred_at=at, job_id=job, datacenter=dc,
-                                             reason=FailureReason.internal, message="boom"))
+                self.publish_input(
+                    RunFailed(
+                        event_id=self.eid("f"),
+                        occurred_at=at,
+                        job_id=job,
+                        datacenter=dc,
+                        reason=FailureReason.internal,
+                        message="boom",
+                    )
+                )
         elif assignment.action is AssignmentAction.pause:
-            self.publish_input(RunPaused(event_id=self.eid("z"), occurred_at=at, job_id=job,
-                                         study_id=assignment.study_id, datacenter=dc, step=4,
-                                         checkpoint_key=str(job), accounting=acc))
+            self.publish_input(
+                RunPaused(
+                    event_id=self.eid("z"),
+                    occurred_at=at,
+                    job_id=job,
+                    study_id=assignment.study_id,
+                    datacenter=dc,
+                    step=4,
+                    checkpoint_key=str(job),
+                    accounting=acc,
+                )
+            )
         elif assignment.action is AssignmentAction.stop:
-            self.publish_input(RunFailed(event_id=self.eid("s"), occurred_at=at, job_id=job, datacenter=dc,
-                                         reason=FailureReason.stopped, message="stopped"))
+            self.publish_input(
+                RunFailed(
+                    event_id=self.eid("s"),
+                    occurred_at=at,
+                    job_id=job,
+                    datacenter=dc,
+                    reason=FailureReason.stopped,
+                    message="stopped",
+                )
+            )
 
 
 def _input_subject(event: Event) -> str:
@@ -152,17 +223,43 @@ def _replay_one(scheduler: Scheduler, subject: str, event: Event) -> None:
 @st.composite
 def histories(draw):
     seed = draw(st.integers(0, 2**20))
-    steps = draw(st.lists(st.sampled_from(["request", "cancel", "cancel-unknown", "replan", "fast", "lag", "tick"]),
-                          min_size=4, max_size=28))
+    steps = draw(
+        st.lists(
+            st.sampled_from(
+                ["request", "cancel", "cancel-unknown", "replan", "fast", "lag", "tick"]
+            ),
+            min_size=4,
+            max_size=28,
+        )
+    )
     restart_at = draw(st.floats(0.2, 1.0))
     return seed, steps, restart_at
 
 
 @settings(max_examples=150, deadline=None)
 @given(histories())
-@example((1, ["request", "lag", "cancel", "replan", "replan"], 1.0))  # a start sent before its cancellation was folded
+@example(
+    (1, ["request", "lag", "cancel", "replan", "replan"], 1.0)
+)  # a start sent before its cancellation was folded
 @example((2, ["request", "replan", "tick", "cancel", "request", "replan", "lag", "replan"], 0.7))
-@example((3, ["request", "lag", "fast", "request", "replan", "request", "fast", "tick", "fast", "replan"], 0.8))
+@example(
+    (
+        3,
+        [
+            "request",
+            "lag",
+            "fast",
+            "request",
+            "replan",
+            "request",
+            "fast",
+            "tick",
+            "fast",
+            "replan",
+        ],
+        0.8,
+    )
+)
 def test_replaying_the_stream_rebuilds_the_live_state(history) -> None:
     seed, steps, restart_at = history
     rng = random.Random(seed)
@@ -170,13 +267,26 @@ def test_replaying_the_stream_rebuilds_the_live_state(history) -> None:
     requested = 0
     for step in steps:
         if step == "request":
-            world.publish_input(job_requested(requested, hours=rng.choice([1, 2, 3]), deadline_h=rng.choice([4, 12, 48]),
-                                              home="fra1", at=world.clock))
+            world.publish_input(
+                job_requested(
+                    requested,
+                    hours=rng.choice([1, 2, 3]),
+                    deadline_h=rng.choice([4, 12, 48]),
+                    home="fra1",
+                    at=world.clock,
+                )
+            )
             requested += 1
         elif step in ("cancel", "cancel-unknown"):
             n = rng.randrange(max(requested, 1)) if step == "cancel" else 900 + rng.randrange(3)
-            world.publish_input(JobCancelled(event_id=world.eid("x"), occurred_at=world.clock, job_id=job_id(n),
-                                             reason=f"cancel {n}"))
+            world.publish_input(
+                JobCancelled(
+                    event_id=world.eid("x"),
+                    occurred_at=world.clock,
+                    job_id=job_id(n),
+                    reason=f"cancel {n}",
+                )
+            )
         elif step == "replan":
             world.catch_up(rng.randint(world.applied, len(world.stream)))  # consumers lag
             world.replan()
@@ -189,17 +299,23 @@ def test_replaying_the_stream_rebuilds_the_live_state(history) -> None:
             world.tick()
 
     cut = min(len(world.stream), max(1, round(len(world.stream) * restart_at)))
-    restarted = _scheduler()  # replays the stream's prefix in stream order, as adapters/replay.py does
+    restarted = (
+        _scheduler()
+    )  # replays the stream's prefix in stream order, as adapters/replay.py does
     for subject, event in zip(world.subjects[:cut], world.stream[:cut], strict=True):
         _replay_one(restarted, subject, event)
-    live = _scheduler()  # the same events in the order the live scheduler folded them, then the rest
+    live = (
+        _scheduler()
+    )  # the same events in the order the live scheduler folded them, then the rest
     order = [i for i in world.live_order if i < cut]
     order += [i for i in range(cut) if i not in set(order)]
     for i in order:
         live.apply(world.stream[i])
     assert _snapshot(restarted) == _snapshot(live)
     world.catch_up()
-    for subject, event in zip(world.subjects, world.stream, strict=True):  # the rest: nothing cancelled comes back
+    for subject, event in zip(
+        world.subjects, world.stream, strict=True
+    ):  # the rest: nothing cancelled comes back
         _replay_one(restarted, subject, event)
     for job in restarted.state.jobs.values():
         if job.cancel_reason is not None and job.status.value in ("pending", "paused"):
@@ -215,5 +331,7 @@ def test_every_subject_the_scheduler_consumes_from_the_event_log_is_replayed() -
     consumed = {s.subject.template for s in service.broker.subscribers}
     examples = {subject.replace("*", "x1").replace(">", "x1") for subject in consumed}
     status_stream = {subjects.AGENTS_STATUS_ALL.replace("*", "x1"), subjects.CLOCK_TICK}
-    missing = sorted(subject for subject in examples - status_stream if contract_for(subject) is None)
+    missing = sorted(
+        subject for subject in examples - status_stream if contract_for(subject) is None
+    )
     assert not missing, f"consumed but not replayed after a restart: {missing}"

@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from metatune.contracts import AssignmentAction, Event, JobInfeasible, RegionGroup
-
-from metatune_scheduler.domain.horizon import from_epoch_hour
 from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
+from metatune_scheduler.domain.horizon import from_epoch_hour
 
 from .conftest import NOW, forecast, job_requested, small_registry
 
@@ -15,13 +14,21 @@ REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
 
 def scheduler() -> Scheduler:
-    return Scheduler(REGISTRY, Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)), Aggregation(horizon=48, hourly=24, blocks=((48, 3),))))
+    return Scheduler(
+        REGISTRY,
+        Planner(
+            HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
+            Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
+        ),
+    )
 
 
 def inputs() -> list[Event]:
     day = [400.0] * 6 + [80.0] * 12 + [400.0] * 6  # Germany: clean at midday only
     return [
-        forecast("DE", day), forecast("NO", [30.0]), forecast("US-CAL-CISO", [250.0]),
+        forecast("DE", day),
+        forecast("NO", [30.0]),
+        forecast("US-CAL-CISO", [250.0]),
         job_requested(1, hours=3, gpus=4, home="fra1", group=RegionGroup.EU),
         job_requested(2, hours=2, gpus=2, home="sjc1", group=RegionGroup.NA, deadline_h=2),
         job_requested(3, hours=5, gpus=8, home="fra1"),
@@ -45,9 +52,15 @@ def test_assignments_go_where_the_plan_runs_jobs_now() -> None:
     running_now = decision.result.running_at(int(NOW.timestamp() // 3600))
     assert set(starts) == set(running_now)
     for job_id, assignment in starts.items():
-        assert assignment.action is AssignmentAction.start and assignment.datacenter == running_now[job_id]
+        assert (
+            assignment.action is AssignmentAction.start
+            and assignment.datacenter == running_now[job_id]
+        )
     assert running_now[inputs()[4].job_id] == "sjc1"  # the NA job due in 2 h has one place to go
-    assert decision.plan is not None and decision.plan.expected_emissions_g < decision.plan.baseline_emissions_g
+    assert (
+        decision.plan is not None
+        and decision.plan.expected_emissions_g < decision.plan.baseline_emissions_g
+    )
 
 
 def test_restart_rebuilds_the_same_plan_and_sends_nothing_twice() -> None:
@@ -92,7 +105,10 @@ def test_a_deadline_that_cannot_hold_gets_an_infeasible_event_once() -> None:
     notices = {e.job_id: e for e in log if isinstance(e, JobInfeasible)}
     assert set(notices) == {tight.job_id, too_big.job_id}
     assert notices[tight.job_id].earliest_finish == NOW + timedelta(hours=6)  # sjc1 alone, from now
-    assert notices[too_big.job_id].earliest_finish is None and "32 GPUs" in notices[too_big.job_id].reason
+    assert (
+        notices[too_big.job_id].earliest_finish is None
+        and "32 GPUs" in notices[too_big.job_id].reason
+    )
     plan = next(e for e in log if e.__class__.__name__ == "Plan")
     assert tight.job_id in {e.job_id for e in plan.entries}  # still planned, by the offered finish
     assert set(plan.infeasible_jobs) == {tight.job_id, too_big.job_id}
@@ -105,9 +121,18 @@ def test_the_plan_uses_the_expected_intensity_not_the_median() -> None:
     """Oslo's median is lower, but its upper band is far out (a spiky grid): its expected
     intensity, 0.3 x 90 + 0.4 x 100 + 0.3 x 400 = 187 g/kWh, is above Frankfurt's 150, so an
     emissions minimiser runs the job in Frankfurt."""
-    skewed = forecast("NO", [100.0]).model_copy(update={"p10_g_per_kwh": [90.0] * 168, "p90_g_per_kwh": [400.0] * 168})
-    sched = Scheduler(small_registry("fra1", "osl1"), Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0))))
-    for event in (skewed, forecast("DE", [150.0]), job_requested(1, hours=2, home="osl1", group=RegionGroup.EU)):
+    skewed = forecast("NO", [100.0]).model_copy(
+        update={"p10_g_per_kwh": [90.0] * 168, "p90_g_per_kwh": [400.0] * 168}
+    )
+    sched = Scheduler(
+        small_registry("fra1", "osl1"),
+        Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0))),
+    )
+    for event in (
+        skewed,
+        forecast("DE", [150.0]),
+        job_requested(1, hours=2, home="osl1", group=RegionGroup.EU),
+    ):
         sched.apply(event)
     (entry,) = sched.replan(NOW).plan.entries
     assert entry.datacenter == "fra1"

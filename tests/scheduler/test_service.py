@@ -9,14 +9,13 @@ import nats
 import pytest
 
 from metatune import subjects
+from metatune.bus import publish_event  # noqa: F401  (the service publishes through it)
 from metatune.contracts import Assignment, AssignmentAction, Plan, RegionGroup
 from metatune.settings import Settings
-from metatune.bus import publish_event  # noqa: F401  (the service publishes through it)
-
 from metatune_scheduler.app import create_service
 
-from .conftest import NOW, forecast, job_requested, small_registry
 from ..conftest import eventually
+from .conftest import NOW, forecast, job_requested, small_registry
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
@@ -26,9 +25,16 @@ async def _publish(js, subject: str, event) -> None:
 
 
 @pytest.mark.asyncio
-async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(module_nats: str) -> None:
-    settings = Settings(nats_url=module_nats, clock="simulated", sim_seconds_per_hour=3600.0, sim_start=NOW,
-                        heartbeat_s=0.5)
+async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(
+    module_nats: str,
+) -> None:
+    settings = Settings(
+        nats_url=module_nats,
+        clock="simulated",
+        sim_seconds_per_hour=3600.0,
+        sim_start=NOW,
+        heartbeat_s=0.5,
+    )
     received: dict[str, list[Assignment]] = {}
     plans: list[Plan] = []
     nc = await nats.connect(module_nats)
@@ -45,16 +51,26 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(modul
     try:
         async with service.running():
             js = nc.jetstream()
-            for event in (forecast("DE", [300.0]), forecast("NO", [25.0] * 2 + [80.0] * 22), forecast("US-CAL-CISO", [200.0]),
-                          job_requested(1, hours=2, gpus=4, home="fra1", group=RegionGroup.EU),
-                          job_requested(2, hours=1, gpus=2, home="sjc1", group=RegionGroup.NA, deadline_h=1)):
-                subject = subjects.forecasts(event.region) if hasattr(event, "region") else subjects.JOBS_REQUESTED
+            for event in (
+                forecast("DE", [300.0]),
+                forecast("NO", [25.0] * 2 + [80.0] * 22),
+                forecast("US-CAL-CISO", [200.0]),
+                job_requested(1, hours=2, gpus=4, home="fra1", group=RegionGroup.EU),
+                job_requested(2, hours=1, gpus=2, home="sjc1", group=RegionGroup.NA, deadline_h=1),
+            ):
+                subject = (
+                    subjects.forecasts(event.region)
+                    if hasattr(event, "region")
+                    else subjects.JOBS_REQUESTED
+                )
                 await _publish(js, subject, event)
             await eventually(lambda: len(received) == 2)
             solves = service.runtime.solves
         assert set(received) == {subjects.assignments("osl1"), subjects.assignments("sjc1")}
         eu = received[subjects.assignments("osl1")]
-        assert [a.action for a in eu] == [AssignmentAction.start] and eu[0].job_id == job_requested(1, hours=2).job_id
+        assert [a.action for a in eu] == [AssignmentAction.start] and eu[0].job_id == job_requested(
+            1, hours=2
+        ).job_id
         assert solves <= 3  # five events, coalesced
         published = len(plans)
 
@@ -62,9 +78,11 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(modul
         async with restarted.running():
             await eventually(lambda: restarted.runtime.solves >= 1)
             state = restarted.runtime.scheduler.state
-            assert state.last_plan is not None and state.last_plan.plan_version == plans[-1].plan_version
+            assert (
+                state.last_plan is not None
+                and state.last_plan.plan_version == plans[-1].plan_version
+            )
         await asyncio.sleep(0.3)
         assert sum(len(v) for v in received.values()) == 2 and len(plans) == published
     finally:
         await nc.close()
-

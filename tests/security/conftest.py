@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import nats
 import pytest
@@ -24,17 +23,27 @@ class SecuredBus:
 
     def settings(self, user: str, **overrides) -> Settings:
         """Settings of a process that logs in as ``user`` (its nkey file, no credentials in the URL)."""
-        return Settings(nats_url=self.address, nats_nkey_file=self.secrets.seed_file(user), **overrides)
+        return Settings(
+            nats_url=self.address, nats_nkey_file=self.secrets.seed_file(user), **overrides
+        )
 
     @asynccontextmanager
-    async def client(self, user: str, errors: list[Exception] | None = None) -> AsyncIterator[Client]:
+    async def client(
+        self, user: str, errors: list[Exception] | None = None
+    ) -> AsyncIterator[Client]:
         """A connection as ``user``; the server's asynchronous refusals land in ``errors``."""
+
         async def on_error(exc: Exception) -> None:
             if errors is not None:
                 errors.append(exc)
 
-        nc = await nats.connect(self.address, error_cb=on_error, connect_timeout=2, allow_reconnect=False,
-                                **client_auth(self.settings(user)))
+        nc = await nats.connect(
+            self.address,
+            error_cb=on_error,
+            connect_timeout=2,
+            allow_reconnect=False,
+            **client_auth(self.settings(user)),
+        )
         try:
             yield nc
         finally:
@@ -66,4 +75,7 @@ async def admin(secured: SecuredBus) -> AsyncIterator[Client]:
 
 def violation(errors: list[Exception], subject: str) -> Callable[[], bool]:
     """The server said ``Permissions Violation`` for ``subject``."""
-    return lambda: any("permissions violation" in str(e).lower() and subject.lower() in str(e).lower() for e in errors)
+    return lambda: any(
+        "permissions violation" in str(e).lower() and subject.lower() in str(e).lower()
+        for e in errors
+    )

@@ -26,7 +26,10 @@ def test_a_services_durables_are_granted(name: str) -> None:
     assert service.durables
     granted = _granted(name)
     for stream, durable, subject in service.durables:
-        assert f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.{subject}" in granted, (durable, subject)
+        assert f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.{subject}" in granted, (
+            durable,
+            subject,
+        )
 
 
 def test_an_agents_durables_are_granted() -> None:
@@ -35,4 +38,7 @@ def test_an_agents_durables_are_granted() -> None:
     granted = _granted("trainer-agent.fra1")
     assert service.durables
     for stream, durable, subject in service.durables:
-        assert f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.{subject}" in granted, (durable, subject)
+        assert f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.{subject}" in granted, (
+            durable,
+            subject,
+        )

@@ -27,42 +27,66 @@ FRA1, OSL1 = "trainer-agent.fra1", "trainer-agent.osl1"
 
 async def test_a_client_without_credentials_is_refused(secured: SecuredBus) -> None:
     with pytest.raises(nats.errors.Error, match="Authorization Violation"):
-        await nats.connect(secured.address, allow_reconnect=False, max_reconnect_attempts=1, connect_timeout=2)
+        await nats.connect(
+            secured.address, allow_reconnect=False, max_reconnect_attempts=1, connect_timeout=2
+        )
 
 
 @pytest.mark.parametrize("user", [FRA1, "submitter", "profiler"])
-async def test_foreign_publish_of_an_assignment_is_refused(secured: SecuredBus, admin, user: str) -> None:
+async def test_foreign_publish_of_an_assignment_is_refused(
+    secured: SecuredBus, admin, user: str
+) -> None:
     errors: list[Exception] = []
     async with secured.client(user, errors) as nc:
         with pytest.raises(REFUSED):
             await nc.jetstream(timeout=1.0).publish(subjects.assignments("sjc1"), b"{}")
-        await eventually(violation(errors, f'publish to "{subjects.assignments("sjc1")}"'), timeout_s=5)
-    info = await admin.jetstream().stream_info("METATUNE", subjects_filter=subjects.assignments("sjc1"))
+        await eventually(
+            violation(errors, f'publish to "{subjects.assignments("sjc1")}"'), timeout_s=5
+        )
+    info = await admin.jetstream().stream_info(
+        "METATUNE", subjects_filter=subjects.assignments("sjc1")
+    )
     assert not info.state.subjects  # nothing reached the log
 
 
-async def test_an_agent_cannot_read_another_datacenters_assignments(secured: SecuredBus, admin) -> None:
+async def test_an_agent_cannot_read_another_datacenters_assignments(
+    secured: SecuredBus, admin
+) -> None:
     errors: list[Exception] = []
     async with secured.client(FRA1, errors) as nc:
         await nc.subscribe(subjects.assignments("osl1"))  # plain subscribe
-        await eventually(violation(errors, f'subscription to "{subjects.assignments("osl1")}"'), timeout_s=5)
+        await eventually(
+            violation(errors, f'subscription to "{subjects.assignments("osl1")}"'), timeout_s=5
+        )
         js = nc.jetstream(timeout=1.0)
         with pytest.raises(REFUSED):  # its own durable, re-pointed at osl1
-            await js.pull_subscribe(subjects.assignments("osl1"), durable="trainer-agent-fra1", stream="METATUNE",
-                                    inbox_prefix=nc._inbox_prefix + b".")
-        await admin.jetstream().pull_subscribe(subjects.assignments("osl1"), durable="trainer-agent-osl1",
-                                               stream="METATUNE")
-        await admin.jetstream().publish(subjects.assignments("osl1"), b"{}")  # something a fetch would get
-        bound = await js.pull_subscribe_bind("trainer-agent-osl1", stream="METATUNE",
-                                             inbox_prefix=nc._inbox_prefix + b".")
+            await js.pull_subscribe(
+                subjects.assignments("osl1"),
+                durable="trainer-agent-fra1",
+                stream="METATUNE",
+                inbox_prefix=nc._inbox_prefix + b".",
+            )
+        await admin.jetstream().pull_subscribe(
+            subjects.assignments("osl1"), durable="trainer-agent-osl1", stream="METATUNE"
+        )
+        await admin.jetstream().publish(
+            subjects.assignments("osl1"), b"{}"
+        )  # something a fetch would get
+        bound = await js.pull_subscribe_bind(
+            "trainer-agent-osl1", stream="METATUNE", inbox_prefix=nc._inbox_prefix + b"."
+        )
         with pytest.raises(REFUSED):  # osl1's own durable
             await bound.fetch(1, timeout=1.0)
-        await eventually(violation(errors, "$JS.API.CONSUMER.MSG.NEXT.METATUNE.trainer-agent-osl1"), timeout_s=5)
+        await eventually(
+            violation(errors, "$JS.API.CONSUMER.MSG.NEXT.METATUNE.trainer-agent-osl1"), timeout_s=5
+        )
         with pytest.raises(REFUSED):  # an ephemeral consumer over the whole log
             await js.subscribe(subjects.EVERYTHING, stream="METATUNE", ordered_consumer=True)
 
 
-async def test_object_store_reads_outside_the_grants_are_refused(secured: SecuredBus, admin) -> None:
+async def test_object_store_reads_outside_the_grants_are_refused(
+    secured: SecuredBus, admin
+) -> None:
     objects = ObjectStore(admin.jetstream())
     await objects.put_bytes(CHECKPOINTS_BUCKET, "job-1", b"weights")
     await objects.put_bytes(ADAPTERS_BUCKET, "job-1", b"adapter")
@@ -83,12 +107,16 @@ async def test_the_allowed_paths_work(secured: SecuredBus, admin, tmp_path) -> N
     errors: list[Exception] = []
     async with secured.client("submitter", errors) as nc:
         js = nc.jetstream(timeout=2.0)
-        await ObjectStore(js).put_bytes(DATASETS_BUCKET, "studies/s1/data.jsonl", b'{"text": "hi", "label": 1}\n')
+        await ObjectStore(js).put_bytes(
+            DATASETS_BUCKET, "studies/s1/data.jsonl", b'{"text": "hi", "label": 1}\n'
+        )
         await js.publish(subjects.DATASETS_SUBMITTED, b"{}", headers={"Nats-Msg-Id": str(uuid4())})
         await js.publish(subjects.JOBS_CANCELLED, b"{}", headers={"Nats-Msg-Id": str(uuid4())})
 
     received: list[dict] = []
-    service = Service("trainer-agent", instance=FRA1, settings=secured.settings(FRA1, heartbeat_s=0.5))
+    service = Service(
+        "trainer-agent", instance=FRA1, settings=secured.settings(FRA1, heartbeat_s=0.5)
+    )
 
     @service.consume(subjects.assignments("fra1"), durable="trainer-agent-fra1")
     async def on_assignment(message: dict) -> None:
@@ -100,7 +128,9 @@ async def test_the_allowed_paths_work(secured: SecuredBus, admin, tmp_path) -> N
         objects = service.objects
         assert await objects.get_bytes(DATASETS_BUCKET, "studies/s1/data.jsonl")
         await objects.put_bytes(CHECKPOINTS_BUCKET, "job-2", b"x" * 300_000)  # several chunks
-        await objects.put_bytes(CHECKPOINTS_BUCKET, "job-2", b"y" * 300_000)  # replace: old chunks purged
+        await objects.put_bytes(
+            CHECKPOINTS_BUCKET, "job-2", b"y" * 300_000
+        )  # replace: old chunks purged
         assert await objects.get_bytes(CHECKPOINTS_BUCKET, "job-2") == b"y" * 300_000
         await objects.put_bytes(ADAPTERS_BUCKET, "job-2", b"adapter")
         await service.publish(subjects.agent_status("fra1"), _status())
@@ -110,11 +140,21 @@ async def test_the_allowed_paths_work(secured: SecuredBus, admin, tmp_path) -> N
 
 
 def _status() -> AgentStatus:
-    return AgentStatus(occurred_at=datetime.now(UTC), datacenter="fra1", region="DE", gpus_total=1, gpus_free=1,
-                       gpu_model="cpu", power_per_gpu_w=100.0, pue=1.2)
+    return AgentStatus(
+        occurred_at=datetime.now(UTC),
+        datacenter="fra1",
+        region="DE",
+        gpus_total=1,
+        gpus_free=1,
+        gpu_model="cpu",
+        power_per_gpu_w=100.0,
+        pue=1.2,
+    )
 
 
-def test_secret_files_are_private_and_the_server_config_holds_no_secret(secured: SecuredBus) -> None:
+def test_secret_files_are_private_and_the_server_config_holds_no_secret(
+    secured: SecuredBus,
+) -> None:
     directory = secured.secrets.directory
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     files = list(directory.iterdir())
@@ -133,7 +173,9 @@ def test_no_user_but_the_admin_may_use_the_whole_jetstream_api() -> None:
             assert principal.permissions is None
             continue
         grants = principal.permissions.publish + principal.permissions.subscribe
-        assert not {"$JS.API.>", ">", "metatune.>", "_INBOX.>", "$JS.>"} & set(grants), principal.name
+        assert not {"$JS.API.>", ">", "metatune.>", "_INBOX.>", "$JS.>"} & set(grants), (
+            principal.name
+        )
         if principal.role == "agent":
             dc = principal.name.split(".")[1]
             assert [s for s in grants if s.startswith("metatune.assignments")] == []

@@ -34,9 +34,17 @@ async def db(schema: str) -> AsyncIterator[Database]:
 
 @pytest.fixture
 def tsettings(private_nats: str) -> Settings:
-    return Settings(nats_url=private_nats, telemetry_http_port=0, heartbeat_s=0.5, retry_backoff_s=0.2,
-                    webhook_allowed_networks=["127.0.0.1/32"], webhook_backoff_s=0.2, webhook_timeout_s=1.0,
-                    webhook_max_attempts=3, telemetry_batch_size=200)
+    return Settings(
+        nats_url=private_nats,
+        telemetry_http_port=0,
+        heartbeat_s=0.5,
+        retry_backoff_s=0.2,
+        webhook_allowed_networks=["127.0.0.1/32"],
+        webhook_backoff_s=0.2,
+        webhook_timeout_s=1.0,
+        webhook_max_attempts=3,
+        telemetry_batch_size=200,
+    )
 
 
 @pytest.fixture
@@ -46,13 +54,19 @@ async def js(tsettings: Settings):
     await nc.close()
 
 
-async def publish(js, settings: Settings, subject: str, event: Event | bytes, *, dedup: bool = True) -> None:
+async def publish(
+    js, settings: Settings, subject: str, event: Event | bytes, *, dedup: bool = True
+) -> None:
     """Publish an event (with its Nats-Msg-Id unless ``dedup`` is False) or raw bytes."""
     if isinstance(event, bytes):
         await js.publish(subject, event, stream=stream_for(subject, settings))
     else:
-        await js.publish(subject, event.to_bytes(), headers=headers_for(event) if dedup else None,
-                         stream=stream_for(subject, settings))
+        await js.publish(
+            subject,
+            event.to_bytes(),
+            headers=headers_for(event) if dedup else None,
+            stream=stream_for(subject, settings),
+        )
 
 
 async def count(db: Database, query: str, params=()) -> int:

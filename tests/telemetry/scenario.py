@@ -11,13 +11,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 from uuid import UUID, uuid4
 
-from metatune import contracts as c, subjects
+from metatune import contracts as c
+from metatune import subjects
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 
 from ..foundation.samples import CONFIG, NOW, SPEC
 
 H = timedelta(hours=1)
-DE = [300.0 + i for i in range(168)]  # median; p10 / p90 are -10 / +10: the expected intensity is the median
+DE = [
+    300.0 + i for i in range(168)
+]  # median; p10 / p90 are -10 / +10: the expected intensity is the median
 NO = [20.0 + i for i in range(168)]
 RUN_PUE = 1.1
 RUN_WH = (700.0, 700.0)
@@ -38,42 +41,148 @@ class Scenario:
 
 def _forecast(region: str, median: list[float]) -> tuple[str, c.CarbonForecast]:
     return subjects.forecasts(region), c.CarbonForecast(
-        occurred_at=NOW, region=region, issued_at=NOW, start=NOW, model_version="test", g_per_kwh=median,
-        p10_g_per_kwh=[v - 10 for v in median], p90_g_per_kwh=[v + 10 for v in median])
+        occurred_at=NOW,
+        region=region,
+        issued_at=NOW,
+        start=NOW,
+        model_version="test",
+        g_per_kwh=median,
+        p10_g_per_kwh=[v - 10 for v in median],
+        p90_g_per_kwh=[v + 10 for v in median],
+    )
 
 
 async def record_dashboard(db) -> Scenario:
     study, job, job2 = uuid4(), uuid4(), uuid4()
     spec = SPEC.model_copy(update={"webhook_url": None})
-    hours = [c.HourlyEnergy(hour=NOW + (2 + i) * H, datacenter="osl1", pue=RUN_PUE, energy_wh=wh, g_per_kwh=g,
-                            emissions_g=wh / 1000 * RUN_PUE * g)
-             for i, (wh, g) in enumerate(zip(RUN_WH, (22.0, 23.0), strict=True))]
-    events = [
-        (subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec)),
-        (subjects.agent_status("fra1"), c.AgentStatus(occurred_at=NOW, datacenter="fra1", region="DE", gpus_total=8,
-                                                      gpus_free=8, gpu_model="H100", power_per_gpu_w=700.0, pue=1.25)),
-        _forecast("DE", DE), _forecast("NO", NO),
-        (subjects.JOBS_REQUESTED, c.JobRequested(
-            occurred_at=NOW, job_id=job, study_id=study, trial_index=0, spec=spec, config=CONFIG, predicted_metric=0.85,
-            predicted_metric_std=0.05, metric_name="accuracy", gpus=2, estimated_gpu_hours=4.0, power_kw=0.7,
-            deadline=spec.deadline)),
-        (subjects.JOBS_REQUESTED, c.JobRequested(
-            occurred_at=NOW, job_id=job2, study_id=study, trial_index=1, spec=spec, config=CONFIG, predicted_loss=0.4,
-            predicted_loss_std=0.1, gpus=1, estimated_gpu_hours=1.0, power_kw=0.3, deadline=spec.deadline)),
-        (subjects.PLANS, c.Plan(occurred_at=NOW, plan_version=3, horizon_start=NOW, expected_emissions_g=35.0,
-                                baseline_emissions_g=600.0, solve_seconds=0.1,
-                                entries=[c.PlanEntry(job_id=job, datacenter="osl1", hours=[NOW + 2 * H, NOW + 3 * H],
-                                                     emissions_g=PLANNED_KG * 1000)])),
-        (subjects.assignments("osl1"), c.Assignment(occurred_at=NOW + 2 * H, job_id=job, study_id=study,
-                                                    datacenter="osl1", action=c.AssignmentAction.start, plan_version=3,
-                                                    spec=spec, config=CONFIG, gpus=2, hours_planned=2)),
-        (subjects.RUNS_COMPLETED, c.RunCompleted(
-            occurred_at=NOW + 4 * H, job_id=job, study_id=study, datacenter="osl1", config=CONFIG, steps=100,
-            metrics=c.RunMetrics(val_loss=0.3, accuracy=0.8),
-            accounting=c.RunAccounting(energy_wh=sum(RUN_WH), wall_seconds=7200.0, hours=hours))),
-        (subjects.RUNS_COMPLETED, c.RunCompleted(
-            occurred_at=NOW + H, job_id=job2, study_id=study, datacenter="fra1", config=CONFIG, steps=10,
-            metrics=c.RunMetrics(val_loss=0.45), accounting=c.RunAccounting(energy_wh=10.0, wall_seconds=600.0))),
+    hours = [
+        c.HourlyEnergy(
+            hour=NOW + (2 + i) * H,
+            datacenter="osl1",
+            pue=RUN_PUE,
+            energy_wh=wh,
+            g_per_kwh=g,
+            emissions_g=wh / 1000 * RUN_PUE * g,
+        )
+        for i, (wh, g) in enumerate(zip(RUN_WH, (22.0, 23.0), strict=True))
     ]
-    await EventWriter(db).write([Incoming("METATUNE", i + 1, s, e.to_bytes()) for i, (s, e) in enumerate(events)])
+    events = [
+        (
+            subjects.DATASETS_SUBMITTED,
+            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
+        ),
+        (
+            subjects.agent_status("fra1"),
+            c.AgentStatus(
+                occurred_at=NOW,
+                datacenter="fra1",
+                region="DE",
+                gpus_total=8,
+                gpus_free=8,
+                gpu_model="H100",
+                power_per_gpu_w=700.0,
+                pue=1.25,
+            ),
+        ),
+        _forecast("DE", DE),
+        _forecast("NO", NO),
+        (
+            subjects.JOBS_REQUESTED,
+            c.JobRequested(
+                occurred_at=NOW,
+                job_id=job,
+                study_id=study,
+                trial_index=0,
+                spec=spec,
+                config=CONFIG,
+                predicted_metric=0.85,
+                predicted_metric_std=0.05,
+                metric_name="accuracy",
+                gpus=2,
+                estimated_gpu_hours=4.0,
+                power_kw=0.7,
+                deadline=spec.deadline,
+            ),
+        ),
+        (
+            subjects.JOBS_REQUESTED,
+            c.JobRequested(
+                occurred_at=NOW,
+                job_id=job2,
+                study_id=study,
+                trial_index=1,
+                spec=spec,
+                config=CONFIG,
+                predicted_loss=0.4,
+                predicted_loss_std=0.1,
+                gpus=1,
+                estimated_gpu_hours=1.0,
+                power_kw=0.3,
+                deadline=spec.deadline,
+            ),
+        ),
+        (
+            subjects.PLANS,
+            c.Plan(
+                occurred_at=NOW,
+                plan_version=3,
+                horizon_start=NOW,
+                expected_emissions_g=35.0,
+                baseline_emissions_g=600.0,
+                solve_seconds=0.1,
+                entries=[
+                    c.PlanEntry(
+                        job_id=job,
+                        datacenter="osl1",
+                        hours=[NOW + 2 * H, NOW + 3 * H],
+                        emissions_g=PLANNED_KG * 1000,
+                    )
+                ],
+            ),
+        ),
+        (
+            subjects.assignments("osl1"),
+            c.Assignment(
+                occurred_at=NOW + 2 * H,
+                job_id=job,
+                study_id=study,
+                datacenter="osl1",
+                action=c.AssignmentAction.start,
+                plan_version=3,
+                spec=spec,
+                config=CONFIG,
+                gpus=2,
+                hours_planned=2,
+            ),
+        ),
+        (
+            subjects.RUNS_COMPLETED,
+            c.RunCompleted(
+                occurred_at=NOW + 4 * H,
+                job_id=job,
+                study_id=study,
+                datacenter="osl1",
+                config=CONFIG,
+                steps=100,
+                metrics=c.RunMetrics(val_loss=0.3, accuracy=0.8),
+                accounting=c.RunAccounting(energy_wh=sum(RUN_WH), wall_seconds=7200.0, hours=hours),
+            ),
+        ),
+        (
+            subjects.RUNS_COMPLETED,
+            c.RunCompleted(
+                occurred_at=NOW + H,
+                job_id=job2,
+                study_id=study,
+                datacenter="fra1",
+                config=CONFIG,
+                steps=10,
+                metrics=c.RunMetrics(val_loss=0.45),
+                accounting=c.RunAccounting(energy_wh=10.0, wall_seconds=600.0),
+            ),
+        ),
+    ]
+    await EventWriter(db).write(
+        [Incoming("METATUNE", i + 1, s, e.to_bytes()) for i, (s, e) in enumerate(events)]
+    )
     return Scenario(study, job, job2)

@@ -7,7 +7,13 @@ import json
 import re
 from pathlib import Path
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "compose" / "grafana" / "dashboards" / "metatune-telemetry.json"
+DASHBOARD = (
+    Path(__file__).resolve().parents[2]
+    / "compose"
+    / "grafana"
+    / "dashboards"
+    / "metatune-telemetry.json"
+)
 
 
 def plain_sql(sql: str) -> str:
@@ -18,7 +24,12 @@ def plain_sql(sql: str) -> str:
 
 async def test_every_panel_query_runs(db) -> None:
     panels = json.loads(DASHBOARD.read_text())["panels"]
-    assert {p["title"].split(" (")[0] for p in panels} >= {"Training loss", "Tokens/s", "Consumer lag", "Webhook backlog"}
+    assert {p["title"].split(" (")[0] for p in panels} >= {
+        "Training loss",
+        "Tokens/s",
+        "Consumer lag",
+        "Webhook backlog",
+    }
     for panel in panels:
         for target in panel["targets"]:
             await db.fetch(plain_sql(target["rawSql"]), None)

@@ -13,7 +13,7 @@ from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
 
 from ..foundation.samples import NOW
-from .scenario import ACTUAL_KG, BASELINE_KG, DE, H, PLANNED_KG, record_dashboard
+from .scenario import ACTUAL_KG, BASELINE_KG, DE, PLANNED_KG, H, record_dashboard
 
 
 async def test_api_report_totals_and_health(db) -> None:
@@ -21,7 +21,9 @@ async def test_api_report_totals_and_health(db) -> None:
     with TestClient(app) as client:
         assert client.get("/healthz").json() == {"database": "ok", "mode": "postgresql"}
         report = client.get(f"/api/studies/{uuid4()}/report").json()
-        assert report["runs"] == [] and report["kgco2eq"] is None and report["pricing"] == "unpriced"
+        assert (
+            report["runs"] == [] and report["kgco2eq"] is None and report["pricing"] == "unpriced"
+        )
         assert client.get("/api/totals").json()["runs_completed"] == 0
         assert client.get("/api/studies/nope/report").status_code == 400
         assert client.get(f"/api/jobs/{uuid4()}/timeline").status_code == 404
@@ -34,16 +36,23 @@ async def test_job_timeline_against_the_run_now_baseline(db) -> None:
     with TestClient(create_app(db, Settings())) as client:
         t = client.get(f"/api/jobs/{s.job}/timeline").json()
         page = client.get(f"/jobs/{s.job}").text
-    assert [(r["datacenter"], datetime.fromisoformat(r["start"]), r["hours"]) for r in t["ran"]] == [
-        ("osl1", NOW + 2 * H, 2)]
+    assert [
+        (r["datacenter"], datetime.fromisoformat(r["start"]), r["hours"]) for r in t["ran"]
+    ] == [("osl1", NOW + 2 * H, 2)]
     assert t["ran"][0]["kgco2eq"] == pytest.approx(ACTUAL_KG)
     assert t["ran"][0]["facility_energy_kwh"] == pytest.approx(1.4 * 1.1)
-    assert [(p["datacenter"], p["hours"]) for p in t["planned"]] == [("osl1", 2)] and t["plan_version"] == 3
+    assert [(p["datacenter"], p["hours"]) for p in t["planned"]] == [("osl1", 2)] and t[
+        "plan_version"
+    ] == 3
     assert t["planned_kgco2eq"] == pytest.approx(PLANNED_KG)
     assert t["baseline"]["datacenter"] == "fra1" and len(t["baseline"]["hours"]) == 2
-    assert t["baseline"]["kgco2eq"] == pytest.approx(BASELINE_KG) and t["baseline"]["missing"] is None
+    assert (
+        t["baseline"]["kgco2eq"] == pytest.approx(BASELINE_KG) and t["baseline"]["missing"] is None
+    )
     assert [(m["datacenter"], m["action"]) for m in t["assignments"]] == [("osl1", "start")]
-    assert re.search(r'class="gantt-bar ran" data-datacenter="osl1"[^>]* data-hours="2" data-kwh="1.54"', page)
+    assert re.search(
+        r'class="gantt-bar ran" data-datacenter="osl1"[^>]* data-hours="2" data-kwh="1.54"', page
+    )
     assert re.search(r'class="gantt-bar planned" data-datacenter="osl1"', page)
     assert 'class="gantt-mark" data-datacenter="osl1"' in page
     # the comparison bars: baseline, plan, actual
@@ -59,7 +68,10 @@ async def test_datacenter_forecast_curves_with_intervals(db) -> None:
     assert f["region"] == "DE" and len(f["curves"]) == 1
     curve = f["curves"][0]
     assert curve["g_per_kwh"] == DE and len(curve["hours"]) == 168
-    assert all(lo < mid < hi for lo, mid, hi in zip(curve["p10_g_per_kwh"], DE, curve["p90_g_per_kwh"], strict=True))
+    assert all(
+        lo < mid < hi
+        for lo, mid, hi in zip(curve["p10_g_per_kwh"], DE, curve["p90_g_per_kwh"], strict=True)
+    )
     drawn = re.search(r'class="median" data-label="[^"]*" data-values="([^"]+)"', page)
     assert drawn and [float(v) for v in drawn.group(1).split()] == DE
     assert re.search(r'class="band" data-label="[^"]*" data-low="290" data-high="477"', page)
@@ -71,8 +83,13 @@ async def test_study_trials_predicted_against_actual(db) -> None:
         trials = client.get(f"/api/studies/{s.study}/trials").json()
         page = client.get(f"/studies/{s.study}").text
     assert [(t["trial_index"], t["metric_name"], t["predicted"], t["actual"]) for t in trials] == [
-        (0, "accuracy", 0.85, 0.8), (1, "val_loss", 0.4, 0.45)]
-    points = re.findall(r'class="point" data-trial="(\d+)" data-metric="([a-z_]+)" data-predicted="([0-9.]+)" '
-                        r'data-actual="([0-9.]+)"', page)
+        (0, "accuracy", 0.85, 0.8),
+        (1, "val_loss", 0.4, 0.45),
+    ]
+    points = re.findall(
+        r'class="point" data-trial="(\d+)" data-metric="([a-z_]+)" data-predicted="([0-9.]+)" '
+        r'data-actual="([0-9.]+)"',
+        page,
+    )
     assert points == [("0", "accuracy", "0.85", "0.8"), ("1", "val_loss", "0.4", "0.45")]
     assert f'href="/jobs/{s.job}"' in page

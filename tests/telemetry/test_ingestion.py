@@ -8,13 +8,13 @@ import asyncio
 import json
 import shutil
 import signal
-import subprocess
 from uuid import uuid4
 
 import psycopg
 import pytest
 
-from metatune import contracts as c, subjects
+from metatune import contracts as c
+from metatune import subjects
 from metatune.embedded import servers
 from metatune.embedded.probe import postgres_answers
 from metatune.settings import Settings
@@ -29,7 +29,11 @@ from .conftest import count, publish
 
 def without_webhook(event):
     spec = getattr(event, "spec", None)
-    return event.model_copy(update={"spec": spec.model_copy(update={"webhook_url": None})}) if spec else event
+    return (
+        event.model_copy(update={"spec": spec.model_copy(update={"webhook_url": None})})
+        if spec
+        else event
+    )
 
 
 async def no_gap(js, db: Database, settings: Settings) -> None:
@@ -69,15 +73,25 @@ async def test_every_event_stored_once_and_redelivery_is_one_row(tsettings, sche
         assert await count(db, "SELECT count(*) FROM agent_status") == 1
 
 
-async def test_nul_bytes_in_a_valid_event_are_stored_and_kept_exactly(tsettings, schema, js) -> None:
-    error = c.ErrorEvent(occurred_at=NOW, service="profiler", kind=c.ErrorKind.bad_input, code="nul_in_row",
-                         message="row 3 holds \x00 here", payload_excerpt="a\x00b\x00", row=3)
+async def test_nul_bytes_in_a_valid_event_are_stored_and_kept_exactly(
+    tsettings, schema, js
+) -> None:
+    error = c.ErrorEvent(
+        occurred_at=NOW,
+        service="profiler",
+        kind=c.ErrorKind.bad_input,
+        code="nul_in_row",
+        message="row 3 holds \x00 here",
+        payload_excerpt="a\x00b\x00",
+        row=3,
+    )
     service = create_service(tsettings, schema=schema)
     async with service.running():
         await publish(js, tsettings, subjects.errors("profiler"), error)
         await no_gap(js, service.db, tsettings)
-        rows = await service.db.fetch("SELECT payload->>'message', raw FROM event_log WHERE event_id = %s",
-                                      (error.event_id,))
+        rows = await service.db.fetch(
+            "SELECT payload->>'message', raw FROM event_log WHERE event_id = %s", (error.event_id,)
+        )
     assert rows[0][0] == "row 3 holds \ufffd here"
     assert c.ErrorEvent.model_validate_json(rows[0][1]) == error  # the exact bytes, NULs included
 
@@ -114,16 +128,26 @@ async def test_every_contract_violation_is_rejected_with_its_bytes(tsettings, sc
         db = service.db
         await asyncio.wait_for(service.ready.wait(), 60)
         for _ in range(600):  # the error events telemetry publishes about them come back as events
-            if await count(db, "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'") \
-                    >= len(cases):
+            if await count(
+                db, "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'"
+            ) >= len(cases):
                 break
             await asyncio.sleep(0.1)
         await no_gap(js, service.db, tsettings)
-        rejects = await db.fetch("SELECT subject, code, reason, raw FROM event_rejects ORDER BY stream, stream_seq")
+        rejects = await db.fetch(
+            "SELECT subject, code, reason, raw FROM event_rejects ORDER BY stream, stream_seq"
+        )
         # the telemetry error events about them are valid events: stored as data
-        errors = await count(db, "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'")
+        errors = await count(
+            db, "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'"
+        )
         assert await count(db, "SELECT count(*) FROM studies") == 0
-        assert await count(db, "SELECT count(*) FROM event_log WHERE subject <> 'metatune.errors.telemetry'") == 0
+        assert (
+            await count(
+                db, "SELECT count(*) FROM event_log WHERE subject <> 'metatune.errors.telemetry'"
+            )
+            == 0
+        )
     assert sorted((s, raw, code) for s, code, _, raw in rejects) == sorted(cases)
     assert all(reason for _, _, reason, _ in rejects)
     assert errors == len(cases)
@@ -151,12 +175,23 @@ def private_postgres(tmp_path):
     shutil.rmtree(tmp_path / "postgres", ignore_errors=True)
 
 
-async def test_postgres_restart_mid_stream_loses_and_doubles_nothing(tsettings, js, private_postgres) -> None:
+async def test_postgres_restart_mid_stream_loses_and_doubles_nothing(
+    tsettings, js, private_postgres
+) -> None:
     url, start, stop = private_postgres
     settings = tsettings.model_copy(update={"database_url": url, "telemetry_batch_size": 50})
     job = uuid4()
-    progress = [c.RunProgress(occurred_at=NOW, job_id=job, datacenter="fra1", step=i, total_steps=1000,
-                              train_loss=1.0 / (i + 1)) for i in range(600)]
+    progress = [
+        c.RunProgress(
+            occurred_at=NOW,
+            job_id=job,
+            datacenter="fra1",
+            step=i,
+            total_steps=1000,
+            train_loss=1.0 / (i + 1),
+        )
+        for i in range(600)
+    ]
     service = create_service(settings)
     async with service.running():
         for event in progress[:200]:

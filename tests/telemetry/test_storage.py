@@ -11,7 +11,8 @@ from uuid import uuid4
 import pytest
 from yoyo import get_backend, read_migrations
 
-from metatune import contracts as c, subjects
+from metatune import contracts as c
+from metatune import subjects
 from metatune_telemetry.adapters.db import yoyo_uri
 from metatune_telemetry.adapters.queries import study_disclosure
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
@@ -24,38 +25,90 @@ from .conftest import count
 async def test_migrations_from_empty_then_rerun_apply_nothing(db) -> None:
     assert db.mode == "postgresql"  # no timescaledb on this machine: the declared fallback
     assert await db.migrate() == []
-    tables = {r[0] for r in await db.fetch("SELECT tablename FROM pg_tables WHERE schemaname = %s", (db.schema,))}
-    assert {"event_log", "event_rejects", "run_metrics", "job_energy", "energy_hourly_job", "energy_hourly_datacenter",
-            "webhook_outbox", "forecast_points", "agent_status", "plans", "assignments"} <= tables
-    partitioned = {r[0] for r in await db.fetch(
-        "SELECT c.relname FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s", (db.schema,))}
-    assert partitioned == {"event_log", "run_metrics", "forecast_points", "agent_status", "job_energy"}
+    tables = {
+        r[0]
+        for r in await db.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (db.schema,)
+        )
+    }
+    assert {
+        "event_log",
+        "event_rejects",
+        "run_metrics",
+        "job_energy",
+        "energy_hourly_job",
+        "energy_hourly_datacenter",
+        "webhook_outbox",
+        "forecast_points",
+        "agent_status",
+        "plans",
+        "assignments",
+    } <= tables
+    partitioned = {
+        r[0]
+        for r in await db.fetch(
+            "SELECT c.relname FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s",
+            (db.schema,),
+        )
+    }
+    assert partitioned == {
+        "event_log",
+        "run_metrics",
+        "forecast_points",
+        "agent_status",
+        "job_energy",
+    }
 
 
 async def test_ingest_migrations_roll_back_and_reapply_with_the_predictions_backfilled(db) -> None:
     """telemetry_0003 (json payload, indexes that skip metric events) and 0004 (prediction columns,
     filled from the logged events) both roll back and apply again."""
     study, job = uuid4(), uuid4()
-    requested = c.JobRequested(occurred_at=NOW, job_id=job, study_id=study, trial_index=0, spec=SPEC, config=CONFIG,
-                               predicted_metric=0.9, predicted_metric_std=0.02, metric_name="accuracy",
-                               estimated_gpu_hours=1.0, power_kw=0.5, deadline=SPEC.deadline)
+    requested = c.JobRequested(
+        occurred_at=NOW,
+        job_id=job,
+        study_id=study,
+        trial_index=0,
+        spec=SPEC,
+        config=CONFIG,
+        predicted_metric=0.9,
+        predicted_metric_std=0.02,
+        metric_name="accuracy",
+        estimated_gpu_hours=1.0,
+        power_kw=0.5,
+        deadline=SPEC.deadline,
+    )
     await EventWriter(db).write(incoming([(subjects.JOBS_REQUESTED, requested)]))
-    payload_type = "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'event_log'::regclass " \
-                   "AND attname = 'payload'"
+    payload_type = (
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'event_log'::regclass "
+        "AND attname = 'payload'"
+    )
     indexes = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'event_log'"
     assert (await db.fetch(payload_type))[0][0] == "json"
-    assert {"event_log_subject_nonmetric", "event_log_correlation_nonmetric", "event_log_stored_brin"} <= \
-        {r[0] for r in await db.fetch(indexes)}
+    assert {
+        "event_log_subject_nonmetric",
+        "event_log_correlation_nonmetric",
+        "event_log_stored_brin",
+    } <= {r[0] for r in await db.fetch(indexes)}
 
     def rollback() -> None:
         backend = get_backend(yoyo_uri(db.url, db.schema))
         try:
-            with resources.as_file(resources.files("metatune_telemetry").joinpath("migrations")) as folder:
+            with resources.as_file(
+                resources.files("metatune_telemetry").joinpath("migrations")
+            ) as folder:
                 migrations = read_migrations(str(folder))
                 with backend.lock():
-                    backend.rollback_migrations(backend.to_rollback(migrations.filter(
-                        lambda m: m.id in ("telemetry_0003_ingest", "telemetry_0004_predictions"))))
+                    backend.rollback_migrations(
+                        backend.to_rollback(
+                            migrations.filter(
+                                lambda m: (
+                                    m.id in ("telemetry_0003_ingest", "telemetry_0004_predictions")
+                                )
+                            )
+                        )
+                    )
         finally:
             backend.connection.close()
 
@@ -64,20 +117,38 @@ async def test_ingest_migrations_roll_back_and_reapply_with_the_predictions_back
     assert {"event_log_subject", "event_log_correlation"} <= {r[0] for r in await db.fetch(indexes)}
     assert await db.migrate() == ["telemetry_0003_ingest", "telemetry_0004_predictions"]
     assert (await db.fetch(payload_type))[0][0] == "json"
-    assert await db.fetch("SELECT metric_name, predicted_metric, predicted_metric_std FROM job_requests") == [
-        ("accuracy", 0.9, 0.02)]
+    assert await db.fetch(
+        "SELECT metric_name, predicted_metric, predicted_metric_std FROM job_requests"
+    ) == [("accuracy", 0.9, 0.02)]
 
 
 def progress(job, step, hours, datacenter="fra1", at=NOW):
-    accounting = c.RunAccounting(tokens_seen=100 * step, tokens_with_padding=120 * step,
-                                 energy_wh=sum(h.energy_wh for h in hours), hours=hours)
-    return c.RunProgress(occurred_at=at, job_id=job, datacenter=datacenter, step=step, total_steps=100,
-                         power_w=300.0, accounting=accounting)
+    accounting = c.RunAccounting(
+        tokens_seen=100 * step,
+        tokens_with_padding=120 * step,
+        energy_wh=sum(h.energy_wh for h in hours),
+        hours=hours,
+    )
+    return c.RunProgress(
+        occurred_at=at,
+        job_id=job,
+        datacenter=datacenter,
+        step=step,
+        total_steps=100,
+        power_w=300.0,
+        accounting=accounting,
+    )
 
 
 def hour(i, wh, g, dc="fra1", pue=1.2):
-    return c.HourlyEnergy(hour=NOW + timedelta(hours=i), datacenter=dc, pue=pue, energy_wh=wh, g_per_kwh=g,
-                          emissions_g=wh / 1000 * pue * g if g is not None else 0.0)
+    return c.HourlyEnergy(
+        hour=NOW + timedelta(hours=i),
+        datacenter=dc,
+        pue=pue,
+        energy_wh=wh,
+        g_per_kwh=g,
+        emissions_g=wh / 1000 * pue * g if g is not None else 0.0,
+    )
 
 
 def incoming(events):
@@ -91,57 +162,143 @@ async def test_rollups_equal_raw_sums_after_updates(db) -> None:
         (subjects.run_progress(a), progress(a, 1, [hour(0, 100.0, 300.0)])),
         (subjects.run_progress(b), progress(b, 1, [hour(0, 50.0, None, "osl1")], "osl1")),
         # later accounting of a: hour 0 grew, hour 1 (another datacenter) began
-        (subjects.run_progress(a), progress(a, 2, [hour(0, 180.0, 300.0), hour(1, 40.0, 20.0, "osl1")],
-                                            at=NOW + timedelta(hours=1))),
-        (subjects.run_progress(b), progress(b, 2, [hour(0, 90.0, None, "osl1"), hour(1, 70.0, 25.0, "osl1")], "osl1",
-                                            at=NOW + timedelta(hours=1))),
+        (
+            subjects.run_progress(a),
+            progress(
+                a,
+                2,
+                [hour(0, 180.0, 300.0), hour(1, 40.0, 20.0, "osl1")],
+                at=NOW + timedelta(hours=1),
+            ),
+        ),
+        (
+            subjects.run_progress(b),
+            progress(
+                b,
+                2,
+                [hour(0, 90.0, None, "osl1"), hour(1, 70.0, 25.0, "osl1")],
+                "osl1",
+                at=NOW + timedelta(hours=1),
+            ),
+        ),
     ]
     await writer.write(incoming(events[:2]))
     await writer.write(incoming(events[2:]))
-    raw = await db.fetch("SELECT job_id, hour, sum(energy_wh), sum(emissions_g) FROM job_energy GROUP BY 1, 2 ORDER BY 1, 2")
-    rolled = await db.fetch("SELECT job_id, bucket, energy_wh, emissions_g FROM energy_hourly_job ORDER BY 1, 2")
+    raw = await db.fetch(
+        "SELECT job_id, hour, sum(energy_wh), sum(emissions_g) FROM job_energy GROUP BY 1, 2 ORDER BY 1, 2"
+    )
+    rolled = await db.fetch(
+        "SELECT job_id, bucket, energy_wh, emissions_g FROM energy_hourly_job ORDER BY 1, 2"
+    )
     assert rolled == raw
     assert len(raw) == 4 and sum(r[2] for r in raw) == pytest.approx(180 + 40 + 90 + 70)
-    per_dc = await db.fetch("SELECT datacenter, bucket, energy_wh FROM energy_hourly_datacenter ORDER BY 1, 2")
-    raw_dc = await db.fetch("SELECT datacenter, hour, sum(energy_wh) FROM job_energy GROUP BY 1, 2 ORDER BY 1, 2")
+    per_dc = await db.fetch(
+        "SELECT datacenter, bucket, energy_wh FROM energy_hourly_datacenter ORDER BY 1, 2"
+    )
+    raw_dc = await db.fetch(
+        "SELECT datacenter, hour, sum(energy_wh) FROM job_energy GROUP BY 1, 2 ORDER BY 1, 2"
+    )
     assert per_dc == raw_dc
     # an unpriced hour stays NULL (unknown), never 0
-    assert (await db.fetch("SELECT emissions_g FROM job_energy WHERE job_id = %s AND hour = %s", (b, NOW)))[0][0] is None
+    assert (
+        await db.fetch(
+            "SELECT emissions_g FROM job_energy WHERE job_id = %s AND hour = %s", (b, NOW)
+        )
+    )[0][0] is None
 
 
 async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
     study, job, job2 = uuid4(), uuid4(), uuid4()
     spec = SPEC.model_copy(update={"webhook_url": None})
-    status = c.AgentStatus(occurred_at=NOW, datacenter="fra1", region="DE", gpus_total=8, gpus_free=7,
-                           gpu_model="H100", power_per_gpu_w=700.0, pue=1.2)
+    status = c.AgentStatus(
+        occurred_at=NOW,
+        datacenter="fra1",
+        region="DE",
+        gpus_total=8,
+        gpus_free=7,
+        gpu_model="H100",
+        power_per_gpu_w=700.0,
+        pue=1.2,
+    )
     hours = [hour(0, 500.0, 300.0), hour(1, 250.0, 100.0)]
-    done = c.RunCompleted(occurred_at=NOW + timedelta(hours=2), job_id=job, study_id=study, datacenter="fra1",
-                          config=CONFIG, metrics=c.RunMetrics(val_loss=0.3), steps=100,
-                          accounting=c.RunAccounting(tokens_seen=9000, tokens_with_padding=10_000, energy_wh=750.0,
-                                                     wall_seconds=5400.0, hours=hours))
-    unpriced = c.RunCompleted(occurred_at=NOW + timedelta(hours=2), job_id=job2, study_id=study, datacenter="fra1",
-                              config=CONFIG, metrics=c.RunMetrics(val_loss=0.4), steps=100,
-                              accounting=c.RunAccounting(energy_wh=100.0, wall_seconds=600.0,
-                                                         hours=[hour(0, 100.0, None)]))
-    events = [(subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec)),
-              (subjects.agent_status("fra1"), status)]
+    done = c.RunCompleted(
+        occurred_at=NOW + timedelta(hours=2),
+        job_id=job,
+        study_id=study,
+        datacenter="fra1",
+        config=CONFIG,
+        metrics=c.RunMetrics(val_loss=0.3),
+        steps=100,
+        accounting=c.RunAccounting(
+            tokens_seen=9000,
+            tokens_with_padding=10_000,
+            energy_wh=750.0,
+            wall_seconds=5400.0,
+            hours=hours,
+        ),
+    )
+    unpriced = c.RunCompleted(
+        occurred_at=NOW + timedelta(hours=2),
+        job_id=job2,
+        study_id=study,
+        datacenter="fra1",
+        config=CONFIG,
+        metrics=c.RunMetrics(val_loss=0.4),
+        steps=100,
+        accounting=c.RunAccounting(
+            energy_wh=100.0, wall_seconds=600.0, hours=[hour(0, 100.0, None)]
+        ),
+    )
+    events = [
+        (
+            subjects.DATASETS_SUBMITTED,
+            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
+        ),
+        (subjects.agent_status("fra1"), status),
+    ]
     for i, j in enumerate((job, job2)):
-        events.append((subjects.JOBS_REQUESTED, c.JobRequested(
-            occurred_at=NOW, job_id=j, study_id=study, trial_index=i, spec=spec, config=CONFIG, gpus=2,
-            estimated_gpu_hours=1.0, power_kw=0.7, deadline=spec.deadline)))
-    events += [(subjects.run_progress(job), progress(job, 10, hours[:1])), (subjects.RUNS_COMPLETED, done),
-               (subjects.RUNS_COMPLETED, unpriced)]
+        events.append(
+            (
+                subjects.JOBS_REQUESTED,
+                c.JobRequested(
+                    occurred_at=NOW,
+                    job_id=j,
+                    study_id=study,
+                    trial_index=i,
+                    spec=spec,
+                    config=CONFIG,
+                    gpus=2,
+                    estimated_gpu_hours=1.0,
+                    power_kw=0.7,
+                    deadline=spec.deadline,
+                ),
+            )
+        )
+    events += [
+        (subjects.run_progress(job), progress(job, 10, hours[:1])),
+        (subjects.RUNS_COMPLETED, done),
+        (subjects.RUNS_COMPLETED, unpriced),
+    ]
     await EventWriter(db).write(incoming(events))
     report = await study_disclosure(db, study)
     first, second = report.runs
     # by hand: 0.5 kWh x 1.2 x 300 g + 0.25 kWh x 1.2 x 100 g = 180 + 30 g = 0.21 kg
     assert first.kgco2eq == pytest.approx(0.21)
     assert first.facility_energy_kwh == pytest.approx(0.9)
-    assert (first.base_model, first.gpu_model, first.gpu_count, first.grid_regions) == (spec.base_model, "H100", 2, ["DE"])
+    assert (first.base_model, first.gpu_model, first.gpu_count, first.grid_regions) == (
+        spec.base_model,
+        "H100",
+        2,
+        ["DE"],
+    )
     assert first.total_time_h == pytest.approx(1.5) and first.tokens_with_padding == 10_000
     assert first.avg_gpu_utilisation == pytest.approx(300.0 / (2 * 700.0))
     assert [h.g_per_kwh for h in first.hours] == [300.0, 100.0]
-    assert second.pricing == "unpriced" and second.kgco2eq is None and second.unpriced_energy_kwh == pytest.approx(0.12)
+    assert (
+        second.pricing == "unpriced"
+        and second.kgco2eq is None
+        and second.unpriced_energy_kwh == pytest.approx(0.12)
+    )
     assert report.kgco2eq is None and report.pricing == "partially_priced"
     assert report.priced_kgco2eq == pytest.approx(0.21)
     assert "unpriced" in to_markdown(report) and "0.210000" in to_markdown(report)

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from metatune import contracts as c, subjects
+from metatune import contracts as c
+from metatune import subjects
 from metatune.inputs import parse_networks
 from metatune.settings import Settings
 from metatune_telemetry.adapters.delivery import post
@@ -46,7 +47,7 @@ class Receiver:
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 receiver.received.append((self.path, dict(self.headers), body))
                 if self.path in receiver.hang:
@@ -84,18 +85,42 @@ def receiver():
 
 def study_events(hook: str | None):
     study, job = uuid4(), uuid4()
-    spec = SPEC.model_validate({**SPEC.model_dump(), "webhook_url": hook})  # validated: the URL is an HttpUrl
-    return study, job, [
-        (subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec)),
-        (subjects.JOBS_REQUESTED, c.JobRequested(occurred_at=NOW, job_id=job, study_id=study, trial_index=0, spec=spec,
-                                                 config=CONFIG, estimated_gpu_hours=1.0, power_kw=0.5,
-                                                 deadline=spec.deadline)),
-    ]
+    spec = SPEC.model_validate(
+        {**SPEC.model_dump(), "webhook_url": hook}
+    )  # validated: the URL is an HttpUrl
+    return (
+        study,
+        job,
+        [
+            (
+                subjects.DATASETS_SUBMITTED,
+                c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
+            ),
+            (
+                subjects.JOBS_REQUESTED,
+                c.JobRequested(
+                    occurred_at=NOW,
+                    job_id=job,
+                    study_id=study,
+                    trial_index=0,
+                    spec=spec,
+                    config=CONFIG,
+                    estimated_gpu_hours=1.0,
+                    power_kw=0.5,
+                    deadline=spec.deadline,
+                ),
+            ),
+        ],
+    )
 
 
 def infeasible(job, study, hours: int):
-    return (subjects.JOBS_INFEASIBLE, c.JobInfeasible(occurred_at=NOW + timedelta(hours=hours), job_id=job,
-                                                      study_id=study, reason="deadline"))
+    return (
+        subjects.JOBS_INFEASIBLE,
+        c.JobInfeasible(
+            occurred_at=NOW + timedelta(hours=hours), job_id=job, study_id=study, reason="deadline"
+        ),
+    )
 
 
 async def test_signed_deliveries_one_per_state_change(tsettings, schema, js, receiver) -> None:
@@ -117,18 +142,29 @@ async def test_signed_deliveries_one_per_state_change(tsettings, schema, js, rec
     wh = Webhook(SECRET)
     types = []
     for _, headers, body in receiver.received:
-        payload = wh.verify(body, {k.lower(): v for k, v in headers.items()})  # raises unless the signature is valid
+        payload = wh.verify(
+            body, {k.lower(): v for k, v in headers.items()}
+        )  # raises unless the signature is valid
         types.append(payload["type"])
     assert sorted(types) == ["job.infeasible", "job.requested"]
     with pytest.raises(Exception):
-        Webhook(new_secret()).verify(receiver.received[0][2], {k.lower(): v for k, v in receiver.received[0][1].items()})
+        Webhook(new_secret()).verify(
+            receiver.received[0][2], {k.lower(): v for k, v in receiver.received[0][1].items()}
+        )
 
 
-async def test_retries_retry_after_dead_letter_and_manual_retry(tsettings, schema, js, receiver) -> None:
+async def test_retries_retry_after_dead_letter_and_manual_retry(
+    tsettings, schema, js, receiver
+) -> None:
     # backoff long enough that only Retry-After can bring the second attempt within the test
-    settings = tsettings.model_copy(update={"webhook_secret": SECRET, "webhook_backoff_s": 600.0,
-                                            "webhook_max_attempts": 3})
-    receiver.script["/later"] = [(429, {"retry-after": "1"}), (503, {"retry-after": "0"}), (200, {})]
+    settings = tsettings.model_copy(
+        update={"webhook_secret": SECRET, "webhook_backoff_s": 600.0, "webhook_max_attempts": 3}
+    )
+    receiver.script["/later"] = [
+        (429, {"retry-after": "1"}),
+        (503, {"retry-after": "0"}),
+        (200, {}),
+    ]
     receiver.script["/broken"] = [(500, {"retry-after": "0"})]
     receiver.script["/moved"] = [(302, {"location": "/gone"})]
     receiver.script["/gone"] = [(404, {"retry-after": "0"})]
@@ -142,24 +178,40 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(tsettings, schem
         await asyncio.wait_for(service.ready.wait(), 60)
 
         async def states() -> dict[str, tuple[str, int]]:
-            return {r["url"].rsplit("/", 1)[1]: (r["state"], r["attempts"]) for r in await list_outbox(service.db)}
+            return {
+                r["url"].rsplit("/", 1)[1]: (r["state"], r["attempts"])
+                for r in await list_outbox(service.db)
+            }
 
         found: dict = {}
         for _ in range(600):
             found = await states()
-            if found.get("later", ("",))[0] == "delivered" and found.get("broken", ("",))[0] == "dead" \
-                    and found.get("moved", ("",))[0] == "dead":
+            if (
+                found.get("later", ("",))[0] == "delivered"
+                and found.get("broken", ("",))[0] == "dead"
+                and found.get("moved", ("",))[0] == "dead"
+            ):
                 break
             await asyncio.sleep(0.1)
         assert found == {"later": ("delivered", 3), "broken": ("dead", 3), "moved": ("dead", 3)}
         rows = {r["url"].rsplit("/", 1)[1]: r for r in await list_outbox(service.db)}
-        assert rows["broken"]["last_status"] == 500 and rows["moved"]["last_status"] == 404  # a 3xx is no delivery
+        assert (
+            rows["broken"]["last_status"] == 500 and rows["moved"]["last_status"] == 404
+        )  # a 3xx is no delivery
         receiver.script["/broken"] = [(204, {})]
         url = Settings().database_url  # the CLI, in this test's schema
-        env = {**os.environ, "METATUNE_DATABASE_URL": f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"}
-        done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "metatune.cli", "webhooks", "retry",
-                                                        "--all-dead", "--json"], env=env, capture_output=True, text=True,
-                                       timeout=120)
+        env = {
+            **os.environ,
+            "METATUNE_DATABASE_URL": f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}",
+        }
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "metatune.cli", "webhooks", "retry", "--all-dead", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"queued": 2}
         for _ in range(600):
@@ -169,14 +221,17 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(tsettings, schem
         assert (await states())["broken"] == ("delivered", 1)
 
 
-@pytest.mark.parametrize("url", [
-    "http://10.1.2.3/hook",  # private
-    "http://169.254.169.254/latest/meta-data",  # link-local (cloud metadata)
-    "http://localhost:9/hook",  # a DNS name that resolves to loopback
-    "http://[::1]:9/hook",
-    "http://224.0.0.1/hook",  # multicast
-    "http://0.0.0.0:9/hook",  # unspecified
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.1.2.3/hook",  # private
+        "http://169.254.169.254/latest/meta-data",  # link-local (cloud metadata)
+        "http://localhost:9/hook",  # a DNS name that resolves to loopback
+        "http://[::1]:9/hook",
+        "http://224.0.0.1/hook",  # multicast
+        "http://0.0.0.0:9/hook",  # unspecified
+    ],
+)
 async def test_ssrf_refused_without_connecting(url) -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise AssertionError(f"connected to {request.url}")
@@ -189,20 +244,33 @@ async def test_ssrf_refused_without_connecting(url) -> None:
 async def test_redirect_to_loopback_refused(receiver) -> None:
     receiver.script["/hop"] = [(307, {"location": "http://127.0.0.2:9/steal"})]
     async with httpx.AsyncClient() as client:
-        outcome = await post(client, f"{receiver.base}/hop", "{}", {}, allow=parse_networks(["127.0.0.1/32"]),
-                             max_backoff_s=60)
+        outcome = await post(
+            client,
+            f"{receiver.base}/hop",
+            "{}",
+            {},
+            allow=parse_networks(["127.0.0.1/32"]),
+            max_backoff_s=60,
+        )
     assert outcome.permanent and "127.0.0.2" in outcome.error
     assert [p for p, _, _ in receiver.received] == ["/hop"]  # nothing reached the redirect target
 
 
-async def test_hanging_receiver_delays_neither_ingestion_nor_others(tsettings, schema, js, receiver, caplog) -> None:
+async def test_hanging_receiver_delays_neither_ingestion_nor_others(
+    tsettings, schema, js, receiver, caplog
+) -> None:
     settings = tsettings.model_copy(update={"webhook_secret": SECRET, "webhook_timeout_s": 30.0})
     receiver.hang.add("/slow")
     _, _, slow = study_events(f"{receiver.base}/slow")
     _, _, fast = study_events(f"{receiver.base.replace('http://', 'http://alice:s3cr3t@')}/fast")
     job = uuid4()
-    ticks = [(subjects.run_progress(job), c.RunProgress(occurred_at=NOW, job_id=job, datacenter="fra1", step=i,
-                                                         total_steps=100)) for i in range(50)]
+    ticks = [
+        (
+            subjects.run_progress(job),
+            c.RunProgress(occurred_at=NOW, job_id=job, datacenter="fra1", step=i, total_steps=100),
+        )
+        for i in range(50)
+    ]
     service = create_service(settings, schema=schema)
     caplog.set_level(logging.DEBUG)
     async with service.running():
@@ -218,10 +286,14 @@ async def test_hanging_receiver_delays_neither_ingestion_nor_others(tsettings, s
                 break
             await asyncio.sleep(0.1)
         stored = await count(service.db, "SELECT count(*) FROM event_log")
-        slow_state = await service.db.fetch("SELECT state FROM webhook_outbox WHERE url LIKE '%%/slow'")
+        slow_state = await service.db.fetch(
+            "SELECT state FROM webhook_outbox WHERE url LIKE '%%/slow'"
+        )
         outbox = await list_outbox(service.db)
         receiver.release.set()
-    assert stored == 54 and slow_state[0][0] == "sending"  # all stored while /slow still holds its delivery
+    assert (
+        stored == 54 and slow_state[0][0] == "sending"
+    )  # all stored while /slow still holds its delivery
     fast_headers = next(h for p, h, _ in receiver.received if p == "/fast")
     assert {k.lower(): v for k, v in fast_headers.items()}["authorization"].startswith("Basic ")
     assert "s3cr3t" not in json.dumps(outbox, default=str)

@@ -23,7 +23,9 @@ def slice_of(name: str, rows: int, path: Path) -> Path:
         pytest.skip(f"{source} not found")
     with gzip.open(source, "rt", encoding="utf-8") as fh:
         records = [json.loads(line) for _, line in zip(range(rows), fh, strict=False)]
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+    )
     return path
 
 
@@ -53,9 +55,18 @@ def shakespeare(data_dir: Path) -> Path:
 
 
 def request_for(
-    dataset: Path, task: TaskType = TaskType.classification, *, cache: Path | None = None, **config: object
+    dataset: Path,
+    task: TaskType = TaskType.classification,
+    *,
+    cache: Path | None = None,
+    **config: object,
 ) -> TrainingRequest:
-    values: dict[str, object] = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3, "max_steps": 4}
+    values: dict[str, object] = {
+        "batch_size": 8,
+        "max_seq_length": 32,
+        "learning_rate": 3e-3,
+        "max_steps": 4,
+    }
     values.update(config)
     return TrainingRequest(
         dataset=dataset,

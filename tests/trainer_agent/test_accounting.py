@@ -11,24 +11,43 @@ import pytest
 from metatune.clock import FixedClock, SimulatedClock
 from metatune.contracts import CarbonForecast, ClockAnchor
 from metatune_agent.domain.carbon import CarbonLedger, ForecastIntensity
-from metatune_agent.domain.energy import CpuModelCounter, EnergyMeter, RaplCounter, rapl_package_zones
+from metatune_agent.domain.energy import (
+    CpuModelCounter,
+    EnergyMeter,
+    RaplCounter,
+    rapl_package_zones,
+)
 from metatune_agent.domain.pacing import StepPacer
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 H = timedelta(hours=1)
 
 
-def forecast(start: datetime, values: list[float], issued: datetime | None = None) -> CarbonForecast:
+def forecast(
+    start: datetime, values: list[float], issued: datetime | None = None
+) -> CarbonForecast:
     series = (values + [values[-1]] * 168)[:168]
-    return CarbonForecast(occurred_at=issued or start, region="DE", issued_at=issued or start, start=start,
-                          model_version="test", g_per_kwh=series, p10_g_per_kwh=series, p90_g_per_kwh=series)
+    return CarbonForecast(
+        occurred_at=issued or start,
+        region="DE",
+        issued_at=issued or start,
+        start=start,
+        model_version="test",
+        g_per_kwh=series,
+        p10_g_per_kwh=series,
+        p90_g_per_kwh=series,
+    )
 
 
 def test_emissions_sum_energy_times_pue_times_each_hours_intensity() -> None:
     intensity = ForecastIntensity(forecast(T0, [100.0, 400.0, 50.0]))
     ledger = CarbonLedger("fra1", pue=1.25)
-    ledger.add(T0 + timedelta(minutes=10), T0 + timedelta(minutes=40), 30.0, intensity)  # all in hour 0
-    ledger.add(T0 + timedelta(minutes=30), T0 + timedelta(minutes=90), 60.0, intensity)  # 30 Wh in hour 0, 30 in hour 1
+    ledger.add(
+        T0 + timedelta(minutes=10), T0 + timedelta(minutes=40), 30.0, intensity
+    )  # all in hour 0
+    ledger.add(
+        T0 + timedelta(minutes=30), T0 + timedelta(minutes=90), 60.0, intensity
+    )  # 30 Wh in hour 0, 30 in hour 1
     ledger.add(T0 + 2 * H, T0 + 2 * H + timedelta(minutes=5), 12.0, intensity)
     hours = ledger.hours()
     assert [h.hour for h in hours] == [T0, T0 + H, T0 + 2 * H]
@@ -46,7 +65,9 @@ def test_an_hour_without_forecast_is_priced_when_one_arrives_and_keeps_its_first
     intensity.update(forecast(T0, [200.0]))
     ledger.reprice(intensity)
     assert ledger.emissions_g == pytest.approx(2.0)
-    intensity.update(forecast(T0, [999.0], issued=T0 + timedelta(minutes=5)))  # a later forecast for a past hour
+    intensity.update(
+        forecast(T0, [999.0], issued=T0 + timedelta(minutes=5))
+    )  # a later forecast for a past hour
     ledger.add(T0 + timedelta(minutes=30), T0 + timedelta(minutes=40), 10.0, intensity)
     assert ledger.hours()[0].g_per_kwh == 200.0  # priced when the energy was spent
 
@@ -93,11 +114,17 @@ def test_pacer_runs_total_steps_over_estimated_hours_per_simulated_hour() -> Non
     clock.advance(H)
     assert pacer.allowed(clock.now()) == 50
     clock.advance(3 * H)
-    assert pacer.allowed(clock.now()) == 125  # the budget keeps growing; the run ends at total_steps
+    assert (
+        pacer.allowed(clock.now()) == 125
+    )  # the budget keeps growing; the run ends at total_steps
 
 
 def test_pacer_waits_for_the_next_simulated_hour_once_the_budget_is_spent() -> None:
-    anchor = ClockAnchor(sim_start=T0 + timedelta(minutes=20), wall_start=time.time(), seconds_per_hour=3600.0)
+    anchor = ClockAnchor(
+        sim_start=T0 + timedelta(minutes=20), wall_start=time.time(), seconds_per_hour=3600.0
+    )
     pacer = StepPacer(SimulatedClock(anchor), total_steps=100, estimated_hours=4.0)
     assert pacer.may_step(24) and not pacer.may_step(25)
-    assert 40 * 60 - 5 < pacer.wait_seconds() <= 40 * 60  # 11:00 is 40 simulated = real minutes away
+    assert (
+        40 * 60 - 5 < pacer.wait_seconds() <= 40 * 60
+    )  # 11:00 is 40 simulated = real minutes away

@@ -42,8 +42,12 @@ from metatune_agent.domain.run import run_training
 from .conftest import FAST_SITE, request_for
 
 CONFIG = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3, "max_steps": 8}
-AGENT = {"agent_progress_interval_s": 0.0, "agent_status_interval_s": 0.5, "agent_idle_seconds": 0.05,
-         "agent_checkpoint_every": 2}
+AGENT = {
+    "agent_progress_interval_s": 0.0,
+    "agent_status_interval_s": 0.5,
+    "agent_idle_seconds": 0.05,
+    "agent_checkpoint_every": 2,
+}
 DATASET_KEY = "studies/sst2-slice.jsonl"
 
 
@@ -54,7 +58,13 @@ def nats_url(module_nats: str) -> str:
 
 @pytest.fixture
 def settings(nats_url: str, tmp_path: Path) -> Settings:
-    return Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5, ack_wait_s=3.0, retry_backoff_s=0.2)
+    return Settings(
+        nats_url=nats_url,
+        data_dir=tmp_path / "data",
+        heartbeat_s=0.5,
+        ack_wait_s=3.0,
+        retry_backoff_s=0.2,
+    )
 
 
 class Bus:
@@ -95,19 +105,27 @@ class Bus:
             dc, payload = assignment["datacenter"], _json(assignment)
         await self.js.publish(subjects.assignments(dc), payload, stream=self.settings.stream_name)
 
-    async def wait_for(self, kind: type, job_id: UUID | None = None, timeout_s: float = 120.0, **match: Any) -> Any:
+    async def wait_for(
+        self, kind: type, job_id: UUID | None = None, timeout_s: float = 120.0, **match: Any
+    ) -> Any:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
             for event in self.events:
-                if isinstance(event, kind) and (job_id is None or getattr(event, "job_id", None) == job_id) and all(
-                    getattr(event, k) == v for k, v in match.items()
+                if (
+                    isinstance(event, kind)
+                    and (job_id is None or getattr(event, "job_id", None) == job_id)
+                    and all(getattr(event, k) == v for k, v in match.items())
                 ):
                     return event
             failed = [e for e in self.events if isinstance(e, RunFailed) and e.job_id == job_id]
             if kind is not RunFailed and failed:
-                raise AssertionError(f"job {job_id} failed: {failed[0].reason}: {failed[0].message}")
+                raise AssertionError(
+                    f"job {job_id} failed: {failed[0].reason}: {failed[0].message}"
+                )
             if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"no {kind.__name__} for {job_id} in time; saw {[type(e).__name__ for e in self.events]}")
+                raise AssertionError(
+                    f"no {kind.__name__} for {job_id} in time; saw {[type(e).__name__ for e in self.events]}"
+                )
             await asyncio.sleep(0.05)
 
     def of(self, kind: type, job_id: UUID) -> list[Any]:
@@ -120,14 +138,32 @@ def _json(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, default=str).encode()
 
 
-def spec(dataset: DatasetLocation, task: TaskType = TaskType.classification, base_model: str = "all-MiniLM-L6-v2") -> StudySpec:
-    return StudySpec(dataset=dataset, task=task, base_model=base_model, deadline=datetime.now(UTC) + timedelta(days=1))
+def spec(
+    dataset: DatasetLocation,
+    task: TaskType = TaskType.classification,
+    base_model: str = "all-MiniLM-L6-v2",
+) -> StudySpec:
+    return StudySpec(
+        dataset=dataset,
+        task=task,
+        base_model=base_model,
+        deadline=datetime.now(UTC) + timedelta(days=1),
+    )
 
 
-def assignment(dc: str, action: AssignmentAction, job_id: UUID, study_spec: StudySpec | None, **extra: Any) -> Assignment:
+def assignment(
+    dc: str, action: AssignmentAction, job_id: UUID, study_spec: StudySpec | None, **extra: Any
+) -> Assignment:
     return Assignment(
-        occurred_at=datetime.now(UTC), job_id=job_id, study_id=UUID(int=1), datacenter=dc, action=action,
-        plan_version=1, spec=study_spec, config=LoraConfig(**CONFIG) if study_spec else None, **extra,
+        occurred_at=datetime.now(UTC),
+        job_id=job_id,
+        study_id=UUID(int=1),
+        datacenter=dc,
+        action=action,
+        plan_version=1,
+        spec=study_spec,
+        config=LoraConfig(**CONFIG) if study_spec else None,
+        **extra,
     )
 
 
@@ -148,27 +184,56 @@ async def upload_dataset(settings: Settings, path: Path) -> DatasetLocation:
 async def publish_forecast(bus: Bus, region: str, g_per_kwh: float) -> None:
     start = floor_hour(datetime.now(UTC)) - timedelta(hours=1)
     values = [g_per_kwh] * 168
-    forecast = CarbonForecast(occurred_at=datetime.now(UTC), region=region, issued_at=datetime.now(UTC), start=start,
-                              model_version="test", g_per_kwh=values, p10_g_per_kwh=values, p90_g_per_kwh=values)
-    await bus.js.publish(subjects.forecasts(region), forecast.to_bytes(), stream=bus.settings.stream_name)
+    forecast = CarbonForecast(
+        occurred_at=datetime.now(UTC),
+        region=region,
+        issued_at=datetime.now(UTC),
+        start=start,
+        model_version="test",
+        g_per_kwh=values,
+        p10_g_per_kwh=values,
+        p90_g_per_kwh=values,
+    )
+    await bus.js.publish(
+        subjects.forecasts(region), forecast.to_bytes(), stream=bus.settings.stream_name
+    )
 
 
-async def test_agent_trains_an_assignment_and_survives_bad_ones(settings: Settings, agent_fra1: Any, sst2: Path) -> None:
+async def test_agent_trains_an_assignment_and_survives_bad_ones(
+    settings: Settings, agent_fra1: Any, sst2: Path
+) -> None:
     async with Bus(settings) as bus:
         dataset = await upload_dataset(settings, sst2)
         await publish_forecast(bus, "DE", 300.0)
         await bus.wait_for(AgentStatus, datacenter="fra1")
 
         # bad inputs first: each fails its own run with a typed reason and the agent keeps serving
-        bad_config = assignment("fra1", AssignmentAction.start, uuid4(), spec(dataset)).model_dump(mode="json")
+        bad_config = assignment("fra1", AssignmentAction.start, uuid4(), spec(dataset)).model_dump(
+            mode="json"
+        )
         bad_config["config"]["rank"] = 0
         await bus.assign(bad_config)
         no_data = uuid4()
-        await bus.assign(assignment("fra1", AssignmentAction.start, no_data, spec(DatasetLocation(kind="object", ref="absent.jsonl"))))
+        await bus.assign(
+            assignment(
+                "fra1",
+                AssignmentAction.start,
+                no_data,
+                spec(DatasetLocation(kind="object", ref="absent.jsonl")),
+            )
+        )
         no_model = uuid4()
-        await bus.assign(assignment("fra1", AssignmentAction.start, no_model, spec(dataset, base_model="no-such-model")))
-        misrouted = assignment("osl1", AssignmentAction.start, uuid4(), spec(dataset)).model_dump(mode="json")
-        await bus.js.publish(subjects.assignments("fra1"), _json(misrouted), stream=settings.stream_name)
+        await bus.assign(
+            assignment(
+                "fra1", AssignmentAction.start, no_model, spec(dataset, base_model="no-such-model")
+            )
+        )
+        misrouted = assignment("osl1", AssignmentAction.start, uuid4(), spec(dataset)).model_dump(
+            mode="json"
+        )
+        await bus.js.publish(
+            subjects.assignments("fra1"), _json(misrouted), stream=settings.stream_name
+        )
 
         good = uuid4()
         await bus.assign(assignment("fra1", AssignmentAction.start, good, spec(dataset), gpus=2))
@@ -190,15 +255,23 @@ async def test_agent_trains_an_assignment_and_survives_bad_ones(settings: Settin
         assert acc.emissions_g == pytest.approx(acc.energy_wh / 1000 * 1.25 * 300.0)
 
         progress = bus.of(RunProgress, good)
-        assert progress[0].step == 0 and progress[0].estimated_remaining_gpu_hours > 0  # the measured estimate
+        assert (
+            progress[0].step == 0 and progress[0].estimated_remaining_gpu_hours > 0
+        )  # the measured estimate
         assert progress[-1].step == 8 and progress[-1].val_loss is not None
         busy = [s for s in bus.events if isinstance(s, AgentStatus) and good in s.running_jobs]
         assert busy and busy[0].gpus_free == 16 - 2
         never_run = UUID(misrouted["job_id"])
-        assert not bus.of(RunProgress, never_run) and not bus.of(RunCompleted, never_run) and not bus.of(RunFailed, never_run)
+        assert (
+            not bus.of(RunProgress, never_run)
+            and not bus.of(RunCompleted, never_run)
+            and not bus.of(RunFailed, never_run)
+        )
 
 
-async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(settings: Settings, sst2: Path) -> None:
+async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(
+    settings: Settings, sst2: Path
+) -> None:
     fra1, _ = create_service("fra1", settings.model_copy(update=AGENT))
     osl1, _ = create_service("osl1", settings.model_copy(update=AGENT))
     async with Bus(settings) as bus, fra1.running(), osl1.running():
@@ -210,7 +283,15 @@ async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(settin
         paused = await bus.wait_for(RunPaused, job)
         assert 3 <= paused.step < 8 and paused.datacenter == "fra1"
 
-        await bus.assign(assignment("osl1", AssignmentAction.resume, job, spec(dataset), checkpoint_key=paused.checkpoint_key))
+        await bus.assign(
+            assignment(
+                "osl1",
+                AssignmentAction.resume,
+                job,
+                spec(dataset),
+                checkpoint_key=paused.checkpoint_key,
+            )
+        )
         completed = await bus.wait_for(RunCompleted, job)
         assert completed.datacenter == "osl1" and completed.steps == 8
         resumed_steps = [p.step for p in bus.of(RunProgress, job) if p.datacenter == "osl1"]
@@ -221,16 +302,25 @@ async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(settin
     assert completed.metrics.val_loss == pytest.approx(straight.evaluation.loss, abs=1e-5)
 
 
-async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(settings: Settings, sst2: Path, tmp_path: Path) -> None:
+async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
+    settings: Settings, sst2: Path, tmp_path: Path
+) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")},
-        "METATUNE_NATS_URL": settings.nats_url, "METATUNE_DATA_DIR": str(tmp_path / "killed"),
-        "METATUNE_ACK_WAIT_S": str(settings.ack_wait_s), "METATUNE_AGENT_CHECKPOINT_EVERY": "2",
-        "METATUNE_AGENT_PROGRESS_INTERVAL_S": "0", "METATUNE_AGENT_IDLE_SECONDS": "0.05",
+        "METATUNE_NATS_URL": settings.nats_url,
+        "METATUNE_DATA_DIR": str(tmp_path / "killed"),
+        "METATUNE_ACK_WAIT_S": str(settings.ack_wait_s),
+        "METATUNE_AGENT_CHECKPOINT_EVERY": "2",
+        "METATUNE_AGENT_PROGRESS_INTERVAL_S": "0",
+        "METATUNE_AGENT_IDLE_SECONDS": "0.05",
     }
     async with Bus(settings) as bus:
-        proc = subprocess.Popen([sys.executable, "-m", "metatune_agent", "--datacenter", "fra1"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "metatune_agent", "--datacenter", "fra1"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             await bus.wait_for(AgentStatus, datacenter="fra1", timeout_s=60)
             dataset = await upload_dataset(settings, sst2)
@@ -249,4 +339,6 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
             completed = await bus.wait_for(RunCompleted, job)
         restarted = bus.of(RunProgress, job)[len(before) :]
         assert completed.steps == 8
-        assert restarted and 2 <= restarted[0].step <= killed_at  # from the last checkpoint, not from step 0
+        assert (
+            restarted and 2 <= restarted[0].step <= killed_at
+        )  # from the last checkpoint, not from step 0

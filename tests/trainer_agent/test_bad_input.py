@@ -11,14 +11,27 @@ from pydantic import ValidationError
 
 from metatune.contracts import AssignmentAction, FailureReason, LoraConfig, TaskType
 from metatune_agent.domain.assignments import parse_assignment
-from metatune_agent.domain.errors import DatasetMissing, EmptySplit, InvalidTrainingConfig, UnknownModel
-from metatune_agent.domain.request import TrainingRequest, TrainOptions, apply_overrides, validate_config
+from metatune_agent.domain.errors import (
+    DatasetMissing,
+    EmptySplit,
+    InvalidTrainingConfig,
+    UnknownModel,
+)
+from metatune_agent.domain.request import (
+    TrainingRequest,
+    TrainOptions,
+    apply_overrides,
+    validate_config,
+)
 from metatune_agent.domain.run import run_training
 
 from .conftest import FAST_SITE, request_for
 
 
-@pytest.mark.parametrize("values", [{"rank": 0}, {"learning_rate": -1e-4}, {"dropout": 1.5}, {"epochs": None, "max_steps": None}])
+@pytest.mark.parametrize(
+    "values",
+    [{"rank": 0}, {"learning_rate": -1e-4}, {"dropout": 1.5}, {"epochs": None, "max_steps": None}],
+)
 def test_out_of_range_configs_are_invalid_config(values: dict) -> None:
     with pytest.raises(InvalidTrainingConfig) as info:
         validate_config({**LoraConfig().model_dump(), **values})
@@ -26,8 +39,17 @@ def test_out_of_range_configs_are_invalid_config(values: dict) -> None:
 
 
 def test_cli_style_overrides_use_aliases_and_reject_unknown_keys() -> None:
-    config, options = apply_overrides(LoraConfig(), TrainOptions(), {"r": "4", "lr": "1e-3", "target_modules": "query,key", "precision": "fp32"})
-    assert (config.rank, config.learning_rate, config.target_modules, options.precision) == (4, 1e-3, ["query", "key"], "fp32")
+    config, options = apply_overrides(
+        LoraConfig(),
+        TrainOptions(),
+        {"r": "4", "lr": "1e-3", "target_modules": "query,key", "precision": "fp32"},
+    )
+    assert (config.rank, config.learning_rate, config.target_modules, options.precision) == (
+        4,
+        1e-3,
+        ["query", "key"],
+        "fp32",
+    )
     with pytest.raises(InvalidTrainingConfig, match="unknown setting 'rnak'"):
         apply_overrides(LoraConfig(), TrainOptions(), {"rnak": "4"})
     with pytest.raises(InvalidTrainingConfig, match="rank"):
@@ -46,7 +68,9 @@ def test_missing_dataset_and_empty_split(tmp_path: Path) -> None:
         run_training(request_for(tmp_path / "absent.jsonl"), site=FAST_SITE)
     assert missing.value.reason == FailureReason.dataset_missing
     only_test = tmp_path / "test-only.jsonl"
-    only_test.write_text('{"text": "a", "label": "x", "split": "test"}\n{"text": "b", "label": "y", "split": "test"}\n')
+    only_test.write_text(
+        '{"text": "a", "label": "x", "split": "test"}\n{"text": "b", "label": "y", "split": "test"}\n'
+    )
     with pytest.raises(EmptySplit) as empty:
         run_training(request_for(only_test), site=FAST_SITE)
     assert empty.value.reason == FailureReason.empty_split
@@ -56,7 +80,12 @@ def test_a_single_label_dataset_cannot_train_a_classifier(tmp_path: Path) -> Non
     path = tmp_path / "one-label.jsonl"
     path.write_text("".join(f'{{"text": "row {i}", "label": "same"}}\n' for i in range(20)))
     with pytest.raises(InvalidTrainingConfig, match="at least 2 labels"):
-        run_training(TrainingRequest(dataset=path, task=TaskType.classification, base_model="all-MiniLM-L6-v2"), site=FAST_SITE)
+        run_training(
+            TrainingRequest(
+                dataset=path, task=TaskType.classification, base_model="all-MiniLM-L6-v2"
+            ),
+            site=FAST_SITE,
+        )
 
 
 def assignment_payload(**config: object) -> dict:

@@ -17,13 +17,38 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     return CliRunner()
 
 
-def test_train_prints_metrics_tokens_energy_and_time_as_json(runner: CliRunner, sst2: Path, tmp_path: Path) -> None:
+def test_train_prints_metrics_tokens_energy_and_time_as_json(
+    runner: CliRunner, sst2: Path, tmp_path: Path
+) -> None:
     adapter = tmp_path / "adapter.tar"
-    result = runner.invoke(app, ["train", str(sst2), "--task", "classification", "--set", "rank=4", "--set", "lr=3e-3",
-                                 "--set", "bs=8", "--set", "seq_len=32", "--max-steps", "2", "--json",
-                                 "--adapter-out", str(adapter), "--g-per-kwh", "300", "--pue", "1.2"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            str(sst2),
+            "--task",
+            "classification",
+            "--set",
+            "rank=4",
+            "--set",
+            "lr=3e-3",
+            "--set",
+            "bs=8",
+            "--set",
+            "seq_len=32",
+            "--max-steps",
+            "2",
+            "--json",
+            "--adapter-out",
+            str(adapter),
+            "--g-per-kwh",
+            "300",
+            "--pue",
+            "1.2",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output[result.output.index("{"):])
+    report = json.loads(result.output[result.output.index("{") :])
     assert report["status"] == "completed" and report["steps"] == 2
     assert report["config"]["rank"] == 4 and report["config"]["learning_rate"] == 3e-3
     assert report["metrics"]["val_loss"] > 0 and 0 <= report["metrics"]["accuracy"] <= 1
@@ -37,7 +62,9 @@ def test_train_prints_metrics_tokens_energy_and_time_as_json(runner: CliRunner, 
     assert adapter.stat().st_size > 0
 
 
-def test_train_rejects_an_out_of_range_config_with_its_reason(runner: CliRunner, sst2: Path) -> None:
+def test_train_rejects_an_out_of_range_config_with_its_reason(
+    runner: CliRunner, sst2: Path
+) -> None:
     result = runner.invoke(app, ["train", str(sst2), "--set", "rank=0", "--max-steps", "2"])
     assert result.exit_code == 2
     assert "invalid_config" in result.output and "rank" in result.output

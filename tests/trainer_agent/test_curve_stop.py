@@ -44,7 +44,9 @@ def saturating(start: float, plateau: float, tau: float) -> list[float]:
 
 
 def curve_of(metric: list[float], upto: float = 1.0) -> Curve:
-    return Curve(tuple((f, m, 1.5 - m) for f, m in zip(FRACTIONS, metric, strict=True) if f <= upto + 1e-9))
+    return Curve(
+        tuple((f, m, 1.5 - m) for f, m in zip(FRACTIONS, metric, strict=True) if f <= upto + 1e-9)
+    )
 
 
 def synthetic(groups: int = 8, per_group: int = 16, seed: int = 0) -> list[TrainingCurve]:
@@ -53,7 +55,9 @@ def synthetic(groups: int = 8, per_group: int = 16, seed: int = 0) -> list[Train
     runs = []
     for g in range(groups):
         for _ in range(per_group):
-            metric = saturating(rng.uniform(0.2, 0.3), rng.uniform(0.3, 0.95), rng.uniform(0.05, 0.15))
+            metric = saturating(
+                rng.uniform(0.2, 0.3), rng.uniform(0.3, 0.95), rng.uniform(0.05, 0.15)
+            )
             metric = [m + rng.normal(0, 0.005) for m in metric]
             shape = RunShape(10 ** rng.uniform(-4, -2.5), "linear", 0.05)
             runs.append(TrainingCurve(curve_of(metric), shape, metric[-1], f"dataset-{g}"))
@@ -65,13 +69,17 @@ def stopper() -> CurveStopper:
     return CurveStopper.fit(synthetic(), provenance={"kb_file": "synthetic"})
 
 
-def test_a_run_that_cannot_beat_the_best_is_stopped_and_the_one_that_ends_best_is_not(stopper: CurveStopper) -> None:
+def test_a_run_that_cannot_beat_the_best_is_stopped_and_the_one_that_ends_best_is_not(
+    stopper: CurveStopper,
+) -> None:
     stuck = saturating(0.25, 0.5, 0.1)  # ends at 0.5
     rising = saturating(0.25, 0.9, 0.1)  # ends at 0.9, above the study's best 0.8
     reason = stopper.should_stop(curve_of(stuck, upto=0.5), SHAPE, best=0.8)
     assert reason is not None and "below the study's best 0.800" in reason
     assert stopper.should_stop(curve_of(rising, upto=0.5), SHAPE, best=0.8) is None
-    assert stopper.should_stop(curve_of(stuck, upto=0.5), SHAPE, best=None) is None  # first trial: never
+    assert (
+        stopper.should_stop(curve_of(stuck, upto=0.5), SHAPE, best=None) is None
+    )  # first trial: never
 
     prediction = stopper.predict(curve_of(stuck, upto=0.5), SHAPE)
     assert prediction is not None and prediction.final == pytest.approx(0.5, abs=0.05)
@@ -86,8 +94,14 @@ def test_a_replayed_study_keeps_its_best_run_and_stops_the_hopeless(stopper: Cur
     stopped = []
     for plateau in plateaus:
         metric = saturating(0.25, plateau, 0.1)
-        at = next((i for i in range(1, len(DEFAULT_GRID) + 1)
-                   if stopper.should_stop(curve_of(metric, upto=FRACTIONS[i]), SHAPE, best) is not None), None)
+        at = next(
+            (
+                i
+                for i in range(1, len(DEFAULT_GRID) + 1)
+                if stopper.should_stop(curve_of(metric, upto=FRACTIONS[i]), SHAPE, best) is not None
+            ),
+            None,
+        )
         reached = metric[-1] if at is None else metric[at]
         stopped.append(at is not None)
         best = reached if best is None else max(best, reached)
@@ -96,7 +110,9 @@ def test_a_replayed_study_keeps_its_best_run_and_stops_the_hopeless(stopper: Cur
     assert best == pytest.approx(saturating(0.25, 0.9, 0.1)[-1])
 
 
-def test_the_model_file_round_trips_and_a_foreign_file_is_refused(stopper: CurveStopper, tmp_path: Path) -> None:
+def test_the_model_file_round_trips_and_a_foreign_file_is_refused(
+    stopper: CurveStopper, tmp_path: Path
+) -> None:
     path = tmp_path / "stopper.json"
     stopper.save(path)
     loaded = CurveStopper.load(path)
@@ -111,19 +127,27 @@ def test_the_model_file_round_trips_and_a_foreign_file_is_refused(stopper: Curve
 
 
 def test_a_curve_at_another_cadence_is_interpolated_onto_the_grid() -> None:
-    evaluations = [(s, Evaluation(loss=1.0 - s / 200, accuracy=0.2 + s / 200)) for s in range(0, 51, 10)]  # every 10 %
+    evaluations = [
+        (s, Evaluation(loss=1.0 - s / 200, accuracy=0.2 + s / 200)) for s in range(0, 51, 10)
+    ]  # every 10 %
     curve = Curve.from_evaluations(evaluations, total_steps=100)
     assert curve is not None
     prefix = curve.prefix(DEFAULT_GRID)
     assert prefix is not None
     metric, _ = prefix
-    assert metric == pytest.approx([0.2, 0.2625, 0.325, 0.3875, 0.45])  # at 0, 1/8, 2/8, 3/8, 4/8 of the run
+    assert metric == pytest.approx(
+        [0.2, 0.2625, 0.325, 0.3875, 0.45]
+    )  # at 0, 1/8, 2/8, 3/8, 4/8 of the run
     assert Curve.from_evaluations([(0, Evaluation(loss=1.0))], 10) is None  # no accuracy: no curve
 
 
-def test_a_real_run_is_stopped_by_the_hook_and_reports_why(stopper: CurveStopper, trec: Path) -> None:
+def test_a_real_run_is_stopped_by_the_hook_and_reports_why(
+    stopper: CurveStopper, trec: Path
+) -> None:
     request = request_for(trec, max_steps=16).model_copy(deep=True)
-    request = request.model_copy(update={"options": request.options.model_copy(update={"eval_every": 4})})
+    request = request.model_copy(
+        update={"options": request.options.model_copy(update={"eval_every": 4})}
+    )
     calls: list[int] = []
 
     def best() -> float:
@@ -137,14 +161,21 @@ def test_a_real_run_is_stopped_by_the_hook_and_reports_why(stopper: CurveStopper
     assert outcome.stop_reason.startswith("learning curve: final accuracy predicted")
     assert calls and outcome.adapter is not None
 
-    unbeaten = run_training(request, site=FAST_SITE,
-                            hooks=RunHooks(should_stop=stop_hook(stopper, RunShape.of(request.config), lambda: None)))
+    unbeaten = run_training(
+        request,
+        site=FAST_SITE,
+        hooks=RunHooks(should_stop=stop_hook(stopper, RunShape.of(request.config), lambda: None)),
+    )
     assert unbeaten.step == 16 and not unbeaten.early_stopped and unbeaten.stop_reason is None
 
 
-def test_a_checkpoint_keeps_the_evaluations_and_a_resumed_run_sees_its_whole_curve(sst2: Path, cache_dir: Path) -> None:
+def test_a_checkpoint_keeps_the_evaluations_and_a_resumed_run_sees_its_whole_curve(
+    sst2: Path, cache_dir: Path
+) -> None:
     request = request_for(sst2, max_steps=12, cache=cache_dir)
-    request = request.model_copy(update={"options": request.options.model_copy(update={"eval_every": 3})})
+    request = request.model_copy(
+        update={"options": request.options.model_copy(update={"eval_every": 3})}
+    )
     steps: list[int] = []
 
     def pause_after_7() -> Control | None:
@@ -154,9 +185,13 @@ def test_a_checkpoint_keeps_the_evaluations_and_a_resumed_run_sees_its_whole_cur
         if progress.kind != "estimate":
             steps.append(progress.step)
 
-    first = run_training(request, site=FAST_SITE, hooks=RunHooks(control=pause_after_7, on_progress=count))
+    first = run_training(
+        request, site=FAST_SITE, hooks=RunHooks(control=pause_after_7, on_progress=count)
+    )
     assert first.status == "paused" and first.checkpoint is not None
-    saved = Checkpoint.from_bytes(first.checkpoint, expect_fingerprint=_fingerprint_of(first.checkpoint))
+    saved = Checkpoint.from_bytes(
+        first.checkpoint, expect_fingerprint=_fingerprint_of(first.checkpoint)
+    )
     assert [step for step, _ in saved.evaluations] == [0, 3, 6]
     assert saved.evaluations[1][1]["accuracy"] == first.evaluations[1][1].accuracy
 
@@ -165,8 +200,15 @@ def test_a_checkpoint_keeps_the_evaluations_and_a_resumed_run_sees_its_whole_cur
     def record(step: int, total: int, evaluations: list[tuple[int, Evaluation]]) -> None:
         seen.append([s for s, _ in evaluations])
 
-    second = run_training(request, site=FAST_SITE, resume_from=first.checkpoint, hooks=RunHooks(should_stop=record))
-    assert second.step == 12 and seen[0] == [0, 3, 6, 9]  # the first call after resume has the whole prefix
+    second = run_training(
+        request, site=FAST_SITE, resume_from=first.checkpoint, hooks=RunHooks(should_stop=record)
+    )
+    assert second.step == 12 and seen[0] == [
+        0,
+        3,
+        6,
+        9,
+    ]  # the first call after resume has the whole prefix
     assert [s for s, _ in second.evaluations] == [0, 3, 6, 9, 12]
 
     # a checkpoint written before evaluations were kept still resumes, with an empty curve
@@ -193,19 +235,37 @@ async def test_the_agent_stops_a_trial_that_cannot_beat_its_study_best(
 ) -> None:
     model = tmp_path / "stopper.json"
     stopper.save(model)
-    settings = Settings(nats_url=nats_url, data_dir=tmp_path / "data", heartbeat_s=0.5, ack_wait_s=3.0,
-                        retry_backoff_s=0.2)
-    service, _ = create_service("fra1", settings.model_copy(update={**AGENT, "agent_curve_stop_model": model}))
+    settings = Settings(
+        nats_url=nats_url,
+        data_dir=tmp_path / "data",
+        heartbeat_s=0.5,
+        ack_wait_s=3.0,
+        retry_backoff_s=0.2,
+    )
+    service, _ = create_service(
+        "fra1", settings.model_copy(update={**AGENT, "agent_curve_stop_model": model})
+    )
     async with Bus(settings) as bus, service.running():
         dataset = await upload_dataset(settings, sst2)
         study = uuid4()
         kv = await bus.js.key_value(STUDIES_BUCKET)
-        await kv.put(str(study), StudyBest(study_id=study, metric_name="accuracy", best=1.0, completed=3).model_dump_json().encode())
+        await kv.put(
+            str(study),
+            StudyBest(study_id=study, metric_name="accuracy", best=1.0, completed=3)
+            .model_dump_json()
+            .encode(),
+        )
         hopeless, first_of_other = uuid4(), uuid4()
-        await bus.assign(assignment("fra1", AssignmentAction.start, hopeless, spec(dataset)).model_copy(
-            update={"study_id": study}))
-        await bus.assign(assignment("fra1", AssignmentAction.start, first_of_other, spec(dataset)).model_copy(
-            update={"study_id": uuid4()}))  # a study with no best yet: never stopped by the predictor
+        await bus.assign(
+            assignment("fra1", AssignmentAction.start, hopeless, spec(dataset)).model_copy(
+                update={"study_id": study}
+            )
+        )
+        await bus.assign(
+            assignment("fra1", AssignmentAction.start, first_of_other, spec(dataset)).model_copy(
+                update={"study_id": uuid4()}
+            )
+        )  # a study with no best yet: never stopped by the predictor
         stopped = await bus.wait_for(RunCompleted, hopeless)
         finished = await bus.wait_for(RunCompleted, first_of_other)
     assert stopped.early_stopped and stopped.steps < 8

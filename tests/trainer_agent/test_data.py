@@ -18,7 +18,10 @@ from metatune_agent.domain.dataset import Examples, load_examples, split_example
 from metatune_agent.domain.encoding import EncodedSplit
 from metatune_agent.domain.errors import DatasetMissing, EmptySplit, InvalidTrainingConfig
 
-ROWS = [{"text": f"example number {i} " + "word " * (i % 7), "label": "pos" if i % 3 else "neg"} for i in range(30)]
+ROWS = [
+    {"text": f"example number {i} " + "word " * (i % 7), "label": "pos" if i % 3 else "neg"}
+    for i in range(30)
+]
 
 
 def write(path: Path, fmt: str) -> Path:
@@ -52,7 +55,9 @@ def test_plain_text_is_one_lm_document_per_line(tmp_path: Path) -> None:
 
 def test_rows_without_a_label_are_skipped_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
-    path.write_text('{"text": "a", "label": "x"}\n{"text": "b"}\n{"text": "", "label": "y"}\n{"text": "c", "label": "y"}\n')
+    path.write_text(
+        '{"text": "a", "label": "x"}\n{"text": "b"}\n{"text": "", "label": "y"}\n{"text": "c", "label": "y"}\n'
+    )
     examples = load_examples(path, TaskType.classification)
     assert examples.texts == ["a", "c"] and examples.rows_skipped == 2
 
@@ -67,7 +72,14 @@ def test_held_out_split_is_deterministic_and_independent_of_row_order() -> None:
 
 def test_a_split_column_is_respected(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
-    rows = [{"text": f"t{i}", "label": "a" if i % 2 else "b", "split": "validation" if i < 3 else "train"} for i in range(10)]
+    rows = [
+        {
+            "text": f"t{i}",
+            "label": "a" if i % 2 else "b",
+            "split": "validation" if i < 3 else "train",
+        }
+        for i in range(10)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     split = split_examples(load_examples(path, TaskType.classification), 0.5)
     assert split.source == "column" and split.val == [0, 1, 2] and split.train == list(range(3, 10))
@@ -83,7 +95,9 @@ def test_missing_dataset_missing_column_and_empty_split_are_typed(tmp_path: Path
     with pytest.raises(EmptySplit):  # one row cannot be split into train and validation
         split_examples(load_examples(path, TaskType.classification), 0.1)
     only_test = tmp_path / "t.jsonl"
-    only_test.write_text('{"text": "a", "label": "x", "split": "test"}\n{"text": "b", "label": "y", "split": "test"}\n')
+    only_test.write_text(
+        '{"text": "a", "label": "x", "split": "test"}\n{"text": "b", "label": "y", "split": "test"}\n'
+    )
     with pytest.raises(EmptySplit, match="no rows in split 'train'"):
         split_examples(load_examples(only_test, TaskType.classification), 0.1)
     empty = tmp_path / "e.jsonl"
@@ -94,8 +108,12 @@ def test_missing_dataset_missing_column_and_empty_split_are_typed(tmp_path: Path
 
 def lengths_split(lengths: list[int]) -> EncodedSplit:
     offsets = torch.cumsum(torch.tensor([0, *lengths]), 0)
-    return EncodedSplit(ids=torch.arange(1, int(offsets[-1]) + 1, dtype=torch.int32) % 1000 + 1,
-                        offsets=offsets, type_ids=None, labels=torch.zeros(len(lengths), dtype=torch.int64))
+    return EncodedSplit(
+        ids=torch.arange(1, int(offsets[-1]) + 1, dtype=torch.int32) % 1000 + 1,
+        offsets=offsets,
+        type_ids=None,
+        labels=torch.zeros(len(lengths), dtype=torch.int64),
+    )
 
 
 def test_each_epoch_visits_every_example_once_in_a_seeded_order() -> None:

@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
 
 WORDS = {
-    "pos": "good great lovely fine superb nice excellent pleasant".split(),
-    "neg": "bad awful poor terrible nasty grim dull horrid".split(),
+    "pos": ["good", "great", "lovely", "fine", "superb", "nice", "excellent", "pleasant"],
+    "neg": ["bad", "awful", "poor", "terrible", "nasty", "grim", "dull", "horrid"],
 }
 
 
@@ -35,16 +36,42 @@ def tiny_dataset(path: Path, pair: bool = False) -> Path:
 
 def build_command(data: Path, out: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "metatune.cli", "kb", "build", "--data", str(data), "--out", str(out),
-        "--configs", "2", "--max-steps", "4", "--evaluations", "2", "--train-rows", "40", "--val-rows", "20",
-        "--repeat-configs", "1", "--repeat-seeds", "14", "--repeat-datasets", "1", *extra,
+        sys.executable,
+        "-m",
+        "metatune.cli",
+        "kb",
+        "build",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--configs",
+        "2",
+        "--max-steps",
+        "4",
+        "--evaluations",
+        "2",
+        "--train-rows",
+        "40",
+        "--val-rows",
+        "20",
+        "--repeat-configs",
+        "1",
+        "--repeat-seeds",
+        "14",
+        "--repeat-datasets",
+        "1",
+        *extra,
     ]
 
 
 def runs_in(path: Path) -> list[KbRun]:
     lines = [line for line in path.read_text().splitlines() if line.strip()]
     header = json.loads(lines[0])
-    assert header["kind"] == "metatune-knowledge-base" and header["schema_version"] == KB_SCHEMA_VERSION
+    assert (
+        header["kind"] == "metatune-knowledge-base"
+        and header["schema_version"] == KB_SCHEMA_VERSION
+    )
     return [KbRun.model_validate_json(line) for line in lines[1:]]
 
 
@@ -60,33 +87,48 @@ def data(tmp_path: Path) -> Path:
 def test_a_killed_build_resumes_with_every_run_stored_once(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "kb.jsonl"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(build_command(data, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        build_command(data, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:  # kill it once the first run is stored
+    while (
+        time.monotonic() < deadline and proc.poll() is None
+    ):  # kill it once the first run is stored
         if out.exists() and len(out.read_text().splitlines()) >= 2:
             break
         time.sleep(0.2)
-    assert proc.poll() is None, f"the build ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+    assert proc.poll() is None, (
+        f"the build ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+    )
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     before = runs_in(out)
     assert 1 <= len(before) < 5
     with out.open("a") as handle:  # a line torn by the kill is dropped on resume, not kept half
         handle.write('{"run_id": "seed-kb:alpha:c001:s13", "datas')
-    done = subprocess.run(build_command(data, out), env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        build_command(data, out), env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     after = runs_in(out)
     ids = [run.run_id for run in after]
     assert len(ids) == len(set(ids)) == 5  # 2 datasets x 2 configs + 1 repeat with another seed
-    assert [run.run_id for run in after[: len(before)]] == [run.run_id for run in before]  # nothing retrained
+    assert [run.run_id for run in after[: len(before)]] == [
+        run.run_id for run in before
+    ]  # nothing retrained
     for run in after:
         assert run.status.value == "completed" and run.steps == 4 and run.metric is not None
         assert [point.step for point in run.curve] == [0, 2, 4] and run.curve[-1].fraction == 1.0
-        assert run.dataset.features is not None and run.dataset.features.n_examples == run.dataset.n_train
+        assert (
+            run.dataset.features is not None
+            and run.dataset.features.n_examples == run.dataset.n_train
+        )
         assert run.majority_baseline is not None and run.tokens_with_padding >= run.tokens > 0
         assert run.provenance.source == "seed-kb" and run.hardware is not None
     assert {run.task for run in after} == {"classification", "pair_classification"}
-    assert "movie" not in out.read_text() and "superb" not in out.read_text()  # meta-features only, never text
+    assert (
+        "movie" not in out.read_text() and "superb" not in out.read_text()
+    )  # meta-features only, never text
 
 
 def test_sharded_builds_merge_into_one_knowledge_base(data: Path, tmp_path: Path) -> None:
@@ -94,16 +136,50 @@ def test_sharded_builds_merge_into_one_knowledge_base(data: Path, tmp_path: Path
     shards = [tmp_path / f"shard{k}.jsonl" for k in range(2)]
     for k, shard in enumerate(shards):
         small = ("--configs", "1", "--repeat-configs", "0")  # the last value of an option wins
-        done = subprocess.run([*build_command(data, shard, "--shard", f"{k}/2", "--work-dir", str(tmp_path / f"w{k}"),
-                                              *small, "--json")],
-                              env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                *build_command(
+                    data,
+                    shard,
+                    "--shard",
+                    f"{k}/2",
+                    "--work-dir",
+                    str(tmp_path / f"w{k}"),
+                    *small,
+                    "--json",
+                )
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
-        assert json.loads(done.stdout) == {"out": str(shard), "total": 1, "done_before": 0, "trained": 1, "failed": 0,
-                                           "skipped_datasets": {}}  # the progress bar went to stderr
+        assert json.loads(done.stdout) == {
+            "out": str(shard),
+            "total": 1,
+            "done_before": 0,
+            "trained": 1,
+            "failed": 0,
+            "skipped_datasets": {},
+        }  # the progress bar went to stderr
     merged = tmp_path / "kb.jsonl"
     for added in (2, 0):  # merging twice adds nothing the second time
-        done = subprocess.run([sys.executable, "-m", "metatune.cli", "kb", "merge", str(merged), *map(str, shards),
-                               "--json"], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "metatune.cli",
+                "kb",
+                "merge",
+                str(merged),
+                *map(str, shards),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"out": str(merged), "added": added, "total": 2}
     ids = [run.run_id for run in runs_in(merged)]
@@ -112,12 +188,33 @@ def test_sharded_builds_merge_into_one_knowledge_base(data: Path, tmp_path: Path
 
 
 def test_fit_stopper_json_names_what_it_fitted(tmp_path: Path) -> None:
-    seed = Path(__file__).parents[2] / "services/recommender/src/metatune_recommender/data/seed_kb.jsonl"
+    seed = (
+        Path(__file__).parents[2]
+        / "services/recommender/src/metatune_recommender/data/seed_kb.jsonl"
+    )
     out = tmp_path / "stopper.json"
-    done = subprocess.run([sys.executable, "-m", "metatune.cli", "kb", "fit-stopper", "--kb", str(seed), "--out", str(out),
-                           "--json"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "metatune.cli",
+            "kb",
+            "fit-stopper",
+            "--kb",
+            str(seed),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
     provenance = json.loads(out.read_text())["provenance"]
     assert report | {"out": str(out), "kb": str(seed), "metric": "accuracy"} == report
-    assert (report["runs"], report["datasets"]) == (provenance["runs"], provenance["datasets"]) and report["datasets"] > 1
+    assert (report["runs"], report["datasets"]) == (
+        provenance["runs"],
+        provenance["datasets"],
+    ) and report["datasets"] > 1

@@ -10,13 +10,22 @@ from metatune_agent.domain.encoding import EncodedDataset, EncodedSplit
 
 def split(labels: list[int] | None) -> EncodedSplit:
     n = len(labels or [])
-    return EncodedSplit(ids=torch.zeros(n, dtype=torch.int32), offsets=torch.arange(n + 1, dtype=torch.int64),
-                        type_ids=None, labels=None if labels is None else torch.tensor(labels, dtype=torch.int64))
+    return EncodedSplit(
+        ids=torch.zeros(n, dtype=torch.int32),
+        offsets=torch.arange(n + 1, dtype=torch.int64),
+        type_ids=None,
+        labels=None if labels is None else torch.tensor(labels, dtype=torch.int64),
+    )
 
 
 def dataset(train: list[int] | None, val: list[int] | None) -> EncodedDataset:
-    return EncodedDataset(train=split(train), val=split(val), label_names=["a", "b", "c"], rows_skipped=0,
-                          split_source="hash")
+    return EncodedDataset(
+        train=split(train),
+        val=split(val),
+        label_names=["a", "b", "c"],
+        rows_skipped=0,
+        split_source="hash",
+    )
 
 
 def test_majority_of_train_scored_on_val() -> None:

@@ -34,12 +34,19 @@ def test_does_not_fire_on_a_flat_stretch_before_a_late_improvement() -> None:
     for seed in range(20):
         curve = noisy(flat + late, 0.003, seed)
         stop = first_stop(curve)
-        assert stop is None or stop >= 25 + 5, f"seed {seed}: stopped at {stop}, before the improvement"
+        assert stop is None or stop >= 25 + 5, (
+            f"seed {seed}: stopped at {stop}, before the improvement"
+        )
 
 
 def slow_descent(seed: int) -> list[float]:
     """Learns, then keeps improving by 0.01 per evaluation under noise of the same size."""
-    return noisy([1.0 - 0.3 * (1 - math.exp(-i / 4)) for i in range(8)] + [0.7 - 0.01 * i for i in range(1, 30)], 0.01, seed)
+    return noisy(
+        [1.0 - 0.3 * (1 - math.exp(-i / 4)) for i in range(8)]
+        + [0.7 - 0.01 * i for i in range(1, 30)],
+        0.01,
+        seed,
+    )
 
 
 def last_values_rule_stops(curve: list[float], patience: int = 4, min_delta: float = 0.005) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 import tarfile
-from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -38,14 +38,19 @@ def test_training_lowers_validation_loss_and_packs_an_adapter(trec: Path, cache_
     assert acc.energy_wh > 0 and acc.power_source in {"rapl", "model"}
     # the first event is the measured estimate, published before step 1
     assert progress[0].kind == "estimate" and progress[0].step == 0
-    assert progress[0].estimated_remaining_gpu_hours is not None and progress[0].estimated_remaining_gpu_hours > 0
+    assert (
+        progress[0].estimated_remaining_gpu_hours is not None
+        and progress[0].estimated_remaining_gpu_hours > 0
+    )
     with tarfile.open(fileobj=io.BytesIO(outcome.adapter), mode="r") as tar:
         names = set(tar.getnames())
     assert {"adapter_config.json", "adapter_model.safetensors", "metatune.json"} <= names
     assert outcome.label_names == sorted(outcome.label_names) and len(outcome.label_names) == 6
 
 
-def test_pause_and_resume_on_a_second_agent_matches_a_straight_run(sst2: Path, cache_dir: Path) -> None:
+def test_pause_and_resume_on_a_second_agent_matches_a_straight_run(
+    sst2: Path, cache_dir: Path
+) -> None:
     request = request_for(sst2, cache=cache_dir, max_steps=20, dropout=0.1)
     straight = run_training(request, site=FAST_SITE)
 
@@ -80,37 +85,54 @@ def test_a_checkpoint_of_another_configuration_is_refused(sst2: Path, cache_dir:
 
 
 def test_stop_ends_the_run_without_an_adapter(sst2: Path) -> None:
-    outcome = run_training(request_for(sst2, max_steps=3), site=FAST_SITE, hooks=RunHooks(control=lambda: Control.stop))
+    outcome = run_training(
+        request_for(sst2, max_steps=3), site=FAST_SITE, hooks=RunHooks(control=lambda: Control.stop)
+    )
     assert outcome.status == "stopped" and outcome.adapter is None and outcome.checkpoint is None
 
 
 def test_pair_classification_and_causal_lm_train(snli: Path, shakespeare: Path) -> None:
-    pair = run_training(request_for(snli, TaskType.pair_classification, max_steps=2), site=FAST_SITE)
+    pair = run_training(
+        request_for(snli, TaskType.pair_classification, max_steps=2), site=FAST_SITE
+    )
     assert pair.status == "completed" and len(pair.label_names) == 3
     assert pair.evaluation.accuracy is not None
 
-    lm = run_training(request_for(shakespeare, TaskType.causal_lm, max_steps=6, learning_rate=5e-3), site=FAST_SITE)
+    lm = run_training(
+        request_for(shakespeare, TaskType.causal_lm, max_steps=6, learning_rate=5e-3),
+        site=FAST_SITE,
+    )
     assert lm.status == "completed" and lm.label_names == []
     assert lm.evaluation.perplexity is not None and lm.evaluation.accuracy is None
     assert lm.evaluation.loss < lm.initial_val_loss  # the fresh LM head is trained with the adapter
 
 
-def test_tokenization_is_cached_and_keyed_by_what_changes_the_tensors(sst2: Path, cache_dir: Path) -> None:
+def test_tokenization_is_cached_and_keyed_by_what_changes_the_tensors(
+    sst2: Path, cache_dir: Path
+) -> None:
     tokenizer, _ = load_tokenizer("all-MiniLM-L6-v2")
     request = request_for(sst2, cache=cache_dir)
     first = encode_dataset(request, tokenizer)
     second = encode_dataset(request, tokenizer)
     assert not first.cache_hit and second.cache_hit
-    assert torch.equal(first.train.ids, second.train.ids) and torch.equal(first.val.labels, second.val.labels)
+    assert torch.equal(first.train.ids, second.train.ids) and torch.equal(
+        first.val.labels, second.val.labels
+    )
     assert len(list(cache_dir.glob("*.pt"))) == 1
-    longer = request.model_copy(update={"config": request.config.model_copy(update={"max_seq_length": 48})})
+    longer = request.model_copy(
+        update={"config": request.config.model_copy(update={"max_seq_length": 48})}
+    )
     assert not encode_dataset(longer, tokenizer).cache_hit  # another max length is another entry
     assert len(list(cache_dir.glob("*.pt"))) == 2
     (cache_dir / next(cache_dir.glob("*.pt")).name).write_bytes(b"truncated")
-    assert encode_dataset(request, tokenizer).train.ids.numel() == first.train.ids.numel()  # a broken entry is rebuilt
+    assert (
+        encode_dataset(request, tokenizer).train.ids.numel() == first.train.ids.numel()
+    )  # a broken entry is rebuilt
 
 
-def test_trials_encoding_the_same_data_at_once_share_the_cache_safely(sst2: Path, cache_dir: Path) -> None:
+def test_trials_encoding_the_same_data_at_once_share_the_cache_safely(
+    sst2: Path, cache_dir: Path
+) -> None:
     """An agent runs a study's trials in parallel threads; they write the same cache entry at once."""
     tokenizer, _ = load_tokenizer("all-MiniLM-L6-v2")
     request = request_for(sst2, cache=cache_dir)
@@ -129,7 +151,11 @@ def test_trials_encoding_the_same_data_at_once_share_the_cache_safely(sst2: Path
 
 def test_without_dynamic_padding_every_batch_is_padded_to_max_length(sst2: Path) -> None:
     request = request_for(sst2, max_steps=2)
-    naive = request.model_copy(update={"options": TrainOptions(dynamic_padding=False, group_by_length=False, smoke_test=False)})
+    naive = request.model_copy(
+        update={
+            "options": TrainOptions(dynamic_padding=False, group_by_length=False, smoke_test=False)
+        }
+    )
     outcome = run_training(naive, site=FAST_SITE)
     assert outcome.accounting.tokens_with_padding == 2 * 8 * 32 > outcome.accounting.tokens_seen
 
@@ -145,9 +171,13 @@ def test_simulated_time_paces_steps_by_the_plan(sst2: Path) -> None:
         on_progress=lambda p: hour_of_step.setdefault(p.step, clock.current_hour()),
         control=lambda: tick(),
     )
-    outcome = run_training(request_for(sst2, max_steps=4), site=FAST_SITE, clock=clock, hooks=hooks, planned_hours=2.0)
+    outcome = run_training(
+        request_for(sst2, max_steps=4), site=FAST_SITE, clock=clock, hooks=hooks, planned_hours=2.0
+    )
     assert outcome.status == "completed" and outcome.step == 4
     steps_per_hour = Counter(hour for step, hour in hour_of_step.items() if step > 0)
     assert max(steps_per_hour.values()) <= 2  # 4 steps planned over 2 hours
     assert len(steps_per_hour) >= 2
-    assert len({h.hour for h in outcome.accounting.hours}) >= 2  # energy charged to each simulated hour
+    assert (
+        len({h.hour for h in outcome.accounting.hours}) >= 2
+    )  # energy charged to each simulated hour

@@ -24,7 +24,9 @@ class DatabaseUnavailable(MetaTuneError):
 
     def __init__(self, url: str, reason: str = "") -> None:
         self.url = url
-        super().__init__(f"PostgreSQL is not reachable at {url}" + (f": {reason}" if reason else ""))
+        super().__init__(
+            f"PostgreSQL is not reachable at {url}" + (f": {reason}" if reason else "")
+        )
 
 
 class ObjectNotFound(MetaTuneError):

@@ -48,8 +48,13 @@ def is_public(address: IPAddress) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return is_public(address.ipv4_mapped)
     return not (
-        address.is_private or address.is_loopback or address.is_link_local or address.is_multicast
-        or address.is_reserved or address.is_unspecified or not address.is_global
+        address.is_private
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+        or not address.is_global
     )
 
 
@@ -68,20 +73,26 @@ async def resolve_checked(host: str, port: int, allow: Sequence[Network] = ()) -
         addresses: list[IPAddress] = [literal]
     except ValueError:
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
         except socket.gaierror as exc:
             raise DownloadFailed(f"cannot resolve {host}: {exc}") from exc
         addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
     refused = [str(a) for a in addresses if not _allowed(a, allow)]
     if refused or not addresses:
-        raise InputNotAllowed(f"{host} resolves to a non-public address ({', '.join(refused)}): refused")
+        raise InputNotAllowed(
+            f"{host} resolves to a non-public address ({', '.join(refused)}): refused"
+        )
     return addresses[0]
 
 
 def check_scheme(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputNotAllowed(f"only http(s) URLs with a host are accepted, not {redact_url(url)!r}")
+        raise InputNotAllowed(
+            f"only http(s) URLs with a host are accepted, not {redact_url(url)!r}"
+        )
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, parts.hostname, port
 
@@ -109,41 +120,60 @@ class DownloadLimits:
     allow: tuple[Network, ...] = ()
 
 
-async def download(url: str, target: Path, limits: DownloadLimits, *, transport: httpx.AsyncBaseTransport | None = None) -> Path:
+async def download(
+    url: str,
+    target: Path,
+    limits: DownloadLimits,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Path:
     """Stream ``url`` into ``target`` through checked redirects; on any failure nothing is left behind."""
     partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}.part")
     started = time.monotonic()
     try:
-        async with httpx.AsyncClient(follow_redirects=False, timeout=httpx.Timeout(limits.timeout_s),
-                                     transport=transport) as client:
+        async with httpx.AsyncClient(
+            follow_redirects=False, timeout=httpx.Timeout(limits.timeout_s), transport=transport
+        ) as client:
             current = url
             for _ in range(MAX_REDIRECTS + 1):
                 scheme, host, _port = check_scheme(current)
                 address = await check_public_url(current, limits.allow)
                 pinned, host_header = _pinned(current, address)
                 extensions = {"sni_hostname": host} if scheme == "https" else {}
-                request = client.build_request("GET", pinned, headers={"Host": host_header}, extensions=extensions)
+                request = client.build_request(
+                    "GET", pinned, headers={"Host": host_header}, extensions=extensions
+                )
                 response = await client.send(request, stream=True)
                 try:
                     if response.is_redirect:
                         location = response.headers.get("location")
                         if not location:
-                            raise DownloadFailed(f"{redact_url(current)} redirected without a Location")
+                            raise DownloadFailed(
+                                f"{redact_url(current)} redirected without a Location"
+                            )
                         current = urljoin(current, location)
                         continue
                     if response.status_code != 200:
-                        raise DownloadFailed(f"GET {redact_url(current)} answered HTTP {response.status_code}")
+                        raise DownloadFailed(
+                            f"GET {redact_url(current)} answered HTTP {response.status_code}"
+                        )
                     declared = int(response.headers.get("content-length") or 0)
                     if declared > limits.max_bytes:
-                        raise DownloadFailed(f"{redact_url(url)} is {declared:,} bytes, over the limit of {limits.max_bytes:,}")
+                        raise DownloadFailed(
+                            f"{redact_url(url)} is {declared:,} bytes, over the limit of {limits.max_bytes:,}"
+                        )
                     written = 0
                     with open(partial, "wb") as handle:
                         async for chunk in response.aiter_raw(1 << 20):
                             written += len(chunk)
                             if written > limits.max_bytes:
-                                raise DownloadFailed(f"{redact_url(url)} is over the limit of {limits.max_bytes:,} bytes")
+                                raise DownloadFailed(
+                                    f"{redact_url(url)} is over the limit of {limits.max_bytes:,} bytes"
+                                )
                             if time.monotonic() - started > limits.total_timeout_s:
-                                raise DownloadFailed(f"{redact_url(url)} took over {limits.total_timeout_s:.0f} s")
+                                raise DownloadFailed(
+                                    f"{redact_url(url)} took over {limits.total_timeout_s:.0f} s"
+                                )
                             handle.write(chunk)
                     os.replace(partial, target)
                     return target
@@ -157,6 +187,11 @@ async def download(url: str, target: Path, limits: DownloadLimits, *, transport:
 
 
 __all__ = [
-    "DownloadLimits", "check_public_url", "download", "is_public", "parse_networks", "resolve_checked",
+    "DownloadLimits",
+    "check_public_url",
+    "download",
+    "is_public",
+    "parse_networks",
+    "resolve_checked",
     "resolve_under_roots",
 ]

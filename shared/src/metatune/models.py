@@ -33,7 +33,9 @@ def resolve_base_model(name: str) -> str:
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise UnknownBaseModel(f"{name!r} is a directory without a config.json (not a Hugging Face model)")
+            raise UnknownBaseModel(
+                f"{name!r} is a directory without a config.json (not a Hugging Face model)"
+            )
         return str(path.resolve())
     if os.environ.get("HF_HUB_OFFLINE") == "1" or "/" not in name:
         raise UnknownBaseModel(

@@ -31,5 +31,8 @@ AGENT_MODULE = "metatune_agent"
 def platform_services(settings: Settings) -> list[ServiceSpec]:
     """Every process of a local platform: the core services and one trainer-agent per local datacenter."""
     specs = [ServiceSpec(name, module, name) for name, module in CORE_SERVICES]
-    specs += [ServiceSpec("trainer-agent", AGENT_MODULE, f"trainer-agent.{dc}") for dc in settings.local_datacenters]
+    specs += [
+        ServiceSpec("trainer-agent", AGENT_MODULE, f"trainer-agent.{dc}")
+        for dc in settings.local_datacenters
+    ]
     return specs

@@ -13,9 +13,13 @@ import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
-_SECRET_PARAMS = re.compile(r"(token|secret|password|passwd|pwd|key|signature|sig|auth|credential)", re.I)
+_SECRET_PARAMS = re.compile(
+    r"(token|secret|password|passwd|pwd|key|signature|sig|auth|credential)", re.I
+)
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo>[^/@\s]+)@")
-_KV_PASSWORD = re.compile(r"(?P<key>\b(?:password|passwd|pwd)\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s&;]+)", re.I)
+_KV_PASSWORD = re.compile(
+    r"(?P<key>\b(?:password|passwd|pwd)\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s&;]+)", re.I
+)
 _QUERY_SECRET = re.compile(
     r"(?P<key>[?&](?:[\w.\-]*(?:token|secret|password|passwd|pwd|key|signature|sig|auth|credential)[\w.\-]*)=)"
     r"(?P<value>[^&#\s]+)",
@@ -48,7 +52,10 @@ def redact_url(url: str) -> str:
     if "@" in netloc:
         netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
     query = urlencode(
-        [(k, MASK if _SECRET_PARAMS.search(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)],
+        [
+            (k, MASK if _SECRET_PARAMS.search(k) else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ],
         safe="*",
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

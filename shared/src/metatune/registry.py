@@ -68,7 +68,9 @@ def load_registry(path: Path | None = None) -> Registry:
         data = tomllib.loads(raw.decode())
         return Registry(datacenters=data.get("datacenter", []))
     except (OSError, tomllib.TOMLDecodeError, ValidationError, ValueError) as exc:
-        raise ConfigurationError(f"datacenter registry {path or '(embedded)'} is invalid: {exc}") from exc
+        raise ConfigurationError(
+            f"datacenter registry {path or '(embedded)'} is invalid: {exc}"
+        ) from exc
 
 
 @cache

@@ -7,9 +7,11 @@ and provides the shared clock, the object store and hourly ticks::
 
     service = Service("profiler")
 
+
     @service.consume(subjects.DATASETS_SUBMITTED, durable="profiler")
     async def on_submitted(event: DatasetSubmitted) -> None:
         await service.publish(subjects.DATASETS_PROFILED, profiled)
+
 
     if __name__ == "__main__":
         service.run()
@@ -24,9 +26,9 @@ import os
 import signal
 import socket
 import time
-from datetime import datetime
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -44,15 +46,17 @@ from .bus.middleware import contract_middleware
 from .bus.streams import HEALTH_BUCKET
 from .clock import HOUR, Clock, RealClock
 from .contracts import ClockTick, ErrorEvent, ErrorKind, Event, ServiceHealth
-from .settings import Settings, get_settings
 from .redaction import RedactingFilter, redact, redact_url
+from .settings import Settings, get_settings
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 log = logging.getLogger("metatune.service")
 
 
 class Service:
-    def __init__(self, name: str, *, instance: str | None = None, settings: Settings | None = None) -> None:
+    def __init__(
+        self, name: str, *, instance: str | None = None, settings: Settings | None = None
+    ) -> None:
         self.name = subjects.token(name)
         self.settings = settings or get_settings()
         self.instance = instance or self.settings.service_name or name
@@ -82,10 +86,14 @@ class Service:
         self._tick_handlers: list[Callable[[ClockTick], Awaitable[None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._last_tick: datetime | None = None
-        self.durables: list[tuple[str, str, str]] = []  # (stream, durable, subject): what its NATS user must be granted
+        self.durables: list[
+            tuple[str, str, str]
+        ] = []  # (stream, durable, subject): what its NATS user must be granted
 
     # ----------------------------------------------------------------- declaring handlers
-    def consume(self, subject: str, durable: str, *, description: str | None = None) -> Callable[[Handler], Handler]:
+    def consume(
+        self, subject: str, durable: str, *, description: str | None = None
+    ) -> Callable[[Handler], Handler]:
         """Durable pull consumer on ``subject`` for a typed handler (one per service and subject)."""
 
         stream = stream_for(subject, self.settings)
@@ -110,7 +118,9 @@ class Service:
 
         return decorator
 
-    def on_tick(self, func: Callable[[ClockTick], Awaitable[None]]) -> Callable[[ClockTick], Awaitable[None]]:
+    def on_tick(
+        self, func: Callable[[ClockTick], Awaitable[None]]
+    ) -> Callable[[ClockTick], Awaitable[None]]:
         """Call ``func`` at each new (simulated or real) hour."""
         if not self._tick_handlers:
 
@@ -232,12 +242,16 @@ class Service:
         """Publish the tick of each new hour (de-duplicated across all services). A process that
         falls behind (a loaded machine, a fast simulated clock) catches up hour by hour, so
         consumers never see a skipped hour."""
-        if self._last_tick is None:  # kept across restarts of this loop, so a failed publish is retried
+        if (
+            self._last_tick is None
+        ):  # kept across restarts of this loop, so a failed publish is retried
             self._last_tick = self.clock.current_hour()
         while True:
             hour = self._last_tick + HOUR
             await self.clock.sleep_until(hour)
-            tick = ClockTick(occurred_at=self.clock.now(), hour=hour, simulated=self.clock.simulated)
+            tick = ClockTick(
+                occurred_at=self.clock.now(), hour=hour, simulated=self.clock.simulated
+            )
             await self.publish(subjects.CLOCK_TICK, tick, msg_id=msgids.tick(hour))
             self._last_tick = hour
 
@@ -260,16 +274,22 @@ class Service:
         if done:
             stopping.result()  # re-raise what a shutdown hook raised
             return True
-        log.error("%s: shutdown did not finish in %g s and was abandoned; tasks still waiting:\n%s",
-                  self.name, self.settings.shutdown_timeout_s, _task_stacks())
+        log.error(
+            "%s: shutdown did not finish in %g s and was abandoned; tasks still waiting:\n%s",
+            self.name,
+            self.settings.shutdown_timeout_s,
+            _task_stacks(),
+        )
         stopping.cancel()
         await asyncio.wait({stopping}, timeout=1.0)
         return False
 
     def run(self) -> None:
         """Serve until SIGINT or SIGTERM (the ``python -m`` entry point of every service)."""
-        logging.basicConfig(level=os.environ.get("METATUNE_LOG_LEVEL", "INFO"),
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=os.environ.get("METATUNE_LOG_LEVEL", "INFO"),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
         for handler in logging.getLogger().handlers:
             handler.addFilter(RedactingFilter())
         asyncio.run(self._serve())
@@ -283,7 +303,9 @@ class Service:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, signalled.set)
         await self.app.start()
-        log.info("%s (%s) serving on %s", self.name, self.instance, redact_url(self.settings.nats_url))
+        log.info(
+            "%s (%s) serving on %s", self.name, self.instance, redact_url(self.settings.nats_url)
+        )
         await signalled.wait()
         log.info("%s (%s) stopping", self.name, self.instance)
         if not await self.stop():
@@ -305,17 +327,38 @@ def _task_stacks() -> str:
 def _await_chain(awaitable: Any) -> list[str]:
     chain, frame = [], None
     while awaitable is not None:
-        outer, frame = frame, next((getattr(awaitable, a) for a in ("cr_frame", "ag_frame", "gi_frame")
-                                    if getattr(awaitable, a, None) is not None), None)
-        if frame is None:  # an async generator's asend(): find the generator in the caller (contextlib)
-            found = [v for v in (outer.f_locals.values() if outer else ()) for v in (v, getattr(v, "gen", None))
-                     if inspect.isasyncgen(v) and v.ag_running]
+        outer, frame = (
+            frame,
+            next(
+                (
+                    getattr(awaitable, a)
+                    for a in ("cr_frame", "ag_frame", "gi_frame")
+                    if getattr(awaitable, a, None) is not None
+                ),
+                None,
+            ),
+        )
+        if (
+            frame is None
+        ):  # an async generator's asend(): find the generator in the caller (contextlib)
+            found = [
+                v
+                for v in (outer.f_locals.values() if outer else ())
+                for v in (v, getattr(v, "gen", None))
+                if inspect.isasyncgen(v) and v.ag_running
+            ]
             if not found:
                 chain.append(f"awaiting {awaitable!r}")
                 break
             awaitable, frame = found[0], outer
             continue
         chain.append(f"{frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})")
-        awaitable = next((getattr(awaitable, a) for a in ("cr_await", "ag_await", "gi_yieldfrom")
-                          if getattr(awaitable, a, None) is not None), None)
+        awaitable = next(
+            (
+                getattr(awaitable, a)
+                for a in ("cr_await", "ag_await", "gi_yieldfrom")
+                if getattr(awaitable, a, None) is not None
+            ),
+            None,
+        )
     return chain

@@ -55,7 +55,9 @@ class InvalidSubjectToken(ValueError):
 def token(value: str) -> str:
     """Check that ``value`` is a single safe subject token (no dots, spaces or wildcards)."""
     if not _TOKEN.match(value):
-        raise InvalidSubjectToken(f"{value!r} is not a valid subject token (letters, digits, '-', '_')")
+        raise InvalidSubjectToken(
+            f"{value!r} is not a valid subject token (letters, digits, '-', '_')"
+        )
     return value
 
 

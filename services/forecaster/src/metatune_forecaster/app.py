@@ -24,9 +24,14 @@ from .resources import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
 def weather_provider(settings: Settings, data: ReplayData) -> WeatherProvider:
     if settings.forecaster_weather == "open-meteo":
         return OpenMeteoWeather(
-            settings.open_meteo_url, settings.open_meteo_timeout_s, settings.open_meteo_retries, settings.open_meteo_backoff_s
+            settings.open_meteo_url,
+            settings.open_meteo_timeout_s,
+            settings.open_meteo_retries,
+            settings.open_meteo_backoff_s,
         )
-    return ReplayWeather(data, WeatherErrorModel.load(settings.forecaster_weather_error_path or WEATHER_ERROR_PATH))
+    return ReplayWeather(
+        data, WeatherErrorModel.load(settings.forecaster_weather_error_path or WEATHER_ERROR_PATH)
+    )
 
 
 def create_service(
@@ -57,10 +62,16 @@ def create_service(
                     kind=ErrorKind.unavailable,
                     message=f"{outcome.region} at {hour:%Y-%m-%dT%H:%MZ}: {outcome.failure}",
                     subject=subject,
-                    details={"region": outcome.region, "hour": hour.isoformat(), "stale_published": outcome.forecast is not None},
+                    details={
+                        "region": outcome.region,
+                        "hour": hour.isoformat(),
+                        "stale_published": outcome.forecast is not None,
+                    },
                 )
             if outcome.forecast is not None:
-                await service.publish(subject, outcome.forecast, msg_id=msgids.forecast(outcome.region, hour))
+                await service.publish(
+                    subject, outcome.forecast, msg_id=msgids.forecast(outcome.region, hour)
+                )
         service.status_details = {"last_hour": hour.isoformat(), "model": forecaster.model.version}
 
     @service.on_tick

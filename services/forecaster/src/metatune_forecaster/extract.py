@@ -24,7 +24,9 @@ def build_extract(folder: Path, regions: list[str]) -> pd.DataFrame:
     for region in regions:
         frame = load_em(folder, region).slice(REPLAY_START, end).frame
         if len(frame) != REPLAY_DAYS * 24:
-            raise ValueError(f"{region}: {len(frame)} hours in the replay year, expected {REPLAY_DAYS * 24}")
+            raise ValueError(
+                f"{region}: {len(frame)} hours in the replay year, expected {REPLAY_DAYS * 24}"
+            )
         part = pd.DataFrame(
             {
                 "region": region,
@@ -43,12 +45,19 @@ def build_extract(folder: Path, regions: list[str]) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="folder laid out like carbon/ (em_hourly, em_weather)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="folder laid out like carbon/ (em_hourly, em_weather)",
+    )
     parser.add_argument("--out", type=Path, default=REPLAY_PATH)
     args = parser.parse_args(argv)
     extract = build_extract(args.data, default_registry().regions())
     extract.to_parquet(args.out, compression="zstd", index=False)
-    print(f"{len(extract)} rows, {extract['region'].nunique()} regions, {args.out.stat().st_size / 1024:.0f} kB at {args.out}")
+    print(
+        f"{len(extract)} rows, {extract['region'].nunique()} regions, {args.out.stat().st_size / 1024:.0f} kB at {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,11 @@ def sites_of(registry: Registry, intensity: IntensityProvider) -> list[Site]:
 
 class RegionForecaster:
     def __init__(
-        self, model: CarbonModel, sites: list[Site], weather: WeatherProvider, intensity: IntensityProvider
+        self,
+        model: CarbonModel,
+        sites: list[Site],
+        weather: WeatherProvider,
+        intensity: IntensityProvider,
     ) -> None:
         self.model = model
         self.sites = sites
@@ -63,12 +67,24 @@ class RegionForecaster:
         try:
             history = await self.intensity.history(site.region, hour, HISTORY_HOURS)
             weather = await self.weather.hourly(site, hour, HISTORY_HOURS, HORIZON_H)
-            fresh = await asyncio.to_thread(  # CPU-bound: keep the event loop (acks, heartbeats) free
-                make_forecast, self.model, site.region, site.latitude, site.longitude, hour, history, weather, now
+            fresh = (
+                await asyncio.to_thread(  # CPU-bound: keep the event loop (acks, heartbeats) free
+                    make_forecast,
+                    self.model,
+                    site.region,
+                    site.latitude,
+                    site.longitude,
+                    hour,
+                    history,
+                    weather,
+                    now,
+                )
             )
         except (ProviderUnavailable, InsufficientHistory) as exc:
             last = self.last_good.get(site.region)
-            stale = shift_stale(last, hour, now) if last is not None and last.start <= hour else None
+            stale = (
+                shift_stale(last, hour, now) if last is not None and last.start <= hour else None
+            )
             return Outcome(site.region, stale, str(exc))
         self.last_good[site.region] = fresh
         return Outcome(site.region, fresh)

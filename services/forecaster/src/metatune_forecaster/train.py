@@ -18,17 +18,36 @@ import pandas as pd
 from .adapters.carbon_folder import load_folder
 from .domain.features import FEATURE_NAMES, RegionArrays
 from .domain.model import (
-    BLOCK_CAPACITY, BLOCK_EXCLUDED_FEATURES, ENSEMBLE_SIZE, FEATURE_SHARE, LEAD_BUCKETS, MIN_RATIO_WEIGHT, BlockRows, CarbonModel, fit,
+    BLOCK_CAPACITY,
+    BLOCK_EXCLUDED_FEATURES,
+    ENSEMBLE_SIZE,
+    FEATURE_SHARE,
+    LEAD_BUCKETS,
+    MIN_RATIO_WEIGHT,
+    BlockRows,
+    CarbonModel,
+    fit,
 )
 from .domain.samples import build_grid, issue_positions
 from .domain.series import RegionSeries
 from .domain.weather_error import WeatherErrorModel, calibrate
 from .resources import MODEL_PATH, WEATHER_ERROR_PATH
 
-CALIBRATION_SHARE = 0.15  # latest share of each region's training issues kept to calibrate intervals
-BLOCK_STRIDES_H = (11, 17, 17)  # hours between training issues per lead block: short leads get the most rows
+CALIBRATION_SHARE = (
+    0.15  # latest share of each region's training issues kept to calibrate intervals
+)
+BLOCK_STRIDES_H = (
+    11,
+    17,
+    17,
+)  # hours between training issues per lead block: short leads get the most rows
 CLOUD_SIGMA_PCT = 30.0  # GFS carries no cloud cover: a typical 2-day cloud-cover error
-GFS_OBSERVED_PAIRS = (("CISO", "US-CAL-CISO"), ("ERCO", "US-TEX-ERCO"), ("PJM", "US-MIDA-PJM"), ("DE", "DE"))
+GFS_OBSERVED_PAIRS = (
+    ("CISO", "US-CAL-CISO"),
+    ("ERCO", "US-TEX-ERCO"),
+    ("PJM", "US-MIDA-PJM"),
+    ("DE", "DE"),
+)
 
 
 def calibrate_weather_error(series: list[RegionSeries]) -> WeatherErrorModel | None:
@@ -69,7 +88,9 @@ def training_rows(
         calibration.append(grid.issue[keep] >= cut)
     if not frames:
         raise ValueError(f"no region has training data before {train_until}")
-    return BlockRows(pd.concat(frames, ignore_index=True), np.concatenate(ratios), np.concatenate(calibration))
+    return BlockRows(
+        pd.concat(frames, ignore_index=True), np.concatenate(ratios), np.concatenate(calibration)
+    )
 
 
 def train(
@@ -89,13 +110,15 @@ def train(
         for lead_range, stride_h in zip(LEAD_BUCKETS, strides_h, strict=True)
     ]
     layout = f"{FEATURE_NAMES}|{[sorted(names) for names in BLOCK_EXCLUDED_FEATURES]}|{BLOCK_CAPACITY}|{MIN_RATIO_WEIGHT}|{max_iter}|{strides_h}|{leads_per_issue}|{ensemble_size}x{FEATURE_SHARE}"
-    digest = hashlib.sha256("|".join(s.name for s in series).encode() + str(train_until).encode() + layout.encode()).hexdigest()[:8]
+    digest = hashlib.sha256(
+        "|".join(s.name for s in series).encode() + str(train_until).encode() + layout.encode()
+    ).hexdigest()[:8]
     version = f"hgb-blocks-{train_until:%Y%m%d}-{digest}"
     metadata = {
         "regions": [s.name for s in series],
         "train_until": train_until.isoformat(),
         "rows": int(sum(len(b.ratio) for b in blocks)),
-        "rows_per_block": [int(len(b.ratio)) for b in blocks],
+        "rows_per_block": [len(b.ratio) for b in blocks],
         "max_iter": max_iter,
         "block_capacity": [list(c) for c in BLOCK_CAPACITY],
         "min_ratio_weight": MIN_RATIO_WEIGHT,
@@ -103,18 +126,29 @@ def train(
         "ensemble": {"size": ensemble_size, "feature_share": FEATURE_SHARE},
         "weather_error": error_model.model_dump(),
     }
-    return fit(blocks, version, max_iter=max_iter, seed=seed, metadata=metadata, ensemble_size=ensemble_size)
+    return fit(
+        blocks,
+        version,
+        max_iter=max_iter,
+        seed=seed,
+        metadata=metadata,
+        ensemble_size=ensemble_size,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="folder laid out like carbon/")
-    parser.add_argument("--train-until", type=pd.Timestamp, default=pd.Timestamp("2023-01-01", tz="UTC"))
+    parser.add_argument(
+        "--train-until", type=pd.Timestamp, default=pd.Timestamp("2023-01-01", tz="UTC")
+    )
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
     parser.add_argument("--weather-error-out", type=Path, default=WEATHER_ERROR_PATH)
     parser.add_argument("--max-iter", type=int, default=200)
     args = parser.parse_args(argv)
-    train_until = args.train_until if args.train_until.tzinfo else args.train_until.tz_localize("UTC")
+    train_until = (
+        args.train_until if args.train_until.tzinfo else args.train_until.tz_localize("UTC")
+    )
 
     started = time.perf_counter()
     series = load_folder(args.data)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from faststream.nats.annotations import NatsMessage
+
 from metatune import msgids, subjects
 from metatune.bus.keepalive import while_working
 from metatune.contracts import DatasetProfiled, DatasetSubmitted, ErrorKind, StudySpec
@@ -22,11 +23,16 @@ from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
 from .domain.profile import ProfileOptions, ProfileResult, profile_file
 
+
 def options_for(spec: StudySpec, settings: Settings) -> ProfileOptions:
     return ProfileOptions(
         base_model=spec.base_model,
-        columns=ColumnRequest(text=spec.text_column, text_pair=spec.text_pair_column,
-                              label=spec.label_column, task=spec.task),
+        columns=ColumnRequest(
+            text=spec.text_column,
+            text_pair=spec.text_pair_column,
+            label=spec.label_column,
+            task=spec.task,
+        ),
         format=spec.dataset.format,
         max_file_bytes=settings.max_dataset_bytes,
         max_row_bytes=settings.max_row_bytes,
@@ -41,17 +47,23 @@ def create_service(settings: Settings | None = None) -> Service:
     service = Service("profiler", settings=settings)
 
     def fetcher() -> DatasetFetcher:
-        return DatasetFetcher(objects=service.objects,
-                              download_dir=service.settings.resolved_data_dir() / "profiler" / "downloads",
-                              max_bytes=service.settings.max_dataset_bytes, settings=service.settings)
+        return DatasetFetcher(
+            objects=service.objects,
+            download_dir=service.settings.resolved_data_dir() / "profiler" / "downloads",
+            max_bytes=service.settings.max_dataset_bytes,
+            settings=service.settings,
+        )
 
     async def report_skips(event: DatasetSubmitted, result: ProfileResult) -> None:
         for reason, skipped in result.skipped.items():
             await service.report_error(
-                code=reason, kind=ErrorKind.bad_input, subject=subjects.DATASETS_SUBMITTED,
-                correlation_id=event.study_id, row=skipped.first_rows[0],
+                code=reason,
+                kind=ErrorKind.bad_input,
+                subject=subjects.DATASETS_SUBMITTED,
+                correlation_id=event.study_id,
+                row=skipped.first_rows[0],
                 message=f"{skipped.count:,} of {result.rows_read:,} rows skipped ({reason}); first at row "
-                        f"{skipped.first_rows[0]}; the other rows were profiled",
+                f"{skipped.first_rows[0]}; the other rows were profiled",
                 details={"rows": skipped.count, "first_rows": skipped.first_rows},
             )
 
@@ -65,21 +77,33 @@ def create_service(settings: Settings | None = None) -> Service:
                 return await asyncio.to_thread(profile_file, path, options)
 
         try:
-            result = await while_working(message, fetch_and_profile(), service.settings.ack_wait_s / 3)
+            result = await while_working(
+                message, fetch_and_profile(), service.settings.ack_wait_s / 3
+            )
         except ProfileError as exc:
             await service.report_error(
-                code=exc.code, message=exc.message, kind=ErrorKind.bad_input,
-                subject=subjects.DATASETS_SUBMITTED, correlation_id=event.study_id, row=exc.row,
+                code=exc.code,
+                message=exc.message,
+                kind=ErrorKind.bad_input,
+                subject=subjects.DATASETS_SUBMITTED,
+                correlation_id=event.study_id,
+                row=exc.row,
                 details=exc.details,
             )
             return
         await report_skips(event, result)
         profiled = DatasetProfiled(
-            occurred_at=service.clock.now(), study_id=event.study_id, spec=event.spec,
-            features=result.features, rows_skipped=result.rows_skipped, skip_reasons=result.skip_reasons,
+            occurred_at=service.clock.now(),
+            study_id=event.study_id,
+            spec=event.spec,
+            features=result.features,
+            rows_skipped=result.rows_skipped,
+            skip_reasons=result.skip_reasons,
         )
         # A redelivered submission republishes under the same id, which JetStream de-duplicates.
-        await service.publish(subjects.DATASETS_PROFILED, profiled, msg_id=msgids.profiled(event.event_id))
+        await service.publish(
+            subjects.DATASETS_PROFILED, profiled, msg_id=msgids.profiled(event.event_id)
+        )
 
     return service
 

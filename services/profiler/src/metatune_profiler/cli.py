@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from metatune.contracts import DatasetFormat, TaskType
-from metatune.models import EMBEDDED_MODEL
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from metatune.contracts import DatasetFormat, TaskType
+from metatune.models import EMBEDDED_MODEL
 
 from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
 
 
 def _table(result: ProfileResult) -> Table:
-    table = Table(title=f"profile ({result.format.value}, text={result.columns.text!r}, "
-                        f"pair={result.columns.text_pair!r}, label={result.columns.label!r})")
+    table = Table(
+        title=f"profile ({result.format.value}, text={result.columns.text!r}, "
+        f"pair={result.columns.text_pair!r}, label={result.columns.label!r})"
+    )
     table.add_column("feature")
     table.add_column("value", justify="right")
     for name, value in result.features.model_dump().items():
@@ -37,29 +40,51 @@ def _table(result: ProfileResult) -> Table:
 
 
 def profile(
-    file: Annotated[Path, typer.Argument(help="CSV, JSON-lines, Parquet or text file (may be .gz)")],
-    base_model: Annotated[str, typer.Option(help="embedded alias, HF model directory or hub id")] = EMBEDDED_MODEL,
+    file: Annotated[
+        Path, typer.Argument(help="CSV, JSON-lines, Parquet or text file (may be .gz)")
+    ],
+    base_model: Annotated[
+        str, typer.Option(help="embedded alias, HF model directory or hub id")
+    ] = EMBEDDED_MODEL,
     text_column: Annotated[str | None, typer.Option(help="default: detected")] = None,
     text_pair_column: Annotated[str | None, typer.Option(help="second text of a pair task")] = None,
     label_column: Annotated[str | None, typer.Option(help="default: detected")] = None,
     task: Annotated[TaskType | None, typer.Option(help="default: from the columns")] = None,
-    format: Annotated[DatasetFormat | None, typer.Option(help="default: from the name and content")] = None,
+    format: Annotated[
+        DatasetFormat | None, typer.Option(help="default: from the name and content")
+    ] = None,
     sample_size: Annotated[int, typer.Option(help="rows sampled for tokenizer features")] = 4096,
     seed: Annotated[int, typer.Option()] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="print the ProfileResult as JSON")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the ProfileResult as JSON")
+    ] = False,
 ) -> None:
     """Profile a dataset file into MetaTune meta-features."""
     from .domain.profile import ProfileOptions, profile_file  # transformers: only when profiling
 
     options = ProfileOptions(
-        base_model=base_model, format=format, sample_size=sample_size, seed=seed,
-        columns=ColumnRequest(text=text_column, text_pair=text_pair_column, label=label_column, task=task),
+        base_model=base_model,
+        format=format,
+        sample_size=sample_size,
+        seed=seed,
+        columns=ColumnRequest(
+            text=text_column, text_pair=text_pair_column, label=label_column, task=task
+        ),
     )
     try:
-        with Progress(SpinnerColumn(), TextColumn("profiling {task.fields[name]}"), TextColumn("{task.completed:,} rows"),
-                      TimeElapsedColumn(), console=Console(stderr=True), transient=True, disable=as_json) as bar:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("profiling {task.fields[name]}"),
+            TextColumn("{task.completed:,} rows"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+            disable=as_json,
+        ) as bar:
             task = bar.add_task("profile", total=None, name=file.name)
-            result = profile_file(file, options, on_rows=lambda rows: bar.update(task, completed=rows))
+            result = profile_file(
+                file, options, on_rows=lambda rows: bar.update(task, completed=rows)
+            )
     except ProfileError as exc:
         where = f" (row {exc.row})" if exc.row else ""
         Console(stderr=True).print(f"[red]{exc.code}[/red]{where}: {exc.message}")

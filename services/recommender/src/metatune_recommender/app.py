@@ -65,14 +65,23 @@ class RecommenderCache:
             return self._recommender
 
 
-def create_service(settings: Settings | None = None, *, store: KnowledgeStore | None = None,
-                   load_seed_kb: bool = True) -> Service:
+def create_service(
+    settings: Settings | None = None,
+    *,
+    store: KnowledgeStore | None = None,
+    load_seed_kb: bool = True,
+) -> Service:
     service = Service("recommender", settings=settings)
     settings = service.settings
-    store = store or KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
+    store = store or KnowledgeStore(
+        settings.database_url, connect_timeout_s=settings.connect_timeout_s
+    )
     register_flywheel(service, store)
     if load_seed_kb:
-        async def seed() -> None:  # a closure, not functools.partial: FastStream inspects the signature
+
+        async def seed() -> (
+            None
+        ):  # a closure, not functools.partial: FastStream inspects the signature
             await load_seed(store)
 
         service.app.on_startup(seed)
@@ -83,67 +92,128 @@ def create_service(settings: Settings | None = None, *, store: KnowledgeStore | 
     service.app.on_shutdown(close)
     cache = RecommenderCache(store)
     decided: set[tuple[UUID, int]] = set()  # (study, trial index) already answered by this process
-    requested: dict[UUID, dict[str, dict]] = {}  # study -> job id -> config (the pending trials' fantasies)
+    requested: dict[
+        UUID, dict[str, dict]
+    ] = {}  # study -> job id -> config (the pending trials' fantasies)
 
-    async def advise(spec: StudySpec, profile: dict, k: int, observed: list[tuple[dict, float]],
-                     pending: list[dict] | None = None) -> Advice:
+    async def advise(
+        spec: StudySpec,
+        profile: dict,
+        k: int,
+        observed: list[tuple[dict, float]],
+        pending: list[dict] | None = None,
+    ) -> Advice:
         recommender = await cache.get()
         # fitting the prior is CPU work: off the event loop, so heartbeats and acks go on
-        return await asyncio.to_thread(recommender.recommend, spec.base_model, profile, k, observed, pending or [])
+        return await asyncio.to_thread(
+            recommender.recommend, spec.base_model, profile, k, observed, pending or []
+        )
 
     async def report(advice: Advice, study_id: UUID, subject: str) -> None:
         for warning in advice.warnings:
-            await service.report_error(code="base_model_fallback", message=warning, subject=subject,
-                                       correlation_id=study_id, details={"base_model": advice.base_model})
+            await service.report_error(
+                code="base_model_fallback",
+                message=warning,
+                subject=subject,
+                correlation_id=study_id,
+                details={"base_model": advice.base_model},
+            )
         if advice.error is not None:
-            await service.report_error(code="knowledge_base_unusable", kind=ErrorKind.unavailable,
-                                       message=f"{advice.error}; the cold-start portfolio answered",
-                                       subject=subject, correlation_id=study_id)
+            await service.report_error(
+                code="knowledge_base_unusable",
+                kind=ErrorKind.unavailable,
+                message=f"{advice.error}; the cold-start portfolio answered",
+                subject=subject,
+                correlation_id=study_id,
+            )
 
     async def request(advice: Advice, study_id: UUID, spec: StudySpec, first_index: int) -> None:
-        source = PredictionSource.cold_start if advice.source == COLD_START else PredictionSource.knowledge_base
+        source = (
+            PredictionSource.cold_start
+            if advice.source == COLD_START
+            else PredictionSource.knowledge_base
+        )
         for offset, rec in enumerate(advice.recommendations):
             index = first_index + offset
             if index >= spec.trials:
                 break
             job_id = job_id_for(study_id, index)
-            await service.publish(subjects.JOBS_REQUESTED, JobRequested(
-                event_id=uuid5(NAMESPACE_URL, f"metatune:job-requested:{job_id}"),
-                occurred_at=service.clock.now(), correlation_id=str(study_id), job_id=job_id, study_id=study_id,
-                trial_index=index, spec=spec, config=rec.config, predicted_metric=rec.predicted,
-                predicted_metric_std=rec.std, metric_name=rec.metric_name, prediction_source=source,
-                acquisition=rec.acquisition, imputed_features=advice.imputed, gpus=1,
-                estimated_gpu_hours=rec.estimated_gpu_hours, power_kw=rec.power_kw, deadline=spec.deadline,
-            ))
+            await service.publish(
+                subjects.JOBS_REQUESTED,
+                JobRequested(
+                    event_id=uuid5(NAMESPACE_URL, f"metatune:job-requested:{job_id}"),
+                    occurred_at=service.clock.now(),
+                    correlation_id=str(study_id),
+                    job_id=job_id,
+                    study_id=study_id,
+                    trial_index=index,
+                    spec=spec,
+                    config=rec.config,
+                    predicted_metric=rec.predicted,
+                    predicted_metric_std=rec.std,
+                    metric_name=rec.metric_name,
+                    prediction_source=source,
+                    acquisition=rec.acquisition,
+                    imputed_features=advice.imputed,
+                    gpus=1,
+                    estimated_gpu_hours=rec.estimated_gpu_hours,
+                    power_kw=rec.power_kw,
+                    deadline=spec.deadline,
+                ),
+            )
             requested.setdefault(study_id, {})[str(job_id)] = rec.config.model_dump(mode="json")
 
-    async def stop(study_id: UUID, reason: StopReason, requested: int, finished: list[KbRun],
-                   best_ei: float | None, threshold: float | None) -> None:
+    async def stop(
+        study_id: UUID,
+        reason: StopReason,
+        requested: int,
+        finished: list[KbRun],
+        best_ei: float | None,
+        threshold: float | None,
+    ) -> None:
         done = [r for r in finished if r.metric is not None]
         best = max(done, key=lambda r: r.metric, default=None)
-        await service.publish(subjects.STUDIES_STOPPED, StudyStopped(
-            event_id=uuid5(NAMESPACE_URL, f"metatune:study-stopped:{study_id}"), occurred_at=service.clock.now(),
-            correlation_id=str(study_id), study_id=study_id, reason=reason, trials_requested=requested,
-            trials_finished=len(finished), best_expected_improvement=best_ei, threshold=threshold,
-            best_metric=best.metric if best else None, metric_name=best.metric_name if best else None,
-        ))
+        await service.publish(
+            subjects.STUDIES_STOPPED,
+            StudyStopped(
+                event_id=uuid5(NAMESPACE_URL, f"metatune:study-stopped:{study_id}"),
+                occurred_at=service.clock.now(),
+                correlation_id=str(study_id),
+                study_id=study_id,
+                reason=reason,
+                trials_requested=requested,
+                trials_finished=len(finished),
+                best_expected_improvement=best_ei,
+                threshold=threshold,
+                best_metric=best.metric if best else None,
+                metric_name=best.metric_name if best else None,
+            ),
+        )
 
     @service.consume(subjects.DATASETS_PROFILED, durable="recommender")
     async def on_profiled(event: DatasetProfiled) -> None:
         """The study's first min(3, trials) trials, one job request each."""
-        advice = await advise(event.spec, profile_descriptors(event.features), min(TOP_K, event.spec.trials), [])
+        advice = await advise(
+            event.spec, profile_descriptors(event.features), min(TOP_K, event.spec.trials), []
+        )
         await report(advice, event.study_id, subjects.DATASETS_PROFILED)
         await request(advice, event.study_id, event.spec, 0)
 
-    async def on_finished(study_id: UUID, job_id: UUID, subject: str, this_run: KbRun | None) -> None:
+    async def on_finished(
+        study_id: UUID, job_id: UUID, subject: str, this_run: KbRun | None
+    ) -> None:
         profile = await store.profile(study_id)
         if profile is None:
-            raise LookupError(f"study {study_id}: no profile yet")  # redelivered until the profile is stored
+            raise LookupError(
+                f"study {study_id}: no profile yet"
+            )  # redelivered until the profile is stored
         runs = {r.run_id: r for r in await store.study_runs(study_id)}
         if this_run is not None:
             runs.setdefault(this_run.run_id, this_run)
-        runs.setdefault(str(job_id), KbRun.model_construct(run_id=str(job_id), metric=None,
-                                                            status=RunStatus.failed))
+        runs.setdefault(
+            str(job_id),
+            KbRun.model_construct(run_id=str(job_id), metric=None, status=RunStatus.failed),
+        )
         finished = list(runs.values())
         spec = profile.spec
         first = min(TOP_K, spec.trials)
@@ -154,14 +224,24 @@ def create_service(settings: Settings | None = None, *, store: KnowledgeStore | 
             await stop(study_id, StopReason.budget, spec.trials, finished, None, None)
             decided.add((study_id, index))
             return
-        observed = [(r.config, r.metric) for r in finished if r.metric is not None and r.status != RunStatus.failed]
+        observed = [
+            (r.config, r.metric)
+            for r in finished
+            if r.metric is not None and r.status != RunStatus.failed
+        ]
         pending = [c for job, c in requested.get(study_id, {}).items() if job not in runs]
         advice = await advise(spec, profile_descriptors(profile.features), 1, observed, pending)
         await report(advice, study_id, subject)
         recommender = await cache.get()
         if advice.source != COLD_START and recommender.should_stop(advice, len(observed)):
-            await stop(study_id, StopReason.expected_improvement, index, finished, advice.best_ei,
-                       recommender.ei_threshold)
+            await stop(
+                study_id,
+                StopReason.expected_improvement,
+                index,
+                finished,
+                advice.best_ei,
+                recommender.ei_threshold,
+            )
         else:
             await request(advice, study_id, spec, index)
         decided.add((study_id, index))
@@ -170,8 +250,13 @@ def create_service(settings: Settings | None = None, *, store: KnowledgeStore | 
     async def on_completed(event: RunCompleted) -> None:
         """The next trial by EI, or the study's stop."""
         metric_name, metric = objective(event.metrics)
-        this = KbRun.model_construct(run_id=str(event.job_id), config=event.config.model_dump(mode="json"),
-                                     metric=metric, status=RunStatus.completed, metric_name=metric_name)
+        this = KbRun.model_construct(
+            run_id=str(event.job_id),
+            config=event.config.model_dump(mode="json"),
+            metric=metric,
+            status=RunStatus.completed,
+            metric_name=metric_name,
+        )
         await on_finished(event.study_id, event.job_id, subjects.RUNS_COMPLETED, this)
 
     @service.consume(subjects.RUNS_FAILED, durable="recommender-next-trial-failed")

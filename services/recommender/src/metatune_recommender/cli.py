@@ -14,25 +14,55 @@ from metatune.models import EMBEDDED_MODEL
 
 
 def _table(advice: dict) -> Table:
-    table = Table(title=f"recommendations ({advice['source']}, history of {advice['base_model']}, "
-                        f"throughput measured on {advice['throughput_device']})")
-    for column in ("#", "rank", "alpha", "lr", "batch", "dropout", "warm-up", "schedule", "targets",
-                   "predicted", "GPU-h", "energy Wh"):
+    table = Table(
+        title=f"recommendations ({advice['source']}, history of {advice['base_model']}, "
+        f"throughput measured on {advice['throughput_device']})"
+    )
+    for column in (
+        "#",
+        "rank",
+        "alpha",
+        "lr",
+        "batch",
+        "dropout",
+        "warm-up",
+        "schedule",
+        "targets",
+        "predicted",
+        "GPU-h",
+        "energy Wh",
+    ):
         table.add_column(column, justify="right")
     for i, rec in enumerate(advice["recommendations"], start=1):
         c = rec["config"]
-        predicted = "-" if rec["predicted"] is None else f"{rec['predicted']:.3f} ± {rec['std']:.3f}"
-        table.add_row(str(i), str(c["rank"]), f"{c['alpha']:g}", f"{c['learning_rate']:.3g}", str(c["batch_size"]),
-                      f"{c['dropout']:.2f}", f"{c['warmup_ratio']:.2f}", c["lr_schedule"],
-                      ",".join(c["target_modules"] or ["default"]), predicted, f"{rec['estimated_gpu_hours']:.3g}",
-                      f"{rec['energy_wh']:.3g}")
+        predicted = (
+            "-" if rec["predicted"] is None else f"{rec['predicted']:.3f} ± {rec['std']:.3f}"
+        )
+        table.add_row(
+            str(i),
+            str(c["rank"]),
+            f"{c['alpha']:g}",
+            f"{c['learning_rate']:.3g}",
+            str(c["batch_size"]),
+            f"{c['dropout']:.2f}",
+            f"{c['warmup_ratio']:.2f}",
+            c["lr_schedule"],
+            ",".join(c["target_modules"] or ["default"]),
+            predicted,
+            f"{rec['estimated_gpu_hours']:.3g}",
+            f"{rec['energy_wh']:.3g}",
+        )
     return table
 
 
 def recommend(
-    profile: Annotated[Path, typer.Argument(help="PROFILE.json as printed by `metatune profile --json`")],
+    profile: Annotated[
+        Path, typer.Argument(help="PROFILE.json as printed by `metatune profile --json`")
+    ],
     base_model: Annotated[str, typer.Option(help="the base model to fine-tune")] = EMBEDDED_MODEL,
-    kb: Annotated[Path | None, typer.Option(help="knowledge-base file (default: the shipped seed)")] = None,
+    kb: Annotated[
+        Path | None, typer.Option(help="knowledge-base file (default: the shipped seed)")
+    ] = None,
     k: Annotated[int, typer.Option("--k", min=1, max=50, help="how many configurations")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
@@ -52,7 +82,9 @@ def recommend(
         raise typer.Exit(2) from exc
     features = data.get("features", data) if isinstance(data, dict) else None
     if not isinstance(features, dict):
-        err.print("[red]profile unreadable[/red]: expected a JSON object (of `metatune profile --json`)")
+        err.print(
+            "[red]profile unreadable[/red]: expected a JSON object (of `metatune profile --json`)"
+        )
         raise typer.Exit(2)
     path = kb or seed_path()
     try:

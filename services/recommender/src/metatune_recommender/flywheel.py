@@ -8,8 +8,8 @@ KV bucket ``metatune_studies`` for the agents' learning-curve early stop.
 Wiring (in the recommender's ``create_service``)::
 
     store = KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
-    register_flywheel(service, store)                       # migrates the store at start-up
-    service.app.on_startup(partial(load_seed, store))       # the shipped seed, idempotently
+    register_flywheel(service, store)  # migrates the store at start-up
+    service.app.on_startup(partial(load_seed, store))  # the shipped seed, idempotently
     service.app.on_shutdown(store.close)
 
 Each consumer is durable with explicit acks (``Service.consume``): a handler that fails (the
@@ -82,7 +82,9 @@ def register_flywheel(service: Service, store: KnowledgeStore) -> None:
     @service.consume(subjects.DATASETS_PROFILED, durable=DURABLE_PROFILES)
     async def kb_profile(event: DatasetProfiled) -> None:
         """Keep the study's profile; fill its runs that finished before it."""
-        filled = await store.save_profile(event.study_id, event.spec, event.features, profiled_at=event.occurred_at)
+        filled = await store.save_profile(
+            event.study_id, event.spec, event.features, profiled_at=event.occurred_at
+        )
         if filled:
             log.info("study %s: profile filled %d earlier run(s)", event.study_id, filled)
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 from metatune import subjects
 from metatune.bus import ASSIGNMENTS_BUCKET
 from metatune.contracts import (
-    AgentStatus, Assignment, CurrentAssignment, CarbonForecast, ClockTick, ErrorKind, JobCancelled, JobRequested, RunCompleted, RunFailed, RunPaused,
+    AgentStatus,
+    Assignment,
+    CarbonForecast,
+    ClockTick,
+    CurrentAssignment,
+    ErrorKind,
+    JobCancelled,
+    JobRequested,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
     RunProgress,
 )
 from metatune.registry import Registry, default_registry, load_registry
@@ -18,28 +28,50 @@ from .domain import Planner, Scheduler
 
 
 def create_service(
-    settings: Settings | None = None, registry: Registry | None = None, planner: Planner | None = None,
-    debounce_s: float = 0.5, fast_s: float | None = 0.05, solve_in_process: bool = True,
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    planner: Planner | None = None,
+    debounce_s: float = 0.5,
+    fast_s: float | None = 0.05,
+    solve_in_process: bool = True,
 ) -> Service:
     """``debounce_s``: how long a full solve waits for a burst of events to settle; ``fast_s``:
     how long the fast path gathers new requests before placing them (None: no fast path);
     ``solve_in_process``: full solves run in a solver process (else a worker thread)."""
     service = Service("scheduler", settings=settings)
-    registry = registry or (load_registry(service.settings.registry_path) if service.settings.registry_path
-                            else default_registry())
-    planner = planner or Planner(anticipated_quantile=service.settings.scheduler_anticipated_quantile,
-                                 delay_premium=service.settings.scheduler_delay_premium)
-    scheduler = Scheduler(registry, planner, anticipate_h=service.settings.scheduler_anticipate_h,
-                          anticipation_days=service.settings.scheduler_anticipation_days)
+    registry = registry or (
+        load_registry(service.settings.registry_path)
+        if service.settings.registry_path
+        else default_registry()
+    )
+    planner = planner or Planner(
+        anticipated_quantile=service.settings.scheduler_anticipated_quantile,
+        delay_premium=service.settings.scheduler_delay_premium,
+    )
+    scheduler = Scheduler(
+        registry,
+        planner,
+        anticipate_h=service.settings.scheduler_anticipate_h,
+        anticipation_days=service.settings.scheduler_anticipation_days,
+    )
 
     async def record(assignment: Assignment) -> None:
         """Each job's current assignment in KV, for agents to refuse older ones."""
         kv = await service.js.key_value(ASSIGNMENTS_BUCKET)
-        await kv.put(str(assignment.job_id), CurrentAssignment.of(assignment).model_dump_json().encode())
+        await kv.put(
+            str(assignment.job_id), CurrentAssignment.of(assignment).model_dump_json().encode()
+        )
 
-    runtime = Runtime(scheduler, service.publish, lambda: service.clock.now(), debounce_s,
-                      lease_s=service.settings.agent_lease_s, record=record, fast_s=fast_s,
-                      solve_in_process=solve_in_process)
+    runtime = Runtime(
+        scheduler,
+        service.publish,
+        lambda: service.clock.now(),
+        debounce_s,
+        lease_s=service.settings.agent_lease_s,
+        record=record,
+        fast_s=fast_s,
+        solve_in_process=solve_in_process,
+    )
     service.runtime = runtime  # type: ignore[attr-defined]  # tests and the CLI read its counters
 
     @service.consume(subjects.JOBS_REQUESTED, durable="scheduler-jobs")
@@ -55,7 +87,9 @@ def create_service(
         await runtime.fold(event)
         if event.job_id in runtime.scheduler.state.early_cancellations:
             await service.report_error(
-                code="unknown_job", kind=ErrorKind.bad_input, subject=subjects.JOBS_CANCELLED,
+                code="unknown_job",
+                kind=ErrorKind.bad_input,
+                subject=subjects.JOBS_CANCELLED,
                 correlation_id=event.job_id,
                 message=f"job {event.job_id} has not been requested; it will not start if its request comes later",
             )

@@ -42,7 +42,12 @@ def escaped(data: bytes, limit: int = EXCERPT_BYTES) -> str:
 def create_service(settings: Settings | None = None, *, schema: str | None = None) -> Service:
     service = Service("telemetry", settings=settings)
     s = service.settings
-    db = Database(s.database_url, schema=schema, max_size=s.telemetry_pool_size, connect_timeout_s=s.connect_timeout_s)
+    db = Database(
+        s.database_url,
+        schema=schema,
+        max_size=s.telemetry_pool_size,
+        connect_timeout_s=s.connect_timeout_s,
+    )
     writer = EventWriter(db)
     ready = asyncio.Event()
     service.db = db  # type: ignore[attr-defined]  (tests and the CLI read through it)
@@ -53,16 +58,29 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
             if message.subject == OWN_ERRORS:
                 continue  # never answer our own error events with more of them
             try:
-                await service.report_error(kind=ErrorKind.invalid_message, code=reason.code, message=reason.reason,
-                                           subject=message.subject, payload_excerpt=escaped(message.data),
-                                           details={"stream": message.stream, "stream_seq": message.seq})
-            except Exception as exc:  # noqa: BLE001 - the reject is stored; the event is a courtesy
-                log.warning("could not publish the error event of %s seq %d: %r", message.stream, message.seq, exc)
+                await service.report_error(
+                    kind=ErrorKind.invalid_message,
+                    code=reason.code,
+                    message=reason.reason,
+                    subject=message.subject,
+                    payload_excerpt=escaped(message.data),
+                    details={"stream": message.stream, "stream_seq": message.seq},
+                )
+            except Exception as exc:
+                log.warning(
+                    "could not publish the error event of %s seq %d: %r",
+                    message.stream,
+                    message.seq,
+                    exc,
+                )
 
     async def report_dead(row: Claimed, outcome: Outcome) -> None:
-        await service.report_error(kind=ErrorKind.unavailable, code="webhook_dead",
-                                   message=f"webhook {row.message_id} to {redact_url(row.url)} given up: {outcome.error}",
-                                   details={"outbox_id": row.id, "attempts": row.attempts})
+        await service.report_error(
+            kind=ErrorKind.unavailable,
+            code="webhook_dead",
+            message=f"webhook {row.message_id} to {redact_url(row.url)} given up: {outcome.error}",
+            details={"outbox_id": row.id, "attempts": row.attempts},
+        )
 
     @service.background
     async def migrate() -> None:
@@ -83,8 +101,15 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
     def ingest(stream: str, durable: str):
         async def run() -> None:
             await ready.wait()
-            await StreamIngestor(service.js, writer, stream=stream, durable=durable, batch_size=s.telemetry_batch_size,
-                                 on_rejected=report_rejected, status=service.status_details).run()
+            await StreamIngestor(
+                service.js,
+                writer,
+                stream=stream,
+                durable=durable,
+                batch_size=s.telemetry_batch_size,
+                on_rejected=report_rejected,
+                status=service.status_details,
+            ).run()
 
         run.__name__ = f"ingest_{durable}"
         return run
@@ -98,6 +123,7 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
         await OutboxWorker(db, s, on_dead=report_dead).run()
 
     if s.telemetry_http_port:
+
         @service.background
         async def serve_http() -> None:
             await ready.wait()
@@ -105,14 +131,26 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
 
             from .adapters.http import create_app
 
-            config = uvicorn.Config(create_app(db, s), host=s.telemetry_http_host, port=s.telemetry_http_port,
-                                    log_level="warning", lifespan="off")
-            log.info("telemetry dashboard on http://%s:%d/", s.telemetry_http_host, s.telemetry_http_port)
+            config = uvicorn.Config(
+                create_app(db, s),
+                host=s.telemetry_http_host,
+                port=s.telemetry_http_port,
+                log_level="warning",
+                lifespan="off",
+            )
+            log.info(
+                "telemetry dashboard on http://%s:%d/", s.telemetry_http_host, s.telemetry_http_port
+            )
             try:
                 await uvicorn.Server(config).serve()
-            except SystemExit:  # uvicorn exits when it cannot bind: the port is taken; ingestion goes on
-                log.error("telemetry HTTP: cannot listen on %s:%d; the API and dashboard are off",
-                          s.telemetry_http_host, s.telemetry_http_port)
+            except (
+                SystemExit
+            ):  # uvicorn exits when it cannot bind: the port is taken; ingestion goes on
+                log.error(
+                    "telemetry HTTP: cannot listen on %s:%d; the API and dashboard are off",
+                    s.telemetry_http_host,
+                    s.telemetry_http_port,
+                )
 
     @service.app.after_shutdown
     async def close_db() -> None:

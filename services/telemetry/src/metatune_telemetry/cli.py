@@ -61,8 +61,10 @@ def report(
         typer.echo(to_markdown(disclosure))
 
 
-webhooks_app = typer.Typer(help="The webhook outbox: list deliveries, retry dead ones, show the signing secret.",
-                           no_args_is_help=True)
+webhooks_app = typer.Typer(
+    help="The webhook outbox: list deliveries, retry dead ones, show the signing secret.",
+    no_args_is_help=True,
+)
 
 
 @webhooks_app.command("list")
@@ -89,9 +91,15 @@ def webhooks_list(
     for col in ("id", "type", "url", "state", "attempts", "last", "next attempt"):
         table.add_column(col)
     for r in rows:
-        table.add_row(str(r["id"]), r["event_type"], r["url"], r["state"], str(r["attempts"]),
-                      r["last_error"] or (str(r["last_status"]) if r["last_status"] else ""),
-                      "" if r["state"] in ("delivered", "dead") else f"{r['next_attempt_at']:%H:%M:%S}")
+        table.add_row(
+            str(r["id"]),
+            r["event_type"],
+            r["url"],
+            r["state"],
+            str(r["attempts"]),
+            r["last_error"] or (str(r["last_status"]) if r["last_status"] else ""),
+            "" if r["state"] in ("delivered", "dead") else f"{r['next_attempt_at']:%H:%M:%S}",
+        )
     console.print(table)
 
 
@@ -137,13 +145,16 @@ def webhooks_secret() -> None:
     typer.echo(asyncio.run(main()))
 
 
-telemetry_app = typer.Typer(help="Telemetry storage: consistency check and migrations.", no_args_is_help=True)
+telemetry_app = typer.Typer(
+    help="Telemetry storage: consistency check and migrations.", no_args_is_help=True
+)
 
 
 @telemetry_app.command("verify")
 def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Compare the JetStream streams with the database; exit 1 when a message is missing."""
     import nats
+
     from metatune.bus.connection import client_auth
 
     from .adapters.verify import verify
@@ -151,7 +162,9 @@ def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -
     s = get_settings()
 
     async def main():
-        nc = await nats.connect(s.nats_url, connect_timeout=s.connect_timeout_s, **client_auth(s, "telemetry"))
+        nc = await nats.connect(
+            s.nats_url, connect_timeout=s.connect_timeout_s, **client_auth(s, "telemetry")
+        )
         db = _db()
         try:
             return await verify(nc.jetstream(), db, [s.stream_name, s.status_stream_name])
@@ -161,8 +174,21 @@ def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -
 
     checks = asyncio.run(main())
     if as_json:
-        typer.echo(json.dumps([{"stream": c.stream, "messages": c.messages, "stored": c.stored,
-                                "rejected": c.rejected, "gap": c.gap, "missing": c.missing[:100]} for c in checks]))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "stream": c.stream,
+                        "messages": c.messages,
+                        "stored": c.stored,
+                        "rejected": c.rejected,
+                        "gap": c.gap,
+                        "missing": c.missing[:100],
+                    }
+                    for c in checks
+                ]
+            )
+        )
     else:
         table = Table(title=f"stream vs {redact_url(s.database_url)}")
         for col in ("stream", "messages", "stored", "rejected", "gap"):
@@ -180,6 +206,7 @@ def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -
 @telemetry_app.command("migrate")
 def telemetry_migrate() -> None:
     """Apply the telemetry migrations not yet applied (the service does it at start too)."""
+
     async def main():
         db = _db()
         try:

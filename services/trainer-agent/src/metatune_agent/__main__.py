@@ -8,9 +8,14 @@ from metatune.settings import get_settings
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="metatune-agent", description="MetaTune trainer agent of one datacenter")
-    parser.add_argument("--datacenter", default=get_settings().datacenter or None,
-                        help="datacenter name from the registry (default: METATUNE_DATACENTER)")
+    parser = argparse.ArgumentParser(
+        prog="metatune-agent", description="MetaTune trainer agent of one datacenter"
+    )
+    parser.add_argument(
+        "--datacenter",
+        default=get_settings().datacenter or None,
+        help="datacenter name from the registry (default: METATUNE_DATACENTER)",
+    )
     args = parser.parse_args(argv)
     if not args.datacenter:
         parser.error("--datacenter (or METATUNE_DATACENTER) is required")

@@ -29,16 +29,18 @@ from typing import Any
 from uuid import UUID
 
 from faststream.nats.message import NatsMessage
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
+from pydantic import ValidationError
+
 from metatune import msgids, subjects
-from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, STUDIES_BUCKET
-from metatune.bus import ASSIGNMENTS_BUCKET
+from metatune.bus import ADAPTERS_BUCKET, ASSIGNMENTS_BUCKET, CHECKPOINTS_BUCKET, STUDIES_BUCKET
 from metatune.bus.retry import BUS_ERRORS
-from metatune.contracts import CurrentAssignment
 from metatune.contracts import (
     AgentStatus,
     Assignment,
     AssignmentAction,
     CarbonForecast,
+    CurrentAssignment,
     CurvePoint,
     ErrorKind,
     FailureReason,
@@ -55,8 +57,6 @@ from metatune.knowledge import StudyBest
 from metatune.registry import Datacenter
 from metatune.service import Service
 from metatune.settings import Settings
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
-from pydantic import ValidationError
 
 from .adapters.datasets import DatasetFetcher
 from .adapters.uploads import LatestUploader, with_retries
@@ -73,7 +73,10 @@ from .knowledge.stopper import shipped_model_path
 log = logging.getLogger("metatune.agent")
 CHECKPOINT_UPLOAD_TIMEOUT_S = 300.0
 STUDY_BEST_TIMEOUT_S = 5.0
-CURVE_STOP_TASKS = (TaskType.classification, TaskType.pair_classification)  # the curves the model learned: accuracy
+CURVE_STOP_TASKS = (
+    TaskType.classification,
+    TaskType.pair_classification,
+)  # the curves the model learned: accuracy
 
 
 def completion_curve(outcome: RunOutcome) -> list[CurvePoint]:
@@ -86,8 +89,15 @@ def completion_curve(outcome: RunOutcome) -> list[CurvePoint]:
         metric = evaluation.accuracy
         if metric is None and evaluation.perplexity is not None:
             metric = -evaluation.perplexity
-        curve.append(CurvePoint(step=step, fraction=min(1.0, step / total), val_loss=evaluation.loss, metric=metric,
-                                train_loss=losses.get(step)))
+        curve.append(
+            CurvePoint(
+                step=step,
+                fraction=min(1.0, step / total),
+                val_loss=evaluation.loss,
+                metric=metric,
+                train_loss=losses.get(step),
+            )
+        )
     return curve
 
 
@@ -113,7 +123,9 @@ class Job:
     step: int = 0
     last_progress: float = 0.0
     task: asyncio.Task[None] | None = field(default=None, repr=False)
-    uploader: LatestUploader | None = field(default=None, repr=False)  # checkpoints, in the background
+    uploader: LatestUploader | None = field(
+        default=None, repr=False
+    )  # checkpoints, in the background
 
 
 class TrainerAgent:
@@ -123,8 +135,12 @@ class TrainerAgent:
         self.settings = settings
         self.intensity = ForecastIntensity()
         self.jobs: dict[UUID, Job] = {}
-        self.versions = SeenVersions()  # highest plan version seen per job: older assignments are ignored
-        self._executor = ThreadPoolExecutor(max_workers=max(1, datacenter.gpus), thread_name_prefix=f"train-{datacenter.name}")
+        self.versions = (
+            SeenVersions()
+        )  # highest plan version seen per job: older assignments are ignored
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(1, datacenter.gpus), thread_name_prefix=f"train-{datacenter.name}"
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopper: CurveStopper | None = None
         self._stopper_loaded = False
@@ -151,7 +167,9 @@ class TrainerAgent:
         if stale is None and assignment.action in (AssignmentAction.start, AssignmentAction.resume):
             stale = superseded(assignment, await self.current_assignment(assignment.job_id))
         if stale is not None:  # e.g. a killed agent's start, redelivered after the job moved on
-            log.info("stale %s of job %s ignored: %s", assignment.action.value, assignment.job_id, stale)
+            log.info(
+                "stale %s of job %s ignored: %s", assignment.action.value, assignment.job_id, stale
+            )
             return False
         if parsed.config_error is not None:
             await self._publish_failed(assignment, InvalidTrainingConfig(parsed.config_error))
@@ -159,12 +177,20 @@ class TrainerAgent:
         job = self.jobs.get(assignment.job_id)
         if assignment.action in (AssignmentAction.pause, AssignmentAction.stop):
             if job is None:
-                log.info("%s for job %s, which is not running here", assignment.action, assignment.job_id)
+                log.info(
+                    "%s for job %s, which is not running here", assignment.action, assignment.job_id
+                )
             else:
-                job.control = Control.pause if assignment.action == AssignmentAction.pause else Control.stop
+                job.control = (
+                    Control.pause if assignment.action == AssignmentAction.pause else Control.stop
+                )
             return False
         if job is not None:
-            log.info("job %s is already running here; duplicate %s ignored", assignment.job_id, assignment.action)
+            log.info(
+                "job %s is already running here; duplicate %s ignored",
+                assignment.job_id,
+                assignment.action,
+            )
             return False
         self._loop = asyncio.get_running_loop()
         job = Job(assignment=assignment, message=message)
@@ -209,8 +235,11 @@ class TrainerAgent:
             redeliver = True
             raise
         except BUS_ERRORS as exc:  # the bus stayed down past the retry budget: not the run's fault
-            log.warning("job %s: bus unavailable (%r); left for redelivery, it resumes from its checkpoint",
-                        job.assignment.job_id, exc)
+            log.warning(
+                "job %s: bus unavailable (%r); left for redelivery, it resumes from its checkpoint",
+                job.assignment.job_id,
+                exc,
+            )
             redeliver = True
         except Exception as exc:
             log.exception("job %s failed", job.assignment.job_id)
@@ -224,7 +253,12 @@ class TrainerAgent:
                 else:
                     await job.message.ack()
             except BUS_ERRORS as exc:  # unacknowledged: JetStream redelivers it after ack_wait
-                log.warning("job %s: message not %s: %r", job.assignment.job_id, "nacked" if redeliver else "acked", exc)
+                log.warning(
+                    "job %s: message not %s: %r",
+                    job.assignment.job_id,
+                    "nacked" if redeliver else "acked",
+                    exc,
+                )
 
     async def _keep_alive(self, message: NatsMessage) -> None:
         """Tell JetStream the held message is being worked on, well within ``ack_wait``."""
@@ -239,14 +273,19 @@ class TrainerAgent:
     async def _train(self, job: Job) -> RunOutcome:
         assignment = job.assignment
         if assignment.spec is None or assignment.config is None:
-            raise InvalidTrainingConfig(f"a {assignment.action.value} assignment needs a spec and a config")
+            raise InvalidTrainingConfig(
+                f"a {assignment.action.value} assignment needs a spec and a config"
+            )
         spec = assignment.spec
         objects = self.service.objects
         assert objects is not None
         data_dir = self.service.settings.resolved_data_dir() / "agent"
         fetcher = DatasetFetcher(
-            objects=objects, js=self.service.js, directory=data_dir / "datasets",
-            max_bytes=self.service.settings.max_dataset_bytes, settings=self.service.settings,
+            objects=objects,
+            js=self.service.js,
+            directory=data_dir / "datasets",
+            max_bytes=self.service.settings.max_dataset_bytes,
+            settings=self.service.settings,
         )
         dataset = await fetcher.local_path(spec.dataset)
         key = assignment.checkpoint_key or checkpoint_key(assignment.job_id)
@@ -290,13 +329,23 @@ class TrainerAgent:
             control=lambda: job.control,
             should_stop=self._curve_stop_hook(job, request),
         )
-        planned = assignment.estimated_gpu_hours / assignment.gpus if assignment.estimated_gpu_hours else None
+        planned = (
+            assignment.estimated_gpu_hours / assignment.gpus
+            if assignment.estimated_gpu_hours
+            else None
+        )
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._executor,
             partial(
-                run_training, request, site=site, clock=self.service.clock, intensity=self.intensity,
-                hooks=hooks, resume_from=resume_from, planned_hours=planned,
+                run_training,
+                request,
+                site=site,
+                clock=self.service.clock,
+                intensity=self.intensity,
+                hooks=hooks,
+                resume_from=resume_from,
+                planned_hours=planned,
             ),
         )
 
@@ -335,8 +384,11 @@ class TrainerAgent:
             return found.best
 
         return stop_hook(
-            stopper, RunShape.of(request.config), best,
-            confidence=self.settings.agent_curve_stop_confidence, margin=self.settings.agent_curve_stop_margin,
+            stopper,
+            RunShape.of(request.config),
+            best,
+            confidence=self.settings.agent_curve_stop_confidence,
+            margin=self.settings.agent_curve_stop_margin,
         )
 
     async def study_best(self, study_id: UUID) -> StudyBest | None:
@@ -358,7 +410,10 @@ class TrainerAgent:
     def _on_progress(self, job: Job, progress: Progress) -> None:
         job.step = progress.step
         now = time.monotonic()
-        if progress.kind == "step" and now - job.last_progress < self.settings.agent_progress_interval_s:
+        if (
+            progress.kind == "step"
+            and now - job.last_progress < self.settings.agent_progress_interval_s
+        ):
             return
         job.last_progress = now
         event = RunProgress(
@@ -379,7 +434,9 @@ class TrainerAgent:
         future = asyncio.run_coroutine_threadsafe(
             self.service.publish(subjects.run_progress(job.assignment.job_id), event), self._loop
         )
-        future.add_done_callback(_log_failure)  # progress is advisory: a lost one must not stop training
+        future.add_done_callback(
+            _log_failure
+        )  # progress is advisory: a lost one must not stop training
 
     def _on_checkpoint(self, job: Job, step: int, data: bytes) -> None:
         """Hand the checkpoint to the event loop and go on training: it is uploaded in the background
@@ -398,20 +455,30 @@ class TrainerAgent:
             job.uploader = LatestUploader(upload, self.settings, f"job {job.assignment.job_id}")
         job.uploader.offer(step, data)
 
-    async def _publish_retrying(self, subject: str, event: Any, *, msg_id: str | None = None) -> None:
+    async def _publish_retrying(
+        self, subject: str, event: Any, *, msg_id: str | None = None
+    ) -> None:
         """Publish a result through a bus outage (de-duplicated by ``msg_id``, so a retry is stored once)."""
-        await with_retries(self.settings, f"publish on {subject}",
-                           lambda: self.service.publish(subject, event, msg_id=msg_id))
+        await with_retries(
+            self.settings,
+            f"publish on {subject}",
+            lambda: self.service.publish(subject, event, msg_id=msg_id),
+        )
 
     # ----------------------------------------------------------------- results
     async def _save_checkpoint(self, job: Job, data: bytes) -> str:
         objects = self.service.objects
         assert objects is not None
         key = checkpoint_key(job.assignment.job_id)
-        if job.uploader is not None:  # an older checkpoint still uploading must not land after this one
+        if (
+            job.uploader is not None
+        ):  # an older checkpoint still uploading must not land after this one
             await job.uploader.flush()
-        await with_retries(self.settings, f"job {job.assignment.job_id} checkpoint upload",
-                           lambda: objects.put_bytes(CHECKPOINTS_BUCKET, key, data))
+        await with_retries(
+            self.settings,
+            f"job {job.assignment.job_id} checkpoint upload",
+            lambda: objects.put_bytes(CHECKPOINTS_BUCKET, key, data),
+        )
         return key
 
     async def _publish_outcome(self, job: Job, outcome: RunOutcome) -> None:
@@ -420,10 +487,17 @@ class TrainerAgent:
         assert objects is not None
         now = self.service.clock.now()
         if outcome.status == "completed":
-            assert outcome.adapter is not None and outcome.evaluation is not None and assignment.config is not None
+            assert (
+                outcome.adapter is not None
+                and outcome.evaluation is not None
+                and assignment.config is not None
+            )
             adapter = outcome.adapter
-            await with_retries(self.settings, f"job {assignment.job_id} adapter upload",
-                               lambda: objects.put_bytes(ADAPTERS_BUCKET, adapter_key(assignment.job_id), adapter))
+            await with_retries(
+                self.settings,
+                f"job {assignment.job_id} adapter upload",
+                lambda: objects.put_bytes(ADAPTERS_BUCKET, adapter_key(assignment.job_id), adapter),
+            )
             e = outcome.evaluation
             event = RunCompleted(
                 occurred_at=now,
@@ -431,7 +505,12 @@ class TrainerAgent:
                 study_id=assignment.study_id,
                 datacenter=self.dc.name,
                 config=assignment.config,
-                metrics=RunMetrics(val_loss=e.loss, accuracy=e.accuracy, macro_f1=e.macro_f1, perplexity=e.perplexity),
+                metrics=RunMetrics(
+                    val_loss=e.loss,
+                    accuracy=e.accuracy,
+                    macro_f1=e.macro_f1,
+                    perplexity=e.perplexity,
+                ),
                 steps=outcome.step,
                 early_stopped=outcome.early_stopped,
                 stop_reason=outcome.stop_reason,
@@ -444,7 +523,9 @@ class TrainerAgent:
                 majority_baseline=outcome.majority_baseline,
                 hardware=self._hardware(outcome, assignment.gpus),
             )
-            await self._publish_retrying(subjects.RUNS_COMPLETED, event, msg_id=msgids.completed(assignment.job_id))
+            await self._publish_retrying(
+                subjects.RUNS_COMPLETED, event, msg_id=msgids.completed(assignment.job_id)
+            )
         elif outcome.status == "paused":
             assert outcome.checkpoint is not None
             key = await self._save_checkpoint(job, outcome.checkpoint)
@@ -457,11 +538,15 @@ class TrainerAgent:
                 checkpoint_key=key,
                 accounting=outcome.accounting,
             )
-            await self._publish_retrying(subjects.RUNS_PAUSED, paused, msg_id=msgids.paused(assignment.event_id))
+            await self._publish_retrying(
+                subjects.RUNS_PAUSED, paused, msg_id=msgids.paused(assignment.event_id)
+            )
         else:
             await self._publish_failed(
-                assignment, RuntimeError(f"stopped by the scheduler at step {outcome.step}"),
-                reason=FailureReason.stopped, accounting=outcome.accounting,
+                assignment,
+                RuntimeError(f"stopped by the scheduler at step {outcome.step}"),
+                reason=FailureReason.stopped,
+                accounting=outcome.accounting,
             )
 
     def _hardware(self, outcome: RunOutcome, gpus: int) -> Hardware:
@@ -471,8 +556,12 @@ class TrainerAgent:
             import torch
 
             gpu_model = torch.cuda.get_device_name(0) if torch.cuda.is_available() else gpu_model
-        return Hardware(device=outcome.device.split(":")[0], gpu_model=gpu_model if on_gpu else None,
-                        gpu_count=gpus if on_gpu else 0, precision=outcome.precision)
+        return Hardware(
+            device=outcome.device.split(":")[0],
+            gpu_model=gpu_model if on_gpu else None,
+            gpu_count=gpus if on_gpu else 0,
+            precision=outcome.precision,
+        )
 
     async def _publish_failed(
         self,
@@ -482,7 +571,9 @@ class TrainerAgent:
         reason: FailureReason | None = None,
         accounting: RunAccounting | None = None,
     ) -> None:
-        reason = reason or (exc.reason if isinstance(exc, TrainingError) else FailureReason.internal)
+        reason = reason or (
+            exc.reason if isinstance(exc, TrainingError) else FailureReason.internal
+        )
         event = RunFailed(
             occurred_at=self.service.clock.now(),
             job_id=assignment.job_id,
@@ -496,7 +587,9 @@ class TrainerAgent:
             task=assignment.spec.task if assignment.spec else None,
         )
         log.warning("job %s failed (%s): %s", assignment.job_id, reason.value, event.message)
-        await self._publish_retrying(subjects.RUNS_FAILED, event, msg_id=msgids.failed(assignment.event_id))
+        await self._publish_retrying(
+            subjects.RUNS_FAILED, event, msg_id=msgids.failed(assignment.event_id)
+        )
 
     # ----------------------------------------------------------------- status and shutdown
     def status(self) -> AgentStatus:

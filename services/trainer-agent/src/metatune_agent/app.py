@@ -12,6 +12,7 @@ from typing import Any
 
 from faststream.exceptions import SkipMessage
 from faststream.nats.annotations import NatsMessage
+
 from metatune import subjects
 from metatune.contracts import CarbonForecast
 from metatune.registry import default_registry, load_registry
@@ -27,9 +28,15 @@ def create_service(
     datacenter: str, settings: Settings | None = None
 ) -> tuple[Service, TrainerAgent]:
     settings = settings or get_settings()
-    registry = load_registry(settings.registry_path) if settings.registry_path else default_registry()
+    registry = (
+        load_registry(settings.registry_path) if settings.registry_path else default_registry()
+    )
     dc = registry.get(subjects.token(datacenter))
-    service = Service(SERVICE_NAME, instance=settings.service_name or f"{SERVICE_NAME}.{dc.name}", settings=settings)
+    service = Service(
+        SERVICE_NAME,
+        instance=settings.service_name or f"{SERVICE_NAME}.{dc.name}",
+        settings=settings,
+    )
     agent = TrainerAgent(service, dc, service.settings)
 
     @service.consume(subjects.assignments(dc.name), durable=f"{SERVICE_NAME}-{dc.name}")
@@ -47,7 +54,10 @@ def create_service(
     async def heartbeat() -> None:
         while True:
             status = agent.status()
-            service.status_details = {"running_jobs": str(len(status.running_jobs)), "gpus_free": str(status.gpus_free)}
+            service.status_details = {
+                "running_jobs": str(len(status.running_jobs)),
+                "gpus_free": str(status.gpus_free),
+            }
             await service.publish(subjects.agent_status(dc.name), status)
             await asyncio.sleep(agent.settings.agent_status_interval_s)
 

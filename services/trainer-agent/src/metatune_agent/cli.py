@@ -8,14 +8,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+
 from metatune.contracts import DatasetFormat, LoraConfig, RunMetrics, TaskType
 from metatune.models import EMBEDDED_MODEL
 from metatune.settings import get_settings
-from pydantic import BaseModel
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.progress import Progress as RichProgress
-from rich.table import Table
 
 from .domain.errors import TrainingError
 from .domain.request import TrainingRequest, TrainOptions, apply_overrides
@@ -41,13 +48,19 @@ class TrainReport(BaseModel):
     power_source: str | None
     idle_power_w: float | None
     gpu_hours: float
-    g_per_kwh: float | None  # the carbon intensity priced in (--g-per-kwh); None: emissions unpriced
+    g_per_kwh: (
+        float | None
+    )  # the carbon intensity priced in (--g-per-kwh); None: emissions unpriced
     pue: float
-    emissions_g: float | None  # energy x PUE x intensity; None when no intensity was given (never 0 by default)
+    emissions_g: (
+        float | None
+    )  # energy x PUE x intensity; None when no intensity was given (never 0 by default)
     seconds: float  # wall time of the whole run: loading, tokenising, evaluating, training
     train_seconds: float  # time inside optimizer steps
     tokens_per_second: float  # useful tokens per wall second (what the run cost end to end)
-    step_tokens_per_second: float  # useful tokens per second inside optimizer steps (the training speed)
+    step_tokens_per_second: (
+        float  # useful tokens per second inside optimizer steps (the training speed)
+    )
     device: str
     precision: str
     micro_batch: int
@@ -57,12 +70,16 @@ class TrainReport(BaseModel):
     config: LoraConfig
 
 
-def report(outcome: RunOutcome, config: LoraConfig, *, g_per_kwh: float | None = None, pue: float = 1.0) -> TrainReport:
+def report(
+    outcome: RunOutcome, config: LoraConfig, *, g_per_kwh: float | None = None, pue: float = 1.0
+) -> TrainReport:
     acc = outcome.accounting
     metrics = None
     if outcome.evaluation is not None:
         e = outcome.evaluation
-        metrics = RunMetrics(val_loss=e.loss, accuracy=e.accuracy, macro_f1=e.macro_f1, perplexity=e.perplexity)
+        metrics = RunMetrics(
+            val_loss=e.loss, accuracy=e.accuracy, macro_f1=e.macro_f1, perplexity=e.perplexity
+        )
     return TrainReport(
         status=outcome.status,
         steps=outcome.step,
@@ -111,8 +128,16 @@ def _progress(console: Console, *, enabled: bool) -> Iterator[Callable[[Progress
     if not enabled:
         yield None
         return
-    columns = (TextColumn("training"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[loss]}"))
+    columns = (
+        TextColumn("training"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[loss]}"),
+    )
     with RichProgress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("train", total=None, loss="")
 
@@ -124,26 +149,48 @@ def _progress(console: Console, *, enabled: bool) -> Iterator[Callable[[Progress
 
 
 def _table(r: TrainReport) -> Table:
-    table = Table(title=f"metatune train: {r.status} after {r.steps}/{r.total_steps} steps"
-                        + (" (early stop)" if r.early_stopped else ""))
+    table = Table(
+        title=f"metatune train: {r.status} after {r.steps}/{r.total_steps} steps"
+        + (" (early stop)" if r.early_stopped else "")
+    )
     table.add_column("")
     table.add_column("value", justify="right")
     rows: list[tuple[str, str]] = []
     if r.metrics:
-        rows += [("val loss", f"{r.metrics.val_loss:.4f} (start {r.initial_val_loss:.4f})" if r.initial_val_loss is not None else f"{r.metrics.val_loss:.4f}")]
+        rows += [
+            (
+                "val loss",
+                f"{r.metrics.val_loss:.4f} (start {r.initial_val_loss:.4f})"
+                if r.initial_val_loss is not None
+                else f"{r.metrics.val_loss:.4f}",
+            )
+        ]
         for name in ("accuracy", "macro_f1", "perplexity"):
             value = getattr(r.metrics, name)
             if value is not None:
                 rows.append((name, f"{value:.4f}"))
     rows += [
         ("train loss (last step)", f"{r.train_loss:.4f}" if r.train_loss is not None else "-"),
-        ("tokens (useful / with padding)", f"{r.tokens:,} / {r.tokens_with_padding:,} ({r.padding_overhead:.2f}x)"),
-        ("energy above idle", f"{r.energy_wh:.4f} Wh ({r.power_source}, idle {r.idle_power_w or 0:.1f} W)"),
-        ("emissions", f"{r.emissions_g:.4f} gCO2eq at {r.g_per_kwh:g} g/kWh x PUE {r.pue:g}" if r.emissions_g is not None
-         else "unpriced (no carbon intensity: --g-per-kwh)"),
+        (
+            "tokens (useful / with padding)",
+            f"{r.tokens:,} / {r.tokens_with_padding:,} ({r.padding_overhead:.2f}x)",
+        ),
+        (
+            "energy above idle",
+            f"{r.energy_wh:.4f} Wh ({r.power_source}, idle {r.idle_power_w or 0:.1f} W)",
+        ),
+        (
+            "emissions",
+            f"{r.emissions_g:.4f} gCO2eq at {r.g_per_kwh:g} g/kWh x PUE {r.pue:g}"
+            if r.emissions_g is not None
+            else "unpriced (no carbon intensity: --g-per-kwh)",
+        ),
         ("GPU-hours", f"{r.gpu_hours:.6f}"),
         ("time (wall / in steps)", f"{r.seconds:.1f} s / {r.train_seconds:.1f} s"),
-        ("useful tokens/s (wall / in steps)", f"{r.tokens_per_second:,.0f} / {r.step_tokens_per_second:,.0f}"),
+        (
+            "useful tokens/s (wall / in steps)",
+            f"{r.tokens_per_second:,.0f} / {r.step_tokens_per_second:,.0f}",
+        ),
         ("device / precision", f"{r.device} / {r.precision}"),
         ("micro-batch x accumulation", f"{r.micro_batch} x {r.grad_accum}"),
         ("trainable parameters", f"{r.trainable_parameters:,}"),
@@ -155,18 +202,39 @@ def _table(r: TrainReport) -> Table:
 
 
 def train(
-    file: Annotated[Path, typer.Argument(help="CSV, JSON-lines, Parquet or text file (may be .gz)")],
-    base_model: Annotated[str, typer.Option(help="embedded alias, HF model directory or hub id")] = EMBEDDED_MODEL,
-    task: Annotated[TaskType, typer.Option(help="classification | pair_classification | causal_lm")] = TaskType.classification,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE of the LoRA config or a training option, e.g. rank=8 lr=3e-4 precision=bf16")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="optimizer steps (default: the config's epochs)")] = None,
+    file: Annotated[
+        Path, typer.Argument(help="CSV, JSON-lines, Parquet or text file (may be .gz)")
+    ],
+    base_model: Annotated[
+        str, typer.Option(help="embedded alias, HF model directory or hub id")
+    ] = EMBEDDED_MODEL,
+    task: Annotated[
+        TaskType, typer.Option(help="classification | pair_classification | causal_lm")
+    ] = TaskType.classification,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="KEY=VALUE of the LoRA config or a training option, e.g. rank=8 lr=3e-4 precision=bf16",
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option(help="optimizer steps (default: the config's epochs)")
+    ] = None,
     text_column: Annotated[str | None, typer.Option(help="default: detected")] = None,
     text_pair_column: Annotated[str | None, typer.Option(help="second text of a pair task")] = None,
     label_column: Annotated[str | None, typer.Option(help="default: detected")] = None,
-    format: Annotated[DatasetFormat | None, typer.Option(help="default: from the name and content")] = None,
+    format: Annotated[
+        DatasetFormat | None, typer.Option(help="default: from the name and content")
+    ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
-    adapter_out: Annotated[Path | None, typer.Option(help="write the trained adapter archive (.tar) here")] = None,
-    g_per_kwh: Annotated[float | None, typer.Option(min=0, help="carbon intensity to price the energy at, gCO2eq/kWh")] = None,
+    adapter_out: Annotated[
+        Path | None, typer.Option(help="write the trained adapter archive (.tar) here")
+    ] = None,
+    g_per_kwh: Annotated[
+        float | None,
+        typer.Option(min=0, help="carbon intensity to price the energy at, gCO2eq/kWh"),
+    ] = None,
     pue: Annotated[float, typer.Option(min=1.0, help="datacenter power usage effectiveness")] = 1.0,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
@@ -179,18 +247,30 @@ def train(
     try:
         config, options = apply_overrides(
             LoraConfig(),
-            TrainOptions(device=device, cache_dir=settings.resolved_data_dir() / "agent" / "cache" / "tokens"),
+            TrainOptions(
+                device=device, cache_dir=settings.resolved_data_dir() / "agent" / "cache" / "tokens"
+            ),
             overrides,
         )
         request = TrainingRequest(
-            dataset=file, dataset_format=format, task=task, base_model=base_model, text_column=text_column,
-            text_pair_column=text_pair_column, label_column=label_column, config=config, options=options,
+            dataset=file,
+            dataset_format=format,
+            task=task,
+            base_model=base_model,
+            text_column=text_column,
+            text_pair_column=text_pair_column,
+            label_column=label_column,
+            config=config,
+            options=options,
         )
         from .domain.run import RunHooks, Site, run_training
 
         with _progress(err, enabled=not as_json) as on_progress:
             outcome = run_training(
-                request, site=Site(pue=pue), intensity=(lambda hour: g_per_kwh), hooks=RunHooks(on_progress=on_progress),
+                request,
+                site=Site(pue=pue),
+                intensity=(lambda hour: g_per_kwh),
+                hooks=RunHooks(on_progress=on_progress),
             )
     except TrainingError as exc:
         err.print(f"[red]{exc.reason.value}[/red]: {exc}")

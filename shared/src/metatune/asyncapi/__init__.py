@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..catalog import CATALOG, Channel
 from ..registry import default_registry
 from ..settings import Settings
-from ..catalog import CATALOG, Channel
 from .document import build
 
 

@@ -13,9 +13,9 @@ from pydantic.json_schema import models_json_schema
 
 from .. import __version__
 from ..bus.streams import stream_configs, stream_for
+from ..catalog import CATALOG, SERVICES, Channel
 from ..registry import Registry
 from ..settings import Settings
-from ..catalog import CATALOG, SERVICES, Channel
 from .examples import JOB, Example, examples
 
 Doc = dict[str, Any]
@@ -40,30 +40,61 @@ PARAMETERS = {
 def build(settings: Settings, registry: Registry) -> Doc:
     streams = {config.name: config for config in stream_configs(settings)}
     by_model = {type(e.event): e for e in examples()}
-    values = {"region": registry.regions(), "datacenter": registry.names(), "job_id": [str(JOB)], "service": list(SERVICES)}
+    values = {
+        "region": registry.regions(),
+        "datacenter": registry.names(),
+        "job_id": [str(JOB)],
+        "service": list(SERVICES),
+    }
     return {
         "asyncapi": "3.0.0",
-        "info": {"title": "MetaTune", "version": __version__, "description": DESCRIPTION,
-                 "license": {"name": "Apache-2.0"},
-                 "tags": [{"name": name, "description": f"operations of the {name}"} for name in _participants()]},
+        "info": {
+            "title": "MetaTune",
+            "version": __version__,
+            "description": DESCRIPTION,
+            "license": {"name": "Apache-2.0"},
+            "tags": [
+                {"name": name, "description": f"operations of the {name}"}
+                for name in _participants()
+            ],
+        },
         "defaultContentType": "application/json",
         "servers": {
-            "local": {"host": "127.0.0.1:4222", "protocol": "nats",
-                      "description": "`metatune up`: the configured NATS, or an embedded one with auth on"},
-            "compose": {"host": "nats:4222", "protocol": "nats",
-                        "description": "compose/docker-compose.yml: one NATS user per service, agent and submitter"},
+            "local": {
+                "host": "127.0.0.1:4222",
+                "protocol": "nats",
+                "description": "`metatune up`: the configured NATS, or an embedded one with auth on",
+            },
+            "compose": {
+                "host": "nats:4222",
+                "protocol": "nats",
+                "description": "compose/docker-compose.yml: one NATS user per service, agent and submitter",
+            },
         },
-        "channels": {ch.id: _channel(ch, streams[stream_for(ch.subject, settings)]) for ch in CATALOG},
-        "operations": dict(op for ch in CATALOG for op in _operations(ch, stream_for(ch.subject, settings))),
+        "channels": {
+            ch.id: _channel(ch, streams[stream_for(ch.subject, settings)]) for ch in CATALOG
+        },
+        "operations": dict(
+            op for ch in CATALOG for op in _operations(ch, stream_for(ch.subject, settings))
+        ),
         "components": {
             "schemas": _schemas(),
             "messages": {ch.model.__name__: _message(ch, by_model[ch.model]) for ch in CATALOG},
-            "parameters": {name: {"description": text, "examples": values[name], "location": f"$message.payload#/{name}"}
-                           for name, text in PARAMETERS.items()},
-            "correlationIds": {"study-or-job": {
-                "description": "the study or job the event belongs to: set by the producer, else the payload's job_id, "
-                               "else its study_id",
-                "location": "$message.payload#/correlation_id"}},
+            "parameters": {
+                name: {
+                    "description": text,
+                    "examples": values[name],
+                    "location": f"$message.payload#/{name}",
+                }
+                for name, text in PARAMETERS.items()
+            },
+            "correlationIds": {
+                "study-or-job": {
+                    "description": "the study or job the event belongs to: set by the producer, else the payload's job_id, "
+                    "else its study_id",
+                    "location": "$message.payload#/correlation_id",
+                }
+            },
         },
         "x-jetstream-streams": {name: _stream(config) for name, config in streams.items()},
     }
@@ -76,18 +107,25 @@ def _participants() -> list[str]:
 
 def _stream(config: StreamConfig) -> Doc:
     retention = config.retention or RetentionPolicy.LIMITS
-    return {"subjects": list(config.subjects or []), "retention": retention.value,
-            "storage": config.storage.value if config.storage else "file", "max_age_s": config.max_age,
-            "duplicate_window_s": config.duplicate_window, "max_msgs_per_subject": config.max_msgs_per_subject or -1,
-            "replicas": config.num_replicas}
+    return {
+        "subjects": list(config.subjects or []),
+        "retention": retention.value,
+        "storage": config.storage.value if config.storage else "file",
+        "max_age_s": config.max_age,
+        "duplicate_window_s": config.duplicate_window,
+        "max_msgs_per_subject": config.max_msgs_per_subject or -1,
+        "replicas": config.num_replicas,
+    }
 
 
 def _retention(config: StreamConfig) -> str:
     days = (config.max_age or 0) / 86400
     limit = config.max_msgs_per_subject or -1
     per_subject = f", the last {limit} per subject" if limit > 0 else ""
-    return (f"Stored in JetStream stream `{config.name}` ({(config.retention or RetentionPolicy.LIMITS).value} "
-            f"retention: {days:g} days{per_subject}; de-duplication window {config.duplicate_window:g} s).")
+    return (
+        f"Stored in JetStream stream `{config.name}` ({(config.retention or RetentionPolicy.LIMITS).value} "
+        f"retention: {days:g} days{per_subject}; de-duplication window {config.duplicate_window:g} s)."
+    )
 
 
 def _channel(ch: Channel, stream: StreamConfig) -> Doc:
@@ -96,7 +134,7 @@ def _channel(ch: Channel, stream: StreamConfig) -> Doc:
         "title": ch.subject,
         "summary": ch.summary,
         "description": f"{ch.summary} {_retention(stream)} Sent by: {', '.join(ch.senders)}. "
-                       f"Received by: {', '.join(r.service for r in ch.receivers)}.",
+        f"Received by: {', '.join(r.service for r in ch.receivers)}.",
         "messages": {ch.model.__name__: {"$ref": f"#/components/messages/{ch.model.__name__}"}},
         "x-jetstream-stream": stream.name,
     }
@@ -109,17 +147,35 @@ def _operations(ch: Channel, stream: str):
     ref = {"$ref": f"#/channels/{ch.id}"}
     messages = [{"$ref": f"#/channels/{ch.id}/messages/{ch.model.__name__}"}]
     for service in ch.senders:
-        yield f"{service}-send-{ch.id}", {
-            "action": "send", "channel": ref, "messages": messages, "title": f"{service} publishes {ch.model.__name__}",
-            "summary": f"Published into stream {stream} with Nats-Msg-Id = {ch.msg_id.template}.",
-            "tags": [{"name": service}]}
+        yield (
+            f"{service}-send-{ch.id}",
+            {
+                "action": "send",
+                "channel": ref,
+                "messages": messages,
+                "title": f"{service} publishes {ch.model.__name__}",
+                "summary": f"Published into stream {stream} with Nats-Msg-Id = {ch.msg_id.template}.",
+                "tags": [{"name": service}],
+            },
+        )
     for receiver in ch.receivers:
-        how = (f"durable pull consumer {', '.join(receiver.durables)} (explicit ack)" if receiver.durables
-               else "an ephemeral consumer of new messages")
-        yield f"{receiver.service}-receive-{ch.id}", {
-            "action": "receive", "channel": ref, "messages": messages,
-            "title": f"{receiver.service} consumes {ch.model.__name__}", "summary": f"Through {how} on stream {stream}.",
-            "tags": [{"name": receiver.service}], "x-durables": list(receiver.durables)}
+        how = (
+            f"durable pull consumer {', '.join(receiver.durables)} (explicit ack)"
+            if receiver.durables
+            else "an ephemeral consumer of new messages"
+        )
+        yield (
+            f"{receiver.service}-receive-{ch.id}",
+            {
+                "action": "receive",
+                "channel": ref,
+                "messages": messages,
+                "title": f"{receiver.service} consumes {ch.model.__name__}",
+                "summary": f"Through {how} on stream {stream}.",
+                "tags": [{"name": receiver.service}],
+                "x-durables": list(receiver.durables),
+            },
+        )
 
 
 def _headers(ch: Channel) -> Doc:
@@ -127,10 +183,16 @@ def _headers(ch: Channel) -> Doc:
         "type": "object",
         "required": ["Nats-Msg-Id"],
         "properties": {
-            "Nats-Msg-Id": {"type": "string", "pattern": ch.msg_id.pattern,
-                            "description": f"JetStream de-duplication id: {ch.msg_id.template}, {ch.msg_id.why}"},
-            "content-type": {"type": "string", "const": "application/json",
-                             "description": "what MetaTune's producers send; the body is JSON either way"},
+            "Nats-Msg-Id": {
+                "type": "string",
+                "pattern": ch.msg_id.pattern,
+                "description": f"JetStream de-duplication id: {ch.msg_id.template}, {ch.msg_id.why}",
+            },
+            "content-type": {
+                "type": "string",
+                "const": "application/json",
+                "description": "what MetaTune's producers send; the body is JSON either way",
+            },
         },
     }
 
@@ -146,11 +208,19 @@ def _message(ch: Channel, example: Example) -> Doc:
         "headers": _headers(ch),
         "payload": {"$ref": f"{SCHEMAS}{name}"},
         "correlationId": {"$ref": "#/components/correlationIds/study-or-job"},
-        "examples": [{"name": example.name, "summary": example.summary, "headers": example.headers,
-                      "payload": example.event.model_dump(mode="json")}],
+        "examples": [
+            {
+                "name": example.name,
+                "summary": example.summary,
+                "headers": example.headers,
+                "payload": example.event.model_dump(mode="json"),
+            }
+        ],
     }
 
 
 def _schemas() -> Doc:
-    _, top = models_json_schema([(ch.model, "validation") for ch in CATALOG], ref_template=SCHEMAS + "{model}")
+    _, top = models_json_schema(
+        [(ch.model, "validation") for ch in CATALOG], ref_template=SCHEMAS + "{model}"
+    )
     return top["$defs"]

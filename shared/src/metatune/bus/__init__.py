@@ -14,6 +14,15 @@ from .streams import (
 )
 
 __all__ = [
-    "ADAPTERS_BUCKET", "ASSIGNMENTS_BUCKET", "CHECKPOINTS_BUCKET", "DATASETS_BUCKET", "HEALTH_BUCKET", "STUDIES_BUCKET", "ObjectStore",
-    "ensure_streams", "headers_for", "publish_event", "stream_for",
+    "ADAPTERS_BUCKET",
+    "ASSIGNMENTS_BUCKET",
+    "CHECKPOINTS_BUCKET",
+    "DATASETS_BUCKET",
+    "HEALTH_BUCKET",
+    "STUDIES_BUCKET",
+    "ObjectStore",
+    "ensure_streams",
+    "headers_for",
+    "publish_event",
+    "stream_for",
 ]

@@ -54,8 +54,10 @@ class Permissions(BaseModel):
     subscribe: tuple[str, ...] = ()
 
     def __add__(self, other: Permissions) -> Permissions:
-        return Permissions(publish=_unique(self.publish + other.publish),
-                           subscribe=_unique(self.subscribe + other.subscribe))
+        return Permissions(
+            publish=_unique(self.publish + other.publish),
+            subscribe=_unique(self.subscribe + other.subscribe),
+        )
 
 
 class Principal(BaseModel):
@@ -87,21 +89,28 @@ def publish(*subject: str) -> Permissions:
 
 def durable(stream: str, name: str, filter_subject: str) -> Permissions:
     """A durable pull consumer of ``filter_subject``: look it up, create it, fetch, ack."""
-    return Permissions(publish=(
-        f"{API}.CONSUMER.INFO.{stream}.{name}",
-        f"{API}.CONSUMER.CREATE.{stream}.{name}.{filter_subject}",
-        f"{API}.CONSUMER.MSG.NEXT.{stream}.{name}",
-        f"$JS.ACK.{stream}.{name}.>",
-    ))
+    return Permissions(
+        publish=(
+            f"{API}.CONSUMER.INFO.{stream}.{name}",
+            f"{API}.CONSUMER.CREATE.{stream}.{name}.{filter_subject}",
+            f"{API}.CONSUMER.MSG.NEXT.{stream}.{name}",
+            f"$JS.ACK.{stream}.{name}.>",
+        )
+    )
 
 
 def whole_stream(stream: str) -> Permissions:
     """Read all of a stream through consumers of any name and filter (ordered replays, ticks)."""
-    return Permissions(publish=(
-        f"{API}.CONSUMER.CREATE.{stream}", f"{API}.CONSUMER.CREATE.{stream}.>",
-        f"{API}.CONSUMER.INFO.{stream}.*", f"{API}.CONSUMER.MSG.NEXT.{stream}.*",
-        f"{API}.CONSUMER.DELETE.{stream}.*", f"$JS.ACK.{stream}.>",
-    ))
+    return Permissions(
+        publish=(
+            f"{API}.CONSUMER.CREATE.{stream}",
+            f"{API}.CONSUMER.CREATE.{stream}.>",
+            f"{API}.CONSUMER.INFO.{stream}.*",
+            f"{API}.CONSUMER.MSG.NEXT.{stream}.*",
+            f"{API}.CONSUMER.DELETE.{stream}.*",
+            f"$JS.ACK.{stream}.>",
+        )
+    )
 
 
 def _stream_metadata(stream: str) -> Permissions:
@@ -110,9 +119,17 @@ def _stream_metadata(stream: str) -> Permissions:
 
 def kv_read(bucket: str) -> Permissions:
     stream = f"KV_{bucket}"
-    return _stream_metadata(stream) + whole_stream(stream) + Permissions(publish=(
-        f"{API}.DIRECT.GET.{stream}", f"{API}.DIRECT.GET.{stream}.>", f"{API}.STREAM.MSG.GET.{stream}",
-    ))
+    return (
+        _stream_metadata(stream)
+        + whole_stream(stream)
+        + Permissions(
+            publish=(
+                f"{API}.DIRECT.GET.{stream}",
+                f"{API}.DIRECT.GET.{stream}.>",
+                f"{API}.STREAM.MSG.GET.{stream}",
+            )
+        )
+    )
 
 
 def kv_write(bucket: str, *keys: str) -> Permissions:
@@ -133,20 +150,33 @@ def object_write(bucket: str) -> Permissions:
     tell that request from a read by sequence, so a writer can read the bucket's messages one by
     one. Purge takes its filter in the body: a writer may purge the whole bucket."""
     stream = f"OBJ_{bucket}"
-    return _object_metadata(bucket) + Permissions(publish=(f"$O.{bucket}.>", f"{API}.STREAM.PURGE.{stream}"))
+    return _object_metadata(bucket) + Permissions(
+        publish=(f"$O.{bucket}.>", f"{API}.STREAM.PURGE.{stream}")
+    )
 
 
 def _object_metadata(bucket: str) -> Permissions:
     stream = f"OBJ_{bucket}"
-    return _stream_metadata(stream) + Permissions(publish=(
-        f"{API}.STREAM.MSG.GET.{stream}", f"{API}.DIRECT.GET.{stream}", f"{API}.DIRECT.GET.{stream}.>",
-    ))
+    return _stream_metadata(stream) + Permissions(
+        publish=(
+            f"{API}.STREAM.MSG.GET.{stream}",
+            f"{API}.DIRECT.GET.{stream}",
+            f"{API}.DIRECT.GET.{stream}.>",
+        )
+    )
 
 
 def _layout_metadata(streams: Streams) -> Permissions:
     """Info of every stream and bucket (metadata, no message): a service checks the layout at start."""
-    names = [streams.events, streams.status, *(f"KV_{b}" for b in KV_BUCKETS), *(f"OBJ_{b}" for b in OBJECT_BUCKETS)]
-    return Permissions(publish=(f"{API}.INFO", f"{API}.STREAM.NAMES", *(f"{API}.STREAM.INFO.{n}" for n in names)))
+    names = [
+        streams.events,
+        streams.status,
+        *(f"KV_{b}" for b in KV_BUCKETS),
+        *(f"OBJ_{b}" for b in OBJECT_BUCKETS),
+    ]
+    return Permissions(
+        publish=(f"{API}.INFO", f"{API}.STREAM.NAMES", *(f"{API}.STREAM.INFO.{n}" for n in names))
+    )
 
 
 def _base(health_key: str, streams: Streams) -> Permissions:
@@ -154,8 +184,11 @@ def _base(health_key: str, streams: Streams) -> Permissions:
     (read through an ephemeral consumer on the status stream, published de-duplicated)."""
     return (
         _layout_metadata(streams)
-        + kv_read(CLOCK_BUCKET) + kv_read(HEALTH_BUCKET) + kv_write(HEALTH_BUCKET, health_key, f"{health_key}.>")
-        + whole_stream(streams.status) + publish(subjects.CLOCK_TICK)
+        + kv_read(CLOCK_BUCKET)
+        + kv_read(HEALTH_BUCKET)
+        + kv_write(HEALTH_BUCKET, health_key, f"{health_key}.>")
+        + whole_stream(streams.status)
+        + publish(subjects.CLOCK_TICK)
     )
 
 
@@ -168,31 +201,46 @@ def _service(name: str, grants: Permissions, streams: Streams) -> Principal:
 def core_services(streams: Streams) -> list[Principal]:
     ev, st = streams.events, streams.status
     return [
-        _service("profiler", durable(ev, "profiler", subjects.DATASETS_SUBMITTED)
-                 + publish(subjects.DATASETS_PROFILED) + object_read(DATASETS_BUCKET), streams),
-        _service("recommender",
-                 durable(ev, "recommender", subjects.DATASETS_PROFILED)
-                 + durable(ev, "recommender-kb-profiles", subjects.DATASETS_PROFILED)
-                 + durable(ev, "recommender-next-trial", subjects.RUNS_COMPLETED)
-                 + durable(ev, "recommender-kb-completed", subjects.RUNS_COMPLETED)
-                 + durable(ev, "recommender-next-trial-failed", subjects.RUNS_FAILED)
-                 + durable(ev, "recommender-kb-failed", subjects.RUNS_FAILED)
-                 + publish(subjects.JOBS_REQUESTED, subjects.STUDIES_STOPPED)
-                 + kv_read(STUDIES_BUCKET) + kv_write(STUDIES_BUCKET, ">"), streams),
+        _service(
+            "profiler",
+            durable(ev, "profiler", subjects.DATASETS_SUBMITTED)
+            + publish(subjects.DATASETS_PROFILED)
+            + object_read(DATASETS_BUCKET),
+            streams,
+        ),
+        _service(
+            "recommender",
+            durable(ev, "recommender", subjects.DATASETS_PROFILED)
+            + durable(ev, "recommender-kb-profiles", subjects.DATASETS_PROFILED)
+            + durable(ev, "recommender-next-trial", subjects.RUNS_COMPLETED)
+            + durable(ev, "recommender-kb-completed", subjects.RUNS_COMPLETED)
+            + durable(ev, "recommender-next-trial-failed", subjects.RUNS_FAILED)
+            + durable(ev, "recommender-kb-failed", subjects.RUNS_FAILED)
+            + publish(subjects.JOBS_REQUESTED, subjects.STUDIES_STOPPED)
+            + kv_read(STUDIES_BUCKET)
+            + kv_write(STUDIES_BUCKET, ">"),
+            streams,
+        ),
         _service("forecaster", publish(subjects.FORECASTS_ALL), streams),
-        _service("scheduler",
-                 durable(ev, "scheduler-jobs", subjects.JOBS_REQUESTED)
-                 + durable(ev, "scheduler-cancelled", subjects.JOBS_CANCELLED)
-                 + durable(ev, "scheduler-forecasts", subjects.FORECASTS_ALL)
-                 + durable(ev, "scheduler-progress", subjects.RUNS_PROGRESS_ALL)
-                 + durable(ev, "scheduler-paused", subjects.RUNS_PAUSED)
-                 + durable(ev, "scheduler-completed", subjects.RUNS_COMPLETED)
-                 + durable(ev, "scheduler-failed", subjects.RUNS_FAILED)
-                 + durable(st, "scheduler-agents", subjects.AGENTS_STATUS_ALL)
-                 + whole_stream(ev)  # its state is rebuilt by replaying the event log
-                 + publish(subjects.ASSIGNMENTS_ALL, subjects.PLANS, subjects.JOBS_INFEASIBLE)
-                 + kv_read(ASSIGNMENTS_BUCKET) + kv_write(ASSIGNMENTS_BUCKET, ">"), streams),
-        _service("telemetry", whole_stream(ev), streams),  # reads everything, publishes its errors only
+        _service(
+            "scheduler",
+            durable(ev, "scheduler-jobs", subjects.JOBS_REQUESTED)
+            + durable(ev, "scheduler-cancelled", subjects.JOBS_CANCELLED)
+            + durable(ev, "scheduler-forecasts", subjects.FORECASTS_ALL)
+            + durable(ev, "scheduler-progress", subjects.RUNS_PROGRESS_ALL)
+            + durable(ev, "scheduler-paused", subjects.RUNS_PAUSED)
+            + durable(ev, "scheduler-completed", subjects.RUNS_COMPLETED)
+            + durable(ev, "scheduler-failed", subjects.RUNS_FAILED)
+            + durable(st, "scheduler-agents", subjects.AGENTS_STATUS_ALL)
+            + whole_stream(ev)  # its state is rebuilt by replaying the event log
+            + publish(subjects.ASSIGNMENTS_ALL, subjects.PLANS, subjects.JOBS_INFEASIBLE)
+            + kv_read(ASSIGNMENTS_BUCKET)
+            + kv_write(ASSIGNMENTS_BUCKET, ">"),
+            streams,
+        ),
+        _service(
+            "telemetry", whole_stream(ev), streams
+        ),  # reads everything, publishes its errors only
     ]
 
 
@@ -209,10 +257,19 @@ def agent(datacenter: str, region: str, streams: Streams) -> Principal:
         _base(user, streams)
         + durable(streams.events, durable_name, subjects.assignments(datacenter))
         + durable(streams.events, f"{durable_name}-forecasts", subjects.forecasts(region))
-        + publish(subjects.agent_status(datacenter), subjects.RUNS_PROGRESS_ALL, subjects.RUNS_COMPLETED,
-                  subjects.RUNS_FAILED, subjects.RUNS_PAUSED, subjects.errors("trainer-agent"))
-        + kv_read(ASSIGNMENTS_BUCKET) + kv_read(STUDIES_BUCKET)
-        + object_read(DATASETS_BUCKET) + object_read(CHECKPOINTS_BUCKET) + object_write(CHECKPOINTS_BUCKET)
+        + publish(
+            subjects.agent_status(datacenter),
+            subjects.RUNS_PROGRESS_ALL,
+            subjects.RUNS_COMPLETED,
+            subjects.RUNS_FAILED,
+            subjects.RUNS_PAUSED,
+            subjects.errors("trainer-agent"),
+        )
+        + kv_read(ASSIGNMENTS_BUCKET)
+        + kv_read(STUDIES_BUCKET)
+        + object_read(DATASETS_BUCKET)
+        + object_read(CHECKPOINTS_BUCKET)
+        + object_write(CHECKPOINTS_BUCKET)
         + object_write(ADAPTERS_BUCKET)
     )
     return Principal(name=user, role="agent", permissions=perms)
@@ -222,8 +279,10 @@ def submitter(streams: Streams) -> Principal:
     """External systems and ``metatune submit`` / ``cancel``: upload a dataset, request, cancel."""
     perms = (
         Permissions(publish=(f"{API}.INFO", f"{API}.STREAM.NAMES"))
-        + _stream_metadata(streams.events) + kv_read(CLOCK_BUCKET)
-        + publish(subjects.DATASETS_SUBMITTED, subjects.JOBS_CANCELLED) + object_write(DATASETS_BUCKET)
+        + _stream_metadata(streams.events)
+        + kv_read(CLOCK_BUCKET)
+        + publish(subjects.DATASETS_SUBMITTED, subjects.JOBS_CANCELLED)
+        + object_write(DATASETS_BUCKET)
     )
     return Principal(name=SUBMITTER, role="submitter", permissions=perms)
 
@@ -234,8 +293,21 @@ def principals(registry: Registry | None = None, streams: Streams | None = None)
     streams = streams or Streams()
     registry = registry or default_registry()
     agents = [agent(dc.name, dc.region, streams) for dc in registry.datacenters]
-    return [Principal(name=ADMIN, role="admin", permissions=None), *core_services(streams), *agents, submitter(streams)]
+    return [
+        Principal(name=ADMIN, role="admin", permissions=None),
+        *core_services(streams),
+        *agents,
+        submitter(streams),
+    ]
 
 
-__all__ = ["ADMIN", "SUBMITTER", "Permissions", "Principal", "Streams", "agent", "agent_user",
-           "principals"]
+__all__ = [
+    "ADMIN",
+    "SUBMITTER",
+    "Permissions",
+    "Principal",
+    "Streams",
+    "agent",
+    "agent_user",
+    "principals",
+]

@@ -58,7 +58,10 @@ def client_credential(settings: Settings, user: str | None = None) -> dict[str, 
     if settings.nats_nkey_file:
         return _nkey(settings.nats_nkey_file)
     if settings.nats_user and settings.nats_password_file:
-        return {"user": settings.nats_user, "password": settings.nats_password_file.read_text().strip()}
+        return {
+            "user": settings.nats_user,
+            "password": settings.nats_password_file.read_text().strip(),
+        }
     if user:
         local = NatsSecrets(directory=settings.resolved_nats_secrets_dir())
         if user == ADMIN and local.password_file().is_file():
@@ -76,8 +79,15 @@ async def connect_once(url: str, timeout_s: float, **auth: Any) -> Client:
     """Connect or raise :class:`BusUnavailable` within about ``timeout_s`` (no reconnect loop)."""
     try:
         return await asyncio.wait_for(
-            nats.connect(url, connect_timeout=timeout_s, max_reconnect_attempts=1, allow_reconnect=False,
-                         reconnect_time_wait=0, error_cb=_silent, **auth),
+            nats.connect(
+                url,
+                connect_timeout=timeout_s,
+                max_reconnect_attempts=1,
+                allow_reconnect=False,
+                reconnect_time_wait=0,
+                error_cb=_silent,
+                **auth,
+            ),
             timeout=timeout_s * 2 + 1,
         )
     except Exception as exc:
@@ -86,4 +96,6 @@ async def connect_once(url: str, timeout_s: float, **auth: Any) -> Client:
 
 async def connect_as(settings: Settings, user: str | None = None) -> Client:
     """:func:`connect_once` with this process's credential (see :func:`client_auth`)."""
-    return await connect_once(settings.nats_url, settings.connect_timeout_s, **client_auth(settings, user))
+    return await connect_once(
+        settings.nats_url, settings.connect_timeout_s, **client_auth(settings, user)
+    )

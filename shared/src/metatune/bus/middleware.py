@@ -98,7 +98,13 @@ def contract_middleware(service: Service) -> type[BaseMiddleware]:
                     return None
                 if deliveries < settings.max_deliver:
                     delay = settings.retry_backoff_s * 2 ** (deliveries - 1)
-                    log.warning("handler for %s failed (delivery %d), retry in %.1fs: %r", subject, deliveries, delay, exc)
+                    log.warning(
+                        "handler for %s failed (delivery %d), retry in %.1fs: %r",
+                        subject,
+                        deliveries,
+                        delay,
+                        exc,
+                    )
                     await msg.nack(delay=delay)
                     return None
                 await service.report_error(

@@ -62,11 +62,14 @@ async def retrying(
         except TRANSIENT as exc:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise BusUnavailable("the bus", f"{what}: no answer for {budget_s:.0f} s ({exc!r})") from exc
+                raise BusUnavailable(
+                    "the bus", f"{what}: no answer for {budget_s:.0f} s ({exc!r})"
+                ) from exc
             wait = min(delay, max_delay_s, left)
             log.warning("%s failed (attempt %d, %r); retrying in %.1f s", what, attempt, exc, wait)
             await sleep(wait)
             delay, attempt = delay * 2, attempt + 1
+
 
 # What a caller that already retried treats as "the bus is down" (not a fault of the work): the
 # budget spent, or a NATS error. Narrower than TRANSIENT (no OSError: a missing file is not an outage).

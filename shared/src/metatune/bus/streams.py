@@ -83,16 +83,26 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
             await js.object_store(bucket)
         except (BucketNotFoundError, NotFoundError):
             await js.create_object_store(
-                bucket, ObjectStoreConfig(storage=StorageType.FILE, replicas=settings.stream_replicas)
+                bucket,
+                ObjectStoreConfig(storage=StorageType.FILE, replicas=settings.stream_replicas),
             )
 
 
 def _same(current: StreamConfig, wanted: StreamConfig) -> bool:
     fields = ("storage", "num_replicas", "max_msgs_per_subject")
-    return (sorted(current.subjects or []) == sorted(wanted.subjects or [])
-            and all(getattr(current, f) == getattr(wanted, f) for f in fields if getattr(wanted, f) is not None)
-            and all(abs((getattr(current, f) or 0) - getattr(wanted, f)) < 1e-3
-                    for f in ("duplicate_window", "max_age") if getattr(wanted, f) is not None))
+    return (
+        sorted(current.subjects or []) == sorted(wanted.subjects or [])
+        and all(
+            getattr(current, f) == getattr(wanted, f)
+            for f in fields
+            if getattr(wanted, f) is not None
+        )
+        and all(
+            abs((getattr(current, f) or 0) - getattr(wanted, f)) < 1e-3
+            for f in ("duplicate_window", "max_age")
+            if getattr(wanted, f) is not None
+        )
+    )
 
 
 async def ensure_kv(js: JetStreamContext, bucket: str, ttl_s: float | None, settings: Settings):
@@ -100,5 +110,10 @@ async def ensure_kv(js: JetStreamContext, bucket: str, ttl_s: float | None, sett
         return await js.key_value(bucket)
     except (BucketNotFoundError, NotFoundError):
         return await js.create_key_value(
-            KeyValueConfig(bucket=bucket, ttl=ttl_s, storage=StorageType.FILE, replicas=settings.stream_replicas)
+            KeyValueConfig(
+                bucket=bucket,
+                ttl=ttl_s,
+                storage=StorageType.FILE,
+                replicas=settings.stream_replicas,
+            )
         )

@@ -30,7 +30,9 @@ adapter_app = typer.Typer(help="Trained LoRA adapters.", no_args_is_help=True)
 def adapter_key(settings: Settings, job: str) -> str:
     """The adapter key the job's completion names, or one clear line saying why there is none."""
     job_id = parse_id(job, "job")
-    trial = next((s.trials[job_id] for s in load_studies(settings).values() if job_id in s.trials), None)
+    trial = next(
+        (s.trials[job_id] for s in load_studies(settings).values() if job_id in s.trials), None
+    )
     if trial is None:
         raise fail(f"no job {job_id} in the event log", code=1)
     if trial.completed is None or trial.completed.adapter_key is None:
@@ -39,9 +41,11 @@ def adapter_key(settings: Settings, job: str) -> str:
 
 
 @adapter_app.command("download")
-def download(job: str = typer.Argument(..., help="Job (trial) id, as `metatune study show` lists it"),
-             out: Path = typer.Option(..., "--out", help="Directory to write the adapter to (new or empty)"),
-             raw: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+def download(
+    job: str = typer.Argument(..., help="Job (trial) id, as `metatune study show` lists it"),
+    out: Path = typer.Option(..., "--out", help="Directory to write the adapter to (new or empty)"),
+    raw: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
     """Download JOB's adapter into OUT; it loads with peft.PeftModel.from_pretrained(base_model, OUT)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise fail(f"{out} exists and is not an empty directory")
@@ -67,6 +71,14 @@ def download(job: str = typer.Argument(..., help="Job (trial) id, as `metatune s
     metadata_file = out / "metatune.json"
     metadata = json.loads(metadata_file.read_text()) if metadata_file.is_file() else {}
     if raw:
-        print_json({"job_id": job, "key": f"{ADAPTERS_BUCKET}/{key}", "out": str(out), "files": files, "metadata": metadata})
+        print_json(
+            {
+                "job_id": job,
+                "key": f"{ADAPTERS_BUCKET}/{key}",
+                "out": str(out),
+                "files": files,
+                "metadata": metadata,
+            }
+        )
         return
     console.print(f"{ADAPTERS_BUCKET}/{key} -> {out} ({', '.join(files)})", highlight=False)

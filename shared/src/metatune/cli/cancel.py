@@ -12,23 +12,27 @@ from rich.console import Console
 
 from .. import subjects
 from ..bus import headers_for
+from ..bus.auth import SUBMITTER
 from ..bus.streams import stream_for
 from ..contracts import JobCancelled, JobRequested
 from ..errors import BusUnavailable
 from ..settings import Settings, get_settings
-from ..bus.auth import SUBMITTER
 from .connect import bus, err_console, fail
 from .eventlog import read_log
 from .output import JSON_HELP, print_json
-from .validation import parse_id
 from .submit import platform_clock
+from .validation import parse_id
 
 console = Console()
 
 
 def cancel(
-    job: str = typer.Argument(..., metavar="JOB_ID", help="The job (trial) id, as in `metatune events`"),
-    reason: str = typer.Option("cancelled by the user", help="Why: kept in the event log and sent to the study's webhook"),
+    job: str = typer.Argument(
+        ..., metavar="JOB_ID", help="The job (trial) id, as in `metatune events`"
+    ),
+    reason: str = typer.Option(
+        "cancelled by the user", help="Why: kept in the event log and sent to the study's webhook"
+    ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id."""
@@ -41,8 +45,12 @@ def cancel(
             await check_requested(js, settings, job_id)
             clock = await platform_clock(js)
             event = JobCancelled(occurred_at=clock.now(), job_id=job_id, reason=reason)
-            await js.publish(subjects.JOBS_CANCELLED, event.to_bytes(), headers=headers_for(event),
-                             stream=stream_for(subjects.JOBS_CANCELLED, settings))
+            await js.publish(
+                subjects.JOBS_CANCELLED,
+                event.to_bytes(),
+                headers=headers_for(event),
+                stream=stream_for(subjects.JOBS_CANCELLED, settings),
+            )
             return event
 
     try:
@@ -63,7 +71,10 @@ async def check_requested(js: JetStreamContext, settings: Settings, job_id: UUID
     try:
         logged = await read_log(js, settings.stream_name, {subjects.JOBS_REQUESTED: JobRequested})
     except (NatsError, TimeoutError) as exc:
-        err_console.print(f"warning: could not check that job {job_id} exists ({type(exc).__name__})", highlight=False)
+        err_console.print(
+            f"warning: could not check that job {job_id} exists ({type(exc).__name__})",
+            highlight=False,
+        )
         return
     if not any(item.event.job_id == job_id for item in logged):  # type: ignore[attr-defined]
         raise fail(f"no job {job_id} in the event log", code=1)

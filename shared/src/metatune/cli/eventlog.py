@@ -47,7 +47,9 @@ class Logged:
     event: Event
 
 
-async def read_log(js: JetStreamContext, stream: str, wanted: dict[str, type[Event]] = STUDY_SUBJECTS) -> list[Logged]:
+async def read_log(
+    js: JetStreamContext, stream: str, wanted: dict[str, type[Event]] = STUDY_SUBJECTS
+) -> list[Logged]:
     """Every valid event on ``wanted``'s subjects, oldest first (invalid ones were reported by the services)."""
     logged: list[Logged] = []
     for subject, contract in wanted.items():
@@ -55,20 +57,32 @@ async def read_log(js: JetStreamContext, stream: str, wanted: dict[str, type[Eve
     return sorted(logged, key=lambda item: item.seq)
 
 
-async def _replay(js: JetStreamContext, stream: str, subject: str, contract: type[Event]) -> Iterable[Logged]:
+async def _replay(
+    js: JetStreamContext, stream: str, subject: str, contract: type[Event]
+) -> Iterable[Logged]:
     # Counted up front: a consumer's num_pending drops as soon as the server pushes, before we read.
     info = await js.stream_info(stream, subjects_filter=subject)
     count = sum((info.state.subjects or {}).values())
     if not count:
         return []
-    sub = await js.subscribe(subject, stream=stream, ordered_consumer=True,
-                             config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
+    sub = await js.subscribe(
+        subject,
+        stream=stream,
+        ordered_consumer=True,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+    )
     out: list[Logged] = []
     try:
         for _ in range(count):
             msg = await sub.next_msg(timeout=REPLY_TIMEOUT_S)
             try:
-                out.append(Logged(msg.metadata.sequence.stream, msg.subject, contract.model_validate_json(msg.data)))
+                out.append(
+                    Logged(
+                        msg.metadata.sequence.stream,
+                        msg.subject,
+                        contract.model_validate_json(msg.data),
+                    )
+                )
             except ValidationError:
                 continue
     finally:

@@ -16,14 +16,34 @@ from .connect import bus, fail
 
 console = Console()
 
-_STYLE = {"errors": "red", "datasets": "cyan", "jobs": "magenta", "forecasts": "blue", "plans": "yellow",
-          "assignments": "green", "runs": "bright_green", "agents": "dim", "clock": "dim"}
+_STYLE = {
+    "errors": "red",
+    "datasets": "cyan",
+    "jobs": "magenta",
+    "forecasts": "blue",
+    "plans": "yellow",
+    "assignments": "green",
+    "runs": "bright_green",
+    "agents": "dim",
+    "clock": "dim",
+}
 
 
 def summarize(subject: str, payload: dict) -> str:
     """One line per event: the fields a person reads first."""
-    keys = ("code", "message", "study_id", "job_id", "region", "datacenter", "action", "step", "reason",
-            "expected_emissions_g", "hour")
+    keys = (
+        "code",
+        "message",
+        "study_id",
+        "job_id",
+        "region",
+        "datacenter",
+        "action",
+        "step",
+        "reason",
+        "expected_emissions_g",
+        "hour",
+    )
     parts = [f"{k}={payload[k]}" for k in keys if payload.get(k) not in (None, "", [])]
     return " ".join(parts)[:200]
 
@@ -39,7 +59,10 @@ class StudyFilter:
     def __call__(self, payload: dict) -> bool:
         if self.study is None:
             return True
-        if str(payload.get("study_id")) == self.study or payload.get("correlation_id") == self.study:
+        if (
+            str(payload.get("study_id")) == self.study
+            or payload.get("correlation_id") == self.study
+        ):
             if payload.get("job_id"):
                 self.jobs.add(str(payload["job_id"]))
             return True
@@ -48,12 +71,20 @@ class StudyFilter:
 
 def events(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events"),
-    last: int = typer.Option(20, min=0, help="Events of history to show first (counted after the filters)"),
+    last: int = typer.Option(
+        20, min=0, help="Events of history to show first (counted after the filters)"
+    ),
     subject: str = typer.Option("metatune.>", help="Subject filter"),
-    study: str | None = typer.Option(None, "--study", help="Only this study's events (its jobs' events included)"),
-    status_stream: bool = typer.Option(False, "--status", help="Tail heartbeats and clock ticks instead"),
+    study: str | None = typer.Option(
+        None, "--study", help="Only this study's events (its jobs' events included)"
+    ),
+    status_stream: bool = typer.Option(
+        False, "--status", help="Tail heartbeats and clock ticks instead"
+    ),
     raw: bool = typer.Option(False, "--json", help="Print each event as JSON"),
-    hide: list[str] = typer.Option([], "--hide", help="Subject prefix to leave out, e.g. metatune.forecasts (repeatable)"),
+    hide: list[str] = typer.Option(
+        [], "--hide", help="Subject prefix to leave out, e.g. metatune.forecasts (repeatable)"
+    ),
 ) -> None:
     """Tail the event log (stream METATUNE), newest last."""
     settings = get_settings()
@@ -68,8 +99,12 @@ def events(
             js = nc.jetstream()
             info = await js.stream_info(stream)
             history: deque[tuple[str, dict]] = deque(maxlen=max(last, 0) or None)
-            sub = await js.subscribe(subject, stream=stream, ordered_consumer=True,
-                                     config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
+            sub = await js.subscribe(
+                subject,
+                stream=stream,
+                ordered_consumer=True,
+                config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+            )
             caught_up = info.state.messages == 0
             while not caught_up:  # the filters apply before counting the last N
                 try:
@@ -112,4 +147,7 @@ def _print(subject: str, payload: dict, raw: bool) -> None:
     family = subject.split(".")[1] if subject.count(".") >= 1 else ""
     style = _STYLE.get(family, "white")
     when = str(payload.get("occurred_at", ""))[:19]
-    console.print(f"[dim]{when}[/dim] [{style}]{subject}[/{style}] {summarize(subject, payload)}", highlight=False)
+    console.print(
+        f"[dim]{when}[/dim] [{style}]{subject}[/{style}] {summarize(subject, payload)}",
+        highlight=False,
+    )

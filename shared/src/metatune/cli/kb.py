@@ -21,7 +21,9 @@ from .output import JSON_HELP, print_json
 if TYPE_CHECKING:
     from ..knowledge.store import ImportReport
 
-kb_app = typer.Typer(help="The knowledge base of fine-tuning runs: build, import, stats.", no_args_is_help=True)
+kb_app = typer.Typer(
+    help="The knowledge base of fine-tuning runs: build, import, stats.", no_args_is_help=True
+)
 
 
 def _store():
@@ -42,7 +44,9 @@ async def _import(file: Path | None, public: Path | None) -> list[ImportReport]:
         if file is not None:
             report = await store.import_file(file)
             if report.torn:
-                err_console.print(f"[yellow]{file}: its last line was cut short and was skipped[/yellow]")
+                err_console.print(
+                    f"[yellow]{file}: its last line was cut short and was skipped[/yellow]"
+                )
             reports.append(report)
         if public is not None:
             imported = await asyncio.to_thread(import_public, public)
@@ -51,15 +55,29 @@ async def _import(file: Path | None, public: Path | None) -> list[ImportReport]:
                 by_table.setdefault(run.provenance.source, []).append(run)
             for source, runs in by_table.items():
                 added = await store.add_runs(runs)
-                reports.append(ImportReport(name=source, runs=len(runs), added=added, existed=len(runs) - added,
-                                            sources={source: len(runs)}))
+                reports.append(
+                    ImportReport(
+                        name=source,
+                        runs=len(runs),
+                        added=added,
+                        existed=len(runs) - added,
+                        sources={source: len(runs)},
+                    )
+                )
     return reports
 
 
 @kb_app.command("import")
 def import_(
-    file: Annotated[Path | None, typer.Argument(help="knowledge-base file (.jsonl or .jsonl.gz)")] = None,
-    public: Annotated[Path | None, typer.Option(help="public HPO folder (nmt_hpo/, deberta_mnli/, peft_metamathqa/, tasks.csv)")] = None,
+    file: Annotated[
+        Path | None, typer.Argument(help="knowledge-base file (.jsonl or .jsonl.gz)")
+    ] = None,
+    public: Annotated[
+        Path | None,
+        typer.Option(
+            help="public HPO folder (nmt_hpo/, deberta_mnli/, peft_metamathqa/, tasks.csv)"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Load a knowledge-base file, or the public HPO tables, into the configured database; each run
@@ -104,13 +122,22 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = Fal
         return
     console = Console()
     table = Table("", "value", title="knowledge base", show_header=False)
-    table.add_row("runs", f"{summary.runs} ({summary.runs_completed} completed, {summary.runs_early_stopped} "
-                          f"early-stopped, {summary.runs_failed} failed)")
+    table.add_row(
+        "runs",
+        f"{summary.runs} ({summary.runs_completed} completed, {summary.runs_early_stopped} "
+        f"early-stopped, {summary.runs_failed} failed)",
+    )
     table.add_row("datasets", str(summary.datasets))
-    table.add_row("configurations per dataset", f"min {summary.configs_per_dataset_min}, median "
-                  f"{summary.configs_per_dataset_median:g}, max {summary.configs_per_dataset_max}")
+    table.add_row(
+        "configurations per dataset",
+        f"min {summary.configs_per_dataset_min}, median "
+        f"{summary.configs_per_dataset_median:g}, max {summary.configs_per_dataset_max}",
+    )
     table.add_row("base models", str(summary.base_models))
-    table.add_row("study profiles", f"{summary.study_profiles} ({summary.runs_profile_missing} runs await one)")
+    table.add_row(
+        "study profiles",
+        f"{summary.study_profiles} ({summary.runs_profile_missing} runs await one)",
+    )
     if summary.datasets_with_majority_baseline:
         table.add_row(
             "best run beats the majority class",

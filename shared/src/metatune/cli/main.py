@@ -20,8 +20,8 @@ from .cancel import cancel
 from .connect import fail
 from .events import events
 from .kb import kb_app
-from .results import results
 from .platform_cmds import bus_init, down, restart, secrets, status, up
+from .results import results
 from .study import study_app
 from .submit import submit
 
@@ -57,9 +57,21 @@ class OneLineUsageErrors(TyperGroup):
             return super().invoke(ctx)
 
 
-app = typer.Typer(cls=OneLineUsageErrors, help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True)
-CORE_COMMANDS = {"up": up, "down": down, "restart": restart, "status": status, "submit": submit, "cancel": cancel, "events": events,
-                 "secrets": secrets, "bus-init": bus_init, "results": results}
+app = typer.Typer(
+    cls=OneLineUsageErrors, help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True
+)
+CORE_COMMANDS = {
+    "up": up,
+    "down": down,
+    "restart": restart,
+    "status": status,
+    "submit": submit,
+    "cancel": cancel,
+    "events": events,
+    "secrets": secrets,
+    "bus-init": bus_init,
+    "results": results,
+}
 for name, command in CORE_COMMANDS.items():
     app.command(name)(command)
 app.add_typer(kb_app, name="kb")
@@ -76,8 +88,13 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit", callback=_print_version,
-                                 is_eager=True),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print the version and exit",
+        callback=_print_version,
+        is_eager=True,
+    ),
 ) -> None:
     """MetaTune: carbon-aware LoRA fine-tuning."""
 
@@ -91,12 +108,16 @@ def _load(group: str, target: typer.Typer) -> None:
     for ep in entry_points(group=group):
         try:
             loaded = ep.load()
-            if isinstance(loaded, typer.Typer):  # a command group (``metatune webhooks list|retry``)
+            if isinstance(
+                loaded, typer.Typer
+            ):  # a command group (``metatune webhooks list|retry``)
                 target.add_typer(loaded, name=ep.name)
             else:
                 target.command(ep.name)(loaded)
         except Exception as exc:  # a broken plugin must not break the core commands
-            logging.getLogger("metatune.cli").warning("CLI plugin %s failed to load: %s", ep.name, exc)
+            logging.getLogger("metatune.cli").warning(
+                "CLI plugin %s failed to load: %s", ep.name, exc
+            )
 
 
 if _wants_plugins(sys.argv):

@@ -10,14 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..bus.auth import ADMIN, Streams, principals
 from ..bus.clock import reset_anchor
+from ..bus.connection import client_auth
+from ..bus.credentials import NatsSecrets, generate, write_password
 from ..bus.streams import CLOCK_BUCKET, HEALTH_BUCKET, ensure_streams
 from ..clock import new_anchor
 from ..contracts import ServiceHealth
 from ..embedded import servers
-from ..bus.auth import ADMIN, Streams, principals
-from ..bus.connection import client_auth
-from ..bus.credentials import NatsSecrets, generate, write_password
 from ..embedded.probe import nats_answers, nats_requires_auth, postgres_answers
 from ..embedded.supervisor import (
     ManagedProcess,
@@ -54,7 +54,9 @@ def nats_secrets(settings: Settings, rotate: bool = False) -> NatsSecrets:
     """The embedded server's credentials: every user of the registry's datacenters, kept across
     runs (``rotate`` replaces them all)."""
     streams = Streams(events=settings.stream_name, status=settings.status_stream_name)
-    return generate(settings.resolved_nats_secrets_dir(), principals(streams=streams), rotate=rotate)
+    return generate(
+        settings.resolved_nats_secrets_dir(), principals(streams=streams), rotate=rotate
+    )
 
 
 def _start_nats(settings: Settings, started: list[ManagedProcess]) -> tuple[bool, bool]:
@@ -65,26 +67,42 @@ def _start_nats(settings: Settings, started: list[ManagedProcess]) -> tuple[bool
     if requires_auth is None:
         console.print(f"NATS: nothing answers at {shown}; starting embedded nats-server (auth on)")
         logs = run_dir(settings)
-        proc = servers.start_nats(url, settings.resolved_data_dir(), logs, auth=nats_secrets(settings))
+        proc = servers.start_nats(
+            url, settings.resolved_data_dir(), logs, auth=nats_secrets(settings)
+        )
         started.append(record(proc, "nats-server", "nats", logs / "nats-server.log"))
-        _wait(lambda: asyncio.run(nats_answers(url, 0.5, **client_auth(settings, ADMIN))), 20, "embedded NATS")
+        _wait(
+            lambda: asyncio.run(nats_answers(url, 0.5, **client_auth(settings, ADMIN))),
+            20,
+            "embedded NATS",
+        )
         return True, True
-    if not asyncio.run(nats_answers(url, settings.connect_timeout_s, **client_auth(settings, ADMIN))):
-        raise fail(f"the NATS at {shown} refused our credentials: give the admin's with METATUNE_NATS_USER and "
-                   "METATUNE_NATS_PASSWORD_FILE (README, Security)")
+    if not asyncio.run(
+        nats_answers(url, settings.connect_timeout_s, **client_auth(settings, ADMIN))
+    ):
+        raise fail(
+            f"the NATS at {shown} refused our credentials: give the admin's with METATUNE_NATS_USER and "
+            "METATUNE_NATS_PASSWORD_FILE (README, Security)"
+        )
     if not requires_auth:
-        console.print(f"[yellow]NATS at {shown} has no authentication: anyone who reaches it may publish and "
-                      "read everything (README, Security)[/yellow]")
+        console.print(
+            f"[yellow]NATS at {shown} has no authentication: anyone who reaches it may publish and "
+            "read everything (README, Security)[/yellow]"
+        )
     return False, requires_auth
 
 
-def _start_infrastructure(settings: Settings, started: list[ManagedProcess]) -> tuple[bool, bool, bool]:
+def _start_infrastructure(
+    settings: Settings, started: list[ManagedProcess]
+) -> tuple[bool, bool, bool]:
     logs = run_dir(settings)
     data = settings.resolved_data_dir()
     nats_embedded, nats_auth = _start_nats(settings, started)
     pg_embedded = not postgres_answers(settings.database_url, settings.connect_timeout_s)
     if pg_embedded:
-        console.print(f"PostgreSQL: nothing answers at {redact_url(settings.database_url)}; starting embedded PostgreSQL")
+        console.print(
+            f"PostgreSQL: nothing answers at {redact_url(settings.database_url)}; starting embedded PostgreSQL"
+        )
         proc = servers.start_postgres(settings.database_url, data, logs)
         started.append(record(proc, "postgres", "postgres", logs / "postgres.log"))
         _wait(lambda: postgres_answers(settings.database_url, 1), 30, "embedded PostgreSQL")
@@ -103,7 +121,11 @@ async def _prepare_bus(settings: Settings, simulate: bool) -> None:
 
 
 def up(
-    simulate: bool = typer.Option(False, "--simulate", help="Simulated clock: an hour passes in METATUNE_SIM_SECONDS_PER_HOUR s"),
+    simulate: bool = typer.Option(
+        False,
+        "--simulate",
+        help="Simulated clock: an hour passes in METATUNE_SIM_SECONDS_PER_HOUR s",
+    ),
     wait: bool = typer.Option(True, help="Wait until every service reports healthy"),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -124,16 +146,31 @@ def _start_all(settings: Settings, simulate: bool, wait: bool) -> list[str]:
     if missing:
         raise fail(f"services not installed: {', '.join(missing)} (run scripts/install)")
     started: list[ManagedProcess] = []
-    state = RunState(nats_url=settings.nats_url, database_url=settings.database_url, nats_embedded=False,
-                     postgres_embedded=False, simulated=simulate)
+    state = RunState(
+        nats_url=settings.nats_url,
+        database_url=settings.database_url,
+        nats_embedded=False,
+        postgres_embedded=False,
+        simulated=simulate,
+    )
     try:
         nats_embedded, nats_auth, pg_embedded = _start_infrastructure(settings, started)
-        state = state.model_copy(update={"nats_embedded": nats_embedded, "nats_auth": nats_auth,
-                                         "postgres_embedded": pg_embedded, "processes": started})
+        state = state.model_copy(
+            update={
+                "nats_embedded": nats_embedded,
+                "nats_auth": nats_auth,
+                "postgres_embedded": pg_embedded,
+                "processes": started,
+            }
+        )
         save_state(settings, state)
         asyncio.run(_prepare_bus(settings, simulate))
         for spec in platform_services(settings):
-            started.append(spawn_service(spec.instance, spec.module, _service_env(settings, state, spec), settings))
+            started.append(
+                spawn_service(
+                    spec.instance, spec.module, _service_env(settings, state, spec), settings
+                )
+            )
             state = state.model_copy(update={"processes": started})
             save_state(settings, state)
     except BaseException:
@@ -147,14 +184,19 @@ def _start_all(settings: Settings, simulate: bool, wait: bool) -> list[str]:
 
 def _service_env(settings: Settings, state: RunState, spec: ServiceSpec) -> dict[str, str]:
     """The environment ``up`` gives one service process (``restart`` gives the same)."""
-    env = {"METATUNE_NATS_URL": state.nats_url, "METATUNE_DATABASE_URL": state.database_url,
-           "METATUNE_DATA_DIR": str(settings.resolved_data_dir()),
-           "METATUNE_CLOCK": "simulated" if state.simulated else "real", "METATUNE_SERVICE_NAME": spec.instance}
+    env = {
+        "METATUNE_NATS_URL": state.nats_url,
+        "METATUNE_DATABASE_URL": state.database_url,
+        "METATUNE_DATA_DIR": str(settings.resolved_data_dir()),
+        "METATUNE_CLOCK": "simulated" if state.simulated else "real",
+        "METATUNE_SERVICE_NAME": spec.instance,
+    }
     if spec.name == "trainer-agent":
         env["METATUNE_DATACENTER"] = spec.instance.split(".", 1)[1]
     if state.nats_embedded:  # our server: each process logs in as its own user (the instance name)
-        env["METATUNE_NATS_NKEY_FILE"] = str(NatsSecrets(directory=settings.resolved_nats_secrets_dir())
-                                             .seed_file(spec.instance))
+        env["METATUNE_NATS_NKEY_FILE"] = str(
+            NatsSecrets(directory=settings.resolved_nats_secrets_dir()).seed_file(spec.instance)
+        )
     return env
 
 
@@ -167,19 +209,30 @@ def _start_missing(settings: Settings, state: RunState, simulate: bool, wait: bo
     one added to METATUNE_LOCAL_DATACENTERS), leaving the rest alone."""
     dead = _dead_infrastructure(state)
     if dead:
-        raise fail(f"embedded {', '.join(dead)} of this platform exited while services still run; "
-                   "run `metatune down`, then `metatune up`")
+        raise fail(
+            f"embedded {', '.join(dead)} of this platform exited while services still run; "
+            "run `metatune down`, then `metatune up`"
+        )
     if simulate != state.simulated:
-        console.print(f"[yellow]the platform already runs with the {'simulated' if state.simulated else 'real'} clock; "
-                      "keeping it (run `metatune down` first to change it)[/yellow]")
+        console.print(
+            f"[yellow]the platform already runs with the {'simulated' if state.simulated else 'real'} clock; "
+            "keeping it (run `metatune down` first to change it)[/yellow]"
+        )
     running = {p.name for p in state.processes if p.role == "service" and alive(p.pid)}
     missing = [spec for spec in platform_services(settings) if spec.instance not in running]
     if not missing:
-        console.print("the platform is already up; nothing to start (`metatune restart SERVICE` restarts one)")
+        console.print(
+            "the platform is already up; nothing to start (`metatune restart SERVICE` restarts one)"
+        )
         return []
     for spec in missing:
-        state = _replace_process(settings, state, spawn_service(spec.instance, spec.module,
-                                                                _service_env(settings, state, spec), settings))
+        state = _replace_process(
+            settings,
+            state,
+            spawn_service(
+                spec.instance, spec.module, _service_env(settings, state, spec), settings
+            ),
+        )
     console.print(f"started what was missing: {', '.join(spec.instance for spec in missing)}")
     if wait:
         _wait_healthy(settings, state, only={spec.instance for spec in missing})
@@ -194,8 +247,11 @@ def _replace_process(settings: Settings, state: RunState, process: ManagedProces
 
 
 def restart(
-    service: str = typer.Argument(..., help="An instance (scheduler, trainer-agent.fra1) or a service name "
-                                            "(trainer-agent: every local agent)"),
+    service: str = typer.Argument(
+        ...,
+        help="An instance (scheduler, trainer-agent.fra1) or a service name "
+        "(trainer-agent: every local agent)",
+    ),
     wait: bool = typer.Option(True, help="Wait until the restarted processes report healthy"),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -220,8 +276,13 @@ def _restart(settings: Settings, service: str, wait: bool) -> list[str]:
     names = {spec.instance for spec in specs}
     stop([p for p in state.processes if p.role == "service" and p.name in names])
     for spec in specs:
-        state = _replace_process(settings, state, spawn_service(spec.instance, spec.module,
-                                                                _service_env(settings, state, spec), settings))
+        state = _replace_process(
+            settings,
+            state,
+            spawn_service(
+                spec.instance, spec.module, _service_env(settings, state, spec), settings
+            ),
+        )
     console.print(f"restarted: {', '.join(sorted(names))}")
     if wait:
         _wait_healthy(settings, state, only=names)
@@ -236,15 +297,26 @@ def _wait_healthy(settings: Settings, state: RunState, only: set[str] | None = N
     deadline = time.monotonic() + settings.up_timeout_s
     healthy: set[str] = set()
     while time.monotonic() < deadline:
-        healthy = {h.instance for h in asyncio.run(_read_health(settings))
-                   if _fresh(h, settings) and h.pid == pids.get(h.instance, h.pid)}
+        healthy = {
+            h.instance
+            for h in asyncio.run(_read_health(settings))
+            if _fresh(h, settings) and h.pid == pids.get(h.instance, h.pid)
+        }
         if wanted <= healthy:
             return
-        dead = [p.name for p in state.processes if p.role == "service" and p.name in wanted and not alive(p.pid)]
+        dead = [
+            p.name
+            for p in state.processes
+            if p.role == "service" and p.name in wanted and not alive(p.pid)
+        ]
         if dead:
-            raise fail(f"service(s) exited during start-up: {', '.join(dead)}; see logs in {run_dir(settings)}")
+            raise fail(
+                f"service(s) exited during start-up: {', '.join(dead)}; see logs in {run_dir(settings)}"
+            )
         time.sleep(0.5)
-    raise fail(f"not healthy after {settings.up_timeout_s:.0f} s: {', '.join(sorted(wanted - healthy))}")
+    raise fail(
+        f"not healthy after {settings.up_timeout_s:.0f} s: {', '.join(sorted(wanted - healthy))}"
+    )
 
 
 def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
@@ -294,21 +366,30 @@ def _status_rows(settings: Settings) -> dict:
     rows = []
     for instance in sorted(set(expected) | set(health)):
         h = health.get(instance)
-        rows.append({
-            "instance": instance,
-            "service": h.service if h else instance.split(".")[0],
-            "healthy": bool(h and _fresh(h, settings)),
-            "pid": h.pid if h else None,
-            "host": h.host if h else None,
-            "uptime_s": round(time.time() - h.started_at, 1) if h else None,
-            "heartbeat_age_s": round(time.time() - h.heartbeat_at, 1) if h else None,
-            "details": h.details if h else {},
-        })
+        rows.append(
+            {
+                "instance": instance,
+                "service": h.service if h else instance.split(".")[0],
+                "healthy": bool(h and _fresh(h, settings)),
+                "pid": h.pid if h else None,
+                "host": h.host if h else None,
+                "uptime_s": round(time.time() - h.started_at, 1) if h else None,
+                "heartbeat_age_s": round(time.time() - h.heartbeat_at, 1) if h else None,
+                "details": h.details if h else {},
+            }
+        )
     return {
-        "nats": {"url": redact_url(settings.nats_url), "embedded": bool(state and state.nats_embedded), "reachable": True,
-                 "auth": bool(nats_requires_auth(settings.nats_url, settings.connect_timeout_s))},
-        "postgres": {"url": redact_url(settings.database_url), "embedded": bool(state and state.postgres_embedded),
-                     "reachable": postgres_answers(settings.database_url, settings.connect_timeout_s)},
+        "nats": {
+            "url": redact_url(settings.nats_url),
+            "embedded": bool(state and state.nats_embedded),
+            "reachable": True,
+            "auth": bool(nats_requires_auth(settings.nats_url, settings.connect_timeout_s)),
+        },
+        "postgres": {
+            "url": redact_url(settings.database_url),
+            "embedded": bool(state and state.postgres_embedded),
+            "reachable": postgres_answers(settings.database_url, settings.connect_timeout_s),
+        },
         "simulated_clock": bool(state and state.simulated),
         "services": rows,
     }
@@ -341,39 +422,69 @@ def _print_status(settings: Settings, json_output: bool) -> bool:
         infra.add_column(col)
     for name in ("nats", "postgres"):
         item = report[name]
-        auth = ("on" if item["auth"] else "[red]none: anyone who reaches it may publish and read everything[/red]"
-                ) if "auth" in item else "-"
-        infra.add_row(name, item["url"], "embedded" if item["embedded"] else "external",
-                      "[green]yes[/green]" if item["reachable"] else "[red]no[/red]", auth)
+        auth = (
+            (
+                "on"
+                if item["auth"]
+                else "[red]none: anyone who reaches it may publish and read everything[/red]"
+            )
+            if "auth" in item
+            else "-"
+        )
+        infra.add_row(
+            name,
+            item["url"],
+            "embedded" if item["embedded"] else "external",
+            "[green]yes[/green]" if item["reachable"] else "[red]no[/red]",
+            auth,
+        )
     console.print(infra)
-    table = Table(title="MetaTune services" + (" (simulated clock)" if report["simulated_clock"] else ""))
+    table = Table(
+        title="MetaTune services" + (" (simulated clock)" if report["simulated_clock"] else "")
+    )
     for col in ("instance", "state", "pid", "uptime s", "heartbeat age s"):
         table.add_column(col)
     for row in report["services"]:
-        table.add_row(row["instance"], "[green]healthy[/green]" if row["healthy"] else "[red]down[/red]",
-                      str(row["pid"] or "-"), str(row["uptime_s"] or "-"), str(row["heartbeat_age_s"] or "-"))
+        table.add_row(
+            row["instance"],
+            "[green]healthy[/green]" if row["healthy"] else "[red]down[/red]",
+            str(row["pid"] or "-"),
+            str(row["uptime_s"] or "-"),
+            str(row["heartbeat_age_s"] or "-"),
+        )
     console.print(table)
     return all_healthy
 
 
 def secrets(
-    rotate: bool = typer.Option(False, "--rotate", help="Replace every credential (then restart NATS and the platform)"),
+    rotate: bool = typer.Option(
+        False, "--rotate", help="Replace every credential (then restart NATS and the platform)"
+    ),
     db_password_file: Path | None = typer.Option(
-        None, help="Also write a random database password here (compose: compose/secrets/db.password)"),
+        None,
+        help="Also write a random database password here (compose: compose/secrets/db.password)",
+    ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the
     server's auth config) to METATUNE_NATS_SECRETS_DIR, mode 0600; prints file names, never secrets."""
     settings = get_settings()
     store = nats_secrets(settings, rotate=rotate)
-    result: dict = {"directory": str(store.directory), "rotated": rotate,
-                    "files": sorted(p.name for p in store.directory.iterdir() if p.is_file())}
-    messages = [f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
-                f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})"]
+    result: dict = {
+        "directory": str(store.directory),
+        "rotated": rotate,
+        "files": sorted(p.name for p in store.directory.iterdir() if p.is_file()),
+    }
+    messages = [
+        f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
+        f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})"
+    ]
     if db_password_file is not None:
         written = write_password(db_password_file, rotate=rotate)
         result |= {"db_password_file": str(db_password_file), "db_password_written": written}
-        messages.append(f"database password {'written to' if written else 'kept in'} {db_password_file}")
+        messages.append(
+            f"database password {'written to' if written else 'kept in'} {db_password_file}"
+        )
     if json_output:
         print_json(result)
     else:
@@ -382,7 +493,9 @@ def secrets(
 
 
 def bus_init(
-    simulate: bool = typer.Option(False, "--simulate", help="Start a simulated clock (else real time)"),
+    simulate: bool = typer.Option(
+        False, "--simulate", help="Start a simulated clock (else real time)"
+    ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Create the streams, KV buckets and object stores, and set the clock, as the admin: services
@@ -394,8 +507,14 @@ def bus_init(
     except BusUnavailable as exc:
         raise fail(str(exc)) from None
     if json_output:
-        print_json({"ready": True, "nats": redact_url(settings.nats_url), "clock": "simulated" if simulated else "real",
-                    "streams": [settings.stream_name, settings.status_stream_name]})
+        print_json(
+            {
+                "ready": True,
+                "nats": redact_url(settings.nats_url),
+                "clock": "simulated" if simulated else "real",
+                "streams": [settings.stream_name, settings.status_stream_name],
+            }
+        )
     else:
         console.print("bus layout ready")
 

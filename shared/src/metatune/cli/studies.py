@@ -47,7 +47,7 @@ class Trial:
     def summary(self) -> dict[str, Any]:
         """The trial as JSON: configuration, prediction, outcome, metrics, energy and emissions."""
         r, done, failed = self.requested, self.completed, self.failed
-        config = (done.config if done else r.config if r else failed.config if failed else None)
+        config = done.config if done else r.config if r else failed.config if failed else None
         accounting = done.accounting if done else failed.accounting if failed else None
         return {
             "job_id": str(self.job_id),
@@ -63,8 +63,13 @@ class Trial:
             "adapter_key": done.adapter_key if done else None,
             "energy_wh": accounting.energy_wh if accounting else None,
             "emissions_g": accounting.emissions_g if accounting else None,
-            "error": failed.message if failed else self.cancelled.reason if self.cancelled else
-            self.infeasible.reason if self.infeasible else None,
+            "error": failed.message
+            if failed
+            else self.cancelled.reason
+            if self.cancelled
+            else self.infeasible.reason
+            if self.infeasible
+            else None,
         }
 
 
@@ -90,8 +95,10 @@ class Study:
         return sum(1 for t in self.trials.values() if t.status.startswith(status))
 
     def ordered_trials(self) -> list[Trial]:
-        return sorted(self.trials.values(), key=lambda t: (t.requested.trial_index if t.requested else 1 << 30,
-                                                          str(t.job_id)))
+        return sorted(
+            self.trials.values(),
+            key=lambda t: (t.requested.trial_index if t.requested else 1 << 30, str(t.job_id)),
+        )
 
     def summary(self) -> dict[str, Any]:
         spec = (self.submitted or self.profiled).spec if (self.submitted or self.profiled) else None

@@ -19,7 +19,10 @@ from .studies import Study, fold
 from .validation import parse_id
 
 console = Console()
-study_app = typer.Typer(help="Studies: what was submitted, profiled, requested, trained and stopped.", no_args_is_help=True)
+study_app = typer.Typer(
+    help="Studies: what was submitted, profiled, requested, trained and stopped.",
+    no_args_is_help=True,
+)
 
 
 def load_studies(settings: Settings) -> dict[UUID, Study]:
@@ -53,35 +56,60 @@ def list_studies(raw: bool = typer.Option(False, "--json", help="Print JSON")) -
         return
     table = Table("study", "submitted", "dataset", "model", "trials", "done", "failed", "status")
     for s in studies:
-        table.add_row(s["study_id"], (s["submitted_at"] or "")[:16], s["dataset"] or "-", s["base_model"] or "-",
-                      f"{s['trials_requested']}/{s['trials_budget'] or '-'}", str(s["trials_completed"]),
-                      str(s["trials_failed"]), s["status"])
+        table.add_row(
+            s["study_id"],
+            (s["submitted_at"] or "")[:16],
+            s["dataset"] or "-",
+            s["base_model"] or "-",
+            f"{s['trials_requested']}/{s['trials_budget'] or '-'}",
+            str(s["trials_completed"]),
+            str(s["trials_failed"]),
+            s["status"],
+        )
     console.print(table if studies else "no studies in the event log")
 
 
 @study_app.command("show")
-def show(study: str = typer.Argument(..., help="Study id, as `metatune submit` printed it"),
-         raw: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+def show(
+    study: str = typer.Argument(..., help="Study id, as `metatune submit` printed it"),
+    raw: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
     """One study: submission, profile, each trial with its prediction and outcome, and why it stopped."""
     details = find_study(get_settings(), study).details()
     if raw:
         print_json(details)
         return
     console.print(f"[bold]study {details['study_id']}[/bold]  {details['status']}", highlight=False)
-    console.print(f"dataset {details['dataset']}  task {details['task']}  model {details['base_model']}  "
-                  f"deadline {details['deadline']}", highlight=False)
+    console.print(
+        f"dataset {details['dataset']}  task {details['task']}  model {details['base_model']}  "
+        f"deadline {details['deadline']}",
+        highlight=False,
+    )
     if details["profile"]:
         p = details["profile"]
-        console.print(f"profile: {p['n_examples']} examples, {p['n_classes']} classes, {p['tokens_mean']:.1f} tokens "
-                      f"on average, {details['rows_skipped']} rows skipped", highlight=False)
+        console.print(
+            f"profile: {p['n_examples']} examples, {p['n_classes']} classes, {p['tokens_mean']:.1f} tokens "
+            f"on average, {details['rows_skipped']} rows skipped",
+            highlight=False,
+        )
     table = Table("trial", "job", "rank", "lr", "predicted", "status", "result")
     for t in details["trials"]:
         config = t["config"] or {}
-        predicted = (f"{t['predicted_metric']:.3f} ± {t['predicted_metric_std'] or 0:.3f}"
-                     if t["predicted_metric"] is not None else "-")
-        result = (json.dumps(t["metrics"]) if t["metrics"] else t["error"] or "-")
-        table.add_row(str(t["trial_index"]), t["job_id"], str(config.get("rank", "-")), str(config.get("learning_rate", "-")),
-                      predicted, t["status"], result)
+        predicted = (
+            f"{t['predicted_metric']:.3f} ± {t['predicted_metric_std'] or 0:.3f}"
+            if t["predicted_metric"] is not None
+            else "-"
+        )
+        result = json.dumps(t["metrics"]) if t["metrics"] else t["error"] or "-"
+        table.add_row(
+            str(t["trial_index"]),
+            t["job_id"],
+            str(config.get("rank", "-")),
+            str(config.get("learning_rate", "-")),
+            predicted,
+            t["status"],
+            result,
+        )
     console.print(table)
     if details["stopped"]:
         console.print(f"stopped: {details['stopped']['reason']}", highlight=False)

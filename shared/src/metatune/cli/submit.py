@@ -14,6 +14,7 @@ from rich.console import Console
 
 from .. import subjects
 from ..bus import DATASETS_BUCKET, ObjectStore, headers_for
+from ..bus.auth import SUBMITTER
 from ..bus.clock import load_anchor
 from ..bus.streams import stream_for
 from ..clock import Clock, RealClock, SimulatedClock
@@ -27,7 +28,6 @@ from ..contracts import (
 )
 from ..errors import BusUnavailable
 from ..settings import get_settings
-from ..bus.auth import SUBMITTER
 from .connect import bus, fail
 from .output import JSON_HELP, print_json
 from .validation import bad_parameter, check_base_model, check_datacenter, one_line
@@ -45,7 +45,9 @@ def parse_deadline(text: str, now: datetime) -> datetime:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise typer.BadParameter(f"{text!r}: use 24h / 90m / 3d or an ISO time with a zone") from exc
+        raise typer.BadParameter(
+            f"{text!r}: use 24h / 90m / 3d or an ISO time with a zone"
+        ) from exc
     if moment.tzinfo is None:
         raise typer.BadParameter(f"{text!r} has no time zone (add Z or +01:00)")
     return moment.astimezone(UTC)
@@ -58,13 +60,27 @@ async def platform_clock(js) -> Clock:
 
 
 def submit(
-    dataset: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, help="CSV, JSON-lines, Parquet or text file"),
-    base_model: str = typer.Option("all-MiniLM-L6-v2", help="Embedded alias, local HF model dir or hub id"),
-    task: TaskType = typer.Option(TaskType.classification, help="classification | pair_classification | causal_lm"),
+    dataset: Path = typer.Argument(
+        ...,
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="CSV, JSON-lines, Parquet or text file",
+    ),
+    base_model: str = typer.Option(
+        "all-MiniLM-L6-v2", help="Embedded alias, local HF model dir or hub id"
+    ),
+    task: TaskType = typer.Option(
+        TaskType.classification, help="classification | pair_classification | causal_lm"
+    ),
     deadline: str = typer.Option("24h", help="24h / 3d from now, or an ISO time"),
     trials: int = typer.Option(3, min=1, max=50, help="Configurations to train"),
-    webhook: str | None = typer.Option(None, "--webhook", help="URL notified of the study's progress"),
-    region_group: RegionGroup | None = typer.Option(None, help="Data residency: EU, NA, APAC, SA, AF"),
+    webhook: str | None = typer.Option(
+        None, "--webhook", help="URL notified of the study's progress"
+    ),
+    region_group: RegionGroup | None = typer.Option(
+        None, help="Data residency: EU, NA, APAC, SA, AF"
+    ),
     home_datacenter: str | None = typer.Option(None, help="Your datacenter (the run-now baseline)"),
     carbon_preference: CarbonPreference = typer.Option(CarbonPreference.greenest),
     text_column: str | None = typer.Option(None),
@@ -83,10 +99,18 @@ def submit(
         check_datacenter(home_datacenter, settings)
     try:
         draft = StudySpec(
-            dataset=DatasetLocation(kind="object", ref=key), task=task, base_model=base_model,
-            deadline=parse_deadline(deadline, datetime.now(UTC)), trials=trials, webhook_url=webhook,
-            region_group=region_group, home_datacenter=home_datacenter, carbon_preference=carbon_preference,
-            text_column=text_column, text_pair_column=text_pair_column, label_column=label_column,
+            dataset=DatasetLocation(kind="object", ref=key),
+            task=task,
+            base_model=base_model,
+            deadline=parse_deadline(deadline, datetime.now(UTC)),
+            trials=trials,
+            webhook_url=webhook,
+            region_group=region_group,
+            home_datacenter=home_datacenter,
+            carbon_preference=carbon_preference,
+            text_column=text_column,
+            text_pair_column=text_pair_column,
+            label_column=label_column,
         )
     except typer.BadParameter as exc:
         raise bad_parameter(exc) from None
@@ -98,11 +122,19 @@ def submit(
             js = nc.jetstream()
             clock = await platform_clock(js)
             sha = await ObjectStore(js).put_file(DATASETS_BUCKET, key, dataset)
-            location = DatasetLocation(kind="object", ref=key, size_bytes=dataset.stat().st_size, sha256=sha)
-            spec = draft.model_copy(update={"dataset": location, "deadline": parse_deadline(deadline, clock.now())})
+            location = DatasetLocation(
+                kind="object", ref=key, size_bytes=dataset.stat().st_size, sha256=sha
+            )
+            spec = draft.model_copy(
+                update={"dataset": location, "deadline": parse_deadline(deadline, clock.now())}
+            )
             event = DatasetSubmitted(occurred_at=clock.now(), study_id=study_id, spec=spec)
-            await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes(), headers=headers_for(event),
-                             stream=stream_for(subjects.DATASETS_SUBMITTED, settings))
+            await js.publish(
+                subjects.DATASETS_SUBMITTED,
+                event.to_bytes(),
+                headers=headers_for(event),
+                stream=stream_for(subjects.DATASETS_SUBMITTED, settings),
+            )
             return event
 
     try:
@@ -112,6 +144,12 @@ def submit(
     except ValueError as exc:  # contract validation of the user's options
         raise fail(f"invalid submission: {exc}") from None
     if json_output:
-        print_json({"study_id": str(study_id), "dataset": event.spec.dataset, "event_id": str(event.event_id)})
+        print_json(
+            {
+                "study_id": str(study_id),
+                "dataset": event.spec.dataset,
+                "event_id": str(event.event_id),
+            }
+        )
     else:
         console.print(str(study_id))

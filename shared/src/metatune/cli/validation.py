@@ -15,7 +15,10 @@ from .connect import fail
 
 def one_line(exc: ValidationError) -> str:
     """A pydantic error as ``field: reason; field: reason``."""
-    return "; ".join(f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}" for error in exc.errors())
+    return "; ".join(
+        f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}"
+        for error in exc.errors()
+    )
 
 
 def parse_id(value: str, what: str) -> UUID:

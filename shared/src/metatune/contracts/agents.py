@@ -11,7 +11,9 @@ from .base import DatacenterName, Event
 
 class AgentStatus(Event):
     datacenter: DatacenterName
-    region: str = Field(description="grid region (Electricity Maps zone id) the datacenter draws from")
+    region: str = Field(
+        description="grid region (Electricity Maps zone id) the datacenter draws from"
+    )
     gpus_total: int = Field(ge=0, description="GPUs the datacenter offers MetaTune")
     gpus_free: int = Field(ge=0, description="GPUs not running a job now")
     gpu_model: str = Field(description="GPU model, e.g. H100-80GB")

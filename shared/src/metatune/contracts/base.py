@@ -26,12 +26,22 @@ class Event(Contract):
 
     subject_hint: ClassVar[str] = ""
 
-    schema_version: int = Field(SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION,
-                                description="contract version; a consumer refuses a version it does not know")
-    event_id: UUID = Field(default_factory=uuid4, description=(
-        "unique id of this event; sent as the Nats-Msg-Id header unless the producer derives one, so a "
-        "re-publish inside the de-duplication window is stored once"))
-    occurred_at: AwareDatetime = Field(description="When it happened, timezone-aware, normalised to UTC")
+    schema_version: int = Field(
+        SCHEMA_VERSION,
+        ge=1,
+        le=SCHEMA_VERSION,
+        description="contract version; a consumer refuses a version it does not know",
+    )
+    event_id: UUID = Field(
+        default_factory=uuid4,
+        description=(
+            "unique id of this event; sent as the Nats-Msg-Id header unless the producer derives one, so a "
+            "re-publish inside the de-duplication window is stored once"
+        ),
+    )
+    occurred_at: AwareDatetime = Field(
+        description="When it happened, timezone-aware, normalised to UTC"
+    )
     correlation_id: str | None = Field(None, description="study_id or job_id this event belongs to")
 
     @field_validator("occurred_at")
@@ -50,12 +60,15 @@ class Event(Contract):
         return self
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema, handler):  # noqa: ANN001, ANN206
+    def __get_pydantic_json_schema__(cls, core_schema, handler):
         """On the wire ``event_id`` is required: it is the de-duplication key, and a consumer that
         had to invent one could not recognise a redelivery."""
         schema = handler(core_schema)
         target = handler.resolve_ref_schema(schema)
-        target["required"] = ["event_id", *[f for f in target.get("required", []) if f != "event_id"]]
+        target["required"] = [
+            "event_id",
+            *[f for f in target.get("required", []) if f != "event_id"],
+        ]
         return schema
 
     def to_bytes(self) -> bytes:
@@ -64,7 +77,9 @@ class Event(Contract):
 
 JobId = Annotated[UUID, Field(description="the job (one trial of a study)")]
 StudyId = Annotated[UUID, Field(description="the study (one submission) the event belongs to")]
-OptionalStudyId = Annotated[UUID | None, Field(description="the study the job belongs to, where the producer knows it")]
+OptionalStudyId = Annotated[
+    UUID | None, Field(description="the study the job belongs to, where the producer knows it")
+]
 DatacenterName = Annotated[str, Field(description="datacenter name from the registry, e.g. fra1")]
 
 

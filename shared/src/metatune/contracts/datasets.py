@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 from typing import Literal
-from uuid import UUID
 
 from pydantic import AwareDatetime, Field, HttpUrl, model_validator
 
@@ -44,11 +43,16 @@ class DatasetLocation(Contract):
     """Where a dataset lives: a key in the NATS object store, a local path or a URL."""
 
     kind: Literal["object", "path", "url"] = Field(
-        description="object: a key in the datasets bucket; path: a file under the data roots; url: public http(s)")
+        description="object: a key in the datasets bucket; path: a file under the data roots; url: public http(s)"
+    )
     ref: str = Field(min_length=1, description="object-store key, filesystem path or URL")
-    format: DatasetFormat | None = Field(None, description="None: detected from the name and content")
+    format: DatasetFormat | None = Field(
+        None, description="None: detected from the name and content"
+    )
     size_bytes: int | None = Field(None, ge=0, description="size of the file, where known")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the file, where known")
+    sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the file, where known"
+    )
 
 
 class StudySpec(Contract):
@@ -56,17 +60,31 @@ class StudySpec(Contract):
 
     dataset: DatasetLocation = Field(description="where the training data is")
     task: TaskType = Field(description="what the adapter learns")
-    base_model: str = Field(min_length=1, description="local HF model directory, hub id or embedded alias")
+    base_model: str = Field(
+        min_length=1, description="local HF model directory, hub id or embedded alias"
+    )
     text_column: str | None = Field(None, description="column with the text; None: detected")
-    text_pair_column: str | None = Field(None, description="second text column of a pair task; None: detected")
-    label_column: str | None = Field(None, description="column with the label; None: detected (never for causal_lm)")
+    text_pair_column: str | None = Field(
+        None, description="second text column of a pair task; None: detected"
+    )
+    label_column: str | None = Field(
+        None, description="column with the label; None: detected (never for causal_lm)"
+    )
     deadline: AwareDatetime = Field(description="all trials must finish before this time (UTC)")
     trials: int = Field(3, ge=1, le=50, description="number of configurations to train")
-    region_group: RegionGroup | None = Field(None, description="data residency; None means anywhere")
-    home_datacenter: str | None = Field(None, description="submitter's datacenter (the run-now baseline)")
+    region_group: RegionGroup | None = Field(
+        None, description="data residency; None means anywhere"
+    )
+    home_datacenter: str | None = Field(
+        None, description="submitter's datacenter (the run-now baseline)"
+    )
     carbon_preference: CarbonPreference = Field(
-        CarbonPreference.greenest, description="greenest: any delay up to the deadline; fastest: start at once")
-    webhook_url: HttpUrl | None = Field(None, description="http(s) URL notified of the study's events")
+        CarbonPreference.greenest,
+        description="greenest: any delay up to the deadline; fastest: start at once",
+    )
+    webhook_url: HttpUrl | None = Field(
+        None, description="http(s) URL notified of the study's events"
+    )
 
     @model_validator(mode="after")
     def _lm_has_no_label(self) -> StudySpec:
@@ -100,29 +118,47 @@ class MetaFeatures(Contract):
     tokens_p50: float = Field(ge=0, description="base-model tokens per example, median")
     tokens_p95: float = Field(ge=0, description="base-model tokens per example, 95th percentile")
     tokens_max: int = Field(ge=0, description="base-model tokens in the longest example")
-    padding_fraction_random: float = Field(ge=0, le=1, description="pad share at batch_size, random batches")
-    padding_fraction_grouped: float = Field(ge=0, le=1, description="pad share at batch_size, length-grouped")
+    padding_fraction_random: float = Field(
+        ge=0, le=1, description="pad share at batch_size, random batches"
+    )
+    padding_fraction_grouped: float = Field(
+        ge=0, le=1, description="pad share at batch_size, length-grouped"
+    )
     padding_batch_size: int = Field(32, ge=1, description="batch size the padding fractions assume")
     ttr: float = Field(ge=0, le=1, description="types / tokens (falls with corpus size)")
     mattr: float = Field(ge=0, le=1, description="moving-average TTR (Covington & McFall 2010)")
     mattr_window: int = Field(ge=1, description="window of the MATTR, words")
     hapax_ratio: float = Field(ge=0, le=1, description="types seen once / types")
-    zipf_alpha: float | None = Field(None, description="discrete power-law MLE exponent (Clauset et al. 2009)")
+    zipf_alpha: float | None = Field(
+        None, description="discrete power-law MLE exponent (Clauset et al. 2009)"
+    )
     zipf_alpha_se: float | None = Field(None, ge=0, description="standard error of zipf_alpha")
-    zipf_xmin: int | None = Field(None, ge=1, description="smallest word frequency the power law was fitted from")
+    zipf_xmin: int | None = Field(
+        None, ge=1, description="smallest word frequency the power law was fitted from"
+    )
     vocab_size: int = Field(ge=0, description="distinct lower-cased word types")
     unk_rate: float = Field(ge=0, le=1, description="unknown tokens / tokens of the base tokenizer")
     fertility: float = Field(ge=0, description="base-model subword tokens per word")
     duplicate_rate: float = Field(ge=0, le=1, description="exact duplicate texts / examples")
-    script_mix: dict[str, float] = Field(default_factory=dict, description="share of characters per script")
+    script_mix: dict[str, float] = Field(
+        default_factory=dict, description="share of characters per script"
+    )
     is_pair: bool = Field(False, description="examples are text pairs")
-    sample_size: int = Field(ge=0, description="rows in the reservoir sample behind tokenizer features")
-    extra: dict[str, float] = Field(default_factory=dict, description="further features, documented in the profiler")
+    sample_size: int = Field(
+        ge=0, description="rows in the reservoir sample behind tokenizer features"
+    )
+    extra: dict[str, float] = Field(
+        default_factory=dict, description="further features, documented in the profiler"
+    )
 
 
 class DatasetProfiled(Event):
     study_id: StudyId
     spec: StudySpec = Field(description="the study as submitted")
     features: MetaFeatures = Field(description="what the profiler measured")
-    rows_skipped: int = Field(0, ge=0, description="rows left out (empty, unreadable, over the size limit)")
-    skip_reasons: dict[str, int] = Field(default_factory=dict, description="rows skipped per reason code")
+    rows_skipped: int = Field(
+        0, ge=0, description="rows left out (empty, unreadable, over the size limit)"
+    )
+    skip_reasons: dict[str, int] = Field(
+        default_factory=dict, description="rows skipped per reason code"
+    )

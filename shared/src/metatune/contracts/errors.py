@@ -23,7 +23,11 @@ class ErrorEvent(Event):
     code: str = Field(description="machine-readable reason, e.g. not_utf8, empty_file")
     message: str = Field(description="human-readable reason")
     subject: str | None = Field(None, description="subject of the message that caused it")
-    payload_excerpt: str | None = Field(None, max_length=4096, description="start of the offending message, secrets masked")
+    payload_excerpt: str | None = Field(
+        None, max_length=4096, description="start of the offending message, secrets masked"
+    )
     row: int | None = Field(None, ge=0, description="1-based row number where one applies")
-    deliveries: int | None = Field(None, ge=1, description="deliveries of the message when it was dead-lettered")
+    deliveries: int | None = Field(
+        None, ge=1, description="deliveries of the message when it was dead-lettered"
+    )
     details: dict[str, Any] = Field(default_factory=dict, description="further context, per code")

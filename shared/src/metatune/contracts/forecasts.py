@@ -14,7 +14,11 @@ def expected_intensity(p10, median, p90):
     """The mean of a forecast distribution from its 10th, 50th and 90th percentiles (Swanson's
     rule, 0.3 / 0.4 / 0.3): what minimising *expected* emissions should plan on. It differs
     from the median where the distribution is skewed, as on near-zero grids whose spikes go up."""
-    return 0.3 * np.asarray(p10, dtype=float) + 0.4 * np.asarray(median, dtype=float) + 0.3 * np.asarray(p90, dtype=float)
+    return (
+        0.3 * np.asarray(p10, dtype=float)
+        + 0.4 * np.asarray(median, dtype=float)
+        + 0.3 * np.asarray(p90, dtype=float)
+    )
 
 
 class CarbonForecast(Event):
@@ -22,11 +26,15 @@ class CarbonForecast(Event):
     issued_at: AwareDatetime = Field(description="when the forecast was made")
     start: AwareDatetime = Field(description="first hour covered (aligned to the hour, UTC)")
     model_version: str = Field(description="version of the forecasting model")
-    stale: bool = Field(False, description="the last good forecast, shifted, because the provider failed")
+    stale: bool = Field(
+        False, description="the last good forecast, shifted, because the provider failed"
+    )
     g_per_kwh: list[float] = Field(description="median carbon intensity per hour, gCO2eq/kWh")
     p10_g_per_kwh: list[float] = Field(description="10th percentile per hour, gCO2eq/kWh")
     p90_g_per_kwh: list[float] = Field(description="90th percentile per hour, gCO2eq/kWh")
-    imputed_hours: list[int] = Field(default_factory=list, description="hour offsets with imputed weather")
+    imputed_hours: list[int] = Field(
+        default_factory=list, description="hour offsets with imputed weather"
+    )
 
     def expected_g_per_kwh(self) -> np.ndarray:
         """Hourly expected intensity (see :func:`expected_intensity`)."""

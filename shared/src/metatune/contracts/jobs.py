@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from uuid import UUID
 
 from pydantic import AwareDatetime, Field, model_validator
 
@@ -21,18 +20,28 @@ class LoraConfig(Contract):
     """One LoRA fine-tuning configuration; ranges are what a run can sensibly use."""
 
     rank: int = Field(8, ge=1, le=1024, description="LoRA rank r")
-    alpha: float = Field(16.0, gt=0, description="LoRA alpha (the update is scaled by alpha / rank)")
+    alpha: float = Field(
+        16.0, gt=0, description="LoRA alpha (the update is scaled by alpha / rank)"
+    )
     dropout: float = Field(0.05, ge=0, lt=1, description="dropout on the LoRA input")
-    target_modules: list[str] | None = Field(None, description="None: the base model's attention projections")
+    target_modules: list[str] | None = Field(
+        None, description="None: the base model's attention projections"
+    )
     learning_rate: float = Field(3e-4, gt=0, le=1, description="peak learning rate (AdamW)")
     lr_schedule: LrSchedule = Field(LrSchedule.linear, description="decay after warm-up")
     warmup_ratio: float = Field(0.06, ge=0, le=1, description="share of the steps spent warming up")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay")
-    batch_size: int = Field(16, ge=1, le=4096, description="examples per optimizer step, per accumulation")
+    batch_size: int = Field(
+        16, ge=1, le=4096, description="examples per optimizer step, per accumulation"
+    )
     grad_accum_steps: int = Field(1, ge=1, le=1024, description="micro-batches per optimizer step")
-    epochs: float | None = Field(1.0, gt=0, description="passes over the training split (max_steps wins when set)")
+    epochs: float | None = Field(
+        1.0, gt=0, description="passes over the training split (max_steps wins when set)"
+    )
     max_steps: int | None = Field(None, ge=1, description="optimizer steps; None: from epochs")
-    max_seq_length: int = Field(128, ge=8, le=32768, description="longer examples are truncated, tokens")
+    max_seq_length: int = Field(
+        128, ge=8, le=32768, description="longer examples are truncated, tokens"
+    )
     seed: int = Field(13, description="seed of initialisation, shuffling and dropout")
 
     @model_validator(mode="after")
@@ -54,23 +63,36 @@ class JobRequested(Event):
     spec: StudySpec = Field(description="the study this trial belongs to")
     config: LoraConfig = Field(description="the configuration to train")
     predicted_loss: float | None = Field(None, description="predicted validation loss")
-    predicted_loss_std: float | None = Field(None, ge=0, description="standard deviation of predicted_loss")
-    predicted_metric: float | None = Field(None, description="the recommender's prediction of the objective")
-    predicted_metric_std: float | None = Field(None, ge=0, description="standard deviation of predicted_metric")
-    metric_name: str | None = Field(None, description="the objective predicted: accuracy, neg_perplexity...")
-    prediction_source: PredictionSource | None = Field(
-        None, description="knowledge-base (the GP recommender) or cold-start (the documented portfolio)"
+    predicted_loss_std: float | None = Field(
+        None, ge=0, description="standard deviation of predicted_loss"
     )
-    acquisition: str | None = Field(None, description="how the trial was chosen: top-k, expected-improvement")
+    predicted_metric: float | None = Field(
+        None, description="the recommender's prediction of the objective"
+    )
+    predicted_metric_std: float | None = Field(
+        None, ge=0, description="standard deviation of predicted_metric"
+    )
+    metric_name: str | None = Field(
+        None, description="the objective predicted: accuracy, neg_perplexity..."
+    )
+    prediction_source: PredictionSource | None = Field(
+        None,
+        description="knowledge-base (the GP recommender) or cold-start (the documented portfolio)",
+    )
+    acquisition: str | None = Field(
+        None, description="how the trial was chosen: top-k, expected-improvement"
+    )
     imputed_features: list[str] = Field(
-        default_factory=list, description="meta-features the profile lacked, filled from the knowledge base"
+        default_factory=list,
+        description="meta-features the profile lacked, filled from the knowledge base",
     )
     gpus: int = Field(1, ge=1, le=64, description="GPUs the job occupies while running")
     estimated_gpu_hours: float = Field(gt=0, description="GPU-hours to finish (all GPUs together)")
     power_kw: float = Field(gt=0, description="IT power draw of the whole job while running, kW")
     deadline: AwareDatetime = Field(description="the job must finish before this time (UTC)")
     earliest_start: AwareDatetime | None = Field(
-        None, description="not to run before this (its data lands later): a job announced ahead lets the "
+        None,
+        description="not to run before this (its data lands later): a job announced ahead lets the "
         "scheduler keep clean room for it (see the scheduler README)",
     )
 
@@ -85,7 +107,9 @@ class JobInfeasible(Event):
     job_id: JobId
     study_id: OptionalStudyId = None
     reason: str = Field(description="why no plan meets the deadline")
-    earliest_finish: AwareDatetime | None = Field(None, description="earliest finish the scheduler can offer")
+    earliest_finish: AwareDatetime | None = Field(
+        None, description="earliest finish the scheduler can offer"
+    )
 
 
 class JobCancelled(Event):
@@ -94,23 +118,39 @@ class JobCancelled(Event):
 
     job_id: JobId
     study_id: OptionalStudyId = None
-    reason: str = Field("cancelled by the user", min_length=1, max_length=2000,
-                        description="why: kept in the log and sent to the study's webhook")
+    reason: str = Field(
+        "cancelled by the user",
+        min_length=1,
+        max_length=2000,
+        description="why: kept in the log and sent to the study's webhook",
+    )
 
 
 class StopReason(StrEnum):
     budget = "budget"  # the study's trial budget (spec.trials) is spent
-    expected_improvement = "expected_improvement"  # the best EI fell below the recommender's threshold
+    expected_improvement = (
+        "expected_improvement"  # the best EI fell below the recommender's threshold
+    )
 
 
 class StudyStopped(Event):
     """The recommender requests no more trials for a study, and why."""
 
     study_id: StudyId
-    reason: StopReason = Field(description="budget: spec.trials spent; expected_improvement: best EI under threshold")
-    trials_requested: int = Field(ge=0, description="trials the recommender requested for the study")
+    reason: StopReason = Field(
+        description="budget: spec.trials spent; expected_improvement: best EI under threshold"
+    )
+    trials_requested: int = Field(
+        ge=0, description="trials the recommender requested for the study"
+    )
     trials_finished: int = Field(ge=0, description="of which completed or failed")
-    best_expected_improvement: float | None = Field(None, description="normalised units (per-task standard scores)")
-    threshold: float | None = Field(None, description="the EI threshold it stopped under, normalised units")
+    best_expected_improvement: float | None = Field(
+        None, description="normalised units (per-task standard scores)"
+    )
+    threshold: float | None = Field(
+        None, description="the EI threshold it stopped under, normalised units"
+    )
     best_metric: float | None = Field(None, description="best objective value of the study's runs")
-    metric_name: str | None = Field(None, description="name of that objective: accuracy, neg_perplexity...")
+    metric_name: str | None = Field(
+        None, description="name of that objective: accuracy, neg_perplexity..."
+    )

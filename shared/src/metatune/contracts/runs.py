@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from uuid import UUID
 
 from pydantic import AwareDatetime, Field
 
@@ -16,11 +15,15 @@ class HourlyEnergy(Contract):
     """Energy a run spent in one clock hour and the carbon it was charged for it."""
 
     hour: AwareDatetime = Field(description="start of the (real or simulated) hour, UTC")
-    datacenter: str | None = Field(None, description="where the energy was spent (a job may migrate)")
+    datacenter: str | None = Field(
+        None, description="where the energy was spent (a job may migrate)"
+    )
     pue: float = Field(1.0, ge=1, description="PUE of that datacenter")
     energy_wh: float = Field(ge=0, description="IT energy above idle in this hour, Wh")
     g_per_kwh: float | None = Field(
-        None, ge=0, description="intensity of the region in this hour (latest forecast); None: no forecast covered it"
+        None,
+        ge=0,
+        description="intensity of the region in this hour (latest forecast); None: no forecast covered it",
     )
     emissions_g: float = Field(0.0, ge=0, description="energy_wh / 1000 x PUE x g_per_kwh, gCO2eq")
 
@@ -34,8 +37,12 @@ class RunAccounting(Contract):
     emissions_g: float = Field(0.0, ge=0, description="energy x PUE x hourly intensity, gCO2eq")
     gpu_hours: float = Field(0.0, ge=0, description="GPU-hours used (GPUs x hours trained)")
     wall_seconds: float = Field(0.0, ge=0, description="seconds spent training, wall clock")
-    hours: list[HourlyEnergy] = Field(default_factory=list, description="energy and emissions per clock hour")
-    idle_power_w: float | None = Field(None, ge=0, description="idle baseline subtracted from the power readings, W")
+    hours: list[HourlyEnergy] = Field(
+        default_factory=list, description="energy and emissions per clock hour"
+    )
+    idle_power_w: float | None = Field(
+        None, ge=0, description="idle baseline subtracted from the power readings, W"
+    )
     power_source: str | None = Field(None, description="nvml, rapl or model (TDP x utilisation)")
 
 
@@ -48,8 +55,12 @@ class RunProgress(Event):
     val_loss: float | None = Field(None, description="validation loss of the latest evaluation")
     learning_rate: float | None = Field(None, description="current learning rate")
     power_w: float = Field(0.0, ge=0, description="mean power above idle over the last interval, W")
-    step_time_s: float | None = Field(None, ge=0, description="mean seconds per optimizer step lately")
-    estimated_remaining_gpu_hours: float | None = Field(None, ge=0, description="GPU-hours to finish, at the current pace")
+    step_time_s: float | None = Field(
+        None, ge=0, description="mean seconds per optimizer step lately"
+    )
+    estimated_remaining_gpu_hours: float | None = Field(
+        None, ge=0, description="GPU-hours to finish, at the current pace"
+    )
     accounting: RunAccounting = Field(RunAccounting(), description="what the run spent so far")
 
 
@@ -57,8 +68,12 @@ class RunMetrics(Contract):
     """Held-out metrics of a finished run."""
 
     val_loss: float = Field(description="validation loss")
-    accuracy: float | None = Field(None, ge=0, le=1, description="validation accuracy (classification)")
-    macro_f1: float | None = Field(None, ge=0, le=1, description="validation macro-F1 (classification)")
+    accuracy: float | None = Field(
+        None, ge=0, le=1, description="validation accuracy (classification)"
+    )
+    macro_f1: float | None = Field(
+        None, ge=0, le=1, description="validation macro-F1 (classification)"
+    )
     perplexity: float | None = Field(None, ge=0, description="validation perplexity (causal LM)")
 
 
@@ -68,7 +83,9 @@ class CurvePoint(Contract):
     step: int = Field(ge=0, description="optimizer step of the evaluation")
     fraction: float = Field(ge=0, le=1, description="step / planned steps")
     val_loss: float | None = Field(None, description="validation loss")
-    metric: float | None = Field(None, description="the run's objective at this evaluation (higher is better)")
+    metric: float | None = Field(
+        None, description="the run's objective at this evaluation (higher is better)"
+    )
     train_loss: float | None = Field(None, description="training loss at that step")
 
 
@@ -93,16 +110,27 @@ class RunCompleted(Event):
     metrics: RunMetrics = Field(description="held-out metrics of the final adapter")
     steps: int = Field(ge=0, description="optimizer steps trained")
     early_stopped: bool = Field(False, description="the run stopped before planned_steps")
-    stop_reason: str | None = Field(None, description="why an early-stopped run stopped (plateau, the curve stopper)")
+    stop_reason: str | None = Field(
+        None, description="why an early-stopped run stopped (plateau, the curve stopper)"
+    )
     adapter_key: str | None = Field(
-        None, description="key of the trained LoRA adapter (a tar of the PEFT directory) in the object store bucket adapters")
+        None,
+        description="key of the trained LoRA adapter (a tar of the PEFT directory) in the object store bucket adapters",
+    )
     accounting: RunAccounting = Field(description="tokens, energy and emissions of the whole run")
     base_model: str | None = Field(None, description="the base model fine-tuned")
     task: TaskType | None = Field(None, description="the study's task")
-    planned_steps: int | None = Field(None, ge=0, description="steps the run would have taken without an early stop")
-    curve: list[CurvePoint] = Field(default_factory=list, description="periodic evaluations, step 0 first")
+    planned_steps: int | None = Field(
+        None, ge=0, description="steps the run would have taken without an early stop"
+    )
+    curve: list[CurvePoint] = Field(
+        default_factory=list, description="periodic evaluations, step 0 first"
+    )
     majority_baseline: float | None = Field(
-        None, ge=0, le=1, description="accuracy of always predicting the training set's most common label"
+        None,
+        ge=0,
+        le=1,
+        description="accuracy of always predicting the training set's most common label",
     )
     hardware: Hardware | None = Field(None, description="what it trained on")
 
@@ -111,7 +139,9 @@ class FailureReason(StrEnum):
     unknown_base_model = "unknown_base_model"
     invalid_config = "invalid_config"
     dataset_missing = "dataset_missing"
-    dataset_not_allowed = "dataset_not_allowed"  # a path outside the data roots, a URL to a non-public address
+    dataset_not_allowed = (
+        "dataset_not_allowed"  # a path outside the data roots, a URL to a non-public address
+    )
     empty_split = "empty_split"
     smoke_test_failed = "smoke_test_failed"
     out_of_memory = "out_of_memory"
@@ -126,8 +156,12 @@ class RunFailed(Event):
     datacenter: DatacenterName
     reason: FailureReason = Field(description="typed cause")
     message: str = Field(description="human-readable cause")
-    accounting: RunAccounting = Field(RunAccounting(), description="what the run spent before it failed")
-    config: LoraConfig | None = Field(None, description="the configuration that failed, where known")
+    accounting: RunAccounting = Field(
+        RunAccounting(), description="what the run spent before it failed"
+    )
+    config: LoraConfig | None = Field(
+        None, description="the configuration that failed, where known"
+    )
     base_model: str | None = Field(None, description="the base model, where known")
     task: TaskType | None = Field(None, description="the study's task, where known")
 
@@ -137,5 +171,7 @@ class RunPaused(Event):
     study_id: StudyId
     datacenter: DatacenterName
     step: int = Field(ge=0, description="optimizer steps done when it paused")
-    checkpoint_key: str = Field(description="key in the object store bucket checkpoints to resume from")
+    checkpoint_key: str = Field(
+        description="key in the object store bucket checkpoints to resume from"
+    )
     accounting: RunAccounting = Field(RunAccounting(), description="what the run spent so far")

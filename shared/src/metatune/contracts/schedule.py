@@ -27,13 +27,19 @@ class Assignment(Event):
     study_id: StudyId
     datacenter: DatacenterName
     action: AssignmentAction = Field(description="start, pause, resume or stop")
-    plan_version: int = Field(ge=0, description="version of the plan that made it; an agent ignores older ones")
+    plan_version: int = Field(
+        ge=0, description="version of the plan that made it; an agent ignores older ones"
+    )
     spec: StudySpec | None = Field(None, description="needed for start / resume")
-    config: LoraConfig | None = Field(None, description="the configuration to train (start / resume)")
+    config: LoraConfig | None = Field(
+        None, description="the configuration to train (start / resume)"
+    )
     gpus: int = Field(1, ge=1, description="GPUs to use")
     checkpoint_key: str | None = Field(None, description="object-store key to resume from")
     hours_planned: float = Field(0.0, ge=0, description="hours scheduled in this stretch")
-    estimated_gpu_hours: float | None = Field(None, gt=0, description="GPU-hours the job still needs")
+    estimated_gpu_hours: float | None = Field(
+        None, gt=0, description="GPU-hours the job still needs"
+    )
 
 
 class PlanEntry(Contract):
@@ -55,16 +61,28 @@ class Plan(Event):
 
     plan_version: int = Field(ge=0, description="increases with every re-plan")
     horizon_start: AwareDatetime = Field(description="first hour of the plan (UTC)")
-    entries: list[PlanEntry] = Field(description="one per job and datacenter stretch (changes_only: changed jobs only)")
+    entries: list[PlanEntry] = Field(
+        description="one per job and datacenter stretch (changes_only: changed jobs only)"
+    )
     expected_emissions_g: float = Field(ge=0, description="gCO2eq of the plan")
     baseline_emissions_g: float = Field(ge=0, description="gCO2eq of running every job now at home")
     solve_seconds: float = Field(ge=0, description="time the solver took, s")
-    mip_gap: float | None = Field(None, ge=0, description="relative MIP gap at the end of the solve")
-    infeasible_jobs: list[UUID] = Field(default_factory=list, description=(
-        "jobs this version cannot finish by their deadline (a full solve also sends JobInfeasible; a fast-path "
-        "version lists new jobs the current plan has no room for, which the next full solve decides)"))
-    changes_only: bool = Field(False, description="entries are the jobs whose plan changed since the previous version")
-    removed_jobs: list[UUID] = Field(default_factory=list, description="jobs no longer planned (changes_only)")
+    mip_gap: float | None = Field(
+        None, ge=0, description="relative MIP gap at the end of the solve"
+    )
+    infeasible_jobs: list[UUID] = Field(
+        default_factory=list,
+        description=(
+            "jobs this version cannot finish by their deadline (a full solve also sends JobInfeasible; a fast-path "
+            "version lists new jobs the current plan has no room for, which the next full solve decides)"
+        ),
+    )
+    changes_only: bool = Field(
+        False, description="entries are the jobs whose plan changed since the previous version"
+    )
+    removed_jobs: list[UUID] = Field(
+        default_factory=list, description="jobs no longer planned (changes_only)"
+    )
     part: int = Field(0, ge=0, description="index of this event among the version's parts")
     parts: int = Field(1, ge=1, description="how many events carry this version")
 
@@ -83,8 +101,12 @@ class CurrentAssignment(Contract):
 
     @classmethod
     def of(cls, assignment: Assignment) -> CurrentAssignment:
-        return cls(event_id=assignment.event_id, datacenter=assignment.datacenter, action=assignment.action,
-                   plan_version=assignment.plan_version)
+        return cls(
+            event_id=assignment.event_id,
+            datacenter=assignment.datacenter,
+            action=assignment.action,
+            plan_version=assignment.plan_version,
+        )
 
     def supersedes(self, assignment: Assignment) -> bool:
         """Whether ``assignment`` is older than this record (same job): it must not be executed."""

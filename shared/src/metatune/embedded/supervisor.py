@@ -72,17 +72,29 @@ def alive(pid: int) -> bool:
 
 
 def record(proc: subprocess.Popen[bytes], name: str, role: str, log: Path) -> ManagedProcess:
-    return ManagedProcess(name=name, pid=proc.pid, pgid=os.getpgid(proc.pid), command=[str(a) for a in proc.args],
-                          log=str(log), role=role)
+    return ManagedProcess(
+        name=name,
+        pid=proc.pid,
+        pgid=os.getpgid(proc.pid),
+        command=[str(a) for a in proc.args],
+        log=str(log),
+        role=role,
+    )
 
 
-def spawn_service(name: str, module: str, env: dict[str, str], settings: Settings,
-                  args: list[str] | None = None) -> ManagedProcess:
+def spawn_service(
+    name: str, module: str, env: dict[str, str], settings: Settings, args: list[str] | None = None
+) -> ManagedProcess:
     log = run_dir(settings) / f"{name}.log"
     command = [sys.executable, "-m", module, *(args or [])]
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
     return record(proc, name, "service", log)
 
 

@@ -15,9 +15,22 @@ from .records import (
 )
 
 __all__ = [
-    "KB_SCHEMA_VERSION", "CurvePoint", "DatasetInfo", "Hardware", "KbFileHeader", "KbRun", "Provenance",
-    "RunStatus", "StudyBest", "KbFile", "KbFileError", "KbSchemaMismatch", "KnowledgeBaseError", "read_kb_file",
-    "repair_kb_file", "write_kb_file",
+    "KB_SCHEMA_VERSION",
+    "CurvePoint",
+    "DatasetInfo",
+    "Hardware",
+    "KbFile",
+    "KbFileError",
+    "KbFileHeader",
+    "KbRun",
+    "KbSchemaMismatch",
+    "KnowledgeBaseError",
+    "Provenance",
+    "RunStatus",
+    "StudyBest",
+    "read_kb_file",
+    "repair_kb_file",
+    "write_kb_file",
 ]
 # The store (PostgreSQL) and the public-table importer are imported from their modules:
 # ``metatune.knowledge.store.KnowledgeStore``, ``metatune.knowledge.public.import_public``.

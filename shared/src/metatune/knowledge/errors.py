@@ -32,6 +32,7 @@ class KbSchemaMismatch(KbFileError):
         self.found = found
         self.expected = expected
         super().__init__(
-            path, f"knowledge-base schema version {found}, this code reads version {expected} "
-                  f"(rebuild the file or convert it with the matching MetaTune version)",
+            path,
+            f"knowledge-base schema version {found}, this code reads version {expected} "
+            f"(rebuild the file or convert it with the matching MetaTune version)",
         )

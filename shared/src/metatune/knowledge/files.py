@@ -61,9 +61,13 @@ def _header(path: Path, line: bytes) -> KbFileHeader:
     try:
         data = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise KbFileError(path, "not a MetaTune knowledge-base file (its first line is not JSON)") from None
+        raise KbFileError(
+            path, "not a MetaTune knowledge-base file (its first line is not JSON)"
+        ) from None
     if not isinstance(data, dict) or data.get("kind") != KB_FILE_KIND:
-        raise KbFileError(path, f"not a MetaTune knowledge-base file (no header line with kind {KB_FILE_KIND!r})")
+        raise KbFileError(
+            path, f"not a MetaTune knowledge-base file (no header line with kind {KB_FILE_KIND!r})"
+        )
     if data.get("schema_version") != KB_SCHEMA_VERSION:
         raise KbSchemaMismatch(path, data.get("schema_version"), KB_SCHEMA_VERSION)
     try:
@@ -99,7 +103,9 @@ def _parse(path: Path, raw: bytes) -> tuple[KbFile, int]:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise KbFileError(path, f"line {number} is not a run: {where}: {first['msg']}") from None
+            raise KbFileError(
+                path, f"line {number} is not a run: {where}: {first['msg']}"
+            ) from None
     return KbFile(header=header, runs=runs, torn=torn), intact
 
 

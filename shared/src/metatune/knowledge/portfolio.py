@@ -22,7 +22,9 @@ IGNORED_KEYS = ("seed",)  # a repeat with another seed is the same configuration
 
 
 def config_key(config: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in sorted(config.items()) if k not in IGNORED_KEYS}, sort_keys=True)
+    return json.dumps(
+        {k: v for k, v in sorted(config.items()) if k not in IGNORED_KEYS}, sort_keys=True
+    )
 
 
 def normalised_scores(runs: Iterable[KbRun]) -> dict[str, dict[str, float]]:
@@ -37,19 +39,27 @@ def normalised_scores(runs: Iterable[KbRun]) -> dict[str, dict[str, float]]:
         means = {key: sum(values) / len(values) for key, values in by_config.items()}
         low, high = min(means.values()), max(means.values())
         span = high - low
-        scores[dataset] = {key: (value - low) / span if span > 0 else 1.0 for key, value in means.items()}
+        scores[dataset] = {
+            key: (value - low) / span if span > 0 else 1.0 for key, value in means.items()
+        }
     return scores
 
 
 @dataclass(frozen=True)
 class PortfolioEntry:
     config: dict[str, Any]
-    mean_score: float  # mean normalised score of this configuration alone over the datasets it ran on
-    portfolio_score: float  # mean over datasets of the best normalised score of the portfolio up to here
+    mean_score: (
+        float  # mean normalised score of this configuration alone over the datasets it ran on
+    )
+    portfolio_score: (
+        float  # mean over datasets of the best normalised score of the portfolio up to here
+    )
     datasets: int  # datasets it ran on
 
 
-def greedy_portfolio(runs: list[KbRun], k: int, *, min_coverage: float = 0.75) -> list[PortfolioEntry]:
+def greedy_portfolio(
+    runs: list[KbRun], k: int, *, min_coverage: float = 0.75
+) -> list[PortfolioEntry]:
     """Up to ``k`` configurations chosen greedily to maximise the portfolio's mean best score.
 
     Only configurations measured on at least ``min_coverage`` of the datasets are candidates, so a
@@ -60,24 +70,30 @@ def greedy_portfolio(runs: list[KbRun], k: int, *, min_coverage: float = 0.75) -
         return []
     configs = {config_key(run.config): run.config for run in runs}
     candidates = [
-        key for key in configs
+        key
+        for key in configs
         if sum(key in scores[d] for d in datasets) >= min_coverage * len(datasets)
     ]
     best = dict.fromkeys(datasets, 0.0)
     chosen: list[PortfolioEntry] = []
     for _ in range(min(k, len(candidates))):
+
         def gain(key: str) -> float:
             return sum(max(best[d], scores[d].get(key, 0.0)) for d in datasets) / len(datasets)
 
-        key = max((c for c in candidates if all(c != config_key(e.config) for e in chosen)), key=gain)
+        key = max(
+            (c for c in candidates if all(c != config_key(e.config) for e in chosen)), key=gain
+        )
         covered = [d for d in datasets if key in scores[d]]
         for d in datasets:
             best[d] = max(best[d], scores[d].get(key, 0.0))
         config = {k_: v for k_, v in configs[key].items() if k_ not in IGNORED_KEYS}
-        chosen.append(PortfolioEntry(
-            config=config,
-            mean_score=sum(scores[d][key] for d in covered) / len(covered),
-            portfolio_score=sum(best.values()) / len(datasets),
-            datasets=len(covered),
-        ))
+        chosen.append(
+            PortfolioEntry(
+                config=config,
+                mean_score=sum(scores[d][key] for d in covered) / len(covered),
+                portfolio_score=sum(best.values()) / len(datasets),
+                datasets=len(covered),
+            )
+        )
     return chosen

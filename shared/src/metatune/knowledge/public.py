@@ -29,13 +29,15 @@ LICENCES = {"nmt_hpo": "MIT", "deberta_mnli": "CC BY-SA 4.0", "peft_metamathqa":
 UPSTREAM = {
     "nmt_hpo": "github.com/Este1le/hpo_nmt@7bd0a402b332a6fdea8bdfeabb0271afa5c5be1f (Zhang & Duh)",
     "deberta_mnli": "github.com/nicholaslourie/opda@9529a34b7715e0b32920f630c1f7f7ff6f891060 "
-                    "(DeBERTa Hyperparameter Tuning Data (c) 2023 by Nicholas Lourie)",
+    "(DeBERTa Hyperparameter Tuning Data (c) 2023 by Nicholas Lourie)",
     "peft_metamathqa": "github.com/huggingface/peft@5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40 method_comparison/MetaMathQA",
 }
 # tasks.csv has no row for the PEFT comparison: its descriptors, from the same README.
 PEFT_TASK = "metamathqa_gsm8k"
 PEFT_DESCRIPTORS: dict[str, float | str] = {
-    "family": "peft_metamathqa", "corpus_domain": "MetaMathQA (math word problems) -> GSM8K", "lang_pair": "en",
+    "family": "peft_metamathqa",
+    "corpus_domain": "MetaMathQA (math word problems) -> GSM8K",
+    "lang_pair": "en",
     "base_model": "meta-llama/Llama-3.2-3B",
 }
 
@@ -76,7 +78,9 @@ def task_descriptors(directory: Path) -> dict[str, dict[str, float | str]]:
     with path.open(newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             descriptors: dict[str, float | str] = {
-                key: row[key] for key in ("family", "corpus_domain", "lang_pair", "base_model") if row.get(key)
+                key: row[key]
+                for key in ("family", "corpus_domain", "lang_pair", "base_model")
+                if row.get(key)
             }
             size = _number(row.get("train_size_examples"))
             if size is not None:
@@ -86,15 +90,23 @@ def task_descriptors(directory: Path) -> dict[str, dict[str, float | str]]:
 
 
 def _provenance(folder: str, table: str) -> Provenance:
-    return Provenance(source=f"public:{table}", note=f"{UPSTREAM[folder]}; licence {LICENCES[folder]}")
+    return Provenance(
+        source=f"public:{table}", note=f"{UPSTREAM[folder]}; licence {LICENCES[folder]}"
+    )
 
 
-def _dataset(task: str, descriptors: dict[str, dict[str, float | str]], folder: str,
-             fallback: dict[str, float | str] | None = None) -> DatasetInfo:
+def _dataset(
+    task: str,
+    descriptors: dict[str, dict[str, float | str]],
+    folder: str,
+    fallback: dict[str, float | str] | None = None,
+) -> DatasetInfo:
     found = descriptors.get(task, fallback or {})
     size = found.get("train_size_examples")
     return DatasetInfo(
-        name=task, descriptors=dict(found), licence=LICENCES[folder],
+        name=task,
+        descriptors=dict(found),
+        licence=LICENCES[folder],
         n_train=int(size) if isinstance(size, float) else None,
     )
 
@@ -109,20 +121,35 @@ def nmthpo(path: Path, descriptors: dict[str, dict[str, float | str]]) -> list[K
             task = row["task"]
             ppl = _number(row["dev_ppl"])
             config = {
-                key: _as_config_value(_number(row[key])) for key in (
-                    "bpe_symbols", "num_layers", "num_embed", "transformer_feed_forward_num_hidden",
-                    "transformer_attention_heads", "initial_learning_rate",
+                key: _as_config_value(_number(row[key]))
+                for key in (
+                    "bpe_symbols",
+                    "num_layers",
+                    "num_embed",
+                    "transformer_feed_forward_num_hidden",
+                    "transformer_attention_heads",
+                    "initial_learning_rate",
                 )
             }
             config["config_id"] = int(row["config_id"])
-            base_model = str(descriptors.get(task, {}).get("base_model", "transformer (from scratch)"))
-            runs.append(KbRun(
-                run_id=f"public:{table}:{row['config_id']}", dataset=_dataset(task, descriptors, "nmt_hpo"),
-                base_model=base_model, task=task, config=config, metric_name="bleu",
-                metric=_number(row["dev_bleu"]), val_loss=math.log(ppl) if ppl and ppl > 0 else None,
-                steps=_int(row["num_updates"]) or 0, planned_steps=_int(row["num_updates"]),
-                provenance=_provenance("nmt_hpo", table),
-            ))
+            base_model = str(
+                descriptors.get(task, {}).get("base_model", "transformer (from scratch)")
+            )
+            runs.append(
+                KbRun(
+                    run_id=f"public:{table}:{row['config_id']}",
+                    dataset=_dataset(task, descriptors, "nmt_hpo"),
+                    base_model=base_model,
+                    task=task,
+                    config=config,
+                    metric_name="bleu",
+                    metric=_number(row["dev_bleu"]),
+                    val_loss=math.log(ppl) if ppl and ppl > 0 else None,
+                    steps=_int(row["num_updates"]) or 0,
+                    planned_steps=_int(row["num_updates"]),
+                    provenance=_provenance("nmt_hpo", table),
+                )
+            )
     return runs
 
 
@@ -141,9 +168,13 @@ def nmtlc(path: Path, descriptors: dict[str, dict[str, float | str]]) -> list[Kb
         n = max(len(ppl_curve), len(bleu_curve))
         curve = [
             CurvePoint(
-                step=i + 1, fraction=(i + 1) / n,
-                val_loss=math.log(ppl_curve[i]) if i < len(ppl_curve) and ppl_curve[i] > 0 else None,
-                metric=(bleu_curve[i] if i < len(bleu_curve) else None) if finetune
+                step=i + 1,
+                fraction=(i + 1) / n,
+                val_loss=math.log(ppl_curve[i])
+                if i < len(ppl_curve) and ppl_curve[i] > 0
+                else None,
+                metric=(bleu_curve[i] if i < len(bleu_curve) else None)
+                if finetune
                 else (-ppl_curve[i] if i < len(ppl_curve) else None),
             )
             for i in range(n)
@@ -155,15 +186,27 @@ def nmtlc(path: Path, descriptors: dict[str, dict[str, float | str]]) -> list[Kb
             base_model = str(line.get("llm") or line.get("basemodel"))
             metric_name, metric = "bleu", line.get("bleu_optimal")
         else:
-            base_model = str(descriptors.get(task, {}).get("base_model", "transformer (from scratch)"))
+            base_model = str(
+                descriptors.get(task, {}).get("base_model", "transformer (from scratch)")
+            )
             metric_name, metric = "neg_perplexity", -float(line["perplexity_optimal"])
         best_ppl = line.get("perplexity_optimal")
-        runs.append(KbRun(
-            run_id=f"public:{table}:{index}", dataset=_dataset(task, descriptors, "nmt_hpo"), base_model=base_model,
-            task=task, config=config, metric_name=metric_name, metric=metric,
-            val_loss=math.log(best_ppl) if best_ppl and best_ppl > 0 else None, curve=curve, steps=n,
-            planned_steps=n, provenance=_provenance("nmt_hpo", table),
-        ))
+        runs.append(
+            KbRun(
+                run_id=f"public:{table}:{index}",
+                dataset=_dataset(task, descriptors, "nmt_hpo"),
+                base_model=base_model,
+                task=task,
+                config=config,
+                metric_name=metric_name,
+                metric=metric,
+                val_loss=math.log(best_ppl) if best_ppl and best_ppl > 0 else None,
+                curve=curve,
+                steps=n,
+                planned_steps=n,
+                provenance=_provenance("nmt_hpo", table),
+            )
+        )
     return runs
 
 
@@ -179,17 +222,36 @@ def deberta(path: Path, descriptors: dict[str, dict[str, float | str]]) -> list[
     for line in _read_lines(path):
         total = int(line["total_model_steps"])
         matched = line["learning_curves"]["matched"]
-        curve = [CurvePoint(step=int(step), fraction=min(1.0, step / total), metric=float(acc))
-                 for step, acc in matched]
-        config = {key: line[key] for key in ("num_train_epochs", "train_batch_size", "learning_rate",
-                                             "warmup_steps", "cls_drop_out")}
+        curve = [
+            CurvePoint(step=int(step), fraction=min(1.0, step / total), metric=float(acc))
+            for step, acc in matched
+        ]
+        config = {
+            key: line[key]
+            for key in (
+                "num_train_epochs",
+                "train_batch_size",
+                "learning_rate",
+                "warmup_steps",
+                "cls_drop_out",
+            )
+        }
         config["iteration"] = line["iteration"]
-        runs.append(KbRun(
-            run_id=f"public:{table}:{line['iteration']}", dataset=_dataset(DEBERTA_TASK, descriptors, "deberta_mnli"),
-            base_model=base_model, task=DEBERTA_TASK, config=config, metric_name="accuracy",
-            metric=curve[-1].metric if curve else None, curve=curve, steps=total, planned_steps=total,
-            provenance=_provenance("deberta_mnli", table),
-        ))
+        runs.append(
+            KbRun(
+                run_id=f"public:{table}:{line['iteration']}",
+                dataset=_dataset(DEBERTA_TASK, descriptors, "deberta_mnli"),
+                base_model=base_model,
+                task=DEBERTA_TASK,
+                config=config,
+                metric_name="accuracy",
+                metric=curve[-1].metric if curve else None,
+                curve=curve,
+                steps=total,
+                planned_steps=total,
+                provenance=_provenance("deberta_mnli", table),
+            )
+        )
     return runs
 
 
@@ -209,38 +271,69 @@ def peft_metamathqa(folder: Path) -> list[KbRun]:
             detail = details.get(row["file"], {})
             metrics = (detail.get("train_info") or {}).get("metrics") or []
             curve = [
-                CurvePoint(step=int(m["step"]), fraction=min(1.0, m["step"] / max_steps) if max_steps else 0.0,
-                           metric=m.get("valid accuracy"), train_loss=m.get("train loss"))
-                for m in metrics if "valid accuracy" in m
+                CurvePoint(
+                    step=int(m["step"]),
+                    fraction=min(1.0, m["step"] / max_steps) if max_steps else 0.0,
+                    metric=m.get("valid accuracy"),
+                    train_loss=m.get("train loss"),
+                )
+                for m in metrics
+                if "valid accuracy" in m
             ]
-            dtype = (((detail.get("run_info") or {}).get("train_config") or {}).get("dtype"))
+            dtype = ((detail.get("run_info") or {}).get("train_config") or {}).get("dtype")
             config: dict[str, Any] = {
-                "experiment": row["experiment"], "peft_type": row["peft_type"], "r": _int(row["r"]),
-                "lora_alpha": _int(row["lora_alpha"]), "lora_dropout": _number(row["lora_dropout"]),
-                "target_modules": json.loads(row["target_modules"]) if row["target_modules"].startswith("[")
+                "experiment": row["experiment"],
+                "peft_type": row["peft_type"],
+                "r": _int(row["r"]),
+                "lora_alpha": _int(row["lora_alpha"]),
+                "lora_dropout": _number(row["lora_dropout"]),
+                "target_modules": json.loads(row["target_modules"])
+                if row["target_modules"].startswith("[")
                 else row["target_modules"] or None,
-                "use_dora": row["use_dora"] == "True", "use_rslora": row["use_rslora"] == "True",
-                "learning_rate": _number(row["lr"]), "weight_decay": _number(row["weight_decay"]),
-                "optimizer": row["optimizer"], "lr_scheduler": row["lr_scheduler"],
-                "batch_size": _int(row["batch_size"]), "max_steps": max_steps,
+                "use_dora": row["use_dora"] == "True",
+                "use_rslora": row["use_rslora"] == "True",
+                "learning_rate": _number(row["lr"]),
+                "weight_decay": _number(row["weight_decay"]),
+                "optimizer": row["optimizer"],
+                "lr_scheduler": row["lr_scheduler"],
+                "batch_size": _int(row["batch_size"]),
+                "max_steps": max_steps,
                 "trainable_parameters": _int(row["num_trainable_params"]),
             }
             total_s = _number(row["total_time_s"]) or 0.0
             ok = row["status"] == "success"
-            runs.append(KbRun(
-                run_id=f"public:{table}:{row['experiment']}",
-                dataset=_dataset(PEFT_TASK, {}, "peft_metamathqa", PEFT_DESCRIPTORS),
-                base_model=row["model_id"], task=PEFT_TASK, config=config,
-                status=RunStatus.completed if ok else RunStatus.failed,
-                stop_reason=None if ok else row["status"], metric_name="accuracy",
-                metric=_number(row["test_accuracy"]), curve=curve, steps=max_steps, planned_steps=max_steps,
-                wall_seconds=total_s, train_seconds=_number(row["train_time_s"]), gpu_hours=total_s / 3600.0,
-                hardware=Hardware(device="cuda", gpu_model=row["accelerator"] or None, gpu_count=1,
-                                  precision=dtype),
-                provenance=_provenance("peft_metamathqa", table).model_copy(
-                    update={"created_at": datetime.fromisoformat(row["created_at"]) if row["created_at"] else None}
-                ),
-            ))
+            runs.append(
+                KbRun(
+                    run_id=f"public:{table}:{row['experiment']}",
+                    dataset=_dataset(PEFT_TASK, {}, "peft_metamathqa", PEFT_DESCRIPTORS),
+                    base_model=row["model_id"],
+                    task=PEFT_TASK,
+                    config=config,
+                    status=RunStatus.completed if ok else RunStatus.failed,
+                    stop_reason=None if ok else row["status"],
+                    metric_name="accuracy",
+                    metric=_number(row["test_accuracy"]),
+                    curve=curve,
+                    steps=max_steps,
+                    planned_steps=max_steps,
+                    wall_seconds=total_s,
+                    train_seconds=_number(row["train_time_s"]),
+                    gpu_hours=total_s / 3600.0,
+                    hardware=Hardware(
+                        device="cuda",
+                        gpu_model=row["accelerator"] or None,
+                        gpu_count=1,
+                        precision=dtype,
+                    ),
+                    provenance=_provenance("peft_metamathqa", table).model_copy(
+                        update={
+                            "created_at": datetime.fromisoformat(row["created_at"])
+                            if row["created_at"]
+                            else None
+                        }
+                    ),
+                )
+            )
     return runs
 
 
@@ -265,5 +358,7 @@ def import_public(directory: Path | str) -> PublicImport:
     if (directory / "peft_metamathqa" / "peft_metamathqa_runs.csv").is_file():
         add("peft_metamathqa", peft_metamathqa(directory / "peft_metamathqa"))
     if not result.tables:
-        raise KbFileError(directory, "no public HPO table found (nmt_hpo/, deberta_mnli/, peft_metamathqa/)")
+        raise KbFileError(
+            directory, "no public HPO table found (nmt_hpo/, deberta_mnli/, peft_metamathqa/)"
+        )
     return result

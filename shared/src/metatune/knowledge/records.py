@@ -23,8 +23,16 @@ from metatune.contracts import Contract, CurvePoint, Hardware, MetaFeatures, Stu
 
 # CurvePoint and Hardware are contracts (``RunCompleted`` carries them); re-exported here.
 __all__ = [
-    "KB_SCHEMA_VERSION", "CurvePoint", "DatasetInfo", "Hardware", "KbFileHeader", "KbRun", "Provenance", "RunStatus",
-    "StudyBest", "StudyProfile",
+    "KB_SCHEMA_VERSION",
+    "CurvePoint",
+    "DatasetInfo",
+    "Hardware",
+    "KbFileHeader",
+    "KbRun",
+    "Provenance",
+    "RunStatus",
+    "StudyBest",
+    "StudyProfile",
 ]
 
 KB_SCHEMA_VERSION = 1
@@ -60,18 +68,27 @@ class DatasetInfo(Contract):
 class KbRun(Contract):
     """One fine-tuning run, whole: dataset, model, configuration, curve, outcome and cost."""
 
-    run_id: str = Field(min_length=1, description="the job id for platform runs; a stable id for built / imported runs")
+    run_id: str = Field(
+        min_length=1,
+        description="the job id for platform runs; a stable id for built / imported runs",
+    )
     study_id: UUID | None = None
     dataset: DatasetInfo
     base_model: str
     task: TaskType | str = Field(description="a MetaTune task, or the public table's own task name")
-    config: dict[str, Any] = Field(description="the full configuration (a LoraConfig for LoRA runs)")
+    config: dict[str, Any] = Field(
+        description="the full configuration (a LoraConfig for LoRA runs)"
+    )
     status: RunStatus = RunStatus.completed
     stop_reason: str | None = None
     metric_name: str = Field(description="accuracy, macro_f1, perplexity, bleu...")
-    metric: float | None = Field(None, description="final objective, higher is better (negated where lower is)")
+    metric: float | None = Field(
+        None, description="final objective, higher is better (negated where lower is)"
+    )
     val_loss: float | None = None
-    majority_baseline: float | None = Field(None, description="accuracy of always predicting the majority class")
+    majority_baseline: float | None = Field(
+        None, description="accuracy of always predicting the majority class"
+    )
     curve: list[CurvePoint] = Field(default_factory=list)
     steps: int = Field(0, ge=0)
     planned_steps: int | None = Field(None, ge=0)
@@ -94,7 +111,9 @@ class KbFileHeader(Contract):
 
     kind: str = "metatune-knowledge-base"
     schema_version: int = KB_SCHEMA_VERSION
-    provenance: dict[str, Any] = Field(default_factory=dict, description="machine, versions, budgets, datasets")
+    provenance: dict[str, Any] = Field(
+        default_factory=dict, description="machine, versions, budgets, datasets"
+    )
 
 
 class StudyBest(Contract):

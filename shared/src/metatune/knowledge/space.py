@@ -30,7 +30,16 @@ ALPHA_RATIO_RANGE = (0.5, 4.0)  # alpha / rank
 DROPOUT_RANGE = (0.0, 0.3)
 WARMUP_RANGE = (0.0, 0.2)
 
-DIMENSIONS = ("learning_rate", "rank", "alpha_ratio", "dropout", "batch_size", "warmup_ratio", "lr_schedule", "targets")
+DIMENSIONS = (
+    "learning_rate",
+    "rank",
+    "alpha_ratio",
+    "dropout",
+    "batch_size",
+    "warmup_ratio",
+    "lr_schedule",
+    "targets",
+)
 
 
 def _log_interp(u: float, low: float, high: float) -> float:
@@ -62,7 +71,9 @@ def decode(unit: Sequence[float], *, budget: Budget = Budget(), seed: int = 13) 
         dropout=round(DROPOUT_RANGE[0] + u["dropout"] * (DROPOUT_RANGE[1] - DROPOUT_RANGE[0]), 4),
         learning_rate=float(f"{_log_interp(u['learning_rate'], *LR_RANGE):.3g}"),
         batch_size=_pick(u["batch_size"], BATCH_SIZES),
-        warmup_ratio=round(WARMUP_RANGE[0] + u["warmup_ratio"] * (WARMUP_RANGE[1] - WARMUP_RANGE[0]), 4),
+        warmup_ratio=round(
+            WARMUP_RANGE[0] + u["warmup_ratio"] * (WARMUP_RANGE[1] - WARMUP_RANGE[0]), 4
+        ),
         lr_schedule=_pick(u["lr_schedule"], SCHEDULES),
         target_modules=TARGET_SETS[_pick(u["targets"], list(TARGET_SETS))],
         max_steps=budget.max_steps,

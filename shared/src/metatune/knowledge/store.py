@@ -15,7 +15,7 @@ Usage::
 
     store = KnowledgeStore(settings.database_url)
     await store.migrate()
-    await store.add_run(run)          # False: that run id was already stored
+    await store.add_run(run)  # False: that run id was already stored
     best = await store.runs(base_model=EMBEDDED_MODEL, task="classification")
     await store.close()
 """
@@ -56,10 +56,39 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _DATASET_SUFFIXES = (".gz", ".jsonl", ".json", ".csv", ".parquet", ".txt", ".tsv")
 
 _RUN_COLUMNS = (
-    "run_id", "study_id", "dataset_name", "base_model", "task", "status", "stop_reason", "source", "metric_name",
-    "metric", "val_loss", "majority_baseline", "steps", "planned_steps", "tokens", "tokens_with_padding",
-    "wall_seconds", "train_seconds", "gpu_hours", "energy_wh", "emissions_g", "device", "gpu_model", "gpu_count",
-    "datacenter", "seed", "code_version", "profile_missing", "config", "curve", "features", "dataset", "hardware",
+    "run_id",
+    "study_id",
+    "dataset_name",
+    "base_model",
+    "task",
+    "status",
+    "stop_reason",
+    "source",
+    "metric_name",
+    "metric",
+    "val_loss",
+    "majority_baseline",
+    "steps",
+    "planned_steps",
+    "tokens",
+    "tokens_with_padding",
+    "wall_seconds",
+    "train_seconds",
+    "gpu_hours",
+    "energy_wh",
+    "emissions_g",
+    "device",
+    "gpu_model",
+    "gpu_count",
+    "datacenter",
+    "seed",
+    "code_version",
+    "profile_missing",
+    "config",
+    "curve",
+    "features",
+    "dataset",
+    "hardware",
     "provenance",
 )
 # A run id stored as failed is replaced by a later completion of the same id (a job retried after a
@@ -86,7 +115,9 @@ class ImportReport(Contract):
     added: int = Field(description="runs new to the knowledge base")
     existed: int = Field(description="runs it already held (by run id)")
     torn: bool = Field(False, description="the file's last line was cut short and skipped")
-    sources: dict[str, int] = Field(default_factory=dict, description="runs of the file per provenance source")
+    sources: dict[str, int] = Field(
+        default_factory=dict, description="runs of the file per provenance source"
+    )
 
 
 class KbStats(Contract):
@@ -94,7 +125,9 @@ class KbStats(Contract):
 
     runs: int
     datasets: int
-    configs_per_dataset_min: int = Field(description="fewest distinct configurations on one dataset (finished runs)")
+    configs_per_dataset_min: int = Field(
+        description="fewest distinct configurations on one dataset (finished runs)"
+    )
     configs_per_dataset_median: float
     configs_per_dataset_max: int
     runs_completed: int
@@ -105,8 +138,12 @@ class KbStats(Contract):
     base_models: int
     runs_per_source: dict[str, int]
     datasets_per_source: dict[str, int]
-    datasets_with_majority_baseline: int = Field(description="datasets whose runs record the majority-class baseline")
-    datasets_beating_majority_baseline: int = Field(description="... whose best run scores above that baseline")
+    datasets_with_majority_baseline: int = Field(
+        description="datasets whose runs record the majority-class baseline"
+    )
+    datasets_beating_majority_baseline: int = Field(
+        description="... whose best run scores above that baseline"
+    )
     median_margin_over_majority_baseline: float | None = Field(
         description="median over those datasets of (best run's metric - its majority baseline)"
     )
@@ -138,7 +175,9 @@ def yoyo_uri(url: str, schema: str | None = None, connect_timeout_s: float | Non
         query["schema"] = schema
     if connect_timeout_s and "connect_timeout" not in query:
         query["connect_timeout"] = str(max(1, round(connect_timeout_s)))
-    return urlunsplit(("postgresql+psycopg", parts.netloc, parts.path, urlencode(query), parts.fragment))
+    return urlunsplit(
+        ("postgresql+psycopg", parts.netloc, parts.path, urlencode(query), parts.fragment)
+    )
 
 
 def _row_params(run: KbRun) -> tuple[Any, ...]:
@@ -146,14 +185,40 @@ def _row_params(run: KbRun) -> tuple[Any, ...]:
     features = run.dataset.features.model_dump(mode="json") if run.dataset.features else None
     hardware = run.hardware
     return (
-        run.run_id, run.study_id, run.dataset.name, run.base_model, str(run.task), run.status.value, run.stop_reason,
-        run.provenance.source, run.metric_name, run.metric, run.val_loss, run.majority_baseline, run.steps,
-        run.planned_steps, run.tokens, run.tokens_with_padding, run.wall_seconds, run.train_seconds, run.gpu_hours,
-        run.energy_wh, run.emissions_g, hardware.device if hardware else None, hardware.gpu_model if hardware else None,
-        hardware.gpu_count if hardware else None, run.datacenter, run.seed, run.provenance.code_version,
-        run.profile_missing, Jsonb(run.config), Jsonb([p.model_dump(mode="json") for p in run.curve]),
-        Jsonb(features) if features is not None else None, Jsonb(dataset),
-        Jsonb(hardware.model_dump(mode="json")) if hardware else None, Jsonb(run.provenance.model_dump(mode="json")),
+        run.run_id,
+        run.study_id,
+        run.dataset.name,
+        run.base_model,
+        str(run.task),
+        run.status.value,
+        run.stop_reason,
+        run.provenance.source,
+        run.metric_name,
+        run.metric,
+        run.val_loss,
+        run.majority_baseline,
+        run.steps,
+        run.planned_steps,
+        run.tokens,
+        run.tokens_with_padding,
+        run.wall_seconds,
+        run.train_seconds,
+        run.gpu_hours,
+        run.energy_wh,
+        run.emissions_g,
+        hardware.device if hardware else None,
+        hardware.gpu_model if hardware else None,
+        hardware.gpu_count if hardware else None,
+        run.datacenter,
+        run.seed,
+        run.provenance.code_version,
+        run.profile_missing,
+        Jsonb(run.config),
+        Jsonb([p.model_dump(mode="json") for p in run.curve]),
+        Jsonb(features) if features is not None else None,
+        Jsonb(dataset),
+        Jsonb(hardware.model_dump(mode="json")) if hardware else None,
+        Jsonb(run.provenance.model_dump(mode="json")),
     )
 
 
@@ -162,16 +227,32 @@ def _run_from_row(row: dict[str, Any]) -> KbRun:
     dataset["name"] = row["dataset_name"]
     dataset["features"] = row["features"]
     return KbRun(
-        run_id=row["run_id"], study_id=row["study_id"], dataset=DatasetInfo.model_validate(dataset),
-        base_model=row["base_model"], task=row["task"], config=row["config"], status=RunStatus(row["status"]),
-        stop_reason=row["stop_reason"], metric_name=row["metric_name"], metric=row["metric"],
-        val_loss=row["val_loss"], majority_baseline=row["majority_baseline"], curve=row["curve"],
-        steps=row["steps"], planned_steps=row["planned_steps"], tokens=row["tokens"],
-        tokens_with_padding=row["tokens_with_padding"], wall_seconds=row["wall_seconds"],
-        train_seconds=row["train_seconds"], gpu_hours=row["gpu_hours"], energy_wh=row["energy_wh"],
+        run_id=row["run_id"],
+        study_id=row["study_id"],
+        dataset=DatasetInfo.model_validate(dataset),
+        base_model=row["base_model"],
+        task=row["task"],
+        config=row["config"],
+        status=RunStatus(row["status"]),
+        stop_reason=row["stop_reason"],
+        metric_name=row["metric_name"],
+        metric=row["metric"],
+        val_loss=row["val_loss"],
+        majority_baseline=row["majority_baseline"],
+        curve=row["curve"],
+        steps=row["steps"],
+        planned_steps=row["planned_steps"],
+        tokens=row["tokens"],
+        tokens_with_padding=row["tokens_with_padding"],
+        wall_seconds=row["wall_seconds"],
+        train_seconds=row["train_seconds"],
+        gpu_hours=row["gpu_hours"],
+        energy_wh=row["energy_wh"],
         emissions_g=row["emissions_g"],
         hardware=Hardware.model_validate(row["hardware"]) if row["hardware"] else None,
-        datacenter=row["datacenter"], seed=row["seed"], provenance=Provenance.model_validate(row["provenance"]),
+        datacenter=row["datacenter"],
+        seed=row["seed"],
+        provenance=Provenance.model_validate(row["provenance"]),
         profile_missing=row["profile_missing"],
     )
 
@@ -181,10 +262,17 @@ class KnowledgeStore:
     the connection's default (``public``)."""
 
     def __init__(
-        self, url: str, *, schema: str | None = None, connect_timeout_s: float = 2.0, max_connections: int = 4,
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        connect_timeout_s: float = 2.0,
+        max_connections: int = 4,
     ) -> None:
         if schema is not None and not _SCHEMA_NAME.match(schema):
-            raise KnowledgeBaseError(f"schema name {schema!r}: lower-case letters, digits and _ only")
+            raise KnowledgeBaseError(
+                f"schema name {schema!r}: lower-case letters, digits and _ only"
+            )
         self.url = url
         self.schema = schema
         self.connect_timeout_s = connect_timeout_s
@@ -206,7 +294,9 @@ class KnowledgeStore:
             async with await psycopg.AsyncConnection.connect(
                 self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout_s))
             ) as conn:
-                await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+                await conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+                )
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
 
@@ -215,23 +305,36 @@ class KnowledgeStore:
             return self._pool
         async with self._opening:
             if self._pool is None:
-                kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout_s))}
+                kwargs: dict[str, Any] = {
+                    "autocommit": True,
+                    "connect_timeout": max(1, round(self.connect_timeout_s)),
+                }
                 if self.schema:
                     kwargs["options"] = f"-c search_path={self.schema}"
                 pool = AsyncConnectionPool(
-                    self.url, kwargs=kwargs, min_size=1, max_size=self._max_connections, open=False,
-                    check=AsyncConnectionPool.check_connection, timeout=max(5.0, 3 * self.connect_timeout_s),
-                    reconnect_timeout=60.0, name="metatune-kb",
+                    self.url,
+                    kwargs=kwargs,
+                    min_size=1,
+                    max_size=self._max_connections,
+                    open=False,
+                    check=AsyncConnectionPool.check_connection,
+                    timeout=max(5.0, 3 * self.connect_timeout_s),
+                    reconnect_timeout=60.0,
+                    name="metatune-kb",
                 )
                 try:
                     await pool.open(wait=True, timeout=max(5.0, 3 * self.connect_timeout_s))
                 except PoolTimeout as exc:
                     await pool.close()
-                    raise DatabaseUnavailable(self._where(), "no connection within the timeout") from exc
+                    raise DatabaseUnavailable(
+                        self._where(), "no connection within the timeout"
+                    ) from exc
                 self._pool = pool
         return self._pool
 
-    async def _fetch(self, query: str | sql.Composable, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    async def _fetch(
+        self, query: str | sql.Composable, params: Sequence[Any] = ()
+    ) -> list[dict[str, Any]]:
         pool = await self._get_pool()
         try:
             async with pool.connection() as conn:
@@ -265,7 +368,9 @@ class KnowledgeStore:
 
         uri = yoyo_uri(self.url, self.schema, self.connect_timeout_s)
         backend = None
-        for attempt in range(3):  # two processes creating yoyo's own tables at once: one loses, retries
+        for attempt in range(
+            3
+        ):  # two processes creating yoyo's own tables at once: one loses, retries
             try:
                 backend = get_backend(uri)
                 break
@@ -276,7 +381,9 @@ class KnowledgeStore:
                     raise
         assert backend is not None
         try:
-            with resources.as_file(resources.files(MIGRATIONS_PACKAGE).joinpath(MIGRATIONS_DIR)) as folder:
+            with resources.as_file(
+                resources.files(MIGRATIONS_PACKAGE).joinpath(MIGRATIONS_DIR)
+            ) as folder:
                 migrations = read_migrations(str(folder))
                 try:
                     with backend.lock(timeout=60):
@@ -314,7 +421,11 @@ class KnowledgeStore:
         return added
 
     async def runs(
-        self, *, base_model: str | None = None, task: str | None = None, source: str | None = None,
+        self,
+        *,
+        base_model: str | None = None,
+        task: str | None = None,
+        source: str | None = None,
         include_failed: bool = False,
     ) -> list[KbRun]:
         """Runs matching every filter given, ordered by run id. ``source`` is exact, or a prefix when
@@ -355,7 +466,12 @@ class KnowledgeStore:
 
     # ----------------------------------------------------------------- study profiles
     async def save_profile(
-        self, study_id: UUID | str, spec: StudySpec, features: MetaFeatures, *, profiled_at: datetime | None = None,
+        self,
+        study_id: UUID | str,
+        spec: StudySpec,
+        features: MetaFeatures,
+        *,
+        profiled_at: datetime | None = None,
     ) -> int:
         """Keep a study's profile (the latest wins) and fill its runs stored without one; returns how
         many runs were filled."""
@@ -369,8 +485,15 @@ class KnowledgeStore:
                     "dataset_name = EXCLUDED.dataset_name, base_model = EXCLUDED.base_model, task = EXCLUDED.task, "
                     "spec = EXCLUDED.spec, features = EXCLUDED.features, profiled_at = EXCLUDED.profiled_at, "
                     "stored_at = now()",
-                    (str(study_id), name, spec.base_model, spec.task.value, Jsonb(spec.model_dump(mode="json")),
-                     Jsonb(features.model_dump(mode="json")), profiled_at),
+                    (
+                        str(study_id),
+                        name,
+                        spec.base_model,
+                        spec.task.value,
+                        Jsonb(spec.model_dump(mode="json")),
+                        Jsonb(features.model_dump(mode="json")),
+                        profiled_at,
+                    ),
                 )
                 cur = await conn.execute(_FILL_FROM_PROFILE, (str(study_id),))
                 return cur.rowcount
@@ -390,13 +513,18 @@ class KnowledgeStore:
             raise self._unavailable(exc) from exc
 
     async def profile(self, study_id: UUID | str) -> StudyProfile | None:
-        rows = await self._fetch("SELECT * FROM kb_study_profiles WHERE study_id = %s", (str(study_id),))
+        rows = await self._fetch(
+            "SELECT * FROM kb_study_profiles WHERE study_id = %s", (str(study_id),)
+        )
         if not rows:
             return None
         row = rows[0]
         return StudyProfile(
-            study_id=row["study_id"], dataset_name=row["dataset_name"], spec=StudySpec.model_validate(row["spec"]),
-            features=MetaFeatures.model_validate(row["features"]), profiled_at=row["profiled_at"],
+            study_id=row["study_id"],
+            dataset_name=row["dataset_name"],
+            spec=StudySpec.model_validate(row["spec"]),
+            features=MetaFeatures.model_validate(row["features"]),
+            profiled_at=row["profiled_at"],
         )
 
     # ----------------------------------------------------------------- files
@@ -415,7 +543,11 @@ class KnowledgeStore:
         )
         distinct = kb.by_id()
         return ImportReport(
-            name=path.name, runs=len(distinct), added=added, existed=len(distinct) - added, torn=kb.torn,
+            name=path.name,
+            runs=len(distinct),
+            added=added,
+            existed=len(distinct) - added,
+            torn=kb.torn,
             sources=dict(Counter(run.provenance.source for run in distinct.values())),
         )
 
@@ -436,9 +568,15 @@ class KnowledgeStore:
             if row["status"] == RunStatus.failed.value:
                 continue
             configs[name].add(row["config_key"])
-            if row["metric"] is not None and (name not in best or row["metric"] > best[name]["metric"]):
+            if row["metric"] is not None and (
+                name not in best or row["metric"] > best[name]["metric"]
+            ):
                 best[name] = row
-        margins = [b["metric"] - b["majority_baseline"] for b in best.values() if b["majority_baseline"] is not None]
+        margins = [
+            b["metric"] - b["majority_baseline"]
+            for b in best.values()
+            if b["majority_baseline"] is not None
+        ]
         counts = [len(c) for c in configs.values()]
         return KbStats(
             runs=len(rows),
@@ -453,7 +591,9 @@ class KnowledgeStore:
             study_profiles=profiles,
             base_models=len({row["base_model"] for row in rows}),
             runs_per_source=dict(sorted(Counter(row["source"] for row in rows).items())),
-            datasets_per_source={source: len(names) for source, names in sorted(datasets_per_source.items())},
+            datasets_per_source={
+                source: len(names) for source, names in sorted(datasets_per_source.items())
+            },
             datasets_with_majority_baseline=len(margins),
             datasets_beating_majority_baseline=sum(margin > 0 for margin in margins),
             median_margin_over_majority_baseline=statistics.median(margins) if margins else None,
@@ -467,6 +607,8 @@ class KnowledgeStore:
         await self.close()
         try:
             async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-                await conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema)))
+                await conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+                )
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc

@@ -50,7 +50,9 @@ def load_em(folder: Path, zone: str) -> RegionSeries:
         )
     frame = regularise(frame)
     latitude, longitude = _coordinates(zone, frame)
-    return RegionSeries(f"EM:{zone}", zone, latitude, longitude, with_ghi(frame, latitude, longitude))
+    return RegionSeries(
+        f"EM:{zone}", zone, latitude, longitude, with_ghi(frame, latitude, longitude)
+    )
 
 
 def load_carboncast(folder: Path, region: str) -> RegionSeries:
@@ -66,10 +68,14 @@ def load_carboncast(folder: Path, region: str) -> RegionSeries:
     )
     frame = regularise(frame)
     latitude, longitude = _coordinates(region, frame)
-    return RegionSeries(f"CC:{region}", region, latitude, longitude, frame, weather_is_forecast=True)
+    return RegionSeries(
+        f"CC:{region}", region, latitude, longitude, frame, weather_is_forecast=True
+    )
 
 
-def load_folder(folder: Path, sources: tuple[str, ...] = ("em", "carboncast")) -> list[RegionSeries]:
+def load_folder(
+    folder: Path, sources: tuple[str, ...] = ("em", "carboncast")
+) -> list[RegionSeries]:
     """Every region of the folder, EM first, sorted by name."""
     folder = Path(folder)
     series: list[RegionSeries] = []

@@ -19,7 +19,11 @@ import pandas as pd
 from ..domain.providers import ProviderUnavailable, Site
 
 DEFAULT_URL = "https://api.open-meteo.com/v1/forecast"
-VARIABLES = {"temperature_2m": "temperature_c", "wind_speed_10m": "wind_ms", "cloud_cover": "cloud_pct"}
+VARIABLES = {
+    "temperature_2m": "temperature_c",
+    "wind_speed_10m": "wind_ms",
+    "cloud_cover": "cloud_pct",
+}
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 
 
@@ -45,7 +49,9 @@ class OpenMeteoWeather:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def hourly(self, site: Site, issue: datetime, past_hours: int, future_hours: int) -> pd.DataFrame:
+    async def hourly(
+        self, site: Site, issue: datetime, past_hours: int, future_hours: int
+    ) -> pd.DataFrame:
         issue_ts = pd.Timestamp(issue).tz_convert("UTC").floor("h")
         params = {
             "latitude": round(site.latitude, 3),
@@ -56,15 +62,25 @@ class OpenMeteoWeather:
             "past_days": math.ceil(past_hours / 24) + 1,
             "forecast_days": min(math.ceil(future_hours / 24) + 1, 16),
         }
-        key = (params["latitude"], params["longitude"], issue_ts, params["past_days"], params["forecast_days"])
+        key = (
+            params["latitude"],
+            params["longitude"],
+            issue_ts,
+            params["past_days"],
+            params["forecast_days"],
+        )
         cached = self._cache.get(key)
         if cached is not None and time.monotonic() - cached[0] < self.cache_ttl_s:
             frame = cached[1]
         else:
             frame = parse_hourly(await self._get(params))
-            self._cache = {k: v for k, v in self._cache.items() if time.monotonic() - v[0] < self.cache_ttl_s}
+            self._cache = {
+                k: v for k, v in self._cache.items() if time.monotonic() - v[0] < self.cache_ttl_s
+            }
             self._cache[key] = (time.monotonic(), frame)
-        index = pd.date_range(issue_ts - pd.Timedelta(hours=past_hours), periods=past_hours + future_hours, freq="h")
+        index = pd.date_range(
+            issue_ts - pd.Timedelta(hours=past_hours), periods=past_hours + future_hours, freq="h"
+        )
         return frame.reindex(index)
 
     async def _get(self, params: dict) -> dict:
@@ -81,12 +97,16 @@ class OpenMeteoWeather:
                 last_error = f"HTTP {response.status_code}"
                 continue
             if response.status_code != 200:
-                raise ProviderUnavailable(f"Open-Meteo answered HTTP {response.status_code}: {response.text[:200]}")
+                raise ProviderUnavailable(
+                    f"Open-Meteo answered HTTP {response.status_code}: {response.text[:200]}"
+                )
             try:
                 return response.json()
             except ValueError as exc:
                 raise ProviderUnavailable(f"Open-Meteo sent invalid JSON: {exc}") from exc
-        raise ProviderUnavailable(f"Open-Meteo did not answer after {self.retries + 1} attempts ({last_error})")
+        raise ProviderUnavailable(
+            f"Open-Meteo did not answer after {self.retries + 1} attempts ({last_error})"
+        )
 
 
 def parse_hourly(payload: dict) -> pd.DataFrame:
@@ -95,7 +115,11 @@ def parse_hourly(payload: dict) -> pd.DataFrame:
         hourly = payload["hourly"]
         offset = pd.Timedelta(seconds=payload.get("utc_offset_seconds", 0))
         index = pd.DatetimeIndex(pd.to_datetime(hourly["time"])).tz_localize("UTC") - offset
-        columns = {ours: np.array(hourly[theirs], dtype=float) for theirs, ours in VARIABLES.items()}
+        columns = {
+            ours: np.array(hourly[theirs], dtype=float) for theirs, ours in VARIABLES.items()
+        }
     except (KeyError, TypeError, ValueError) as exc:
-        raise ProviderUnavailable(f"Open-Meteo response without the expected hourly data: {exc}") from exc
+        raise ProviderUnavailable(
+            f"Open-Meteo response without the expected hourly data: {exc}"
+        ) from exc
     return pd.DataFrame(columns, index=index)

@@ -30,7 +30,10 @@ class ReplayData:
     def __init__(self, path: Path = REPLAY_PATH) -> None:
         extract = pd.read_parquet(path)
         self._frames = {
-            str(region): frame.set_index("datetime_utc").drop(columns="region").astype(float).sort_index()
+            str(region): frame.set_index("datetime_utc")
+            .drop(columns="region")
+            .astype(float)
+            .sort_index()
             for region, frame in extract.groupby("region", observed=True)
         }
 
@@ -71,12 +74,19 @@ class ReplayWeather:
         self.data = data
         self.error_model = error_model
 
-    async def hourly(self, site: Site, issue: datetime, past_hours: int, future_hours: int) -> pd.DataFrame:
+    async def hourly(
+        self, site: Site, issue: datetime, past_hours: int, future_hours: int
+    ) -> pd.DataFrame:
         start = pd.Timestamp(issue) - pd.Timedelta(hours=past_hours)
         rows = self.data.rows(site.region, start, past_hours + future_hours)
         weather = rows[["temperature_c", "wind_ms", "cloud_pct"]].copy()
         future = weather.iloc[past_hours:]
-        seed = int.from_bytes(hashlib.sha256(f"{site.region}|{pd.Timestamp(issue).isoformat()}".encode()).digest()[:8], "big")
+        seed = int.from_bytes(
+            hashlib.sha256(f"{site.region}|{pd.Timestamp(issue).isoformat()}".encode()).digest()[
+                :8
+            ],
+            "big",
+        )
         degraded = self.error_model.degrade(
             *(future[c].to_numpy()[None, :] for c in ("temperature_c", "wind_ms", "cloud_pct")),
             np.random.default_rng(seed),

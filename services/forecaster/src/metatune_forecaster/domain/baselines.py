@@ -46,7 +46,9 @@ def same_hour_mean(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int
         return np.where(counts > 0, np.nansum(stacked, axis=0) / np.maximum(counts, 1), np.nan)
 
 
-def same_hour_median(y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int = 7) -> np.ndarray:
+def same_hour_median(
+    y: np.ndarray, issue: np.ndarray, lead: np.ndarray, days: int = 7
+) -> np.ndarray:
     """Median of the same hour over the latest ``days`` observed days."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an issue with no observed same hour: NaN

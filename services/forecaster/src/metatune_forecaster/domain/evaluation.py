@@ -12,20 +12,32 @@ MIN_ACTUAL_G = 1.0  # hours with a smaller actual are left out of MAPE (it explo
 def mape(predicted: np.ndarray, actual: np.ndarray) -> float:
     """Mean absolute percentage error, %, over hours with actual >= 1 g/kWh."""
     ok = np.isfinite(predicted) & np.isfinite(actual) & (actual >= MIN_ACTUAL_G)
-    return float(100 * np.mean(np.abs(predicted[ok] - actual[ok]) / actual[ok])) if ok.any() else float("nan")
+    return (
+        float(100 * np.mean(np.abs(predicted[ok] - actual[ok]) / actual[ok]))
+        if ok.any()
+        else float("nan")
+    )
 
 
 def wmape(predicted: np.ndarray, actual: np.ndarray) -> float:
     """Weighted MAPE, %: sum |error| / sum |actual| (robust on grids near zero)."""
     ok = np.isfinite(predicted) & np.isfinite(actual)
     total = np.sum(np.abs(actual[ok]))
-    return float(100 * np.sum(np.abs(predicted[ok] - actual[ok])) / total) if total > 0 else float("nan")
+    return (
+        float(100 * np.sum(np.abs(predicted[ok] - actual[ok])) / total)
+        if total > 0
+        else float("nan")
+    )
 
 
 def coverage(low: np.ndarray, high: np.ndarray, actual: np.ndarray) -> float:
     """Share of actual values inside [low, high], %."""
     ok = np.isfinite(low) & np.isfinite(high) & np.isfinite(actual)
-    return float(100 * np.mean((actual[ok] >= low[ok]) & (actual[ok] <= high[ok]))) if ok.any() else float("nan")
+    return (
+        float(100 * np.mean((actual[ok] >= low[ok]) & (actual[ok] <= high[ok])))
+        if ok.any()
+        else float("nan")
+    )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,13 @@ import numpy as np
 import pandas as pd
 
 from .baselines import at as _at
-from .baselines import days_back, same_hour_mean, same_hour_median, seasonal_naive_24h, seasonal_naive_168h
+from .baselines import (
+    days_back,
+    same_hour_mean,
+    same_hour_median,
+    seasonal_naive_24h,
+    seasonal_naive_168h,
+)
 from .series import RegionSeries
 from .solar import local_solar_hour
 from .wind import capacity_factor, hub_height_speed
@@ -25,22 +31,67 @@ WEEK = 168
 SENSITIVITY_WINDOW = 28 * 24
 SKILL_WINDOW = 14 * 24  # hours over which the naive forecasts' recent errors are measured
 RECENT_WINDOW = 28 * 24  # past issues re-forecast to recalibrate the intervals (see recent.py)
-HISTORY_HOURS = SENSITIVITY_WINDOW + RECENT_WINDOW  # hours of history an issue needs, its past issues' included
+HISTORY_HOURS = (
+    SENSITIVITY_WINDOW + RECENT_WINDOW
+)  # hours of history an issue needs, its past issues' included
 NIGHT_WM2 = 50.0
 
 FEATURE_NAMES = [
-    "lead_h", "solar_hour", "local_weekday", "weekend", "season", "abs_latitude", "clear_sky_kwm2",
-    "last", "last3", "mean24", "trend_week", "std_week", "min_week", "max_week", "anomaly_now",
-    "naive24", "naive48", "naive168", "mean7",
-    "temperature_c", "wind_cf", "ghi_kwm2", "clearness",
-    "d_wind_cf", "d_ghi_kwm2", "d_temperature_c", "wind_cf_vs_week", "temperature_vs_week",
-    "beta_wind", "beta_sun", "wind_effect", "sun_effect",
-    "naive24_vs_mean7", "day_change_now", "anomaly_decayed",
-    "skill_naive24", "skill_naive168", "skill_mean7", "skill_hourly",
-    "anomaly_3h", "anomaly_24h", "slope_1h", "slope_3h",
-    "anomaly_now_z", "anomaly_3h_z", "anomaly_decayed_z", "naive24_vs_mean7_z", "naive168_vs_mean7_z", "sun_wind_effect_z",
-    "mean28_vs_mean7", "mean28_vs_mean7_z",
-    "mean14_vs_mean7", "mean14_vs_mean7_z", "median7_vs_mean7", "median7_vs_mean7_z",
+    "lead_h",
+    "solar_hour",
+    "local_weekday",
+    "weekend",
+    "season",
+    "abs_latitude",
+    "clear_sky_kwm2",
+    "last",
+    "last3",
+    "mean24",
+    "trend_week",
+    "std_week",
+    "min_week",
+    "max_week",
+    "anomaly_now",
+    "naive24",
+    "naive48",
+    "naive168",
+    "mean7",
+    "temperature_c",
+    "wind_cf",
+    "ghi_kwm2",
+    "clearness",
+    "d_wind_cf",
+    "d_ghi_kwm2",
+    "d_temperature_c",
+    "wind_cf_vs_week",
+    "temperature_vs_week",
+    "beta_wind",
+    "beta_sun",
+    "wind_effect",
+    "sun_effect",
+    "naive24_vs_mean7",
+    "day_change_now",
+    "anomaly_decayed",
+    "skill_naive24",
+    "skill_naive168",
+    "skill_mean7",
+    "skill_hourly",
+    "anomaly_3h",
+    "anomaly_24h",
+    "slope_1h",
+    "slope_3h",
+    "anomaly_now_z",
+    "anomaly_3h_z",
+    "anomaly_decayed_z",
+    "naive24_vs_mean7_z",
+    "naive168_vs_mean7_z",
+    "sun_wind_effect_z",
+    "mean28_vs_mean7",
+    "mean28_vs_mean7_z",
+    "mean14_vs_mean7",
+    "mean14_vs_mean7_z",
+    "median7_vs_mean7",
+    "median7_vs_mean7_z",
 ]
 MIN_VOLATILITY = 0.005  # floor of the volatility unit (see :func:`model.volatility_of`)
 
@@ -86,7 +137,9 @@ class RegionArrays:
         local = self.times + pd.to_timedelta(round(series.longitude / 15.0), unit="h")
         self.weekday = local.dayofweek.to_numpy()
         hemisphere = 1.0 if series.latitude >= 0 else -1.0
-        self.season = hemisphere * np.cos(2 * np.pi * (self.times.dayofyear.to_numpy() - 172) / 365.25)
+        self.season = hemisphere * np.cos(
+            2 * np.pi * (self.times.dayofyear.to_numpy() - 172) / 365.25
+        )
         self._y = _Windows(self.y)
         self._y2 = _Windows(self.y**2)
         self._wind = _Windows(self.wind_cf)
@@ -100,10 +153,20 @@ class RegionArrays:
     def _regression_moments(self) -> dict[str, _Windows]:
         ok = np.isfinite(self.y) & np.isfinite(self.wind_cf) & np.isfinite(self.ghi)
         y, w, g = (np.where(ok, v, np.nan) for v in (self.y, self.wind_cf, self.ghi))
-        return {name: _Windows(v) for name, v in {
-            "n": np.where(ok, 1.0, np.nan), "y": y, "w": w, "g": g,
-            "ww": w * w, "gg": g * g, "wg": w * g, "wy": w * y, "gy": g * y,
-        }.items()}
+        return {
+            name: _Windows(v)
+            for name, v in {
+                "n": np.where(ok, 1.0, np.nan),
+                "y": y,
+                "w": w,
+                "g": g,
+                "ww": w * w,
+                "gg": g * g,
+                "wg": w * g,
+                "wy": w * y,
+                "gy": g * y,
+            }.items()
+        }
 
     def _naive_errors(self) -> dict[str, _Windows]:
         """Absolute errors the naive forecasts made at every past hour, for windowed means: how
@@ -134,7 +197,9 @@ class RegionArrays:
             beta_g = np.where(ok, (vww * cgy - vwg * cwy) / det, np.nan)
         return beta_w, beta_g
 
-    def features(self, issue: np.ndarray, lead: np.ndarray, weather: ForecastWeather) -> pd.DataFrame:
+    def features(
+        self, issue: np.ndarray, lead: np.ndarray, weather: ForecastWeather
+    ) -> pd.DataFrame:
         """Feature rows for issues at positions ``issue`` and leads ``lead`` (1..168), one per row."""
         issue = np.asarray(issue, dtype=np.int64)
         lead = np.asarray(lead, dtype=np.int64)
@@ -156,9 +221,16 @@ class RegionArrays:
         anomaly_now = (_at(y, issue - 1) - now_mean7) * inv
         skill = {name: w.mean(issue - SKILL_WINDOW, issue) * inv for name, w in self._skill.items()}
         # the trees predict in units of the grid's volatility: the same anomalies in those units
-        unit = np.maximum(np.where(np.isfinite(skill["mean7"]), skill["mean7"], 0.1), MIN_VOLATILITY)
+        unit = np.maximum(
+            np.where(np.isfinite(skill["mean7"]), skill["mean7"], 0.1), MIN_VOLATILITY
+        )
         anomaly_3h = np.mean(
-            [(_at(y, issue - k) - same_hour_mean(y, issue - 23 - k, np.full_like(issue, 24))) * inv for k in (1, 2, 3)], axis=0
+            [
+                (_at(y, issue - k) - same_hour_mean(y, issue - 23 - k, np.full_like(issue, 24)))
+                * inv
+                for k in (1, 2, 3)
+            ],
+            axis=0,
         )
 
         clear = _at(self.clear_sky, target)
@@ -196,7 +268,8 @@ class RegionArrays:
             "d_ghi_kwm2": d_ghi,
             "d_temperature_c": weather.temperature_c - _at(self.temperature, naive24_pos),
             "wind_cf_vs_week": wind_cf - self._wind.mean(issue - WEEK, issue),
-            "temperature_vs_week": weather.temperature_c - self._temperature.mean(issue - WEEK, issue),
+            "temperature_vs_week": weather.temperature_c
+            - self._temperature.mean(issue - WEEK, issue),
             "beta_wind": beta_w * inv,
             "beta_sun": beta_g * inv,
             "wind_effect": beta_w * inv * d_wind,

@@ -17,8 +17,7 @@ from metatune.contracts.forecasts import HORIZON_HOURS
 from metatune.errors import MetaTuneError
 
 from .features import HISTORY_HOURS, ForecastWeather, RegionArrays
-from .model import CarbonModel
-from .model import base_of
+from .model import CarbonModel, base_of
 from .recent import Recalibration, backtest, past_issues
 from .series import RegionSeries, regularise, with_ghi
 
@@ -84,10 +83,14 @@ def make_forecast(
     if issue_ts != issue_ts.floor("h"):
         raise ValueError(f"issue time {issue} is not on the hour")
     horizon = pd.date_range(issue_ts, periods=HORIZON_HOURS, freq="h")
-    history_index = pd.date_range(issue_ts - pd.Timedelta(hours=HISTORY_HOURS), issue_ts, freq="h", inclusive="left")
+    history_index = pd.date_range(
+        issue_ts - pd.Timedelta(hours=HISTORY_HOURS), issue_ts, freq="h", inclusive="left"
+    )
     observed = intensity[(intensity.index >= history_index[0]) & (intensity.index < issue_ts)]
     if observed.tail(168).notna().sum() < 24:
-        raise InsufficientHistory(f"{region}: fewer than 24 observed hours in the week before {issue_ts}")
+        raise InsufficientHistory(
+            f"{region}: fewer than 24 observed hours in the week before {issue_ts}"
+        )
 
     weather = weather.reindex(history_index.append(horizon))
     weather, missing = impute_weather(weather)
@@ -98,7 +101,9 @@ def make_forecast(
     start = len(history_index)
     future = frame.iloc[start:]
     forecast_weather = ForecastWeather(
-        future["temperature_c"].to_numpy(), future["wind_ms"].to_numpy(), future["ghi_wm2"].to_numpy()
+        future["temperature_c"].to_numpy(),
+        future["wind_ms"].to_numpy(),
+        future["ghi_wm2"].to_numpy(),
     )
     issues = np.full(HORIZON_HOURS, start, dtype=np.int64)
     leads = np.arange(1, HORIZON_HOURS + 1)
@@ -106,9 +111,15 @@ def make_forecast(
     low, mid, high = model.predict(features)
     # re-forecast the last four weeks of this region, score them on the hours observed since, and
     # blend / rescale by what would have worked there (domain/recent.py)
-    seed = int.from_bytes(hashlib.sha256(f"{region}|{issue_ts.isoformat()}".encode()).digest()[:8], "big")
-    past = backtest(model, arrays, past_issues(start), model.weather_error(), np.random.default_rng(seed))
-    low, mid, high = Recalibration.learn(past.scored_before(start)).apply(low, mid, high, base_of(features), leads)
+    seed = int.from_bytes(
+        hashlib.sha256(f"{region}|{issue_ts.isoformat()}".encode()).digest()[:8], "big"
+    )
+    past = backtest(
+        model, arrays, past_issues(start), model.weather_error(), np.random.default_rng(seed)
+    )
+    low, mid, high = Recalibration.learn(past.scored_before(start)).apply(
+        low, mid, high, base_of(features), leads
+    )
     scale = float(arrays.scale(issues[:1])[0])
     return CarbonForecast(
         occurred_at=occurred_at,

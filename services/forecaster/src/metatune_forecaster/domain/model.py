@@ -35,7 +35,9 @@ QUANTILES = (0.1, 0.9)
 LEAD_BUCKETS = ((1, 24), (25, 96), (97, 168))
 INTERVAL_LEAD_EDGES = (6, 24, 48, 96, 168)  # upper leads of the interval's lead bands
 INTERVAL_VOLATILITY_EDGES = (0.015, 0.03, 0.06, 0.12, 0.25)  # band edges of volatility_of
-MIN_RATIO_WEIGHT = 0.3  # 1 / intensity weights stop growing below 30 % of the week's mean (near-zero hours
+MIN_RATIO_WEIGHT = (
+    0.3  # 1 / intensity weights stop growing below 30 % of the week's mean (near-zero hours
+)
 # would otherwise pull the median of grids like Ontario's down and cost weighted MAPE)
 # per block: (iterations as a multiple of ``max_iter``, leaves per tree). The day-ahead block has the
 # most rows and the most structure (the last hours carry on); more capacity only overfits the others.
@@ -47,7 +49,9 @@ FEATURE_SHARE = 0.6
 # features a block's trees leave out: the 14-day level and the 7-day median help the 25-168 h blocks
 # but cost the day-ahead block, which leans on the latest hours (README, session 8). Blocks are
 # independent (own trees, own interval lead bands, own recalibration), so this is exact
-LEVEL_FEATURES = frozenset({"mean14_vs_mean7", "mean14_vs_mean7_z", "median7_vs_mean7", "median7_vs_mean7_z"})
+LEVEL_FEATURES = frozenset(
+    {"mean14_vs_mean7", "mean14_vs_mean7_z", "median7_vs_mean7", "median7_vs_mean7_z"}
+)
 BLOCK_EXCLUDED_FEATURES = (LEVEL_FEATURES, frozenset(), frozenset())
 MIN_BAND_ROWS = 50
 
@@ -84,9 +88,16 @@ def _interval_band(features: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def _regressor(max_iter: int, leaves: int, seed: int) -> HistGradientBoostingRegressor:
     return HistGradientBoostingRegressor(
-        loss="quantile", quantile=0.5, max_iter=max_iter, learning_rate=0.08,
-        max_leaf_nodes=leaves, min_samples_leaf=200, l2_regularization=1.0,
-        max_features=FEATURE_SHARE, early_stopping=False, random_state=seed,
+        loss="quantile",
+        quantile=0.5,
+        max_iter=max_iter,
+        learning_rate=0.08,
+        max_leaf_nodes=leaves,
+        min_samples_leaf=200,
+        l2_regularization=1.0,
+        max_features=FEATURE_SHARE,
+        early_stopping=False,
+        random_state=seed,
     )
 
 
@@ -106,9 +117,22 @@ class TreeEnsemble:
         return np.mean([member.predict(x) for member in self.members], axis=0)
 
     @classmethod
-    def fit(cls, x: pd.DataFrame, target: np.ndarray, weight: np.ndarray, max_iter: int, leaves: int,
-            seed: int, size: int = ENSEMBLE_SIZE) -> TreeEnsemble:
-        return cls(tuple(_regressor(max_iter, leaves, seed + k).fit(x, target, sample_weight=weight) for k in range(size)))
+    def fit(
+        cls,
+        x: pd.DataFrame,
+        target: np.ndarray,
+        weight: np.ndarray,
+        max_iter: int,
+        leaves: int,
+        seed: int,
+        size: int = ENSEMBLE_SIZE,
+    ) -> TreeEnsemble:
+        return cls(
+            tuple(
+                _regressor(max_iter, leaves, seed + k).fit(x, target, sample_weight=weight)
+                for k in range(size)
+            )
+        )
 
 
 class ModelArtifactError(ConfigurationError):
@@ -130,7 +154,9 @@ class CarbonModel:
     """Per-block median trees plus the interval table and a description for the model card."""
 
     blocks: list[TreeEnsemble]  # one per LEAD_BUCKETS
-    interval: np.ndarray  # (lead bands, volatility bands + 1, 2): p10 and p90 of the normalised error
+    interval: (
+        np.ndarray
+    )  # (lead bands, volatility bands + 1, 2): p10 and p90 of the normalised error
     version: str
     metadata: dict = field(default_factory=dict)
 
@@ -167,13 +193,26 @@ class CarbonModel:
     def load(cls, path: Path) -> CarbonModel:
         try:
             model = joblib.load(path)
-        except (OSError, EOFError, ValueError, KeyError, ImportError, AttributeError, pickle.UnpicklingError) as exc:
+        except (
+            OSError,
+            EOFError,
+            ValueError,
+            KeyError,
+            ImportError,
+            AttributeError,
+            pickle.UnpicklingError,
+        ) as exc:
             raise ModelArtifactError(f"cannot load the forecaster model {path}: {exc}") from exc
         if not isinstance(model, cls) or not hasattr(model, "blocks"):
-            raise ModelArtifactError(f"{path} holds a {type(model).__name__} of another layout, not a CarbonModel")
+            raise ModelArtifactError(
+                f"{path} holds a {type(model).__name__} of another layout, not a CarbonModel"
+            )
         if not all(isinstance(trees, TreeEnsemble) for trees in model.blocks):
             raise ModelArtifactError(f"{path} holds trees of an older layout; retrain it")
-        if any(list(trees.feature_names_in_) != block_features(b) for b, trees in enumerate(model.blocks)):
+        if any(
+            list(trees.feature_names_in_) != block_features(b)
+            for b, trees in enumerate(model.blocks)
+        ):
             raise ModelArtifactError(f"{path} was trained on other features; retrain it")
         if "weather_error" not in model.metadata:
             raise ModelArtifactError(f"{path} does not record its weather-error model; retrain it")
@@ -199,8 +238,20 @@ def fit(
         ratio = rows.ratio[fit_rows]
         target = (ratio - base_of(features)) / volatility_of(features)
         weight = 1.0 / np.maximum(ratio, MIN_RATIO_WEIGHT)
-        trees.append(TreeEnsemble.fit(features[block_features(b)], target, weight, round(iterations * max_iter), leaves, seed, ensemble_size))
-    model = CarbonModel(trees, np.zeros((len(INTERVAL_LEAD_EDGES), len(INTERVAL_VOLATILITY_EDGES) + 1, 2)), version)
+        trees.append(
+            TreeEnsemble.fit(
+                features[block_features(b)],
+                target,
+                weight,
+                round(iterations * max_iter),
+                leaves,
+                seed,
+                ensemble_size,
+            )
+        )
+    model = CarbonModel(
+        trees, np.zeros((len(INTERVAL_LEAD_EDGES), len(INTERVAL_VOLATILITY_EDGES) + 1, 2)), version
+    )
     calibration = pd.concat([rows.features[rows.calibration] for rows in blocks], ignore_index=True)
     ratio = np.concatenate([rows.ratio[rows.calibration] for rows in blocks])
     error = (ratio - model.predict_median(calibration)) / volatility_of(calibration)
@@ -209,14 +260,22 @@ def fit(
     return model
 
 
-def _interval_table(error: np.ndarray, lead_band: np.ndarray, volatility_band: np.ndarray) -> np.ndarray:
+def _interval_table(
+    error: np.ndarray, lead_band: np.ndarray, volatility_band: np.ndarray
+) -> np.ndarray:
     """p10 / p90 of the normalised error per (lead band, volatility band); a band with too few rows
     takes its lead band's pooled value."""
     table = np.zeros((len(INTERVAL_LEAD_EDGES), len(INTERVAL_VOLATILITY_EDGES) + 1, 2))
     for lead in range(table.shape[0]):
         in_lead = lead_band == lead
-        pooled = np.quantile(error[in_lead], QUANTILES) if in_lead.sum() >= MIN_BAND_ROWS else np.quantile(error, QUANTILES)
+        pooled = (
+            np.quantile(error[in_lead], QUANTILES)
+            if in_lead.sum() >= MIN_BAND_ROWS
+            else np.quantile(error, QUANTILES)
+        )
         for volatility in range(table.shape[1]):
             rows = in_lead & (volatility_band == volatility)
-            table[lead, volatility] = np.quantile(error[rows], QUANTILES) if rows.sum() >= MIN_BAND_ROWS else pooled
+            table[lead, volatility] = (
+                np.quantile(error[rows], QUANTILES) if rows.sum() >= MIN_BAND_ROWS else pooled
+            )
     return table

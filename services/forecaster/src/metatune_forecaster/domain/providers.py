@@ -33,7 +33,9 @@ class Site:
 class WeatherProvider(Protocol):
     name: str
 
-    async def hourly(self, site: Site, issue: datetime, past_hours: int, future_hours: int) -> pd.DataFrame:
+    async def hourly(
+        self, site: Site, issue: datetime, past_hours: int, future_hours: int
+    ) -> pd.DataFrame:
         """Hourly weather on ``[issue - past_hours, issue + future_hours)``, UTC index, columns
         ``temperature_c``, ``wind_ms``, ``cloud_pct`` (NaN where unknown). Hours ``>= issue``
         are forecasts issued at ``issue``."""

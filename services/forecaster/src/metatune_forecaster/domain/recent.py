@@ -39,11 +39,17 @@ from .samples import MIN_HISTORY, build_grid
 from .weather_error import WeatherErrorModel
 
 RECENT_WINDOW_H = RECENT_WINDOW  # how far back past issues are re-forecast
-BACKTEST_STRIDE_H = 25  # hours between those past issues (not a multiple of 24: every hour of the day)
+BACKTEST_STRIDE_H = (
+    25  # hours between those past issues (not a multiple of 24: every hour of the day)
+)
 MIN_RECENT_ROWS = 48  # scored hours a lead block needs before its interval is rescaled
 SHRINK = 0.8  # weight of the recent interval width factor against 1 (the global calibration)
-BLEND_SHRINK = 0.3  # share of the recent best weight's departure from 1 (the model alone) that is kept
-BLEND_GRID = np.linspace(1.0, 0.0, 11)  # candidate weights of the trees against the 7-day mean, model first
+BLEND_SHRINK = (
+    0.3  # share of the recent best weight's departure from 1 (the model alone) that is kept
+)
+BLEND_GRID = np.linspace(
+    1.0, 0.0, 11
+)  # candidate weights of the trees against the 7-day mean, model first
 MIN_MAPE_RATIO = 0.02  # hours below this share of the week's mean are left out of the blend's MAPE
 FACTOR_LIMITS = (0.3, 3.0)
 MIN_OFFSET = 1e-3  # smallest interval offset (ratio units) a factor is measured against
@@ -51,7 +57,9 @@ MIN_OFFSET = 1e-3  # smallest interval offset (ratio units) a factor is measured
 
 def past_issues(issue: int) -> np.ndarray:
     """Positions of the past issues re-forecast for an issue at position ``issue``."""
-    return issue - BACKTEST_STRIDE_H * np.arange(1, RECENT_WINDOW_H // BACKTEST_STRIDE_H + 1, dtype=np.int64)
+    return issue - BACKTEST_STRIDE_H * np.arange(
+        1, RECENT_WINDOW_H // BACKTEST_STRIDE_H + 1, dtype=np.int64
+    )
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,26 @@ class PastForecasts:
     def scored_before(self, issue: int) -> PastForecasts:
         """The rows of the window before ``issue`` whose target hour is already observed there."""
         target = self.issue + self.lead - 1
-        keep = (self.issue < issue) & (self.issue >= issue - RECENT_WINDOW_H) & (target < issue) & np.isfinite(self.actual)
-        return PastForecasts(*(v[keep] for v in (self.issue, self.lead, self.low, self.mid, self.high, self.base, self.actual)))
+        keep = (
+            (self.issue < issue)
+            & (self.issue >= issue - RECENT_WINDOW_H)
+            & (target < issue)
+            & np.isfinite(self.actual)
+        )
+        return PastForecasts(
+            *(
+                v[keep]
+                for v in (
+                    self.issue,
+                    self.lead,
+                    self.low,
+                    self.mid,
+                    self.high,
+                    self.base,
+                    self.actual,
+                )
+            )
+        )
 
 
 def backtest(
@@ -111,7 +137,9 @@ def _blend_losses(mid: np.ndarray, base: np.ndarray, actual: np.ndarray) -> np.n
     """For each weight of BLEND_GRID, the worse of its MAPE and weighted MAPE relative to the 7-day
     mean's: below 1 means better than that baseline on both metrics."""
     reference = np.maximum(_errors(base, actual), 1e-9)
-    return np.array([np.max(_errors(blended(mid, base, w), actual) / reference) for w in BLEND_GRID])
+    return np.array(
+        [np.max(_errors(blended(mid, base, w), actual) / reference) for w in BLEND_GRID]
+    )
 
 
 def width_needed(error: np.ndarray, below: np.ndarray, above: np.ndarray) -> float:
@@ -146,7 +174,9 @@ class Recalibration:
             if rows.sum() < MIN_RECENT_ROWS:
                 continue
             mid, base, actual = past.mid[rows], past.base[rows], past.actual[rows]
-            best = BLEND_GRID[int(np.argmin(_blend_losses(mid, base, actual)))]  # a tie keeps the higher weight
+            best = BLEND_GRID[
+                int(np.argmin(_blend_losses(mid, base, actual)))
+            ]  # a tie keeps the higher weight
             weights[b] = 1.0 - BLEND_SHRINK * (1.0 - best)
             error = actual - blended(mid, base, weights[b])
             recent = width_needed(error, past.low[rows] - mid, past.high[rows] - mid)

@@ -50,7 +50,10 @@ def issue_positions(
 
 
 def forecast_weather(
-    arrays: RegionArrays, issues: np.ndarray, error_model: WeatherErrorModel, rng: np.random.Generator
+    arrays: RegionArrays,
+    issues: np.ndarray,
+    error_model: WeatherErrorModel,
+    rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(temperature, wind speed, irradiance) a forecast issued at each issue would have had,
     each shaped (n_issues, 168)."""
@@ -59,7 +62,9 @@ def forecast_weather(
     pick = lambda column: frame[column].to_numpy(dtype=float)[targets]  # noqa: E731
     if arrays.series.weather_is_forecast:
         return pick("temperature_c"), pick("wind_ms"), pick("ghi_wm2")
-    temperature, wind, cloud = error_model.degrade(pick("temperature_c"), pick("wind_ms"), pick("cloud_pct"), rng)
+    temperature, wind, cloud = error_model.degrade(
+        pick("temperature_c"), pick("wind_ms"), pick("cloud_pct"), rng
+    )
     return temperature, wind, cloudy_ghi((arrays.clear_sky * 1000.0)[targets], cloud)
 
 
@@ -79,10 +84,14 @@ def build_grid(
     if leads_per_issue >= width:
         lead_index = np.tile(np.arange(first - 1, last), (len(issues), 1))
     else:
-        lead_index = first - 1 + np.argsort(rng.random((len(issues), width)), axis=1)[:, :leads_per_issue]
+        lead_index = (
+            first - 1 + np.argsort(rng.random((len(issues), width)), axis=1)[:, :leads_per_issue]
+        )
     row_issue = np.repeat(np.arange(len(issues)), lead_index.shape[1])
     col = lead_index.ravel()
-    weather = ForecastWeather(temperature[row_issue, col], wind[row_issue, col], ghi[row_issue, col])
+    weather = ForecastWeather(
+        temperature[row_issue, col], wind[row_issue, col], ghi[row_issue, col]
+    )
     issue = issues[row_issue]
     lead = col + 1
     return Grid(arrays, issue, lead, arrays.features(issue, lead, weather))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .solar import cloudy_ghi, clear_sky_ghi
+from .solar import clear_sky_ghi, cloudy_ghi
 
 WEATHER_COLUMNS = ("temperature_c", "wind_ms", "cloud_pct", "ghi_wm2")
 
@@ -32,7 +32,9 @@ class RegionSeries:
     def clear_sky(self) -> np.ndarray:
         return clear_sky_ghi(self.frame.index, self.latitude, self.longitude)
 
-    def slice(self, start: pd.Timestamp | None = None, end: pd.Timestamp | None = None) -> RegionSeries:
+    def slice(
+        self, start: pd.Timestamp | None = None, end: pd.Timestamp | None = None
+    ) -> RegionSeries:
         """The rows with ``start <= time < end``."""
         index = self.frame.index
         mask = np.ones(len(index), dtype=bool)
@@ -40,7 +42,14 @@ class RegionSeries:
             mask &= index >= start
         if end is not None:
             mask &= index < end
-        return RegionSeries(self.name, self.region, self.latitude, self.longitude, self.frame[mask], self.weather_is_forecast)
+        return RegionSeries(
+            self.name,
+            self.region,
+            self.latitude,
+            self.longitude,
+            self.frame[mask],
+            self.weather_is_forecast,
+        )
 
 
 def regularise(frame: pd.DataFrame) -> pd.DataFrame:
@@ -59,5 +68,7 @@ def with_ghi(frame: pd.DataFrame, latitude: float, longitude: float) -> pd.DataF
     clear = clear_sky_ghi(frame.index, latitude, longitude)
     estimated = cloudy_ghi(clear, frame["cloud_pct"].to_numpy())
     out = frame.copy()
-    out["ghi_wm2"] = np.where(np.isnan(frame["ghi_wm2"].to_numpy()), estimated, frame["ghi_wm2"].to_numpy())
+    out["ghi_wm2"] = np.where(
+        np.isnan(frame["ghi_wm2"].to_numpy()), estimated, frame["ghi_wm2"].to_numpy()
+    )
     return out

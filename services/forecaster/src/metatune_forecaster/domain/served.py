@@ -39,7 +39,11 @@ class ServedForecasts:
 
 
 def served_forecasts(
-    model: CarbonModel, arrays: RegionArrays, issues: np.ndarray, error_model: WeatherErrorModel, seed: int
+    model: CarbonModel,
+    arrays: RegionArrays,
+    issues: np.ndarray,
+    error_model: WeatherErrorModel,
+    seed: int,
 ) -> ServedForecasts:
     """The 168 h forecasts at ``issues`` (positions in ``arrays``) as the service issues them:
     recalibrated at each issue on re-forecasts of the four weeks before it, scored only on hours
@@ -54,6 +58,10 @@ def served_forecasts(
     for i in np.unique(issue):
         rows = issue == i
         recalibration = Recalibration.learn(forecasts.scored_before(int(i)))
-        low[rows], mid[rows], high[rows] = recalibration.apply(*(v[rows] for v in static), base[rows], lead[rows])
+        low[rows], mid[rows], high[rows] = recalibration.apply(
+            *(v[rows] for v in static), base[rows], lead[rows]
+        )
     scale = arrays.scale(issue)
-    return ServedForecasts(issue, lead, tuple(v * scale for v in static), (low * scale, mid * scale, high * scale))
+    return ServedForecasts(
+        issue, lead, tuple(v * scale for v in static), (low * scale, mid * scale, high * scale)
+    )

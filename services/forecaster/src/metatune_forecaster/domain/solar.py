@@ -25,12 +25,20 @@ def cos_zenith(times: pd.DatetimeIndex, latitude: float, longitude: float) -> np
     doy, hour = _day_fraction(times)
     gamma = 2 * np.pi / 365.0 * (doy - 1 + (hour - 12) / 24)
     decl = (
-        0.006918 - 0.399912 * np.cos(gamma) + 0.070257 * np.sin(gamma) - 0.006758 * np.cos(2 * gamma)
-        + 0.000907 * np.sin(2 * gamma) - 0.002697 * np.cos(3 * gamma) + 0.00148 * np.sin(3 * gamma)
+        0.006918
+        - 0.399912 * np.cos(gamma)
+        + 0.070257 * np.sin(gamma)
+        - 0.006758 * np.cos(2 * gamma)
+        + 0.000907 * np.sin(2 * gamma)
+        - 0.002697 * np.cos(3 * gamma)
+        + 0.00148 * np.sin(3 * gamma)
     )
     eqtime_min = 229.18 * (
-        0.000075 + 0.001868 * np.cos(gamma) - 0.032077 * np.sin(gamma)
-        - 0.014615 * np.cos(2 * gamma) - 0.040849 * np.sin(2 * gamma)
+        0.000075
+        + 0.001868 * np.cos(gamma)
+        - 0.032077 * np.sin(gamma)
+        - 0.014615 * np.cos(2 * gamma)
+        - 0.040849 * np.sin(2 * gamma)
     )
     solar_minutes = hour * 60 + eqtime_min + 4 * longitude
     hour_angle = np.deg2rad(solar_minutes / 4 - 180)

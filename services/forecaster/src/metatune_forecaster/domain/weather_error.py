@@ -30,12 +30,16 @@ class WeatherErrorModel(BaseModel):
     temperature_sigma_c: float = Field(ge=0)
     wind_sigma_ms: float = Field(ge=0)
     cloud_sigma_pct: float = Field(ge=0)
-    lag1_correlation: float = Field(ge=0, lt=1, description="correlation of the error between consecutive leads")
+    lag1_correlation: float = Field(
+        ge=0, lt=1, description="correlation of the error between consecutive leads"
+    )
     cap_factor: float = Field(2.0, ge=1)
     source: str = Field(description="how the values were measured")
 
     def growth(self, leads: np.ndarray) -> np.ndarray:
-        return np.minimum(np.sqrt(np.asarray(leads, dtype=float) / self.reference_lead_h), self.cap_factor)
+        return np.minimum(
+            np.sqrt(np.asarray(leads, dtype=float) / self.reference_lead_h), self.cap_factor
+        )
 
     def noise(self, n_issues: int, horizon: int, rng: np.random.Generator) -> np.ndarray:
         """Unit-variance AR(1) paths over the leads, shape (3, n_issues, horizon)."""
@@ -82,7 +86,9 @@ def _residual(forecast: np.ndarray, observed: np.ndarray) -> tuple[float, float]
     return float(np.nanstd(residual)), float(np.corrcoef(a[both], b[both])[0, 1])
 
 
-def calibrate(pairs: list[tuple[RegionSeries, RegionSeries]], cloud_sigma_pct: float) -> WeatherErrorModel:
+def calibrate(
+    pairs: list[tuple[RegionSeries, RegionSeries]], cloud_sigma_pct: float
+) -> WeatherErrorModel:
     """Measure the forecast error on (GFS forecast series, observed series) pairs of one grid.
 
     The residual of the observation regressed on the forecast over their common hours includes
@@ -93,7 +99,9 @@ def calibrate(pairs: list[tuple[RegionSeries, RegionSeries]], cloud_sigma_pct: f
     temperature, wind, correlation = [], [], []
     for forecast, observed in pairs:
         joined = forecast.frame.join(observed.frame, how="inner", lsuffix="_fc")
-        t_sigma, t_rho = _residual(joined["temperature_c_fc"].to_numpy(), joined["temperature_c"].to_numpy())
+        t_sigma, t_rho = _residual(
+            joined["temperature_c_fc"].to_numpy(), joined["temperature_c"].to_numpy()
+        )
         w_sigma, w_rho = _residual(joined["wind_ms_fc"].to_numpy(), joined["wind_ms"].to_numpy())
         temperature.append(t_sigma)
         wind.append(w_sigma)

@@ -24,5 +24,7 @@ def capacity_factor(hub_speed_ms: np.ndarray) -> np.ndarray:
     """Fraction of rated power (0..1) of a generic modern turbine at ``hub_speed_ms``; NaN stays NaN."""
     v = np.asarray(hub_speed_ms, dtype=float)
     ramp = (v**3 - CUT_IN_MS**3) / (RATED_MS**3 - CUT_IN_MS**3)
-    cf = np.where(v < CUT_IN_MS, 0.0, np.where(v < RATED_MS, ramp, np.where(v < CUT_OUT_MS, 1.0, 0.0)))
+    cf = np.where(
+        v < CUT_IN_MS, 0.0, np.where(v < RATED_MS, ramp, np.where(v < CUT_OUT_MS, 1.0, 0.0))
+    )
     return np.where(np.isnan(v), np.nan, cf)

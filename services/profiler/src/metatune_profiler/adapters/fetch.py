@@ -31,13 +31,16 @@ def _local_name(ref: str) -> str:
 
 
 def _too_large(size: int, limit: int) -> FileTooLarge:
-    return FileTooLarge(f"the dataset is {size:,} bytes, over the limit of {limit:,}",
-                        details={"size_bytes": size, "limit_bytes": limit})
+    return FileTooLarge(
+        f"the dataset is {size:,} bytes, over the limit of {limit:,}",
+        details={"size_bytes": size, "limit_bytes": limit},
+    )
 
 
 class DatasetFetcher:
-    def __init__(self, *, objects: ObjectStore | None, download_dir: Path,
-                 max_bytes: int, settings: Settings) -> None:
+    def __init__(
+        self, *, objects: ObjectStore | None, download_dir: Path, max_bytes: int, settings: Settings
+    ) -> None:
         self._objects = objects
         self._dir, self._max_bytes, self._settings = download_dir, max_bytes, settings
 
@@ -82,7 +85,8 @@ class DatasetFetcher:
         if not self._settings.allow_url_datasets:
             raise LocationNotAllowed("URL datasets are disabled (METATUNE_ALLOW_URL_DATASETS)")
         limits = DownloadLimits(
-            max_bytes=self._max_bytes, timeout_s=self._settings.url_timeout_s,
+            max_bytes=self._max_bytes,
+            timeout_s=self._settings.url_timeout_s,
             allow=tuple(parse_networks(self._settings.url_allowed_networks)),
         )
         try:

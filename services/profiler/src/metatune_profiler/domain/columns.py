@@ -9,17 +9,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metatune.contracts import TaskType
 from pydantic import BaseModel, ConfigDict
+
+from metatune.contracts import TaskType
 
 from .errors import NoLabelColumn, NoPairColumn, NoTextColumn
 
 TEXT_CANDIDATES = (
-    "text", "sentence", "sentence1", "premise", "question", "question1", "text_a", "content",
-    "document", "review", "tweet", "utterance", "input", "prompt", "body",
+    "text",
+    "sentence",
+    "sentence1",
+    "premise",
+    "question",
+    "question1",
+    "text_a",
+    "content",
+    "document",
+    "review",
+    "tweet",
+    "utterance",
+    "input",
+    "prompt",
+    "body",
 )
 PAIR_CANDIDATES = ("text_pair", "sentence2", "hypothesis", "question2", "text_b")
-LABEL_CANDIDATES = ("label", "labels", "class", "category", "target", "intent", "sentiment", "gold_label")
+LABEL_CANDIDATES = (
+    "label",
+    "labels",
+    "class",
+    "category",
+    "target",
+    "intent",
+    "sentiment",
+    "gold_label",
+)
 
 
 class ColumnRequest(BaseModel):
@@ -46,7 +69,9 @@ class ColumnMap(BaseModel):
 def _named(fields: Sequence[str], wanted: str, role: str, error: type[Exception]) -> str:
     if wanted in fields:
         return wanted
-    raise error(f"{role} column {wanted!r} is not in the dataset (columns: {', '.join(fields) or 'none'})")
+    raise error(
+        f"{role} column {wanted!r} is not in the dataset (columns: {', '.join(fields) or 'none'})"
+    )
 
 
 def _detect(fields: Sequence[str], candidates: Sequence[str]) -> str | None:
@@ -73,7 +98,9 @@ def resolve_columns(fields: Sequence[str], request: ColumnRequest) -> ColumnMap:
     elif task != TaskType.causal_lm:
         pair = _detect([f for f in fields if f != text], PAIR_CANDIDATES)
     if task == TaskType.pair_classification and pair is None:
-        raise NoPairColumn(f"pair task without a second text column: found {listed}; pass text_pair_column")
+        raise NoPairColumn(
+            f"pair task without a second text column: found {listed}; pass text_pair_column"
+        )
 
     label: str | None = None
     if task != TaskType.causal_lm:

@@ -16,7 +16,9 @@ class ProfileError(MetaTuneError):
 
     code: ClassVar[str] = "profile_failed"
 
-    def __init__(self, message: str, *, row: int | None = None, details: dict[str, object] | None = None) -> None:
+    def __init__(
+        self, message: str, *, row: int | None = None, details: dict[str, object] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.row = row

@@ -124,11 +124,13 @@ class TypeCounter:
         while len(self.counts) > self.max_types:
             self.level += 1
             mask = (1 << self.level) - 1
-            self.counts = Counter({t: c for t, c in self.counts.items() if not zlib.crc32(t.encode()) & mask})
+            self.counts = Counter(
+                {t: c for t, c in self.counts.items() if not zlib.crc32(t.encode()) & mask}
+            )
 
     @property
     def sample_rate(self) -> float:
-        return 2.0 ** -self.level
+        return 2.0**-self.level
 
     @property
     def vocab_size(self) -> int:
@@ -171,9 +173,11 @@ class Mattr:
             return
         self.tokens += ids.size
         stream = np.concatenate([self._carry, ids])
-        first_end = max(self._carry.size, self.window - 1)  # windows ending in this chunk, full length
+        first_end = max(
+            self._carry.size, self.window - 1
+        )  # windows ending in this chunk, full length
         self._distinct_sum += _window_distinct_sum(stream, self.window, first_end)
-        self._carry = stream[-(self.window - 1):] if self.window > 1 else stream[:0]
+        self._carry = stream[-(self.window - 1) :] if self.window > 1 else stream[:0]
 
     def value(self, ttr_if_short: float) -> float:
         windows = self.tokens - self.window + 1

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from metatune.contracts import DatasetFormat, MetaFeatures
-from metatune.models import EMBEDDED_MODEL
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import PreTrainedTokenizerBase
+
+from metatune.contracts import DatasetFormat, MetaFeatures
+from metatune.models import EMBEDDED_MODEL
 
 from . import stats
 from .columns import ColumnMap, ColumnRequest
@@ -40,14 +41,22 @@ class ProfileOptions(BaseModel):
     format: DatasetFormat | None = None
     max_file_bytes: int = Field(2 * 1024**3, gt=0)
     max_row_bytes: int = Field(1024**2, gt=0)
-    max_skipped_fraction: float = Field(0.1, ge=0, le=1, description="more bad rows than this fails the file")
+    max_skipped_fraction: float = Field(
+        0.1, ge=0, le=1, description="more bad rows than this fails the file"
+    )
     sample_size: int = Field(4096, ge=1, description="reservoir rows behind tokenizer features")
     seed: int = 0
-    mattr_window: int = Field(500, ge=1, description="tokens per MATTR window (Covington & McFall use 500)")
+    mattr_window: int = Field(
+        500, ge=1, description="tokens per MATTR window (Covington & McFall use 500)"
+    )
     padding_batch_size: int = Field(32, ge=1)
     extra_batch_sizes: tuple[int, ...] = (8, 16, 64)
-    max_types: int = Field(1_000_000, ge=1000, description="word types counted exactly before type sampling")
-    max_fingerprints: int = Field(4_000_000, ge=1000, description="example fingerprints kept for duplicates")
+    max_types: int = Field(
+        1_000_000, ge=1000, description="word types counted exactly before type sampling"
+    )
+    max_fingerprints: int = Field(
+        4_000_000, ge=1000, description="example fingerprints kept for duplicates"
+    )
 
 
 class SkippedRows(BaseModel):
@@ -136,8 +145,11 @@ def _check_skips(acc: _Pass, max_fraction: float) -> int:
             f"{skipped:,} of {total:,} rows are unusable ({breakdown}), over the allowed "
             f"{max_fraction:.0%}; first {reason} at row {worst.first_rows[0]}",
             row=worst.first_rows[0],
-            details={"rows_skipped": skipped, "rows_read": total,
-                     "skipped": {r: s.model_dump() for r, s in acc.skipped.items()}},
+            details={
+                "rows_skipped": skipped,
+                "rows_read": total,
+                "skipped": {r: s.model_dump() for r, s in acc.skipped.items()},
+            },
         )
     return skipped
 
@@ -145,15 +157,22 @@ def _check_skips(acc: _Pass, max_fraction: float) -> int:
 PROGRESS_EVERY_ROWS = 5000
 
 
-def profile_file(path: str | Path, options: ProfileOptions | None = None,
-                 on_rows: Callable[[int], None] | None = None) -> ProfileResult:
+def profile_file(
+    path: str | Path,
+    options: ProfileOptions | None = None,
+    on_rows: Callable[[int], None] | None = None,
+) -> ProfileResult:
     """Profile one dataset file; raises a :class:`~.errors.ProfileError` subclass when it is unusable.
 
     ``on_rows(n)`` is told the rows read so far every few thousand rows (a CLI's progress bar)."""
     options = options or ProfileOptions()
     tokenizer = load_tokenizer(options.base_model)  # fail fast on an unknown model, before reading
-    dataset = Dataset(Path(path), options.columns, ReadLimits(options.max_file_bytes, options.max_row_bytes),
-                      options.format)
+    dataset = Dataset(
+        Path(path),
+        options.columns,
+        ReadLimits(options.max_file_bytes, options.max_row_bytes),
+        options.format,
+    )
     acc = _Pass(options)
     for read, item in enumerate(dataset.rows(), start=1):
         if isinstance(item, Row):
@@ -166,19 +185,27 @@ def profile_file(path: str | Path, options: ProfileOptions | None = None,
     skipped = _check_skips(acc, options.max_skipped_fraction)
     if dataset.columns.label is not None and len(acc.labels) < 2:
         only = next(iter(acc.labels), "")
-        raise OneClassLabel(f"label column {dataset.columns.label!r} has a single class ({only!r}): nothing to learn",
-                            details={"label": only, "rows": acc.examples})
+        raise OneClassLabel(
+            f"label column {dataset.columns.label!r} has a single class ({only!r}): nothing to learn",
+            details={"label": only, "rows": acc.examples},
+        )
 
     features = _features(acc, dataset.columns, tokenizer, options)
     return ProfileResult(
-        features=features, format=dataset.format, columns=dataset.columns, base_model=options.base_model,
-        size_bytes=dataset.size_bytes, rows_read=acc.examples + skipped, rows_skipped=skipped,
+        features=features,
+        format=dataset.format,
+        columns=dataset.columns,
+        base_model=options.base_model,
+        size_bytes=dataset.size_bytes,
+        rows_read=acc.examples + skipped,
+        rows_skipped=skipped,
         skipped=acc.skipped,
     )
 
 
-def _features(acc: _Pass, columns: ColumnMap, tokenizer: PreTrainedTokenizerBase,
-              options: ProfileOptions) -> MetaFeatures:
+def _features(
+    acc: _Pass, columns: ColumnMap, tokenizer: PreTrainedTokenizerBase, options: ProfileOptions
+) -> MetaFeatures:
     sample = acc.sample.items
     tokens = count_tokens(tokenizer, sample)
     longest = count_tokens(tokenizer, [acc.longest]).lengths[0] if acc.longest is not None else 0
@@ -186,7 +213,10 @@ def _features(acc: _Pass, columns: ColumnMap, tokenizer: PreTrainedTokenizerBase
     fed = [min(n, limit) for n in tokens.lengths] if limit else tokens.lengths
     seed = options.seed
     padding = {
-        b: (stats.padding_fraction_random(fed, b, seed), stats.padding_fraction_grouped(fed, b, seed))
+        b: (
+            stats.padding_fraction_random(fed, b, seed),
+            stats.padding_fraction_grouped(fed, b, seed),
+        )
         for b in (options.padding_batch_size, *options.extra_batch_sizes)
     }
     ttr = acc.types.ttr()
@@ -194,14 +224,18 @@ def _features(acc: _Pass, columns: ColumnMap, tokenizer: PreTrainedTokenizerBase
     extra: dict[str, float] = {
         "type_sample_rate": acc.types.sample_rate,
         "word_tokens": float(acc.types.tokens),
-        "truncated_fraction": (sum(n > limit for n in tokens.lengths) / len(sample)) if limit else 0.0,
+        "truncated_fraction": (sum(n > limit for n in tokens.lengths) / len(sample))
+        if limit
+        else 0.0,
     }
     if limit:
         extra["model_max_length"] = float(limit)
     for b, (random_pad, grouped_pad) in padding.items():
         extra[f"padding_random_b{b}"], extra[f"padding_grouped_b{b}"] = random_pad, grouped_pad
     if zipf is not None:
-        extra.update(zipf_rank_exponent=zipf.rank_exponent, zipf_n_tail=float(zipf.n_tail), zipf_ks=zipf.ks)
+        extra.update(
+            zipf_rank_exponent=zipf.rank_exponent, zipf_n_tail=float(zipf.n_tail), zipf_ks=zipf.ks
+        )
 
     lengths = np.asarray(tokens.lengths, dtype=np.float64)
     labels = acc.labels

@@ -23,7 +23,14 @@ from metatune.contracts import DatasetFormat
 
 from .columns import ColumnMap, ColumnRequest, resolve_columns
 from .errors import (
-    DatasetNotFound, EmptyDataset, FileTooLarge, MalformedRows, MissingValues, NotUtf8, RowTooLarge, UnreadableDataset,
+    DatasetNotFound,
+    EmptyDataset,
+    FileTooLarge,
+    MalformedRows,
+    MissingValues,
+    NotUtf8,
+    RowTooLarge,
+    UnreadableDataset,
 )
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -33,10 +40,15 @@ PEEK_ROWS = 100  # rows read ahead to find the field names of a JSON-lines file
 PARQUET_BATCH_ROWS = 2048
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of invalid UTF-8
 _EXTENSIONS = {
-    ".csv": DatasetFormat.csv, ".tsv": DatasetFormat.csv,
-    ".jsonl": DatasetFormat.jsonl, ".ndjson": DatasetFormat.jsonl, ".json": DatasetFormat.jsonl,
-    ".parquet": DatasetFormat.parquet, ".pq": DatasetFormat.parquet,
-    ".txt": DatasetFormat.text, ".text": DatasetFormat.text,
+    ".csv": DatasetFormat.csv,
+    ".tsv": DatasetFormat.csv,
+    ".jsonl": DatasetFormat.jsonl,
+    ".ndjson": DatasetFormat.jsonl,
+    ".json": DatasetFormat.jsonl,
+    ".parquet": DatasetFormat.parquet,
+    ".pq": DatasetFormat.parquet,
+    ".txt": DatasetFormat.text,
+    ".text": DatasetFormat.text,
 }
 
 
@@ -55,7 +67,9 @@ class Row(NamedTuple):
 
 class Skip(NamedTuple):
     row: int
-    reason: str  # an error code from .errors (not_utf8, row_too_large, malformed_row, missing_value)
+    reason: (
+        str  # an error code from .errors (not_utf8, row_too_large, malformed_row, missing_value)
+    )
 
 
 class _CountingReader(io.RawIOBase):
@@ -71,7 +85,9 @@ class _CountingReader(io.RawIOBase):
         n = self._inner.readinto(buffer)  # type: ignore[attr-defined]
         self.count += n
         if self.count > self._limit:
-            raise FileTooLarge(f"the dataset decompresses to more than the limit of {self._limit:,} bytes")
+            raise FileTooLarge(
+                f"the dataset decompresses to more than the limit of {self._limit:,} bytes"
+            )
         return n
 
     def close(self) -> None:
@@ -151,8 +167,13 @@ def _to_row(number: int, record: dict, columns: ColumnMap) -> Row | Skip:
 class Dataset:
     """One opened dataset: its format, resolved columns and a single pass over its rows."""
 
-    def __init__(self, path: Path, request: ColumnRequest, limits: ReadLimits,
-                 fmt: DatasetFormat | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        request: ColumnRequest,
+        limits: ReadLimits,
+        fmt: DatasetFormat | None = None,
+    ) -> None:
         self.path, self.limits = path, limits
         if not path.is_file():
             raise DatasetNotFound(f"no dataset file at {path}")
@@ -160,13 +181,17 @@ class Dataset:
         if size == 0:
             raise EmptyDataset(f"{path.name} is empty (0 bytes)")
         if size > limits.max_file_bytes:
-            raise FileTooLarge(f"{path.name} is {size:,} bytes, over the limit of {limits.max_file_bytes:,}",
-                               details={"size_bytes": size, "limit_bytes": limits.max_file_bytes})
+            raise FileTooLarge(
+                f"{path.name} is {size:,} bytes, over the limit of {limits.max_file_bytes:,}",
+                details={"size_bytes": size, "limit_bytes": limits.max_file_bytes},
+            )
         self.size_bytes = size
         self.format = fmt or detect_format(path, limits)
         opener = {
-            DatasetFormat.jsonl: self._open_jsonl, DatasetFormat.csv: self._open_csv,
-            DatasetFormat.parquet: self._open_parquet, DatasetFormat.text: self._open_text,
+            DatasetFormat.jsonl: self._open_jsonl,
+            DatasetFormat.csv: self._open_csv,
+            DatasetFormat.parquet: self._open_parquet,
+            DatasetFormat.text: self._open_text,
         }[self.format]
         self.columns, self._rows = opener(request)
 
@@ -194,7 +219,11 @@ class Dataset:
 
         def rows() -> Iterator[Row | Skip]:
             for number, record in chain(peeked, records):
-                yield _to_row(number, record, columns) if isinstance(record, dict) else Skip(number, record)
+                yield (
+                    _to_row(number, record, columns)
+                    if isinstance(record, dict)
+                    else Skip(number, record)
+                )
 
         return columns, rows()
 
@@ -262,8 +291,11 @@ class Dataset:
         if _SURROGATE.search(first):
             fh.close()
             raise NotUtf8("the CSV header is not valid UTF-8", row=1)
-        delimiter = "\t" if self.path.name.lower().removesuffix(".gz").endswith(".tsv") else max(
-            ",\t;|", key=first.count)
+        delimiter = (
+            "\t"
+            if self.path.name.lower().removesuffix(".gz").endswith(".tsv")
+            else max(",\t;|", key=first.count)
+        )
         header = next(csv.reader([first], delimiter=delimiter))
         columns = resolve_columns(header, request)
         limit = self.limits.max_row_bytes
@@ -280,8 +312,10 @@ class Dataset:
                     except csv.Error:
                         yield Skip(start_line, MalformedRows.code)
                         continue
-                    if any(start_line <= n <= state["line"] for n in state["oversize"]) or \
-                            state["bytes"] - start_bytes > limit:
+                    if (
+                        any(start_line <= n <= state["line"] for n in state["oversize"])
+                        or state["bytes"] - start_bytes > limit
+                    ):
                         state["oversize"].clear()
                         yield Skip(start_line, RowTooLarge.code)
                         continue
@@ -304,7 +338,9 @@ class Dataset:
         try:
             parquet = pq.ParquetFile(self.path)
         except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for corrupt files
-            raise UnreadableDataset(f"{self.path.name} is not a readable Parquet file: {exc}") from exc
+            raise UnreadableDataset(
+                f"{self.path.name} is not a readable Parquet file: {exc}"
+            ) from exc
         if parquet.metadata.num_rows == 0:
             raise EmptyDataset(f"{self.path.name} has no rows")
         columns = resolve_columns(parquet.schema_arrow.names, request)
@@ -336,4 +372,6 @@ def _first_row_error(reason: str, row: int, fmt: DatasetFormat) -> Exception:
     from .errors import SKIP_REASON_ERRORS
 
     error = SKIP_REASON_ERRORS.get(reason, UnreadableDataset)
-    return error(f"no usable {fmt.value} row in the first {PEEK_ROWS} rows; row {row}: {reason}", row=row)
+    return error(
+        f"no usable {fmt.value} row in the first {PEEK_ROWS} rows; row {row}: {reason}", row=row
+    )

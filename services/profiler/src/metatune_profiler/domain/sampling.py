@@ -49,7 +49,9 @@ class DuplicateCounter:
 
     def add(self, text: str, text_pair: str | None) -> None:
         key = text if text_pair is None else f"{text}\x00{text_pair}"
-        value = int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+        value = int.from_bytes(
+            hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
+        )
         self.rows += 1
         if value & ((1 << self.level) - 1):
             return

@@ -60,7 +60,7 @@ def padding_fraction_random(lengths: Sequence[int], batch_size: int, seed: int) 
     padded to its longest example, as dynamic padding does)."""
     shuffled = list(lengths)
     random.Random(seed).shuffle(shuffled)
-    return _padding([shuffled[i:i + batch_size] for i in range(0, len(shuffled), batch_size)])
+    return _padding([shuffled[i : i + batch_size] for i in range(0, len(shuffled), batch_size)])
 
 
 def padding_fraction_grouped(lengths: Sequence[int], batch_size: int, seed: int) -> float:
@@ -72,8 +72,8 @@ def padding_fraction_grouped(lengths: Sequence[int], batch_size: int, seed: int)
     mega = batch_size * MEGABATCH_FACTOR
     batches: list[Sequence[int]] = []
     for start in range(0, len(shuffled), mega):
-        group = sorted(shuffled[start:start + mega], reverse=True)
-        batches.extend(group[i:i + batch_size] for i in range(0, len(group), batch_size))
+        group = sorted(shuffled[start : start + mega], reverse=True)
+        batches.extend(group[i : i + batch_size] for i in range(0, len(group), batch_size))
     return _padding(batches)
 
 

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from metatune.models import UnknownBaseModel, resolve_base_model
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from metatune.models import UnknownBaseModel, resolve_base_model
 
 from .errors import UnknownBaseModelError
 from .lexicon import words
@@ -27,7 +28,9 @@ def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
     try:
         return AutoTokenizer.from_pretrained(reference, use_fast=True)
     except Exception as exc:  # OSError, ValueError, hub errors: all mean "cannot use this model"
-        raise UnknownBaseModelError(f"cannot load the tokenizer of base model {base_model!r}: {exc}") from exc
+        raise UnknownBaseModelError(
+            f"cannot load the tokenizer of base model {base_model!r}: {exc}"
+        ) from exc
 
 
 def model_max_length(tokenizer: PreTrainedTokenizerBase) -> int | None:
@@ -57,21 +60,35 @@ def count_tokens(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> Tok
     unknown = words_total = 0
     unk_id = tokenizer.unk_token_id
     for start in range(0, len(rows), TOKENIZE_BATCH):
-        batch = rows[start:start + TOKENIZE_BATCH]
+        batch = rows[start : start + TOKENIZE_BATCH]
         texts = [r.text for r in batch]
-        pairs = [r.text_pair or "" for r in batch] if any(r.text_pair is not None for r in batch) else None
-        encoded = tokenizer(texts, pairs, add_special_tokens=True, truncation=False, verbose=False,
-                            return_attention_mask=False, return_token_type_ids=False)
+        pairs = (
+            [r.text_pair or "" for r in batch]
+            if any(r.text_pair is not None for r in batch)
+            else None
+        )
+        encoded = tokenizer(
+            texts,
+            pairs,
+            add_special_tokens=True,
+            truncation=False,
+            verbose=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
         for ids, row in zip(encoded["input_ids"], batch, strict=True):
             lengths.append(len(ids))
             if unk_id is not None:
                 unknown += ids.count(unk_id)
-            words_total += len(words(row.text)) + (len(words(row.text_pair)) if row.text_pair else 0)
+            words_total += len(words(row.text)) + (
+                len(words(row.text_pair)) if row.text_pair else 0
+            )
     content = sum(lengths) - _special_count(tokenizer, rows)
     return TokenCounts(lengths, content, unknown, words_total)
 
 
 def _special_count(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> int:
     singles = sum(1 for r in rows if r.text_pair is None)
-    return (singles * tokenizer.num_special_tokens_to_add(pair=False)
-            + (len(rows) - singles) * tokenizer.num_special_tokens_to_add(pair=True))
+    return singles * tokenizer.num_special_tokens_to_add(pair=False) + (
+        len(rows) - singles
+    ) * tokenizer.num_special_tokens_to_add(pair=True)

@@ -45,8 +45,11 @@ def _mle(values: np.ndarray, weights: np.ndarray, x_min: int) -> float:
     def neg_log_likelihood(alpha: float) -> float:
         return n * np.log(zeta(alpha, x_min)) + alpha * sum_log
 
-    return float(minimize_scalar(neg_log_likelihood, bounds=ALPHA_BOUNDS, method="bounded",
-                                 options={"xatol": 1e-7}).x)
+    return float(
+        minimize_scalar(
+            neg_log_likelihood, bounds=ALPHA_BOUNDS, method="bounded", options={"xatol": 1e-7}
+        ).x
+    )
 
 
 def _ks(values: np.ndarray, weights: np.ndarray, alpha: float, x_min: int) -> float:

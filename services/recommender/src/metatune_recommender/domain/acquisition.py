@@ -17,7 +17,9 @@ from scipy.stats import norm
 from .prior import TaskPosterior
 
 
-def expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float, xi: float = 0.0) -> np.ndarray:
+def expected_improvement(
+    mu: np.ndarray, sd: np.ndarray, best: float, xi: float = 0.0
+) -> np.ndarray:
     sd = np.maximum(sd, 1e-12)
     gap = mu - best - xi
     t = gap / sd
@@ -32,8 +34,12 @@ class Pick:
     ei: float
 
 
-def select_batch(posterior: TaskPosterior, candidates: torch.Tensor, k: int,
-                 exclude: set[int] | frozenset[int] = frozenset()) -> list[Pick]:
+def select_batch(
+    posterior: TaskPosterior,
+    candidates: torch.Tensor,
+    k: int,
+    exclude: set[int] | frozenset[int] = frozenset(),
+) -> list[Pick]:
     """Up to ``k`` candidate indices by sequential EI with Kriging-believer fantasies."""
     mu0, sd0 = posterior.predict_inputs(candidates)
     chosen: list[Pick] = []
@@ -50,7 +56,9 @@ def select_batch(posterior: TaskPosterior, candidates: torch.Tensor, k: int,
         if taken:
             score[list(taken)] = -np.inf
         index = int(np.argmax(score))
-        chosen.append(Pick(index=index, mean=float(mu0[index]), std=float(sd0[index]), ei=float(ei[index])))
+        chosen.append(
+            Pick(index=index, mean=float(mu0[index]), std=float(sd0[index]), ei=float(ei[index]))
+        )
         taken.add(index)
         current = current.with_observation(candidates[index], float(mu[index]))
     return chosen

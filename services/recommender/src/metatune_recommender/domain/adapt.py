@@ -25,9 +25,13 @@ if TYPE_CHECKING:
     from .prior import LearnedPrior
 
 DTYPE = torch.float64
-ADAPT_AFTER = 8  # results before the task's own hyperparameters are fitted (fewer: too noisy to move them)
+ADAPT_AFTER = (
+    8  # results before the task's own hyperparameters are fitted (fewer: too noisy to move them)
+)
 LOG_SD = 1.0  # prior sd of log lengthscale, output scale and noise around the pre-trained values
-UNSEEN_LOG_SD = 2.0  # the same for columns no history task varied (their pre-trained value is a default)
+UNSEEN_LOG_SD = (
+    2.0  # the same for columns no history task varied (their pre-trained value is a default)
+)
 MEAN_WEIGHT_SD = 0.5  # prior N(1, sd^2) on the learned mean's weight
 LOG_B_SD = 3.0  # weak prior on the affine scale around its maximum-likelihood start
 MAX_ITER = 40
@@ -42,8 +46,14 @@ class Adapted:
     mean_weight: float
 
 
-def adapt(prior: LearnedPrior, x: torch.Tensor, y: np.ndarray, mean_at_x: torch.Tensor, a0: float,
-          b0: float) -> Adapted:
+def adapt(
+    prior: LearnedPrior,
+    x: torch.Tensor,
+    y: np.ndarray,
+    mean_at_x: torch.Tensor,
+    a0: float,
+    b0: float,
+) -> Adapted:
     """MAP hyperparameters for one task's results ``y`` (raw) at inputs ``x``; ``a0``, ``b0``: the
     affine map under the pre-trained hyperparameters (the start). Falls back to the pre-trained
     values if the fit fails numerically."""
@@ -68,11 +78,14 @@ def adapt(prior: LearnedPrior, x: torch.Tensor, y: np.ndarray, mean_at_x: torch.
         cov = kernel(x).to_dense() + (torch.exp(log_noise) + 1e-8) * eye
         chol = torch.linalg.cholesky(cov)
         w = torch.linalg.solve_triangular(chol, r.unsqueeze(-1), upper=False)
-        nll = 0.5 * (w ** 2).sum() + torch.log(torch.diagonal(chol)).sum() + len(y) * torch.log(b)
-        penalty = (0.5 * (((torch.log(base.lengthscale).reshape(-1) - log_ls0) / ls_sd) ** 2).sum()
-                   + 0.5 * ((torch.log(kernel.outputscale) - log_os0) / LOG_SD) ** 2
-                   + 0.5 * ((log_noise - torch.log(noise0)) / LOG_SD) ** 2
-                   + 0.5 * ((weight - 1.0) / MEAN_WEIGHT_SD) ** 2 + 0.5 * (dlog_b / LOG_B_SD) ** 2)
+        nll = 0.5 * (w**2).sum() + torch.log(torch.diagonal(chol)).sum() + len(y) * torch.log(b)
+        penalty = (
+            0.5 * (((torch.log(base.lengthscale).reshape(-1) - log_ls0) / ls_sd) ** 2).sum()
+            + 0.5 * ((torch.log(kernel.outputscale) - log_os0) / LOG_SD) ** 2
+            + 0.5 * ((log_noise - torch.log(noise0)) / LOG_SD) ** 2
+            + 0.5 * ((weight - 1.0) / MEAN_WEIGHT_SD) ** 2
+            + 0.5 * (dlog_b / LOG_B_SD) ** 2
+        )
         return nll + penalty
 
     optimiser = torch.optim.LBFGS(params, max_iter=MAX_ITER, line_search_fn="strong_wolfe")
@@ -92,5 +105,10 @@ def adapt(prior: LearnedPrior, x: torch.Tensor, y: np.ndarray, mean_at_x: torch.
         return fallback
     for p in kernel.parameters():
         p.requires_grad_(False)
-    return Adapted(kernel, torch.exp(log_noise.detach()).clamp_min(1e-6), a0 + b0 * values[0],
-                   b0 * math.exp(values[1]), float(np.clip(values[2], 0.0, 2.0)))
+    return Adapted(
+        kernel,
+        torch.exp(log_noise.detach()).clamp_min(1e-6),
+        a0 + b0 * values[0],
+        b0 * math.exp(values[1]),
+        float(np.clip(values[2], 0.0, 2.0)),
+    )

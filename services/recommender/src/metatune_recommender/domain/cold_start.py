@@ -37,7 +37,9 @@ class Trial:
 
 def cold_start_trials(features: MetaFeatures, trials: int) -> list[Trial]:
     """The first ``trials`` portfolio configurations, sized for this dataset."""
-    padded_tokens_per_example = features.tokens_mean / max(1e-6, 1.0 - features.padding_fraction_grouped)
+    padded_tokens_per_example = features.tokens_mean / max(
+        1e-6, 1.0 - features.padding_fraction_grouped
+    )
     result = []
     for config in PORTFOLIO[: max(1, trials)]:
         max_len = max(config.max_seq_length, min(512, int(features.tokens_p95) + 2))
@@ -45,5 +47,11 @@ def cold_start_trials(features: MetaFeatures, trials: int) -> list[Trial]:
         epochs = config.epochs or 1.0
         tokens = features.n_examples * padded_tokens_per_example * epochs
         hours = max(MIN_GPU_HOURS, tokens / ASSUMED_TOKENS_PER_GPU_SECOND / 3600.0)
-        result.append(Trial(config=config, estimated_gpu_hours=round(hours, 3), power_kw=ASSUMED_POWER_KW_PER_GPU))
+        result.append(
+            Trial(
+                config=config,
+                estimated_gpu_hours=round(hours, 3),
+                power_kw=ASSUMED_POWER_KW_PER_GPU,
+            )
+        )
     return result

@@ -29,16 +29,23 @@ class Throughput:
 
 
 def measured_throughput(runs: Sequence[KbRun]) -> Throughput:
-    timed = [r for r in runs if r.tokens_with_padding > 0 and (r.train_seconds or r.wall_seconds) > 0]
+    timed = [
+        r for r in runs if r.tokens_with_padding > 0 and (r.train_seconds or r.wall_seconds) > 0
+    ]
     gpu = [r for r in timed if r.hardware is not None and r.hardware.device == "cuda"]
     chosen = gpu or timed
     if not chosen:
         return Throughput(ASSUMED_TOKENS_PER_GPU_SECOND, ASSUMED_POWER_KW_PER_GPU, "assumed", 0)
     tokens = sum(r.tokens_with_padding for r in chosen)
     seconds = sum(r.train_seconds or r.wall_seconds for r in chosen)
-    energy = [(r.energy_wh, r.wall_seconds) for r in chosen if r.energy_wh > 0 and r.wall_seconds > 0]
-    power = (sum(e for e, _ in energy) / (sum(s for _, s in energy) / 3600.0) / 1000.0) if energy \
+    energy = [
+        (r.energy_wh, r.wall_seconds) for r in chosen if r.energy_wh > 0 and r.wall_seconds > 0
+    ]
+    power = (
+        (sum(e for e, _ in energy) / (sum(s for _, s in energy) / 3600.0) / 1000.0)
+        if energy
         else ASSUMED_POWER_KW_PER_GPU
+    )
     device = "cuda" if gpu else (chosen[0].hardware.device if chosen[0].hardware else "unknown")
     return Throughput(tokens / seconds, power, device, len(chosen))
 
@@ -48,7 +55,9 @@ def padded_tokens_per_example(features: MetaFeatures, max_seq_length: int) -> fl
     return mean / max(1e-6, 1.0 - features.padding_fraction_grouped)
 
 
-def estimate(config: LoraConfig, features: MetaFeatures, throughput: Throughput) -> tuple[float, float]:
+def estimate(
+    config: LoraConfig, features: MetaFeatures, throughput: Throughput
+) -> tuple[float, float]:
     """(GPU-hours, energy in Wh) of one training run of ``config`` on this dataset."""
     per_example = padded_tokens_per_example(features, config.max_seq_length)
     if config.max_steps is not None:

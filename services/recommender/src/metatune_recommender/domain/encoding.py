@@ -83,11 +83,18 @@ class Encoder:
     """Maps dict rows to vectors; fitted once on the rows the model learns from."""
 
     numeric: list[_Numeric] = field(default_factory=list)
-    categorical: list[tuple[str, str]] = field(default_factory=list)  # (name, value) one-hot columns
+    categorical: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # (name, value) one-hot columns
 
     @classmethod
-    def fit(cls, rows: Sequence[Mapping[str, Any]], *, min_category_count: int = 1,
-            always_missing_column: bool = False) -> Encoder:
+    def fit(
+        cls,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        min_category_count: int = 1,
+        always_missing_column: bool = False,
+    ) -> Encoder:
         canon = [canonical_row(r) for r in rows]
         numeric_values: dict[str, list[float]] = {}
         counts: Counter[tuple[str, str]] = Counter()
@@ -106,7 +113,9 @@ class Encoder:
             missing = always_missing_column or len(values) < len(canon)
             if std == 0 and not missing:
                 continue  # a constant column says nothing
-            numeric.append(_Numeric(key, log, float(transformed.mean()), std if std > 0 else 1.0, missing))
+            numeric.append(
+                _Numeric(key, log, float(transformed.mean()), std if std > 0 else 1.0, missing)
+            )
         categorical = sorted(key for key, n in counts.items() if n >= min_category_count)
         return cls(numeric=numeric, categorical=categorical)
 

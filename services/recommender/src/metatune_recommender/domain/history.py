@@ -33,7 +33,9 @@ class Task:
 
     def __post_init__(self) -> None:
         if len(self.configs) != len(self.values):
-            raise ValueError(f"task {self.name}: {len(self.configs)} configs but {len(self.values)} values")
+            raise ValueError(
+                f"task {self.name}: {len(self.configs)} configs but {len(self.values)} values"
+            )
 
 
 def run_descriptors(run: KbRun) -> dict[str, float | str]:
@@ -43,7 +45,8 @@ def run_descriptors(run: KbRun) -> dict[str, float | str]:
     if run.dataset.features is not None:
         data = run.dataset.features.model_dump()
         return {
-            key: float(value) for key, value in data.items()
+            key: float(value)
+            for key, value in data.items()
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None
         }
     return dict(run.dataset.descriptors)
@@ -69,14 +72,22 @@ def tasks_from_runs(runs: Iterable[KbRun], *, min_runs: int = 2) -> list[Task]:
             by_config[repr(sorted(config.items(), key=lambda kv: kv[0]))].append(run)
         configs, values = [], []
         for group in by_config.values():
-            configs.append({k: v for k, v in group[0].config.items() if k not in IGNORED_CONFIG_KEYS})
+            configs.append(
+                {k: v for k, v in group[0].config.items() if k not in IGNORED_CONFIG_KEYS}
+            )
             values.append(float(np.mean([run.metric for run in group])))
         if len(configs) < min_runs:
             continue
         first = members[0]
-        tasks.append(Task(
-            name=first.dataset.name, descriptors=run_descriptors(first), configs=configs,
-            values=np.asarray(values, dtype=float), metric_name=first.metric_name, base_model=first.base_model,
-            runs=members,
-        ))
+        tasks.append(
+            Task(
+                name=first.dataset.name,
+                descriptors=run_descriptors(first),
+                configs=configs,
+                values=np.asarray(values, dtype=float),
+                metric_name=first.metric_name,
+                base_model=first.base_model,
+                runs=members,
+            )
+        )
     return tasks

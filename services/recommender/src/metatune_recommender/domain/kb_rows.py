@@ -30,7 +30,11 @@ def objective(metrics: RunMetrics) -> tuple[str, float | None]:
 
 def _dataset(study_id: UUID | None, job_id: UUID, profile: StudyProfile | None) -> DatasetInfo:
     if profile is not None:
-        return DatasetInfo(name=profile.dataset_name, features=profile.features, n_train=profile.features.n_examples)
+        return DatasetInfo(
+            name=profile.dataset_name,
+            features=profile.features,
+            n_train=profile.features.n_examples,
+        )
     return DatasetInfo(name=f"study:{study_id}" if study_id else f"job:{job_id}")
 
 
@@ -85,7 +89,9 @@ def failed_run(event: RunFailed, profile: StudyProfile | None) -> KbRun:
         config=event.config.model_dump(mode="json") if event.config else {},
         status=RunStatus.failed,
         stop_reason=f"{event.reason.value}: {event.message}"[:500],
-        metric_name="accuracy" if (event.task or (spec.task if spec else None)) != "causal_lm" else "neg_perplexity",
+        metric_name="accuracy"
+        if (event.task or (spec.task if spec else None)) != "causal_lm"
+        else "neg_perplexity",
         tokens=event.accounting.tokens_seen,
         tokens_with_padding=event.accounting.tokens_with_padding,
         wall_seconds=event.accounting.wall_seconds,
@@ -110,5 +116,10 @@ def study_best(study_id: UUID, runs: Sequence[KbRun]) -> StudyBest | None:
         job_id = UUID(best.run_id)
     except ValueError:
         job_id = None
-    return StudyBest(study_id=study_id, metric_name=best.metric_name, best=best.metric, job_id=job_id,
-                     completed=len(finished))
+    return StudyBest(
+        study_id=study_id,
+        metric_name=best.metric_name,
+        best=best.metric,
+        job_id=job_id,
+        completed=len(finished),
+    )

@@ -30,7 +30,9 @@ def copula_scores(values: np.ndarray) -> np.ndarray:
     return norm.ppf((ranks - 0.5) / n)
 
 
-def affine_to_prior(y: np.ndarray, prior_mean: np.ndarray, prior_cov: np.ndarray) -> tuple[float, float]:
+def affine_to_prior(
+    y: np.ndarray, prior_mean: np.ndarray, prior_cov: np.ndarray
+) -> tuple[float, float]:
     """(a, b) maximising the likelihood of raw ``y`` as ``a + b (m + f)``, ``f ~ GP(0, K)``.
 
     How much of the learned mean ``m`` a task keeps is decided later, with the task's own kernel
@@ -52,6 +54,8 @@ def affine_to_prior(y: np.ndarray, prior_mean: np.ndarray, prior_cov: np.ndarray
 
     b0 = spread / max(float(np.std(u)), 0.5)
     start = np.array([float(np.mean(y) - b0 * np.mean(u)), np.log(b0)])
-    result = minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 600})
+    result = minimize(
+        nll, start, method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 600}
+    )
     x = result.x if np.all(np.isfinite(result.x)) else start
     return float(x[0]), float(np.exp(x[1]))

@@ -39,7 +39,10 @@ class MlpMean(gpytorch.means.Mean):
     def __init__(self, dim: int, hidden: int = 32) -> None:
         super().__init__()
         self.net = torch.nn.Sequential(
-            torch.nn.Linear(dim, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
+            torch.nn.Linear(dim, hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.Tanh(),
             torch.nn.Linear(hidden, 1),
         )
 
@@ -82,26 +85,37 @@ class PriorSettings:
 class LearnedPrior:
     """Shared mean function and kernel hyperparameters, fitted on history tasks."""
 
-    def __init__(self, config_encoder: Encoder, descriptor_encoder: Encoder, settings: PriorSettings) -> None:
+    def __init__(
+        self, config_encoder: Encoder, descriptor_encoder: Encoder, settings: PriorSettings
+    ) -> None:
         self.config_encoder = config_encoder
         self.descriptor_encoder = descriptor_encoder
         self.settings = settings
         d_cfg, d_desc = config_encoder.dim, descriptor_encoder.dim
         torch.manual_seed(settings.seed)
-        self.mean = (EnsembleMean(d_cfg + d_desc, settings.hidden, max(1, settings.members)) if settings.learned_mean
-                     else gpytorch.means.ConstantMean()).to(DTYPE)
+        self.mean = (
+            EnsembleMean(d_cfg + d_desc, settings.hidden, max(1, settings.members))
+            if settings.learned_mean
+            else gpytorch.means.ConstantMean()
+        ).to(DTYPE)
         self.kernel = gpytorch.kernels.ScaleKernel(
-            gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=max(1, d_cfg), active_dims=tuple(range(max(1, d_cfg))))
+            gpytorch.kernels.MaternKernel(
+                nu=2.5, ard_num_dims=max(1, d_cfg), active_dims=tuple(range(max(1, d_cfg)))
+            )
         ).to(DTYPE)
         self.likelihood = gpytorch.likelihoods.GaussianLikelihood(
             noise_constraint=gpytorch.constraints.GreaterThan(1e-3)
         ).to(DTYPE)
         self.tasks_fitted: list[str] = []
         self.final_loss: float | None = None
-        self.varied = torch.ones(max(1, d_cfg), dtype=torch.bool)  # config columns some history task varies
+        self.varied = torch.ones(
+            max(1, d_cfg), dtype=torch.bool
+        )  # config columns some history task varies
 
     # ------------------------------------------------------------------ encoding
-    def inputs(self, configs: Sequence[Mapping[str, Any]], descriptors: Mapping[str, Any]) -> torch.Tensor:
+    def inputs(
+        self, configs: Sequence[Mapping[str, Any]], descriptors: Mapping[str, Any]
+    ) -> torch.Tensor:
         cfg = self.config_encoder.transform(configs)
         if cfg.shape[1] == 0:
             cfg = np.zeros((len(configs), 1))
@@ -111,8 +125,12 @@ class LearnedPrior:
 
     # ------------------------------------------------------------------ fitting
     @classmethod
-    def fit(cls, tasks: Sequence[Task], settings: PriorSettings = PriorSettings(),
-            extra_configs: Sequence[Mapping[str, Any]] = ()) -> LearnedPrior:
+    def fit(
+        cls,
+        tasks: Sequence[Task],
+        settings: PriorSettings = PriorSettings(),
+        extra_configs: Sequence[Mapping[str, Any]] = (),
+    ) -> LearnedPrior:
         """Pre-train on ``tasks`` (each needs >= 2 distinct values). ``extra_configs`` (the candidates
         to be scored later) join the encoder's fit so their columns exist."""
         usable = [t for t in tasks if len(t.values) >= 2 and np.ptp(t.values) > 0]
@@ -120,8 +138,11 @@ class LearnedPrior:
             raise EmptyHistory("no history task with two or more distinct results")
         config_rows = [c for t in usable for c in t.configs] + list(extra_configs)
         config_encoder = Encoder.fit(config_rows)
-        descriptor_encoder = (Encoder.fit([t.descriptors for t in usable], min_category_count=2)
-                              if settings.descriptors else Encoder())
+        descriptor_encoder = (
+            Encoder.fit([t.descriptors for t in usable], min_category_count=2)
+            if settings.descriptors
+            else Encoder()
+        )
         prior = cls(config_encoder, descriptor_encoder, settings)
         prior._train(usable)
         return prior
@@ -129,9 +150,18 @@ class LearnedPrior:
     def _train(self, tasks: Sequence[Task]) -> None:
         generator = torch.Generator().manual_seed(self.settings.seed)
         torch.manual_seed(self.settings.seed)
-        data = [(self.inputs(t.configs, t.descriptors), torch.as_tensor(copula_scores(t.values), dtype=DTYPE))
-                for t in tasks]
-        params = list(self.mean.parameters()) + list(self.kernel.parameters()) + list(self.likelihood.parameters())
+        data = [
+            (
+                self.inputs(t.configs, t.descriptors),
+                torch.as_tensor(copula_scores(t.values), dtype=DTYPE),
+            )
+            for t in tasks
+        ]
+        params = (
+            list(self.mean.parameters())
+            + list(self.kernel.parameters())
+            + list(self.likelihood.parameters())
+        )
         optimiser = torch.optim.Adam(params, lr=self.settings.learning_rate)
         mlp_params = [p for n, p in self.mean.named_parameters() if "weight" in n]
         loss = torch.tensor(float("nan"))
@@ -140,12 +170,14 @@ class LearnedPrior:
             loss = torch.zeros((), dtype=DTYPE)
             for x, z in data:
                 if len(z) > self.settings.points_per_task:
-                    idx = torch.randperm(len(z), generator=generator)[: self.settings.points_per_task]
+                    idx = torch.randperm(len(z), generator=generator)[
+                        : self.settings.points_per_task
+                    ]
                     x, z = x[idx], z[idx]
                 loss = loss - self._log_likelihood(x, z) / len(z)
             loss = loss / len(data)
             if mlp_params:
-                loss = loss + self.settings.weight_decay * sum((p ** 2).sum() for p in mlp_params)
+                loss = loss + self.settings.weight_decay * sum((p**2).sum() for p in mlp_params)
             if not torch.isfinite(loss):
                 raise SurrogateFailure("pre-training", f"non-finite loss {loss.item()}")
             loss.backward()
@@ -182,32 +214,53 @@ class LearnedPrior:
         except RuntimeError as exc:
             raise SurrogateFailure("pre-training", str(exc)) from exc
         # an ensemble: the mean over members of each member's likelihood (one Cholesky for all)
-        means = self.mean.each(x) if isinstance(self.mean, EnsembleMean) else self.mean(x).unsqueeze(0)
+        means = (
+            self.mean.each(x) if isinstance(self.mean, EnsembleMean) else self.mean(x).unsqueeze(0)
+        )
         w = torch.linalg.solve_triangular(chol, (z.unsqueeze(0) - means).T, upper=False)
-        fit = 0.5 * (w ** 2).sum() / means.shape[0]
+        fit = 0.5 * (w**2).sum() / means.shape[0]
         return -fit - torch.log(torch.diagonal(chol)).sum() - 0.5 * len(x) * math.log(2 * math.pi)
 
     # ------------------------------------------------------------------ conditioning
-    def condition(self, descriptors: Mapping[str, Any], configs: Sequence[Mapping[str, Any]],
-                  values: Sequence[float]) -> TaskPosterior:
+    def condition(
+        self,
+        descriptors: Mapping[str, Any],
+        configs: Sequence[Mapping[str, Any]],
+        values: Sequence[float],
+    ) -> TaskPosterior:
         """The posterior for a task with these descriptors after observing ``values`` at ``configs``.
 
         From :data:`~.adapt.ADAPT_AFTER` results on, the kernel, noise and the learned mean's weight
         are adapted to the task (MAP around the pre-trained values, :func:`~.adapt.adapt`)."""
-        x = self.inputs(configs, descriptors) if configs else torch.zeros((0, self._input_dim()), dtype=DTYPE)
+        x = (
+            self.inputs(configs, descriptors)
+            if configs
+            else torch.zeros((0, self._input_dim()), dtype=DTYPE)
+        )
         y = np.asarray(values, dtype=float)
         with torch.no_grad():
             if len(y) == 0:
                 return TaskPosterior(self, descriptors, x, torch.zeros(0, dtype=DTYPE), 0.0, 1.0)
             u = self.mean(x).numpy()
             if len(y) == 1:
-                return TaskPosterior(self, descriptors, x, torch.as_tensor(u, dtype=DTYPE), float(y[0] - u[0]), 1.0)
+                return TaskPosterior(
+                    self, descriptors, x, torch.as_tensor(u, dtype=DTYPE), float(y[0] - u[0]), 1.0
+                )
             cov = self._covariance(x).numpy()
         a, b = affine_to_prior(y, u, cov)
         if len(y) >= ADAPT_AFTER and np.ptp(y) > 0:
             fit = adapt(self, x, y, torch.as_tensor(u, dtype=DTYPE), a, b)
-            return TaskPosterior(self, descriptors, x, torch.as_tensor((y - fit.a) / fit.b, dtype=DTYPE), fit.a,
-                                 fit.b, fit.mean_weight, fit.kernel, fit.noise)
+            return TaskPosterior(
+                self,
+                descriptors,
+                x,
+                torch.as_tensor((y - fit.a) / fit.b, dtype=DTYPE),
+                fit.a,
+                fit.b,
+                fit.mean_weight,
+                fit.kernel,
+                fit.noise,
+            )
         return TaskPosterior(self, descriptors, x, torch.as_tensor((y - a) / b, dtype=DTYPE), a, b)
 
     def _input_dim(self) -> int:
@@ -233,7 +286,9 @@ class TaskPosterior:
     def _mean(self, x: torch.Tensor) -> torch.Tensor:
         return self.mean_weight * self.prior.mean(x)
 
-    def _k(self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False) -> torch.Tensor:
+    def _k(
+        self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False
+    ) -> torch.Tensor:
         kernel = self.kernel if self.kernel is not None else self.prior.kernel
         if diag:
             return kernel(x1, diag=True)
@@ -262,10 +317,12 @@ class TaskPosterior:
             except RuntimeError as exc:
                 raise SurrogateFailure("conditioning", str(exc)) from exc
             k_co = self._k(xc, self.x)
-            alpha = torch.cholesky_solve((self.z - self._mean(self.x)).unsqueeze(-1), chol).squeeze(-1)
+            alpha = torch.cholesky_solve((self.z - self._mean(self.x)).unsqueeze(-1), chol).squeeze(
+                -1
+            )
             mu = mean_c + k_co @ alpha
             v = torch.linalg.solve_triangular(chol, k_co.T, upper=False)
-            var = var_c - (v ** 2).sum(0)
+            var = var_c - (v**2).sum(0)
         mu_np, sd_np = mu.numpy(), torch.sqrt(var.clamp_min(1e-12)).numpy()
         if not (np.all(np.isfinite(mu_np)) and np.all(np.isfinite(sd_np))):
             raise SurrogateFailure("prediction", "non-finite posterior")
@@ -277,6 +334,14 @@ class TaskPosterior:
 
     def with_observation(self, x_row: torch.Tensor, z: float) -> TaskPosterior:
         """The same posterior with one more (possibly fantasised) observation on the normalised scale."""
-        return TaskPosterior(self.prior, self.descriptors, torch.cat([self.x, x_row.reshape(1, -1)]),
-                             torch.cat([self.z, torch.tensor([z], dtype=DTYPE)]), self.a, self.b,
-                             self.mean_weight, self.kernel, self.noise)
+        return TaskPosterior(
+            self.prior,
+            self.descriptors,
+            torch.cat([self.x, x_row.reshape(1, -1)]),
+            torch.cat([self.z, torch.tensor([z], dtype=DTYPE)]),
+            self.a,
+            self.b,
+            self.mean_weight,
+            self.kernel,
+            self.noise,
+        )

@@ -35,8 +35,8 @@ from .cold_start import cold_start_trials
 from .costs import Throughput, estimate, measured_throughput
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
 from .history import Task, run_descriptors, tasks_from_runs
-from .similarity import task_weights
 from .prior import LearnedPrior, PriorSettings, TaskPosterior
+from .similarity import task_weights
 
 TOP_K = 3
 EI_STOP_THRESHOLD = 0.01  # normal-score units: 1 % of a task's spread of results
@@ -59,9 +59,14 @@ class Recommendation:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "config": self.config.model_dump(mode="json"), "predicted": self.predicted, "std": self.std,
-            "metric_name": self.metric_name, "estimated_gpu_hours": self.estimated_gpu_hours,
-            "energy_wh": self.energy_wh, "power_kw": self.power_kw, "acquisition": self.acquisition,
+            "config": self.config.model_dump(mode="json"),
+            "predicted": self.predicted,
+            "std": self.std,
+            "metric_name": self.metric_name,
+            "estimated_gpu_hours": self.estimated_gpu_hours,
+            "energy_wh": self.energy_wh,
+            "power_kw": self.power_kw,
+            "acquisition": self.acquisition,
             "expected_improvement": self.expected_improvement,
         }
 
@@ -79,15 +84,22 @@ class Advice:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "recommendations": [r.as_dict() for r in self.recommendations], "source": self.source,
-            "base_model": self.base_model, "imputed_features": self.imputed, "warnings": self.warnings,
-            "error": self.error, "throughput_device": self.throughput_device, "best_ei": self.best_ei,
+            "recommendations": [r.as_dict() for r in self.recommendations],
+            "source": self.source,
+            "base_model": self.base_model,
+            "imputed_features": self.imputed,
+            "warnings": self.warnings,
+            "error": self.error,
+            "throughput_device": self.throughput_device,
+            "best_ei": self.best_ei,
         }
 
 
 def _family(name: str) -> str:
     base = name.rstrip("/").split("/")[-1].lower()
-    return re.sub(r"[-_.]?(\d+(\.\d+)?[mbk]|l\d+|v\d+|base|large|small|tiny|mini|uncased|cased)\b", "", base)
+    return re.sub(
+        r"[-_.]?(\d+(\.\d+)?[mbk]|l\d+|v\d+|base|large|small|tiny|mini|uncased|cased)\b", "", base
+    )
 
 
 def nearest_base_model(wanted: str, known: Sequence[str]) -> str | None:
@@ -97,8 +109,13 @@ def nearest_base_model(wanted: str, known: Sequence[str]) -> str | None:
     if wanted in known:
         return wanted
     family = _family(wanted)
-    return max(known, key=lambda k: (_family(k) == family,
-                                     difflib.SequenceMatcher(None, _family(k), family).ratio()))
+    return max(
+        known,
+        key=lambda k: (
+            _family(k) == family,
+            difflib.SequenceMatcher(None, _family(k), family).ratio(),
+        ),
+    )
 
 
 def is_lora(config: Mapping[str, Any]) -> bool:
@@ -109,15 +126,22 @@ def is_lora(config: Mapping[str, Any]) -> bool:
     return "rank" in config and "learning_rate" in config
 
 
-def impute(descriptors: Mapping[str, Any], history: Sequence[Task]) -> tuple[dict[str, float], list[str]]:
+def impute(
+    descriptors: Mapping[str, Any], history: Sequence[Task]
+) -> tuple[dict[str, float], list[str]]:
     """Fill descriptors the profile lacks (or has as NaN/None) with the median over the history tasks."""
-    filled = {k: float(v) for k, v in descriptors.items()
-              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    filled = {
+        k: float(v)
+        for k, v in descriptors.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
     imputed = []
     keys = sorted({k for t in history for k, v in t.descriptors.items() if isinstance(v, float)})
     for key in keys:
         if key not in filled:
-            values = [t.descriptors[key] for t in history if isinstance(t.descriptors.get(key), float)]
+            values = [
+                t.descriptors[key] for t in history if isinstance(t.descriptors.get(key), float)
+            ]
             filled[key] = float(np.median(values))
             imputed.append(key)
     return filled, imputed
@@ -138,8 +162,14 @@ def features_with(descriptors: Mapping[str, float], raw: Mapping[str, Any]) -> M
 class Recommender:
     """Built from the knowledge base's runs; fits its prior lazily, once per base model."""
 
-    def __init__(self, runs: Sequence[KbRun], *, settings: PriorSettings = PriorSettings(),
-                 candidates: int = SOBOL_CANDIDATES, ei_threshold: float = EI_STOP_THRESHOLD) -> None:
+    def __init__(
+        self,
+        runs: Sequence[KbRun],
+        *,
+        settings: PriorSettings = PriorSettings(),
+        candidates: int = SOBOL_CANDIDATES,
+        ei_threshold: float = EI_STOP_THRESHOLD,
+    ) -> None:
         self.runs = [r for r in runs if is_lora(r.config)]
         self.settings = settings
         self.n_candidates = candidates
@@ -156,15 +186,20 @@ class Recommender:
     def prior(self, base_model: str) -> LearnedPrior:
         if base_model not in self._priors:
             tasks = self.history(base_model)
-            self._priors[base_model] = LearnedPrior.fit(tasks, self.settings, extra_configs=self._scored_configs(base_model))
+            self._priors[base_model] = LearnedPrior.fit(
+                tasks, self.settings, extra_configs=self._scored_configs(base_model)
+            )
         return self._priors[base_model]
 
     def _history_budget(self, base_model: str) -> Budget:
         runs = [r for r in self.runs if r.base_model == base_model]
         steps = [r.config.get("max_steps") for r in runs if r.config.get("max_steps")]
         lengths = [r.config.get("max_seq_length") for r in runs if r.config.get("max_seq_length")]
-        return Budget(max_steps=int(np.median(steps)) if steps else None, epochs=1.0,
-                      max_seq_length=int(np.median(lengths)) if lengths else 128)
+        return Budget(
+            max_steps=int(np.median(steps)) if steps else None,
+            epochs=1.0,
+            max_seq_length=int(np.median(lengths)) if lengths else 128,
+        )
 
     def _scored_configs(self, base_model: str) -> list[dict[str, Any]]:
         """Candidates as the history's budget would have trained them (comparable with its runs)."""
@@ -185,9 +220,14 @@ class Recommender:
         return configs
 
     # ------------------------------------------------------------------ answers
-    def recommend(self, base_model: str, profile: Mapping[str, Any], k: int = TOP_K,
-                  observed: Sequence[tuple[Mapping[str, Any], float]] = (),
-                  pending: Sequence[Mapping[str, Any]] = ()) -> Advice:
+    def recommend(
+        self,
+        base_model: str,
+        profile: Mapping[str, Any],
+        k: int = TOP_K,
+        observed: Sequence[tuple[Mapping[str, Any], float]] = (),
+        pending: Sequence[Mapping[str, Any]] = (),
+    ) -> Advice:
         """Top-``k`` for a new study (``observed`` empty), or the next ``k`` given the study's results
         (config, metric); ``pending`` trials (requested, not finished) are fantasised at their predicted
         mean (Kriging believer) and never proposed again. Never raises for want of knowledge: an empty base or a failed fit answers
@@ -195,9 +235,13 @@ class Recommender:
         warnings: list[str] = []
         used = nearest_base_model(base_model, self.base_models())
         if used is None:
-            return self._cold_start(profile, k, "the knowledge base holds no LoRA run", warnings, len(observed))
+            return self._cold_start(
+                profile, k, "the knowledge base holds no LoRA run", warnings, len(observed)
+            )
         if used != base_model:
-            warnings.append(f"no knowledge-base runs for base model {base_model!r}: using the nearest family, {used!r}")
+            warnings.append(
+                f"no knowledge-base runs for base model {base_model!r}: using the nearest family, {used!r}"
+            )
         history = self.history(used)
         try:
             prior = self.prior(used)
@@ -213,9 +257,14 @@ class Recommender:
         budget = self._history_budget(used)
         throughput = measured_throughput([r for r in self.runs if r.base_model == used])
         try:
-            posterior = prior.condition(descriptors, [self._as_history(c, budget) for c, _ in observed],
-                                        [v for _, v in observed])
-            taken = [self._as_history(o, budget) for o, _ in observed] + [self._as_history(p, budget) for p in pending]
+            posterior = prior.condition(
+                descriptors,
+                [self._as_history(c, budget) for c, _ in observed],
+                [v for _, v in observed],
+            )
+            taken = [self._as_history(o, budget) for o, _ in observed] + [
+                self._as_history(p, budget) for p in pending
+            ]
             exclude = {i for i, c in enumerate(scored) for o in taken if self._same(c, o)}
             for config in pending:
                 x_row = prior.inputs([self._as_history(config, budget)], descriptors)
@@ -226,46 +275,98 @@ class Recommender:
             return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
         metric_name = history[0].metric_name if history else "metric"
         weights = task_weights(descriptors, history)
-        recommendations = [self._recommendation(scored[p.index], p, posterior, history, weights, features,
-                                                 throughput, metric_name,
-                                                 "expected-improvement" if observed else "top-k")
-                           for p in picks]
+        recommendations = [
+            self._recommendation(
+                scored[p.index],
+                p,
+                posterior,
+                history,
+                weights,
+                features,
+                throughput,
+                metric_name,
+                "expected-improvement" if observed else "top-k",
+            )
+            for p in picks
+        ]
         best_ei = max((p.ei for p in picks), default=None) if observed else None
-        return Advice(recommendations, KNOWLEDGE_BASE, used, imputed, warnings, None, throughput.device, best_ei)
+        return Advice(
+            recommendations,
+            KNOWLEDGE_BASE,
+            used,
+            imputed,
+            warnings,
+            None,
+            throughput.device,
+            best_ei,
+        )
 
     def should_stop(self, advice: Advice, results: int) -> bool:
         """Stop by EI only once the first batch's results are in: before that, the task's scale (and so
         any improvement) is barely known (with one result, none at all)."""
-        return results >= TOP_K and advice.best_ei is not None and advice.best_ei < self.ei_threshold
+        return (
+            results >= TOP_K and advice.best_ei is not None and advice.best_ei < self.ei_threshold
+        )
 
     @staticmethod
     def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-        keys = ("rank", "alpha", "learning_rate", "batch_size", "dropout", "warmup_ratio", "lr_schedule",
-                "target_modules")
+        keys = (
+            "rank",
+            "alpha",
+            "learning_rate",
+            "batch_size",
+            "dropout",
+            "warmup_ratio",
+            "lr_schedule",
+            "target_modules",
+        )
         return all(a.get(key) == b.get(key) for key in keys)
 
     @staticmethod
     def _as_history(config: Mapping[str, Any], budget: Budget) -> dict[str, Any]:
         c = dict(config)
         c.pop("seed", None)
-        c.update(max_steps=budget.max_steps, epochs=None if budget.max_steps else budget.epochs,
-                 max_seq_length=budget.max_seq_length)
+        c.update(
+            max_steps=budget.max_steps,
+            epochs=None if budget.max_steps else budget.epochs,
+            max_seq_length=budget.max_seq_length,
+        )
         return c
 
-    def _recommendation(self, scored: Mapping[str, Any], pick: Pick, posterior: TaskPosterior,
-                        history: Sequence[Task], weights: np.ndarray, features: MetaFeatures,
-                        throughput: Throughput, metric_name: str, acquisition: str) -> Recommendation:
+    def _recommendation(
+        self,
+        scored: Mapping[str, Any],
+        pick: Pick,
+        posterior: TaskPosterior,
+        history: Sequence[Task],
+        weights: np.ndarray,
+        features: MetaFeatures,
+        throughput: Throughput,
+        metric_name: str,
+        acquisition: str,
+    ) -> Recommendation:
         max_len = max(32, min(512, int(features.tokens_p95) + 2))
-        config = LoraConfig.model_validate({**scored, "max_steps": None, "epochs": 1.0, "max_seq_length": max_len})
+        config = LoraConfig.model_validate(
+            {**scored, "max_steps": None, "epochs": 1.0, "max_seq_length": max_len}
+        )
         predicted, std = self._to_metric(pick.mean, pick.std, posterior, history, weights)
         hours, energy = estimate(config, features, throughput)
-        return Recommendation(config, predicted, std, metric_name, round(hours, 4), round(energy, 2),
-                              round(throughput.power_kw, 4), acquisition,
-                              pick.ei if acquisition == "expected-improvement" else None)
+        return Recommendation(
+            config,
+            predicted,
+            std,
+            metric_name,
+            round(hours, 4),
+            round(energy, 2),
+            round(throughput.power_kw, 4),
+            acquisition,
+            pick.ei if acquisition == "expected-improvement" else None,
+        )
 
     @staticmethod
-    def _to_metric(mu: float, sd: float, posterior: TaskPosterior, history: Sequence[Task],
-                   weights: np.ndarray) -> tuple[float, float]:
+    def _to_metric(
+        mu: float, sd: float, posterior: TaskPosterior, history: Sequence[Task], weights: np.ndarray
+    ) -> tuple[float, float]:
         """Normal score -> metric units. Before two results the task's scale is unknown: each history
         task reads the score on its own scale, weighted by similarity, and the ± holds both the
         model's uncertainty and how much the similar tasks' scales disagree."""
@@ -282,13 +383,30 @@ class Recommender:
         within = float(weights @ ((values(mu + sd) - values(mu - sd)) / 2))
         return predicted, math.sqrt(max(0.0, between_tasks) + max(0.0, within) ** 2)
 
-    def _cold_start(self, profile: Mapping[str, Any], k: int, reason: str, warnings: list[str], done: int,
-                    base_model: str | None = None) -> Advice:
+    def _cold_start(
+        self,
+        profile: Mapping[str, Any],
+        k: int,
+        reason: str,
+        warnings: list[str],
+        done: int,
+        base_model: str | None = None,
+    ) -> Advice:
         features = features_with({}, profile)
         trials = cold_start_trials(features, done + k)[done:]
-        recs = [Recommendation(t.config, None, None, "metric", t.estimated_gpu_hours,
-                               round(t.estimated_gpu_hours * t.power_kw * 1000, 2), t.power_kw, "cold-start")
-                for t in trials]
+        recs = [
+            Recommendation(
+                t.config,
+                None,
+                None,
+                "metric",
+                t.estimated_gpu_hours,
+                round(t.estimated_gpu_hours * t.power_kw * 1000, 2),
+                t.power_kw,
+                "cold-start",
+            )
+            for t in trials
+        ]
         return Advice(recs, COLD_START, base_model, [], warnings, reason, "assumed")
 
 
@@ -298,5 +416,12 @@ def profile_descriptors(features: MetaFeatures | Mapping[str, Any]) -> dict[str,
     return {k: v for k, v in data.items() if not isinstance(v, (dict, list))}
 
 
-__all__ = ["Advice", "Recommendation", "Recommender", "nearest_base_model", "profile_descriptors",
-           "run_descriptors", "EI_STOP_THRESHOLD"]
+__all__ = [
+    "EI_STOP_THRESHOLD",
+    "Advice",
+    "Recommendation",
+    "Recommender",
+    "nearest_base_model",
+    "profile_descriptors",
+    "run_descriptors",
+]

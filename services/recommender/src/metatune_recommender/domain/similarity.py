@@ -23,7 +23,8 @@ def task_weights(descriptors: Mapping[str, Any], history: Sequence[Task]) -> np.
     if n == 0:
         return np.zeros(0)
     keys = sorted(
-        key for key, value in descriptors.items()
+        key
+        for key, value in descriptors.items()
         if _number(value) and all(_number(t.descriptors.get(key)) for t in history)
     )
     if not keys:

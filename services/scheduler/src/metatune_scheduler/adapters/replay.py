@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -12,8 +11,17 @@ from pydantic import ValidationError
 
 from metatune import subjects
 from metatune.contracts import (
-    Assignment, CarbonForecast, Event, JobCancelled, JobInfeasible, JobRequested, Plan, RunCompleted, RunFailed,
-    RunPaused, RunProgress,
+    Assignment,
+    CarbonForecast,
+    Event,
+    JobCancelled,
+    JobInfeasible,
+    JobRequested,
+    Plan,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
+    RunProgress,
 )
 
 log = logging.getLogger("metatune.scheduler.replay")
@@ -25,9 +33,13 @@ def contract_for(subject: str) -> type[Event] | None:
     Every subject the service consumes on the event stream must be here, or a restart forgets it
     (a test checks the service's consumers against this table)."""
     exact = {
-        subjects.JOBS_REQUESTED: JobRequested, subjects.JOBS_CANCELLED: JobCancelled,
-        subjects.JOBS_INFEASIBLE: JobInfeasible, subjects.PLANS: Plan,
-        subjects.RUNS_COMPLETED: RunCompleted, subjects.RUNS_FAILED: RunFailed, subjects.RUNS_PAUSED: RunPaused,
+        subjects.JOBS_REQUESTED: JobRequested,
+        subjects.JOBS_CANCELLED: JobCancelled,
+        subjects.JOBS_INFEASIBLE: JobInfeasible,
+        subjects.PLANS: Plan,
+        subjects.RUNS_COMPLETED: RunCompleted,
+        subjects.RUNS_FAILED: RunFailed,
+        subjects.RUNS_PAUSED: RunPaused,
     }
     if subject in exact:
         return exact[subject]
@@ -41,21 +53,24 @@ def contract_for(subject: str) -> type[Event] | None:
     return None
 
 
-async def replay(js: JetStreamContext, stream: str, apply: Callable[[Event], object], idle_s: float = 0.5) -> int:
+async def replay(
+    js: JetStreamContext, stream: str, apply: Callable[[Event], object], idle_s: float = 0.5
+) -> int:
     """Fold every scheduler-relevant event of ``stream`` from its start; returns how many.
 
     An ordered (ephemeral, flow-controlled) consumer reads until nothing is pending."""
     info = await js.stream_info(stream)
     if info.state.messages == 0:
         return 0
-    sub = await js.subscribe(subjects.EVERYTHING, stream=stream, ordered_consumer=True,
-                             deliver_policy=DeliverPolicy.ALL)
+    sub = await js.subscribe(
+        subjects.EVERYTHING, stream=stream, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
+    )
     folded = 0
     try:
         while True:
             try:
                 msg = await sub.next_msg(timeout=idle_s)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 break
             model = contract_for(msg.subject)
             if model is not None:

@@ -7,20 +7,30 @@ import logging
 import multiprocessing
 import os
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
 from datetime import datetime
 
 from metatune import subjects
-from metatune.contracts import AgentStatus, Assignment, ErrorEvent, Event, JobInfeasible, JobRequested, Plan
+from metatune.contracts import (
+    AgentStatus,
+    Assignment,
+    ErrorEvent,
+    Event,
+    JobInfeasible,
+    JobRequested,
+    Plan,
+)
 
 from ..domain import Decision, Scheduler
-from ..domain.scheduler import full_solve
 from ..domain.leases import Leases
+from ..domain.scheduler import full_solve
 
 log = logging.getLogger("metatune.scheduler")
 Publish = Callable[[str, Event], Awaitable[None]]
-SOLVER_NICENESS = 5  # the solver process yields the CPU to the event loop: new jobs' latency comes first
+SOLVER_NICENESS = (
+    5  # the solver process yields the CPU to the event loop: new jobs' latency comes first
+)
 Record = Callable[[Assignment], Awaitable[None]]
 
 
@@ -47,8 +57,15 @@ class Runtime:
     current plan leaves and publishes that as their first decision."""
 
     def __init__(
-        self, scheduler: Scheduler, publish: Publish, now: Callable[[], datetime], debounce_s: float = 0.5,
-        *, lease_s: float = 20.0, record: Record | None = None, fast_s: float | None = 0.05,
+        self,
+        scheduler: Scheduler,
+        publish: Publish,
+        now: Callable[[], datetime],
+        debounce_s: float = 0.5,
+        *,
+        lease_s: float = 20.0,
+        record: Record | None = None,
+        fast_s: float | None = 0.05,
         solve_in_process: bool = False,
     ) -> None:
         """``lease_s``: real seconds an agent may stay silent before it is lost; ``record``: keeps
@@ -75,9 +92,13 @@ class Runtime:
     async def fold(self, event: Event) -> None:
         await self.ready.wait()
         async with self._lock:
-            if isinstance(event, AgentStatus) and self.leases.heard(event.datacenter, time.monotonic()):
+            if isinstance(event, AgentStatus) and self.leases.heard(
+                event.datacenter, time.monotonic()
+            ):
                 self.scheduler.agent_back(event.datacenter)
-                log.warning("trainer-agent of %s is back: its capacity counts again", event.datacenter)
+                log.warning(
+                    "trainer-agent of %s is back: its capacity counts again", event.datacenter
+                )
                 self._stale.set()
             if self.scheduler.apply(event):
                 self._stale.set()
@@ -87,7 +108,9 @@ class Runtime:
     async def watch_leases(self) -> None:
         """Declare agents lost when silent past the lease (checked four times per lease)."""
         await self.ready.wait()
-        async with self._lock:  # after a restart: every datacenter believed to run a job owes a heartbeat
+        async with (
+            self._lock
+        ):  # after a restart: every datacenter believed to run a job owes a heartbeat
             for job in self.scheduler.state.active_jobs():
                 if job.location is not None and job.status.value == "running":
                     self.leases.expect(job.location, time.monotonic())
@@ -102,12 +125,18 @@ class Runtime:
             for dc in lost:
                 silent = at - self.leases.last_heard[dc]
                 events = self.scheduler.agent_lost(dc, self.now(), silent)
-                log.warning("trainer-agent of %s silent for %.0f s: lost; %d job(s) paused at their checkpoint",
-                            dc, silent, len(events) - 1)
+                log.warning(
+                    "trainer-agent of %s silent for %.0f s: lost; %d job(s) paused at their checkpoint",
+                    dc,
+                    silent,
+                    len(events) - 1,
+                )
                 await self._emit(events)
             if lost:
                 self._stale.set()
-            for job in self.scheduler.state.active_jobs():  # a job placed where nothing was heard yet
+            for (
+                job
+            ) in self.scheduler.state.active_jobs():  # a job placed where nothing was heard yet
                 if job.location is not None and job.status.value == "running":
                     self.leases.expect(job.location, at)
         return lost
@@ -128,8 +157,12 @@ class Runtime:
         await self.ready.wait()
         self._stale.set()  # plan once after a (re)start
         if self.solve_in_process:
-            self._executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=os.nice, initargs=(SOLVER_NICENESS,))
+            self._executor = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=os.nice,
+                initargs=(SOLVER_NICENESS,),
+            )
         try:
             async with asyncio.TaskGroup() as tasks:
                 if self.fast_s is not None:
@@ -164,13 +197,19 @@ class Runtime:
         async with self._lock:
             solve = self.scheduler.prepare(self.now())
         result = await asyncio.get_running_loop().run_in_executor(
-            self._executor, full_solve, self.scheduler.planner, solve)
+            self._executor, full_solve, self.scheduler.planner, solve
+        )
         async with self._lock:
             decision = self.scheduler.conclude(solve, result, self.now())
             self.solves += 1
             await self._emit(decision.events())
-        log.info("plan %s: %d jobs, %d changes, %.0f g vs %.0f g baseline, %.2f s",
-                 decision.plan.plan_version if decision.plan else "unchanged", len(decision.result.jobs),
-                 len(decision.assignments), decision.result.emissions_g, decision.result.baseline_g,
-                 decision.result.solve_seconds)
+        log.info(
+            "plan %s: %d jobs, %d changes, %.0f g vs %.0f g baseline, %.2f s",
+            decision.plan.plan_version if decision.plan else "unchanged",
+            len(decision.result.jobs),
+            len(decision.assignments),
+            decision.result.emissions_g,
+            decision.result.baseline_g,
+            decision.result.solve_seconds,
+        )
         return decision

@@ -22,7 +22,9 @@ from uuid import uuid5
 from .planner import JobSnapshot
 
 DAY_H = 24
-MAX_LOOKAHEAD_H = 3 * DAY_H  # the longest window a job of the carbon benchmark has (24 h of work + 48 h slack)
+MAX_LOOKAHEAD_H = (
+    3 * DAY_H
+)  # the longest window a job of the carbon benchmark has (24 h of work + 48 h slack)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,10 @@ def history_hours(lookahead_h: int, history_days: int = 1) -> int:
 
 
 def anticipated_jobs(
-    requests: Iterable[Request], now_hour: int, lookahead_h: int = DAY_H, history_days: int = 1,
+    requests: Iterable[Request],
+    now_hour: int,
+    lookahead_h: int = DAY_H,
+    history_days: int = 1,
     observed_since: int | None = None,
 ) -> list[JobSnapshot]:
     """Optional jobs expected to arrive in (now, now + lookahead_h]: a request made ``k`` days
@@ -58,12 +63,26 @@ def anticipated_jobs(
             ahead = request.hour + DAY_H * days_back - now_hour
             newest = -(-ahead // DAY_H)  # the most recent past day at this hour of the day
             if 0 < ahead <= lookahead_h and newest <= days_back < newest + history_days:
-                seen = history_days if observed_since is None else sum(
-                    now_hour + ahead - DAY_H * k >= observed_since for k in range(newest, newest + history_days))
+                seen = (
+                    history_days
+                    if observed_since is None
+                    else sum(
+                        now_hour + ahead - DAY_H * k >= observed_since
+                        for k in range(newest, newest + history_days)
+                    )
+                )
                 job = request.job
-                expected.append(dataclasses.replace(
-                    job, job_id=uuid5(job.job_id, f"anticipated/{days_back}"), not_before_hour=now_hour + ahead,
-                    deadline_hour=job.deadline_hour + DAY_H * days_back, location=None, pinned=False,
-                    arriving_at=None, anticipated=True, weight=1.0 / max(seen, 1),
-                ))
+                expected.append(
+                    dataclasses.replace(
+                        job,
+                        job_id=uuid5(job.job_id, f"anticipated/{days_back}"),
+                        not_before_hour=now_hour + ahead,
+                        deadline_hour=job.deadline_hour + DAY_H * days_back,
+                        location=None,
+                        pinned=False,
+                        arriving_at=None,
+                        anticipated=True,
+                        weight=1.0 / max(seen, 1),
+                    )
+                )
     return expected

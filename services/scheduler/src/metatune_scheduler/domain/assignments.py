@@ -22,7 +22,9 @@ def change_id(job_id: UUID, action: AssignmentAction, datacenter: str, stretch: 
     return uuid5(NAMESPACE, f"{job_id}/{action}/{datacenter}/{stretch.isoformat()}")
 
 
-def diff(plan: PlanResult, jobs: list[JobRecord], now: datetime, plan_version: int) -> list[Assignment]:
+def diff(
+    plan: PlanResult, jobs: list[JobRecord], now: datetime, plan_version: int
+) -> list[Assignment]:
     """Assignments that bring the current hour in line with ``plan`` (none if it already is)."""
     hour = epoch_hour(now)
     stretch = from_epoch_hour(hour)
@@ -37,11 +39,19 @@ def diff(plan: PlanResult, jobs: list[JobRecord], now: datetime, plan_version: i
                 run += 1
         request = job.request
         return Assignment(
-            event_id=change_id(job.job_id, action, datacenter, stretch), occurred_at=now,
-            job_id=job.job_id, study_id=request.study_id, datacenter=datacenter, action=action,
-            plan_version=plan_version, spec=request.spec, config=request.config, gpus=request.gpus,
+            event_id=change_id(job.job_id, action, datacenter, stretch),
+            occurred_at=now,
+            job_id=job.job_id,
+            study_id=request.study_id,
+            datacenter=datacenter,
+            action=action,
+            plan_version=plan_version,
+            spec=request.spec,
+            config=request.config,
+            gpus=request.gpus,
             checkpoint_key=job.checkpoint_key if action is AssignmentAction.resume else None,
-            hours_planned=float(run), estimated_gpu_hours=job.remaining_gpu_hours or None,
+            hours_planned=float(run),
+            estimated_gpu_hours=job.remaining_gpu_hours or None,
         )
 
     for job in sorted(jobs, key=lambda record: str(record.job_id)):
@@ -52,6 +62,8 @@ def diff(plan: PlanResult, jobs: list[JobRecord], now: datetime, plan_version: i
             changes.append(make(job, AssignmentAction.pause, job.location))
         elif job.status is JobStatus.pending and where is not None:
             changes.append(make(job, AssignmentAction.start, where))
-        elif job.status is JobStatus.paused and where is not None and job.checkpoint_key is not None:
+        elif (
+            job.status is JobStatus.paused and where is not None and job.checkpoint_key is not None
+        ):
             changes.append(make(job, AssignmentAction.resume, where))
     return changes

@@ -64,26 +64,35 @@ def cheapest_schedules(instance: Instance, prices: np.ndarray) -> CheapestSchedu
     order = np.argsort(priced, axis=2, kind="stable")
     cost_sorted = np.take_along_axis(priced, order, axis=2)
     # an hour priced at the penalty is as good as unmet: it is left unmet (and off capacity)
-    usable_sorted = np.take_along_axis(instance.usable, order, axis=2) * (cost_sorted < penalty[:, None, None])
+    usable_sorted = np.take_along_axis(instance.usable, order, axis=2) * (
+        cost_sorted < penalty[:, None, None]
+    )
     need = instance.need.astype(float)[:, None, None]
     before = np.cumsum(usable_sorted, axis=2) - usable_sorted
     hours = np.clip(need - before, 0.0, usable_sorted)  # the cheapest hours first
     placed = hours.sum(axis=2)
     with np.errstate(invalid="ignore"):
         site_cost = np.where(hours > 0, hours * cost_sorted, 0.0).sum(axis=2)
-    site_cost += (instance.need[:, None] - placed) * penalty[:, None] + instance.switch_g  # hours a site cannot offer are unmet
+    site_cost += (instance.need[:, None] - placed) * penalty[
+        :, None
+    ] + instance.switch_g  # hours a site cannot offer are unmet
     has_site = instance.usable.sum(axis=2) > 0
     site_cost = np.where(has_site, site_cost, np.inf)
     best = np.argmin(site_cost, axis=1)
     placeable = has_site.any(axis=1)
-    job_cost = np.where(placeable, site_cost[np.arange(jobs), np.where(placeable, best, 0)], instance.need * penalty)
+    job_cost = np.where(
+        placeable, site_cost[np.arange(jobs), np.where(placeable, best, 0)], instance.need * penalty
+    )
     for j in np.nonzero(placeable)[0]:
         grid[j, best[j], order[j, best[j]]] = hours[j, best[j]]
     return CheapestSchedules(job_cost.astype(float), np.where(placeable, best, -1), grid)
 
 
 def lagrangian_bound(
-    instance: Instance, start_prices: np.ndarray, upper_bound: float, iterations: int = 60,
+    instance: Instance,
+    start_prices: np.ndarray,
+    upper_bound: float,
+    iterations: int = 60,
 ) -> LagrangianBound:
     """Projected subgradient ascent from ``start_prices`` (the LP duals are a good start), with
     Polyak steps towards ``upper_bound`` (the best plan known) and the step halved when the bound

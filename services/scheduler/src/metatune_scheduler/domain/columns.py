@@ -122,7 +122,9 @@ class ColumnPlan:
     hours: np.ndarray  # (J, D, T)
     objective: float  # its emissions plus the penalty of unmet hours
     seconds: float
-    mip_bound: float = -np.inf  # price-and-branch: HiGHS's dual bound on the restricted master MIP (not on the instance)
+    mip_bound: float = (
+        -np.inf
+    )  # price-and-branch: HiGHS's dual bound on the restricted master MIP (not on the instance)
     optimal: bool = False  # price-and-branch: the restricted master MIP closed its gap
 
 
@@ -137,17 +139,23 @@ def columns_of_plan(instance: Instance, grid: np.ndarray) -> Columns:
     return _columns(instance, jobs, site, at_site)
 
 
-def columns_of_schedules(instance: Instance, schedules: CheapestSchedules, jobs: np.ndarray) -> Columns:
+def columns_of_schedules(
+    instance: Instance, schedules: CheapestSchedules, jobs: np.ndarray
+) -> Columns:
     """The priced schedules of ``jobs`` as columns."""
     site = schedules.site[jobs]
-    at_site = np.rint(schedules.hours[jobs, np.maximum(site, 0)]).astype(np.int64) * (site >= 0)[:, None]
+    at_site = (
+        np.rint(schedules.hours[jobs, np.maximum(site, 0)]).astype(np.int64) * (site >= 0)[:, None]
+    )
     return _columns(instance, jobs, site, at_site)
 
 
 def unmet_columns(instance: Instance) -> Columns:
     """Every job's "run nowhere" column: all hours at the penalty, no capacity used."""
     jobs = np.arange(instance.shape[0])
-    return _columns(instance, jobs, np.full(len(jobs), -1), np.zeros((len(jobs), instance.shape[2]), np.int64))
+    return _columns(
+        instance, jobs, np.full(len(jobs), -1), np.zeros((len(jobs), instance.shape[2]), np.int64)
+    )
 
 
 def _trim_to_need(hours: np.ndarray, need: np.ndarray) -> np.ndarray:
@@ -190,7 +198,9 @@ class RestrictedMaster:
         room = np.maximum(instance.room(), 0.0).ravel()
         lower = np.concatenate([np.ones(jobs), np.full(dcs * periods, -np.inf)])
         upper = np.concatenate([np.ones(jobs), room])
-        self._highs.addRows(len(lower), lower, upper, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+        self._highs.addRows(
+            len(lower), lower, upper, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
+        )
         self.job: list[np.ndarray] = []
         self.site: list[np.ndarray] = []
         self.cells: list[np.ndarray] = []
@@ -205,12 +215,26 @@ class RestrictedMaster:
         jobs = self.instance.shape[0]
         gpus = self.instance.gpus.astype(float)
         # each column: 1 in its job's convexity row, gpus × hours in the capacity rows of its cells
-        rows = [np.concatenate([[j], jobs + cells]) for j, cells in zip(columns.job, columns.cells, strict=True)]
-        entries = [np.concatenate([[1.0], gpus[j] * hours]) for j, hours in zip(columns.job, columns.hours, strict=True)]
+        rows = [
+            np.concatenate([[j], jobs + cells])
+            for j, cells in zip(columns.job, columns.cells, strict=True)
+        ]
+        entries = [
+            np.concatenate([[1.0], gpus[j] * hours])
+            for j, hours in zip(columns.job, columns.hours, strict=True)
+        ]
         starts = np.concatenate([[0], np.cumsum([len(r) for r in rows])[:-1]]).astype(np.int32)
         k = len(columns.job)
-        self._highs.addCols(k, columns.cost.astype(float), np.zeros(k), np.full(k, np.inf), int(sum(len(r) for r in rows)),
-                            starts, np.concatenate(rows).astype(np.int32), np.concatenate(entries))
+        self._highs.addCols(
+            k,
+            columns.cost.astype(float),
+            np.zeros(k),
+            np.full(k, np.inf),
+            int(sum(len(r) for r in rows)),
+            starts,
+            np.concatenate(rows).astype(np.int32),
+            np.concatenate(entries),
+        )
         self.job.append(columns.job)
         self.site.append(columns.site)
         self.cells.extend(columns.cells)
@@ -234,7 +258,9 @@ class RestrictedMaster:
         """(K,) the job of every column."""
         return np.concatenate(self.job)
 
-    def choose_integer(self, start: np.ndarray, time_limit_s: float, heuristic_effort: float = 0.3) -> tuple[np.ndarray, float, bool]:
+    def choose_integer(
+        self, start: np.ndarray, time_limit_s: float, heuristic_effort: float = 0.3
+    ) -> tuple[np.ndarray, float, bool]:
         """Make every column binary and solve the MIP from ``start`` (one column per job); the
         master LP is gone afterwards. Returns each job's chosen column, HiGHS's dual bound, and
         whether it closed the gap. The all-unmet columns of jobs ``start`` places in full are
@@ -247,11 +273,15 @@ class RestrictedMaster:
         highs.setOptionValue("time_limit", float(time_limit_s))
         highs.setOptionValue("mip_rel_gap", 1e-4)
         highs.setOptionValue("mip_heuristic_effort", float(heuristic_effort))
-        highs.changeColsIntegrality(self.count, every, np.full(self.count, highspy.HighsVarType.kInteger))
+        highs.changeColsIntegrality(
+            self.count, every, np.full(self.count, highspy.HighsVarType.kInteger)
+        )
         site, job = np.concatenate(self.site), self.job_of()
         start_hours = np.array([self.hours[k].sum() for k in start])
         placed_in_full = np.zeros(self.instance.shape[0], dtype=bool)
-        placed_in_full[job[start]] = (site[start] >= 0) & (start_hours == self.instance.need[job[start]])
+        placed_in_full[job[start]] = (site[start] >= 0) & (
+            start_hours == self.instance.need[job[start]]
+        )
         upper = np.where((site < 0) & placed_in_full[job], 0.0, 1.0)
         highs.changeColsBounds(self.count, every, np.zeros(self.count), upper)
         warm = highspy.HighsSolution()
@@ -304,35 +334,56 @@ def generate_columns(
     master.add(unmet_columns(instance))
     seeded = [columns_of_plan(instance, seed) for seed in seeds]
     indices = [master.add(columns) for columns in seeded]
-    start_columns = indices[int(np.argmin([columns.cost.sum() for columns in seeded]))] if seeded else np.arange(instance.shape[0])
+    start_columns = (
+        indices[int(np.argmin([columns.cost.sum() for columns in seeded]))]
+        if seeded
+        else np.arange(instance.shape[0])
+    )
     best = _Best(-np.inf, np.zeros(room.shape))
     if start_prices is not None:
-        schedules = best.price(instance, np.maximum(np.asarray(start_prices, dtype=float), 0.0), room)
+        schedules = best.price(
+            instance, np.maximum(np.asarray(start_prices, dtype=float), 0.0), room
+        )
         master.add(columns_of_schedules(instance, schedules, np.nonzero(schedules.site >= 0)[0]))
     history: list[Iteration] = []
     converged, value = False, np.inf
     everyone = np.ones(instance.shape[0], dtype=bool)
     for _ in range(max_iterations):
-        value, lagrangian, entering = _price_round(master, best, room, everyone, smoothing, tolerance)
+        value, lagrangian, entering = _price_round(
+            master, best, room, everyone, smoothing, tolerance
+        )
         history.append(Iteration(value, lagrangian, entering, time.perf_counter() - began))
         if not entering:
             converged = True
             break
         if time.perf_counter() - began > time_limit_s:
             break
-    return ColumnGeneration(master, best.value, best.prices, value, converged, start_columns,
-                            time.perf_counter() - began, history)
+    return ColumnGeneration(
+        master,
+        best.value,
+        best.prices,
+        value,
+        converged,
+        start_columns,
+        time.perf_counter() - began,
+        history,
+    )
 
 
 def _price_round(
-    master: RestrictedMaster, best: _Best, room: np.ndarray, open_jobs: np.ndarray, smoothing: float, tolerance: float,
+    master: RestrictedMaster,
+    best: _Best,
+    room: np.ndarray,
+    open_jobs: np.ndarray,
+    smoothing: float,
+    tolerance: float,
 ) -> tuple[float, float, int]:
     """Solve the master, price the ``open_jobs`` (smoothed first, then at the master's duals) and
     add the schedules that price out: the master's value, the last L(λ), the columns added."""
     instance = master.instance
     solved = master.solve()
     lagrangian = -np.inf
-    for weight in ((smoothing, 0.0) if np.isfinite(best.value) and smoothing > 0 else (0.0,)):
+    for weight in (smoothing, 0.0) if np.isfinite(best.value) and smoothing > 0 else (0.0,):
         prices = weight * best.prices + (1 - weight) * solved.prices
         schedules = best.price(instance, prices, room)
         lagrangian = max(lagrangian, best.last)
@@ -360,12 +411,16 @@ class _Best:
         return schedules
 
 
-def _pricing_out(instance: Instance, schedules: CheapestSchedules, duals: MasterSolution, tolerance: float) -> np.ndarray:
+def _pricing_out(
+    instance: Instance, schedules: CheapestSchedules, duals: MasterSolution, tolerance: float
+) -> np.ndarray:
     """Jobs whose schedule (priced at any λ) has a negative reduced cost at the master's duals:
     its true cost + Σ gpus·hours·λ_master − μ_j, below ``-tolerance`` × its cost."""
     jobs = np.nonzero(schedules.site >= 0)[0]
     cost = columns_of_schedules(instance, schedules, jobs).cost
-    capacity_charge = instance.gpus[jobs] * np.einsum("jdt,dt->j", schedules.hours[jobs], duals.prices)
+    capacity_charge = instance.gpus[jobs] * np.einsum(
+        "jdt,dt->j", schedules.hours[jobs], duals.prices
+    )
     reduced = cost + capacity_charge - duals.job_duals[jobs]
     return jobs[reduced < -tolerance * np.maximum(1.0, np.abs(cost))]
 
@@ -378,4 +433,6 @@ def price_and_branch(generation: ColumnGeneration, time_limit_s: float = 60.0) -
     chosen, mip_bound, optimal = master.choose_integer(generation.start_columns, time_limit_s)
     hours = master.grid(chosen)
     instance = master.instance
-    return ColumnPlan(hours, total_cost(instance, hours), time.perf_counter() - began, mip_bound, optimal)
+    return ColumnPlan(
+        hours, total_cost(instance, hours), time.perf_counter() - began, mip_bound, optimal
+    )

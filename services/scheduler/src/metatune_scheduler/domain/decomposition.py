@@ -46,7 +46,9 @@ class TimingResult:
     cost: float  # emissions plus the unmet penalty
     seconds: float
     prices: np.ndarray  # (D, T) the timing LP's capacity prices (gCO2eq per GPU-hour): where those sites are congested
-    optimal: bool = True  # False: the timing LP hit its time limit and ``hours`` are the start's, completed
+    optimal: bool = (
+        True  # False: the timing LP hit its time limit and ``hours`` are the start's, completed
+    )
 
 
 def total_cost(instance: Instance, hours: np.ndarray) -> float:
@@ -99,18 +101,26 @@ class SiteTimingSolver:
         hourly capacity, whether or not ``grid`` itself respects it."""
         return self._retime(instance, grid, fill)[0]
 
-    def _retime(self, instance: Instance, grid: np.ndarray, fill: Fill) -> tuple[np.ndarray, np.ndarray, bool]:
+    def _retime(
+        self, instance: Instance, grid: np.ndarray, fill: Fill
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
         fixed = _at_sites(instance, _sites_of(instance, grid))
         relaxed = solve_relaxation(self._highs, fixed)
         if not relaxed.optimal:  # the time limit: keep the grid, completed
-            return fill(instance, np.minimum(grid, instance.usable)), np.zeros_like(relaxed.capacity_price), False
+            return (
+                fill(instance, np.minimum(grid, instance.usable)),
+                np.zeros_like(relaxed.capacity_price),
+                False,
+            )
         return fill(instance, _round(fixed, relaxed)), relaxed.capacity_price, True
 
 
 PRICE_SHARE = 0.5  # of the timing LP's capacity prices a priced restart adds to each hour's cost
 
 
-def priced_restart(solver: SiteTimingSolver, instance: Instance, timed: TimingResult, fill: Fill) -> TimingResult:
+def priced_restart(
+    solver: SiteTimingSolver, instance: Instance, timed: TimingResult, fill: Fill
+) -> TimingResult:
     """Step 3: re-choose every job's site greedily on emissions plus ``PRICE_SHARE`` of the prices
     ``timed`` found, re-time, and keep the cheaper of that and ``timed``. Measured on the scale
     benchmark's 1000 x 12 re-plan: 1865.9 -> 1858.3 kg for ~0.75 s (the best plan known there,
@@ -118,8 +128,12 @@ def priced_restart(solver: SiteTimingSolver, instance: Instance, timed: TimingRe
     scratch run on the same instance the full share of the prices over-corrected (1930.9 kg)."""
     if not timed.optimal:  # no prices to restart from, and the LP would hit its limit again
         return timed
-    cost = instance.hour_cost() + PRICE_SHARE * instance.gpus[:, None, None] * timed.prices[None, :, :]
-    restart = solver.solve(instance, fill(instance, np.zeros(instance.shape, dtype=np.int64), cost), fill)
+    cost = (
+        instance.hour_cost() + PRICE_SHARE * instance.gpus[:, None, None] * timed.prices[None, :, :]
+    )
+    restart = solver.solve(
+        instance, fill(instance, np.zeros(instance.shape, dtype=np.int64), cost), fill
+    )
     if restart.cost < timed.cost - 1e-6:
         return dataclasses.replace(restart, seconds=timed.seconds + restart.seconds)
     return dataclasses.replace(timed, seconds=timed.seconds + restart.seconds)
@@ -159,7 +173,9 @@ def _round(instance: Instance, relaxed: Relaxation) -> np.ndarray:
     for j in np.nonzero(missing > 0)[0]:
         d = int(instance.usable[j].sum(axis=1).argmax())
         for t in np.lexsort((cost[j, d], -fraction[j, d])):  # where the LP half-placed it first
-            spare = min(int(instance.usable[j, d, t] - grid[j, d, t]), int(free[d, t] // instance.gpus[j]))
+            spare = min(
+                int(instance.usable[j, d, t] - grid[j, d, t]), int(free[d, t] // instance.gpus[j])
+            )
             take = min(max(spare, 0), int(missing[j]))
             grid[j, d, t] += take
             free[d, t] -= take * instance.gpus[j]

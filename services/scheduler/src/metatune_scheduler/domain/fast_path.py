@@ -17,7 +17,13 @@ import numpy as np
 from .planner import JobSnapshot, PlannedJob, PlanResult, SiteSnapshot
 
 
-def load(plan: PlanResult, gpus: Mapping[UUID, int], sites: Sequence[SiteSnapshot], first_hour: int, horizon: int) -> np.ndarray:
+def load(
+    plan: PlanResult,
+    gpus: Mapping[UUID, int],
+    sites: Sequence[SiteSnapshot],
+    first_hour: int,
+    horizon: int,
+) -> np.ndarray:
     """(sites, hours) GPUs ``plan`` uses from ``first_hour``; jobs missing from ``gpus`` (finished,
     cancelled) no longer hold theirs."""
     index = {site.name: d for d, site in enumerate(sites)}
@@ -32,7 +38,10 @@ def load(plan: PlanResult, gpus: Mapping[UUID, int], sites: Sequence[SiteSnapsho
 
 
 def place(
-    jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot], used: np.ndarray, first_hour: int,
+    jobs: Sequence[JobSnapshot],
+    sites: Sequence[SiteSnapshot],
+    used: np.ndarray,
+    first_hour: int,
     delay_premium: float = 0.0,
 ) -> dict[UUID, PlannedJob]:
     """Each job at the allowed site and hours of least cost (the forecast plus ``delay_premium``
@@ -41,7 +50,9 @@ def place(
     is updated in place; jobs without room are left out."""
     horizon = used.shape[1]
     offsets = np.arange(horizon)
-    intensity = np.stack([site.intensity[:horizon] for site in sites]) if sites else np.zeros((0, horizon))
+    intensity = (
+        np.stack([site.intensity[:horizon] for site in sites]) if sites else np.zeros((0, horizon))
+    )
     priced = intensity + delay_premium * offsets[None, :]
     capacity = np.array([site.gpus for site in sites], dtype=float)
     placed: dict[UUID, PlannedJob] = {}
@@ -64,6 +75,11 @@ def place(
         _, d, hours = best
         used[d, hours] += job.gpus
         grams = job.power_kw * sites[d].pue * intensity[d, hours]
-        placed[job.job_id] = PlannedJob(job.job_id, tuple(
-            (first_hour + int(h), sites[d].name, float(g)) for h, g in zip(hours, grams, strict=True)))
+        placed[job.job_id] = PlannedJob(
+            job.job_id,
+            tuple(
+                (first_hour + int(h), sites[d].name, float(g))
+                for h, g in zip(hours, grams, strict=True)
+            ),
+        )
     return placed

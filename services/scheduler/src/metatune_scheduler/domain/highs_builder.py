@@ -48,7 +48,9 @@ class HighsModelSolver:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["limits"])  # type: ignore[misc]
 
-    def solve(self, instance: Instance, start: np.ndarray | None = None, time_limit_s: float | None = None) -> Solution:
+    def solve(
+        self, instance: Instance, start: np.ndarray | None = None, time_limit_s: float | None = None
+    ) -> Solution:
         """Solve ``instance``; ``start`` is a (J, D, T) hour grid to warm-start from."""
         began = time.perf_counter()
         layout = Layout.of(instance)
@@ -66,7 +68,9 @@ class HighsModelSolver:
         highs.run()
         values = np.asarray(highs.getSolution().col_value, dtype=float)
         if values.size != layout.n_cols:  # no feasible point found within the time limit
-            values = np.concatenate([np.zeros(layout.n_x + layout.n_y), instance.need.astype(float)])
+            values = np.concatenate(
+                [np.zeros(layout.n_x + layout.n_y), instance.need.astype(float)]
+            )
         info = highs.getInfo()
         optimal = highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
         return Solution(
@@ -107,9 +111,11 @@ def solve_relaxation(highs: highspy.Highs, instance: Instance) -> Relaxation:
     values = np.asarray(solution.col_value, dtype=float)
     jobs, dcs, periods = instance.shape
     capacity_row = 2 * jobs + layout.n_y
-    duals = np.asarray(solution.row_dual, dtype=float)[capacity_row: capacity_row + dcs * periods]
+    duals = np.asarray(solution.row_dual, dtype=float)[capacity_row : capacity_row + dcs * periods]
     return Relaxation(
-        layout=layout, x=values[: layout.n_x], unmet=values[layout.n_x + layout.n_y:],
+        layout=layout,
+        x=values[: layout.n_x],
+        unmet=values[layout.n_x + layout.n_y :],
         capacity_price=np.maximum(-duals, 0.0).reshape(dcs, periods),
         objective=float(highs.getInfo().objective_function_value),
         optimal=highs.getModelStatus() == highspy.HighsModelStatus.kOptimal,
@@ -131,15 +137,35 @@ def _to_lp(instance: Instance, layout: Layout) -> highspy.HighsLp:
     n_rows = power_row + (dcs * periods if instance.power_cap_kw is not None else 0)
 
     cell = layout.x_dc * periods + layout.x_period
-    rows = [demand_row + layout.x_job, demand_row + np.arange(jobs), site_row + layout.y_job,
-            link_row + layout.y_index_of_x(), link_row + np.arange(n_y), capacity_row + cell]
+    rows = [
+        demand_row + layout.x_job,
+        demand_row + np.arange(jobs),
+        site_row + layout.y_job,
+        link_row + layout.y_index_of_x(),
+        link_row + np.arange(n_y),
+        capacity_row + cell,
+    ]
     cols = [x_cols, u_cols, y_cols, x_cols, y_cols, x_cols]
-    vals = [np.ones(n_x), np.ones(jobs), np.ones(n_y), np.ones(n_x), -need[layout.y_job],
-            instance.gpus[layout.x_job].astype(float)]
-    row_lower = [need, (np.bincount(layout.y_job, minlength=jobs) > 0).astype(float),
-                 np.full(n_y, -np.inf), np.full(dcs * periods, -np.inf)]
-    row_upper = [need, row_lower[1], np.zeros(n_y),
-                 (np.maximum(instance.capacity, 0) * length[None, :]).ravel()]
+    vals = [
+        np.ones(n_x),
+        np.ones(jobs),
+        np.ones(n_y),
+        np.ones(n_x),
+        -need[layout.y_job],
+        instance.gpus[layout.x_job].astype(float),
+    ]
+    row_lower = [
+        need,
+        (np.bincount(layout.y_job, minlength=jobs) > 0).astype(float),
+        np.full(n_y, -np.inf),
+        np.full(dcs * periods, -np.inf),
+    ]
+    row_upper = [
+        need,
+        row_lower[1],
+        np.zeros(n_y),
+        (np.maximum(instance.capacity, 0) * length[None, :]).ravel(),
+    ]
     if instance.power_cap_kw is not None:
         rows.append(power_row + cell)
         cols.append(x_cols)
@@ -148,7 +174,8 @@ def _to_lp(instance: Instance, layout: Layout) -> highspy.HighsLp:
         row_upper.append((instance.power_cap_kw[:, None] * length[None, :]).ravel())
 
     matrix = sparse.csc_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, layout.n_cols)
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n_rows, layout.n_cols),
     )
     lp = highspy.HighsLp()
     lp.num_col_ = layout.n_cols

@@ -82,7 +82,9 @@ class Periods:
         if position < aggregation.horizon:  # the tail is hourly if no block covers it
             offsets.extend(range(position, aggregation.horizon))
             lengths.extend([1] * (aggregation.horizon - position))
-        return cls(first_hour, np.asarray(offsets, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
+        return cls(
+            first_hour, np.asarray(offsets, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+        )
 
     def period_of_offset(self) -> np.ndarray:
         """Period index of every hour offset in the horizon."""

@@ -28,14 +28,20 @@ class Instance:
     usable: np.ndarray  # (J, D, T) hours of period t job j may run at d (0: not allowed)
     switch_g: np.ndarray  # (J, D) emissions of moving the job's checkpoint to d (0 where it is)
     power_cap_kw: np.ndarray | None = None  # (D,) IT power limit per datacenter, None: no limit
-    optional: np.ndarray | None = None  # (J,) bool: anticipated jobs, whose unplaced hours are cheap
+    optional: np.ndarray | None = (
+        None  # (J,) bool: anticipated jobs, whose unplaced hours are cheap
+    )
     optional_quantile: float = ANTICIPATED_QUANTILE  # an anticipated job's unplaced hour costs this quantile of its usable hours
 
     def __post_init__(self) -> None:
         jobs, dcs, periods = len(self.need), len(self.pue), self.periods.count
         expected = {
-            "gpus": (jobs,), "power_kw": (jobs,), "intensity": (dcs, periods), "capacity": (dcs, periods),
-            "usable": (jobs, dcs, periods), "switch_g": (jobs, dcs),
+            "gpus": (jobs,),
+            "power_kw": (jobs,),
+            "intensity": (dcs, periods),
+            "capacity": (dcs, periods),
+            "usable": (jobs, dcs, periods),
+            "switch_g": (jobs, dcs),
         }
         for name, shape in expected.items():
             if getattr(self, name).shape != shape:
@@ -69,7 +75,9 @@ class Instance:
         0.242 t at 1.0, 0.217 t at 0.5, 0.186 t without anticipation)."""
         cost = self.hour_cost()
         top = float(cost.max()) if cost.size else 1.0
-        penalty = np.full(len(self.need), 1e3 * max(top, 1.0) + 1e3 * float(self.switch_g.max(initial=0.0)))
+        penalty = np.full(
+            len(self.need), 1e3 * max(top, 1.0) + 1e3 * float(self.switch_g.max(initial=0.0))
+        )
         for j in np.nonzero(self.optional)[0] if self.optional is not None else ():
             usable = cost[j][self.usable[j] > 0]
             penalty[j] = float(np.quantile(usable, self.optional_quantile)) if usable.size else 0.0

@@ -31,7 +31,10 @@ class Leases:
 
     def expired(self, at: float) -> list[str]:
         """Datacenters silent past the lease and not yet declared lost (each is returned once per loss)."""
-        newly = sorted(dc for dc, heard in self.last_heard.items()
-                       if dc not in self.lost and at - heard > self.lease_s)
+        newly = sorted(
+            dc
+            for dc, heard in self.last_heard.items()
+            if dc not in self.lost and at - heard > self.lease_s
+        )
         self.lost.update(newly)
         return newly

@@ -69,7 +69,9 @@ class Layout:
     def integer_columns(self, instance: Instance) -> np.ndarray:
         """(n_cols,) bool: x and y columns of integral jobs; u columns are continuous."""
         integral = instance.integral()
-        return np.concatenate([integral[self.x_job], integral[self.y_job], np.zeros(self.jobs, dtype=bool)])
+        return np.concatenate(
+            [integral[self.x_job], integral[self.y_job], np.zeros(self.jobs, dtype=bool)]
+        )
 
     def costs(self, instance: Instance) -> np.ndarray:
         hour_cost = instance.hour_cost()[self.x_job, self.x_dc, self.x_period]
@@ -95,7 +97,9 @@ class Solution:
     mip_gap: float | None
     seconds: float
     optimal: bool
-    dual_bound: float | None = None  # the solver's proven lower bound on the objective (None: unknown)
+    dual_bound: float | None = (
+        None  # the solver's proven lower bound on the objective (None: unknown)
+    )
 
     @classmethod
     def of_hours(cls, instance: Instance, hours: np.ndarray, seconds: float) -> Solution:

@@ -36,21 +36,33 @@ class PlanBook:
     @property
     def entries(self) -> list[PlanEntry]:
         """The whole plan as entries (for inspection; the book itself keeps stretches)."""
-        return [PlanEntry(job_id=job_id, datacenter=dc, hours=[from_epoch_hour(h) for h in hours], emissions_g=grams)
-                for job_id, stretches in self.stretches.items() for dc, hours, grams in stretches]
+        return [
+            PlanEntry(
+                job_id=job_id,
+                datacenter=dc,
+                hours=[from_epoch_hour(h) for h in hours],
+                emissions_g=grams,
+            )
+            for job_id, stretches in self.stretches.items()
+            for dc, hours, grams in stretches
+        ]
 
     def fold(self, event: Plan) -> None:
         """Fold one part of a newer-or-equal version (a whole plan resets the book)."""
         if not event.changes_only:
             self.stretches = {}
         self.plan_version, self.horizon_start = event.plan_version, event.horizon_start
-        self.expected_emissions_g, self.baseline_emissions_g = event.expected_emissions_g, event.baseline_emissions_g
+        self.expected_emissions_g, self.baseline_emissions_g = (
+            event.expected_emissions_g,
+            event.baseline_emissions_g,
+        )
         for job_id in event.removed_jobs:
             self.stretches.pop(job_id, None)
         replaced: dict[UUID, list[Stretch]] = {}
         for entry in event.entries:
             replaced.setdefault(entry.job_id, []).append(
-                (entry.datacenter, tuple(epoch_hour(h) for h in entry.hours), entry.emissions_g))
+                (entry.datacenter, tuple(epoch_hour(h) for h in entry.hours), entry.emissions_g)
+            )
         self.stretches.update((job_id, tuple(s)) for job_id, s in replaced.items())
 
     @classmethod
@@ -63,7 +75,9 @@ class PlanBook:
         """The book as a plan result (the warm start of the next solve)."""
         jobs = {}
         for job_id, stretches in self.stretches.items():
-            slots = sorted((h, dc, grams / max(len(hours), 1)) for dc, hours, grams in stretches for h in hours)
+            slots = sorted(
+                (h, dc, grams / max(len(hours), 1)) for dc, hours, grams in stretches for h in hours
+            )
             jobs[job_id] = PlannedJob(job_id, tuple(slots))
         return PlanResult(epoch_hour(self.horizon_start), jobs, self.baseline_emissions_g)
 
@@ -73,16 +87,27 @@ def stretches_of(job: PlannedJob) -> tuple[Stretch, ...]:
     by_dc: dict[str, list[tuple[int, float]]] = {}
     for h, dc, grams in job.slots:
         by_dc.setdefault(dc, []).append((h, grams))
-    return tuple((dc, tuple(h for h, _ in slots), sum(g for _, g in slots)) for dc, slots in by_dc.items())
+    return tuple(
+        (dc, tuple(h for h, _ in slots), sum(g for _, g in slots)) for dc, slots in by_dc.items()
+    )
 
 
 def _same(a: tuple[Stretch, ...], b: tuple[Stretch, ...] | None) -> bool:
-    return b is not None and [(dc, hours) for dc, hours, _ in a] == [(dc, hours) for dc, hours, _ in b]
+    return b is not None and [(dc, hours) for dc, hours, _ in a] == [
+        (dc, hours) for dc, hours, _ in b
+    ]
 
 
 def plan_events(
-    result: PlanResult, book: PlanBook | None, version: int, now: datetime, *, changed: Iterable[UUID] | None = None,
-    expected_g: float | None = None, baseline_g: float | None = None, part_bytes: int = PART_BYTES,
+    result: PlanResult,
+    book: PlanBook | None,
+    version: int,
+    now: datetime,
+    *,
+    changed: Iterable[UUID] | None = None,
+    expected_g: float | None = None,
+    baseline_g: float | None = None,
+    part_bytes: int = PART_BYTES,
 ) -> list[Plan]:
     """Version ``version`` of the plan as the changes from ``book``, in parts of at most
     ``part_bytes`` of JSON; [] when nothing changed within the same hour. ``changed``: only these
@@ -95,25 +120,54 @@ def plan_events(
         stretches = stretches_of(result.jobs[job_id])
         if book is not None and _same(stretches, book.stretches.get(job_id)):
             continue
-        entries.extend(PlanEntry(job_id=job_id, datacenter=dc, hours=[from_epoch_hour(h) for h in hours], emissions_g=g)
-                       for dc, hours, g in stretches)
-    removed = [] if book is None or changed is not None else sorted(
-        (job_id for job_id in book.stretches if job_id not in result.jobs), key=str)
+        entries.extend(
+            PlanEntry(
+                job_id=job_id,
+                datacenter=dc,
+                hours=[from_epoch_hour(h) for h in hours],
+                emissions_g=g,
+            )
+            for dc, hours, g in stretches
+        )
+    removed = (
+        []
+        if book is None or changed is not None
+        else sorted((job_id for job_id in book.stretches if job_id not in result.jobs), key=str)
+    )
     infeasible = [item.job_id for item in result.infeasible]
     news = bool(entries or removed or (changed is not None and infeasible))
-    if not news and (book is None or book.horizon_start == first):  # nothing to plan yet, or the same plan
+    if not news and (
+        book is None or book.horizon_start == first
+    ):  # nothing to plan yet, or the same plan
         return []
-    head = Plan(event_id=uuid5(NAMESPACE, f"plan/{version}/{result.first_hour}"), occurred_at=now,
-                plan_version=version, horizon_start=first, entries=[],
-                expected_emissions_g=result.emissions_g if expected_g is None else expected_g,
-                baseline_emissions_g=result.baseline_g if baseline_g is None else baseline_g,
-                solve_seconds=result.solve_seconds, mip_gap=result.mip_gap, changes_only=True)
+    head = Plan(
+        event_id=uuid5(NAMESPACE, f"plan/{version}/{result.first_hour}"),
+        occurred_at=now,
+        plan_version=version,
+        horizon_start=first,
+        entries=[],
+        expected_emissions_g=result.emissions_g if expected_g is None else expected_g,
+        baseline_emissions_g=result.baseline_g if baseline_g is None else baseline_g,
+        solve_seconds=result.solve_seconds,
+        mip_gap=result.mip_gap,
+        changes_only=True,
+    )
     chunks = _chunks(entries, removed, infeasible, part_bytes - len(head.to_bytes()))
-    return [head.model_copy(update={
-        "event_id": head.event_id if part == 0 else uuid5(NAMESPACE, f"plan/{version}/{result.first_hour}/{part}"),
-        "entries": chunk_entries, "removed_jobs": chunk_removed, "infeasible_jobs": chunk_infeasible,
-        "part": part, "parts": len(chunks)})
-        for part, (chunk_entries, chunk_removed, chunk_infeasible) in enumerate(chunks)]
+    return [
+        head.model_copy(
+            update={
+                "event_id": head.event_id
+                if part == 0
+                else uuid5(NAMESPACE, f"plan/{version}/{result.first_hour}/{part}"),
+                "entries": chunk_entries,
+                "removed_jobs": chunk_removed,
+                "infeasible_jobs": chunk_infeasible,
+                "part": part,
+                "parts": len(chunks),
+            }
+        )
+        for part, (chunk_entries, chunk_removed, chunk_infeasible) in enumerate(chunks)
+    ]
 
 
 def _chunks(entries: list[PlanEntry], removed: list[UUID], infeasible: list[UUID], budget: int):

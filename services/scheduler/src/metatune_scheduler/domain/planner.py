@@ -11,10 +11,10 @@ from uuid import UUID
 
 import numpy as np
 
-from .horizon import Aggregation, Periods
-from .instance import ANTICIPATED_QUANTILE, DELAY_PREMIUM, Instance
 from .decomposition import SiteTimingSolver, priced_restart
 from .highs_builder import HighsModelSolver, SolveLimits
+from .horizon import Aggregation, Periods
+from .instance import ANTICIPATED_QUANTILE, DELAY_PREMIUM, Instance
 from .model import Solution
 
 
@@ -52,7 +52,9 @@ class JobSnapshot:
     home: str  # submitter's datacenter: the run-now baseline
     location: str | None = None  # where its process or checkpoint is
     pinned: bool = False  # runs at ``location`` in the first hour, already committed
-    arriving_at: str | None = None  # a new site an earlier plan already gave it this hour: no second delay
+    arriving_at: str | None = (
+        None  # a new site an earlier plan already gave it this hour: no second delay
+    )
     not_before_hour: int | None = None  # epoch hour before which it cannot run
     anticipated: bool = False  # expected, not requested: holds room in the plan, never published
     weight: float = 1.0  # share of an anticipated job expected (its GPUs and power count this much)
@@ -133,16 +135,29 @@ class Planner:
         if delay_premium < 0:
             raise ValueError(f"delay_premium must be >= 0, got {delay_premium}")
         self.delay_premium = delay_premium
-        self.feasibility = HighsModelSolver(SolveLimits(time_limit_s=feasibility_limit_s, mip_rel_gap=0.0))
+        self.feasibility = HighsModelSolver(
+            SolveLimits(time_limit_s=feasibility_limit_s, mip_rel_gap=0.0)
+        )
 
     def plan(
-        self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
+        self,
+        first_hour: int,
+        jobs: Sequence[JobSnapshot],
+        sites: Sequence[SiteSnapshot],
         previous: PlanResult | None = None,
     ) -> PlanResult:
         began = time.perf_counter()
-        jobs = sorted((_arrival(job, previous, first_hour) for job in jobs), key=lambda job: str(job.job_id))
-        impossible = {job.job_id: reason for job in jobs if (reason := _impossible(job, sites)) is not None}
-        infeasible = [impossible[job.job_id] for job in jobs if job.job_id in impossible and not job.anticipated]
+        jobs = sorted(
+            (_arrival(job, previous, first_hour) for job in jobs), key=lambda job: str(job.job_id)
+        )
+        impossible = {
+            job.job_id: reason for job in jobs if (reason := _impossible(job, sites)) is not None
+        }
+        infeasible = [
+            impossible[job.job_id]
+            for job in jobs
+            if job.job_id in impossible and not job.anticipated
+        ]
         plannable = [job for job in jobs if job.job_id not in impossible]
         if not any(not job.anticipated for job in plannable):
             return PlanResult(first_hour, {}, 0.0, infeasible)
@@ -150,8 +165,12 @@ class Planner:
         periods, instance, pinned = self._choose(first_hour, plannable, sites, hourly)
         requested = ~instance.optional
         solution = self._solve(instance, self._start(instance, periods, plannable, sites, previous))
-        if solution.unmet[requested].any() and self._exact(instance):  # a time-limit stop is not infeasibility:
-            solution = self._place_everything(instance, solution, requested)  # look for room first (a MILP: not at scale)
+        if solution.unmet[requested].any() and self._exact(
+            instance
+        ):  # a time-limit stop is not infeasibility:
+            solution = self._place_everything(
+                instance, solution, requested
+            )  # look for room first (a MILP: not at scale)
         offered: dict[UUID, Infeasibility] = {}
         # offer the earliest finish the plan leaves room for; at scale once (each round re-solves every job)
         for _ in range(self.relax_rounds if self._exact(instance) else 1):
@@ -164,19 +183,36 @@ class Planner:
                 estimate = _earliest_finish(job, sites, residual, first_hour, self.migration)
                 finish = max(estimate, job.deadline_hour + 1)
                 original = offered[job.job_id].reason if job.job_id in offered else None
-                offered[job.job_id] = Infeasibility(job.job_id, original or _late_reason(job, finish), finish)
+                offered[job.job_id] = Infeasibility(
+                    job.job_id, original or _late_reason(job, finish), finish
+                )
                 relaxed[job.job_id] = dataclasses.replace(job, deadline_hour=finish)
             plannable = [relaxed.get(job.job_id, job) for job in plannable]
             instance, pinned = self._instance(first_hour, periods, plannable, sites, hourly)
-            solution = self._solve(instance, fill_greedily(instance, np.minimum(solution.hours(instance.shape), instance.usable)))
+            solution = self._solve(
+                instance,
+                fill_greedily(
+                    instance, np.minimum(solution.hours(instance.shape), instance.usable)
+                ),
+            )
         infeasible.extend(offered.values())
 
-        planned = _read_plan(first_hour, periods, instance, solution, plannable, sites, hourly, pinned)
-        baseline = sum(run_now_at_home(job, sites, hourly) for job in plannable if not job.anticipated)
-        return PlanResult(first_hour, planned, baseline, infeasible, time.perf_counter() - began, solution.mip_gap)
+        planned = _read_plan(
+            first_hour, periods, instance, solution, plannable, sites, hourly, pinned
+        )
+        baseline = sum(
+            run_now_at_home(job, sites, hourly) for job in plannable if not job.anticipated
+        )
+        return PlanResult(
+            first_hour, planned, baseline, infeasible, time.perf_counter() - began, solution.mip_gap
+        )
 
     def _choose(
-        self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot], hourly: np.ndarray,
+        self,
+        first_hour: int,
+        jobs: Sequence[JobSnapshot],
+        sites: Sequence[SiteSnapshot],
+        hourly: np.ndarray,
     ) -> tuple[Periods, Instance, np.ndarray]:
         """Hourly periods when the MILP has at most ``hourly_columns``; else the aggregated
         blocks if those fit the whole MILP; else hourly again, for the sites-first path. Blocks only keep
@@ -211,25 +247,38 @@ class Planner:
             return Solution.of_hours(instance, timed.hours, timed.seconds)
         polished = Solution.of_hours(instance, timed.hours, timed.seconds)
         solved = self.solver.solve(instance, timed.hours)
-        if solved.objective <= polished.objective + 1e-6 and solved.unmet.sum() <= polished.unmet.sum():
+        if (
+            solved.objective <= polished.objective + 1e-6
+            and solved.unmet.sum() <= polished.unmet.sum()
+        ):
             return solved
         return dataclasses.replace(polished, seconds=timed.seconds + solved.seconds)
 
-    def _place_everything(self, instance: Instance, solution: Solution, requested: np.ndarray) -> Solution:
+    def _place_everything(
+        self, instance: Instance, solution: Solution, requested: np.ndarray
+    ) -> Solution:
         """Search for a plan that leaves no requested hour unplaced, ignoring emissions (a pure
         feasibility MILP, longer time limit; anticipated jobs cost nothing to drop there); if
         one exists, optimise emissions from it. Only hours this cannot place make a deadline
         unreachable."""
         feasibility = dataclasses.replace(
-            instance, intensity=np.zeros_like(instance.intensity), switch_g=np.zeros_like(instance.switch_g))
+            instance,
+            intensity=np.zeros_like(instance.intensity),
+            switch_g=np.zeros_like(instance.switch_g),
+        )
         placed = self.feasibility.solve(feasibility, solution.hours(instance.shape))
         if placed.unmet[requested].sum() >= solution.unmet[requested].sum():
             return solution
         better = self._solve(instance, placed.hours(instance.shape))
-        return better if better.unmet[requested].sum() <= placed.unmet[requested].sum() else Solution.of_hours(
-            instance, placed.hours(instance.shape), better.seconds)
+        return (
+            better
+            if better.unmet[requested].sum() <= placed.unmet[requested].sum()
+            else Solution.of_hours(instance, placed.hours(instance.shape), better.seconds)
+        )
 
-    def instance(self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot]) -> Instance:
+    def instance(
+        self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot]
+    ) -> Instance:
         """The instance :meth:`plan` would solve first (for benchmarks and inspection)."""
         jobs = sorted(jobs, key=lambda job: str(job.job_id))
         hourly = np.stack([site.intensity[: self.aggregation.horizon] for site in sites])
@@ -246,13 +295,19 @@ class Planner:
         return periods.mean(hourly) + self.delay_premium * periods.middle()[None, :]
 
     def _instance(
-        self, first_hour: int, periods: Periods, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot],
+        self,
+        first_hour: int,
+        periods: Periods,
+        jobs: Sequence[JobSnapshot],
+        sites: Sequence[SiteSnapshot],
         hourly: np.ndarray,
     ) -> tuple[Instance, np.ndarray]:
         n_jobs, n_sites, horizon = len(jobs), len(sites), periods.horizon
         index = {site.name: d for d, site in enumerate(sites)}
         pue = np.array([site.pue for site in sites], dtype=float)
-        capacity_hourly = np.tile(np.array([site.gpus for site in sites], dtype=float)[:, None], (1, horizon))
+        capacity_hourly = np.tile(
+            np.array([site.gpus for site in sites], dtype=float)[:, None], (1, horizon)
+        )
         gpus = np.array([job.gpus * job.weight for job in jobs], dtype=float)
         power = np.array([job.power_kw * job.weight for job in jobs], dtype=float)
         need = np.array([job.need_hours for job in jobs], dtype=np.int64)
@@ -279,26 +334,41 @@ class Planner:
                 start = begin
                 if job.location is not None and name != job.location:
                     start += 0 if name == job.arriving_at else self.migration.delay_hours
-                    energy = self.migration.transfer_kwh + self.migration.restart_hours * job.power_kw
+                    energy = (
+                        self.migration.transfer_kwh + self.migration.restart_hours * job.power_kw
+                    )
                     switch_g[j, d] = energy * pue[d] * day[d]
                 allowed_hour[j, d] = (offsets >= start) & (offsets < end)
             if job.deadline_hour - first_hour > horizon:  # the rest is planned by a later plan
                 need[j] = min(need[j], int(allowed_hour[j].sum(axis=1).max(initial=0)))
         need = np.maximum(need, 0)
 
-        usable = np.add.reduceat(allowed_hour, periods.offset, axis=2) if n_jobs else np.zeros((0, n_sites, periods.count), np.int64)
+        usable = (
+            np.add.reduceat(allowed_hour, periods.offset, axis=2)
+            if n_jobs
+            else np.zeros((0, n_sites, periods.count), np.int64)
+        )
         caps = np.array([site.power_cap_kw or np.inf for site in sites])
         instance = Instance(
-            periods=periods, need=need, gpus=gpus, power_kw=power, pue=pue, intensity=self._priced(periods, hourly),
+            periods=periods,
+            need=need,
+            gpus=gpus,
+            power_kw=power,
+            pue=pue,
+            intensity=self._priced(periods, hourly),
             capacity=np.add.reduceat(capacity_hourly, periods.offset, axis=1) / periods.length,
-            usable=usable, switch_g=switch_g, power_cap_kw=caps if np.isfinite(caps).any() else None,
+            usable=usable,
+            switch_g=switch_g,
+            power_cap_kw=caps if np.isfinite(caps).any() else None,
             optional=np.array([job.anticipated for job in jobs], dtype=bool),
             optional_quantile=self.anticipated_quantile,
         )
         return instance, pinned
 
     @staticmethod
-    def _start(instance: Instance, periods: Periods, jobs, sites, previous: PlanResult | None) -> np.ndarray:
+    def _start(
+        instance: Instance, periods: Periods, jobs, sites, previous: PlanResult | None
+    ) -> np.ndarray:
         """The warm start: the previous plan's hours mapped onto this plan's periods, and the
         jobs it lacks placed greedily (earliest deadline first, cheapest free hours, best site),
         so the solver starts from a full plan instead of one that leaves new jobs unplaced."""
@@ -314,18 +384,24 @@ class Planner:
         return fill_greedily(instance, np.minimum(grid, instance.usable))
 
 
-def fill_greedily(instance: Instance, grid: np.ndarray, cost: np.ndarray | None = None) -> np.ndarray:
+def fill_greedily(
+    instance: Instance, grid: np.ndarray, cost: np.ndarray | None = None
+) -> np.ndarray:
     free = instance.room() - np.einsum("j,jdt->dt", instance.gpus, grid)
     cost = instance.hour_cost() if cost is None else cost
     for j in np.argsort(instance.usable.sum(axis=(1, 2)), kind="stable"):  # least flexible first
         if grid[j].sum() >= instance.need[j]:
             continue
         grid[j] = 0
-        room = np.minimum(instance.usable[j], np.floor(np.maximum(free, 0) / instance.gpus[j])).astype(np.int64)
+        room = np.minimum(
+            instance.usable[j], np.floor(np.maximum(free, 0) / instance.gpus[j])
+        ).astype(np.int64)
         best, best_cost = None, np.inf
         for d in np.nonzero(room.sum(axis=1) >= instance.need[j])[0]:
             order = np.argsort(cost[j, d], kind="stable")
-            hours = np.clip(instance.need[j] - (np.cumsum(room[d, order]) - room[d, order]), 0, room[d, order])
+            hours = np.clip(
+                instance.need[j] - (np.cumsum(room[d, order]) - room[d, order]), 0, room[d, order]
+            )
             total = float((hours * cost[j, d, order]).sum()) + instance.switch_g[j, d]
             if total < best_cost:
                 best, best_cost = (d, order, hours), total
@@ -351,16 +427,22 @@ def _arrival(job: JobSnapshot, previous: PlanResult | None, first_hour: int) -> 
 def _impossible(job: JobSnapshot, sites: Sequence[SiteSnapshot]) -> Infeasibility | None:
     allowed = [site for site in sites if site.name in job.allowed]
     if not allowed:
-        return Infeasibility(job.job_id, "no allowed datacenter is available (data residency)", None)
+        return Infeasibility(
+            job.job_id, "no allowed datacenter is available (data residency)", None
+        )
     largest = max(site.gpus for site in allowed)
     if largest < job.gpus:
-        return Infeasibility(job.job_id, f"needs {job.gpus} GPUs; the largest allowed datacenter has {largest}", None)
+        return Infeasibility(
+            job.job_id, f"needs {job.gpus} GPUs; the largest allowed datacenter has {largest}", None
+        )
     return None
 
 
 def _late_reason(job: JobSnapshot, finish: int) -> str:
-    return (f"{job.need_hours} h on {job.gpus} GPUs cannot finish by the deadline with the capacity left; "
-            f"the earliest feasible finish is {finish - job.deadline_hour} h later")
+    return (
+        f"{job.need_hours} h on {job.gpus} GPUs cannot finish by the deadline with the capacity left; "
+        f"the earliest feasible finish is {finish - job.deadline_hour} h later"
+    )
 
 
 def _residual(instance, periods, solution: Solution, sites, pinned, jobs) -> np.ndarray:
@@ -369,7 +451,9 @@ def _residual(instance, periods, solution: Solution, sites, pinned, jobs) -> np.
     late = solution.unmet > 0
     hours[late | instance.optional] = 0  # room a late job may take
     used = np.einsum("j,jdt->dt", instance.gpus.astype(float), hours)
-    per_hour = used[:, periods.period_of_offset()] / np.repeat(periods.length, periods.length)[None, :]
+    per_hour = (
+        used[:, periods.period_of_offset()] / np.repeat(periods.length, periods.length)[None, :]
+    )
     free = np.array([[site.gpus] for site in sites], dtype=float) - per_hour
     for j, d in enumerate(pinned):
         if d >= 0 and not late[j]:
@@ -377,7 +461,9 @@ def _residual(instance, periods, solution: Solution, sites, pinned, jobs) -> np.
     return free
 
 
-def _earliest_finish(job: JobSnapshot, sites, residual: np.ndarray, first_hour: int, migration: MigrationPolicy) -> int:
+def _earliest_finish(
+    job: JobSnapshot, sites, residual: np.ndarray, first_hour: int, migration: MigrationPolicy
+) -> int:
     """Earliest epoch hour by which ``job`` can have run all its hours at one allowed site
     (hours with enough free GPUs in the plan; after the horizon, the site's full capacity)."""
     best = None
@@ -386,7 +472,9 @@ def _earliest_finish(job: JobSnapshot, sites, residual: np.ndarray, first_hour: 
             continue
         start = 0
         if job.location is not None and site.name != job.location:
-            start = (0 if site.name == job.arriving_at else migration.delay_hours) + (1 if job.pinned else 0)
+            start = (0 if site.name == job.arriving_at else migration.delay_hours) + (
+                1 if job.pinned else 0
+            )
         if job.not_before_hour is not None:
             start = max(start, job.not_before_hour - first_hour)
         fits = residual[d] >= job.gpus - 1e-9
@@ -400,7 +488,9 @@ def _earliest_finish(job: JobSnapshot, sites, residual: np.ndarray, first_hour: 
     return first_hour + int(best if best is not None else job.need_hours)
 
 
-def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pinned) -> dict[UUID, PlannedJob]:
+def _read_plan(
+    first_hour, periods, instance, solution, jobs, sites, hourly, pinned
+) -> dict[UUID, PlannedJob]:
     """Hours of each job. Inside a block the model only fixed how many hours a job runs there;
     they go to the block's cleanest hours before the deadline that still have GPUs free (the
     block's capacity holds in total, so room exists except for packing; then the least used)."""
@@ -411,9 +501,13 @@ def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pin
         if d >= 0:
             used[d, 0] += jobs[j].gpus
     capacity = np.array([site.gpus for site in sites], dtype=float)
-    chosen: dict[int, list[tuple[int, int]]] = {j: ([(0, int(d))] if d >= 0 else []) for j, d in enumerate(pinned)}
+    chosen: dict[int, list[tuple[int, int]]] = {
+        j: ([(0, int(d))] if d >= 0 else []) for j, d in enumerate(pinned)
+    }
     hours[instance.optional] = 0  # anticipated jobs hold room in the model only
-    hourly_first = sorted(zip(*np.nonzero(hours), strict=True), key=lambda cell: periods.length[cell[2]])
+    hourly_first = sorted(
+        zip(*np.nonzero(hours), strict=True), key=lambda cell: periods.length[cell[2]]
+    )
     for j, d, t in hourly_first:  # single hours first: they have no choice
         begin, length = int(periods.offset[t]), int(periods.length[t])
         window = np.arange(begin, min(begin + length, jobs[j].deadline_hour - first_hour))
@@ -426,8 +520,10 @@ def _read_plan(first_hour, periods, instance, solution, jobs, sites, hourly, pin
     for j, job in enumerate(jobs):
         if not chosen[j]:
             continue
-        slots = tuple((h + first_hour, sites[d].name, job.power_kw * sites[d].pue * float(hourly[d, h]))
-                      for h, d in sorted(chosen[j]))
+        slots = tuple(
+            (h + first_hour, sites[d].name, job.power_kw * sites[d].pue * float(hourly[d, h]))
+            for h, d in sorted(chosen[j])
+        )
         planned[job.job_id] = PlannedJob(job.job_id, slots)
     return planned
 

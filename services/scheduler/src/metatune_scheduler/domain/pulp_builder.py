@@ -23,8 +23,12 @@ def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
     problem = pulp.LpProblem("metatune_schedule", pulp.LpMinimize)
     integral = instance.integral()  # anticipated jobs are fluid (continuous)
     kind = {True: pulp.LpInteger, False: pulp.LpContinuous}
-    x = {(j, d, t): pulp.LpVariable(f"x_{j}_{d}_{t}", 0, int(usable[j, d, t]), cat=kind[bool(integral[j])])
-         for j, d, t in cells}
+    x = {
+        (j, d, t): pulp.LpVariable(
+            f"x_{j}_{d}_{t}", 0, int(usable[j, d, t]), cat=kind[bool(integral[j])]
+        )
+        for j, d, t in cells
+    }
     y = {(j, d): pulp.LpVariable(f"y_{j}_{d}", 0, 1, cat=kind[bool(integral[j])]) for j, d in pairs}
     u = {j: pulp.LpVariable(f"u_{j}", 0, int(instance.need[j])) for j in range(jobs)}
     penalty = instance.unmet_penalty()
@@ -50,10 +54,16 @@ def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
         problem += pulp.lpSum(hours) <= int(instance.need[j]) * y[j, d], f"link_{j}_{d}"
     for (d, t), members in by_cell.items():
         gpu_hours = max(float(instance.capacity[d, t]), 0.0) * int(length[t])
-        problem += pulp.lpSum(float(instance.gpus[j]) * var for j, var in members) <= gpu_hours, f"capacity_{d}_{t}"
+        problem += (
+            pulp.lpSum(float(instance.gpus[j]) * var for j, var in members) <= gpu_hours,
+            f"capacity_{d}_{t}",
+        )
         if instance.power_cap_kw is not None:
             limit = float(instance.power_cap_kw[d]) * int(length[t])
-            problem += pulp.lpSum(float(instance.power_kw[j]) * var for j, var in members) <= limit, f"power_{d}_{t}"
+            problem += (
+                pulp.lpSum(float(instance.power_kw[j]) * var for j, var in members) <= limit,
+                f"power_{d}_{t}",
+            )
     return problem, x, y, u
 
 
@@ -62,8 +72,12 @@ def solve(instance: Instance, gap: float = 0.001, time_limit_s: float = 60.0) ->
     problem, x, _, u = build(instance)
     problem.solve(pulp.HiGHS(msg=False, gapRel=gap, timeLimit=time_limit_s))
     layout = Layout.of(instance)
-    values = np.array([x[j, d, t].value() or 0.0 for j, d, t in
-                       zip(layout.x_job, layout.x_dc, layout.x_period, strict=True)])
+    values = np.array(
+        [
+            x[j, d, t].value() or 0.0
+            for j, d, t in zip(layout.x_job, layout.x_dc, layout.x_period, strict=True)
+        ]
+    )
     unmet = np.array([u[j].value() or 0.0 for j in range(len(instance.need))])
     return Solution(
         layout=layout,

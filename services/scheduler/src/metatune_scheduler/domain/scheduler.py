@@ -18,7 +18,14 @@ from uuid import UUID, uuid5
 import numpy as np
 
 from metatune.contracts import (
-    Assignment, AssignmentAction, ErrorEvent, ErrorKind, Event, JobInfeasible, JobRequested, Plan,
+    Assignment,
+    AssignmentAction,
+    ErrorEvent,
+    ErrorKind,
+    Event,
+    JobInfeasible,
+    JobRequested,
+    Plan,
 )
 from metatune.registry import Registry
 
@@ -28,7 +35,15 @@ from .assignments import diff
 from .horizon import ceil_epoch_hour, epoch_hour, from_epoch_hour
 from .ids import NAMESPACE
 from .plan_book import plan_events
-from .planner import Infeasibility, JobSnapshot, PlannedJob, Planner, PlanResult, SiteSnapshot, run_now_at_home
+from .planner import (
+    Infeasibility,
+    JobSnapshot,
+    PlannedJob,
+    Planner,
+    PlanResult,
+    SiteSnapshot,
+    run_now_at_home,
+)
 from .state import JobRecord, JobStatus, SchedulerState
 
 
@@ -64,7 +79,11 @@ class Solve:
 
 class Scheduler:
     def __init__(
-        self, registry: Registry, planner: Planner | None = None, anticipate_h: int = 0, anticipation_days: int = 1,
+        self,
+        registry: Registry,
+        planner: Planner | None = None,
+        anticipate_h: int = 0,
+        anticipation_days: int = 1,
     ) -> None:
         """``anticipate_h``: the plan keeps room for the jobs expected over the next that many
         hours, from the requests of the ``anticipation_days`` most recent days at the same hours
@@ -75,7 +94,9 @@ class Scheduler:
         self.anticipation_days = anticipation_days
         self.state = SchedulerState()
         self.lost: set[str] = set()  # datacenters whose agent is silent past its lease: capacity 0
-        self._room: tuple[tuple, np.ndarray] | None = None  # GPUs in use after the last fast path, and for which plan
+        self._room: tuple[tuple, np.ndarray] | None = (
+            None  # GPUs in use after the last fast path, and for which plan
+        )
         self._unplaced: dict[UUID, None] = {}  # requested since the fast path last ran (ordered)
         self._arrived: list[UUID] = []  # requested since the last full solve read the state
 
@@ -87,8 +108,11 @@ class Scheduler:
         return applied
 
     def running_at(self, datacenter: str) -> list[JobRecord]:
-        return [job for job in self.state.active_jobs()
-                if job.status is JobStatus.running and job.location == datacenter]
+        return [
+            job
+            for job in self.state.active_jobs()
+            if job.status is JobStatus.running and job.location == datacenter
+        ]
 
     def agent_lost(self, datacenter: str, now: datetime, silent_s: float) -> list[Event]:
         """The agent of ``datacenter`` is gone: no capacity there until it is heard again, and each
@@ -103,18 +127,31 @@ class Scheduler:
         for job in sorted(self.running_at(datacenter), key=lambda record: str(record.job_id)):
             action = AssignmentAction.stop if job.stopping else AssignmentAction.pause
             since = job.run_since.isoformat() if job.run_since else "-"
-            changes.append(Assignment(
-                event_id=uuid5(NAMESPACE, f"{job.job_id}/lost/{datacenter}/{since}"), occurred_at=now,
-                job_id=job.job_id, study_id=job.request.study_id, datacenter=datacenter, action=action,
-                plan_version=version, gpus=job.request.gpus,
-                checkpoint_key=job.checkpoint_key or str(job.job_id),  # the agent's checkpoint key: the job id
-            ))
+            changes.append(
+                Assignment(
+                    event_id=uuid5(NAMESPACE, f"{job.job_id}/lost/{datacenter}/{since}"),
+                    occurred_at=now,
+                    job_id=job.job_id,
+                    study_id=job.request.study_id,
+                    datacenter=datacenter,
+                    action=action,
+                    plan_version=version,
+                    gpus=job.request.gpus,
+                    checkpoint_key=job.checkpoint_key
+                    or str(job.job_id),  # the agent's checkpoint key: the job id
+                )
+            )
         jobs = [str(change.job_id) for change in changes]  # type: ignore[attr-defined]
         notice = ErrorEvent(
-            event_id=uuid5(NAMESPACE, f"agent-lost/{datacenter}/{version}/{','.join(jobs)}"), occurred_at=now,
-            service="scheduler", kind=ErrorKind.unavailable, code="agent_lost",
-            message=(f"trainer-agent of {datacenter} silent for {silent_s:.0f} s: capacity 0 there"
-                     + (f"; {len(jobs)} job(s) re-planned from their last checkpoint" if jobs else "")),
+            event_id=uuid5(NAMESPACE, f"agent-lost/{datacenter}/{version}/{','.join(jobs)}"),
+            occurred_at=now,
+            service="scheduler",
+            kind=ErrorKind.unavailable,
+            code="agent_lost",
+            message=(
+                f"trainer-agent of {datacenter} silent for {silent_s:.0f} s: capacity 0 there"
+                + (f"; {len(jobs)} job(s) re-planned from their last checkpoint" if jobs else "")
+            ),
             details={"datacenter": datacenter, "jobs": jobs},
         )
         return [notice, *changes]
@@ -136,8 +173,13 @@ class Scheduler:
         considered = frozenset(job.job_id for job in planned)
         self._arrived = []
         if planned and self.anticipate_h:
-            planned += anticipated_jobs(self._recent_requests(hour, known), hour, self.anticipate_h, self.anticipation_days,
-                                        observed_since=epoch_hour(self.state.first_requested_at))
+            planned += anticipated_jobs(
+                self._recent_requests(hour, known),
+                hour,
+                self.anticipate_h,
+                self.anticipation_days,
+                observed_since=epoch_hour(self.state.first_requested_at),
+            )
         previous = self.state.last_plan.result() if self.state.last_plan is not None else None
         return Solve(now, hour, planned, sites, previous, considered)
 
@@ -150,15 +192,26 @@ class Scheduler:
         what the result leaves free."""
         records = {job.job_id: job for job in self.state.plannable_jobs()}
         if any(job_id not in records for job_id in result.jobs):
-            result = dataclasses.replace(result, jobs={k: v for k, v in result.jobs.items() if k in records})
-        arrived = [job for job in self._fresh(records[job_id] for job_id in self._arrived if job_id in records)
-                   if job.job_id not in solve.considered]
+            result = dataclasses.replace(
+                result, jobs={k: v for k, v in result.jobs.items() if k in records}
+            )
+        arrived = [
+            job
+            for job in self._fresh(records[job_id] for job_id in self._arrived if job_id in records)
+            if job.job_id not in solve.considered
+        ]
         if arrived:
-            hour = max(result.first_hour, epoch_hour(now))  # the hour may have turned during the solve
+            hour = max(
+                result.first_hour, epoch_hour(now)
+            )  # the hour may have turned during the solve
             sites = self._sites(hour)
-            used = fast_path.load(result, _gpus(records), sites, hour, self.planner.aggregation.horizon)
+            used = fast_path.load(
+                result, _gpus(records), sites, hour, self.planner.aggregation.horizon
+            )
             placed, baseline = self._place(arrived, sites, used, now, hour)
-            result = dataclasses.replace(result, jobs={**result.jobs, **placed}, baseline_g=result.baseline_g + baseline)
+            result = dataclasses.replace(
+                result, jobs={**result.jobs, **placed}, baseline_g=result.baseline_g + baseline
+            )
 
         last = self.state.last_plan
         version = 0 if last is None else last.plan_version + 1
@@ -167,15 +220,25 @@ class Scheduler:
             version = last.plan_version
         notices = [
             JobInfeasible(
-                event_id=uuid5(NAMESPACE, f"{item.job_id}/infeasible/{records[item.job_id].deadline.isoformat()}"),
-                occurred_at=now, job_id=item.job_id, study_id=records[item.job_id].request.study_id,
+                event_id=uuid5(
+                    NAMESPACE,
+                    f"{item.job_id}/infeasible/{records[item.job_id].deadline.isoformat()}",
+                ),
+                occurred_at=now,
+                job_id=item.job_id,
+                study_id=records[item.job_id].request.study_id,
                 reason=item.reason,
-                earliest_finish=from_epoch_hour(item.earliest_finish_hour) if item.earliest_finish_hour else None,
+                earliest_finish=from_epoch_hour(item.earliest_finish_hour)
+                if item.earliest_finish_hour
+                else None,
             )
-            for item in result.infeasible if item.job_id in records
+            for item in result.infeasible
+            if item.job_id in records
         ]
         notices = [notice for notice in notices if not self.state.seen(notice.event_id)]
-        return Decision(result, plans, diff(result, self.state.active_jobs(), now, version), notices)
+        return Decision(
+            result, plans, diff(result, self.state.active_jobs(), now, version), notices
+        )
 
     def place_new(self, now: datetime) -> Decision | None:
         """The fast path: the jobs requested since it last ran placed into the room the current
@@ -186,8 +249,11 @@ class Scheduler:
         hour commits its running jobs, so that one stays a full solve's."""
         book, hour = self.state.last_plan, epoch_hour(now)
         jobs = self.state.jobs
-        fresh = self._fresh(jobs[job_id] for job_id in self._unplaced
-                            if jobs[job_id].cancel_reason is None and (book is None or job_id not in book.stretches))
+        fresh = self._fresh(
+            jobs[job_id]
+            for job_id in self._unplaced
+            if jobs[job_id].cancel_reason is None and (book is None or job_id not in book.stretches)
+        )
         self._unplaced.clear()
         if not fresh:
             return None
@@ -199,33 +265,72 @@ class Scheduler:
         else:
             records = {job.job_id: job for job in self.state.plannable_jobs()}
             base = book.result() if book is not None else PlanResult(hour, {}, 0.0)
-            used = fast_path.load(base, _gpus(records), sites, hour, self.planner.aggregation.horizon)
+            used = fast_path.load(
+                base, _gpus(records), sites, hour, self.planner.aggregation.horizon
+            )
         placed, baseline = self._place(fresh, sites, used, now, hour)
-        self._room = ((version, hour, key[2]), used)  # what the book holds once this decision is folded
-        full = [Infeasibility(job.job_id, "no room left by the current plan", None)
-                for job in fresh if job.job_id not in placed]
-        result = PlanResult(epoch_hour(book.horizon_start) if book else hour, placed, baseline, full, solve_seconds=0.0)
-        plans = plan_events(result, book, version, now, changed=placed,
-                            expected_g=(book.expected_emissions_g if book else 0.0) + result.emissions_g,
-                            baseline_g=(book.baseline_emissions_g if book else 0.0) + baseline)
-        return Decision(result, plans, diff(result, [jobs[job_id] for job_id in placed], now, version))
+        self._room = (
+            (version, hour, key[2]),
+            used,
+        )  # what the book holds once this decision is folded
+        full = [
+            Infeasibility(job.job_id, "no room left by the current plan", None)
+            for job in fresh
+            if job.job_id not in placed
+        ]
+        result = PlanResult(
+            epoch_hour(book.horizon_start) if book else hour,
+            placed,
+            baseline,
+            full,
+            solve_seconds=0.0,
+        )
+        plans = plan_events(
+            result,
+            book,
+            version,
+            now,
+            changed=placed,
+            expected_g=(book.expected_emissions_g if book else 0.0) + result.emissions_g,
+            baseline_g=(book.baseline_emissions_g if book else 0.0) + baseline,
+        )
+        return Decision(
+            result, plans, diff(result, [jobs[job_id] for job_id in placed], now, version)
+        )
 
     @staticmethod
     def _fresh(records: Iterable[JobRecord]) -> list[JobRecord]:
         """Jobs requested and never placed: what the fast path may place (no site to move from,
         no deadline the full solve has relaxed)."""
-        return [job for job in records if job.status is JobStatus.pending and job.infeasible_reason is None]
+        return [
+            job
+            for job in records
+            if job.status is JobStatus.pending and job.infeasible_reason is None
+        ]
 
     def _place(
-        self, jobs: list[JobRecord], sites: list[SiteSnapshot], used: np.ndarray, now: datetime, hour: int,
+        self,
+        jobs: list[JobRecord],
+        sites: list[SiteSnapshot],
+        used: np.ndarray,
+        now: datetime,
+        hour: int,
     ) -> tuple[dict[UUID, PlannedJob], float]:
         """``jobs`` placed by the fast path where ``used`` (updated) leaves room, and their run-now baseline."""
         known = {site.name for site in sites}
-        snapshots = [snap for job in jobs if (snap := self._snapshot(job, now, hour, known)) is not None]
+        snapshots = [
+            snap for job in jobs if (snap := self._snapshot(job, now, hour, known)) is not None
+        ]
         placed = fast_path.place(snapshots, sites, used, hour, self.planner.delay_premium)
         horizon = used.shape[1]
-        hourly = np.stack([site.intensity[:horizon] for site in sites]) if sites else np.zeros((0, horizon))
-        baseline = sum(run_now_at_home(job, sites, hourly) for job in snapshots if job.job_id in placed)
+        hourly = (
+            np.stack([site.intensity[:horizon] for site in sites])
+            if sites
+            else np.zeros((0, horizon))
+        )
+        baseline = sum(
+            run_now_at_home(job, sites, hourly) for job in snapshots if job.job_id in placed
+        )
         return placed, baseline
 
     def _sites(self, hour: int) -> list[SiteSnapshot]:
@@ -237,11 +342,19 @@ class Scheduler:
             forecast = self.state.forecasts.get(dc.region)
             if forecast is None:  # not planned on until its grid has a forecast
                 continue
-            sites.append(SiteSnapshot(
-                name=dc.name, pue=dc.pue, gpus=0 if dc.name in self.lost else self.state.capacity.get(dc.name, dc.gpus),
-                intensity=_hourly_from(forecast.expected_g_per_kwh(), epoch_hour(forecast.start), hour,
-                                       self.planner.aggregation.horizon),
-            ))
+            sites.append(
+                SiteSnapshot(
+                    name=dc.name,
+                    pue=dc.pue,
+                    gpus=0 if dc.name in self.lost else self.state.capacity.get(dc.name, dc.gpus),
+                    intensity=_hourly_from(
+                        forecast.expected_g_per_kwh(),
+                        epoch_hour(forecast.start),
+                        hour,
+                        self.planner.aggregation.horizon,
+                    ),
+                )
+            )
         return sites
 
     def _recent_requests(self, hour: int, known: set[str]) -> list[Request]:
@@ -249,15 +362,29 @@ class Scheduler:
         requests, back = [], history_hours(self.anticipate_h, self.anticipation_days)
         for job in self.state.jobs.values():
             requested = epoch_hour(job.request.occurred_at)
-            if job.request.earliest_start is not None:  # announced ahead: demand of the hour it could start
+            if (
+                job.request.earliest_start is not None
+            ):  # announced ahead: demand of the hour it could start
                 requested = max(requested, ceil_epoch_hour(job.request.earliest_start))
-            if hour - back < requested <= hour and (placement := self._placement(job, known)) is not None:
+            if (
+                hour - back < requested <= hour
+                and (placement := self._placement(job, known)) is not None
+            ):
                 allowed, home = placement
-                requests.append(Request(requested, JobSnapshot(
-                    job_id=job.job_id, need_hours=job.requested_hours,
-                    gpus=job.request.gpus, power_kw=job.request.power_kw,
-                    deadline_hour=epoch_hour(job.request.deadline), allowed=allowed, home=home,
-                )))
+                requests.append(
+                    Request(
+                        requested,
+                        JobSnapshot(
+                            job_id=job.job_id,
+                            need_hours=job.requested_hours,
+                            gpus=job.request.gpus,
+                            power_kw=job.request.power_kw,
+                            deadline_hour=epoch_hour(job.request.deadline),
+                            allowed=allowed,
+                            home=home,
+                        ),
+                    )
+                )
         return requests
 
     def _placement(self, job: JobRecord, known: set[str]) -> tuple[frozenset[str], str] | None:
@@ -266,14 +393,18 @@ class Scheduler:
         return self._placements(spec.region_group, spec.home_datacenter, frozenset(known))
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 - a few groups x homes; the scheduler lives as long as the service
-    def _placements(self, group, home: str | None, known: frozenset[str]) -> tuple[frozenset[str], str] | None:
+    def _placements(
+        self, group, home: str | None, known: frozenset[str]
+    ) -> tuple[frozenset[str], str] | None:
         allowed = frozenset(dc.name for dc in self.registry.in_group(group)) & known
         if not allowed:
             return None
         names = self.registry.names()
         return allowed, home if home in names else sorted(allowed, key=names.index)[0]
 
-    def _snapshot(self, job: JobRecord, now: datetime, hour: int, known: set[str]) -> JobSnapshot | None:
+    def _snapshot(
+        self, job: JobRecord, now: datetime, hour: int, known: set[str]
+    ) -> JobSnapshot | None:
         placement = self._placement(job, known)
         if placement is None:
             return None  # waits for a forecast of an allowed grid
@@ -281,13 +412,21 @@ class Scheduler:
         last = self.state.last_plan
         committed = last is not None and epoch_hour(last.horizon_start) == hour
         return JobSnapshot(
-            job_id=job.job_id, need_hours=job.remaining_hours(now), gpus=job.request.gpus, power_kw=job.power_kw,
-            deadline_hour=epoch_hour(job.deadline), allowed=allowed, home=home,
+            job_id=job.job_id,
+            need_hours=job.remaining_hours(now),
+            gpus=job.request.gpus,
+            power_kw=job.power_kw,
+            deadline_hour=epoch_hour(job.deadline),
+            allowed=allowed,
+            home=home,
             # a checkpoint left by a lost agent is in the object store: no move to pay for, nothing to wait on
-            location=job.location if job.status in (JobStatus.running, JobStatus.paused)
-            and job.location not in self.lost else None,
+            location=job.location
+            if job.status in (JobStatus.running, JobStatus.paused) and job.location not in self.lost
+            else None,
             pinned=committed and job.status is JobStatus.running,
-            not_before_hour=ceil_epoch_hour(start) if (start := job.request.earliest_start) is not None else None,
+            not_before_hour=ceil_epoch_hour(start)
+            if (start := job.request.earliest_start) is not None
+            else None,
         )
 
 

@@ -13,8 +13,19 @@ from enum import StrEnum
 from uuid import UUID
 
 from metatune.contracts import (
-    AgentStatus, Assignment, AssignmentAction, CarbonForecast, Event, JobCancelled, JobInfeasible, JobRequested, Plan,
-    RunCompleted, RunFailed, RunPaused, RunProgress,
+    AgentStatus,
+    Assignment,
+    AssignmentAction,
+    CarbonForecast,
+    Event,
+    JobCancelled,
+    JobInfeasible,
+    JobRequested,
+    Plan,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
+    RunProgress,
 )
 
 from .plan_book import PlanBook
@@ -43,7 +54,9 @@ class JobRecord:
     checkpoint_key: str | None = None
     run_since: datetime | None = None
     infeasible_reason: str | None = None
-    cancel_reason: str | None = None  # set by JobCancelled; a running job keeps running until its stop is sent
+    cancel_reason: str | None = (
+        None  # set by JobCancelled; a running job keeps running until its stop is sent
+    )
 
     @property
     def stopping(self) -> bool:
@@ -76,7 +89,9 @@ class JobRecord:
 def _moved_away(job: JobRecord, datacenter: str) -> bool:
     """The job runs at another datacenter now: a late pause from where it ran before (an agent cut
     off past its lease, then re-planned elsewhere) says nothing about the current run."""
-    return job.status is JobStatus.running and job.location is not None and job.location != datacenter
+    return (
+        job.status is JobStatus.running and job.location is not None and job.location != datacenter
+    )
 
 
 def _wall_hours(gpu_hours: float, gpus: int) -> int:
@@ -89,8 +104,12 @@ class SchedulerState:
     forecasts: dict[str, CarbonForecast] = field(default_factory=dict)
     capacity: dict[str, int] = field(default_factory=dict)  # GPUs per datacenter reported by agents
     last_plan: PlanBook | None = None  # folded from every part of every version published
-    first_requested_at: datetime | None = None  # the earliest request folded: where the request log begins
-    early_cancellations: dict[UUID, str] = field(default_factory=dict)  # cancelled before their request was folded
+    first_requested_at: datetime | None = (
+        None  # the earliest request folded: where the request log begins
+    )
+    early_cancellations: dict[UUID, str] = field(
+        default_factory=dict
+    )  # cancelled before their request was folded
     _seen: set[UUID] = field(default_factory=set)
 
     def active_jobs(self) -> list[JobRecord]:
@@ -114,10 +133,14 @@ class SchedulerState:
             case JobRequested():
                 if event.job_id not in self.jobs:
                     record = self.jobs[event.job_id] = JobRecord(
-                        event, event.estimated_gpu_hours, event.power_kw, event.deadline)
+                        event, event.estimated_gpu_hours, event.power_kw, event.deadline
+                    )
                     if (reason := self.early_cancellations.pop(event.job_id, None)) is not None:
                         record.status, record.cancel_reason = JobStatus.cancelled, reason
-                    if self.first_requested_at is None or event.occurred_at < self.first_requested_at:
+                    if (
+                        self.first_requested_at is None
+                        or event.occurred_at < self.first_requested_at
+                    ):
                         self.first_requested_at = event.occurred_at
             case CarbonForecast():
                 current = self.forecasts.get(event.region)
@@ -144,10 +167,15 @@ class SchedulerState:
             case RunProgress():
                 self._progress(event)
             case RunPaused():
-                if (job := self.jobs.get(event.job_id)) is not None and job.status in ACTIVE \
-                        and not _moved_away(job, event.datacenter):
+                if (
+                    (job := self.jobs.get(event.job_id)) is not None
+                    and job.status in ACTIVE
+                    and not _moved_away(job, event.datacenter)
+                ):
                     job._stop_clock(event.occurred_at)
-                    job.status = JobStatus.cancelled if job.cancel_reason is not None else JobStatus.paused
+                    job.status = (
+                        JobStatus.cancelled if job.cancel_reason is not None else JobStatus.paused
+                    )
                     job.location, job.checkpoint_key = event.datacenter, event.checkpoint_key
             case RunCompleted() | RunFailed():
                 if (job := self.jobs.get(event.job_id)) is not None:
@@ -176,20 +204,33 @@ class SchedulerState:
         job = self.jobs.get(event.job_id)
         if job is None:
             return
-        if job.status is JobStatus.cancelled and job.cancel_reason is not None \
-                and event.action in (AssignmentAction.start, AssignmentAction.resume):
+        if (
+            job.status is JobStatus.cancelled
+            and job.cancel_reason is not None
+            and event.action in (AssignmentAction.start, AssignmentAction.resume)
+        ):
             # The start went out before the cancellation was folded (live, consumers lag; a replay
             # folds the stream in stored order): an agent is running it, so it must still be stopped.
-            job.status, job.location, job.run_since = JobStatus.running, event.datacenter, event.occurred_at
+            job.status, job.location, job.run_since = (
+                JobStatus.running,
+                event.datacenter,
+                event.occurred_at,
+            )
             return
         if job.status not in ACTIVE:
             return
         if event.action in (AssignmentAction.start, AssignmentAction.resume):
-            job.status, job.location, job.run_since = JobStatus.running, event.datacenter, event.occurred_at
+            job.status, job.location, job.run_since = (
+                JobStatus.running,
+                event.datacenter,
+                event.occurred_at,
+            )
         elif event.action is AssignmentAction.pause:
             job._stop_clock(event.occurred_at)
             job.status = JobStatus.paused
-            if event.checkpoint_key is not None:  # paused by the scheduler itself (agent lost): resume from there
+            if (
+                event.checkpoint_key is not None
+            ):  # paused by the scheduler itself (agent lost): resume from there
                 job.checkpoint_key = event.checkpoint_key
         elif event.action is AssignmentAction.stop:
             job._stop_clock(event.occurred_at)

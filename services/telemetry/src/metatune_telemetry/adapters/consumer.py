@@ -28,9 +28,17 @@ ACK_WAIT_S = 60.0
 
 
 class StreamIngestor:
-    def __init__(self, js: JetStreamContext, writer: EventWriter, *, stream: str, durable: str, batch_size: int,
-                 on_rejected: Callable[[list[tuple[Incoming, Rejected]]], Awaitable[None]] | None = None,
-                 status: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        writer: EventWriter,
+        *,
+        stream: str,
+        durable: str,
+        batch_size: int,
+        on_rejected: Callable[[list[tuple[Incoming, Rejected]]], Awaitable[None]] | None = None,
+        status: dict[str, str] | None = None,
+    ) -> None:
         self.js = js
         self.writer = writer
         self.stream = stream
@@ -42,17 +50,27 @@ class StreamIngestor:
 
     async def run(self) -> None:
         sub = await self.js.pull_subscribe(
-            "metatune.>", durable=self.durable, stream=self.stream,
-            config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, max_deliver=-1,
-                                  ack_wait=ACK_WAIT_S, max_ack_pending=max(1000, 4 * self.batch_size)),
+            "metatune.>",
+            durable=self.durable,
+            stream=self.stream,
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.EXPLICIT,
+                deliver_policy=DeliverPolicy.ALL,
+                max_deliver=-1,
+                ack_wait=ACK_WAIT_S,
+                max_ack_pending=max(1000, 4 * self.batch_size),
+            ),
         )
         try:
             while True:
                 try:
                     msgs = await sub.fetch(self.batch_size, timeout=1.0)
-                except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                except (TimeoutError, nats.errors.TimeoutError):
                     continue
-                batch = [Incoming(self.stream, m.metadata.sequence.stream, m.subject, m.data) for m in msgs]
+                batch = [
+                    Incoming(self.stream, m.metadata.sequence.stream, m.subject, m.data)
+                    for m in msgs
+                ]
                 result = await self._store(batch, msgs)
                 for m in msgs:
                     await m.ack()
@@ -62,7 +80,7 @@ class StreamIngestor:
         finally:  # a pending pull request would hold the broker's drain at shutdown
             try:
                 await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - the connection may be closing already
+            except Exception:
                 pass
 
     async def _store(self, batch: list[Incoming], msgs: list) -> WriteResult:
@@ -75,8 +93,12 @@ class StreamIngestor:
                 return result
             except DatabaseUnavailable as exc:
                 if self.status.get("database") != "unavailable":
-                    log.warning("%s: PostgreSQL unavailable, holding %d message(s) un-acked: %s",
-                                self.stream, len(batch), exc)
+                    log.warning(
+                        "%s: PostgreSQL unavailable, holding %d message(s) un-acked: %s",
+                        self.stream,
+                        len(batch),
+                        exc,
+                    )
                 self.status["database"] = "unavailable"
                 for m in msgs:
                     await m.in_progress()

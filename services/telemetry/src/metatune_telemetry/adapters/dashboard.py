@@ -6,8 +6,18 @@ from uuid import UUID
 
 from metatune.registry import Registry
 
-from ..domain.views import (DatacenterForecast, ForecastCurve, JobTimeline, Mark, Trial, baseline_hours, need_hours,
-                            run_now_baseline, stretches, trial)
+from ..domain.views import (
+    DatacenterForecast,
+    ForecastCurve,
+    JobTimeline,
+    Mark,
+    Trial,
+    baseline_hours,
+    need_hours,
+    run_now_baseline,
+    stretches,
+    trial,
+)
 from .db import Database
 from .queries import site_facts
 
@@ -39,15 +49,24 @@ FROM job_requests q LEFT JOIN run_results r USING (job_id) WHERE q.study_id = %s
 """
 
 
-async def job_timeline(db: Database, job_id: UUID, registry: Registry | None = None) -> JobTimeline | None:
+async def job_timeline(
+    db: Database, job_id: UUID, registry: Registry | None = None
+) -> JobTimeline | None:
     """None when telemetry has nothing of ``job_id``."""
     requests = await db.fetch_dicts("SELECT * FROM job_requests WHERE job_id = %s", (job_id,))
-    results = await db.fetch_dicts("SELECT study_id, status FROM run_results WHERE job_id = %s", (job_id,))
-    hours = await db.fetch("SELECT hour, datacenter, energy_wh * pue, emissions_g FROM job_energy WHERE job_id = %s",
-                           (job_id,))
+    results = await db.fetch_dicts(
+        "SELECT study_id, status FROM run_results WHERE job_id = %s", (job_id,)
+    )
+    hours = await db.fetch(
+        "SELECT hour, datacenter, energy_wh * pue, emissions_g FROM job_energy WHERE job_id = %s",
+        (job_id,),
+    )
     plan = await db.fetch(LATEST_PLAN, {"job": job_id})
-    marks = await db.fetch_dicts("SELECT occurred_at AS at, datacenter, action FROM assignments WHERE job_id = %s "
-                                 "ORDER BY occurred_at", (job_id,))
+    marks = await db.fetch_dicts(
+        "SELECT occurred_at AS at, datacenter, action FROM assignments WHERE job_id = %s "
+        "ORDER BY occurred_at",
+        (job_id,),
+    )
     if not (requests or results or hours or plan or marks):
         return None
     q = requests[0] if requests else {}
@@ -57,28 +76,53 @@ async def job_timeline(db: Database, job_id: UUID, registry: Registry | None = N
     sites = await site_facts(db, registry)
     intensity = {}
     if requested_at is not None and home in sites.region_of:
-        intensity = dict(await db.fetch(INTENSITY_AT, {"region": sites.region_of[home], "at": requested_at,
-                                                       "hours": baseline_hours(requested_at, need)}))
+        intensity = dict(
+            await db.fetch(
+                INTENSITY_AT,
+                {
+                    "region": sites.region_of[home],
+                    "at": requested_at,
+                    "hours": baseline_hours(requested_at, need),
+                },
+            )
+        )
     return JobTimeline(
-        job_id=job_id, study_id=q.get("study_id") or r.get("study_id"), trial_index=q.get("trial_index"),
-        status=r.get("status") or ("running" if hours else "requested"), home_datacenter=home,
+        job_id=job_id,
+        study_id=q.get("study_id") or r.get("study_id"),
+        trial_index=q.get("trial_index"),
+        status=r.get("status") or ("running" if hours else "requested"),
+        home_datacenter=home,
         ran=stretches(hours),
         plan_version=plan[0][0] if plan else None,
-        planned=stretches((h, dc, None, None) for _, dc, entry_hours, _ in plan for h in entry_hours),
+        planned=stretches(
+            (h, dc, None, None) for _, dc, entry_hours, _ in plan for h in entry_hours
+        ),
         planned_kgco2eq=sum(row[3] for row in plan) / 1000 if plan else None,
         assignments=[Mark(**m) for m in marks],
-        baseline=run_now_baseline(home, requested_at, need, q.get("power_kw"), sites.pue_of.get(home), intensity),
+        baseline=run_now_baseline(
+            home, requested_at, need, q.get("power_kw"), sites.pue_of.get(home), intensity
+        ),
     )
 
 
-async def datacenter_forecast(db: Database, datacenter: str, issues: int = 3,
-                              registry: Registry | None = None) -> DatacenterForecast:
+async def datacenter_forecast(
+    db: Database, datacenter: str, issues: int = 3, registry: Registry | None = None
+) -> DatacenterForecast:
     """The ``issues`` latest forecasts of the grid region ``datacenter`` draws from."""
     region = (await site_facts(db, registry)).region_of.get(datacenter)
     rows = await db.fetch(LATEST_FORECASTS, {"region": region, "n": issues}) if region else []
-    curves = [ForecastCurve(issued_at=issued, model_version=version, stale=stale, hours=hours, g_per_kwh=median,
-                            p10_g_per_kwh=low, p90_g_per_kwh=high)
-              for issued, version, stale, hours, median, low, high in rows]
+    curves = [
+        ForecastCurve(
+            issued_at=issued,
+            model_version=version,
+            stale=stale,
+            hours=hours,
+            g_per_kwh=median,
+            p10_g_per_kwh=low,
+            p90_g_per_kwh=high,
+        )
+        for issued, version, stale, hours, median, low, high in rows
+    ]
     return DatacenterForecast(datacenter=datacenter, region=region, curves=curves)
 
 

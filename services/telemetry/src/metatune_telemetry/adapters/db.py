@@ -33,19 +33,32 @@ def yoyo_uri(url: str, schema: str | None) -> str:
     """``url`` as yoyo wants it: its psycopg 3 backend and the schema as an argument."""
     parts = urlsplit(url)
     if parts.scheme not in ("postgres", "postgresql", "postgresql+psycopg"):
-        raise ConfigurationError(f"METATUNE_DATABASE_URL must be a postgresql:// URL, not {redact_url(url)!r}")
+        raise ConfigurationError(
+            f"METATUNE_DATABASE_URL must be a postgresql:// URL, not {redact_url(url)!r}"
+        )
     query = dict(parse_qsl(parts.query))
     if schema:
         query["schema"] = schema
-    return urlunsplit(("postgresql+psycopg", parts.netloc, parts.path, urlencode(query), parts.fragment))
+    return urlunsplit(
+        ("postgresql+psycopg", parts.netloc, parts.path, urlencode(query), parts.fragment)
+    )
 
 
 class Database:
     """A pool of autocommit connections (transactions are explicit) checked before each lend."""
 
-    def __init__(self, url: str, *, schema: str | None = None, max_size: int = 4, connect_timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        max_size: int = 4,
+        connect_timeout_s: float = 2.0,
+    ) -> None:
         if schema is not None and not _SCHEMA_NAME.match(schema):
-            raise ConfigurationError(f"schema name {schema!r}: lower-case letters, digits and _ only")
+            raise ConfigurationError(
+                f"schema name {schema!r}: lower-case letters, digits and _ only"
+            )
         self.url = url
         self.schema = schema
         self.max_size = max_size
@@ -58,7 +71,10 @@ class Database:
         return DatabaseUnavailable(redact_url(self.url), redact(str(exc).strip()))
 
     def _kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout_s))}
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, round(self.connect_timeout_s)),
+        }
         if self.schema:
             kwargs["options"] = f"-c search_path={self.schema}"
         return kwargs
@@ -68,9 +84,15 @@ class Database:
             async with self._opening:
                 if self._pool is None:
                     pool = AsyncConnectionPool(
-                        self.url, kwargs=self._kwargs(), min_size=1, max_size=self.max_size, open=False,
-                        check=AsyncConnectionPool.check_connection, timeout=max(3.0, 2 * self.connect_timeout_s),
-                        reconnect_timeout=0, name="metatune-telemetry",
+                        self.url,
+                        kwargs=self._kwargs(),
+                        min_size=1,
+                        max_size=self.max_size,
+                        open=False,
+                        check=AsyncConnectionPool.check_connection,
+                        timeout=max(3.0, 2 * self.connect_timeout_s),
+                        reconnect_timeout=0,
+                        name="metatune-telemetry",
                     )
                     try:
                         await pool.open(wait=True, timeout=max(3.0, 2 * self.connect_timeout_s))
@@ -95,7 +117,9 @@ class Database:
             cur = await conn.execute(query, params)
             return await cur.fetchall() if cur.description else []
 
-    async def fetch_dicts(self, query: str | sql.Composable, params: Any = ()) -> list[dict[str, Any]]:
+    async def fetch_dicts(
+        self, query: str | sql.Composable, params: Any = ()
+    ) -> list[dict[str, Any]]:
         from psycopg.rows import dict_row
 
         async with self.connection() as conn:
@@ -114,15 +138,24 @@ class Database:
         then read the active mode once and log it. Returns the ids applied now."""
         if self.schema:
             try:
-                async with await psycopg.AsyncConnection.connect(self.url, **self._kwargs()) as conn:
-                    await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+                async with await psycopg.AsyncConnection.connect(
+                    self.url, **self._kwargs()
+                ) as conn:
+                    await conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                            sql.Identifier(self.schema)
+                        )
+                    )
             except UNAVAILABLE as exc:
                 raise self.unavailable(exc) from exc
         applied = await asyncio.to_thread(self._migrate_sync)
         rows = await self.fetch("SELECT mode FROM telemetry_mode")
         self.mode = rows[0][0]
-        log.info("telemetry storage mode: %s%s", self.mode,
-                 "" if self.mode == "timescaledb" else " (partitions + BRIN, date_bin rollup tables)")
+        log.info(
+            "telemetry storage mode: %s%s",
+            self.mode,
+            "" if self.mode == "timescaledb" else " (partitions + BRIN, date_bin rollup tables)",
+        )
         return applied
 
     def _migrate_sync(self) -> list[str]:
@@ -133,7 +166,9 @@ class Database:
         except psycopg.OperationalError as exc:
             raise self.unavailable(exc) from exc
         try:
-            with resources.as_file(resources.files("metatune_telemetry").joinpath("migrations")) as folder:
+            with resources.as_file(
+                resources.files("metatune_telemetry").joinpath("migrations")
+            ) as folder:
                 migrations = read_migrations(str(folder))
                 with backend.lock(timeout=60):
                     todo = backend.to_apply(migrations)

@@ -53,8 +53,14 @@ def _basic_auth(url: str) -> dict[str, str]:
     return {"authorization": "Basic " + base64.b64encode(token).decode()}
 
 
-async def post(client: httpx.AsyncClient, url: str, body: str, headers: dict[str, str],
-               allow: Sequence[Network], max_backoff_s: float) -> Outcome:
+async def post(
+    client: httpx.AsyncClient,
+    url: str,
+    body: str,
+    headers: dict[str, str],
+    allow: Sequence[Network],
+    max_backoff_s: float,
+) -> Outcome:
     """POST ``body`` to ``url`` once (following checked redirects)."""
     current = url
     for _ in range(MAX_REDIRECTS + 1):
@@ -67,8 +73,13 @@ async def post(client: httpx.AsyncClient, url: str, body: str, headers: dict[str
             return Outcome(False, error=redact(str(exc)))
         pinned, host_header = _pinned(current, address)
         extensions = {"sni_hostname": host} if scheme == "https" else {}
-        request = client.build_request("POST", pinned, content=body.encode(), extensions=extensions,
-                                       headers={**headers, **_basic_auth(current), "host": host_header})
+        request = client.build_request(
+            "POST",
+            pinned,
+            content=body.encode(),
+            extensions=extensions,
+            headers={**headers, **_basic_auth(current), "host": host_header},
+        )
         try:
             response = await client.send(request)
         except httpx.TimeoutException:

@@ -56,27 +56,41 @@ def create_app(db: Database, settings: Settings) -> Starlette:
     async def trials(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
-        return Response(TRIALS.dump_json(await study_trials(db, study)), media_type="application/json")
+        return Response(
+            TRIALS.dump_json(await study_trials(db, study)), media_type="application/json"
+        )
 
     async def study_page(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return HTMLResponse("not a study id", status_code=400)
-        return HTMLResponse(pages.study_page(await study_disclosure(db, study), await study_trials(db, study)))
+        return HTMLResponse(
+            pages.study_page(await study_disclosure(db, study), await study_trials(db, study))
+        )
 
     async def timeline(request: Request) -> Response:
         if (job := _uuid(request, "job")) is None:
             return JSONResponse({"error": "not a job id"}, status_code=400)
         found = await job_timeline(db, job)
-        return JSONResponse({"error": "no such job"}, status_code=404) if found is None else _json(found)
+        return (
+            JSONResponse({"error": "no such job"}, status_code=404)
+            if found is None
+            else _json(found)
+        )
 
     async def job_page(request: Request) -> Response:
         if (job := _uuid(request, "job")) is None:
             return HTMLResponse("not a job id", status_code=400)
         found = await job_timeline(db, job)
-        return HTMLResponse("no such job", status_code=404) if found is None else HTMLResponse(pages.job_page(found))
+        return (
+            HTMLResponse("no such job", status_code=404)
+            if found is None
+            else HTMLResponse(pages.job_page(found))
+        )
 
     async def forecast(request: Request) -> Response:
-        return _json(await datacenter_forecast(db, request.path_params["datacenter"], _issues(request)))
+        return _json(
+            await datacenter_forecast(db, request.path_params["datacenter"], _issues(request))
+        )
 
     async def datacenter_page(request: Request) -> Response:
         found = await datacenter_forecast(db, request.path_params["datacenter"], _issues(request))
@@ -92,12 +106,17 @@ def create_app(db: Database, settings: Settings) -> Starlette:
             "AS unpriced_energy_kwh, "
             "(SELECT (sum(baseline_emissions_g) - sum(expected_emissions_g)) / 1000 FROM "
             "(SELECT DISTINCT ON (plan_version) * FROM plans ORDER BY plan_version DESC, occurred_at DESC LIMIT 1) p) "
-            "AS planned_kgco2eq_saved_latest_plan")
+            "AS planned_kgco2eq_saved_latest_plan"
+        )
         return JSONResponse(rows[0])
 
     async def webhooks(request: Request) -> Response:
-        return JSONResponse([{k: (str(v) if v is not None else None) for k, v in r.items()}
-                             for r in await list_outbox(db, request.query_params.get("state"))])
+        return JSONResponse(
+            [
+                {k: (str(v) if v is not None else None) for k, v in r.items()}
+                for r in await list_outbox(db, request.query_params.get("state"))
+            ]
+        )
 
     async def healthz(request: Request) -> Response:
         try:
@@ -106,13 +125,20 @@ def create_app(db: Database, settings: Settings) -> Starlette:
             return JSONResponse({"database": "unavailable"}, status_code=503)
         return JSONResponse({"database": "ok", "mode": db.mode})
 
-    return Starlette(routes=[
-        Route("/api/studies/{study}/report", report), Route("/api/studies/{study}/trials", trials),
-        Route("/studies/{study}", study_page),
-        Route("/api/jobs/{job}/timeline", timeline), Route("/jobs/{job}", job_page),
-        Route("/api/datacenters/{datacenter}/forecast", forecast), Route("/datacenters/{datacenter}", datacenter_page),
-        Route("/api/totals", totals), Route("/api/webhooks", webhooks), Route("/healthz", healthz),
-    ])
+    return Starlette(
+        routes=[
+            Route("/api/studies/{study}/report", report),
+            Route("/api/studies/{study}/trials", trials),
+            Route("/studies/{study}", study_page),
+            Route("/api/jobs/{job}/timeline", timeline),
+            Route("/jobs/{job}", job_page),
+            Route("/api/datacenters/{datacenter}/forecast", forecast),
+            Route("/datacenters/{datacenter}", datacenter_page),
+            Route("/api/totals", totals),
+            Route("/api/webhooks", webhooks),
+            Route("/healthz", healthz),
+        ]
+    )
 
 
 def _issues(request: Request) -> int:

@@ -55,17 +55,25 @@ async def signing_secret(db: Database, configured: str) -> str:
         signing.secret_key(configured)
         return configured
     async with db.connection() as conn:
-        await conn.execute("INSERT INTO webhook_keys (secret) VALUES (%s) ON CONFLICT DO NOTHING",
-                           (signing.new_secret(),))
+        await conn.execute(
+            "INSERT INTO webhook_keys (secret) VALUES (%s) ON CONFLICT DO NOTHING",
+            (signing.new_secret(),),
+        )
         row = await (await conn.execute("SELECT secret FROM webhook_keys")).fetchone()
     assert row is not None
     return str(row[0])
 
 
 class OutboxWorker:
-    def __init__(self, db: Database, settings: Settings, *,
-                 on_dead: Callable[[Claimed, Outcome], Awaitable[None]] | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None, poll_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        on_dead: Callable[[Claimed, Outcome], Awaitable[None]] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
         self.db = db
         self.settings = settings
         self.allow = tuple(parse_networks(settings.webhook_allowed_networks))
@@ -78,21 +86,31 @@ class OutboxWorker:
     async def run(self) -> None:
         secret = None
         timeout = httpx.Timeout(self.settings.webhook_timeout_s)
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, transport=self._transport,
-                                     headers={"user-agent": "metatune-webhooks"}) as client:
+        async with httpx.AsyncClient(
+            timeout=timeout,
+            follow_redirects=False,
+            transport=self._transport,
+            headers={"user-agent": "metatune-webhooks"},
+        ) as client:
             try:
                 while True:
                     try:
-                        secret = secret or await signing_secret(self.db, self.settings.webhook_secret)
+                        secret = secret or await signing_secret(
+                            self.db, self.settings.webhook_secret
+                        )
                         claimed = await self.claim()
                     except DatabaseUnavailable as exc:
                         log.warning("webhook outbox: %s; retrying", exc)
                         await asyncio.sleep(1.0)
                         continue
                     for row in claimed:
-                        task = asyncio.create_task(self._attempt(client, secret, row), name=f"webhook-{row.id}")
+                        task = asyncio.create_task(
+                            self._attempt(client, secret, row), name=f"webhook-{row.id}"
+                        )
                         self._in_flight[row.url] = task
-                        task.add_done_callback(lambda _t, url=row.url: self._in_flight.pop(url, None))
+                        task.add_done_callback(
+                            lambda _t, url=row.url: self._in_flight.pop(url, None)
+                        )
                     await asyncio.sleep(0.02 if claimed else self.poll_s)
             finally:
                 for task in list(self._in_flight.values()):
@@ -115,12 +133,16 @@ class OutboxWorker:
             cur = await conn.execute(
                 "UPDATE webhook_outbox SET state = 'sending', attempts = attempts + 1, "
                 "lease_until = now() + make_interval(secs => %s) WHERE id = ANY(%s) "
-                "RETURNING id, message_id, url, body, attempts", (lease_s, list(chosen.values())))
+                "RETURNING id, message_id, url, body, attempts",
+                (lease_s, list(chosen.values())),
+            )
             return [Claimed(*row) for row in await cur.fetchall()]
 
     async def _attempt(self, client: httpx.AsyncClient, secret: str, row: Claimed) -> None:
         headers = signing.headers(secret, row.message_id, int(time.time()), row.body)
-        outcome = await post(client, row.url, row.body, headers, self.allow, self.settings.webhook_max_backoff_s)
+        outcome = await post(
+            client, row.url, row.body, headers, self.allow, self.settings.webhook_max_backoff_s
+        )
         try:
             await self.record(row, outcome)
         except DatabaseUnavailable as exc:  # the lease ends and the row is tried again
@@ -128,31 +150,55 @@ class OutboxWorker:
 
     async def record(self, row: Claimed, outcome: Outcome) -> None:
         if outcome.delivered:
-            await self.db.fetch("UPDATE webhook_outbox SET state = 'delivered', delivered_at = now(), last_status = %s, "
-                                "last_error = NULL, lease_until = NULL WHERE id = %s", (outcome.status, row.id))
+            await self.db.fetch(
+                "UPDATE webhook_outbox SET state = 'delivered', delivered_at = now(), last_status = %s, "
+                "last_error = NULL, lease_until = NULL WHERE id = %s",
+                (outcome.status, row.id),
+            )
             return
         dead = outcome.permanent or row.attempts >= self.settings.webhook_max_attempts
         if dead:
-            await self.db.fetch("UPDATE webhook_outbox SET state = 'dead', last_status = %s, last_error = %s, "
-                                "lease_until = NULL WHERE id = %s", (outcome.status, outcome.error, row.id))
-            log.warning("webhook %s to %s dead after %d attempt(s): %s", row.message_id, redact_url(row.url),
-                        row.attempts, outcome.error)
+            await self.db.fetch(
+                "UPDATE webhook_outbox SET state = 'dead', last_status = %s, last_error = %s, "
+                "lease_until = NULL WHERE id = %s",
+                (outcome.status, outcome.error, row.id),
+            )
+            log.warning(
+                "webhook %s to %s dead after %d attempt(s): %s",
+                row.message_id,
+                redact_url(row.url),
+                row.attempts,
+                outcome.error,
+            )
             if self.on_dead is not None:
                 await self.on_dead(row, outcome)
             return
-        delay = outcome.retry_after_s if outcome.retry_after_s is not None else backoff_s(
-            row.attempts, self.settings.webhook_backoff_s, self.settings.webhook_max_backoff_s, self._rng)
-        await self.db.fetch("UPDATE webhook_outbox SET state = 'pending', last_status = %s, last_error = %s, "
-                            "lease_until = NULL, next_attempt_at = now() + make_interval(secs => %s) WHERE id = %s",
-                            (outcome.status, outcome.error, delay, row.id))
+        delay = (
+            outcome.retry_after_s
+            if outcome.retry_after_s is not None
+            else backoff_s(
+                row.attempts,
+                self.settings.webhook_backoff_s,
+                self.settings.webhook_max_backoff_s,
+                self._rng,
+            )
+        )
+        await self.db.fetch(
+            "UPDATE webhook_outbox SET state = 'pending', last_status = %s, last_error = %s, "
+            "lease_until = NULL, next_attempt_at = now() + make_interval(secs => %s) WHERE id = %s",
+            (outcome.status, outcome.error, delay, row.id),
+        )
 
 
 # ----------------------------------------------------------------- operator commands
-async def list_outbox(db: Database, state: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+async def list_outbox(
+    db: Database, state: str | None = None, limit: int = 50
+) -> list[dict[str, Any]]:
     rows = await db.fetch_dicts(
         "SELECT id, message_id, study_id, event_type, url, state, attempts, next_attempt_at, last_status, last_error, "
         "created_at, delivered_at FROM webhook_outbox WHERE (%s::text IS NULL OR state = %s) ORDER BY id DESC LIMIT %s",
-        (state, state, limit))
+        (state, state, limit),
+    )
     for row in rows:
         row["url"] = redact_url(row["url"])
     return rows
@@ -161,9 +207,14 @@ async def list_outbox(db: Database, state: str | None = None, limit: int = 50) -
 async def retry(db: Database, ids: list[int] | None = None, *, all_dead: bool = False) -> int:
     """Put dead (or given) notifications back in the queue with a fresh attempt budget."""
     if all_dead:
-        rows = await db.fetch("UPDATE webhook_outbox SET state = 'pending', attempts = 0, next_attempt_at = now() "
-                              "WHERE state = 'dead' RETURNING id")
+        rows = await db.fetch(
+            "UPDATE webhook_outbox SET state = 'pending', attempts = 0, next_attempt_at = now() "
+            "WHERE state = 'dead' RETURNING id"
+        )
     else:
-        rows = await db.fetch("UPDATE webhook_outbox SET state = 'pending', attempts = 0, next_attempt_at = now() "
-                              "WHERE id = ANY(%s) AND state <> 'delivered' RETURNING id", (ids or [],))
+        rows = await db.fetch(
+            "UPDATE webhook_outbox SET state = 'pending', attempts = 0, next_attempt_at = now() "
+            "WHERE id = ANY(%s) AND state <> 'delivered' RETURNING id",
+            (ids or [],),
+        )
     return len(rows)

@@ -24,35 +24,51 @@ class Sites:
 
 async def site_facts(db: Database, registry: Registry | None = None) -> Sites:
     registry = registry or default_registry()
-    sites = Sites({dc.name: dc.region for dc in registry.datacenters}, {dc.name: dc.pue for dc in registry.datacenters},
-                  {dc.name: (dc.gpu_model, dc.gpu_power_w) for dc in registry.datacenters})
-    for a in await db.fetch_dicts("SELECT DISTINCT ON (datacenter) datacenter, region, gpu_model, power_per_gpu_w, pue "
-                                  "FROM agent_status ORDER BY datacenter, time DESC"):
+    sites = Sites(
+        {dc.name: dc.region for dc in registry.datacenters},
+        {dc.name: dc.pue for dc in registry.datacenters},
+        {dc.name: (dc.gpu_model, dc.gpu_power_w) for dc in registry.datacenters},
+    )
+    for a in await db.fetch_dicts(
+        "SELECT DISTINCT ON (datacenter) datacenter, region, gpu_model, power_per_gpu_w, pue "
+        "FROM agent_status ORDER BY datacenter, time DESC"
+    ):
         sites.region_of[a["datacenter"]] = a["region"]
         sites.pue_of[a["datacenter"]] = a["pue"]
         sites.gpu_of[a["datacenter"]] = (a["gpu_model"], a["power_per_gpu_w"])
     return sites
 
 
-async def run_inputs(db: Database, study_id: UUID, registry: Registry | None = None) -> list[RunInput]:
+async def run_inputs(
+    db: Database, study_id: UUID, registry: Registry | None = None
+) -> list[RunInput]:
     """Every trial of ``study_id`` (requested or with a result), with its hourly energy."""
     jobs = await db.fetch_dicts(
         "SELECT COALESCE(q.job_id, r.job_id) AS job_id, q.trial_index, q.base_model, q.gpus, r.status, "
         "r.wall_seconds, r.tokens_seen, r.tokens_with_padding, r.datacenter "
         "FROM (SELECT * FROM job_requests WHERE study_id = %s) q "
         "FULL JOIN (SELECT * FROM run_results WHERE study_id = %s) r ON r.job_id = q.job_id "
-        "ORDER BY q.trial_index NULLS LAST", (study_id, study_id))
+        "ORDER BY q.trial_index NULLS LAST",
+        (study_id, study_id),
+    )
     ids = [j["job_id"] for j in jobs]
-    hours = await db.fetch_dicts("SELECT job_id, hour, datacenter, energy_wh, pue, g_per_kwh FROM job_energy "
-                                 "WHERE job_id = ANY(%s) ORDER BY hour", (ids,))
+    hours = await db.fetch_dicts(
+        "SELECT job_id, hour, datacenter, energy_wh, pue, g_per_kwh FROM job_energy "
+        "WHERE job_id = ANY(%s) ORDER BY hour",
+        (ids,),
+    )
     metrics = await db.fetch_dicts(
         "SELECT job_id, min(time) AS start, avg(power_w) FILTER (WHERE power_w > 0) AS mean_power_w, "
         "max(tokens_seen) AS tokens_seen, max(tokens_with_padding) AS tokens_with_padding "
-        "FROM run_metrics WHERE job_id = ANY(%s) GROUP BY job_id", (ids,))
+        "FROM run_metrics WHERE job_id = ANY(%s) GROUP BY job_id",
+        (ids,),
+    )
     sites = await site_facts(db, registry)
     by_job: dict[Any, list[HourInput]] = defaultdict(list)
     for h in hours:
-        by_job[h["job_id"]].append(HourInput(**{k: h[k] for k in ("hour", "datacenter", "energy_wh", "pue", "g_per_kwh")}))
+        by_job[h["job_id"]].append(
+            HourInput(**{k: h[k] for k in ("hour", "datacenter", "energy_wh", "pue", "g_per_kwh")})
+        )
     metric_of = {m["job_id"]: m for m in metrics}
     region_of, pue_of, gpu_of = sites.region_of, sites.pue_of, sites.gpu_of
     out = []
@@ -61,26 +77,44 @@ async def run_inputs(db: Database, study_id: UUID, registry: Registry | None = N
         job_hours = by_job.get(j["job_id"], [])
         where = j["datacenter"] or (job_hours[0].datacenter if job_hours else None)
         gpu_model, gpu_power = gpu_of.get(where, (None, None)) if where else (None, None)
-        out.append(RunInput(
-            job_id=j["job_id"], study_id=study_id, trial_index=j["trial_index"], status=j["status"] or "running",
-            base_model=j["base_model"], gpus=j["gpus"], gpu_model=gpu_model, gpu_power_w=gpu_power,
-            region_of=region_of, pue_of=pue_of, start=m.get("start"), wall_seconds=j["wall_seconds"],
-            mean_power_w=m.get("mean_power_w"),
-            tokens_seen=j["tokens_seen"] if j["tokens_seen"] is not None else m.get("tokens_seen"),
-            tokens_with_padding=j["tokens_with_padding"] if j["tokens_with_padding"] is not None
-            else m.get("tokens_with_padding"),
-            hours=job_hours,
-        ))
+        out.append(
+            RunInput(
+                job_id=j["job_id"],
+                study_id=study_id,
+                trial_index=j["trial_index"],
+                status=j["status"] or "running",
+                base_model=j["base_model"],
+                gpus=j["gpus"],
+                gpu_model=gpu_model,
+                gpu_power_w=gpu_power,
+                region_of=region_of,
+                pue_of=pue_of,
+                start=m.get("start"),
+                wall_seconds=j["wall_seconds"],
+                mean_power_w=m.get("mean_power_w"),
+                tokens_seen=j["tokens_seen"]
+                if j["tokens_seen"] is not None
+                else m.get("tokens_seen"),
+                tokens_with_padding=j["tokens_with_padding"]
+                if j["tokens_with_padding"] is not None
+                else m.get("tokens_with_padding"),
+                hours=job_hours,
+            )
+        )
     return out
 
 
-async def study_disclosure(db: Database, study_id: UUID, registry: Registry | None = None) -> StudyDisclosure:
+async def study_disclosure(
+    db: Database, study_id: UUID, registry: Registry | None = None
+) -> StudyDisclosure:
     return disclose_study(study_id, await run_inputs(db, study_id, registry))
 
 
 async def find_study(db: Database, prefix: str) -> UUID | None:
     """A study id from its full form or a unique prefix (as ``metatune events`` prints them)."""
-    rows = await db.fetch("SELECT DISTINCT study_id FROM (SELECT study_id FROM studies UNION "
-                          "SELECT study_id FROM job_requests) s WHERE study_id::text LIKE %s LIMIT 2",
-                          (prefix.lower() + "%",))
+    rows = await db.fetch(
+        "SELECT DISTINCT study_id FROM (SELECT study_id FROM studies UNION "
+        "SELECT study_id FROM job_requests) s WHERE study_id::text LIKE %s LIMIT 2",
+        (prefix.lower() + "%",),
+    )
     return rows[0][0] if len(rows) == 1 else None

@@ -40,14 +40,21 @@ def _event_id(data: bytes) -> UUID | None:
         return None
 
 
-async def read_stream(js: JetStreamContext, stream: str, batch: int = 1000) -> list[tuple[int, str, UUID | None]]:
+async def read_stream(
+    js: JetStreamContext, stream: str, batch: int = 1000
+) -> list[tuple[int, str, UUID | None]]:
     """(sequence, subject, event_id) of every message ``stream`` holds now."""
     info = await js.stream_info(stream)
     last = info.state.last_seq
     if info.state.messages == 0:
         return []
-    sub = await js.pull_subscribe("metatune.>", stream=stream, config=ConsumerConfig(
-        ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0))
+    sub = await js.pull_subscribe(
+        "metatune.>",
+        stream=stream,
+        config=ConsumerConfig(
+            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0
+        ),
+    )
     out: list[tuple[int, str, UUID | None]] = []
     try:
         while True:
@@ -72,15 +79,21 @@ async def verify(js: JetStreamContext, db: Database, streams: list[str]) -> list
         messages = await read_stream(js, stream)
         check = StreamCheck(stream, messages=len(messages))
         async with db.connection() as conn, conn.transaction():
-            await conn.execute("CREATE TEMP TABLE verify_stream (seq bigint, subject text, event_id uuid) ON COMMIT DROP")
-            async with conn.cursor().copy("COPY verify_stream (seq, subject, event_id) FROM STDIN") as copy:
+            await conn.execute(
+                "CREATE TEMP TABLE verify_stream (seq bigint, subject text, event_id uuid) ON COMMIT DROP"
+            )
+            async with conn.cursor().copy(
+                "COPY verify_stream (seq, subject, event_id) FROM STDIN"
+            ) as copy:
                 for row in messages:
                     await copy.write_row(row)
             cur = await conn.execute(
                 "SELECT v.seq, v.subject, e.event_id IS NOT NULL, r.id IS NOT NULL FROM verify_stream v "
                 "LEFT JOIN (SELECT DISTINCT event_id FROM event_log WHERE event_id IN "
                 "(SELECT event_id FROM verify_stream)) e ON e.event_id = v.event_id "
-                "LEFT JOIN event_rejects r ON r.stream = %s AND r.stream_seq = v.seq ORDER BY v.seq", (stream,))
+                "LEFT JOIN event_rejects r ON r.stream = %s AND r.stream_seq = v.seq ORDER BY v.seq",
+                (stream,),
+            )
             for seq, subject, stored, rejected in await cur.fetchall():
                 if rejected:
                     check.rejected += 1

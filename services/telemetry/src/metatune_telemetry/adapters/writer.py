@@ -30,25 +30,46 @@ from .db import Database
 
 log = logging.getLogger("metatune.telemetry.writer")
 
-STAGE_EVENTS = target("stage_events", "occurred_at timestamptz, event_id uuid, subject text, correlation_id text, "
-                      "stream text, stream_seq int8, payload text, raw bytea")
-RUN_METRICS = target("run_metrics", "time timestamptz, event_id uuid, job_id uuid, datacenter text, step int4, "
-                     "total_steps int4, train_loss float8, val_loss float8, learning_rate float8, power_w float8, "
-                     "step_time_s float8, tokens_seen int8, tokens_with_padding int8, energy_wh float8")
-AGENT_STATUS = target("agent_status", "time timestamptz, event_id uuid, datacenter text, region text, gpus_total int4, "
-                      "gpus_free int4, gpu_model text, power_per_gpu_w float8, pue float8, running_jobs int4")
-STAGE_FORECASTS = target("stage_forecasts", "hour timestamptz, region text, issued_at timestamptz, g_per_kwh float8, "
-                         "p10_g_per_kwh float8, p90_g_per_kwh float8, model_version text, stale bool, imputed bool")
-STAGE_ENERGY = target("stage_energy", "hour timestamptz, job_id uuid, datacenter text, pue float8, energy_wh float8, "
-                      "g_per_kwh float8, emissions_g float8, source_at timestamptz")
+STAGE_EVENTS = target(
+    "stage_events",
+    "occurred_at timestamptz, event_id uuid, subject text, correlation_id text, "
+    "stream text, stream_seq int8, payload text, raw bytea",
+)
+RUN_METRICS = target(
+    "run_metrics",
+    "time timestamptz, event_id uuid, job_id uuid, datacenter text, step int4, "
+    "total_steps int4, train_loss float8, val_loss float8, learning_rate float8, power_w float8, "
+    "step_time_s float8, tokens_seen int8, tokens_with_padding int8, energy_wh float8",
+)
+AGENT_STATUS = target(
+    "agent_status",
+    "time timestamptz, event_id uuid, datacenter text, region text, gpus_total int4, "
+    "gpus_free int4, gpu_model text, power_per_gpu_w float8, pue float8, running_jobs int4",
+)
+STAGE_FORECASTS = target(
+    "stage_forecasts",
+    "hour timestamptz, region text, issued_at timestamptz, g_per_kwh float8, "
+    "p10_g_per_kwh float8, p90_g_per_kwh float8, model_version text, stale bool, imputed bool",
+)
+STAGE_ENERGY = target(
+    "stage_energy",
+    "hour timestamptz, job_id uuid, datacenter text, pue float8, energy_wh float8, "
+    "g_per_kwh float8, emissions_g float8, source_at timestamptz",
+)
 # staging tables: private to the connection, never WAL-logged, emptied by the commit
-STAGE_DDL = [f"CREATE TEMP TABLE IF NOT EXISTS {t.table} ({t.definition}) ON COMMIT DELETE ROWS"
-             for t in (STAGE_EVENTS, STAGE_FORECASTS, STAGE_ENERGY)]
+STAGE_DDL = [
+    f"CREATE TEMP TABLE IF NOT EXISTS {t.table} ({t.definition}) ON COMMIT DELETE ROWS"
+    for t in (STAGE_EVENTS, STAGE_FORECASTS, STAGE_ENERGY)
+]
 # the payload is staged as text and stored as json (telemetry_0003): the message as published
-INSERT_EVENTS = (f"INSERT INTO event_log ({STAGE_EVENTS.names}) SELECT occurred_at, event_id, subject, correlation_id, "
-                 "stream, stream_seq, payload::json, raw FROM stage_events ON CONFLICT DO NOTHING RETURNING stream, stream_seq")
-RESULT_COLUMNS = ("job_id, study_id, status, finished_at, datacenter, config, metrics, failure_reason, steps, "
-                  "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source")
+INSERT_EVENTS = (
+    f"INSERT INTO event_log ({STAGE_EVENTS.names}) SELECT occurred_at, event_id, subject, correlation_id, "
+    "stream, stream_seq, payload::json, raw FROM stage_events ON CONFLICT DO NOTHING RETURNING stream, stream_seq"
+)
+RESULT_COLUMNS = (
+    "job_id, study_id, status, finished_at, datacenter, config, metrics, failure_reason, steps, "
+    "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source"
+)
 
 OUTBOX_SQL = """
 WITH changed AS (
@@ -100,13 +121,19 @@ class EventWriter:
             return await self._write(classified)
         except DatabaseUnavailable:
             raise
-        except Exception as exc:  # noqa: BLE001 - a database refusal or a bug: isolate the message, keep going
+        except Exception as exc:
             if len(classified) == 1:
                 message, outcome = classified[0]
                 reason = clean_text(redact(f"{type(exc).__name__}: {str(exc).strip()}"))
-                log.warning("stream %s seq %d refused by the database, stored as a reject: %s",
-                            message.stream, message.seq, reason)
-                return await self._write([(message, Rejected(message.subject, "unstorable", reason))])
+                log.warning(
+                    "stream %s seq %d refused by the database, stored as a reject: %s",
+                    message.stream,
+                    message.seq,
+                    reason,
+                )
+                return await self._write(
+                    [(message, Rejected(message.subject, "unstorable", reason))]
+                )
             total = WriteResult()
             for item in classified:  # isolate the message the database refuses
                 one = await self._write_or_reject(item)
@@ -121,25 +148,44 @@ class EventWriter:
             return await self._write([item])
         except DatabaseUnavailable:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             message = item[0]
             reason = clean_text(redact(f"{type(exc).__name__}: {str(exc).strip()}"))
             return await self._write([(message, Rejected(message.subject, "unstorable", reason))])
 
-    async def _write(self, classified: Sequence[tuple[Incoming, Accepted | Rejected]]) -> WriteResult:
+    async def _write(
+        self, classified: Sequence[tuple[Incoming, Accepted | Rejected]]
+    ) -> WriteResult:
         result = WriteResult()
         accepted = [(m, o) for m, o in classified if isinstance(o, Accepted)]
         result.rejected = [(m, o) for m, o in classified if isinstance(o, Rejected)]
         async with self.db.connection() as conn, conn.transaction():
             cur = conn.cursor()
-            new: set[tuple[str, int]] = set()  # (stream, sequence) of the messages whose event was new
+            new: set[tuple[str, int]] = (
+                set()
+            )  # (stream, sequence) of the messages whose event was new
             if accepted:
                 for ddl in STAGE_DDL:
                     await cur.execute(ddl)
-                await self._ensure_partitions(cur, "event_log", {o.event.occurred_at for _, o in accepted})
-                await STAGE_EVENTS.copy(cur, ((o.event.occurred_at, o.event.event_id, clean_text(m.subject),
-                                               clean_text(o.event.correlation_id) if o.event.correlation_id else None,
-                                               m.stream, m.seq, o.payload_json, o.raw) for m, o in accepted))
+                await self._ensure_partitions(
+                    cur, "event_log", {o.event.occurred_at for _, o in accepted}
+                )
+                await STAGE_EVENTS.copy(
+                    cur,
+                    (
+                        (
+                            o.event.occurred_at,
+                            o.event.event_id,
+                            clean_text(m.subject),
+                            clean_text(o.event.correlation_id) if o.event.correlation_id else None,
+                            m.stream,
+                            m.seq,
+                            o.payload_json,
+                            o.raw,
+                        )
+                        for m, o in accepted
+                    ),
+                )
                 await cur.execute(INSERT_EVENTS)
                 new = {(stream, seq) for stream, seq in await cur.fetchall()}
             result.stored = len(new)
@@ -157,12 +203,23 @@ class EventWriter:
                 await cur.executemany(
                     "INSERT INTO event_rejects (stream, stream_seq, subject, code, reason, raw) "
                     "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (stream, stream_seq) DO NOTHING",
-                    [(m.stream, m.seq, clean_text(m.subject), r.code, clean_text(redact(r.reason)), m.data)
-                     for m, r in result.rejected],
+                    [
+                        (
+                            m.stream,
+                            m.seq,
+                            clean_text(m.subject),
+                            r.code,
+                            clean_text(redact(r.reason)),
+                            m.data,
+                        )
+                        for m, r in result.rejected
+                    ],
                 )
         return result
 
-    async def _ensure_partitions(self, cur: psycopg.AsyncCursor[Any], table: str, times: set[datetime]) -> None:
+    async def _ensure_partitions(
+        self, cur: psycopg.AsyncCursor[Any], table: str, times: set[datetime]
+    ) -> None:
         if self.db.mode != "postgresql":
             return
         for ts in times:
@@ -180,8 +237,10 @@ class EventWriter:
             await AGENT_STATUS.copy(cur, rows.agent_status)
         if rows.forecast_points:
             await STAGE_FORECASTS.copy(cur, rows.forecast_points)
-            await cur.execute(f"INSERT INTO forecast_points ({STAGE_FORECASTS.names}) SELECT {STAGE_FORECASTS.names} "
-                              "FROM stage_forecasts ON CONFLICT DO NOTHING")
+            await cur.execute(
+                f"INSERT INTO forecast_points ({STAGE_FORECASTS.names}) SELECT {STAGE_FORECASTS.names} "
+                "FROM stage_forecasts ON CONFLICT DO NOTHING"
+            )
         energy = rows.job_energy_rows()
         if energy:
             await STAGE_ENERGY.copy(cur, energy)
@@ -189,41 +248,67 @@ class EventWriter:
                 f"INSERT INTO job_energy ({STAGE_ENERGY.names}) SELECT {STAGE_ENERGY.names} FROM stage_energy "
                 "ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
                 "g_per_kwh = EXCLUDED.g_per_kwh, emissions_g = EXCLUDED.emissions_g, source_at = EXCLUDED.source_at "
-                "WHERE job_energy.source_at <= EXCLUDED.source_at")
+                "WHERE job_energy.source_at <= EXCLUDED.source_at"
+            )
             if self.db.mode == "postgresql":
                 hours = [row[0] for row in energy]
-                await cur.execute("SELECT telemetry_refresh_rollups(%s, %s)", (min(hours), max(hours) + timedelta(hours=1)))
+                await cur.execute(
+                    "SELECT telemetry_refresh_rollups(%s, %s)",
+                    (min(hours), max(hours) + timedelta(hours=1)),
+                )
         if rows.studies:
-            await cur.executemany("INSERT INTO studies (study_id, submitted_at, webhook_url, base_model, task, "
-                                  "home_datacenter, spec) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                                  rows.studies)
+            await cur.executemany(
+                "INSERT INTO studies (study_id, submitted_at, webhook_url, base_model, task, "
+                "home_datacenter, spec) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                rows.studies,
+            )
         if rows.job_requests:
             await cur.executemany(
                 "INSERT INTO job_requests (job_id, study_id, trial_index, requested_at, base_model, home_datacenter, "
                 "config, predicted_loss, predicted_loss_std, gpus, estimated_gpu_hours, power_kw, deadline, metric_name, "
                 "predicted_metric, predicted_metric_std) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s) ON CONFLICT DO NOTHING", rows.job_requests)
+                "%s, %s) ON CONFLICT DO NOTHING",
+                rows.job_requests,
+            )
         if rows.run_results:
-            updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in RESULT_COLUMNS.split(", ") if c != "job_id")
+            updates = ", ".join(
+                f"{c} = EXCLUDED.{c}" for c in RESULT_COLUMNS.split(", ") if c != "job_id"
+            )
             await cur.executemany(
                 f"INSERT INTO run_results ({RESULT_COLUMNS}) VALUES ({', '.join(['%s'] * 16)}) "
-                f"ON CONFLICT (job_id) DO UPDATE SET {updates} WHERE run_results.status = 'failed'", rows.run_results)
+                f"ON CONFLICT (job_id) DO UPDATE SET {updates} WHERE run_results.status = 'failed'",
+                rows.run_results,
+            )
         if rows.plans:
-            await cur.executemany("INSERT INTO plans VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                                  rows.plans)
+            await cur.executemany(
+                "INSERT INTO plans VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                rows.plans,
+            )
         if rows.plan_entries:
-            await cur.executemany("INSERT INTO plan_entries VALUES (%s, %s, %s, %s, %s)", rows.plan_entries)
+            await cur.executemany(
+                "INSERT INTO plan_entries VALUES (%s, %s, %s, %s, %s)", rows.plan_entries
+            )
         if rows.assignments:
-            await cur.executemany("INSERT INTO assignments VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                                  "ON CONFLICT DO NOTHING", rows.assignments)
+            await cur.executemany(
+                "INSERT INTO assignments VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                rows.assignments,
+            )
 
     async def _enqueue(self, cur: psycopg.AsyncCursor[Any], accepted: Accepted) -> int:
         note = notification_for(accepted.event)
         if note is None:
             return 0
-        await cur.execute(OUTBOX_SQL, {
-            "entity": note.entity_id, "state": note.state, "ref": note.ref, "message_id": note.message_id,
-            "event_id": note.event_id, "event_type": note.event_type,
-            "body": webhook_body(note, accepted.subject, accepted.event),
-        })
+        await cur.execute(
+            OUTBOX_SQL,
+            {
+                "entity": note.entity_id,
+                "state": note.state,
+                "ref": note.ref,
+                "message_id": note.message_id,
+                "event_id": note.event_id,
+                "event_type": note.event_type,
+                "body": webhook_body(note, accepted.subject, accepted.event),
+            },
+        )
         return cur.rowcount if cur.rowcount > 0 else 0

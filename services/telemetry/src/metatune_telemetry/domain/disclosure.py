@@ -40,7 +40,9 @@ class RunInput(BaseModel):
     gpu_model: str | None
     gpu_power_w: float | None  # rated board power per GPU
     region_of: dict[str, str]  # datacenter -> grid region
-    pue_of: dict[str, float]  # datacenter -> PUE from its registry / status, where the hour lacks one
+    pue_of: dict[
+        str, float
+    ]  # datacenter -> PUE from its registry / status, where the hour lacks one
     start: datetime | None
     wall_seconds: float | None
     mean_power_w: float | None
@@ -111,17 +113,23 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         notes.append("base model: not recorded (no jobs.requested event)")
     gpu_model = run.gpu_model or DEFAULT_GPU
     if run.gpu_model is None:
-        notes.append(f"GPU model: unknown, default {DEFAULT_GPU} (most common GPU for the training year)")
+        notes.append(
+            f"GPU model: unknown, default {DEFAULT_GPU} (most common GPU for the training year)"
+        )
     gpus = run.gpus or 1
     if run.gpus is None:
         notes.append("GPU count: unknown, default 1")
-    notes.append(f"servers: not reported by the agents, default {DEFAULT_SERVERS} (cluster size assumption)")
+    notes.append(
+        f"servers: not reported by the agents, default {DEFAULT_SERVERS} (cluster size assumption)"
+    )
     lines: list[HourLine] = []
     for h in sorted(run.hours, key=lambda x: (x.hour, x.datacenter)):
         region = run.region_of.get(h.datacenter)
         if region is None:
             region = DEFAULT_LOCATION
-            notes.append(f"grid region of {h.datacenter}: unknown, default {DEFAULT_LOCATION} (relatively high-carbon)")
+            notes.append(
+                f"grid region of {h.datacenter}: unknown, default {DEFAULT_LOCATION} (relatively high-carbon)"
+            )
         pue = h.pue if h.pue is not None else run.pue_of.get(h.datacenter)
         if pue is None:
             pue = 1.0
@@ -129,32 +137,58 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         it_kwh = h.energy_wh / 1000.0
         facility = it_kwh * pue
         kg = facility * h.g_per_kwh / 1000.0 if h.g_per_kwh is not None else None
-        lines.append(HourLine(hour=h.hour, datacenter=h.datacenter, grid_region=region, it_energy_kwh=it_kwh, pue=pue,
-                              facility_energy_kwh=facility, g_per_kwh=h.g_per_kwh, kgco2eq=kg))
+        lines.append(
+            HourLine(
+                hour=h.hour,
+                datacenter=h.datacenter,
+                grid_region=region,
+                it_energy_kwh=it_kwh,
+                pue=pue,
+                facility_energy_kwh=facility,
+                g_per_kwh=h.g_per_kwh,
+                kgco2eq=kg,
+            )
+        )
     unpriced = [line for line in lines if line.kgco2eq is None]
     if unpriced:
-        notes.append(f"{len(unpriced)} hour(s) without a known carbon intensity: unpriced, not counted as 0")
+        notes.append(
+            f"{len(unpriced)} hour(s) without a known carbon intensity: unpriced, not counted as 0"
+        )
     priced_kg = sum(line.kgco2eq or 0.0 for line in lines)
     pricing = _pricing(len(lines) - len(unpriced), len(unpriced)) if lines else "unpriced"
     utilisation = None
     if run.mean_power_w is not None and run.gpu_power_w:
         utilisation = min(1.0, run.mean_power_w / (gpus * run.gpu_power_w))
-        notes.append("GPU utilisation: estimated as mean measured power above idle / rated GPU power")
+        notes.append(
+            "GPU utilisation: estimated as mean measured power above idle / rated GPU power"
+        )
     else:
         notes.append("GPU utilisation: not measured")
     notes.append("CPU utilisation: not measured by the agents")
     return RunDisclosure(
-        job_id=run.job_id, study_id=run.study_id, trial_index=run.trial_index, status=run.status,
-        base_model=base_model, gpu_model=gpu_model, gpu_count=gpus, servers=DEFAULT_SERVERS,
-        datacenters=sorted({line.datacenter for line in lines}), grid_regions=sorted({line.grid_region for line in lines}),
+        job_id=run.job_id,
+        study_id=run.study_id,
+        trial_index=run.trial_index,
+        status=run.status,
+        base_model=base_model,
+        gpu_model=gpu_model,
+        gpu_count=gpus,
+        servers=DEFAULT_SERVERS,
+        datacenters=sorted({line.datacenter for line in lines}),
+        grid_regions=sorted({line.grid_region for line in lines}),
         start_time=run.start or (lines[0].hour if lines else None),
         total_time_h=run.wall_seconds / 3600.0 if run.wall_seconds is not None else None,
-        avg_gpu_utilisation=utilisation, avg_cpu_utilisation=None,
-        tokens_with_padding=run.tokens_with_padding, tokens_seen=run.tokens_seen,
+        avg_gpu_utilisation=utilisation,
+        avg_cpu_utilisation=None,
+        tokens_with_padding=run.tokens_with_padding,
+        tokens_seen=run.tokens_seen,
         it_energy_kwh=sum(line.it_energy_kwh for line in lines),
         facility_energy_kwh=sum(line.facility_energy_kwh for line in lines),
-        pricing=pricing, kgco2eq=priced_kg if pricing == "priced" else None, priced_kgco2eq=priced_kg,
-        unpriced_energy_kwh=sum(line.facility_energy_kwh for line in unpriced), hours=lines,
+        pricing=pricing,
+        kgco2eq=priced_kg if pricing == "priced" else None,
+        priced_kgco2eq=priced_kg,
+        unpriced_energy_kwh=sum(line.facility_energy_kwh for line in unpriced),
+        hours=lines,
         normalisations=list(dict.fromkeys(notes)),
     )
 
@@ -165,11 +199,19 @@ def disclose_study(study_id: UUID, runs: list[RunInput]) -> StudyDisclosure:
     unpriced = len(disclosed) - priced
     priced_kg = sum(d.priced_kgco2eq for d in disclosed)
     pricing = _pricing(priced, unpriced) if disclosed else "unpriced"
-    if pricing != "priced" and any(d.pricing == "partially_priced" for d in disclosed) and priced == 0:
+    if (
+        pricing != "priced"
+        and any(d.pricing == "partially_priced" for d in disclosed)
+        and priced == 0
+    ):
         pricing = "partially_priced"
     return StudyDisclosure(
-        study_id=study_id, runs=disclosed, it_energy_kwh=sum(d.it_energy_kwh for d in disclosed),
-        facility_energy_kwh=sum(d.facility_energy_kwh for d in disclosed), pricing=pricing,
-        kgco2eq=priced_kg if pricing == "priced" else None, priced_kgco2eq=priced_kg,
+        study_id=study_id,
+        runs=disclosed,
+        it_energy_kwh=sum(d.it_energy_kwh for d in disclosed),
+        facility_energy_kwh=sum(d.facility_energy_kwh for d in disclosed),
+        pricing=pricing,
+        kgco2eq=priced_kg if pricing == "priced" else None,
+        priced_kgco2eq=priced_kg,
         unpriced_energy_kwh=sum(d.unpriced_energy_kwh for d in disclosed),
     )

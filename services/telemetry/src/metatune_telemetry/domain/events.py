@@ -28,10 +28,14 @@ def _pattern(subject: str) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\\{[a-z_]+\\\}", r"[A-Za-z0-9_-]+", re.escape(subject)) + "$")
 
 
-_CONTRACTS: list[tuple[re.Pattern[str], type[Event]]] = [(_pattern(doc.subject), doc.model) for doc in CATALOG]
+_CONTRACTS: list[tuple[re.Pattern[str], type[Event]]] = [
+    (_pattern(doc.subject), doc.model) for doc in CATALOG
+]
 
 
-@lru_cache(maxsize=4096)  # one subject per job and datacenter: a dict look-up instead of a dozen regexes
+@lru_cache(
+    maxsize=4096
+)  # one subject per job and datacenter: a dict look-up instead of a dozen regexes
 def contract_for(subject: str) -> type[Event] | None:
     """The contract a message on ``subject`` must satisfy (None: not a MetaTune subject)."""
     for pattern, model in _CONTRACTS:
@@ -101,12 +105,18 @@ def classify(subject: str, data: bytes) -> Accepted | Rejected:
     """Validate ``data`` against the contract of ``subject``."""
     model = contract_for(subject)
     if model is None:
-        return Rejected(subject, "unknown_subject", f"no MetaTune contract for subject {clean_text(subject)!r}")
+        return Rejected(
+            subject, "unknown_subject", f"no MetaTune contract for subject {clean_text(subject)!r}"
+        )
     try:
         event = model.model_validate_json(data)
     except ValidationError as exc:
-        return Rejected(subject, "invalid_message", clean_text(f"not a valid {model.__name__}: {_summary(exc)}"))
+        return Rejected(
+            subject, "invalid_message", clean_text(f"not a valid {model.__name__}: {_summary(exc)}")
+        )
     if "event_id" not in event.model_fields_set:  # a generated id would store each redelivery anew
-        return Rejected(subject, "invalid_message", f"not a valid {model.__name__}: event_id: Field required")
+        return Rejected(
+            subject, "invalid_message", f"not a valid {model.__name__}: event_id: Field required"
+        )
     payload, raw = storable_json(data)
     return Accepted(subject, event, payload, raw)

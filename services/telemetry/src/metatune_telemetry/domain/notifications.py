@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from metatune import contracts as c
-
 from metatune.redaction import redact
 
 from .events import clean_text
@@ -52,8 +51,13 @@ def notification_for(event: c.Event) -> Notification | None:
             ref = UUID(event.correlation_id)
         except ValueError:
             return None
-        return Notification(f"{ref}:error:{event.service}:{event.code}", "reported", "study.error", ref,
-                            event.event_id)
+        return Notification(
+            f"{ref}:error:{event.service}:{event.code}",
+            "reported",
+            "study.error",
+            ref,
+            event.event_id,
+        )
     found = _STATES.get(type(event))
     if found is None:
         return None
@@ -65,8 +69,16 @@ def notification_for(event: c.Event) -> Notification | None:
 
 def webhook_body(notification: Notification, subject: str, event: c.Event) -> str:
     """The JSON body: Standard Webhooks shape, the event itself as ``data``."""
-    return redact(clean_text(json.dumps({
-        "type": notification.event_type,
-        "timestamp": event.occurred_at.isoformat().replace("+00:00", "Z"),
-        "data": {"subject": subject, "event": json.loads(event.model_dump_json())},
-    }, separators=(",", ":"), allow_nan=False)))
+    return redact(
+        clean_text(
+            json.dumps(
+                {
+                    "type": notification.event_type,
+                    "timestamp": event.occurred_at.isoformat().replace("+00:00", "Z"),
+                    "data": {"subject": subject, "event": json.loads(event.model_dump_json())},
+                },
+                separators=(",", ":"),
+                allow_nan=False,
+            )
+        )
+    )

@@ -9,7 +9,16 @@ from __future__ import annotations
 import html
 from urllib.parse import quote
 
-from .charts import BandCurve, GanttBar, GanttMark, ScatterPoint, band_chart, bar_chart, gantt, scatter
+from .charts import (
+    BandCurve,
+    GanttBar,
+    GanttMark,
+    ScatterPoint,
+    band_chart,
+    bar_chart,
+    gantt,
+    scatter,
+)
 from .disclosure import StudyDisclosure
 from .formats import run_rows
 from .views import DatacenterForecast, JobTimeline, Stretch, Trial
@@ -34,18 +43,40 @@ def _dc_link(datacenter: str) -> str:
 
 
 def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
-    parts = [f"<h1>Study {d.study_id}</h1><p>{d.it_energy_kwh:.4f} kWh IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing})</p>"]
-    bars = [(f"trial {r.trial_index} {h.hour:%m-%d %H:%M} {h.datacenter}", h.facility_energy_kwh, h.datacenter)
-            for r in d.runs for h in r.hours]
+    parts = [
+        f"<h1>Study {d.study_id}</h1><p>{d.it_energy_kwh:.4f} kWh IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing})</p>"
+    ]
+    bars = [
+        (
+            f"trial {r.trial_index} {h.hour:%m-%d %H:%M} {h.datacenter}",
+            h.facility_energy_kwh,
+            h.datacenter,
+        )
+        for r in d.runs
+        for h in r.hours
+    ]
     parts.append(bar_chart("Facility energy per run-hour", bars, "kWh"))
-    parts.append(bar_chart("Emissions per run-hour (priced hours)",
-                           [(f"trial {r.trial_index} {h.hour:%m-%d %H:%M}", h.kgco2eq, h.datacenter)
-                            for r in d.runs for h in r.hours if h.kgco2eq is not None], "kgCO2eq"))
+    parts.append(
+        bar_chart(
+            "Emissions per run-hour (priced hours)",
+            [
+                (f"trial {r.trial_index} {h.hour:%m-%d %H:%M}", h.kgco2eq, h.datacenter)
+                for r in d.runs
+                for h in r.hours
+                if h.kgco2eq is not None
+            ],
+            "kgCO2eq",
+        )
+    )
     parts.append(_trials(trials))
     for run in d.runs:
-        rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in run_rows(run))
-        parts.append(f'<h2><a href="/jobs/{run.job_id}">Trial {run.trial_index}</a> ({run.status})</h2>'
-                     f"<table>{rows}</table>")
+        rows = "".join(
+            f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in run_rows(run)
+        )
+        parts.append(
+            f'<h2><a href="/jobs/{run.job_id}">Trial {run.trial_index}</a> ({run.status})</h2>'
+            f"<table>{rows}</table>"
+        )
     return _page("MetaTune study", "".join(parts))
 
 
@@ -54,19 +85,36 @@ def _trials(trials: list[Trial]) -> str:
     points: dict[str, list[ScatterPoint]] = {}
     for t in trials:
         if t.predicted is not None and t.actual is not None:
-            points.setdefault(t.metric_name, []).append(ScatterPoint(
-                f"trial {t.trial_index}", t.predicted, t.actual, t.predicted_std,
-                {"trial": str(t.trial_index), "metric": t.metric_name, "predicted": f"{t.predicted:.6g}",
-                 "actual": f"{t.actual:.6g}"}))
-    charts = "".join(scatter(f"Predicted vs actual {name} per trial (whiskers: ±1 sd)", group, "predicted", "actual")
-                     for name, group in sorted(points.items())) or scatter("Predicted vs actual", [], "", "")
+            points.setdefault(t.metric_name, []).append(
+                ScatterPoint(
+                    f"trial {t.trial_index}",
+                    t.predicted,
+                    t.actual,
+                    t.predicted_std,
+                    {
+                        "trial": str(t.trial_index),
+                        "metric": t.metric_name,
+                        "predicted": f"{t.predicted:.6g}",
+                        "actual": f"{t.actual:.6g}",
+                    },
+                )
+            )
+    charts = "".join(
+        scatter(
+            f"Predicted vs actual {name} per trial (whiskers: ±1 sd)", group, "predicted", "actual"
+        )
+        for name, group in sorted(points.items())
+    ) or scatter("Predicted vs actual", [], "", "")
     rows = "".join(
         f'<tr><td><a href="/jobs/{t.job_id}">{t.trial_index}</a></td><td>{html.escape(t.status)}</td>'
         f"<td>{html.escape(t.metric_name)}</td><td>{_num(t.predicted)}"
         f"{'' if t.predicted_std is None else f' ± {t.predicted_std:.4g}'}</td><td>{_num(t.actual)}</td></tr>"
-        for t in trials)
-    return (f"<h2>Predicted vs actual</h2>{charts}<table class=trials><tr><th>trial</th><th>status</th>"
-            f"<th>objective</th><th>predicted</th><th>actual</th></tr>{rows}</table>")
+        for t in trials
+    )
+    return (
+        f"<h2>Predicted vs actual</h2>{charts}<table class=trials><tr><th>trial</th><th>status</th>"
+        f"<th>objective</th><th>predicted</th><th>actual</th></tr>{rows}</table>"
+    )
 
 
 def _bar(stretch: Stretch, kind: str) -> GanttBar:
@@ -83,39 +131,78 @@ def _bar(stretch: Stretch, kind: str) -> GanttBar:
 
 def job_page(t: JobTimeline) -> str:
     b = t.baseline
-    baseline = ([Stretch(datacenter=b.datacenter, start=b.hours[0], hours=len(b.hours))]
-                if b.datacenter and b.hours else [])
-    chart = gantt("Where and when it ran (filled), was planned (dashed) and would have run now at home (grey)",
-                  [_bar(s, "ran") for s in t.ran] + [_bar(s, "planned") for s in t.planned]
-                  + [_bar(s, "baseline") for s in baseline],
-                  [GanttMark(m.datacenter, m.at, f"{m.action} at {m.datacenter}, {m.at:%m-%d %H:%M}")
-                   for m in t.assignments])
-    compared = [(label, value, label) for label, value in (
-        (f"run now at {b.datacenter or 'home'}", b.kgco2eq), (f"plan v{t.plan_version}", t.planned_kgco2eq),
-        ("actual", t.kgco2eq)) if value is not None]
+    baseline = (
+        [Stretch(datacenter=b.datacenter, start=b.hours[0], hours=len(b.hours))]
+        if b.datacenter and b.hours
+        else []
+    )
+    chart = gantt(
+        "Where and when it ran (filled), was planned (dashed) and would have run now at home (grey)",
+        [_bar(s, "ran") for s in t.ran]
+        + [_bar(s, "planned") for s in t.planned]
+        + [_bar(s, "baseline") for s in baseline],
+        [
+            GanttMark(m.datacenter, m.at, f"{m.action} at {m.datacenter}, {m.at:%m-%d %H:%M}")
+            for m in t.assignments
+        ],
+    )
+    compared = [
+        (label, value, label)
+        for label, value in (
+            (f"run now at {b.datacenter or 'home'}", b.kgco2eq),
+            (f"plan v{t.plan_version}", t.planned_kgco2eq),
+            ("actual", t.kgco2eq),
+        )
+        if value is not None
+    ]
     study = f' of <a href="/studies/{t.study_id}">study {t.study_id}</a>' if t.study_id else ""
     rows = [
         ("Status", html.escape(t.status)),
         ("Home datacenter", _dc_link(t.home_datacenter) if t.home_datacenter else "unknown"),
-        ("Ran at", ", ".join(_dc_link(dc) for dc in dict.fromkeys(s.datacenter for s in t.ran)) or "not yet"),
+        (
+            "Ran at",
+            ", ".join(_dc_link(dc) for dc in dict.fromkeys(s.datacenter for s in t.ran))
+            or "not yet",
+        ),
         ("Facility energy", f"{t.facility_energy_kwh:.4f} kWh"),
         ("Emissions", f"{_kg(t.kgco2eq, 'unpriced' if t.ran else 'none yet')} kgCO2eq"),
-        (f"Planned (plan v{t.plan_version})" if t.plan_version is not None else "Planned",
-         f"{_kg(t.planned_kgco2eq, 'no plan')} kgCO2eq"),
-        ("Run-now baseline", f"{_kg(b.kgco2eq, 'unknown')} kgCO2eq"
-                             + (f" ({html.escape(b.missing)})" if b.missing else f", {len(b.hours)} h at home")),
+        (
+            f"Planned (plan v{t.plan_version})" if t.plan_version is not None else "Planned",
+            f"{_kg(t.planned_kgco2eq, 'no plan')} kgCO2eq",
+        ),
+        (
+            "Run-now baseline",
+            f"{_kg(b.kgco2eq, 'unknown')} kgCO2eq"
+            + (f" ({html.escape(b.missing)})" if b.missing else f", {len(b.hours)} h at home"),
+        ),
     ]
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     title = f"Trial {t.trial_index}" if t.trial_index is not None else "Job"
-    return _page("MetaTune job", f"<h1>{title} {t.job_id}</h1><p>job{study}</p><table>{table}</table>{chart}"
-                 + bar_chart("Emissions against the run-now baseline", compared, "kgCO2eq"))
+    return _page(
+        "MetaTune job",
+        f"<h1>{title} {t.job_id}</h1><p>job{study}</p><table>{table}</table>{chart}"
+        + bar_chart("Emissions against the run-now baseline", compared, "kgCO2eq"),
+    )
 
 
 def datacenter_page(f: DatacenterForecast) -> str:
-    curves = [BandCurve(f"issued {c.issued_at:%Y-%m-%d %H:%M}{' (stale)' if c.stale else ''}", c.hours, c.g_per_kwh,
-                        c.p10_g_per_kwh, c.p90_g_per_kwh) for c in f.curves]
+    curves = [
+        BandCurve(
+            f"issued {c.issued_at:%Y-%m-%d %H:%M}{' (stale)' if c.stale else ''}",
+            c.hours,
+            c.g_per_kwh,
+            c.p10_g_per_kwh,
+            c.p90_g_per_kwh,
+        )
+        for c in f.curves
+    ]
     region = html.escape(f.region) if f.region else "unknown region"
     issues = "".join(f"<li>{html.escape(c.label)}: {len(c.times)} h</li>" for c in curves)
-    return _page("MetaTune datacenter", f"<h1>Datacenter {html.escape(f.datacenter)}</h1><p>grid region {region}</p>"
-                 + band_chart(f"Carbon intensity forecasts for {region}, median and p10-p90", curves, "gCO2eq/kWh")
-                 + f"<ul>{issues}</ul>")
+    return _page(
+        "MetaTune datacenter",
+        f"<h1>Datacenter {html.escape(f.datacenter)}</h1><p>grid region {region}</p>"
+        + band_chart(
+            f"Carbon intensity forecasts for {region}, median and p10-p90", curves, "gCO2eq/kWh"
+        )
+        + f"<ul>{issues}</ul>",
+    )

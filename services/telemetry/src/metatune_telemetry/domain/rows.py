@@ -20,7 +20,11 @@ from .events import clean_text
 
 
 def _json(model: Any) -> str:
-    return clean_text(json.dumps(model.model_dump(mode="json"), allow_nan=False, default=str)) if model else None  # type: ignore[return-value]
+    return (
+        clean_text(json.dumps(model.model_dump(mode="json"), allow_nan=False, default=str))
+        if model
+        else None
+    )  # type: ignore[return-value]
 
 
 @dataclass
@@ -58,7 +62,9 @@ class TypedRows:
         }
 
 
-def _energy(rows: TypedRows, job_id: UUID, datacenter: str, at: datetime, accounting: c.RunAccounting) -> None:
+def _energy(
+    rows: TypedRows, job_id: UUID, datacenter: str, at: datetime, accounting: c.RunAccounting
+) -> None:
     for hour in accounting.hours:
         where = hour.datacenter or datacenter
         key = (job_id, hour.hour, where)
@@ -66,15 +72,38 @@ def _energy(rows: TypedRows, job_id: UUID, datacenter: str, at: datetime, accoun
         if current is not None and current[7] > at:
             continue
         priced = hour.g_per_kwh is not None
-        rows.job_energy[key] = (hour.hour, job_id, where, hour.pue, hour.energy_wh, hour.g_per_kwh,
-                                hour.emissions_g if priced else None, at)
+        rows.job_energy[key] = (
+            hour.hour,
+            job_id,
+            where,
+            hour.pue,
+            hour.energy_wh,
+            hour.g_per_kwh,
+            hour.emissions_g if priced else None,
+            at,
+        )
 
 
 def _progress(rows: TypedRows, e: c.RunProgress) -> None:
     a = e.accounting
-    rows.run_metrics.append((e.occurred_at, e.event_id, e.job_id, clean_text(e.datacenter), e.step, e.total_steps,
-                             e.train_loss, e.val_loss, e.learning_rate, e.power_w, e.step_time_s, a.tokens_seen,
-                             a.tokens_with_padding, a.energy_wh))
+    rows.run_metrics.append(
+        (
+            e.occurred_at,
+            e.event_id,
+            e.job_id,
+            clean_text(e.datacenter),
+            e.step,
+            e.total_steps,
+            e.train_loss,
+            e.val_loss,
+            e.learning_rate,
+            e.power_w,
+            e.step_time_s,
+            a.tokens_seen,
+            a.tokens_with_padding,
+            a.energy_wh,
+        )
+    )
     _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)
 
 
@@ -82,13 +111,26 @@ def _result(status: str):
     def handle(rows: TypedRows, e: c.RunCompleted | c.RunFailed) -> None:
         a = e.accounting
         completed = isinstance(e, c.RunCompleted)
-        rows.run_results.append((
-            e.job_id, e.study_id, status, e.occurred_at, clean_text(e.datacenter),
-            _json(e.config) if completed else None, _json(e.metrics) if completed else None,
-            None if completed else e.reason.value, e.steps if completed else None,
-            e.early_stopped if completed else None, a.tokens_seen, a.tokens_with_padding, a.energy_wh, a.gpu_hours,
-            a.wall_seconds, a.power_source,
-        ))
+        rows.run_results.append(
+            (
+                e.job_id,
+                e.study_id,
+                status,
+                e.occurred_at,
+                clean_text(e.datacenter),
+                _json(e.config) if completed else None,
+                _json(e.metrics) if completed else None,
+                None if completed else e.reason.value,
+                e.steps if completed else None,
+                e.early_stopped if completed else None,
+                a.tokens_seen,
+                a.tokens_with_padding,
+                a.energy_wh,
+                a.gpu_hours,
+                a.wall_seconds,
+                a.power_source,
+            )
+        )
         _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)
 
     return handle
@@ -102,41 +144,119 @@ def _forecast(rows: TypedRows, e: c.CarbonForecast) -> None:
     from datetime import timedelta
 
     imputed = set(e.imputed_hours)
-    for i, (g, lo, hi) in enumerate(zip(e.g_per_kwh, e.p10_g_per_kwh, e.p90_g_per_kwh, strict=True)):
-        rows.forecast_points.append((e.start + timedelta(hours=i), clean_text(e.region), e.issued_at, g, lo, hi,
-                                     clean_text(e.model_version), e.stale, i in imputed))
+    for i, (g, lo, hi) in enumerate(
+        zip(e.g_per_kwh, e.p10_g_per_kwh, e.p90_g_per_kwh, strict=True)
+    ):
+        rows.forecast_points.append(
+            (
+                e.start + timedelta(hours=i),
+                clean_text(e.region),
+                e.issued_at,
+                g,
+                lo,
+                hi,
+                clean_text(e.model_version),
+                e.stale,
+                i in imputed,
+            )
+        )
 
 
 def _status(rows: TypedRows, e: c.AgentStatus) -> None:
-    rows.agent_status.append((e.occurred_at, e.event_id, clean_text(e.datacenter), clean_text(e.region), e.gpus_total,
-                              e.gpus_free, clean_text(e.gpu_model), e.power_per_gpu_w, e.pue, len(e.running_jobs)))
+    rows.agent_status.append(
+        (
+            e.occurred_at,
+            e.event_id,
+            clean_text(e.datacenter),
+            clean_text(e.region),
+            e.gpus_total,
+            e.gpus_free,
+            clean_text(e.gpu_model),
+            e.power_per_gpu_w,
+            e.pue,
+            len(e.running_jobs),
+        )
+    )
 
 
 def _submitted(rows: TypedRows, e: c.DatasetSubmitted) -> None:
     s = e.spec
-    rows.studies.append((e.study_id, e.occurred_at, str(s.webhook_url) if s.webhook_url else None,
-                         clean_text(s.base_model), s.task.value, s.home_datacenter, _json(s)))
+    rows.studies.append(
+        (
+            e.study_id,
+            e.occurred_at,
+            str(s.webhook_url) if s.webhook_url else None,
+            clean_text(s.base_model),
+            s.task.value,
+            s.home_datacenter,
+            _json(s),
+        )
+    )
 
 
 def _requested(rows: TypedRows, e: c.JobRequested) -> None:
-    rows.job_requests.append((e.job_id, e.study_id, e.trial_index, e.occurred_at, clean_text(e.spec.base_model),
-                              e.spec.home_datacenter, _json(e.config), e.predicted_loss, e.predicted_loss_std, e.gpus,
-                              e.estimated_gpu_hours, e.power_kw, e.deadline,
-                              clean_text(e.metric_name) if e.metric_name else None, e.predicted_metric,
-                              e.predicted_metric_std))
+    rows.job_requests.append(
+        (
+            e.job_id,
+            e.study_id,
+            e.trial_index,
+            e.occurred_at,
+            clean_text(e.spec.base_model),
+            e.spec.home_datacenter,
+            _json(e.config),
+            e.predicted_loss,
+            e.predicted_loss_std,
+            e.gpus,
+            e.estimated_gpu_hours,
+            e.power_kw,
+            e.deadline,
+            clean_text(e.metric_name) if e.metric_name else None,
+            e.predicted_metric,
+            e.predicted_metric_std,
+        )
+    )
 
 
 def _plan(rows: TypedRows, e: c.Plan) -> None:
-    rows.plans.append((e.event_id, e.occurred_at, e.plan_version, e.horizon_start, e.expected_emissions_g,
-                       e.baseline_emissions_g, e.solve_seconds, e.mip_gap, list(e.infeasible_jobs)))
+    rows.plans.append(
+        (
+            e.event_id,
+            e.occurred_at,
+            e.plan_version,
+            e.horizon_start,
+            e.expected_emissions_g,
+            e.baseline_emissions_g,
+            e.solve_seconds,
+            e.mip_gap,
+            list(e.infeasible_jobs),
+        )
+    )
     for entry in e.entries:
-        rows.plan_entries.append((e.event_id, entry.job_id, clean_text(entry.datacenter), list(entry.hours),
-                                  entry.emissions_g))
+        rows.plan_entries.append(
+            (
+                e.event_id,
+                entry.job_id,
+                clean_text(entry.datacenter),
+                list(entry.hours),
+                entry.emissions_g,
+            )
+        )
 
 
 def _assignment(rows: TypedRows, e: c.Assignment) -> None:
-    rows.assignments.append((e.event_id, e.occurred_at, e.job_id, e.study_id, clean_text(e.datacenter),
-                             e.action.value, e.plan_version, e.gpus, e.hours_planned))
+    rows.assignments.append(
+        (
+            e.event_id,
+            e.occurred_at,
+            e.job_id,
+            e.study_id,
+            clean_text(e.datacenter),
+            e.action.value,
+            e.plan_version,
+            e.gpus,
+            e.hours_planned,
+        )
+    )
 
 
 _HANDLERS: dict[type, Any] = {

@@ -26,7 +26,9 @@ def secret_key(secret: str) -> bytes:
     except (binascii.Error, ValueError):
         key = b""
     if len(key) < 16:
-        raise ConfigurationError("METATUNE_WEBHOOK_SECRET must be whsec_ followed by base64 of at least 16 bytes")
+        raise ConfigurationError(
+            "METATUNE_WEBHOOK_SECRET must be whsec_ followed by base64 of at least 16 bytes"
+        )
     return key
 
 

@@ -30,7 +30,9 @@ class Stretch(BaseModel):
     start: datetime
     hours: int
     facility_energy_kwh: float | None = None
-    kgco2eq: float | None = None  # None: an hour of it is unpriced (ran) or not split by hour (planned)
+    kgco2eq: float | None = (
+        None  # None: an hour of it is unpriced (ran) or not split by hour (planned)
+    )
 
     @property
     def end(self) -> datetime:
@@ -50,7 +52,11 @@ def stretches(hours: Iterable[tuple[datetime, str, float | None, float | None]])
             last.facility_energy_kwh = _add(last.facility_energy_kwh, kwh)
             last.kgco2eq = _add(last.kgco2eq, kg)
         else:
-            out.append(Stretch(datacenter=datacenter, start=hour, hours=1, facility_energy_kwh=kwh, kgco2eq=kg))
+            out.append(
+                Stretch(
+                    datacenter=datacenter, start=hour, hours=1, facility_energy_kwh=kwh, kgco2eq=kg
+                )
+            )
     return sorted(out, key=lambda s: s.start)
 
 
@@ -81,21 +87,38 @@ def baseline_hours(requested_at: datetime, need: int) -> list[datetime]:
     return [first + i * HOUR for i in range(need)]
 
 
-def run_now_baseline(datacenter: str | None, requested_at: datetime | None, need: int, power_kw: float | None,
-                     pue: float | None, intensity: Mapping[datetime, float]) -> Baseline:
+def run_now_baseline(
+    datacenter: str | None,
+    requested_at: datetime | None,
+    need: int,
+    power_kw: float | None,
+    pue: float | None,
+    intensity: Mapping[datetime, float],
+) -> Baseline:
     """The job's hours at ``datacenter`` from the hour it was requested, priced by ``intensity``
     (g/kWh per hour)."""
     if datacenter is None or requested_at is None or power_kw is None:
-        return Baseline(datacenter=datacenter, hours=[], kgco2eq=None, missing="no job request recorded")
+        return Baseline(
+            datacenter=datacenter, hours=[], kgco2eq=None, missing="no job request recorded"
+        )
     hours = baseline_hours(requested_at, need)
     if pue is None:
-        return Baseline(datacenter=datacenter, hours=hours, kgco2eq=None, missing=f"PUE of {datacenter} unknown")
+        return Baseline(
+            datacenter=datacenter, hours=hours, kgco2eq=None, missing=f"PUE of {datacenter} unknown"
+        )
     absent = [h for h in hours if h not in intensity]
     if absent:
-        return Baseline(datacenter=datacenter, hours=hours, kgco2eq=None,
-                        missing=f"{len(absent)} of {need} hour(s) without a forecast, first {absent[0]:%Y-%m-%d %H:%M}")
-    return Baseline(datacenter=datacenter, hours=hours,
-                    kgco2eq=sum(power_kw * pue * intensity[h] for h in hours) / 1000)
+        return Baseline(
+            datacenter=datacenter,
+            hours=hours,
+            kgco2eq=None,
+            missing=f"{len(absent)} of {need} hour(s) without a forecast, first {absent[0]:%Y-%m-%d %H:%M}",
+        )
+    return Baseline(
+        datacenter=datacenter,
+        hours=hours,
+        kgco2eq=sum(power_kw * pue * intensity[h] for h in hours) / 1000,
+    )
 
 
 class Mark(BaseModel):
@@ -167,12 +190,31 @@ def objective(metric_name: str, metrics: Mapping[str, Any] | None) -> float | No
     return -float(value) if metric_name.startswith("neg_") else float(value)
 
 
-def trial(job_id: UUID, trial_index: int, status: str | None, metric_name: str | None, predicted_metric: float | None,
-          predicted_metric_std: float | None, predicted_loss: float | None, predicted_loss_std: float | None,
-          metrics: Mapping[str, Any] | None) -> Trial:
+def trial(
+    job_id: UUID,
+    trial_index: int,
+    status: str | None,
+    metric_name: str | None,
+    predicted_metric: float | None,
+    predicted_metric_std: float | None,
+    predicted_loss: float | None,
+    predicted_loss_std: float | None,
+    metrics: Mapping[str, Any] | None,
+) -> Trial:
     """A trial's prediction and outcome; a trial predicted by loss only is compared on val_loss."""
     if predicted_metric is None and predicted_loss is not None:
-        metric_name, predicted_metric, predicted_metric_std = "val_loss", predicted_loss, predicted_loss_std
+        metric_name, predicted_metric, predicted_metric_std = (
+            "val_loss",
+            predicted_loss,
+            predicted_loss_std,
+        )
     name = metric_name or "metric"
-    return Trial(job_id=job_id, trial_index=trial_index, status=status or "running", metric_name=name,
-                 predicted=predicted_metric, predicted_std=predicted_metric_std, actual=objective(name, metrics))
+    return Trial(
+        job_id=job_id,
+        trial_index=trial_index,
+        status=status or "running",
+        metric_name=name,
+        predicted=predicted_metric,
+        predicted_std=predicted_metric_std,
+        actual=objective(name, metrics),
+    )

@@ -17,7 +17,9 @@ __depends__ = {"telemetry_0001_base"}
 
 # (table, columns, primary key, time column)
 TABLES = [
-    ("event_log", """
+    (
+        "event_log",
+        """
         occurred_at    timestamptz NOT NULL,
         event_id       uuid        NOT NULL,
         subject        text        NOT NULL,
@@ -26,8 +28,13 @@ TABLES = [
         stream_seq     bigint      NOT NULL,
         payload        jsonb       NOT NULL,
         raw            bytea,
-        stored_at      timestamptz NOT NULL DEFAULT now()""", "event_id, occurred_at", "occurred_at"),
-    ("run_metrics", """
+        stored_at      timestamptz NOT NULL DEFAULT now()""",
+        "event_id, occurred_at",
+        "occurred_at",
+    ),
+    (
+        "run_metrics",
+        """
         time                timestamptz NOT NULL,
         event_id            uuid        NOT NULL,
         job_id              uuid        NOT NULL,
@@ -41,8 +48,13 @@ TABLES = [
         step_time_s         double precision,
         tokens_seen         bigint      NOT NULL,
         tokens_with_padding bigint      NOT NULL,
-        energy_wh           double precision NOT NULL""", "event_id, time", "time"),
-    ("forecast_points", """
+        energy_wh           double precision NOT NULL""",
+        "event_id, time",
+        "time",
+    ),
+    (
+        "forecast_points",
+        """
         hour          timestamptz NOT NULL,
         region        text        NOT NULL,
         issued_at     timestamptz NOT NULL,
@@ -51,8 +63,13 @@ TABLES = [
         p90_g_per_kwh double precision NOT NULL,
         model_version text        NOT NULL,
         stale         boolean     NOT NULL,
-        imputed       boolean     NOT NULL""", "region, issued_at, hour", "hour"),
-    ("agent_status", """
+        imputed       boolean     NOT NULL""",
+        "region, issued_at, hour",
+        "hour",
+    ),
+    (
+        "agent_status",
+        """
         time            timestamptz NOT NULL,
         event_id        uuid        NOT NULL,
         datacenter      text        NOT NULL,
@@ -62,11 +79,16 @@ TABLES = [
         gpu_model       text        NOT NULL,
         power_per_gpu_w double precision NOT NULL,
         pue             double precision NOT NULL,
-        running_jobs    integer     NOT NULL""", "event_id, time", "time"),
+        running_jobs    integer     NOT NULL""",
+        "event_id, time",
+        "time",
+    ),
     # Energy and emissions per job, clock hour and datacenter, from the latest accounting of the
     # run (each progress event carries every hour so far). emissions_g is NULL where no intensity
     # was known: unpriced, never 0.
-    ("job_energy", """
+    (
+        "job_energy",
+        """
         hour        timestamptz NOT NULL,
         job_id      uuid        NOT NULL,
         datacenter  text        NOT NULL,
@@ -74,7 +96,10 @@ TABLES = [
         energy_wh   double precision NOT NULL,
         g_per_kwh   double precision,
         emissions_g double precision,
-        source_at   timestamptz NOT NULL""", "job_id, hour, datacenter", "hour"),
+        source_at   timestamptz NOT NULL""",
+        "job_id, hour, datacenter",
+        "hour",
+    ),
 ]
 
 INDEXES = [
@@ -119,35 +144,63 @@ def _timescale_available(cursor) -> bool:
 def _apply_timescaledb(cursor) -> None:
     for name, columns, key, time_column in TABLES:
         cursor.execute(f"CREATE TABLE IF NOT EXISTS {name} ({columns}, PRIMARY KEY ({key}))")
-        cursor.execute(f"SELECT create_hypertable('{name}', '{time_column}', if_not_exists => TRUE, "
-                       f"chunk_time_interval => INTERVAL '7 days')")
+        cursor.execute(
+            f"SELECT create_hypertable('{name}', '{time_column}', if_not_exists => TRUE, "
+            f"chunk_time_interval => INTERVAL '7 days')"
+        )
     for index in INDEXES:
         cursor.execute(index)
-    for name, segment_by, after in (("event_log", "subject", "30 days"), ("run_metrics", "job_id", "7 days"),
-                                    ("agent_status", "datacenter", "2 days"), ("forecast_points", "region", "14 days")):
-        cursor.execute(f"ALTER TABLE {name} SET (timescaledb.compress, timescaledb.compress_segmentby = '{segment_by}')")
-        cursor.execute(f"SELECT add_compression_policy('{name}', INTERVAL '{after}', if_not_exists => TRUE)")
-    cursor.execute("SELECT add_retention_policy('agent_status', INTERVAL '90 days', if_not_exists => TRUE)")
-    for view, select in (("energy_hourly_job", ROLLUP_SELECT_JOB), ("energy_hourly_datacenter", ROLLUP_SELECT_DC)):
-        cursor.execute(f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} WITH (timescaledb.continuous, "
-                       f"timescaledb.materialized_only = false) AS "
-                       + select.format(bucket="time_bucket(INTERVAL '1 hour', hour)", where="") + " WITH NO DATA")
-        cursor.execute(f"SELECT add_continuous_aggregate_policy('{view}', start_offset => INTERVAL '30 days', "
-                       f"end_offset => INTERVAL '1 hour', schedule_interval => INTERVAL '15 minutes', "
-                       f"if_not_exists => TRUE)")
+    for name, segment_by, after in (
+        ("event_log", "subject", "30 days"),
+        ("run_metrics", "job_id", "7 days"),
+        ("agent_status", "datacenter", "2 days"),
+        ("forecast_points", "region", "14 days"),
+    ):
+        cursor.execute(
+            f"ALTER TABLE {name} SET (timescaledb.compress, timescaledb.compress_segmentby = '{segment_by}')"
+        )
+        cursor.execute(
+            f"SELECT add_compression_policy('{name}', INTERVAL '{after}', if_not_exists => TRUE)"
+        )
+    cursor.execute(
+        "SELECT add_retention_policy('agent_status', INTERVAL '90 days', if_not_exists => TRUE)"
+    )
+    for view, select in (
+        ("energy_hourly_job", ROLLUP_SELECT_JOB),
+        ("energy_hourly_datacenter", ROLLUP_SELECT_DC),
+    ):
+        cursor.execute(
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} WITH (timescaledb.continuous, "
+            f"timescaledb.materialized_only = false) AS "
+            + select.format(bucket="time_bucket(INTERVAL '1 hour', hour)", where="")
+            + " WITH NO DATA"
+        )
+        cursor.execute(
+            f"SELECT add_continuous_aggregate_policy('{view}', start_offset => INTERVAL '30 days', "
+            f"end_offset => INTERVAL '1 hour', schedule_interval => INTERVAL '15 minutes', "
+            f"if_not_exists => TRUE)"
+        )
     # Real-time aggregation makes the views exact already; the function exists in both modes.
-    cursor.execute("CREATE OR REPLACE FUNCTION telemetry_refresh_rollups(from_ts timestamptz, to_ts timestamptz) "
-                   "RETURNS void LANGUAGE sql AS $$ SELECT $$")
-    cursor.execute("CREATE OR REPLACE FUNCTION telemetry_ensure_partition(parent text, ts timestamptz) "
-                   "RETURNS void LANGUAGE sql AS $$ SELECT $$")
+    cursor.execute(
+        "CREATE OR REPLACE FUNCTION telemetry_refresh_rollups(from_ts timestamptz, to_ts timestamptz) "
+        "RETURNS void LANGUAGE sql AS $$ SELECT $$"
+    )
+    cursor.execute(
+        "CREATE OR REPLACE FUNCTION telemetry_ensure_partition(parent text, ts timestamptz) "
+        "RETURNS void LANGUAGE sql AS $$ SELECT $$"
+    )
 
 
 def _apply_postgresql(cursor) -> None:
     for name, columns, key, time_column in TABLES:
-        cursor.execute(f"CREATE TABLE IF NOT EXISTS {name} ({columns}, PRIMARY KEY ({key})) "
-                       f"PARTITION BY RANGE ({time_column})")
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {name} ({columns}, PRIMARY KEY ({key})) "
+            f"PARTITION BY RANGE ({time_column})"
+        )
         cursor.execute(f"CREATE TABLE IF NOT EXISTS {name}_default PARTITION OF {name} DEFAULT")
-        cursor.execute(f"CREATE INDEX IF NOT EXISTS {name}_brin ON {name} USING brin ({time_column})")
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {name}_brin ON {name} USING brin ({time_column})"
+        )
     for index in INDEXES:
         cursor.execute(index)
     cursor.execute("""

@@ -22,8 +22,10 @@ __depends__ = {"telemetry_0002_timeseries"}
 NON_METRIC = "subject NOT LIKE 'metatune.runs.%.progress'"
 NEW_INDEXES = [
     f"CREATE INDEX IF NOT EXISTS event_log_subject_nonmetric ON event_log (subject, occurred_at) WHERE {NON_METRIC}",
-    (f"CREATE INDEX IF NOT EXISTS event_log_correlation_nonmetric ON event_log (correlation_id, occurred_at) "
-     f"WHERE {NON_METRIC}"),
+    (
+        f"CREATE INDEX IF NOT EXISTS event_log_correlation_nonmetric ON event_log (correlation_id, occurred_at) "
+        f"WHERE {NON_METRIC}"
+    ),
     "CREATE INDEX IF NOT EXISTS event_log_stored_brin ON event_log USING brin (stored_at)",
 ]
 OLD_INDEXES = [
@@ -43,11 +45,17 @@ def _payload_type(cursor, pg_type: str) -> None:
         cursor.execute(alter)
         return
     cursor.execute("SELECT remove_compression_policy('event_log', if_exists => TRUE)")
-    cursor.execute("SELECT decompress_chunk(c, if_compressed => TRUE) FROM show_chunks('event_log') c")
+    cursor.execute(
+        "SELECT decompress_chunk(c, if_compressed => TRUE) FROM show_chunks('event_log') c"
+    )
     cursor.execute("ALTER TABLE event_log SET (timescaledb.compress = false)")
     cursor.execute(alter)
-    cursor.execute("ALTER TABLE event_log SET (timescaledb.compress, timescaledb.compress_segmentby = 'subject')")
-    cursor.execute("SELECT add_compression_policy('event_log', INTERVAL '30 days', if_not_exists => TRUE)")
+    cursor.execute(
+        "ALTER TABLE event_log SET (timescaledb.compress, timescaledb.compress_segmentby = 'subject')"
+    )
+    cursor.execute(
+        "SELECT add_compression_policy('event_log', INTERVAL '30 days', if_not_exists => TRUE)"
+    )
 
 
 def apply(conn) -> None:
@@ -60,8 +68,10 @@ def apply(conn) -> None:
 
 def rollback(conn) -> None:
     cursor = conn.cursor()
-    cursor.execute("DROP INDEX IF EXISTS event_log_subject_nonmetric, event_log_correlation_nonmetric, "
-                   "event_log_stored_brin")
+    cursor.execute(
+        "DROP INDEX IF EXISTS event_log_subject_nonmetric, event_log_correlation_nonmetric, "
+        "event_log_stored_brin"
+    )
     for index in OLD_INDEXES:
         cursor.execute(index)
     _payload_type(cursor, "jsonb")

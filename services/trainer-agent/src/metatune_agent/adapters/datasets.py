@@ -16,13 +16,14 @@ import uuid
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError, ObjectNotFoundError
+
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.contracts import DatasetLocation
 from metatune.errors import DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
 from metatune.settings import Settings
-from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ..domain.errors import DatasetMissing, DatasetNotAllowed
 
@@ -34,7 +35,13 @@ def _suffixes(ref: str) -> str:
 
 class DatasetFetcher:
     def __init__(
-        self, *, objects: ObjectStore, js: JetStreamContext, directory: Path, max_bytes: int, settings: Settings
+        self,
+        *,
+        objects: ObjectStore,
+        js: JetStreamContext,
+        directory: Path,
+        max_bytes: int,
+        settings: Settings,
     ) -> None:
         self._objects, self._js, self._dir, self._max_bytes = objects, js, directory, max_bytes
         self._settings = settings
@@ -59,7 +66,9 @@ class DatasetFetcher:
         except (ObjectNotFoundError, NotFoundError) as exc:
             raise DatasetMissing(f"{DATASETS_BUCKET}/{key} is not in the object store") from exc
         if info.size and info.size > self._max_bytes:
-            raise DatasetMissing(f"{DATASETS_BUCKET}/{key} is {info.size:,} bytes, over the limit of {self._max_bytes:,}")
+            raise DatasetMissing(
+                f"{DATASETS_BUCKET}/{key} is {info.size:,} bytes, over the limit of {self._max_bytes:,}"
+            )
         digest = hashlib.sha256(f"{key}\0{info.digest}".encode()).hexdigest()[:24]
         target = self._dir / f"{digest}{_suffixes(key)}"
         if target.is_file() and target.stat().st_size == info.size:
@@ -77,7 +86,8 @@ class DatasetFetcher:
             raise DatasetNotAllowed("URL datasets are disabled (METATUNE_ALLOW_URL_DATASETS)")
         target = self._dir / f"{hashlib.sha256(url.encode()).hexdigest()[:24]}{_suffixes(url)}"
         limits = DownloadLimits(
-            max_bytes=self._max_bytes, timeout_s=self._settings.url_timeout_s,
+            max_bytes=self._max_bytes,
+            timeout_s=self._settings.url_timeout_s,
             allow=tuple(parse_networks(self._settings.url_allowed_networks)),
         )
         try:

@@ -21,14 +21,21 @@ log = logging.getLogger("metatune.agent.uploads")
 
 
 async def with_retries(settings: Settings, what: str, operation: Callable[[], Awaitable[T]]) -> T:
-    return await retrying(operation, what=what, budget_s=settings.bus_retry_budget_s,
-                          initial_s=settings.bus_retry_initial_s, max_delay_s=settings.bus_retry_max_s)
+    return await retrying(
+        operation,
+        what=what,
+        budget_s=settings.bus_retry_budget_s,
+        initial_s=settings.bus_retry_initial_s,
+        max_delay_s=settings.bus_retry_max_s,
+    )
 
 
 class LatestUploader:
     """One job's checkpoint uploads, run on the event loop; :meth:`offer` is called there."""
 
-    def __init__(self, upload: Callable[[bytes], Awaitable[None]], settings: Settings, what: str) -> None:
+    def __init__(
+        self, upload: Callable[[bytes], Awaitable[None]], settings: Settings, what: str
+    ) -> None:
         self._upload = upload
         self._settings = settings
         self._what = what
@@ -39,8 +46,12 @@ class LatestUploader:
 
     def offer(self, step: int, data: bytes) -> None:
         if self._pending is not None:
-            log.info("%s: checkpoint at step %d replaces step %d still waiting for the bus", self._what, step,
-                     self._pending[0])
+            log.info(
+                "%s: checkpoint at step %d replaces step %d still waiting for the bus",
+                self._what,
+                step,
+                self._pending[0],
+            )
         self._pending = (step, data)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name=f"upload-{self._what}")
@@ -50,8 +61,12 @@ class LatestUploader:
             step, data = self._pending
             self._pending = None
             try:
-                await with_retries(self._settings, f"{self._what} checkpoint upload", lambda: self._upload(data))
-            except Exception as exc:  # the budget ran out: the next checkpoint (or the outcome) tries again
+                await with_retries(
+                    self._settings, f"{self._what} checkpoint upload", lambda: self._upload(data)
+                )
+            except (
+                Exception
+            ) as exc:  # the budget ran out: the next checkpoint (or the outcome) tries again
                 self.error = exc
                 log.warning("%s: checkpoint at step %d not uploaded: %r", self._what, step, exc)
                 continue

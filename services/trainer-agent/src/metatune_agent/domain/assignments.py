@@ -31,4 +31,6 @@ def parse_assignment(raw: dict[str, Any]) -> ParsedAssignment:
         if not exc.errors() or any(err["loc"][:1] != ("config",) for err in exc.errors()):
             raise
         assignment = Assignment.model_validate({**raw, "config": None})
-        return ParsedAssignment(assignment, config_error=f"invalid LoRA configuration: {describe(exc)}")
+        return ParsedAssignment(
+            assignment, config_error=f"invalid LoRA configuration: {describe(exc)}"
+        )

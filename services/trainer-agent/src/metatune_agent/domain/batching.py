@@ -20,7 +20,13 @@ IGNORE_INDEX = -100
 
 class BatchPlan:
     def __init__(
-        self, lengths: torch.Tensor, batch_size: int, *, seed: int, group_by_length: bool = True, group_factor: int = 50
+        self,
+        lengths: torch.Tensor,
+        batch_size: int,
+        *,
+        seed: int,
+        group_by_length: bool = True,
+        group_factor: int = 50,
     ) -> None:
         self.lengths = lengths
         self.batch_size = batch_size
@@ -95,4 +101,6 @@ class Collator:
             inputs["labels"] = input_ids.masked_fill(attention == 0, IGNORE_INDEX)
         elif split.labels is not None:
             inputs["labels"] = split.labels[indices]
-        return Batch(inputs=inputs, tokens=int(attention.sum()), tokens_with_padding=int(input_ids.numel()))
+        return Batch(
+            inputs=inputs, tokens=int(attention.sum()), tokens_with_padding=int(input_ids.numel())
+        )

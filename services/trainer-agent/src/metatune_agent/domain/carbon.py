@@ -61,7 +61,9 @@ class CarbonLedger:
         self.pue = pue
         self._entries: dict[tuple[datetime, str], _Entry] = {}
 
-    def add(self, start: datetime, end: datetime, energy_wh: float, intensity: IntensityLookup) -> None:
+    def add(
+        self, start: datetime, end: datetime, energy_wh: float, intensity: IntensityLookup
+    ) -> None:
         """Charge ``energy_wh`` spent here between ``start`` and ``end``, split across hours by time."""
         if energy_wh <= 0:
             return
@@ -104,13 +106,18 @@ class CarbonLedger:
                 pue=entry.pue,
                 energy_wh=entry.energy_wh,
                 g_per_kwh=entry.g_per_kwh,
-                emissions_g=0.0 if entry.g_per_kwh is None else entry.energy_wh / 1000.0 * entry.pue * entry.g_per_kwh,
+                emissions_g=0.0
+                if entry.g_per_kwh is None
+                else entry.energy_wh / 1000.0 * entry.pue * entry.g_per_kwh,
             )
             for (hour, site), entry in sorted(self._entries.items())
         ]
 
     def to_state(self) -> list[list[Any]]:
-        return [[h.isoformat(), site, e.energy_wh, e.pue, e.g_per_kwh] for (h, site), e in sorted(self._entries.items())]
+        return [
+            [h.isoformat(), site, e.energy_wh, e.pue, e.g_per_kwh]
+            for (h, site), e in sorted(self._entries.items())
+        ]
 
     @classmethod
     def from_state(cls, state: list[list[Any]], datacenter: str, pue: float) -> CarbonLedger:

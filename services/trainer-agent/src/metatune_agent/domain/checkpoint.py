@@ -93,9 +93,13 @@ class Checkpoint:
         except Exception as exc:
             raise CheckpointMismatch(f"the checkpoint cannot be read: {exc}") from exc
         if state.get("format") != FORMAT:
-            raise CheckpointMismatch(f"checkpoint format {state.get('format')!r}, this agent reads {FORMAT}")
+            raise CheckpointMismatch(
+                f"checkpoint format {state.get('format')!r}, this agent reads {FORMAT}"
+            )
         if state["fingerprint"] != expect_fingerprint:
-            raise CheckpointMismatch("the checkpoint belongs to another configuration, model or dataset")
+            raise CheckpointMismatch(
+                "the checkpoint belongs to another configuration, model or dataset"
+            )
         return cls(
             fingerprint=state["fingerprint"],
             position=Position(**state["position"]),
@@ -111,7 +115,9 @@ class Checkpoint:
             plateau=[float(v) for v in state["plateau"]],
             accumulated=Accumulated(**state["accumulated"]),
             last_train_loss=state.get("last_train_loss"),
-            evaluations=[(int(step), dict(values)) for step, values in state.get("evaluations", [])],
+            evaluations=[
+                (int(step), dict(values)) for step, values in state.get("evaluations", [])
+            ],
         )
 
 

@@ -31,7 +31,15 @@ from metatune.contracts import LoraConfig, LrSchedule
 from .trainer import Evaluation, lr_lambda
 
 MODEL_FORMAT = 1
-DEFAULT_GRID = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875)  # the seed KB's evaluations before the end
+DEFAULT_GRID = (
+    0.125,
+    0.25,
+    0.375,
+    0.5,
+    0.625,
+    0.75,
+    0.875,
+)  # the seed KB's evaluations before the end
 DEFAULT_CONFIDENCE = 0.95
 SCALE_FLOOR = 0.01  # least residual size (one accuracy point): a flat curve still gets a band
 LR_RESOLUTION = 200  # steps the schedule is sampled at to measure the learning rate still to come
@@ -50,7 +58,10 @@ class Curve:
 
     @classmethod
     def from_evaluations(
-        cls, evaluations: Iterable[tuple[int, Evaluation]], total_steps: int, metric: str = "accuracy"
+        cls,
+        evaluations: Iterable[tuple[int, Evaluation]],
+        total_steps: int,
+        metric: str = "accuracy",
     ) -> Curve | None:
         points = []
         for step, evaluation in evaluations:
@@ -95,10 +106,16 @@ class RunShape:
     @classmethod
     def of(cls, config: LoraConfig | dict[str, Any]) -> RunShape:
         c = config if isinstance(config, dict) else config.model_dump(mode="json")
-        return cls(float(c["learning_rate"]), str(c.get("lr_schedule", "linear")), float(c.get("warmup_ratio", 0.0)))
+        return cls(
+            float(c["learning_rate"]),
+            str(c.get("lr_schedule", "linear")),
+            float(c.get("warmup_ratio", 0.0)),
+        )
 
 
-def features(metric: list[float], loss: list[float], fraction: float, shape: RunShape) -> list[float]:
+def features(
+    metric: list[float], loss: list[float], fraction: float, shape: RunShape
+) -> list[float]:
     """One row for the model of prefix length ``len(metric) - 1`` (metric[0], loss[0]: step 0)."""
     seen = metric[1:]
     last = seen[-1]
@@ -132,11 +149,15 @@ class _Trees:
         trees = []
         for estimator in model.estimators_[:, 0]:
             t = estimator.tree_
-            trees.append({
-                "left": t.children_left.tolist(), "right": t.children_right.tolist(),
-                "feature": t.feature.tolist(), "threshold": t.threshold.tolist(),
-                "value": t.value[:, 0, 0].tolist(),
-            })
+            trees.append(
+                {
+                    "left": t.children_left.tolist(),
+                    "right": t.children_right.tolist(),
+                    "feature": t.feature.tolist(),
+                    "threshold": t.threshold.tolist(),
+                    "value": t.value[:, 0, 0].tolist(),
+                }
+            )
         return cls(float(model.init_.constant_.ravel()[0]), float(model.learning_rate), trees)
 
     def predict(self, row: Sequence[float]) -> float:
@@ -144,7 +165,11 @@ class _Trees:
         for t in self.trees:
             node = 0
             while t["left"][node] != -1:
-                node = t["left"][node] if row[t["feature"][node]] <= t["threshold"][node] else t["right"][node]
+                node = (
+                    t["left"][node]
+                    if row[t["feature"][node]] <= t["threshold"][node]
+                    else t["right"][node]
+                )
             total += self.rate * t["value"][node]
         return total
 
@@ -153,7 +178,9 @@ class _Trees:
 class _PrefixModel:
     trees: _Trees
     residuals: list[float]  # out-of-dataset residuals (final - predicted) / scale, sorted
-    scale: _Trees | None = None  # predicts the residual's size (normalised conformal); None: one width for all
+    scale: _Trees | None = (
+        None  # predicts the residual's size (normalised conformal); None: one width for all
+    )
 
     def width(self, row: Sequence[float], confidence: float) -> float:
         size = max(self.scale.predict(row), SCALE_FLOOR) if self.scale is not None else 1.0
@@ -177,7 +204,9 @@ class CurveStopper:
     provenance: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------- predicting
-    def predict(self, curve: Curve, shape: RunShape, confidence: float = DEFAULT_CONFIDENCE) -> Prediction | None:
+    def predict(
+        self, curve: Curve, shape: RunShape, confidence: float = DEFAULT_CONFIDENCE
+    ) -> Prediction | None:
         prefix = curve.prefix(self.grid)
         if prefix is None:
             return None
@@ -186,12 +215,21 @@ class CurveStopper:
         model = self.models.get(k)
         if model is None:
             return None
-        row = np.nan_to_num(np.array(features(metric, loss, self.grid[k - 1], shape)), nan=0.0).tolist()
+        row = np.nan_to_num(
+            np.array(features(metric, loss, self.grid[k - 1], shape)), nan=0.0
+        ).tolist()
         point = metric[-1] + model.trees.predict(row)
-        return Prediction(final=point, upper=point + model.width(row, confidence), fraction=self.grid[k - 1])
+        return Prediction(
+            final=point, upper=point + model.width(row, confidence), fraction=self.grid[k - 1]
+        )
 
     def should_stop(
-        self, curve: Curve, shape: RunShape, best: float | None, *, confidence: float = DEFAULT_CONFIDENCE,
+        self,
+        curve: Curve,
+        shape: RunShape,
+        best: float | None,
+        *,
+        confidence: float = DEFAULT_CONFIDENCE,
         margin: float = 0.0,
     ) -> str | None:
         """A reason to stop, or None: the final metric's upper bound lies below the study's best - margin."""
@@ -233,7 +271,9 @@ class CurveStopper:
         groups = np.array([r.group for r in usable])
         n_groups = len(set(groups.tolist()))
         if len(usable) < 10:
-            raise CurveModelError(f"{len(usable)} complete curves on the grid; at least 10 are needed to fit")
+            raise CurveModelError(
+                f"{len(usable)} complete curves on the grid; at least 10 are needed to fit"
+            )
         models: dict[int, _PrefixModel] = {}
         for k in range(1, len(grid) + 1):
             rows, targets, keep = [], [], []
@@ -251,15 +291,23 @@ class CurveStopper:
 
             def model() -> Any:
                 return GradientBoostingRegressor(
-                    n_estimators=n_estimators, max_depth=max_depth, learning_rate=0.05, subsample=1.0,
-                    min_samples_leaf=5, random_state=0,
+                    n_estimators=n_estimators,
+                    max_depth=max_depth,
+                    learning_rate=0.05,
+                    subsample=1.0,
+                    min_samples_leaf=5,
+                    random_state=0,
                 )
 
             splits = min(folds, len(set(g.tolist())))
 
             def out_of_fold(target: np.ndarray) -> np.ndarray:
                 found = np.empty(len(target))
-                parts = GroupKFold(n_splits=splits).split(x, target, g) if splits >= 2 else KFold(5).split(x, target)
+                parts = (
+                    GroupKFold(n_splits=splits).split(x, target, g)
+                    if splits >= 2
+                    else KFold(5).split(x, target)
+                )
                 for train, test in parts:
                     found[test] = model().fit(x[train], target[train]).predict(x[test])
                 return found
@@ -268,22 +316,36 @@ class CurveStopper:
             scale = None
             if normalised:
                 size = np.abs(residuals)
-                residuals = residuals / np.maximum(out_of_fold(size), SCALE_FLOOR)  # sizes out of fold too
+                residuals = residuals / np.maximum(
+                    out_of_fold(size), SCALE_FLOOR
+                )  # sizes out of fold too
                 scale = _Trees.of(model().fit(x, size))
-            models[k] = _PrefixModel(_Trees.of(model().fit(x, y)), sorted(residuals.tolist()), scale)
+            models[k] = _PrefixModel(
+                _Trees.of(model().fit(x, y)), sorted(residuals.tolist()), scale
+            )
         info = {"runs": len(usable), "datasets": n_groups, **(provenance or {})}
         return cls(tuple(grid), metric_name, models, info)
 
     # ------------------------------------------------------------- file
     def to_json(self) -> dict[str, Any]:
         return {
-            "kind": "metatune-curve-stopper", "format": MODEL_FORMAT, "grid": list(self.grid),
-            "metric_name": self.metric_name, "provenance": self.provenance,
+            "kind": "metatune-curve-stopper",
+            "format": MODEL_FORMAT,
+            "grid": list(self.grid),
+            "metric_name": self.metric_name,
+            "provenance": self.provenance,
             "models": {
                 str(k): {
-                    "init": m.trees.init, "rate": m.trees.rate, "trees": m.trees.trees, "residuals": m.residuals,
-                    "scale": None if m.scale is None else {
-                        "init": m.scale.init, "rate": m.scale.rate, "trees": m.scale.trees,
+                    "init": m.trees.init,
+                    "rate": m.trees.rate,
+                    "trees": m.trees.trees,
+                    "residuals": m.residuals,
+                    "scale": None
+                    if m.scale is None
+                    else {
+                        "init": m.scale.init,
+                        "rate": m.scale.rate,
+                        "trees": m.scale.trees,
                     },
                 }
                 for k, m in self.models.items()
@@ -296,14 +358,24 @@ class CurveStopper:
             raise CurveModelError(
                 f"not a curve-stop model of format {MODEL_FORMAT} (kind {data.get('kind')!r}, format {data.get('format')!r})"
             )
+
         def trees(m: dict[str, Any]) -> _Trees:
             return _Trees(float(m["init"]), float(m["rate"]), m["trees"])
 
         models = {
-            int(k): _PrefixModel(trees(m), [float(r) for r in m["residuals"]], trees(m["scale"]) if m.get("scale") else None)
+            int(k): _PrefixModel(
+                trees(m),
+                [float(r) for r in m["residuals"]],
+                trees(m["scale"]) if m.get("scale") else None,
+            )
             for k, m in data["models"].items()
         }
-        return cls(tuple(float(f) for f in data["grid"]), str(data["metric_name"]), models, dict(data["provenance"]))
+        return cls(
+            tuple(float(f) for f in data["grid"]),
+            str(data["metric_name"]),
+            models,
+            dict(data["provenance"]),
+        )
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), separators=(",", ":")) + "\n", encoding="utf-8")
@@ -339,11 +411,17 @@ class TrainingCurve:
         if run.metric_name != metric or not run.curve or "learning_rate" not in run.config:
             return None
         points = tuple(
-            (p.fraction, float(p.metric), p.val_loss) for p in sorted(run.curve, key=lambda p: p.fraction)
+            (p.fraction, float(p.metric), p.val_loss)
+            for p in sorted(run.curve, key=lambda p: p.fraction)
             if p.metric is not None
         )
         complete = points and points[-1][0] >= 1.0 - 1e-9 and str(run.status) == "completed"
-        return cls(Curve(points), RunShape.of(run.config), points[-1][1] if complete else None, run.dataset.name)
+        return cls(
+            Curve(points),
+            RunShape.of(run.config),
+            points[-1][1] if complete else None,
+            run.dataset.name,
+        )
 
 
 # ----------------------------------------------------------------- the run hook
@@ -357,7 +435,9 @@ def stop_hook(
 ) -> Callable[[int, int, list[tuple[int, Evaluation]]], str | None]:
     """A ``RunHooks.should_stop`` that asks ``best()`` for the study's best so far at each evaluation."""
 
-    def should_stop(step: int, total_steps: int, evaluations: list[tuple[int, Evaluation]]) -> str | None:
+    def should_stop(
+        step: int, total_steps: int, evaluations: list[tuple[int, Evaluation]]
+    ) -> str | None:
         current = best()
         if current is None:
             return None

@@ -56,9 +56,15 @@ class Split:
 
 def detect_format(path: Path) -> DatasetFormat:
     name = path.name.lower().removesuffix(".gz")
-    for suffix, fmt in ((".jsonl", DatasetFormat.jsonl), (".json", DatasetFormat.jsonl), (".ndjson", DatasetFormat.jsonl),
-                        (".csv", DatasetFormat.csv), (".tsv", DatasetFormat.csv), (".parquet", DatasetFormat.parquet),
-                        (".txt", DatasetFormat.text)):
+    for suffix, fmt in (
+        (".jsonl", DatasetFormat.jsonl),
+        (".json", DatasetFormat.jsonl),
+        (".ndjson", DatasetFormat.jsonl),
+        (".csv", DatasetFormat.csv),
+        (".tsv", DatasetFormat.csv),
+        (".parquet", DatasetFormat.parquet),
+        (".txt", DatasetFormat.text),
+    ):
         if name.endswith(suffix):
             return fmt
     with path.open("rb") as fh:
@@ -114,7 +120,9 @@ def load_examples(
         labels.append(label)
         splits.append((_as_text(row.get(split_col)) or "train").lower() if split_col else "")
     if not texts:
-        raise EmptySplit(f"dataset {path} has no usable rows ({skipped} rows lack a text or a label)")
+        raise EmptySplit(
+            f"dataset {path} has no usable rows ({skipped} rows lack a text or a label)"
+        )
     return Examples(
         texts=texts,
         pairs=pairs if pair_col else None,
@@ -130,7 +138,9 @@ def split_examples(examples: Examples, val_fraction: float) -> Split:
         train = [i for i, s in enumerate(examples.splits) if s in TRAIN_SPLITS]
         val = [i for i, s in enumerate(examples.splits) if s in VAL_SPLITS]
         if not train:
-            raise EmptySplit(f"no rows in split 'train' (splits present: {sorted(set(examples.splits))})")
+            raise EmptySplit(
+                f"no rows in split 'train' (splits present: {sorted(set(examples.splits))})"
+            )
         if val:
             return Split(train=train, val=val, source="column")
         return _hash_split(examples, train, val_fraction)
@@ -139,7 +149,9 @@ def split_examples(examples: Examples, val_fraction: float) -> Split:
 
 def _hash_split(examples: Examples, indices: list[int], val_fraction: float) -> Split:
     if len(indices) < 2:
-        raise EmptySplit(f"{len(indices)} usable training row(s): need at least 2 to hold out a validation split")
+        raise EmptySplit(
+            f"{len(indices)} usable training row(s): need at least 2 to hold out a validation split"
+        )
     n_val = min(len(indices) - 1, max(1, round(len(indices) * val_fraction)))
 
     def key(i: int) -> tuple[bytes, int]:
@@ -152,10 +164,14 @@ def _hash_split(examples: Examples, indices: list[int], val_fraction: float) -> 
     return Split(train=[i for i in indices if i not in held], val=val, source="hash")
 
 
-def _column(columns: set[str], wanted: str | None, candidates: tuple[str, ...], what: str, *, required: bool) -> str | None:
+def _column(
+    columns: set[str], wanted: str | None, candidates: tuple[str, ...], what: str, *, required: bool
+) -> str | None:
     if wanted is not None:
         if wanted not in columns:
-            raise InvalidTrainingConfig(f"{what} column {wanted!r} is not in the dataset (columns: {sorted(columns)})")
+            raise InvalidTrainingConfig(
+                f"{what} column {wanted!r} is not in the dataset (columns: {sorted(columns)})"
+            )
         return wanted
     for name in candidates:
         if name in columns:
@@ -197,7 +213,9 @@ def _read_rows(path: Path, fmt: DatasetFormat) -> Iterator[dict[str, Any]]:
                         raise ValueError(f"a JSON line is a {type(row).__name__}, not an object")
                     yield row
         elif fmt == DatasetFormat.csv:
-            dialect = "excel-tab" if path.name.lower().removesuffix(".gz").endswith(".tsv") else "excel"
+            dialect = (
+                "excel-tab" if path.name.lower().removesuffix(".gz").endswith(".tsv") else "excel"
+            )
             yield from csv.DictReader(fh, dialect=dialect)
         else:
             for line in fh:

@@ -59,7 +59,12 @@ class EncodedSplit:
         )
 
     def to_state(self) -> dict[str, Any]:
-        return {"ids": self.ids, "offsets": self.offsets, "type_ids": self.type_ids, "labels": self.labels}
+        return {
+            "ids": self.ids,
+            "offsets": self.offsets,
+            "type_ids": self.type_ids,
+            "labels": self.labels,
+        }
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,12 @@ class EncodedDataset:
     def majority_baseline(self) -> float | None:
         """Accuracy of always predicting the most common training label, on the validation split:
         the floor a classifier must beat (None without labels or validation examples)."""
-        if self.train.labels is None or self.val.labels is None or len(self.train) == 0 or len(self.val) == 0:
+        if (
+            self.train.labels is None
+            or self.val.labels is None
+            or len(self.train) == 0
+            or len(self.val) == 0
+        ):
             return None
         majority = int(torch.bincount(self.train.labels).argmax())
         return int((self.val.labels == majority).sum()) / len(self.val)
@@ -111,7 +121,9 @@ def encode_dataset(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
     if cache_path is not None:
         try:
             _save(cache_path, dataset)
-        except OSError as exc:  # the cache only saves time: a full or read-only disk must not fail the run
+        except (
+            OSError
+        ) as exc:  # the cache only saves time: a full or read-only disk must not fail the run
             log.warning("tokenization cache not written (%s): %s", cache_path, exc)
     return dataset
 

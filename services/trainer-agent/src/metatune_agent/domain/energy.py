@@ -158,7 +158,9 @@ def detect_counter(
     """The best counter this machine offers for ``device``."""
     if device.type == "cuda":
         try:
-            return NvmlCounter(device.index if device.index is not None else torch.cuda.current_device())
+            return NvmlCounter(
+                device.index if device.index is not None else torch.cuda.current_device()
+            )
         except Exception:  # no driver library, no permission, unsupported board
             return GpuModelCounter(gpu_power_w)
     try:
@@ -207,7 +209,9 @@ class EnergyMeter:
         joules = self.counter.joules()
         above_idle = max(0.0, (joules - self._j) - self.idle_w * seconds)
         self._t, self._j = now, joules
-        return Lap(seconds=seconds, energy_wh=above_idle / JOULES_PER_WH, power_w=above_idle / seconds)
+        return Lap(
+            seconds=seconds, energy_wh=above_idle / JOULES_PER_WH, power_w=above_idle / seconds
+        )
 
 
 def _nvml_handle(pynvml, device_index: int):  # type: ignore[no-untyped-def]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 
-def classification_metrics(predictions: list[int], targets: list[int], num_labels: int) -> tuple[float, float]:
+def classification_metrics(
+    predictions: list[int], targets: list[int], num_labels: int
+) -> tuple[float, float]:
     """Accuracy and macro-F1 (mean F1 over the classes present in targets or predictions)."""
     if not targets:
         return 0.0, 0.0

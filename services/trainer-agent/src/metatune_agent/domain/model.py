@@ -19,7 +19,12 @@ from peft import TaskType as PeftTaskType
 from peft import get_peft_model
 from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+)
 
 from metatune.contracts import LoraConfig, TaskType
 from metatune.models import UnknownBaseModel, resolve_base_model
@@ -39,12 +44,16 @@ def load_tokenizer(base_model: str) -> tuple[Any, str]:
         raise UnknownModel(f"cannot load a tokenizer for {base_model!r}: {exc}") from exc
     if tokenizer.pad_token_id is None:
         if tokenizer.eos_token is None:
-            raise UnknownModel(f"tokenizer of {base_model!r} has neither a pad nor an end-of-sequence token")
+            raise UnknownModel(
+                f"tokenizer of {base_model!r} has neither a pad nor an end-of-sequence token"
+            )
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer, source
 
 
-def load_model(source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int) -> nn.Module:
+def load_model(
+    source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int
+) -> nn.Module:
     """The base model for ``task`` wrapped in a fresh LoRA adapter (call under a seeded RNG)."""
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
@@ -52,18 +61,26 @@ def load_model(source: str, task: TaskType, config: LoraConfig, *, num_labels: i
         return _load_model(source, task, config, num_labels=num_labels, pad_token_id=pad_token_id)
 
 
-def _load_model(source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int) -> nn.Module:
+def _load_model(
+    source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int
+) -> nn.Module:
     try:
         hf_config = AutoConfig.from_pretrained(source)
         if task == TaskType.causal_lm:
             hf_config.is_decoder = True  # encoders (BERT) become decoders with a causal mask
-            model, info = AutoModelForCausalLM.from_pretrained(source, config=hf_config, output_loading_info=True)
+            model, info = AutoModelForCausalLM.from_pretrained(
+                source, config=hf_config, output_loading_info=True
+            )
             peft_task = PeftTaskType.CAUSAL_LM
         else:
             if num_labels < 2:
-                raise InvalidTrainingConfig(f"classification needs at least 2 labels, the dataset has {num_labels}")
+                raise InvalidTrainingConfig(
+                    f"classification needs at least 2 labels, the dataset has {num_labels}"
+                )
             hf_config.num_labels = num_labels
-            hf_config.pad_token_id = hf_config.pad_token_id if hf_config.pad_token_id is not None else pad_token_id
+            hf_config.pad_token_id = (
+                hf_config.pad_token_id if hf_config.pad_token_id is not None else pad_token_id
+            )
             model, info = AutoModelForSequenceClassification.from_pretrained(
                 source, config=hf_config, output_loading_info=True
             )
@@ -74,7 +91,10 @@ def _load_model(source: str, task: TaskType, config: LoraConfig, *, num_labels: 
     targets: list[str] | str | None = config.target_modules
     if targets == ["all-linear"]:  # peft's shorthand is a plain string, a list names modules
         targets = "all-linear"
-    if targets is None and hf_config.model_type not in TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
+    if (
+        targets is None
+        and hf_config.model_type not in TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+    ):
         targets = "all-linear"
     fresh = new_modules(model, info.get("missing_keys", ()))
     try:
@@ -88,7 +108,9 @@ def _load_model(source: str, task: TaskType, config: LoraConfig, *, num_labels: 
         )
         return get_peft_model(model, peft_config)
     except ValueError as exc:
-        raise InvalidTrainingConfig(f"LoRA targets {targets!r} do not fit {source!r}: {exc}") from exc
+        raise InvalidTrainingConfig(
+            f"LoRA targets {targets!r} do not fit {source!r}: {exc}"
+        ) from exc
 
 
 def new_modules(model: nn.Module, missing_keys: Any) -> list[str]:

@@ -16,7 +16,14 @@ from metatune.clock import HOUR, Clock, floor_hour
 
 
 class StepPacer:
-    def __init__(self, clock: Clock, *, total_steps: int, estimated_hours: float, start: datetime | None = None) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        total_steps: int,
+        estimated_hours: float,
+        start: datetime | None = None,
+    ) -> None:
         if estimated_hours <= 0:
             raise ValueError("estimated_hours must be positive")
         self.clock = clock

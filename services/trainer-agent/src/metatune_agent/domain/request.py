@@ -19,28 +19,51 @@ class TrainOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    device: str = Field("auto", description="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1', ...")
-    precision: Precision = Field(
-        "auto", description="auto: bf16 autocast on GPUs that support it, else fp16 with a grad scaler; on CPU bf16 where "
-        "the CPU has native bf16 (AVX512-BF16, AMX), else fp32"
+    device: str = Field(
+        "auto", description="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1', ..."
     )
-    dynamic_padding: bool = Field(True, description="pad each batch to its longest sequence, not max_seq_length")
+    precision: Precision = Field(
+        "auto",
+        description="auto: bf16 autocast on GPUs that support it, else fp16 with a grad scaler; on CPU bf16 where "
+        "the CPU has native bf16 (AVX512-BF16, AMX), else fp32",
+    )
+    dynamic_padding: bool = Field(
+        True, description="pad each batch to its longest sequence, not max_seq_length"
+    )
     group_by_length: bool = Field(True, description="batch sequences of similar length together")
-    pad_to_multiple_of: int | None = Field(None, ge=1, description="None: 8 on GPU (tensor cores), 1 on CPU")
-    smoke_test: bool = Field(True, description="two forward/backward passes (longest batch first) before the run")
-    probe_batch_size: bool | None = Field(None, description="halve the micro-batch on OOM; None: on GPU only")
+    pad_to_multiple_of: int | None = Field(
+        None, ge=1, description="None: 8 on GPU (tensor cores), 1 on CPU"
+    )
+    smoke_test: bool = Field(
+        True, description="two forward/backward passes (longest batch first) before the run"
+    )
+    probe_batch_size: bool | None = Field(
+        None, description="halve the micro-batch on OOM; None: on GPU only"
+    )
     early_stopping: bool = True
-    patience: int = Field(4, ge=1, description="evaluations without a new best before a plateau may be called")
+    patience: int = Field(
+        4, ge=1, description="evaluations without a new best before a plateau may be called"
+    )
     plateau_window: int = Field(5, ge=3, description="evaluations in the trend regression")
     min_rel_improvement: float = Field(
-        0.01, ge=0, description="a gain smaller than this share of the gain so far counts as no gain"
+        0.01,
+        ge=0,
+        description="a gain smaller than this share of the gain so far counts as no gain",
     )
-    eval_every: int | None = Field(None, ge=1, description="optimizer steps between evaluations; None: 10 per run")
+    eval_every: int | None = Field(
+        None, ge=1, description="optimizer steps between evaluations; None: 10 per run"
+    )
     max_eval_examples: int = Field(512, ge=1, description="held-out examples scored per evaluation")
-    val_fraction: float = Field(0.1, gt=0, lt=1, description="share of rows held out when the data has no split column")
-    checkpoint_every: int | None = Field(None, ge=1, description="optimizer steps between checkpoints; None: never")
+    val_fraction: float = Field(
+        0.1, gt=0, lt=1, description="share of rows held out when the data has no split column"
+    )
+    checkpoint_every: int | None = Field(
+        None, ge=1, description="optimizer steps between checkpoints; None: never"
+    )
     cache_dir: Path | None = Field(None, description="tokenization cache; None: no cache")
-    deterministic: bool = Field(False, description="torch deterministic algorithms (bit-exact resume on GPU)")
+    deterministic: bool = Field(
+        False, description="torch deterministic algorithms (bit-exact resume on GPU)"
+    )
 
 
 class TrainingRequest(BaseModel):

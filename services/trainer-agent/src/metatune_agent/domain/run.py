@@ -25,7 +25,7 @@ from .adapter import pack_adapter
 from .batching import Collator
 from .carbon import CarbonLedger, IntensityLookup, no_intensity
 from .checkpoint import Accumulated, Checkpoint, fingerprint
-from .encoding import EncodedDataset, encode_dataset
+from .encoding import encode_dataset
 from .energy import DEFAULT_WATTS_PER_CORE, EnergyMeter, detect_counter
 from .errors import DatasetMissing, OutOfMemory, SmokeTestFailed
 from .model import count_parameters, device_for, load_model, load_tokenizer
@@ -102,12 +102,20 @@ class RunOutcome:
     estimate_step_time_s: float | None = None
     estimate_gpu_hours: float | None = None
     estimate_power_w: float | None = None
-    train_seconds: float = 0.0  # time inside optimizer steps in this session (no loading, evaluation, waiting)
+    train_seconds: float = (
+        0.0  # time inside optimizer steps in this session (no loading, evaluation, waiting)
+    )
     loss_history: list[tuple[int, float]] = field(default_factory=list)
     eval_history: list[tuple[int, float]] = field(default_factory=list)
-    evaluations: list[tuple[int, Evaluation]] = field(default_factory=list)  # periodic evaluations, step 0 first
-    stop_reason: str | None = None  # why an early-stopped run stopped: "plateau" or the stopper's reason
-    majority_baseline: float | None = None  # accuracy of always predicting the most common train label (val split)
+    evaluations: list[tuple[int, Evaluation]] = field(
+        default_factory=list
+    )  # periodic evaluations, step 0 first
+    stop_reason: str | None = (
+        None  # why an early-stopped run stopped: "plateau" or the stopper's reason
+    )
+    majority_baseline: float | None = (
+        None  # accuracy of always predicting the most common train label (val split)
+    )
 
 
 def total_steps_for(request: TrainingRequest, n_train: int) -> int:
@@ -133,7 +141,9 @@ def run_training(
     ``planned_hours`` (wall hours the scheduler estimated for the whole job) paces the steps
     when ``clock`` is simulated; ``resume_from`` continues a checkpoint exactly.
     """
-    return _Run(request, site, clock or RealClock(), intensity, hooks or RunHooks(), planned_hours).execute(resume_from)
+    return _Run(
+        request, site, clock or RealClock(), intensity, hooks or RunHooks(), planned_hours
+    ).execute(resume_from)
 
 
 class _Run:
@@ -164,7 +174,11 @@ class _Run:
         if self.options.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         self.meter = EnergyMeter(
-            detect_counter(self.device, gpu_power_w=self.site.gpu_power_w, watts_per_core=self.site.watts_per_core)
+            detect_counter(
+                self.device,
+                gpu_power_w=self.site.gpu_power_w,
+                watts_per_core=self.site.watts_per_core,
+            )
         )
         self.meter.measure_idle(self.site.idle_seconds)
         self.started = time.monotonic()
@@ -185,11 +199,19 @@ class _Run:
             labels=data.label_names,
             group_by_length=self.options.group_by_length,
         )
-        checkpoint = Checkpoint.from_bytes(resume_from, expect_fingerprint=self.fingerprint) if resume_from else None
+        checkpoint = (
+            Checkpoint.from_bytes(resume_from, expect_fingerprint=self.fingerprint)
+            if resume_from
+            else None
+        )
         self.accumulated = checkpoint.accumulated if checkpoint else Accumulated()
-        self.ledger = CarbonLedger.from_state(self.accumulated.ledger, self.site.datacenter, self.site.pue)
+        self.ledger = CarbonLedger.from_state(
+            self.accumulated.ledger, self.site.datacenter, self.site.pue
+        )
 
-        torch.manual_seed(self.config.seed)  # the fresh heads and LoRA matrices start the same everywhere
+        torch.manual_seed(
+            self.config.seed
+        )  # the fresh heads and LoRA matrices start the same everywhere
         model = load_model(
             source,
             self.request.task,
@@ -231,7 +253,11 @@ class _Run:
         if probe is None:
             probe = self.device.type == "cuda" and checkpoint is None
         self.step_time = self._smoke_test(probe) if self.options.smoke_test else None
-        self.prior_evaluations = [(step, Evaluation(**values)) for step, values in checkpoint.evaluations] if checkpoint else []
+        self.prior_evaluations = (
+            [(step, Evaluation(**values)) for step, values in checkpoint.evaluations]
+            if checkpoint
+            else []
+        )
         if checkpoint:
             self._restore(checkpoint)
         else:
@@ -248,7 +274,9 @@ class _Run:
                 break
             except Exception as exc:
                 if not is_oom(exc):
-                    raise SmokeTestFailed(f"smoke test failed on the longest batch: {type(exc).__name__}: {exc}") from exc
+                    raise SmokeTestFailed(
+                        f"smoke test failed on the longest batch: {type(exc).__name__}: {exc}"
+                    ) from exc
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
                 if not probe or trainer.micro_batch == 1:
@@ -271,7 +299,9 @@ class _Run:
 
     def _restore(self, checkpoint: Checkpoint) -> None:
         trainer = self.trainer
-        set_peft_model_state_dict(trainer.model, {k: v.to(self.device) for k, v in checkpoint.adapter.items()})
+        set_peft_model_state_dict(
+            trainer.model, {k: v.to(self.device) for k, v in checkpoint.adapter.items()}
+        )
         trainer.optimizer.load_state_dict(checkpoint.optimizer)
         trainer.scheduler.load_state_dict(checkpoint.scheduler)
         if trainer.scaler is not None and checkpoint.scaler:
@@ -291,7 +321,9 @@ class _Run:
             pacer = StepPacer(self.clock, total_steps=total, estimated_hours=self.planned_hours)
         self.loss_history: list[tuple[int, float]] = []
         self.eval_history: list[tuple[int, float]] = []
-        self.evaluations: list[tuple[int, Evaluation]] = list(self.prior_evaluations)  # a resumed run keeps its curve
+        self.evaluations: list[tuple[int, Evaluation]] = list(
+            self.prior_evaluations
+        )  # a resumed run keeps its curve
         self.stop_reason: str | None = None
         self.initial_val: float | None = None
         self.estimate_power: float | None = None
@@ -316,12 +348,16 @@ class _Run:
                 result = trainer.train_step()
             except Exception as exc:
                 if is_oom(exc):
-                    raise OutOfMemory(f"out of memory at step {trainer.position.step + 1}: {exc}") from exc
+                    raise OutOfMemory(
+                        f"out of memory at step {trainer.position.step + 1}: {exc}"
+                    ) from exc
                 raise
             self._sync()
             seconds = time.perf_counter() - started
             self.train_seconds += seconds
-            self.step_time = seconds if self.step_time is None else 0.8 * self.step_time + 0.2 * seconds
+            self.step_time = (
+                seconds if self.step_time is None else 0.8 * self.step_time + 0.2 * seconds
+            )
             stretch_steps += 1
             last_loss = result.loss
             self.loss_history.append((trainer.position.step, result.loss))
@@ -353,7 +389,9 @@ class _Run:
             control = self.hooks.control() if self.hooks.control else None
             if control is not None or pacer is None or pacer.may_step(stretch_steps):
                 return control
-            time.sleep(min(max(pacer.wait_seconds(), PACER_POLL_S), 0.5))  # short naps: a pause must not wait an hour
+            time.sleep(
+                min(max(pacer.wait_seconds(), PACER_POLL_S), 0.5)
+            )  # short naps: a pause must not wait an hour
 
     def _evaluate(self, kind_step: int) -> float:
         evaluation = self.trainer.evaluate(self.options.max_eval_examples)
@@ -381,7 +419,11 @@ class _Run:
         }
         adapter = pack_adapter(self.trainer.model, metadata)
         return self._outcome(
-            "completed", last_loss, evaluation=evaluation, early_stopped=early_stopped, adapter=adapter
+            "completed",
+            last_loss,
+            evaluation=evaluation,
+            early_stopped=early_stopped,
+            adapter=adapter,
         )
 
     def _outcome(self, status, last_loss, **extra) -> RunOutcome:  # type: ignore[no-untyped-def]
@@ -430,7 +472,8 @@ class _Run:
             tokens_with_padding=self.accumulated.tokens_with_padding + self.session_padded,
             energy_wh=self.ledger.energy_wh,
             emissions_g=self.ledger.emissions_g,
-            gpu_hours=self.accumulated.gpu_hours + self._session_seconds() * self.site.gpus / 3600.0,
+            gpu_hours=self.accumulated.gpu_hours
+            + self._session_seconds() * self.site.gpus / 3600.0,
             wall_seconds=wall,
             hours=self.ledger.hours(),
             idle_power_w=self.meter.idle_w,
@@ -456,7 +499,9 @@ class _Run:
                 learning_rate=trainer.learning_rate,
                 power_w=power_w,
                 step_time_s=self.step_time,
-                estimated_remaining_gpu_hours=self._gpu_hours_for(trainer.total_steps - trainer.position.step),
+                estimated_remaining_gpu_hours=self._gpu_hours_for(
+                    trainer.total_steps - trainer.position.step
+                ),
                 accounting=self.accounting(),
             )
         )
@@ -491,5 +536,3 @@ class _Run:
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-

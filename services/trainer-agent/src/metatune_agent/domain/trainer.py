@@ -106,12 +106,17 @@ class Trainer:
         self.total_steps = total_steps
         self.causal_lm = causal_lm
         self.num_labels = num_labels
-        self.plan = BatchPlan(train.lengths, micro_batch, seed=config.seed, group_by_length=group_by_length)
+        self.plan = BatchPlan(
+            train.lengths, micro_batch, seed=config.seed, group_by_length=group_by_length
+        )
         params = [p for p in model.parameters() if p.requires_grad]
         decay = [p for p in params if p.ndim >= 2]
         no_decay = [p for p in params if p.ndim < 2]
         self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            [
+                {"params": decay, "weight_decay": config.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
             lr=config.learning_rate,
         )
         warmup = round(config.warmup_ratio * total_steps)
@@ -126,7 +131,12 @@ class Trainer:
         """Change the micro-batch (OOM probing) keeping the effective batch; only before step 1."""
         self.micro_batch = micro_batch
         self.grad_accum = grad_accum
-        self.plan = BatchPlan(self.train_split.lengths, micro_batch, seed=self.config.seed, group_by_length=self.plan.group_by_length)
+        self.plan = BatchPlan(
+            self.train_split.lengths,
+            micro_batch,
+            seed=self.config.seed,
+            group_by_length=self.plan.group_by_length,
+        )
         self._epoch_batches = None
 
     # ----------------------------------------------------------------- data position
@@ -172,7 +182,9 @@ class Trainer:
             total.examples += batch.size
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]], MAX_GRAD_NORM)
+        torch.nn.utils.clip_grad_norm_(
+            [p for g in self.optimizer.param_groups for p in g["params"]], MAX_GRAD_NORM
+        )
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -187,7 +199,9 @@ class Trainer:
         """Forward and backward on one batch without an optimizer step (smoke test, OOM probe)."""
         self.model.train()
         try:
-            return self.forward_backward(self.collator(self.train_split, indices).to(self.device), 1.0)
+            return self.forward_backward(
+                self.collator(self.train_split, indices).to(self.device), 1.0
+            )
         finally:
             self.optimizer.zero_grad(set_to_none=True)
 

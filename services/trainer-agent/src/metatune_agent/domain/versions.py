@@ -31,5 +31,7 @@ def superseded(assignment: Assignment, current: CurrentAssignment | None) -> str
     """Why ``assignment`` must not run given the job's current assignment (None: it may)."""
     if current is None or not current.supersedes(assignment):
         return None
-    return (f"superseded by {current.action.value} at {current.datacenter} (plan version {current.plan_version}, "
-            f"event {current.event_id})")
+    return (
+        f"superseded by {current.action.value} at {current.datacenter} (plan version {current.plan_version}, "
+        f"event {current.event_id})"
+    )

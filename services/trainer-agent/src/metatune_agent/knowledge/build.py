@@ -13,7 +13,6 @@ import platform
 import re
 import subprocess
 import sys
-
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +20,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from metatune.contracts import MetaFeatures
+from metatune.knowledge.errors import KbFileError, KbSchemaMismatch
+from metatune.knowledge.files import repair_kb_file
 from metatune.knowledge.records import (
     CurvePoint,
     DatasetInfo,
@@ -30,8 +31,6 @@ from metatune.knowledge.records import (
     Provenance,
     RunStatus,
 )
-from metatune.knowledge.errors import KbFileError, KbSchemaMismatch
-from metatune.knowledge.files import repair_kb_file
 from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
 
@@ -51,7 +50,9 @@ class BuildSettings:
     data_dir: Path
     out: Path
     work_dir: Path
-    datasets: list[str] | None = None  # names (file stems); None: every classification file in data_dir
+    datasets: list[str] | None = (
+        None  # names (file stems); None: every classification file in data_dir
+    )
     configs: int = 16
     train_rows: int = 2000
     val_rows: int = 256
@@ -68,7 +69,9 @@ class BuildSettings:
     device: str = "auto"
     limit: int | None = None  # stop after this many new runs (a build in chunks)
     shard: tuple[int, int] = (0, 1)  # (k, n): train only the planned runs whose index % n == k
-    done_files: tuple[Path, ...] = ()  # other knowledge-base files whose runs count as done (the other shards)
+    done_files: tuple[
+        Path, ...
+    ] = ()  # other knowledge-base files whose runs count as done (the other shards)
 
 
 @dataclass
@@ -111,8 +114,12 @@ def _version(name: str) -> str | None:
 def code_version() -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).resolve().parent, check=False,
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+            check=False,
         )
         return out.stdout.strip() or None
     except OSError:
@@ -156,8 +163,20 @@ def profile(path: Path, cache: Path, base_model: str, pair: bool) -> MetaFeature
     another service: the agent runs its command, never imports it). Cached next to the slice."""
     if cache.is_file():
         return MetaFeatures.model_validate_json(cache.read_text())
-    command = [sys.executable, "-m", "metatune.cli", "profile", str(path), "--json", "--base-model", base_model,
-               "--text-column", "text", "--label-column", "label"]
+    command = [
+        sys.executable,
+        "-m",
+        "metatune.cli",
+        "profile",
+        str(path),
+        "--json",
+        "--base-model",
+        base_model,
+        "--text-column",
+        "text",
+        "--label-column",
+        "label",
+    ]
     if pair:
         command += ["--text-pair-column", "text_pair"]
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
@@ -170,14 +189,21 @@ def profile(path: Path, cache: Path, base_model: str, pair: bool) -> MetaFeature
 
 # ----------------------------------------------------------------- one run
 def to_record(
-    planned: PlannedRun, data: DataSlice, features: MetaFeatures, outcome: RunOutcome, settings: BuildSettings,
+    planned: PlannedRun,
+    data: DataSlice,
+    features: MetaFeatures,
+    outcome: RunOutcome,
+    settings: BuildSettings,
     licence: str | None,
 ) -> KbRun:
     total = max(1, outcome.total_steps)
     losses = dict(outcome.loss_history)
     curve = [
         CurvePoint(
-            step=step, fraction=min(1.0, step / total), val_loss=evaluation.loss, metric=evaluation.accuracy,
+            step=step,
+            fraction=min(1.0, step / total),
+            val_loss=evaluation.loss,
+            metric=evaluation.accuracy,
             train_loss=losses.get(step),
         )
         for step, evaluation in outcome.evaluations
@@ -187,7 +213,13 @@ def to_record(
     status = RunStatus.early_stopped if outcome.early_stopped else RunStatus.completed
     return KbRun(
         run_id=planned.run_id,
-        dataset=DatasetInfo(name=data.name, features=features, licence=licence, n_train=data.n_train, n_val=data.n_val),
+        dataset=DatasetInfo(
+            name=data.name,
+            features=features,
+            licence=licence,
+            n_train=data.n_train,
+            n_val=data.n_val,
+        ),
         base_model=settings.base_model,
         task=data.task,
         config=planned.config.model_dump(mode="json"),
@@ -217,7 +249,10 @@ def to_record(
         datacenter=None,
         seed=planned.seed,
         provenance=Provenance(
-            source="seed-kb", code_version=code_version(), machine=machine(), created_at=datetime.now(UTC),
+            source="seed-kb",
+            code_version=code_version(),
+            machine=machine(),
+            created_at=datetime.now(UTC),
         ),
     )
 
@@ -228,16 +263,37 @@ def _gpu_model() -> str | None:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
-def failed_record(planned: PlannedRun, data: DataSlice, features: MetaFeatures, settings: BuildSettings,
-                  error: TrainingError, licence: str | None) -> KbRun:
+def failed_record(
+    planned: PlannedRun,
+    data: DataSlice,
+    features: MetaFeatures,
+    settings: BuildSettings,
+    error: TrainingError,
+    licence: str | None,
+) -> KbRun:
     return KbRun(
         run_id=planned.run_id,
-        dataset=DatasetInfo(name=data.name, features=features, licence=licence, n_train=data.n_train, n_val=data.n_val),
-        base_model=settings.base_model, task=data.task, config=planned.config.model_dump(mode="json"),
-        status=RunStatus.failed, stop_reason=f"{type(error).__name__}: {error}"[:500], metric_name="accuracy",
-        majority_baseline=data.majority_baseline, seed=planned.seed,
-        provenance=Provenance(source="seed-kb", code_version=code_version(), machine=machine(),
-                              created_at=datetime.now(UTC)),
+        dataset=DatasetInfo(
+            name=data.name,
+            features=features,
+            licence=licence,
+            n_train=data.n_train,
+            n_val=data.n_val,
+        ),
+        base_model=settings.base_model,
+        task=data.task,
+        config=planned.config.model_dump(mode="json"),
+        status=RunStatus.failed,
+        stop_reason=f"{type(error).__name__}: {error}"[:500],
+        metric_name="accuracy",
+        majority_baseline=data.majority_baseline,
+        seed=planned.seed,
+        provenance=Provenance(
+            source="seed-kb",
+            code_version=code_version(),
+            machine=machine(),
+            created_at=datetime.now(UTC),
+        ),
     )
 
 
@@ -249,7 +305,9 @@ def discover(settings: BuildSettings) -> list[Path]:
             matches = [settings.data_dir / f"{name}{ext}" for ext in (".jsonl.gz", ".jsonl")]
             found = next((m for m in matches if m.is_file()), None)
             if found is None:
-                raise BuildError(f"dataset {name!r} not found in {settings.data_dir} (looked for {name}.jsonl[.gz])")
+                raise BuildError(
+                    f"dataset {name!r} not found in {settings.data_dir} (looked for {name}.jsonl[.gz])"
+                )
             files.append(found)
         return files
     files = sorted(settings.data_dir.glob("*.jsonl.gz")) + sorted(settings.data_dir.glob("*.jsonl"))
@@ -260,26 +318,39 @@ def discover(settings: BuildSettings) -> list[Path]:
 
 
 def header(settings: BuildSettings, names: list[str], licence_of: dict[str, str]) -> KbFileHeader:
-    return KbFileHeader(provenance={
-        "source": "seed-kb",
-        "machine": machine(),
-        "versions": {name: _version(name) for name in ("torch", "transformers", "peft", "metatune-shared")},
-        "code_version": code_version(),
-        "base_model": settings.base_model,
-        "budget": {
-            "train_rows": settings.train_rows, "val_rows": settings.val_rows, "max_steps": settings.max_steps,
-            "evaluations": settings.evaluations, "max_seq_length": settings.max_seq_length,
-            "precision": settings.precision,
-        },
-        "design": {
-            "kind": "scrambled Sobol over metatune.knowledge.space", "configs": settings.configs,
-            "design_seed": settings.design_seed, "seed": settings.seed,
-            "repeats": {"configs": settings.repeat_configs, "seeds": list(settings.repeat_seeds),
-                        "datasets": settings.repeat_datasets},
-        },
-        "datasets": {name: {"licence": licence_of.get(name)} for name in names},
-        "note": "meta-features and results only; no dataset text",
-    })
+    return KbFileHeader(
+        provenance={
+            "source": "seed-kb",
+            "machine": machine(),
+            "versions": {
+                name: _version(name)
+                for name in ("torch", "transformers", "peft", "metatune-shared")
+            },
+            "code_version": code_version(),
+            "base_model": settings.base_model,
+            "budget": {
+                "train_rows": settings.train_rows,
+                "val_rows": settings.val_rows,
+                "max_steps": settings.max_steps,
+                "evaluations": settings.evaluations,
+                "max_seq_length": settings.max_seq_length,
+                "precision": settings.precision,
+            },
+            "design": {
+                "kind": "scrambled Sobol over metatune.knowledge.space",
+                "configs": settings.configs,
+                "design_seed": settings.design_seed,
+                "seed": settings.seed,
+                "repeats": {
+                    "configs": settings.repeat_configs,
+                    "seeds": list(settings.repeat_seeds),
+                    "datasets": settings.repeat_datasets,
+                },
+            },
+            "datasets": {name: {"licence": licence_of.get(name)} for name in names},
+            "note": "meta-features and results only; no dataset text",
+        }
+    )
 
 
 def build(
@@ -291,9 +362,14 @@ def build(
     names = [dataset_name(f) for f in files]
     budget = Budget(max_steps=settings.max_steps, max_seq_length=settings.max_seq_length)
     planned = plan_runs(
-        names, configs=settings.configs, budget=budget, repeat_configs=settings.repeat_configs,
-        repeat_seeds=settings.repeat_seeds, repeat_datasets=settings.repeat_datasets,
-        design_seed=settings.design_seed, seed=settings.seed,
+        names,
+        configs=settings.configs,
+        budget=budget,
+        repeat_configs=settings.repeat_configs,
+        repeat_seeds=settings.repeat_seeds,
+        repeat_datasets=settings.repeat_datasets,
+        design_seed=settings.design_seed,
+        seed=settings.seed,
     )
     k, n = settings.shard
     planned = [run for index, run in enumerate(planned) if index % n == k]
@@ -316,11 +392,17 @@ def build(
             continue
         if run.dataset not in slices:
             try:
-                data = make_slice(by_name[run.dataset], settings.work_dir / "slices",
-                                  train_rows=settings.train_rows, val_rows=settings.val_rows)
+                data = make_slice(
+                    by_name[run.dataset],
+                    settings.work_dir / "slices",
+                    train_rows=settings.train_rows,
+                    val_rows=settings.val_rows,
+                )
                 features[run.dataset] = profile(
-                    data.train_path, settings.work_dir / "slices" / f"{data.name}.profile.json",
-                    settings.base_model, pair=data.task.value == "pair_classification",
+                    data.train_path,
+                    settings.work_dir / "slices" / f"{data.name}.profile.json",
+                    settings.base_model,
+                    pair=data.task.value == "pair_classification",
                 )
                 slices[run.dataset] = data
             except (ValueError, BuildError) as exc:
@@ -330,13 +412,20 @@ def build(
         if on_progress:
             on_progress(done, report.total, run.run_id)
         request = TrainingRequest(
-            dataset=data.path, task=data.task, base_model=settings.base_model,
-            text_column="text", text_pair_column="text_pair" if data.task.value == "pair_classification" else None,
-            label_column="label", config=run.config,
+            dataset=data.path,
+            task=data.task,
+            base_model=settings.base_model,
+            text_column="text",
+            text_pair_column="text_pair" if data.task.value == "pair_classification" else None,
+            label_column="label",
+            config=run.config,
             options=TrainOptions(
-                device=settings.device, precision=settings.precision,  # type: ignore[arg-type]
-                early_stopping=False, eval_every=max(1, settings.max_steps // settings.evaluations),
-                max_eval_examples=settings.val_rows, cache_dir=settings.work_dir / "tokens",
+                device=settings.device,
+                precision=settings.precision,  # type: ignore[arg-type]
+                early_stopping=False,
+                eval_every=max(1, settings.max_steps // settings.evaluations),
+                max_eval_examples=settings.val_rows,
+                cache_dir=settings.work_dir / "tokens",
             ),
         )
         licence = licence_of.get(run.dataset)
@@ -356,8 +445,6 @@ def build(
 
 def _todo(planned: list[PlannedRun], existing: dict[str, KbRun]) -> Iterator[PlannedRun]:
     return (run for run in planned if run.run_id not in existing)
-
-
 
 
 def merge_files(out: Path, parts: list[Path]) -> tuple[int, int]:

@@ -7,10 +7,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
 from metatune.cli.output import JSON_HELP, print_json
 from metatune.models import EMBEDDED_MODEL
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
 def _shard(value: str) -> tuple[int, int]:
@@ -24,26 +32,50 @@ def _shard(value: str) -> tuple[int, int]:
 
 
 def build(
-    data: Annotated[Path, typer.Option(help="folder of *.jsonl[.gz] text datasets (text, optional text_pair, label)")],
+    data: Annotated[
+        Path,
+        typer.Option(help="folder of *.jsonl[.gz] text datasets (text, optional text_pair, label)"),
+    ],
     out: Annotated[Path, typer.Option(help="knowledge-base file to write or resume (.jsonl)")],
-    datasets: Annotated[str | None, typer.Option(help="comma-separated dataset names; default: every classification file")] = None,
-    configs: Annotated[int, typer.Option(min=1, help="configurations per dataset (Sobol design)")] = 16,
+    datasets: Annotated[
+        str | None,
+        typer.Option(help="comma-separated dataset names; default: every classification file"),
+    ] = None,
+    configs: Annotated[
+        int, typer.Option(min=1, help="configurations per dataset (Sobol design)")
+    ] = 16,
     train_rows: Annotated[int, typer.Option(min=10)] = 2000,
     val_rows: Annotated[int, typer.Option(min=10)] = 256,
     max_steps: Annotated[int, typer.Option(min=2, help="optimizer steps per run")] = 80,
-    evaluations: Annotated[int, typer.Option(min=1, help="evaluations per run, at fixed step fractions")] = 8,
+    evaluations: Annotated[
+        int, typer.Option(min=1, help="evaluations per run, at fixed step fractions")
+    ] = 8,
     max_seq_length: Annotated[int, typer.Option(min=8)] = 128,
-    repeat_configs: Annotated[int, typer.Option(min=0, help="configurations repeated with other seeds")] = 3,
-    repeat_seeds: Annotated[str, typer.Option(help="comma-separated extra seeds for the repeats")] = "14,15",
+    repeat_configs: Annotated[
+        int, typer.Option(min=0, help="configurations repeated with other seeds")
+    ] = 3,
+    repeat_seeds: Annotated[
+        str, typer.Option(help="comma-separated extra seeds for the repeats")
+    ] = "14,15",
     repeat_datasets: Annotated[int, typer.Option(min=0, help="datasets the repeats run on")] = 4,
     design_seed: Annotated[int, typer.Option()] = 0,
     base_model: Annotated[str, typer.Option()] = EMBEDDED_MODEL,
     precision: Annotated[str, typer.Option(help="auto, fp32, bf16, fp16")] = "auto",
     device: Annotated[str, typer.Option()] = "auto",
-    work_dir: Annotated[Path | None, typer.Option(help="slices, profiles, token cache; default: next to --out")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="train at most this many new runs, then stop")] = None,
-    shard: Annotated[str, typer.Option(help="K/N: train only every N-th planned run starting at K (parallel builds)")] = "0/1",
-    done: Annotated[list[Path] | None, typer.Option(help="another KB file whose runs count as done (repeatable)")] = None,
+    work_dir: Annotated[
+        Path | None, typer.Option(help="slices, profiles, token cache; default: next to --out")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="train at most this many new runs, then stop")
+    ] = None,
+    shard: Annotated[
+        str,
+        typer.Option(help="K/N: train only every N-th planned run starting at K (parallel builds)"),
+    ] = "0/1",
+    done: Annotated[
+        list[Path] | None,
+        typer.Option(help="another KB file whose runs count as done (repeatable)"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Train a space-filling design of LoRA configurations on each dataset; resume where a killed build stopped."""
@@ -51,17 +83,36 @@ def build(
     from .build import build as run_build
 
     settings = BuildSettings(
-        data_dir=data, out=out, work_dir=work_dir or out.with_suffix(".work"),
+        data_dir=data,
+        out=out,
+        work_dir=work_dir or out.with_suffix(".work"),
         datasets=[d.strip() for d in datasets.split(",") if d.strip()] if datasets else None,
-        configs=configs, train_rows=train_rows, val_rows=val_rows, max_steps=max_steps, evaluations=evaluations,
-        max_seq_length=max_seq_length, repeat_configs=repeat_configs,
+        configs=configs,
+        train_rows=train_rows,
+        val_rows=val_rows,
+        max_steps=max_steps,
+        evaluations=evaluations,
+        max_seq_length=max_seq_length,
+        repeat_configs=repeat_configs,
         repeat_seeds=tuple(int(s) for s in repeat_seeds.split(",") if s.strip()),
-        repeat_datasets=repeat_datasets, design_seed=design_seed, base_model=base_model,
-        precision=precision, device=device, limit=limit, shard=_shard(shard), done_files=tuple(done or ()),
+        repeat_datasets=repeat_datasets,
+        design_seed=design_seed,
+        base_model=base_model,
+        precision=precision,
+        device=device,
+        limit=limit,
+        shard=_shard(shard),
+        done_files=tuple(done or ()),
     )
     console = Console(stderr=True)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console) as bar:
         task = bar.add_task("kb build", total=None)
 
@@ -85,7 +136,10 @@ def build(
 
 def merge(
     out: Annotated[Path, typer.Argument(help="knowledge-base file to extend (created if absent)")],
-    parts: Annotated[list[Path], typer.Argument(help="knowledge-base files whose runs are added (e.g. build shards)")],
+    parts: Annotated[
+        list[Path],
+        typer.Argument(help="knowledge-base files whose runs are added (e.g. build shards)"),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Add the runs of PARTS to OUT, each run once (by run id); OUT keeps its header."""

@@ -26,7 +26,9 @@ class PlannedRun:
     config: LoraConfig
 
 
-def sobol_configs(n: int, *, budget: Budget, design_seed: int = 0, seed: int = 13) -> list[LoraConfig]:
+def sobol_configs(
+    n: int, *, budget: Budget, design_seed: int = 0, seed: int = 13
+) -> list[LoraConfig]:
     """``n`` configurations from a scrambled Sobol sequence (seeded: the same n give the same list)."""
     sampler = qmc.Sobol(d=len(DIMENSIONS), scramble=True, seed=design_seed)
     points = sampler.random(n)
@@ -56,5 +58,13 @@ def plan_runs(
         for index in range(min(repeat_configs, configs)):
             for name in datasets[:repeat_datasets]:
                 config = design[index].model_copy(update={"seed": extra_seed})
-                runs.append(PlannedRun(f"seed-kb:{name}:c{index:03d}:s{extra_seed}", name, index, extra_seed, config))
+                runs.append(
+                    PlannedRun(
+                        f"seed-kb:{name}:c{index:03d}:s{extra_seed}",
+                        name,
+                        index,
+                        extra_seed,
+                        config,
+                    )
+                )
     return runs

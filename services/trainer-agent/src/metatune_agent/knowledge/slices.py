@@ -24,11 +24,17 @@ class DataSlice:
     train_path: Path  # train rows only: what the profiler describes
     n_train: int
     n_val: int
-    majority_baseline: float  # accuracy of predicting the train split's most common label on validation
+    majority_baseline: (
+        float  # accuracy of predicting the train split's most common label on validation
+    )
 
 
 def _open(path: Path):  # type: ignore[no-untyped-def]
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+    return (
+        gzip.open(path, "rt", encoding="utf-8")
+        if path.suffix == ".gz"
+        else path.open(encoding="utf-8")
+    )
 
 
 def dataset_name(path: Path) -> str:
@@ -61,7 +67,10 @@ def make_slice(source: Path, work_dir: Path, *, train_rows: int, val_rows: int) 
     path = work_dir / f"{name}.jsonl"
     train_path = work_dir / f"{name}.train.jsonl"
     fields = ("text", "text_pair", "label") if is_pair else ("text", "label")
-    with path.open("w", encoding="utf-8") as both, train_path.open("w", encoding="utf-8") as only_train:
+    with (
+        path.open("w", encoding="utf-8") as both,
+        train_path.open("w", encoding="utf-8") as only_train,
+    ):
         for split, part in (("train", train), ("validation", val)):
             for row in part:
                 record = {key: row.get(key, "") for key in fields}

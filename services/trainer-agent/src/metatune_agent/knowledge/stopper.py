@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+
 from metatune.cli.output import JSON_HELP, print_json
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
-from rich.console import Console
 
 from ..domain.curve_stop import DEFAULT_GRID, CurveModelError, CurveStopper, TrainingCurve
 
@@ -61,14 +62,20 @@ def fit_from_kb(path: Path, metric: str = "accuracy") -> CurveStopper:
         "kb_runs_read": len(runs),
         "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "model": "per prefix length: GradientBoostingRegressor(150 trees, depth 2) on final - last metric; "
-                 "split-conformal upper bound from residuals out of fold, grouped by dataset",
+        "split-conformal upper bound from residuals out of fold, grouped by dataset",
     }
     return CurveStopper.fit(curves, grid=DEFAULT_GRID, metric_name=metric, provenance=provenance)
 
 
 def fit_stopper(
-    kb: Annotated[Path, typer.Option(help="knowledge-base file (.jsonl[.gz]) whose curves train the predictor")],
-    out: Annotated[Path, typer.Option(help="model file to write (JSON); the agent ships data/curve_stopper.json")],
+    kb: Annotated[
+        Path,
+        typer.Option(help="knowledge-base file (.jsonl[.gz]) whose curves train the predictor"),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(help="model file to write (JSON); the agent ships data/curve_stopper.json"),
+    ],
     metric: Annotated[str, typer.Option(help="the curve metric to predict")] = "accuracy",
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
@@ -83,8 +90,19 @@ def fit_stopper(
     stopper.save(out)
     p = stopper.provenance
     if as_json:
-        print_json({"out": str(out), "kb": str(kb), "metric": metric, "runs": p["runs"], "datasets": p["datasets"],
-                    "prefix_models": len(stopper.models), "grid_fractions": len(stopper.grid)})
+        print_json(
+            {
+                "out": str(out),
+                "kb": str(kb),
+                "metric": metric,
+                "runs": p["runs"],
+                "datasets": p["datasets"],
+                "prefix_models": len(stopper.models),
+                "grid_fractions": len(stopper.grid),
+            }
+        )
         return
-    console.print(f"{out}: {p['runs']} runs on {p['datasets']} datasets from {kb.name}, "
-                  f"prefix models for {len(stopper.models)} of {len(stopper.grid)} grid fractions")
+    console.print(
+        f"{out}: {p['runs']} runs on {p['datasets']} datasets from {kb.name}, "
+        f"prefix models for {len(stopper.models)} of {len(stopper.grid)} grid fractions"
+    )
