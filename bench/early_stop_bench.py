@@ -37,14 +37,14 @@ from rich.console import Console
 from rich.table import Table
 
 from metatune.knowledge.records import KbRun
-from metatune_agent.domain.curve_stop import (
+from metatune_trainer_agent.domain.curve_stop import (
     DEFAULT_GRID,
     Curve,
     CurveStopper,
     TrainingCurve,
 )
-from metatune_agent.domain.plateau import PlateauDetector
-from metatune_agent.knowledge.stopper import read_runs
+from metatune_trainer_agent.domain.plateau import PlateauDetector
+from metatune_trainer_agent.knowledge.stopper import read_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import progress

@@ -15,9 +15,9 @@ from metatune import subjects
 from metatune.bus import CHECKPOINTS_BUCKET, ObjectStore
 from metatune.contracts import AgentStatus, ErrorEvent, RunCompleted, RunFailed, RunProgress
 from metatune.settings import Settings
-from metatune_agent.app import create_service as create_agent
-from metatune_agent.domain.run import run_training
 from metatune_scheduler.app import create_service as create_scheduler
+from metatune_trainer_agent.app import create_service as create_agent
+from metatune_trainer_agent.domain.run import run_training
 
 from ..scheduler.conftest import small_registry
 from ..trainer_agent.conftest import FAST_SITE, request_for
@@ -77,7 +77,7 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
     nc = await nats.connect(url)
     progress: list[RunProgress] = []
     osl1 = spawn(
-        "metatune_agent",
+        "metatune_trainer_agent",
         {
             "METATUNE_NATS_URL": url,
             "METATUNE_DATA_DIR": str(tmp_path / "osl1-killed"),

@@ -26,9 +26,9 @@ from metatune.contracts import (
     RunCompleted,
 )
 from metatune.settings import Settings
-from metatune_agent.app import create_service as create_agent
 from metatune_profiler.app import create_service as create_profiler
 from metatune_scheduler.app import create_service as create_scheduler
+from metatune_trainer_agent.app import create_service as create_agent
 
 from ..scheduler.conftest import small_registry
 from .conftest import (

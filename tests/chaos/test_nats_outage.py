@@ -23,7 +23,7 @@ from metatune.contracts import (
     RunProgress,
 )
 from metatune.settings import Settings
-from metatune_agent.app import create_service as create_agent
+from metatune_trainer_agent.app import create_service as create_agent
 
 from .conftest import CONFIG, RestartableNats, job_request, of, stream_events, until, upload
 

@@ -170,8 +170,8 @@ async def test_adapter_download_gives_a_folder_peft_loads(
     from transformers import AutoModelForSequenceClassification
 
     from metatune.models import embedded_model_dir
-    from metatune_agent.domain.adapter import pack_adapter
-    from metatune_agent.domain.model import load_model
+    from metatune_trainer_agent.domain.adapter import pack_adapter
+    from metatune_trainer_agent.domain.model import load_model
 
     base = str(embedded_model_dir())
     torch.manual_seed(0)

@@ -23,8 +23,8 @@ from metatune.contracts import (
     RunProgress,
 )
 from metatune.settings import Settings
-from metatune_agent.agent import adapter_key
-from metatune_agent.app import create_service as create_agent
+from metatune_trainer_agent.agent import adapter_key
+from metatune_trainer_agent.app import create_service as create_agent
 
 from ..chaos.conftest import job_request
 from ..conftest import eventually, received_on

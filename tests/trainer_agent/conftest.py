@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from metatune.contracts import LoraConfig, TaskType
-from metatune_agent.domain.request import TrainingRequest, TrainOptions
-from metatune_agent.domain.run import Site
+from metatune_trainer_agent.domain.request import TrainingRequest, TrainOptions
+from metatune_trainer_agent.domain.run import Site
 
 from ..conftest import SHARED_DATA
 

@@ -10,14 +10,14 @@ import pytest
 
 from metatune.clock import FixedClock, SimulatedClock
 from metatune.contracts import CarbonForecast, ClockAnchor
-from metatune_agent.domain.carbon import CarbonLedger, ForecastIntensity
-from metatune_agent.domain.energy import (
+from metatune_trainer_agent.domain.carbon import CarbonLedger, ForecastIntensity
+from metatune_trainer_agent.domain.energy import (
     CpuModelCounter,
     EnergyMeter,
     RaplCounter,
     rapl_package_zones,
 )
-from metatune_agent.domain.pacing import StepPacer
+from metatune_trainer_agent.domain.pacing import StepPacer
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 H = timedelta(hours=1)

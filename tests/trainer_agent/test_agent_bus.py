@@ -36,8 +36,8 @@ from metatune.contracts import (
     TaskType,
 )
 from metatune.settings import Settings
-from metatune_agent.app import create_service
-from metatune_agent.domain.run import run_training
+from metatune_trainer_agent.app import create_service
+from metatune_trainer_agent.domain.run import run_training
 
 from .conftest import FAST_SITE, request_for
 
@@ -316,7 +316,7 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
     }
     async with Bus(settings) as bus:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "metatune_agent", "--datacenter", "fra1"],
+            [sys.executable, "-m", "metatune_trainer_agent", "--datacenter", "fra1"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

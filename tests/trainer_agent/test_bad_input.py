@@ -10,20 +10,20 @@ import pytest
 from pydantic import ValidationError
 
 from metatune.contracts import AssignmentAction, FailureReason, LoraConfig, TaskType
-from metatune_agent.domain.assignments import parse_assignment
-from metatune_agent.domain.errors import (
+from metatune_trainer_agent.domain.assignments import parse_assignment
+from metatune_trainer_agent.domain.errors import (
     DatasetMissing,
     EmptySplit,
     InvalidTrainingConfig,
     UnknownModel,
 )
-from metatune_agent.domain.request import (
+from metatune_trainer_agent.domain.request import (
     TrainingRequest,
     TrainOptions,
     apply_overrides,
     validate_config,
 )
-from metatune_agent.domain.run import run_training
+from metatune_trainer_agent.domain.run import run_training
 
 from .conftest import FAST_SITE, request_for
 

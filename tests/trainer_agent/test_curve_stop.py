@@ -17,9 +17,9 @@ from metatune.bus import STUDIES_BUCKET
 from metatune.contracts import AssignmentAction, RunCompleted
 from metatune.knowledge import StudyBest
 from metatune.settings import Settings
-from metatune_agent.app import create_service
-from metatune_agent.domain.checkpoint import Checkpoint
-from metatune_agent.domain.curve_stop import (
+from metatune_trainer_agent.app import create_service
+from metatune_trainer_agent.domain.checkpoint import Checkpoint
+from metatune_trainer_agent.domain.curve_stop import (
     DEFAULT_GRID,
     Curve,
     CurveModelError,
@@ -28,8 +28,8 @@ from metatune_agent.domain.curve_stop import (
     TrainingCurve,
     stop_hook,
 )
-from metatune_agent.domain.run import Control, RunHooks, run_training
-from metatune_agent.domain.trainer import Evaluation
+from metatune_trainer_agent.domain.run import Control, RunHooks, run_training
+from metatune_trainer_agent.domain.trainer import Evaluation
 
 from .conftest import FAST_SITE, request_for
 from .test_agent_bus import AGENT, Bus, assignment, spec, upload_dataset

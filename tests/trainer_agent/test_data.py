@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from metatune.contracts import TaskType
-from metatune_agent.domain.batching import BatchPlan, Collator
-from metatune_agent.domain.dataset import Examples, load_examples, split_examples
-from metatune_agent.domain.encoding import EncodedSplit
-from metatune_agent.domain.errors import DatasetMissing, EmptySplit, InvalidTrainingConfig
+from metatune_trainer_agent.domain.batching import BatchPlan, Collator
+from metatune_trainer_agent.domain.dataset import Examples, load_examples, split_examples
+from metatune_trainer_agent.domain.encoding import EncodedSplit
+from metatune_trainer_agent.domain.errors import DatasetMissing, EmptySplit, InvalidTrainingConfig
 
 ROWS = [
     {"text": f"example number {i} " + "word " * (i % 7), "label": "pos" if i % 3 else "neg"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from metatune_agent.domain.encoding import EncodedDataset, EncodedSplit
+from metatune_trainer_agent.domain.encoding import EncodedDataset, EncodedSplit
 
 
 def split(labels: list[int] | None) -> EncodedSplit:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 
-from metatune_agent.domain.plateau import PlateauDetector, slope
+from metatune_trainer_agent.domain.plateau import PlateauDetector, slope
 
 
 def first_stop(curve: list[float], **kwargs: float) -> int | None:

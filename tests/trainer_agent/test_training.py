@@ -14,11 +14,11 @@ import torch
 
 from metatune.clock import FixedClock
 from metatune.contracts import TaskType
-from metatune_agent.domain.encoding import _cache_path, _save, encode_dataset
-from metatune_agent.domain.errors import CheckpointMismatch
-from metatune_agent.domain.model import load_tokenizer
-from metatune_agent.domain.request import TrainOptions
-from metatune_agent.domain.run import Control, RunHooks, run_training
+from metatune_trainer_agent.domain.encoding import _cache_path, _save, encode_dataset
+from metatune_trainer_agent.domain.errors import CheckpointMismatch
+from metatune_trainer_agent.domain.model import load_tokenizer
+from metatune_trainer_agent.domain.request import TrainOptions
+from metatune_trainer_agent.domain.run import Control, RunHooks, run_training
 
 from .conftest import FAST_SITE, request_for
 

@@ -25,7 +25,7 @@ CORE_SERVICES = [
     ("scheduler", "metatune_scheduler"),
     ("telemetry", "metatune_telemetry"),
 ]
-AGENT_MODULE = "metatune_agent"
+AGENT_MODULE = "metatune_trainer_agent"
 
 
 def platform_services(settings: Settings) -> list[ServiceSpec]:

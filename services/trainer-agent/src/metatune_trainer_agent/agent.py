@@ -1,6 +1,6 @@
 """The trainer agent of one datacenter: assignments in, real training runs out.
 
-Each start / resume runs :func:`~metatune_agent.domain.run.run_training` in a worker thread
+Each start / resume runs :func:`~metatune_trainer_agent.domain.run.run_training` in a worker thread
 (the event loop keeps heartbeating and reading pause assignments). The assignment message of
 a running job stays unacknowledged, kept alive with ``in_progress``: if the agent is killed,
 JetStream redelivers it after ``ack_wait`` and the restarted agent continues from the job's

@@ -1,6 +1,6 @@
 """Fit the learning-curve stopper from a knowledge-base file (``metatune kb fit-stopper``).
 
-The shipped model, ``metatune_agent/data/curve_stopper.json``, is written by this command from the
+The shipped model, ``metatune_trainer_agent/data/curve_stopper.json``, is written by this command from the
 seed knowledge base; its provenance (file, digest, runs, datasets) travels inside it.
 """
 
@@ -24,7 +24,7 @@ from ..domain.curve_stop import DEFAULT_GRID, CurveModelError, CurveStopper, Tra
 
 
 def shipped_model_path() -> Path:
-    return Path(str(resources.files("metatune_agent") / "data" / "curve_stopper.json"))
+    return Path(str(resources.files("metatune_trainer_agent") / "data" / "curve_stopper.json"))
 
 
 def read_runs(path: Path) -> list[KbRun]:

@@ -1,4 +1,4 @@
-"""``metatune-agent --datacenter NAME`` (or ``python -m metatune_agent`` with METATUNE_DATACENTER)."""
+"""``metatune-trainer-agent --datacenter NAME`` (or ``python -m metatune_trainer_agent`` with METATUNE_DATACENTER)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from metatune.settings import get_settings
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="metatune-agent", description="MetaTune trainer agent of one datacenter"
+        prog="metatune-trainer-agent", description="MetaTune trainer agent of one datacenter"
     )
     parser.add_argument(
         "--datacenter",

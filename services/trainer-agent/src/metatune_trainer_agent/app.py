@@ -1,6 +1,6 @@
-"""The trainer-agent service of one datacenter (``metatune-agent --datacenter NAME``).
+"""The trainer-agent service of one datacenter (``metatune-trainer-agent --datacenter NAME``).
 
-Thin handlers over :class:`~metatune_agent.agent.TrainerAgent`: assignments of this datacenter
+Thin handlers over :class:`~metatune_trainer_agent.agent.TrainerAgent`: assignments of this datacenter
 (durable consumer ``trainer-agent-<dc>``), the region's carbon forecasts, and a status
 heartbeat on ``metatune.agents.<dc>.status``.
 """
