@@ -53,6 +53,13 @@ def utc(text: str) -> pd.Timestamp:
     return stamp if stamp.tzinfo else stamp.tz_localize("UTC")
 
 
+def fmt(score: Score) -> str:
+    """MAPE / WMAPE as a table cell: two decimals below 5 %, one above."""
+    if score.mape < 5:
+        return f"{score.mape:.2f} / {score.wmape:.2f}"
+    return f"{score.mape:.1f} / {score.wmape:.1f}"
+
+
 def training_overlap(model: CarbonModel, test_from: pd.Timestamp) -> str | None:
     """Why scoring ``model`` from ``test_from`` would score it on hours it was trained on (None: it would not)."""
     trained_until = model.metadata.get("train_until")
@@ -296,9 +303,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
                 row[key].mape <= row[n].mape and row[key].wmape > row[n].wmape for n in BASELINES
             ):
                 strict_bought[key].append(f"{row['region']} {row['bucket']}")
-        fmt = lambda s: (
-            f"{s.mape:.2f} / {s.wmape:.2f}" if s.mape < 5 else f"{s.mape:.1f} / {s.wmape:.1f}"
-        )  # noqa: E731
         tag = " (H)" if row["region"].split(":")[1] in holdout else ""
         table.add_row(
             row["region"] + tag,

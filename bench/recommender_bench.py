@@ -242,7 +242,7 @@ def read_kb_tasks(path: Path) -> list[Task]:
 
         lines = path.read_text(encoding="utf-8").splitlines()[1:]
         runs = [KbRun.model_validate_json(line) for line in lines if line.strip()]
-    return [t for t in tasks_from_runs(runs, min_runs=5)]
+    return tasks_from_runs(runs, min_runs=5)
 
 
 # ====================================================================== the protocol

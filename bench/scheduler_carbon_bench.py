@@ -789,7 +789,7 @@ def run(args: argparse.Namespace) -> dict:
         base = p1(jobs, ci, pue)
         greedy, greedy_missed, greedy_grid = p2(jobs, ci, pue, capacity)
 
-        def online(intensity):
+        def online(intensity, jobs=jobs, capacity=capacity):
             return rolling(
                 jobs,
                 ci,
@@ -819,15 +819,19 @@ def run(args: argparse.Namespace) -> dict:
         o = offline(jobs, ci, pue, capacity, args.offline_limit_s, plans)
         opt = o.objective
 
-        def capture(value, reference=opt):
+        def capture(value, reference=opt, greedy=greedy):
             return (
                 (greedy - value) / (greedy - reference)
                 if reference is not None and greedy > reference
                 else None
             )
 
-        saving = lambda value: f"{100 * (1 - value / base):.1f} %"  # noqa: E731
-        percent = lambda share: "-" if share is None else f"{100 * share:.0f} %"  # noqa: E731
+        def saving(value, base=base):
+            return f"{100 * (1 - value / base):.1f} %"
+
+        def percent(share):
+            return "-" if share is None else f"{100 * share:.0f} %"
+
         value = {run: results[run][0] if run in results else None for run in ("S", "S*")}
         solves, seconds = next(((r[2], r[3]) for r in results.values()), (0, 0.0))
         gap_text = "no bound" if o.gap is None else f"{100 * o.gap:.2f} %"

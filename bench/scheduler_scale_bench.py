@@ -259,8 +259,9 @@ def run(args: argparse.Namespace) -> dict:
         cold = shipped.plan(first_hour, jobs, sites_at(names, pue, capacity, ci, 0))
         cold_s = time.perf_counter() - began
         # an hour later: the first hour's work done, one new job, the cold plan as warm start
-        later = list(_advance(jobs, cold, first_hour)) + [
-            JobSnapshot(UUID(int=10**6), 6, 4, 2.0, first_hour + 49, frozenset(names), names[0])
+        later = [
+            *_advance(jobs, cold, first_hour),
+            JobSnapshot(UUID(int=10**6), 6, 4, 2.0, first_hour + 49, frozenset(names), names[0]),
         ]
         later = sorted(later, key=lambda job: str(job.job_id))
         sites = sites_at(names, pue, capacity, ci, 1)
@@ -355,7 +356,10 @@ def run(args: argparse.Namespace) -> dict:
             best = min(best, cg_plan)
             cg_cells = [f"{cg_bound / 1e3:.1f} kg", _kg(cg_plan, full)]
             figures["cg_bound_kg"], figures["cg_plan_kg"] = cg_bound / 1e3, cg_plan / 1e3
-        unplaced = lambda value: value >= full.unmet_penalty().min(initial=np.inf)  # noqa: E731
+
+        def unplaced(value, full=full):
+            return value >= full.unmet_penalty().min(initial=np.inf)
+
         figures |= {
             "greedy_kg": objectives[1] / 1e3,
             "greedy_hours_unplaced": bool(unplaced(objectives[1])),

@@ -109,14 +109,14 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
 ) -> None:
     url = chaos_nats.url
     dataset = await upload(url, sst2_slice)
-    common = dict(
-        nats_url=url,
-        heartbeat_s=0.5,
-        retry_backoff_s=0.2,
-        max_message_bytes=LIMIT,
-        max_deliver=2,
-        dataset_roots=[tmp_path / "roots"],
-    )
+    common = {
+        "nats_url": url,
+        "heartbeat_s": 0.5,
+        "retry_backoff_s": 0.2,
+        "max_message_bytes": LIMIT,
+        "max_deliver": 2,
+        "dataset_roots": [tmp_path / "roots"],
+    }
     scheduler = create_scheduler(
         settings=Settings(data_dir=tmp_path / "s", **common),
         registry=small_registry("fra1", "osl1", "lon1", "sjc1"),

@@ -68,9 +68,10 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
             await publish(js, subjects.forecasts(region), forecast_now(region, value, NOW))
         for job in [*jobs, later]:
             await publish(js, subjects.JOBS_REQUESTED, job)
-        started = lambda events: {
-            a.job_id for a in of(events, Assignment) if a.action is AssignmentAction.start
-        }  # noqa: E731
+
+        def started(events):
+            return {a.job_id for a in of(events, Assignment) if a.action is AssignmentAction.start}
+
         await until(
             lambda: _all(url, lambda events: started(events) >= {j.job_id for j in jobs}),
             "jobs started",

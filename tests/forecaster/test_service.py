@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime
 
 import nats
@@ -64,7 +65,7 @@ async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -
     assert errors == []
     hours = sorted({f.start for f in forecasts})
     assert hours[0] == SIM_START and all(
-        b - a == hours[1] - hours[0] for a, b in zip(hours, hours[1:])
+        b - a == hours[1] - hours[0] for a, b in itertools.pairwise(hours)
     )
     for hour in hours[:2]:
         assert {f.region for f in forecasts if f.start == hour} == {"DE", "NO", "US-CAL-CISO"}
@@ -104,7 +105,7 @@ def test_unknown_region_is_a_configuration_error_at_start_up() -> None:
 def test_settings_choose_the_model_and_the_weather_provider(tmp_path) -> None:
     broken = tmp_path / "model.joblib"
     broken.write_bytes(b"not a model")
-    with pytest.raises(ConfigurationError, match="model.joblib"):
+    with pytest.raises(ConfigurationError, match=r"model\.joblib"):
         create_service(
             settings=Settings(forecaster_model_path=broken), registry=small_registry("fra1")
         )

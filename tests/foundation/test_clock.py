@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def test_ticks_agree_across_two_processes(private_nats: str, env_for) -> None:
     assert len(common) >= 3, hours
     for ticks in hours:  # one tick per hour, consecutive, even though both processes publish them
         parsed = [datetime.fromisoformat(h) for h in ticks]
-        assert all(b - a == timedelta(hours=1) for a, b in zip(parsed, parsed[1:])), ticks
+        assert all(b - a == timedelta(hours=1) for a, b in itertools.pairwise(parsed)), ticks
     for result in results:  # each process, at each tick, agrees that hour has begun
         for tick in result["ticks"]:
             assert floor_hour(datetime.fromisoformat(tick["now"])) >= datetime.fromisoformat(

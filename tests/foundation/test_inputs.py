@@ -6,6 +6,7 @@ import http.server
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -70,7 +71,7 @@ async def test_a_public_address_literal_passes_the_check() -> None:
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    routes: dict[str, tuple[int, dict[str, str], bytes]] = {}
+    routes: ClassVar[dict[str, tuple[int, dict[str, str], bytes]]] = {}
 
     def do_GET(self) -> None:
         status, headers, body = self.routes.get(self.path, (404, {}, b""))

@@ -43,7 +43,11 @@ def runs() -> list[KbRun]:
 
 
 def test_scores_are_normalised_per_dataset_and_seeds_averaged() -> None:
-    data = runs() + [run("d0", 3e-3, 0.6, seed=14), run("d0", 9e-3, 0.0, status=RunStatus.failed)]
+    data = [
+        *runs(),
+        run("d0", 3e-3, 0.6, seed=14),
+        run("d0", 9e-3, 0.0, status=RunStatus.failed),
+    ]
     scores = normalised_scores(data)
     assert set(scores) == {"d0", "d1", "d2", "d3"}
     assert max(scores["d0"].values()) == 1.0 and min(scores["d0"].values()) == 0.0

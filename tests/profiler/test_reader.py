@@ -183,16 +183,14 @@ def test_corrupt_parquet(tmp_path: Path) -> None:
 
 def test_partially_bad_file_profiles_the_good_rows(tmp_path: Path) -> None:
     good = [f'{{"text": "good row {i}", "label": "{i % 2}"}}\n'.encode() for i in range(60)]
-    lines = (
-        good[:10]
-        + [
-            b'{"text": "broken json\n',
-            '{"text": "caf\u00e9", "label": "1"}\n'.encode("latin-1"),
-            b'{"label": "0"}\n',
-            b'{"text": "' + b"x" * 300 + b'", "label": "1"}\n',
-        ]
-        + good[10:]
-    )
+    lines = [
+        *good[:10],
+        b'{"text": "broken json\n',
+        '{"text": "caf\u00e9", "label": "1"}\n'.encode("latin-1"),
+        b'{"label": "0"}\n',
+        b'{"text": "' + b"x" * 300 + b'", "label": "1"}\n',
+        *good[10:],
+    ]
     path = tmp_path / "partial.jsonl"
     path.write_bytes(b"".join(lines))
     result = profile(path, max_row_bytes=200)

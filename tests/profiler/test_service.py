@@ -141,7 +141,7 @@ async def test_object_path_and_url_submissions_are_profiled(
 async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving(
     running, tmp_path: Path
 ) -> None:
-    outcomes, (service, js) = running
+    outcomes, (_, js) = running
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "latin1.jsonl").write_bytes(
@@ -196,7 +196,7 @@ async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving
 async def test_partially_bad_file_is_profiled_and_skips_are_reported(
     running, tmp_path: Path
 ) -> None:
-    outcomes, (service, js) = running
+    outcomes, (_, js) = running
     lines = [f'{{"text": "row {i} is fine", "label": "{i % 3}"}}\n'.encode() for i in range(50)]
     lines.insert(20, b"{not json}\n")
     lines.insert(30, '{"text": "na\u00efve", "label": "1"}\n'.encode("latin-1"))
@@ -253,7 +253,7 @@ async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) 
 async def test_paths_outside_the_data_roots_and_non_public_urls_are_refused(
     running, tmp_path: Path
 ) -> None:
-    outcomes, (service, js) = running
+    outcomes, (_, js) = running
     (tmp_path / "link.jsonl").symlink_to("/etc/passwd")
     refused = [
         submission(

@@ -43,8 +43,9 @@ def test_cold_start_portfolio_stays_the_documented_empty_base_answer() -> None:
 
 
 async def test_profiled_three_jobs_one_completes_next_trial(
-    settings: Settings, store: KnowledgeStore
-) -> None:  # noqa: F811
+    settings: Settings,  # noqa: F811 (the fixture imported above)
+    store: KnowledgeStore,
+) -> None:
     await store.add_runs(kb_runs(datasets=3))
     service = create_service(settings, store=store, load_seed_kb=False)
     study = uuid.uuid4()
@@ -114,8 +115,9 @@ async def test_profiled_three_jobs_one_completes_next_trial(
 
 
 async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(
-    settings: Settings, store: KnowledgeStore
-) -> None:  # noqa: F811
+    settings: Settings,  # noqa: F811 (the fixture imported above)
+    store: KnowledgeStore,
+) -> None:
     service = create_service(settings, store=store, load_seed_kb=False)
     study = uuid.uuid4()
     async with service.running():

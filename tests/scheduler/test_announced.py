@@ -36,7 +36,7 @@ def test_an_announced_job_never_runs_before_its_start() -> None:
         scheduler.apply(event)
     (entry,) = scheduler.replan(NOW).plan.entries
     assert (entry.datacenter, entry.hours) == ("osl1", [NOW + timedelta(hours=1)])
-    assert [a for a in scheduler.replan(NOW).assignments] == []  # nothing to start this hour
+    assert list(scheduler.replan(NOW).assignments) == []  # nothing to start this hour
 
 
 def test_an_announced_job_waits_for_its_start_and_its_room_is_kept() -> None:

@@ -113,7 +113,7 @@ def test_demand_is_expected_from_the_most_recent_days_observed_for_each_hour() -
 def test_an_expected_share_of_a_job_takes_that_share_of_gpus_and_power() -> None:
     share = dataclasses.replace(_job(1, 2, 10, gpus=6, anticipated=True), weight=0.5)
     instance = _planner().instance(FIRST_HOUR, [share, _job(2, 1, 4, gpus=6)], _sites())
-    assert sorted(zip(instance.gpus.tolist(), instance.power_kw.tolist())) == [
+    assert sorted(zip(instance.gpus.tolist(), instance.power_kw.tolist(), strict=True)) == [
         (3.0, 0.5),
         (6.0, 1.0),
     ]

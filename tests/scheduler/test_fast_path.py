@@ -139,7 +139,7 @@ def test_the_next_full_solve_may_move_a_fast_placed_job() -> None:
     _publish(scheduler, full.events(), log)
     stretches = scheduler.state.last_plan.stretches
     # its first hour at fra1 was started (committed); the rest moves to osl1's clean hours
-    assert [(dc, hours[0]) for dc, hours, _ in stretches[job_id(2)]][0] == ("fra1", HOUR0)
+    assert next((dc, hours[0]) for dc, hours, _ in stretches[job_id(2)]) == ("fra1", HOUR0)
     assert [dc for dc, _, _ in stretches[job_id(2)]] == ["fra1", "osl1"]
     assert [dc for dc, _, _ in stretches[job_id(1)]] == [
         "osl1"

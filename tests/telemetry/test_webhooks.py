@@ -18,6 +18,7 @@ from uuid import uuid4
 import httpx
 import pytest
 from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
 
 from metatune import contracts as c
 from metatune import subjects
@@ -147,7 +148,7 @@ async def test_signed_deliveries_one_per_state_change(tsettings, schema, js, rec
         )  # raises unless the signature is valid
         types.append(payload["type"])
     assert sorted(types) == ["job.infeasible", "job.requested"]
-    with pytest.raises(Exception):
+    with pytest.raises(WebhookVerificationError):
         Webhook(new_secret()).verify(
             receiver.received[0][2], {k.lower(): v for k, v in receiver.received[0][1].items()}
         )

@@ -8,6 +8,7 @@ services publish it, so no single process is needed to drive time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from nats.js import JetStreamContext
@@ -38,10 +39,8 @@ async def get_or_create_anchor(js: JetStreamContext, settings: Settings) -> Cloc
         return existing
     kv = await js.key_value(CLOCK_BUCKET)
     anchor = new_anchor(settings.sim_seconds_per_hour, settings.sim_start)
-    try:
+    with contextlib.suppress(KeyWrongLastSequenceError):  # another process won: use its anchor
         await kv.create(ANCHOR_KEY, anchor.model_dump_json().encode())
-    except KeyWrongLastSequenceError:
-        pass  # another process won the race; use its anchor
     found = await load_anchor(js)
     assert found is not None
     return found

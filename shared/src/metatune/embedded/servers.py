@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -65,11 +66,22 @@ def _run_nats(args: list[str], log_file: Path) -> subprocess.Popen[bytes]:
 
 
 def postgres_bin_dir() -> Path:
+    """The PostgreSQL binaries ``pgserver`` ships, found through its public ``pg_config`` wrapper.
+
+    Imported here, not at module level: pgserver is the ``embedded`` extra, absent from the
+    production images, which use an external PostgreSQL.
+    """
     try:
-        from pgserver._commands import POSTGRES_BIN_PATH
-    except ImportError as exc:  # pragma: no cover - pgserver is a dependency
-        raise EmbeddedServerError("pgserver is not installed") from exc
-    return Path(POSTGRES_BIN_PATH)
+        with warnings.catch_warnings():  # pgserver asks platformdirs for XDG_RUNTIME_DIR on import
+            warnings.simplefilter("ignore")
+            import pgserver
+    except ImportError as exc:
+        raise EmbeddedServerError(
+            "pgserver is not installed: install metatune-shared[embedded] for an embedded PostgreSQL"
+        ) from exc
+    # pgserver generates one wrapper per shipped binary at import, so mypy cannot see them
+    bindir: str = pgserver.pg_config(["--bindir"])  # type: ignore[attr-defined]
+    return Path(bindir.strip())
 
 
 def start_postgres(url: str, data_dir: Path, log_dir: Path) -> subprocess.Popen[bytes]:
@@ -105,25 +117,25 @@ def start_postgres(url: str, data_dir: Path, log_dir: Path) -> subprocess.Popen[
         )
         if init.returncode != 0:
             raise EmbeddedServerError(f"initdb failed: {init.stderr.strip()}")
-    log = open(log_dir / "postgres.log", "ab")
-    proc = subprocess.Popen(
-        [
-            str(bin_dir / "postgres"),
-            "-D",
-            str(pgdata),
-            "-h",
-            host,
-            "-p",
-            str(port),
-            "-k",
-            str(sockets),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=env,
-        user=run_as,
-    )
+    with open(log_dir / "postgres.log", "ab") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [
+                str(bin_dir / "postgres"),
+                "-D",
+                str(pgdata),
+                "-h",
+                host,
+                "-p",
+                str(port),
+                "-k",
+                str(sockets),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            user=run_as,
+        )
     _create_database(bin_dir, host, port, user, database, proc, env)
     return proc
 
@@ -132,7 +144,10 @@ PG_SYSTEM_USER = "pgserver"  # the same unprivileged account the pgserver packag
 
 
 def _unprivileged_user(bin_dir: Path, owned: list[Path]) -> str | None:
-    """PostgreSQL refuses to run as root: as root, run it as an unprivileged system user."""
+    """PostgreSQL refuses to run as root: as root, run it as an unprivileged system user.
+
+    ``pgserver.utils`` is pgserver's public helper module for this (its ``get_server`` uses it).
+    """
     if os.geteuid() != 0:
         return None
     import pwd

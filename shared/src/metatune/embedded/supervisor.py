@@ -6,6 +6,7 @@ and process group; external NATS / PostgreSQL we merely used are never recorded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -118,7 +119,5 @@ def stop(processes: list[ManagedProcess], grace_s: float = 15.0) -> list[str]:
 
 
 def _signal_group(proc: ManagedProcess, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # the group is gone already
         os.killpg(proc.pgid, sig)
-    except ProcessLookupError:
-        pass

@@ -53,7 +53,9 @@ def _covering_class(pattern: str, slack: int = 0x100) -> re.Pattern[str]:
     points = code_points[[m.start() for m in regex.finditer(pattern, every)]].astype(np.int64)
     breaks = np.flatnonzero(np.diff(points) > slack)
     firsts, lasts = points[np.r_[0, breaks + 1]], points[np.r_[breaks, points.size - 1]]
-    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in zip(firsts, lasts)) + "]")
+    return re.compile(
+        "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in zip(firsts, lasts, strict=True)) + "]"
+    )
 
 
 # Text with none of these code points has no ideograph or Thai letter: PLAIN_WORD is WORD there.

@@ -103,7 +103,8 @@ def _is_gzip(path: Path) -> bool:
 def open_binary(path: Path, limits: ReadLimits) -> BinaryIO:
     """The file's bytes, decompressed if gzip'd, never more than ``max_file_bytes`` of them."""
     if _is_gzip(path):
-        raw = _CountingReader(gzip.open(path, "rb"), limits.max_file_bytes)  # type: ignore[arg-type]
+        # the reader owns the gzip stream and closes it with itself, which the caller closes
+        raw = _CountingReader(gzip.open(path, "rb"), limits.max_file_bytes)  # noqa: SIM115
         return io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[return-value]
     return open(path, "rb", buffering=1 << 20)
 

@@ -65,7 +65,7 @@ def tasks_from_runs(runs: Iterable[KbRun], *, min_runs: int = 2) -> list[Task]:
             continue
         grouped[task_key(run)].append(run)
     tasks = []
-    for key, members in sorted(grouped.items()):
+    for _key, members in sorted(grouped.items()):
         by_config: dict[str, list[KbRun]] = defaultdict(list)
         for run in members:
             config = {k: v for k, v in run.config.items() if k not in IGNORED_CONFIG_KEYS}

@@ -155,7 +155,7 @@ def features_with(descriptors: Mapping[str, float], raw: Mapping[str, Any]) -> M
     fields = MetaFeatures.model_fields
     for name, info in fields.items():
         if name in data and info.annotation in (int, int | None) and isinstance(data[name], float):
-            data[name] = int(round(data[name]))
+            data[name] = round(data[name])
     return MetaFeatures.model_validate(data)
 
 

@@ -196,7 +196,7 @@ def _to_lp(instance: Instance, layout: Layout) -> highspy.HighsLp:
 
 def _start_vector(instance: Instance, layout: Layout, start: np.ndarray) -> np.ndarray:
     """A feasible-as-possible column vector from an hour grid: one site per job, the rest unmet."""
-    jobs, dcs, _ = instance.shape
+    jobs, _, _ = instance.shape
     per_site = start.sum(axis=2)
     site = per_site.argmax(axis=1)
     keep = np.zeros_like(start)

@@ -13,7 +13,7 @@ from .model import Layout, Solution
 
 
 def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
-    jobs, dcs, periods = instance.shape
+    jobs, dcs, _ = instance.shape
     cost = instance.hour_cost()
     length = instance.periods.length
     usable = instance.usable

@@ -11,6 +11,7 @@ and ack means a redelivery, which the writer stores once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -78,10 +79,8 @@ class StreamIngestor:
                 if result.rejected and self.on_rejected is not None:
                     await self.on_rejected(result.rejected)
         finally:  # a pending pull request would hold the broker's drain at shutdown
-            try:
+            with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-            except Exception:
-                pass
 
     async def _store(self, batch: list[Incoming], msgs: list) -> WriteResult:
         delay = 0.5

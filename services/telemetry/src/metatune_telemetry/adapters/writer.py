@@ -123,7 +123,7 @@ class EventWriter:
             raise
         except Exception as exc:
             if len(classified) == 1:
-                message, outcome = classified[0]
+                message = classified[0][0]
                 reason = clean_text(redact(f"{type(exc).__name__}: {str(exc).strip()}"))
                 log.warning(
                     "stream %s seq %d refused by the database, stored as a reject: %s",

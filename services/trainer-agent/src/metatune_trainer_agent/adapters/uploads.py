@@ -9,6 +9,7 @@ pause, failure) are retried the same way before the run's message is acknowledge
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -62,11 +63,11 @@ class LatestUploader:
             self._pending = None
             try:
                 await with_retries(
-                    self._settings, f"{self._what} checkpoint upload", lambda: self._upload(data)
+                    self._settings,
+                    f"{self._what} checkpoint upload",
+                    functools.partial(self._upload, data),
                 )
-            except (
-                Exception
-            ) as exc:  # the budget ran out: the next checkpoint (or the outcome) tries again
+            except Exception as exc:  # the budget ran out: the next checkpoint (or outcome) retries
                 self.error = exc
                 log.warning("%s: checkpoint at step %d not uploaded: %r", self._what, step, exc)
                 continue

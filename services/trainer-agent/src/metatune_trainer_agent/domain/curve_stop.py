@@ -274,6 +274,30 @@ class CurveStopper:
             raise CurveModelError(
                 f"{len(usable)} complete curves on the grid; at least 10 are needed to fit"
             )
+
+        def model() -> Any:
+            return GradientBoostingRegressor(
+                n_estimators=n_estimators,
+                max_depth=max_depth,
+                learning_rate=0.05,
+                subsample=1.0,
+                min_samples_leaf=5,
+                random_state=0,
+            )
+
+        def out_of_fold(x: np.ndarray, target: np.ndarray, g: np.ndarray) -> np.ndarray:
+            """Each row predicted by a model fitted without its group (dataset)."""
+            splits = min(folds, len(set(g.tolist())))
+            found = np.empty(len(target))
+            parts = (
+                GroupKFold(n_splits=splits).split(x, target, g)
+                if splits >= 2
+                else KFold(5).split(x, target)
+            )
+            for train, test in parts:
+                found[test] = model().fit(x[train], target[train]).predict(x[test])
+            return found
+
         models: dict[int, _PrefixModel] = {}
         for k in range(1, len(grid) + 1):
             rows, targets, keep = [], [], []
@@ -288,37 +312,11 @@ class CurveStopper:
             if len(rows) < 10:
                 continue
             x, y, g = np.nan_to_num(np.array(rows), nan=0.0), np.array(targets), groups[keep]
-
-            def model() -> Any:
-                return GradientBoostingRegressor(
-                    n_estimators=n_estimators,
-                    max_depth=max_depth,
-                    learning_rate=0.05,
-                    subsample=1.0,
-                    min_samples_leaf=5,
-                    random_state=0,
-                )
-
-            splits = min(folds, len(set(g.tolist())))
-
-            def out_of_fold(target: np.ndarray) -> np.ndarray:
-                found = np.empty(len(target))
-                parts = (
-                    GroupKFold(n_splits=splits).split(x, target, g)
-                    if splits >= 2
-                    else KFold(5).split(x, target)
-                )
-                for train, test in parts:
-                    found[test] = model().fit(x[train], target[train]).predict(x[test])
-                return found
-
-            residuals = y - out_of_fold(y)
+            residuals = y - out_of_fold(x, y, g)
             scale = None
-            if normalised:
+            if normalised:  # residual sizes, predicted out of fold too
                 size = np.abs(residuals)
-                residuals = residuals / np.maximum(
-                    out_of_fold(size), SCALE_FLOOR
-                )  # sizes out of fold too
+                residuals = residuals / np.maximum(out_of_fold(x, size, g), SCALE_FLOOR)
                 scale = _Trees.of(model().fit(x, size))
             models[k] = _PrefixModel(
                 _Trees.of(model().fit(x, y)), sorted(residuals.tolist()), scale
