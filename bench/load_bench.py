@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import random
 import sys
 import tempfile
@@ -252,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
     results = []
+    load_before = os.getloadavg()[0]  # the machine's load says how much CPU the run was given
     with stdout_to_stderr(args.json):  # HiGHS prints a banner from native code
         if args.baseline_submissions:
             results.append(
@@ -289,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         **main_result.row(),
         "rate_per_s": args.rate,
+        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "baseline": results[0].row() if args.baseline_submissions else None,
     }
     if args.json:

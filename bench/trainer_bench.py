@@ -107,6 +107,37 @@ def variants(device: str) -> dict[str, TrainOptions]:
     return found
 
 
+def loop_report(args: argparse.Namespace, rows: list[Row]) -> dict:
+    """The table as one JSON object: one entry per dataset and loop, speed-up against naive."""
+    out = []
+    for row in rows:
+        naive = next(r for r in rows if r.dataset == row.dataset and r.variant == "naive")
+        acc = row.outcome.accounting
+        out.append(
+            {
+                "dataset": row.dataset,
+                "variant": row.variant,
+                "precision": row.outcome.precision,
+                "useful_tokens": acc.tokens_seen,
+                "tokens_with_padding": acc.tokens_with_padding,
+                "padding_per_useful_token": row.padding_per_useful,
+                "step_s": row.outcome.train_seconds / max(row.outcome.step, 1),
+                "useful_tokens_per_s": row.tokens_per_second,
+                "speedup": row.tokens_per_second / naive.tokens_per_second,
+                "val_loss": row.outcome.evaluation.loss if row.outcome.evaluation else None,
+            }
+        )
+    return {
+        "device": args.device,
+        "cpu": platform.processor() or "cpu",
+        "threads": torch.get_num_threads(),
+        "steps": args.steps,
+        "batch_size": args.batch_size,
+        "max_seq_length": args.max_seq_length,
+        "rows": out,
+    }
+
+
 def precision_compare(args: argparse.Namespace, console: Console) -> None:
     """bf16 autocast against fp32 on CPU: speed, final loss and accuracy, two seeds for the noise."""
     results: dict[tuple[str, str], list[RunOutcome]] = {}
@@ -262,7 +293,7 @@ def main() -> None:
         "--learning-rate", type=float, default=1e-3, help="learning rate of --precision-compare"
     )
     parser.add_argument(
-        "--json", action="store_true", help="--precision-compare: print one JSON object"
+        "--json", action="store_true", help="print one JSON object (tables go to stderr)"
     )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -336,6 +367,8 @@ def main() -> None:
             f"{row.outcome.evaluation.loss:.4f}" if row.outcome.evaluation else "-",
         )
     console.print(table)
+    if args.json:
+        print(json.dumps(loop_report(args, rows)))
     console.print(
         "naive: pad to max_seq_length, fp32, random batches | agent: dynamic padding, length-grouped "
         "batches, auto precision (bf16/fp16 autocast on GPU; on CPU bf16 where native, else fp32) | agent+fp32 / "

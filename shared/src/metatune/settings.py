@@ -71,7 +71,8 @@ class Settings(BaseSettings):
     )
     nats_secrets_dir: Path | None = Field(
         None,
-        description="Where `metatune up` / `metatune secrets` keep NATS credentials (default: <data dir>/secrets/nats)",
+        description="Where `metatune up` / `metatune secrets` keep NATS credentials (default: <data dir>/secrets/nats); "
+        "the CLI falls back to its admin or submitter credential there",
     )
     nats_tls_ca_file: Path | None = Field(
         None,
@@ -110,11 +111,15 @@ class Settings(BaseSettings):
     clock: Literal["real", "simulated"] = Field("real", description="Wall-clock or simulated hours")
     sim_seconds_per_hour: float = Field(10.0, gt=0, description="Real seconds per simulated hour")
     sim_start: AwareDatetime | None = Field(
-        None, description="Simulated start time (default: now, floored to the hour)"
+        None,
+        description="Simulated start time, ISO 8601 with a zone (default: now, floored to the hour)",
     )
 
     # Service identity and health
-    service_name: str = Field("", description="Name this process reports in health and errors")
+    service_name: str = Field(
+        "",
+        description="Name this process reports in health, logs and errors (empty: the service's own name)",
+    )
     heartbeat_s: float = Field(2.0, gt=0, description="Seconds between health heartbeats")
 
     # Limits on user input
