@@ -159,7 +159,7 @@ def load_result(name: str) -> dict[str, Any]:
     path = RESULTS / f"{name}.json"
     if not path.is_file():
         raise DocsError(f"{path.relative_to(ROOT)} is missing")
-    data = json.loads(path.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
     for key in ("command", "measured_on", "provenance"):
         if key not in data:
             raise DocsError(f"{path.relative_to(ROOT)} has no {key!r}")
@@ -379,7 +379,7 @@ CARBON = ("ample", "residency", "tight")
 
 
 def carbon_settings() -> dict[str, dict[str, Any]]:
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for setting in CARBON:
         out |= load_result(f"scheduler_carbon_bench.{setting}")["settings"]
     return out
