@@ -12,23 +12,22 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import typer
+
+# typer (>= 0.28) carries its own copy of click, whose usage errors derive from TyperException
+from typer import TyperException as ClickError
 from typer.core import TyperGroup
 
 from .. import __version__
 from .adapter import adapter_app
 from .cancel import cancel
 from .connect import fail
+from .demo import demo
 from .events import events
 from .kb import kb_app
 from .platform_cmds import bus_init, down, restart, secrets, status, up
 from .results import results
 from .study import study_app
 from .submit import submit
-
-try:  # newer typer carries its own copy of click, whose errors derive from TyperException
-    from typer import TyperException as ClickError
-except ImportError:  # older typer runs on click itself
-    from click import ClickException as ClickError  # type: ignore[assignment]
 
 
 @contextmanager
@@ -71,6 +70,7 @@ CORE_COMMANDS = {
     "secrets": secrets,
     "bus-init": bus_init,
     "results": results,
+    "demo": demo,
 }
 for name, command in CORE_COMMANDS.items():
     app.command(name)(command)
