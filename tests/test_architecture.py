@@ -1,11 +1,13 @@
 """The architecture as a gate: import-linter's contracts (``.importlinter``) hold on the code.
 
 No service imports another, the shared package imports no service, and domain code stays pure
-(no adapters, bus, FastStream, database or HTTP client), so it is testable without a bus.
+(no adapters, bus, FastStream, database or HTTP client), so it is testable without a bus; no
+module imports itself through others (``scripts/import_cycles.py``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -27,3 +29,37 @@ def test_import_contracts_hold() -> None:
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "0 broken" in done.stdout
+
+
+def _import_cycles(*packages: str, path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(path)} if path else None
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "import_cycles.py"), *packages],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+
+
+def test_no_import_cycles() -> None:
+    done = _import_cycles()
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "0 import cycles" in done.stdout
+
+
+def test_the_cycle_check_finds_a_cycle_under_type_checking(tmp_path: Path) -> None:
+    package = tmp_path / "cyclic"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from .b import B\n\nclass A(B): ...\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .a import A\n\nclass B: ...\n"
+    )
+    (package / "c.py").write_text("from . import a\n")  # imports into the cycle, not part of it
+    done = _import_cycles("cyclic", path=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "import cycle: cyclic.a <-> cyclic.b\n" in done.stdout
+    assert "1 import cycles" in done.stdout

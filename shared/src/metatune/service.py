@@ -66,7 +66,7 @@ class Service:
         self._inbox_prefix = (auth.get("inbox_prefix", "_INBOX") + ".").encode()
         self.broker = NatsBroker(
             self.settings.nats_url,
-            middlewares=[contract_middleware(self)],
+            middlewares=[contract_middleware(self.settings, self.report_error)],
             connect_timeout=self.settings.connect_timeout_s,
             max_reconnect_attempts=-1,  # ride out any outage (nats-py gives up after 60 tries by default)
             reconnect_time_wait=1.0,

@@ -8,24 +8,25 @@
   ``message_too_large`` error event.
 * Success is acknowledged explicitly.
 The consumer keeps going in every case.
+
+The middleware knows the service only through its settings and an :class:`ErrorReporter`, so the
+bus does not import :mod:`metatune.service` (which imports the bus).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from faststream import BaseMiddleware
 from faststream.exceptions import HandlerException
+from faststream.message import StreamMessage
+from faststream.nats.message import NatsMessage
 from pydantic import ValidationError
 
 from ..contracts import ErrorKind
-
-if TYPE_CHECKING:
-    from faststream.message import StreamMessage
-
-    from ..service import Service
+from ..settings import Settings
 
 log = logging.getLogger("metatune.bus")
 
@@ -52,10 +53,24 @@ def _deliveries(msg: StreamMessage[Any]) -> int | None:
         return None
 
 
-def contract_middleware(service: Service) -> type[BaseMiddleware]:
-    """Build the middleware class bound to ``service`` (for its settings and error publisher)."""
+class ErrorReporter(Protocol):
+    """Publishes a typed error event (``Service.report_error``)."""
 
-    settings = service.settings
+    async def __call__(
+        self,
+        *,
+        code: str,
+        message: str,
+        kind: ErrorKind,
+        subject: str | None = None,
+        payload_excerpt: str | None = None,
+        deliveries: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> object: ...
+
+
+def contract_middleware(settings: Settings, report_error: ErrorReporter) -> type[BaseMiddleware]:
+    """Build the middleware class bound to a service's settings and error publisher."""
 
     class ContractMiddleware(BaseMiddleware):
         async def consume_scope(
@@ -65,7 +80,7 @@ def contract_middleware(service: Service) -> type[BaseMiddleware]:
             subject = getattr(msg.raw_message, "subject", None)
             size = len(msg.body or b"")
             if size > settings.max_message_bytes:  # refused before it is parsed: no handler sees it
-                await service.report_error(
+                await report_error(
                     kind=ErrorKind.invalid_message,
                     code="message_too_large",
                     message=f"message of {size} bytes exceeds the limit of {settings.max_message_bytes} bytes",
@@ -80,7 +95,7 @@ def contract_middleware(service: Service) -> type[BaseMiddleware]:
             try:
                 result = await call_next(msg)
             except ValidationError as exc:
-                await service.report_error(
+                await report_error(
                     kind=ErrorKind.invalid_message,
                     code="invalid_message",
                     message=_validation_summary(exc),
@@ -105,9 +120,12 @@ def contract_middleware(service: Service) -> type[BaseMiddleware]:
                         delay,
                         exc,
                     )
-                    await msg.nack(delay=delay)
+                    if isinstance(msg, NatsMessage):  # JetStream redelivers after the delay
+                        await msg.nack(delay=delay)
+                    else:
+                        await msg.nack()
                     return None
-                await service.report_error(
+                await report_error(
                     kind=ErrorKind.handler_failed,
                     code="dead_lettered",
                     message=f"{type(exc).__name__}: {exc}",

@@ -15,14 +15,10 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import gpytorch
 import numpy as np
 import torch
-
-if TYPE_CHECKING:
-    from .prior import LearnedPrior
 
 DTYPE = torch.float64
 ADAPT_AFTER = (
@@ -47,23 +43,26 @@ class Adapted:
 
 
 def adapt(
-    prior: LearnedPrior,
+    pretrained: gpytorch.kernels.ScaleKernel,
+    noise: torch.Tensor,
+    varied: torch.Tensor,
     x: torch.Tensor,
     y: np.ndarray,
     mean_at_x: torch.Tensor,
     a0: float,
     b0: float,
 ) -> Adapted:
-    """MAP hyperparameters for one task's results ``y`` (raw) at inputs ``x``; ``a0``, ``b0``: the
-    affine map under the pre-trained hyperparameters (the start). Falls back to the pre-trained
-    values if the fit fails numerically."""
-    kernel = copy.deepcopy(prior.kernel)
-    noise0 = prior.likelihood.noise.detach().reshape(())
+    """MAP hyperparameters for one task's results ``y`` (raw) at inputs ``x``, starting from the
+    prior's ``pretrained`` kernel and ``noise``; ``varied``: the input columns some history task
+    varied; ``a0``, ``b0``: the affine map under the pre-trained hyperparameters (the start). Falls
+    back to the pre-trained values if the fit fails numerically."""
+    kernel = copy.deepcopy(pretrained)
+    noise0 = noise.detach().reshape(())
     fallback = Adapted(kernel, noise0, a0, b0, 1.0)
     base = kernel.base_kernel
     log_ls0 = torch.log(base.lengthscale.detach()).reshape(-1)
     log_os0 = torch.log(kernel.outputscale.detach())
-    ls_sd = torch.where(prior.varied[: len(log_ls0)], LOG_SD, UNSEEN_LOG_SD).to(DTYPE)
+    ls_sd = torch.where(varied[: len(log_ls0)], LOG_SD, UNSEEN_LOG_SD).to(DTYPE)
     yt = torch.as_tensor(y, dtype=DTYPE)
     da = torch.zeros((), dtype=DTYPE, requires_grad=True)  # a = a0 + b0 * da
     dlog_b = torch.zeros((), dtype=DTYPE, requires_grad=True)

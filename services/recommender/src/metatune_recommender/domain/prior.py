@@ -249,7 +249,16 @@ class LearnedPrior:
             cov = self._covariance(x).numpy()
         a, b = affine_to_prior(y, u, cov)
         if len(y) >= ADAPT_AFTER and np.ptp(y) > 0:
-            fit = adapt(self, x, y, torch.as_tensor(u, dtype=DTYPE), a, b)
+            fit = adapt(
+                self.kernel,
+                self.likelihood.noise,
+                self.varied,
+                x,
+                y,
+                torch.as_tensor(u, dtype=DTYPE),
+                a,
+                b,
+            )
             return TaskPosterior(
                 self,
                 descriptors,
