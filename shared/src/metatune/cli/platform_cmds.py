@@ -320,15 +320,21 @@ def _wait_healthy(settings: Settings, state: RunState, only: set[str] | None = N
 
 
 def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
-    """Stop what `metatune up` started (and nothing else)."""
+    """Stop what `metatune up` or `metatune demo` started (and nothing else)."""
+    from ..demo.stack import demo_settings
+
     settings = get_settings()
-    state = load_state(settings)
     stopped: list[str] = []
-    if state is None:
-        message = "nothing to stop: `metatune up` has not started anything here"
+    found = False
+    for where in (settings, demo_settings(settings)):  # `up`'s platform, then `demo`'s
+        state = load_state(where)
+        if state is not None:
+            found = True
+            stopped += stop(state.processes)
+            state_path(where).unlink(missing_ok=True)
+    if not found:
+        message = "nothing to stop: neither `metatune up` nor `metatune demo` started anything here"
     else:
-        stopped = stop(state.processes)
-        state_path(settings).unlink(missing_ok=True)
         message = f"stopped: {', '.join(stopped) or 'nothing was running'}"
     if json_output:
         print_json({"stopped": stopped})

@@ -1,0 +1,210 @@
+"""Rich renderings of the demo: live tables while the studies run, the closing table at the end."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..contracts import PredictionSource
+from .observer import DemoState
+from .receiver import WebhookReceiver
+
+
+class Demo(Protocol):
+    """What the tables read: the state folded from the bus, the receiver, the KB count."""
+
+    state: DemoState
+    receiver: WebhookReceiver | None
+    kb_runs: int
+
+
+PROFILE_FEATURES = (
+    ("rows", "n_examples", "{:.0f}"),
+    ("classes", "n_classes", "{:.0f}"),
+    ("label entropy", "label_entropy_norm", "{:.2f}"),
+    ("tokens p50/p95", None, ""),
+    ("unknown tokens", "unk_rate", "{:.1%}"),
+    ("fertility", "fertility", "{:.2f}"),
+    ("MATTR", "mattr", "{:.2f}"),
+    ("Zipf alpha", "zipf_alpha", "{:.2f}"),
+    ("pair", "is_pair", "{}"),
+)
+
+
+def _fmt(value: Any, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def profiles(demo: Demo) -> Table:
+    table = Table(title="1. datasets as the profiler measured them (metatune.datasets.profiled)")
+    table.add_column("study")
+    for label, _, _ in PROFILE_FEATURES:
+        table.add_column(label, justify="right")
+    table.add_column("script")
+    for study in demo.state.studies.values():
+        if study.profile is None:
+            table.add_row(study.name, *["…"] * (len(PROFILE_FEATURES) + 1))
+            continue
+        f = study.profile.features
+        cells = []
+        for _label, name, pattern in PROFILE_FEATURES:
+            if name is None:
+                cells.append(f"{f.tokens_p50:.0f}/{f.tokens_p95:.0f}")
+            else:
+                cells.append(_fmt(getattr(f, name), pattern))
+        script = max(f.script_mix, key=f.script_mix.get) if f.script_mix else "-"
+        table.add_row(study.name, *cells, script)
+    return table
+
+
+def recommendations(demo: Demo) -> Table:
+    table = Table(
+        title="2. trials the recommender chose (metatune.jobs.requested): predicted accuracy, cost, source"
+    )
+    for col in ("trial", "how", "rank", "lr", "batch", "predicted", "GPU-h", "source"):
+        table.add_column(col, justify="right" if col in ("rank", "batch", "GPU-h") else "left")
+    for study in demo.state.studies.values():
+        for job_id in study.jobs:
+            job = demo.state.jobs[job_id]
+            r = job.request
+            predicted = (
+                "-"
+                if r.predicted_metric is None
+                else f"{r.predicted_metric:.3f} ± {r.predicted_metric_std or 0:.3f}"
+            )
+            source = (
+                "knowledge base"
+                if r.prediction_source == PredictionSource.knowledge_base
+                else "cold-start portfolio"
+            )
+            table.add_row(
+                f"{study.name}#{job.trial_index + 1}",
+                r.acquisition or "-",
+                str(r.config.rank),
+                f"{r.config.learning_rate:.2g}",
+                str(r.config.batch_size),
+                predicted,
+                f"{r.estimated_gpu_hours:.3f}",
+                source,
+            )
+    return table
+
+
+def _hours(planned: list) -> str:
+    parts = []
+    for dc, hours in planned:
+        if hours:
+            first, last = min(hours), max(hours)
+            span = f"{first:%H}h" if first == last else f"{first:%H}-{last:%H}h"
+            parts.append(f"{dc} {span} ({len(hours)} h)")
+    return ", ".join(parts) or "-"
+
+
+def runs(demo: Demo) -> Table:
+    s = demo.state
+    plan = (
+        f"plan v{s.plan_version}: expected {s.plan_expected_g:.1f} g vs {s.plan_baseline_g:.1f} g "
+        "running every job now at home"
+        if s.plan_version is not None
+        else "no plan yet"
+    )
+    table = Table(
+        title=f"3-4. the plan and the runs ({plan}; simulated time {s.now:%d %b %H:%M})"
+        if s.now
+        else f"3-4. the plan and the runs ({plan})"
+    )
+    for col in (
+        "trial",
+        "planned (datacenter, hours)",
+        "status",
+        "where",
+        "step",
+        "accuracy",
+        "Wh",
+        "gCO2eq",
+        "pauses",
+        "moves",
+    ):
+        table.add_column(
+            col,
+            justify="right"
+            if col in ("step", "accuracy", "Wh", "gCO2eq", "pauses", "moves")
+            else "left",
+        )
+    for study in s.studies.values():
+        for job_id in study.jobs:
+            job = s.jobs[job_id]
+            step = f"{job.step}/{job.total_steps}" if job.total_steps else "-"
+            status = job.status
+            if job.status == "early-stopped" and job.stop_reason:
+                status += (
+                    " (curve)" if job.stop_reason.startswith("learning curve") else " (plateau)"
+                )
+            table.add_row(
+                f"{study.name}#{job.trial_index + 1}",
+                _hours(job.planned),
+                status,
+                " -> ".join(job.visited) or "-",
+                step,
+                _fmt(job.metric, "{:.3f}"),
+                f"{job.energy_wh:.2f}",
+                f"{job.emissions_g:.3f}",
+                str(job.pauses),
+                str(job.migrations),
+            )
+    return table
+
+
+def footer(demo: Demo) -> Text:
+    s = demo.state
+    deliveries, verified = demo.receiver.counts() if demo.receiver else (0, 0)
+    line = (
+        f"5. pauses {s.pauses()} · migrations {s.migrations()} · early stops {s.early_stops()} · "
+        f"completions {s.completions()} · in the knowledge base {demo.kb_runs} · "
+        f"webhooks {deliveries} received, {verified} signature-verified · errors {len(s.errors)}"
+    )
+    return Text(line)
+
+
+def training(demo: Demo) -> Group:
+    log = Text("\n".join(demo.state.log[-8:]), style="dim")
+    return Group(runs(demo), footer(demo), log)
+
+
+def _g(value: float | None) -> str:
+    return "unpriced" if value is None else f"{value / 1000:.5f}"
+
+
+def closing(result: dict[str, Any]) -> Table:
+    table = Table(title="6. what MetaTune saved (from the database)")
+    for col in (
+        "study",
+        "trials run (early-stopped)",
+        "grid",
+        "best accuracy",
+        "energy Wh",
+        "grid energy Wh",
+        "kgCO2eq",
+        "run now at home",
+        "greedy",
+        "disclosed kgCO2eq",
+    ):
+        table.add_column(col, justify="left" if col == "study" else "right")
+    for row in result["studies"]:
+        disclosed = result["disclosure"].get(row["study_id"], {})
+        table.add_row(
+            row["name"],
+            f"{row['trials']} ({row['early_stopped']})",
+            str(row["grid"]),
+            _fmt(row["best_accuracy"], "{:.3f}"),
+            f"{row['energy_wh']:.2f}",
+            _fmt(row["grid_energy_wh"], "{:.0f}"),
+            _g(row["emissions_g"]),
+            _g(row["run_now_g"]),
+            _g(row["greedy_g"]),
+            _fmt(disclosed.get("kgco2eq"), "{:.5f}"),
+        )
+    return table
