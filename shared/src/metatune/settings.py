@@ -277,10 +277,29 @@ class Settings(BaseSettings):
         description="gCO2eq/kWh added to the forecast per hour of delay, so that of two nearly equally clean hours "
         "the plan takes the earlier; 0: the forecast alone",
     )
+    scheduler_min_run_h: float = Field(
+        1.0,
+        ge=0,
+        description="Clock hours a started or resumed job runs, on top of its measured start-up, before the "
+        "scheduler may pause or move it (and never before it has saved a checkpoint past its start)",
+    )
+    scheduler_startup_wall_s: float = Field(
+        30.0,
+        ge=0,
+        description="Real seconds a start or resume is assumed to cost (loading model and data) until an agent "
+        "has measured one; converted to clock hours, so a simulated clock sees it in simulated hours",
+    )
 
     # Telemetry (event log, webhooks, dashboard)
     telemetry_batch_size: int = Field(
-        500, ge=1, le=10000, description="Events the telemetry writer stores per COPY batch"
+        2000, ge=1, le=10000, description="Events the telemetry writer stores per COPY batch"
+    )
+    telemetry_writers: int = Field(
+        1,
+        ge=1,
+        le=32,
+        description="Processes that store the event log stream, sharing its durable consumer; the service is "
+        "one, each more uses another CPU core for validation (the writer's main cost)",
     )
     telemetry_pool_size: int = Field(
         4, ge=2, le=64, description="PostgreSQL connections of the telemetry service"

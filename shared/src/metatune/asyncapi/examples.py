@@ -170,6 +170,25 @@ def examples() -> list[Example]:
                 study_id=STUDY,
                 reason="needs 30 h of GPU time before a deadline 24 h away",
                 earliest_finish=NOW + timedelta(hours=31),
+                situation=c.InfeasibleSituation.late,
+                deadline=NOW + timedelta(hours=24),
+                policy=c.InfeasibleAction.run_late,
+                options=[
+                    c.InfeasibleOption(
+                        action=c.InfeasibleAction.run_late,
+                        earliest_finish=NOW + timedelta(hours=31),
+                        how="nothing to do: it stays planned and finishes after its deadline (the default)",
+                    ),
+                    c.InfeasibleOption(
+                        action=c.InfeasibleAction.drop,
+                        how=f"publish a JobCancelled on metatune.jobs.cancelled (metatune cancel {JOB})",
+                    ),
+                    c.InfeasibleOption(
+                        action=c.InfeasibleAction.relax_residency,
+                        earliest_finish=NOW + timedelta(hours=26),
+                        how="cancel it and submit the study again with a wider region_group (or none)",
+                    ),
+                ],
             ),
         ),
         Example(
@@ -284,6 +303,13 @@ def examples() -> list[Example]:
                 step_time_s=13.6,
                 estimated_remaining_gpu_hours=0.21,
                 accounting=ACCOUNTING,
+                session_started_at=NOW + timedelta(hours=2, minutes=4),
+                session_start_step=40,
+                startup_s=31.0,
+                startup_wall_s=31.0,
+                steps_per_hour=265.0,
+                tokens_per_second=410.0,
+                checkpoint_step=50,
             ),
         ),
         Example(

@@ -18,6 +18,9 @@ from .errors import ErrorEvent, ErrorKind
 from .forecasts import HORIZON_HOURS, CarbonForecast
 from .health import ServiceHealth
 from .jobs import (
+    InfeasibleAction,
+    InfeasibleOption,
+    InfeasibleSituation,
     JobCancelled,
     JobInfeasible,
     JobRequested,
@@ -64,6 +67,9 @@ __all__ = [
     "FailureReason",
     "Hardware",
     "HourlyEnergy",
+    "InfeasibleAction",
+    "InfeasibleOption",
+    "InfeasibleSituation",
     "JobCancelled",
     "JobInfeasible",
     "JobRequested",

@@ -103,12 +103,52 @@ class JobRequested(Event):
         return self
 
 
+class InfeasibleSituation(StrEnum):
+    late = "late"  # the datacenters it may use cannot finish it by its deadline
+    no_datacenter = "no_datacenter"  # no datacenter of its region group is available
+    too_large = "too_large"  # it needs more GPUs than any allowed datacenter has
+
+
+class InfeasibleAction(StrEnum):
+    run_late = "run_late"  # keep it planned and let it finish after the deadline
+    drop = "drop"  # withdraw it (a JobCancelled)
+    relax_residency = "relax_residency"  # let it run outside its region group
+
+
+class InfeasibleOption(Contract):
+    """One way out for a job that cannot meet its deadline."""
+
+    action: InfeasibleAction = Field(description="run_late, drop or relax_residency")
+    earliest_finish: AwareDatetime | None = Field(
+        None, description="when the job would finish this way; None: not known or not applicable"
+    )
+    how: str = Field(description="what to do to choose this option")
+
+
 class JobInfeasible(Event):
+    """A job whose deadline cannot hold (or that cannot run at all where it may run). Sent once
+    per change of its situation, not at every re-plan; the job is never dropped silently: the
+    scheduler applies ``policy`` until told otherwise."""
+
     job_id: JobId
     study_id: OptionalStudyId = None
     reason: str = Field(description="why no plan meets the deadline")
     earliest_finish: AwareDatetime | None = Field(
         None, description="earliest finish the scheduler can offer"
+    )
+    situation: InfeasibleSituation = Field(
+        InfeasibleSituation.late, description="late, no_datacenter or too_large"
+    )
+    deadline: AwareDatetime | None = Field(
+        None, description="the deadline the job was requested with"
+    )
+    policy: InfeasibleAction = Field(
+        InfeasibleAction.run_late,
+        description="what the scheduler does meanwhile: run_late (it stays planned, finishing after "
+        "its deadline, or waits for a datacenter it may use)",
+    )
+    options: list[InfeasibleOption] = Field(
+        default_factory=list, description="the choices open to the submitter"
     )
 
 

@@ -62,6 +62,39 @@ class RunProgress(Event):
         None, ge=0, description="GPU-hours to finish, at the current pace"
     )
     accounting: RunAccounting = Field(RunAccounting(), description="what the run spent so far")
+    # The session: this start or resume of the job at this datacenter. The scheduler plans the
+    # remaining work from these measurements (see the scheduler README); older producers leave them out.
+    session_started_at: AwareDatetime | None = Field(
+        None, description="clock time the agent took up this start or resume (UTC)"
+    )
+    session_start_step: int | None = Field(
+        None, ge=0, description="optimizer step this session started from (0, or its checkpoint's)"
+    )
+    startup_s: float | None = Field(
+        None,
+        ge=0,
+        description="clock seconds (simulated seconds under a simulated clock) from taking up the "
+        "assignment to the first training step: fetching data and checkpoint, loading the model, "
+        "smoke test, restore; what every (re)start costs",
+    )
+    startup_wall_s: float | None = Field(
+        None, ge=0, description="the same start-up in real seconds"
+    )
+    steps_per_hour: float | None = Field(
+        None,
+        gt=0,
+        description="optimizer steps per clock hour measured since this session's first step "
+        "(waits included); None: no step yet",
+    )
+    tokens_per_second: float | None = Field(
+        None, ge=0, description="useful tokens per second of optimizer steps in this session"
+    )
+    checkpoint_step: int | None = Field(
+        None,
+        ge=0,
+        description="step of the latest checkpoint saved in this session; None: none yet, so a "
+        "pause now would save no progress worth its restart",
+    )
 
 
 class RunMetrics(Contract):
