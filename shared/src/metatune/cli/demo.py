@@ -10,7 +10,7 @@ from rich.console import Console
 from ..settings import Settings, get_settings
 from .connect import fail
 from .output import JSON_HELP, logs_to_stderr, print_json
-from .platform_cmds import _start_all
+from .platform_cmds import _restart, _start_all
 from .platform_cmds import console as platform_console
 
 
@@ -21,6 +21,12 @@ def _start_platform(settings: Settings) -> None:
             _start_all(settings, simulate=True, wait=True)
         except typer.Exit as exc:  # `fail` printed the reason
             raise RuntimeError("the platform did not start (reason above)") from exc
+
+
+def _restart_instance(settings: Settings, instance: str) -> None:
+    """``metatune restart INSTANCE`` with the demo's settings (not waiting for its heartbeat)."""
+    with logs_to_stderr(platform_console, True):
+        _restart(settings, instance, wait=False)
 
 
 def demo(
@@ -44,7 +50,9 @@ def demo(
     console = Console(stderr=json_output)
     if not console.is_terminal:  # a log or a pipe: wide enough for the tables
         console = Console(stderr=json_output, width=160)
-    runner = Demo(scenario(seed, fast), data, get_settings(), console, _start_platform)
+    runner = Demo(
+        scenario(seed, fast), data, get_settings(), console, _start_platform, _restart_instance
+    )
     try:
         result = runner.run()
     except DemoAlreadyRunning as exc:

@@ -66,8 +66,8 @@ class JobView:
     planned: list[tuple[str, list[datetime]]] = field(default_factory=list)  # latest plan
     step: int = 0
     total_steps: int | None = None
-    pauses: int = 0
-    migrations: int = 0
+    pauses: int = 0  # pause assignments while it was unfinished
+    migrations: int = 0  # resumed at another datacenter than the one it last trained at
     metric: float | None = None
     energy_wh: float = 0.0
     emissions_g: float = 0.0
@@ -110,6 +110,14 @@ class DemoState:
     def _note(self, event: Event, text: str) -> None:
         self.log.append(f"{event.occurred_at:%d %H:%M} {text}")
         del self.log[:-200]
+
+    def remark(self, text: str) -> None:
+        """A line of the demo's own (a what-if it caused), at the latest simulated time seen."""
+        stamp = f"{self.now:%d %H:%M}" if self.now else "--"
+        self.log.append(f"{stamp} {text}")
+
+    def job_name(self, job_id: UUID) -> str:
+        return self._job_name(job_id)
 
     def _job_name(self, job_id: UUID) -> str:
         job = self.jobs.get(job_id)
@@ -157,7 +165,8 @@ class DemoState:
             self._note(
                 event, f"{event.action.value} {self._job_name(job.job_id)} at {event.datacenter}"
             )
-        elif event.action == AssignmentAction.pause:
+        elif event.action == AssignmentAction.pause and not job.finished:
+            job.pauses += 1
             self._note(event, f"pause {self._job_name(job.job_id)} at {event.datacenter}")
 
     def _on_RunProgress(self, event: RunProgress) -> None:
@@ -184,7 +193,6 @@ class DemoState:
         if job is None:
             return
         job.status, job.datacenter, job.step = "paused", event.datacenter, event.step
-        job.pauses += 1
         job.energy_wh = event.accounting.energy_wh
         job.emissions_g = event.accounting.emissions_g
         self._note(

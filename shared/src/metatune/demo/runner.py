@@ -59,8 +59,20 @@ def webhook_secret(seed: int) -> str:
 
 
 class Demo:
-    def __init__(self, scene: DemoScenario, data: Path, base: Settings, console: Console) -> None:
+    def __init__(
+        self,
+        scene: DemoScenario,
+        data: Path,
+        base: Settings,
+        console: Console,
+        start_platform: Callable[[Settings], None],
+        restart: Callable[[Settings, str], None],
+    ) -> None:
+        """``start_platform``: what ``metatune up --simulate`` does, with the demo's settings;
+        ``restart``: what ``metatune restart INSTANCE`` does."""
         self.scene, self.data, self.base, self.console = scene, data, base, console
+        self.start_platform, self.restart = start_platform, restart
+        self.outage: dict[str, Any] = {}
         self.folder = stack.demo_data_dir(base)
         self.settings: Settings | None = None
         self.receiver: WebhookReceiver | None = None
@@ -150,6 +162,7 @@ class Demo:
             finally:
                 stop.set()
                 reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
         finally:
             await admin.close()
         with self.step("closing table", log="telemetry"):
@@ -230,7 +243,7 @@ class Demo:
                     ),
                     task=study.task,
                     base_model=self.scene.base_model,
-                    deadline=now + timedelta(hours=study.deadline_h),
+                    deadline=now + timedelta(hours=self.scene.deadline_h),
                     trials=study.trials,
                     region_group=study.region_group,
                     home_datacenter=study.home_datacenter,
@@ -266,7 +279,6 @@ class Demo:
             if not isinstance(result, bool):
                 result = await result
             if result:
-                self.timings[what] = round(time.monotonic() - self.started, 1)
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{what}: not seen on the bus within {timeout_s:.0f} s")
@@ -297,8 +309,10 @@ class Demo:
             self.console.print(view.runs(self))
         with self.step("4. training", log="run"):
             waiting = asyncio.create_task(self._until("training", s.done, self.scene.timeout_s))
+            outage = asyncio.create_task(self._outage())
             await self._live(waiting.done)
             await waiting
+            await outage
             self.console.print(view.recommendations(self))
             self.console.print(view.runs(self))
         with self.step("5. knowledge base", log="recommender"):
@@ -306,6 +320,41 @@ class Demo:
         with self.step("5. webhooks", log="telemetry"):
             await self._until("webhooks", self._webhooks_complete, 90)
             self.console.print(view.footer(self))
+
+    async def _outage(self) -> None:
+        """What-if: the clean datacenter goes dark while a trial trains there. Its agent is
+        stopped (it checkpoints the run on the way out); once the scheduler's lease on it expires
+        the trial is paused and re-planned, and another datacenter resumes it from the checkpoint.
+        The agent is started again when the trial has moved."""
+        assert self.settings is not None
+        dc, s = self.scene.outage_datacenter, self.state
+
+        def victim():  # type: ignore[no-untyped-def]
+            for job in s.jobs.values():
+                if (
+                    job.status == "running"
+                    and job.datacenter == dc
+                    and job.total_steps
+                    and job.step >= max(2, job.total_steps // 4)
+                ):
+                    return job
+            return None
+
+        while (job := victim()) is None:
+            if s.done():
+                return
+            await asyncio.sleep(0.25)
+        name = s.job_name(job.job_id)
+        self.outage = {"datacenter": dc, "job_id": str(job.job_id), "step": job.step}
+        s.remark(f"what-if: {dc} goes dark while {name} trains there (step {job.step})")
+        await asyncio.to_thread(stack.stop_instance, self.settings, f"trainer-agent.{dc}")
+        deadline = time.monotonic() + 180
+        while not (job.finished or (job.visited and job.visited[-1] != dc)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} did not move away from {dc} within 180 s")
+            await asyncio.sleep(0.5)
+        s.remark(f"what-if over: {dc} is back")
+        await asyncio.to_thread(self.restart, self.settings, f"trainer-agent.{dc}")
 
     async def _kb_complete(self) -> bool:
         import psycopg
@@ -364,6 +413,7 @@ class Demo:
                 }
                 for sid, d in disclosures.items()
             },
+            "outage": self.outage,
             "pauses": self.state.pauses(),
             "migrations": self.state.migrations(),
             "early_stops": self.state.early_stops(),

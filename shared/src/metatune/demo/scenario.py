@@ -34,7 +34,6 @@ class DemoStudy(Contract):
     trials: int = Field(ge=1)
     home_datacenter: str = Field(description="the submitter's datacenter: the run-now baseline")
     region_group: RegionGroup | None = Field(None, description="data residency, if any")
-    deadline_h: float = Field(gt=0, description="simulated hours from submission")
 
 
 STUDIES = (
@@ -45,7 +44,6 @@ STUDIES = (
         language="English",
         trials=4,  # above the top-3: the fourth comes by Expected Improvement
         home_datacenter="dfw1",
-        deadline_h=8,
     ),
     DemoStudy(
         name="sentiment-am",
@@ -55,7 +53,6 @@ STUDIES = (
         trials=3,
         home_datacenter="fra1",
         region_group=RegionGroup.EU,  # data residency: never leaves the EU
-        deadline_h=8,
     ),
     DemoStudy(
         name="nli-en",
@@ -64,7 +61,6 @@ STUDIES = (
         language="English",
         trials=3,
         home_datacenter="fra1",
-        deadline_h=8,
     ),
 )
 
@@ -80,13 +76,20 @@ class DemoScenario(Contract):
     studies: list[DemoStudy]
     base_model: str = EMBEDDED_MODEL
     max_eval_examples: int = Field(description="held-out examples per evaluation")
-    timeout_s: float = Field(description="real seconds the studies may take in all")
+    deadline_h: float = Field(
+        gt=0, description="every study's deadline, simulated hours after its submission"
+    )
+    outage_datacenter: str = Field(
+        "osl1", description="the what-if: this datacenter goes dark while a trial trains there"
+    )
 
     def study_id(self, study: DemoStudy) -> UUID:
         return uuid5(NAMESPACE_URL, f"metatune:demo:{self.seed}:{study.name}")
 
-    def deadline(self, study: DemoStudy, submitted: datetime) -> datetime:
-        return submitted + timedelta(hours=study.deadline_h)
+    @property
+    def timeout_s(self) -> float:
+        """Real seconds the trials may take: the deadline, then a few late hours."""
+        return (self.deadline_h + 4) * self.seconds_per_hour
 
 
 def scenario(seed: int = 0, fast: bool = False) -> DemoScenario:
@@ -94,11 +97,11 @@ def scenario(seed: int = 0, fast: bool = False) -> DemoScenario:
         seed=seed,
         fast=fast,
         rows=300 if fast else 600,
-        seconds_per_hour=30.0 if fast else 45.0,
+        seconds_per_hour=30.0 if fast else 36.0,
         sim_start=SIM_START + timedelta(days=seed % 120),
         studies=list(STUDIES),
         max_eval_examples=64 if fast else 128,
-        timeout_s=420.0 if fast else 540.0,
+        deadline_h=12 if fast else 14,
     )
 
 

@@ -95,6 +95,14 @@ def apply(env: dict[str, str]) -> Settings:
     return settings
 
 
+def stop_instance(settings: Settings, instance: str) -> list[str]:
+    """Stop one process of the demo's platform (SIGTERM: it shuts down cleanly)."""
+    state = load_state(settings)
+    if state is None:
+        return []
+    return stop([p for p in state.processes if p.name == instance])
+
+
 def stop_platform(settings: Settings) -> list[str]:
     """Stop what the demo started (its run state), as ``metatune down`` does."""
     state = load_state(settings)

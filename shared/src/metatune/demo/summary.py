@@ -10,9 +10,11 @@ Per study:
 * **best** accuracy of the study's runs; **energy** (IT Wh) and **kgCO2eq** as metered hour by hour
   (``job_energy``).
 * **run now at home** and **greedy**: the same measured energy, hour by hour, priced as if each
-  trial had started in the hour it was requested and run without a break at the study's home
-  datacenter (run now at home) or at the cleanest datacenter it may use in that hour (greedy),
-  each at that site's PUE and the median intensity of the forecast in force when it was requested.
+  trial had run without a break from the hour it was requested at the study's home datacenter
+  (run now at home: the user's own cluster, no queue), or, taking the trials in the order they
+  were requested, at the datacenter with the least emissions among those its residency allows
+  that have a GPU free from the earliest hour one does (greedy: the platform's GPUs, no look-ahead),
+  each at that site's PUE and the median intensity of the forecast in force at the request.
 """
 
 from __future__ import annotations
@@ -53,12 +55,11 @@ class StudyRow:
 
 
 def _hours(rows: list[dict[str, Any]]) -> dict[str, list[tuple[datetime, float]]]:
-    energy: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
+    """Each job's IT energy per clock hour, in order (a migration hour summed over both sites)."""
+    energy: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
     for row in rows:
-        energy[str(row["job_id"])].append((row["hour"], float(row["energy_wh"])))
-    for hours in energy.values():
-        hours.sort()
-    return energy
+        energy[str(row["job_id"])][row["hour"]] += float(row["energy_wh"])
+    return {job: sorted(hours.items()) for job, hours in energy.items()}
 
 
 class Forecasts:
@@ -102,6 +103,57 @@ def _priced(
     return total
 
 
+def _total(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def _baselines(
+    requests: list[dict[str, Any]],
+    hours: dict[str, list[tuple[datetime, float]]],
+    registry: Registry,
+    forecasts: Forecasts,
+) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """Per job: gCO2eq run now at home, and placed greedily (see the module's docstring)."""
+    run_now: dict[str, float | None] = {}
+    greedy: dict[str, float | None] = {}
+    busy: dict[tuple[str, datetime], int] = defaultdict(int)
+    for req in sorted(requests, key=lambda r: (r["requested_at"], str(r["job_id"]))):
+        job = str(req["job_id"])
+        profile = hours.get(job)
+        if not profile:
+            continue
+        spec, known = req["spec"], req["requested_at"]
+        start = _floor_hour(known)
+        home = req["home_datacenter"] or spec.get("home_datacenter")
+        run_now[job] = _priced(profile, start, known, home, registry, forecasts)
+        allowed = registry.in_group(spec.get("region_group"))
+        span = range(len(profile))
+        for delay in range(24 * 7):
+            first = start + timedelta(hours=delay)
+            free = [
+                dc
+                for dc in allowed
+                if all(busy[(dc.name, first + timedelta(hours=k))] < dc.gpus for k in span)
+            ]
+            if free:
+                priced = [
+                    (_priced(profile, first, known, dc.name, registry, forecasts), dc)
+                    for dc in free
+                ]
+                known_prices = [(g, dc) for g, dc in priced if g is not None]
+                if not known_prices:
+                    greedy[job] = None
+                    break
+                g, chosen = min(known_prices, key=lambda item: item[0])
+                greedy[job] = g
+                for k in span:
+                    busy[(chosen.name, first + timedelta(hours=k))] += 1
+                break
+        else:
+            greedy[job] = None
+    return run_now, greedy
+
+
 def closing_table(
     database_url: str, studies: dict[UUID, str], registry: Registry
 ) -> list[StudyRow]:
@@ -138,11 +190,12 @@ def closing_table(
             ).fetchall()
         }
     hours = _hours(energy_rows)
+    run_now_of, greedy_of = _baselines(requests, hours, registry, forecasts)
     rows: list[StudyRow] = []
     for study_id, name in studies.items():
         sid = str(study_id)
         mine = [r for r in results if str(r["study_id"]) == sid]
-        reqs = {str(r["job_id"]): r for r in requests if str(r["study_id"]) == sid}
+        reqs = {str(r["job_id"]) for r in requests if str(r["study_id"]) == sid}
         metered = [e for e in energy_rows if str(e["job_id"]) in reqs]
         emissions = (
             None
@@ -159,24 +212,8 @@ def closing_table(
             for r in mine
             if r["status"] == "completed" and (r["metrics"] or {}).get("accuracy") is not None
         ]
-        run_now: float | None = 0.0
-        greedy: float | None = 0.0
-        for job_id, req in reqs.items():
-            profile = hours.get(job_id, [])
-            if not profile:
-                continue
-            spec = req["spec"]
-            start = _floor_hour(req["requested_at"])
-            home = req["home_datacenter"] or spec.get("home_datacenter")
-            allowed = [dc.name for dc in registry.in_group(spec.get("region_group"))]
-            at_home = _priced(profile, start, req["requested_at"], home, registry, forecasts)
-            options = [
-                _priced(profile, start, req["requested_at"], dc, registry, forecasts)
-                for dc in allowed
-            ]
-            priced = [o for o in options if o is not None]
-            run_now = None if run_now is None or at_home is None else run_now + at_home
-            greedy = None if greedy is None or not priced else greedy + min(priced)
+        run_now = _total([run_now_of.get(j) for j in reqs if j in hours])
+        greedy = _total([greedy_of.get(j) for j in reqs if j in hours])
         rows.append(
             StudyRow(
                 study_id=sid,

@@ -175,11 +175,13 @@ def training(demo: Demo) -> Group:
 
 
 def _g(value: float | None) -> str:
-    return "unpriced" if value is None else f"{value / 1000:.5f}"
+    return "unpriced" if value is None else f"{value:.4f}"
 
 
 def closing(result: dict[str, Any]) -> Table:
-    table = Table(title="6. what MetaTune saved (from the database)")
+    table = Table(
+        title="6. what MetaTune saved (from the database; gCO2eq: the disclosure's kgCO2eq x 1000)"
+    )
     for col in (
         "study",
         "trials run (early-stopped)",
@@ -187,10 +189,10 @@ def closing(result: dict[str, Any]) -> Table:
         "best accuracy",
         "energy Wh",
         "grid energy Wh",
-        "kgCO2eq",
-        "run now at home",
-        "greedy",
-        "disclosed kgCO2eq",
+        "gCO2eq",
+        "run now at home g",
+        "greedy g",
+        "disclosed gCO2eq",
     ):
         table.add_column(col, justify="left" if col == "study" else "right")
     for row in result["studies"]:
@@ -205,6 +207,6 @@ def closing(result: dict[str, Any]) -> Table:
             _g(row["emissions_g"]),
             _g(row["run_now_g"]),
             _g(row["greedy_g"]),
-            _fmt(disclosed.get("kgco2eq"), "{:.5f}"),
+            _g(None if disclosed.get("kgco2eq") is None else disclosed["kgco2eq"] * 1000),
         )
     return table
