@@ -160,6 +160,8 @@ def _unprivileged_user(bin_dir: Path, owned: list[Path]) -> str | None:
     )
 
     entry = ensure_user_exists(PG_SYSTEM_USER)
+    if entry is None:  # useradd succeeded but the account cannot be read back
+        raise EmbeddedServerError(f"could not create the system user {PG_SYSTEM_USER!r}")
     readable = stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH
     ensure_prefix_permissions(bin_dir)
     ensure_folder_permissions(bin_dir, readable)
