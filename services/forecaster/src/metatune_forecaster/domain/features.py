@@ -135,10 +135,10 @@ class RegionArrays:
         self.clear_sky = series.clear_sky() / 1000.0
         self.solar_hour = local_solar_hour(self.times, series.longitude)
         local = self.times + pd.to_timedelta(round(series.longitude / 15.0), unit="h")
-        self.weekday = local.dayofweek.to_numpy()
+        self.weekday = local.day_of_week.to_numpy()
         hemisphere = 1.0 if series.latitude >= 0 else -1.0
         self.season = hemisphere * np.cos(
-            2 * np.pi * (self.times.dayofyear.to_numpy() - 172) / 365.25
+            2 * np.pi * (self.times.day_of_year.to_numpy() - 172) / 365.25
         )
         self._y = _Windows(self.y)
         self._y2 = _Windows(self.y**2)

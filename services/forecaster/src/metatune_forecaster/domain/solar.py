@@ -15,7 +15,7 @@ _SOLAR_CONSTANT_WM2 = 1361.0
 
 def _day_fraction(times: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
     """Day of year (1-based) and fractional UTC hour at the middle of each hourly interval."""
-    doy = times.dayofyear.to_numpy(dtype=float)
+    doy = times.day_of_year.to_numpy(dtype=float)
     hour = times.hour.to_numpy(dtype=float) + times.minute.to_numpy(dtype=float) / 60.0 + 0.5
     return doy, hour
 

@@ -24,13 +24,16 @@ def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
     integral = instance.integral()  # anticipated jobs are fluid (continuous)
     kind = {True: pulp.LpInteger, False: pulp.LpContinuous}
     x = {
-        (j, d, t): pulp.LpVariable(
+        (j, d, t): problem.add_variable(
             f"x_{j}_{d}_{t}", 0, int(usable[j, d, t]), cat=kind[bool(integral[j])]
         )
         for j, d, t in cells
     }
-    y = {(j, d): pulp.LpVariable(f"y_{j}_{d}", 0, 1, cat=kind[bool(integral[j])]) for j, d in pairs}
-    u = {j: pulp.LpVariable(f"u_{j}", 0, int(instance.need[j])) for j in range(jobs)}
+    y = {
+        (j, d): problem.add_variable(f"y_{j}_{d}", 0, 1, cat=kind[bool(integral[j])])
+        for j, d in pairs
+    }
+    u = {j: problem.add_variable(f"u_{j}", 0, int(instance.need[j])) for j in range(jobs)}
     penalty = instance.unmet_penalty()
 
     problem += (
