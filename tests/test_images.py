@@ -8,6 +8,9 @@ from __future__ import annotations
 import ast
 import re
 from importlib.metadata import requires
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from pathlib import Path
 
 import pytest
@@ -58,6 +61,35 @@ def test_the_image_builds_from_the_lock_in_two_stages_and_runs_unprivileged(fold
     users = re.findall(r"^USER (\S+)$", runtime, flags=re.MULTILINE)
     assert users and users[-1] not in {"root", "0"}
     assert not any(name in dockerfile for name in (*EMBEDDED, "[embedded]"))
+
+
+def _closure(distribution: str) -> set[str]:
+    """Every distribution an install of ``distribution`` pulls in (as installed here)."""
+    seen: set[tuple[str, frozenset[str]]] = set()
+    pending = [(distribution, frozenset[str]())]
+    while pending:
+        name, extras = pending.pop()
+        key = canonicalize_name(name)
+        if (key, extras) in seen:
+            continue
+        seen.add((key, extras))
+        for text in requires(name) or []:
+            requirement = Requirement(text)
+            wanted = requirement.marker is None or any(
+                requirement.marker.evaluate({"extra": extra}) for extra in (*extras, "")
+            )
+            if wanted:
+                pending.append((requirement.name, frozenset(requirement.extras)))
+    return {name for name, _ in seen}
+
+
+@pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
+def test_an_image_that_needs_torch_gets_its_cpu_build(folder: Path) -> None:
+    """The lock pins torch 2.13.0+cpu, which only the PyTorch CPU index serves."""
+    dockerfile = (folder / "Dockerfile").read_text()
+    needs_torch = "torch" in _closure(_distribution(folder))
+    has_index = "--extra-index-url https://download.pytorch.org/whl/cpu" in dockerfile
+    assert needs_torch == has_index, f"{folder.name}: torch needed={needs_torch}"
 
 
 def test_the_embedded_servers_are_an_extra_no_service_asks_for() -> None:
