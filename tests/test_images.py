@@ -8,13 +8,12 @@ from __future__ import annotations
 import ast
 import re
 from importlib.metadata import requires
-
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
 SERVICES = sorted(path.parent for path in (REPO / "services").glob("*/pyproject.toml"))
