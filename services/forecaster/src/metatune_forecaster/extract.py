@@ -6,7 +6,6 @@ for every region of the datacenter registry, as one small Parquet file. See data
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +14,7 @@ from metatune.registry import default_registry
 
 from .adapters.carbon_folder import load_em
 from .adapters.replay import REPLAY_DAYS, REPLAY_START
-from .resources import REPLAY_PATH
+from .resources import REPLAY_PATH, data_folder_parser
 
 
 def build_extract(folder: Path, regions: list[str]) -> pd.DataFrame:
@@ -44,13 +43,7 @@ def build_extract(folder: Path, regions: list[str]) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--data",
-        type=Path,
-        required=True,
-        help="folder laid out like carbon/ (em_hourly, em_weather)",
-    )
+    parser = data_folder_parser(__doc__, "folder laid out like carbon/ (em_hourly, em_weather)")
     parser.add_argument("--out", type=Path, default=REPLAY_PATH)
     args = parser.parse_args(argv)
     extract = build_extract(args.data, default_registry().regions())

@@ -7,7 +7,6 @@ fits the per-lead-block trees and writes the model artifact and its weather-erro
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ from .domain.model import (
 from .domain.samples import build_grid, issue_positions
 from .domain.series import RegionSeries
 from .domain.weather_error import WeatherErrorModel, calibrate
-from .resources import MODEL_PATH, WEATHER_ERROR_PATH
+from .resources import MODEL_PATH, WEATHER_ERROR_PATH, data_folder_parser
 
 CALIBRATION_SHARE = (
     0.15  # latest share of each region's training issues kept to calibrate intervals
@@ -137,8 +136,7 @@ def train(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="folder laid out like carbon/")
+    parser = data_folder_parser(__doc__, "folder laid out like carbon/")
     parser.add_argument(
         "--train-until", type=pd.Timestamp, default=pd.Timestamp("2023-01-01", tz="UTC")
     )

@@ -117,19 +117,21 @@ def _stream_metadata(stream: str) -> Permissions:
     return Permissions(publish=(f"{API}.STREAM.INFO.{stream}",))
 
 
-def kv_read(bucket: str) -> Permissions:
-    stream = f"KV_{bucket}"
-    return (
-        _stream_metadata(stream)
-        + whole_stream(stream)
-        + Permissions(
-            publish=(
-                f"{API}.DIRECT.GET.{stream}",
-                f"{API}.DIRECT.GET.{stream}.>",
-                f"{API}.STREAM.MSG.GET.{stream}",
-            )
+def _message_gets(stream: str) -> Permissions:
+    """Info on ``stream`` and single-message reads from it, direct or by sequence (a KV get, an
+    object's meta looked up by name)."""
+    return _stream_metadata(stream) + Permissions(
+        publish=(
+            f"{API}.STREAM.MSG.GET.{stream}",
+            f"{API}.DIRECT.GET.{stream}",
+            f"{API}.DIRECT.GET.{stream}.>",
         )
     )
+
+
+def kv_read(bucket: str) -> Permissions:
+    stream = f"KV_{bucket}"
+    return _message_gets(stream) + whole_stream(stream)
 
 
 def kv_write(bucket: str, *keys: str) -> Permissions:
@@ -140,7 +142,7 @@ def kv_write(bucket: str, *keys: str) -> Permissions:
 def object_read(bucket: str) -> Permissions:
     """Look objects up and download them (an ordered consumer on the bucket's chunks)."""
     stream = f"OBJ_{bucket}"
-    return _object_metadata(bucket) + whole_stream(stream)
+    return _message_gets(stream) + whole_stream(stream)
 
 
 def object_write(bucket: str) -> Permissions:
@@ -150,19 +152,8 @@ def object_write(bucket: str) -> Permissions:
     tell that request from a read by sequence, so a writer can read the bucket's messages one by
     one. Purge takes its filter in the body: a writer may purge the whole bucket."""
     stream = f"OBJ_{bucket}"
-    return _object_metadata(bucket) + Permissions(
+    return _message_gets(stream) + Permissions(
         publish=(f"$O.{bucket}.>", f"{API}.STREAM.PURGE.{stream}")
-    )
-
-
-def _object_metadata(bucket: str) -> Permissions:
-    stream = f"OBJ_{bucket}"
-    return _stream_metadata(stream) + Permissions(
-        publish=(
-            f"{API}.STREAM.MSG.GET.{stream}",
-            f"{API}.DIRECT.GET.{stream}",
-            f"{API}.DIRECT.GET.{stream}.>",
-        )
     )
 
 

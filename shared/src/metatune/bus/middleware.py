@@ -25,7 +25,7 @@ from faststream.message import StreamMessage
 from faststream.nats.message import NatsMessage
 from pydantic import ValidationError
 
-from ..contracts import ErrorKind
+from ..contracts import ErrorKind, validation_summary
 from ..settings import Settings
 
 log = logging.getLogger("metatune.bus")
@@ -35,14 +35,6 @@ EXCERPT_CHARS = 2048
 
 def _excerpt(body: bytes) -> str:
     return body[:EXCERPT_CHARS].decode("utf-8", errors="replace")
-
-
-def _validation_summary(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
-        parts.append(f"{loc}: {err.get('msg')}")
-    return "; ".join(parts)
 
 
 def _deliveries(msg: StreamMessage[Any]) -> int | None:
@@ -98,7 +90,7 @@ def contract_middleware(settings: Settings, report_error: ErrorReporter) -> type
                 await report_error(
                     kind=ErrorKind.invalid_message,
                     code="invalid_message",
-                    message=_validation_summary(exc),
+                    message=validation_summary(exc),
                     subject=subject,
                     payload_excerpt=_excerpt(msg.body),
                     deliveries=deliveries,

@@ -1,7 +1,7 @@
 """Pydantic contracts of every MetaTune subject. Import from here, not from the submodules."""
 
 from .agents import AgentStatus
-from .base import SCHEMA_VERSION, Contract, Event
+from .base import SCHEMA_VERSION, Contract, Event, validation_summary
 from .clock import ClockAnchor, ClockTick
 from .datasets import (
     CarbonPreference,
@@ -91,4 +91,5 @@ __all__ = [
     "StudySpec",
     "StudyStopped",
     "TaskType",
+    "validation_summary",
 ]

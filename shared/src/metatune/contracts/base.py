@@ -6,9 +6,28 @@ from datetime import UTC, datetime
 from typing import Annotated, ClassVar, Self
 from uuid import UUID, uuid4
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 SCHEMA_VERSION = 1
+
+
+def validation_summary(exc: ValidationError, shown: int = 5) -> str:
+    """The first ``shown`` errors of a payload that failed its contract, one ``field: message``
+    each (for error events and rejects, where the whole error would be too long)."""
+    parts = []
+    for err in exc.errors()[:shown]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
+        parts.append(f"{loc}: {err.get('msg')}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
 class Contract(BaseModel):

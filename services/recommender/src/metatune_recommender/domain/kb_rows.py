@@ -8,9 +8,10 @@ profile is stored with ``profile_missing`` and filled when the profile comes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypedDict
 from uuid import UUID
 
-from metatune.contracts import RunAccounting, RunCompleted, RunFailed, RunMetrics
+from metatune.contracts import RunAccounting, RunCompleted, RunFailed, RunMetrics, TaskType
 from metatune.knowledge import DatasetInfo, KbRun, Provenance, RunStatus, StudyBest
 from metatune.knowledge.records import StudyProfile
 
@@ -45,15 +46,49 @@ def _emissions(accounting: RunAccounting) -> float | None:
     return accounting.emissions_g
 
 
-def completed_run(event: RunCompleted, profile: StudyProfile | None) -> KbRun:
-    metric_name, metric = objective(event.metrics)
+class _EndFields(TypedDict):
+    """The row's fields that a completion and a failure fill the same way."""
+
+    run_id: str
+    study_id: UUID | None
+    dataset: DatasetInfo
+    base_model: str
+    task: TaskType | str
+    tokens: int
+    tokens_with_padding: int
+    wall_seconds: float
+    gpu_hours: float
+    energy_wh: float
+    emissions_g: float | None
+    datacenter: str | None
+    provenance: Provenance
+
+
+def _end_fields(event: RunCompleted | RunFailed, profile: StudyProfile | None) -> _EndFields:
+    """Identity, dataset and accounting of a run's end; base model and task from the event, else
+    from the study's spec."""
     spec = profile.spec if profile else None
-    return KbRun(
+    return _EndFields(
         run_id=str(event.job_id),
         study_id=event.study_id,
         dataset=_dataset(event.study_id, event.job_id, profile),
         base_model=event.base_model or (spec.base_model if spec else UNKNOWN),
         task=event.task or (spec.task if spec else UNKNOWN),
+        tokens=event.accounting.tokens_seen,
+        tokens_with_padding=event.accounting.tokens_with_padding,
+        wall_seconds=event.accounting.wall_seconds,
+        gpu_hours=event.accounting.gpu_hours,
+        energy_wh=event.accounting.energy_wh,
+        emissions_g=_emissions(event.accounting),
+        datacenter=event.datacenter,
+        provenance=Provenance(source=PLATFORM_SOURCE, created_at=event.occurred_at),
+    )
+
+
+def completed_run(event: RunCompleted, profile: StudyProfile | None) -> KbRun:
+    metric_name, metric = objective(event.metrics)
+    return KbRun(
+        **_end_fields(event, profile),
         config=event.config.model_dump(mode="json"),
         status=RunStatus.early_stopped if event.early_stopped else RunStatus.completed,
         stop_reason=event.stop_reason,
@@ -64,43 +99,21 @@ def completed_run(event: RunCompleted, profile: StudyProfile | None) -> KbRun:
         curve=list(event.curve),
         steps=event.steps,
         planned_steps=event.planned_steps,
-        tokens=event.accounting.tokens_seen,
-        tokens_with_padding=event.accounting.tokens_with_padding,
-        wall_seconds=event.accounting.wall_seconds,
-        gpu_hours=event.accounting.gpu_hours,
-        energy_wh=event.accounting.energy_wh,
-        emissions_g=_emissions(event.accounting),
         hardware=event.hardware,
-        datacenter=event.datacenter,
         seed=event.config.seed,
-        provenance=Provenance(source=PLATFORM_SOURCE, created_at=event.occurred_at),
         profile_missing=profile is None,
     )
 
 
 def failed_run(event: RunFailed, profile: StudyProfile | None) -> KbRun:
-    spec = profile.spec if profile else None
+    fields = _end_fields(event, profile)
     return KbRun(
-        run_id=str(event.job_id),
-        study_id=event.study_id,
-        dataset=_dataset(event.study_id, event.job_id, profile),
-        base_model=event.base_model or (spec.base_model if spec else UNKNOWN),
-        task=event.task or (spec.task if spec else UNKNOWN),
+        **fields,
         config=event.config.model_dump(mode="json") if event.config else {},
         status=RunStatus.failed,
         stop_reason=f"{event.reason.value}: {event.message}"[:500],
-        metric_name="accuracy"
-        if (event.task or (spec.task if spec else None)) != "causal_lm"
-        else "neg_perplexity",
-        tokens=event.accounting.tokens_seen,
-        tokens_with_padding=event.accounting.tokens_with_padding,
-        wall_seconds=event.accounting.wall_seconds,
-        gpu_hours=event.accounting.gpu_hours,
-        energy_wh=event.accounting.energy_wh,
-        emissions_g=_emissions(event.accounting),
-        datacenter=event.datacenter,
+        metric_name="accuracy" if fields["task"] != "causal_lm" else "neg_perplexity",
         seed=event.config.seed if event.config else None,
-        provenance=Provenance(source=PLATFORM_SOURCE, created_at=event.occurred_at),
         profile_missing=profile is None and event.study_id is not None,
     )
 

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from metatune.catalog import CATALOG
-from metatune.contracts import Event
+from metatune.contracts import Event, validation_summary
 
 REPLACEMENT = "\ufffd"
 
@@ -92,15 +92,6 @@ def storable_json(data: bytes) -> tuple[str, bytes | None]:
     return cleaned, (None if cleaned.encode() == data else data)
 
 
-def _summary(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
-        parts.append(f"{loc}: {err.get('msg')}")
-    more = exc.error_count() - len(parts)
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
 def classify(subject: str, data: bytes) -> Accepted | Rejected:
     """Validate ``data`` against the contract of ``subject``."""
     model = contract_for(subject)
@@ -112,7 +103,9 @@ def classify(subject: str, data: bytes) -> Accepted | Rejected:
         event = model.model_validate_json(data)
     except ValidationError as exc:
         return Rejected(
-            subject, "invalid_message", clean_text(f"not a valid {model.__name__}: {_summary(exc)}")
+            subject,
+            "invalid_message",
+            clean_text(f"not a valid {model.__name__}: {validation_summary(exc)}"),
         )
     if "event_id" not in event.model_fields_set:  # a generated id would store each redelivery anew
         return Rejected(

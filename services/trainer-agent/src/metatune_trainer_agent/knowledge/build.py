@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from metatune.contracts import MetaFeatures
 from metatune.knowledge.errors import KbFileError, KbSchemaMismatch
@@ -211,24 +212,16 @@ def to_record(
     final = outcome.evaluation
     acc = outcome.accounting
     status = RunStatus.early_stopped if outcome.early_stopped else RunStatus.completed
-    return KbRun(
-        run_id=planned.run_id,
-        dataset=DatasetInfo(
-            name=data.name,
-            features=features,
-            licence=licence,
-            n_train=data.n_train,
-            n_val=data.n_val,
-        ),
-        base_model=settings.base_model,
-        task=data.task,
-        config=planned.config.model_dump(mode="json"),
+    return _seed_run(
+        planned,
+        data,
+        features,
+        settings,
+        licence,
         status=status,
         stop_reason=outcome.stop_reason,
-        metric_name="accuracy",
         metric=final.accuracy if final else None,
         val_loss=final.loss if final else None,
-        majority_baseline=data.majority_baseline,
         curve=curve,
         steps=outcome.step,
         planned_steps=outcome.total_steps,
@@ -247,6 +240,32 @@ def to_record(
             precision=outcome.precision,
         ),
         datacenter=None,
+    )
+
+
+def _seed_run(
+    planned: PlannedRun,
+    data: DataSlice,
+    features: MetaFeatures,
+    settings: BuildSettings,
+    licence: str | None,
+    **outcome: Any,
+) -> KbRun:
+    """A seed row: the planned run on its data slice, with what its ``outcome`` fills in."""
+    return KbRun(
+        run_id=planned.run_id,
+        dataset=DatasetInfo(
+            name=data.name,
+            features=features,
+            licence=licence,
+            n_train=data.n_train,
+            n_val=data.n_val,
+        ),
+        base_model=settings.base_model,
+        task=data.task,
+        config=planned.config.model_dump(mode="json"),
+        metric_name="accuracy",
+        majority_baseline=data.majority_baseline,
         seed=planned.seed,
         provenance=Provenance(
             source="seed-kb",
@@ -254,6 +273,7 @@ def to_record(
             machine=machine(),
             created_at=datetime.now(UTC),
         ),
+        **outcome,
     )
 
 
@@ -271,29 +291,14 @@ def failed_record(
     error: TrainingError,
     licence: str | None,
 ) -> KbRun:
-    return KbRun(
-        run_id=planned.run_id,
-        dataset=DatasetInfo(
-            name=data.name,
-            features=features,
-            licence=licence,
-            n_train=data.n_train,
-            n_val=data.n_val,
-        ),
-        base_model=settings.base_model,
-        task=data.task,
-        config=planned.config.model_dump(mode="json"),
+    return _seed_run(
+        planned,
+        data,
+        features,
+        settings,
+        licence,
         status=RunStatus.failed,
         stop_reason=f"{type(error).__name__}: {error}"[:500],
-        metric_name="accuracy",
-        majority_baseline=data.majority_baseline,
-        seed=planned.seed,
-        provenance=Provenance(
-            source="seed-kb",
-            code_version=code_version(),
-            machine=machine(),
-            created_at=datetime.now(UTC),
-        ),
     )
 
 
