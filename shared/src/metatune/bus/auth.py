@@ -109,6 +109,9 @@ def whole_stream(stream: str) -> Permissions:
             f"{API}.CONSUMER.MSG.NEXT.{stream}.*",
             f"{API}.CONSUMER.DELETE.{stream}.*",
             f"$JS.ACK.{stream}.>",
+            # an ordered consumer answers the server's flow-control requests here; without it a
+            # download larger than the consumer's pending window (a checkpoint) stalls for good
+            f"$JS.FC.{stream}.>",
         )
     )
 
