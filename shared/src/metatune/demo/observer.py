@@ -255,5 +255,12 @@ class DemoState:
     def early_stops(self) -> int:
         return sum(j.status == "early-stopped" for j in self.jobs.values())
 
+    def curve_stops(self) -> int:
+        """Early stops by the learning-curve predictor (not the plateau rule)."""
+        return sum(
+            j.status == "early-stopped" and (j.stop_reason or "").startswith("learning curve")
+            for j in self.jobs.values()
+        )
+
     def completions(self) -> int:
         return sum(j.status in ("completed", "early-stopped") for j in self.jobs.values())

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
@@ -73,6 +74,8 @@ class Demo:
         self.scene, self.data, self.base, self.console = scene, data, base, console
         self.start_platform, self.restart = start_platform, restart
         self.outage: dict[str, Any] = {}
+        self.grid: dict[str, Any] = {}
+        self.grid_job: asyncio.Task[dict[str, Any]] | None = None
         self.folder = stack.demo_data_dir(base)
         self.settings: Settings | None = None
         self.receiver: WebhookReceiver | None = None
@@ -165,7 +168,10 @@ class Demo:
                 await asyncio.gather(reader, return_exceptions=True)
         finally:
             await admin.close()
-        with self.step("closing table", log="telemetry"):
+        with self.step("6. grid estimate", log="run"):
+            assert self.grid_job is not None
+            self.grid = await self.grid_job
+        with self.step("6. closing table", log="telemetry"):
             rows = await asyncio.to_thread(
                 closing_table,
                 settings.database_url,
@@ -300,6 +306,7 @@ class Demo:
                 240,
             )
             self.console.print(view.recommendations(self))
+            self.grid_job = asyncio.create_task(self._grid_estimate())
         with self.step("3. plan", log="scheduler"):
             await self._until(
                 "plan",
@@ -310,7 +317,15 @@ class Demo:
         with self.step("4. training", log="run"):
             waiting = asyncio.create_task(self._until("training", s.done, self.scene.timeout_s))
             outage = asyncio.create_task(self._outage())
-            await self._live(waiting.done)
+
+            def over() -> bool:
+                failed = outage.done() and not outage.cancelled() and outage.exception()
+                return waiting.done() or bool(failed)
+
+            await self._live(over)
+            if not waiting.done():  # the what-if failed: its reason is the step's
+                waiting.cancel()
+                await outage
             await waiting
             await outage
             self.console.print(view.recommendations(self))
@@ -355,6 +370,27 @@ class Demo:
             await asyncio.sleep(0.5)
         s.remark(f"what-if over: {dc} is back")
         await asyncio.to_thread(self.restart, self.settings, f"trainer-agent.{dc}")
+
+    async def _grid_estimate(self) -> dict[str, Any]:
+        """The recommender's estimate of the best of the grid, from each study's profile (a program
+        of the recommender service, run beside the training at low priority)."""
+        proc = await asyncio.create_subprocess_exec(
+            "nice",
+            "-n",
+            "10",
+            sys.executable,
+            "-m",
+            "metatune_recommender.grid",
+            *[str(s) for s in self.studies],
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"metatune_recommender.grid exited {proc.returncode}: {err.decode()[-2000:]}"
+            )
+        return dict(json.loads(out))
 
     async def _kb_complete(self) -> bool:
         import psycopg
@@ -413,10 +449,12 @@ class Demo:
                 }
                 for sid, d in disclosures.items()
             },
+            "grid_estimate": self.grid,
             "outage": self.outage,
             "pauses": self.state.pauses(),
             "migrations": self.state.migrations(),
             "early_stops": self.state.early_stops(),
+            "curve_stops": self.state.curve_stops(),
             "webhooks": {"deliveries": deliveries, "verified": verified},
             "dashboard": self.dashboard_url(),
             "timings_s": self.timings,

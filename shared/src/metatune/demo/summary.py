@@ -4,9 +4,8 @@ base), not from what the demo saw on the bus.
 Per study:
 
 * **trials** run (completed, early-stopped, failed) against **the grid** of the same search space
-  a user would otherwise sweep: every LoRA rank x batch size of the space at three learning rates
-  (:data:`GRID_SIZE` configurations); its energy is the grid's size x the study's mean energy per
-  full-length trial.
+  a user would otherwise sweep (:func:`metatune.knowledge.space.grid`, :data:`GRID_SIZE`
+  configurations); its energy is the grid's size x the study's mean energy per full-length trial.
 * **best** accuracy of the study's runs; **energy** (IT Wh) and **kgCO2eq** as metered hour by hour
   (``job_energy``).
 * **run now at home** and **greedy**: the same measured energy, hour by hour, priced as if each
@@ -28,11 +27,10 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
-from ..knowledge.space import BATCH_SIZES, RANKS
+from ..knowledge.space import grid
 from ..registry import Registry
 
-GRID_LEARNING_RATES = (1e-4, 5e-4, 2e-3)
-GRID_SIZE = len(RANKS) * len(BATCH_SIZES) * len(GRID_LEARNING_RATES)
+GRID_SIZE = len(grid())
 
 
 @dataclass

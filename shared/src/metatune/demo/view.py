@@ -187,6 +187,7 @@ def closing(result: dict[str, Any]) -> Table:
         "trials run (early-stopped)",
         "grid",
         "best accuracy",
+        "grid's best (KB)",
         "energy Wh",
         "grid energy Wh",
         "gCO2eq",
@@ -197,11 +198,18 @@ def closing(result: dict[str, Any]) -> Table:
         table.add_column(col, justify="left" if col == "study" else "right")
     for row in result["studies"]:
         disclosed = result["disclosure"].get(row["study_id"], {})
+        estimate = result.get("grid_estimate", {}).get(row["study_id"], {})
+        grid_best = (
+            f"{estimate['best_predicted']:.3f} ± {estimate['best_predicted_std']:.3f}"
+            if estimate.get("best_predicted") is not None
+            else "-"
+        )
         table.add_row(
             row["name"],
             f"{row['trials']} ({row['early_stopped']})",
             str(row["grid"]),
             _fmt(row["best_accuracy"], "{:.3f}"),
+            grid_best,
             f"{row['energy_wh']:.2f}",
             _fmt(row["grid_energy_wh"], "{:.0f}"),
             _g(row["emissions_g"]),

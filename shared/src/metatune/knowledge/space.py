@@ -108,3 +108,25 @@ def encode(config: LoraConfig | dict[str, Any]) -> list[float]:
         SCHEDULES.index(c.lr_schedule) / (len(SCHEDULES) - 1),
         (names.index(target) if target in names else len(names) - 1) / (len(names) - 1),
     ]
+
+
+GRID_LEARNING_RATES = (1e-4, 5e-4, 2e-3)
+
+
+def grid(budget: Budget = Budget()) -> list[LoraConfig]:
+    """The grid search a user would run over this space without MetaTune: every rank x batch size
+    at three learning rates (72 configurations), the other dimensions at LoraConfig's defaults."""
+    return [
+        LoraConfig(
+            rank=rank,
+            alpha=2.0 * rank,
+            learning_rate=lr,
+            batch_size=batch,
+            max_steps=budget.max_steps,
+            epochs=None if budget.max_steps is not None else budget.epochs,
+            max_seq_length=budget.max_seq_length,
+        )
+        for rank in RANKS
+        for batch in BATCH_SIZES
+        for lr in GRID_LEARNING_RATES
+    ]

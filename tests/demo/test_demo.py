@@ -1,0 +1,305 @@
+"""``metatune demo --fast`` end to end against the real servers it starts, checked through the bus
+and the database (never through the demo's printout), then ``metatune down``.
+
+One test, because the demo is one story: a second run would cost minutes. The closing table the
+demo prints (its ``--json``) is recomputed here from the database with this file's own queries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from pathlib import Path
+from uuid import UUID
+
+import psutil
+import psycopg
+import pytest
+from nats.js.api import DeliverPolicy
+from psycopg.rows import dict_row
+from standardwebhooks import Webhook
+
+from metatune import subjects
+from metatune.bus.auth import ADMIN
+from metatune.bus.connection import connect_as
+from metatune.contracts import (
+    Assignment,
+    AssignmentAction,
+    DatasetProfiled,
+    JobRequested,
+    Plan,
+    PredictionSource,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
+    RunProgress,
+    StudyStopped,
+)
+from metatune.demo import scenario
+from metatune.demo.runner import webhook_secret
+from metatune.demo.scenario import demo_registry
+from metatune.settings import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = 0
+CONTRACTS = {
+    subjects.DATASETS_PROFILED: DatasetProfiled,
+    subjects.JOBS_REQUESTED: JobRequested,
+    subjects.PLANS: Plan,
+    subjects.RUNS_PAUSED: RunPaused,
+    subjects.RUNS_COMPLETED: RunCompleted,
+    subjects.RUNS_FAILED: RunFailed,
+    subjects.STUDIES_STOPPED: StudyStopped,
+}
+
+
+def _metatune(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "metatune"), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+async def _events(settings: Settings) -> list[tuple[str, object]]:
+    """Every event of the log the demo's platform wrote, in order, as contracts."""
+    nc = await connect_as(settings, ADMIN)
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(settings.stream_name)
+        sub = await js.subscribe(
+            subjects.EVERYTHING,
+            stream=settings.stream_name,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+        )
+        out: list[tuple[str, object]] = []
+        for _ in range(info.state.messages):
+            msg = await sub.next_msg(timeout=30)
+            if msg.subject in CONTRACTS:
+                out.append((msg.subject, CONTRACTS[msg.subject].model_validate_json(msg.data)))
+            elif msg.subject.startswith("metatune.runs.") and msg.subject.endswith(".progress"):
+                out.append((msg.subject, RunProgress.model_validate_json(msg.data)))
+            elif msg.subject.startswith("metatune.assignments."):
+                out.append((msg.subject, Assignment.model_validate_json(msg.data)))
+        return out
+    finally:
+        await nc.close()
+
+
+def _of(events: list[tuple[str, object]], kind: type) -> list:
+    return [e for _, e in events if isinstance(e, kind)]
+
+
+def test_fast_demo_end_to_end(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    env = {**os.environ, "METATUNE_DATA_DIR": str(data_dir)}
+    run = _metatune("demo", "--fast", "--seed", str(SEED), "--json", env=env, timeout=1200)
+    state_file = data_dir / "demo" / "run" / "state.json"
+    try:
+        assert run.returncode == 0, run.stderr[-4000:]
+        shown = json.loads(run.stdout)
+        state = json.loads(state_file.read_text())
+        settings = Settings(
+            data_dir=data_dir / "demo",
+            nats_url=state["nats_url"],
+            database_url=state["database_url"],
+        )
+        _check_bus(asyncio.run(_events(settings)))
+        _check_database(settings.database_url, shown)
+        _check_webhooks(data_dir / "demo" / "webhooks" / "deliveries.jsonl", shown)
+    finally:
+        down = _metatune("down", "--json", env=env, timeout=120)
+    assert down.returncode == 0, down.stderr
+    pids = [p["pid"] for p in state["processes"]]
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not state_file.exists()
+
+
+def _check_bus(events: list[tuple[str, object]]) -> None:
+    scene = scenario(SEED, fast=True)
+    ids = {scene.study_id(s): s for s in scene.studies}
+    # 1. every dataset profiled
+    profiled = {e.study_id for e in _of(events, DatasetProfiled)}
+    assert profiled == set(ids)
+    # 2. the top-3 with predictions, costs and their source; a fourth by EI after completions
+    requests = _of(events, JobRequested)
+    per_study = defaultdict(list)
+    for r in requests:
+        per_study[r.study_id].append(r)
+    completions = _of(events, RunCompleted)
+    for study_id, study in ids.items():
+        trials = sorted(per_study[study_id], key=lambda r: r.trial_index)
+        assert len(trials) == study.trials
+        for r in trials[:3]:
+            assert r.prediction_source is not None and r.estimated_gpu_hours > 0
+            if r.prediction_source == PredictionSource.knowledge_base:
+                assert r.predicted_metric is not None and r.predicted_metric_std is not None
+        for r in trials[3:]:
+            assert r.acquisition == "expected-improvement"
+            first_done = min(c.occurred_at for c in completions if c.study_id == study_id)
+            assert r.occurred_at >= first_done
+    # 3. a plan that places every trial, with its run-now baseline
+    plans = _of(events, Plan)
+    planned = {entry.job_id for p in plans for entry in p.entries}
+    assert planned >= {r.job_id for r in requests}
+    assert any(p.baseline_emissions_g > 0 for p in plans)
+    # 4. real training: a trial paused at one datacenter and resumed at another from its
+    # checkpoint (its first step there is past 0), a learning-curve early stop
+    where: dict[UUID, list[tuple[str, int]]] = defaultdict(list)
+    for p in _of(events, RunProgress):
+        if not where[p.job_id] or where[p.job_id][-1][0] != p.datacenter:
+            where[p.job_id].append((p.datacenter, p.step))
+    paused = {
+        (a.job_id, a.datacenter)
+        for a in _of(events, Assignment)
+        if a.action == AssignmentAction.pause
+    } | {(p.job_id, p.datacenter) for p in _of(events, RunPaused)}
+    migrated = [
+        j
+        for j, stays in where.items()
+        for (a, _), (b, step) in pairwise(stays)
+        if (j, a) in paused and b != a and step > 0
+    ]
+    assert migrated, dict(where)
+    assert any(
+        c.early_stopped and (c.stop_reason or "").startswith("learning curve") for c in completions
+    )
+    # every trial ended, every study stopped; residency held
+    ended = {c.job_id for c in completions} | {f.job_id for f in _of(events, RunFailed)}
+    assert ended == {r.job_id for r in requests}
+    assert {s.study_id for s in _of(events, StudyStopped)} == set(ids)
+    registry = demo_registry()
+    for r in requests:
+        if r.spec.region_group is not None:
+            allowed = {dc.name for dc in registry.in_group(r.spec.region_group)}
+            assert {dc for dc, _ in where[r.job_id]} <= allowed
+
+
+def _check_database(url: str, shown: dict) -> None:
+    registry = demo_registry()
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        for row in shown["studies"]:
+            sid = row["study_id"]
+            results = conn.execute(
+                "SELECT job_id, status, early_stopped, metrics FROM run_results WHERE study_id = %s",
+                (sid,),
+            ).fetchall()
+            # 5. every completion landed in the knowledge base, keyed by its job
+            kb = {
+                r["run_id"]
+                for r in conn.execute(
+                    "SELECT run_id FROM kb_runs WHERE study_id = %s", (sid,)
+                ).fetchall()
+            }
+            assert {str(r["job_id"]) for r in results} <= kb
+            # 6. the closing table, recomputed
+            assert row["trials"] == len(results)
+            assert row["early_stopped"] == sum(bool(r["early_stopped"]) for r in results)
+            accuracies = [r["metrics"]["accuracy"] for r in results if r["status"] == "completed"]
+            assert row["best_accuracy"] == pytest.approx(max(accuracies))
+            energy = conn.execute(
+                "SELECT e.hour, e.energy_wh, e.emissions_g, q.requested_at, q.home_datacenter, "
+                "s.spec->>'region_group' AS region_group, e.job_id FROM job_energy e "
+                "JOIN job_requests q USING (job_id) JOIN studies s ON s.study_id = q.study_id "
+                "WHERE q.study_id = %s ORDER BY e.job_id, e.hour",
+                (sid,),
+            ).fetchall()
+            assert row["energy_wh"] == pytest.approx(sum(e["energy_wh"] for e in energy))
+            assert row["emissions_g"] == pytest.approx(sum(e["emissions_g"] for e in energy))
+            per_hour = conn.execute(
+                "SELECT e.job_id, e.hour, sum(e.energy_wh) AS energy_wh, q.requested_at, "
+                "q.home_datacenter, s.spec->>'region_group' AS region_group FROM job_energy e "
+                "JOIN job_requests q USING (job_id) JOIN studies s ON s.study_id = q.study_id "
+                "GROUP BY 1, 2, 4, 5, 6 ORDER BY 1, 2"
+            ).fetchall()
+            run_now, greedy = _baselines(conn, per_hour, registry, sid)
+            assert row["run_now_g"] == pytest.approx(run_now)
+            assert row["greedy_g"] == pytest.approx(greedy)
+            disclosed = shown["disclosure"][sid]["kgco2eq"]
+            assert disclosed == pytest.approx(row["emissions_g"] / 1000, rel=1e-6)
+
+
+def _baselines(conn, energy: list[dict], registry, study_id: str) -> tuple[float, float]:
+    """Each job's metered hours from its request hour on: at home; and greedily, in request
+    order, at the allowed site with a GPU free from the earliest such hour and the least gCO2eq,
+    priced at the median of the latest forecast issued by the request."""
+
+    def intensity(region: str, hour, known_at) -> float:
+        rows = conn.execute(
+            "SELECT issued_at, g_per_kwh FROM forecast_points WHERE region = %s AND hour = %s "
+            "ORDER BY issued_at",
+            (region, hour),
+        ).fetchall()
+        before = [r["g_per_kwh"] for r in rows if r["issued_at"] <= known_at]
+        return before[-1] if before else rows[0]["g_per_kwh"]
+
+    jobs = defaultdict(list)
+    for e in energy:
+        jobs[e["job_id"]].append(e)
+    busy: dict = defaultdict(int)
+    run_now = greedy = 0.0
+    mine = {
+        r["job_id"]
+        for r in conn.execute(
+            "SELECT job_id FROM job_requests WHERE study_id = %s", (study_id,)
+        ).fetchall()
+    }
+    for hours in sorted(jobs.values(), key=lambda h: (h[0]["requested_at"], str(h[0]["job_id"]))):
+        known = hours[0]["requested_at"]
+        start = known.replace(minute=0, second=0, microsecond=0)
+
+        def grams(site: str, first, hours=hours, known=known) -> float:
+            dc = registry.get(site)
+            return sum(
+                h["energy_wh"]
+                / 1000
+                * dc.pue
+                * intensity(dc.region, first + timedelta(hours=k), known)
+                for k, h in enumerate(hours)
+            )
+
+        ours = hours[0]["job_id"] in mine  # every study's trials share the GPUs
+        if ours:
+            run_now += grams(hours[0]["home_datacenter"], start)
+        for delay in range(168):
+            first = start + timedelta(hours=delay)
+            free = [
+                dc
+                for dc in registry.in_group(hours[0]["region_group"])
+                if all(
+                    busy[dc.name, first + timedelta(hours=k)] < dc.gpus for k in range(len(hours))
+                )
+            ]
+            if free:
+                g, site = min((grams(dc.name, first), dc.name) for dc in free)
+                greedy += g if ours else 0.0
+                for k in range(len(hours)):
+                    busy[site, first + timedelta(hours=k)] += 1
+                break
+    return run_now, greedy
+
+
+def _check_webhooks(log: Path, shown: dict) -> None:
+    """Every delivery the receiver kept carries a valid Standard Webhooks signature."""
+    wh = Webhook(webhook_secret(SEED))
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines and len(lines) == shown["webhooks"]["deliveries"]
+    types = set()
+    for line in lines:
+        headers, body = line["headers"], line["body"]
+        timestamp = datetime.fromtimestamp(int(headers["webhook-timestamp"]), tz=UTC)
+        assert wh.sign(headers["webhook-id"], timestamp, body) == headers["webhook-signature"]
+        types.add(json.loads(body)["type"])
+    assert "job.completed" in types
