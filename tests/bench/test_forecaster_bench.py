@@ -13,7 +13,6 @@ import pytest
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.resources import MODEL_PATH
 
-from ..conftest import SHARED_DATA
 from .conftest import BENCH, load_bench
 
 bench = load_bench("forecaster_bench")
@@ -28,10 +27,10 @@ def test_training_overlap_uses_the_period_the_model_records() -> None:
 
 
 @pytest.fixture
-def two_zones(tmp_path: Path) -> Path:
-    carbon = SHARED_DATA / "carbon"
+def two_zones(tmp_path: Path, shared_data: Path) -> Path:
+    carbon = shared_data / "carbon"
     if not (carbon / "em_hourly" / "DE.csv.gz").exists():
-        pytest.skip(f"no carbon data under {SHARED_DATA}")
+        pytest.skip(f"no carbon data under {shared_data}")
     for sub in ("em_hourly", "em_weather"):
         (tmp_path / sub).mkdir()
         for zone in ("DE", "NO"):

@@ -8,10 +8,8 @@ could have interrupted.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import nats
 import pytest
@@ -32,19 +30,10 @@ from metatune.contracts import (
     CarbonForecast,
     DatasetLocation,
     Event,
-    JobRequested,
-    LoraConfig,
-    RegionGroup,
-    StudySpec,
-    TaskType,
 )
+from tests.support.servers import accepts, free_port, start_secured_nats, stop
+from tests.support.waiting import wait_for_sync
 
-from ..conftest import _wait, free_port, start_secured_nats
-from ..trainer_agent.conftest import slice_of
-
-pytestmark = pytest.mark.chaos
-
-CONFIG = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3}
 AGENT_ENV = {
     "METATUNE_AGENT_CHECKPOINT_EVERY": "2",
     "METATUNE_AGENT_PROGRESS_INTERVAL_S": "0",
@@ -69,20 +58,11 @@ class RestartableNats:
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.proc, self.url = start_secured_nats(self.directory, self.address)
-        _wait(self._accepts, "chaos NATS")  # a plain TCP probe: callable from inside an event loop
-
-    def _accepts(self) -> bool:
-        host, port = self.address.removeprefix("nats://").split(":")
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5) as sock:
-                return sock.recv(4).startswith(b"INFO")
-        except OSError:
-            return False
+        wait_for_sync(lambda: accepts(self.address), f"chaos nats-server at {self.address}")
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(20)
+            stop(self.proc)
             self.proc = None
 
 
@@ -97,8 +77,8 @@ def chaos_nats(tmp_path: Path) -> Iterator[RestartableNats]:
 
 
 @pytest.fixture(scope="session")
-def sst2_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return slice_of("sst2.jsonl.gz", 96, tmp_path_factory.mktemp("chaos-data") / "sst2.jsonl")
+def sst2_slice(tmp_path_factory: pytest.TempPathFactory, text_slice) -> Path:
+    return text_slice("sst2.jsonl.gz", 96, tmp_path_factory.mktemp("chaos-data") / "sst2.jsonl")
 
 
 def contract_of(subject: str) -> type[Event] | None:
@@ -176,33 +156,6 @@ def forecast_now(region: str, value: float, now: datetime | None = None) -> Carb
     )
 
 
-def job_request(
-    dataset: DatasetLocation, *, max_steps: int, now: datetime | None = None, **extra: Any
-) -> JobRequested:
-    now = now or datetime.now(UTC)
-    spec = StudySpec(
-        dataset=dataset,
-        task=TaskType.classification,
-        base_model="all-MiniLM-L6-v2",
-        deadline=now + timedelta(days=1),
-        region_group=RegionGroup.EU,
-        home_datacenter="fra1",
-    )
-    return JobRequested(
-        occurred_at=now,
-        job_id=uuid4(),
-        study_id=uuid4(),
-        trial_index=0,
-        spec=spec,
-        config=LoraConfig(**CONFIG, max_steps=max_steps),
-        gpus=1,
-        estimated_gpu_hours=1.0,
-        power_kw=0.3,
-        deadline=now + timedelta(days=1),
-        **extra,
-    )
-
-
 async def publish(url_or_js: Any, subject: str, event: Event) -> None:
     await url_or_js.publish(subject, event.to_bytes(), headers={"Nats-Msg-Id": str(event.event_id)})
 
@@ -233,19 +186,4 @@ def spawn(module: str, env: dict[str, str], log: Path, *args: str) -> Child:
     return Child(proc, log)
 
 
-async def until(condition, what: str, timeout_s: float = 120.0) -> None:
-    """Poll ``condition`` (sync or async) until true; bounded."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        value = condition()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        assert asyncio.get_running_loop().time() < deadline, (
-            f"{what}: not reached within {timeout_s:.0f} s"
-        )
-        await asyncio.sleep(0.1)
-
-
-__all__ = ["AGENT_ENV", "CONFIG", "subjects"]
+__all__ = ["AGENT_ENV", "subjects"]

@@ -18,20 +18,23 @@ from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_trainer_agent.app import create_service as create_agent
 from metatune_trainer_agent.domain.run import run_training
+from tests.support.builders import (
+    FAST_SITE,
+    TINY_TRAINING,
+    job_request,
+    request_for,
+    small_registry,
+)
+from tests.support.waiting import wait_for
 
-from ..scheduler.conftest import small_registry
-from ..trainer_agent.conftest import FAST_SITE, request_for
 from .conftest import (
     AGENT_ENV,
-    CONFIG,
     RestartableNats,
     forecast_now,
-    job_request,
     of,
     publish,
     spawn,
     stream_events,
-    until,
     upload,
 )
 
@@ -105,7 +108,9 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
         await nc.subscribe(subjects.AGENTS_STATUS_ALL, cb=on_status)
         async with scheduler.running(), fra1.running():
             js = nc.jetstream()
-            await until(lambda: any(s.datacenter == "osl1" for s in statuses), "osl1 agent up", 90)
+            await wait_for(
+                lambda: any(s.datacenter == "osl1" for s in statuses), "osl1 agent up", timeout=90
+            )
             for region, value in (
                 ("DE", 300.0),
                 ("NO", 20.0),
@@ -115,36 +120,36 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
             job = job_request(dataset, max_steps=STEPS)
             await publish(js, subjects.JOBS_REQUESTED, job)
 
-            await until(lambda: osl1.proc.poll() is not None, "osl1 killed mid-run", 120)
+            await wait_for(lambda: osl1.proc.poll() is not None, "osl1 killed mid-run", timeout=120)
             killed_at = max(p.step for p in progress if p.datacenter == "osl1")
             assert killed_at < STEPS
-            await until(
+            await wait_for(
                 lambda: any(p.datacenter == "fra1" and p.job_id == job.job_id for p in progress),
                 "resumed at fra1",
-                60,
+                timeout=60,
             )
             store = ObjectStore(js)
-            await until(lambda: _completed(url, job.job_id), "completed at fra1", 120)
+            await wait_for(lambda: _completed(url, job.job_id), "completed at fra1", timeout=120)
 
             # the killed agent comes back: capacity again; its redelivered start is stale and ignored
             osl1_back, osl1_agent = create_agent("osl1", agent_settings(url, tmp_path / "osl1"))
             async with osl1_back.running():
-                await until(
+                await wait_for(
                     lambda: "osl1" not in scheduler.runtime.scheduler.lost,
                     "osl1 back in the plan",
-                    30,
+                    timeout=30,
                 )
-                await until(
+                await wait_for(
                     lambda: _consumer_drained(js, "trainer-agent-osl1"),
                     "osl1 assignments handled",
-                    60,
+                    timeout=60,
                 )
                 assert job.job_id not in osl1_agent.jobs
                 stale = f"stale start of job {job.job_id} ignored"
-                await until(
+                await wait_for(
                     lambda: any(stale in r.getMessage() for r in caplog.records),
                     "killed start redelivered",
-                    60,
+                    timeout=60,
                 )
             assert await store.exists(CHECKPOINTS_BUCKET, str(job.job_id))
     finally:
@@ -167,7 +172,7 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
     assert not after_kill  # the killed agent never trained it again
 
     straight = await asyncio.to_thread(
-        run_training, request_for(sst2_slice, **CONFIG, max_steps=STEPS), site=FAST_SITE
+        run_training, request_for(sst2_slice, **TINY_TRAINING, max_steps=STEPS), site=FAST_SITE
     )
     assert completed[0].metrics.val_loss == pytest.approx(straight.evaluation.loss, abs=1e-4)
 

@@ -29,17 +29,15 @@ from metatune.settings import Settings
 from metatune_profiler.app import create_service as create_profiler
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_trainer_agent.app import create_service as create_agent
+from tests.support.builders import TINY_TRAINING, job_request, small_registry
+from tests.support.waiting import wait_for
 
-from ..scheduler.conftest import small_registry
 from .conftest import (
-    CONFIG,
     RestartableNats,
     forecast_now,
-    job_request,
     of,
     publish,
     stream_events,
-    until,
     upload,
 )
 
@@ -59,7 +57,7 @@ def _forged_assignment(spec) -> bytes:  # well-formed, but for another datacente
         action=AssignmentAction.start,
         plan_version=0,
         spec=spec,
-        config=LoraConfig(**CONFIG, max_steps=2),
+        config=LoraConfig(**TINY_TRAINING, max_steps=2),
     ).to_bytes()
 
 
@@ -153,7 +151,9 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
                     and e.correlation_id not in (str(valid.job_id), str(valid.study_id))
                 ]
 
-            await until(lambda: _count(url, flood_errors, FLOOD), "one error per bad message", 240)
+            await wait_for(
+                lambda: _count(url, flood_errors, FLOOD), "one error per bad message", timeout=240
+            )
 
             # valid traffic still served: a plan for a job, a real (2-step) run, a profile
             for region, value in (
@@ -172,7 +172,7 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
                 action=AssignmentAction.start,
                 plan_version=0,
                 spec=valid.spec,
-                config=LoraConfig(**CONFIG, max_steps=2),
+                config=LoraConfig(**TINY_TRAINING, max_steps=2),
             )
             await publish(js, subjects.assignments("fra1"), run)
             await publish(
@@ -190,7 +190,7 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
                     and any(p.study_id == valid.study_id for p in of(events, DatasetProfiled))
                 )
 
-            await until(lambda: _check(url, served), "valid traffic served", 180)
+            await wait_for(lambda: _check(url, served), "valid traffic served", timeout=180)
         finally:
             await nc.close()
     events = await stream_events(url)

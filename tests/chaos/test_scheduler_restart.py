@@ -25,16 +25,16 @@ from metatune.contracts import (
 from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_scheduler.domain import JobStatus
+from tests.support.builders import job_request
+from tests.support.waiting import wait_for
 
 from .conftest import (
     RestartableNats,
     forecast_now,
-    job_request,
     of,
     publish,
     spawn,
     stream_events,
-    until,
 )
 
 pytestmark = pytest.mark.chaos
@@ -63,7 +63,7 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
     nc = await nats.connect(url)
     try:
         js = nc.jetstream()
-        await until(lambda: _has_stream(js), "scheduler up", 60)
+        await wait_for(lambda: _has_stream(js), "scheduler up", timeout=60)
         for region, value in (("DE", 300.0), ("NO", 20.0)):
             await publish(js, subjects.forecasts(region), forecast_now(region, value, NOW))
         for job in [*jobs, later]:
@@ -72,10 +72,10 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
         def started(events):
             return {a.job_id for a in of(events, Assignment) if a.action is AssignmentAction.start}
 
-        await until(
+        await wait_for(
             lambda: _all(url, lambda events: started(events) >= {j.job_id for j in jobs}),
             "jobs started",
-            60,
+            timeout=60,
         )
 
         # as agents and users would: one completes, one pauses (checkpointed), one is cancelled while
@@ -122,7 +122,7 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
                 AssignmentAction.stop,
             ) in actions
 
-        await until(lambda: _all(url, settled), "resume and stop sent", 60)
+        await wait_for(lambda: _all(url, settled), "resume and stop sent", timeout=60)
         first.kill9()
     finally:
         first.kill9()
@@ -144,7 +144,7 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
     )  # we trigger the one solve ourselves
     async with restarted.running():
         runtime = restarted.runtime
-        await until(lambda: runtime.ready.is_set(), "replayed", 60)
+        await wait_for(lambda: runtime.ready.is_set(), "replayed", timeout=60)
         decision = await runtime.solve_once()
         state = runtime.scheduler.state
     assert (

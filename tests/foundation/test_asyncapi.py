@@ -22,8 +22,7 @@ from metatune.asyncapi.examples import examples
 from metatune.bus.auth import principals
 from metatune.bus.streams import stream_for
 from metatune.settings import Settings
-
-from .samples import samples
+from tests.support.samples import samples
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = "urn:metatune:asyncapi"

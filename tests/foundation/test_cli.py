@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
-from ..conftest import free_port
+from tests.support.servers import free_port
 
 METATUNE = [sys.executable, "-m", "metatune.cli"]
 
@@ -62,6 +63,8 @@ def test_down_and_secrets_json_is_one_object_of_names_never_secrets(
     assert secrets and not any(secret in made.stdout for secret in secrets)
 
 
+@pytest.mark.integration  # starts the embedded nats-server and PostgreSQL itself
+@pytest.mark.slow
 def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(
     env_for, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from metatune.clock import FixedClock, SimulatedClock, floor_hour, new_anchor
+from metatune.contracts import ClockAnchor
 
 PROBE = Path(__file__).with_name("clock_probe.py")
 
@@ -37,18 +38,33 @@ def test_ticks_agree_across_two_processes(private_nats: str, env_for) -> None:
     )
     procs = [
         subprocess.Popen(
-            [sys.executable, str(PROBE), f"probe{i}", "5"],
+            [sys.executable, str(PROBE), f"probe{i}"],
             env=env,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for i in (1, 2)
     ]
-    results = [json.loads(p.communicate(timeout=180)[0].strip().splitlines()[-1]) for p in procs]
+    try:
+        # each prints the anchor once it listens to ticks; from then on both see every tick
+        anchors = [json.loads(p.stdout.readline())["anchor"] for p in procs]
+        assert anchors[0] == anchors[1]
+        now = SimulatedClock(ClockAnchor.model_validate(anchors[0])).current_hour()
+        window = [now + timedelta(hours=h) for h in range(1, 5)]
+        for p in procs:  # record up to the fourth hour from now
+            p.stdin.write(f"{window[-1].isoformat()}\n")
+            p.stdin.flush()
+        outputs = [p.communicate(timeout=180)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    results = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     assert results[0]["anchor"] == results[1]["anchor"]
     hours = [[t["hour"] for t in r["ticks"]] for r in results]
-    common = sorted(set(hours[0]) & set(hours[1]))
-    assert len(common) >= 3, hours
+    for ticks in hours:  # the four hours after both listened reached both
+        assert set(window) <= {datetime.fromisoformat(h) for h in ticks}, (window, hours)
     for ticks in hours:  # one tick per hour, consecutive, even though both processes publish them
         parsed = [datetime.fromisoformat(h) for h in ticks]
         assert all(b - a == timedelta(hours=1) for a, b in itertools.pairwise(parsed)), ticks

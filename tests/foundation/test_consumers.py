@@ -14,8 +14,7 @@ from metatune import subjects
 from metatune.contracts import ErrorEvent, JobInfeasible
 from metatune.service import Service
 from metatune.settings import Settings
-
-from ..conftest import eventually
+from tests.support.waiting import wait_for
 
 
 def infeasible(reason: str = "test") -> JobInfeasible:
@@ -77,7 +76,7 @@ async def test_malformed_payloads_become_error_events_and_consumer_goes_on(
             await h.publish(bad[i % len(bad)])
         good = infeasible("after-the-flood")
         await h.publish(good.to_bytes())
-        await eventually(lambda: len(h.errors) == 100 and h.seen)
+        await wait_for(lambda: len(h.errors) == 100 and h.seen)
         assert [e.reason for e in h.seen] == ["after-the-flood"]
         assert all(
             e.kind == "invalid_message" and e.subject == subjects.JOBS_INFEASIBLE for e in h.errors
@@ -91,7 +90,7 @@ async def test_duplicate_event_id_is_delivered_once(settings: Settings) -> None:
         for _ in range(3):
             await h.publish(event.to_bytes(), msg_id=str(event.event_id))
         await h.publish(infeasible("marker").to_bytes())
-        await eventually(lambda: any(e.reason == "marker" for e in h.seen))
+        await wait_for(lambda: any(e.reason == "marker" for e in h.seen))
         assert [e.reason for e in h.seen].count("dup") == 1
 
 
@@ -103,7 +102,7 @@ async def fail_first_time(h: Harness, event: JobInfeasible) -> None:
 async def test_unacked_message_is_redelivered_then_processed(settings: Settings) -> None:
     async with Harness(settings, fail_first_time) as h:
         await h.publish(infeasible("flaky").to_bytes())
-        await eventually(lambda: h.seen)
+        await wait_for(lambda: h.seen)
         assert h.deliveries["flaky"] == 2
         assert h.errors == []
 
@@ -116,13 +115,13 @@ async def always_fail(h: Harness, event: JobInfeasible) -> None:
 async def test_handler_that_keeps_failing_is_dead_lettered(settings: Settings) -> None:
     async with Harness(settings, always_fail) as h:
         await h.publish(infeasible("poison").to_bytes())
-        await eventually(lambda: h.errors, timeout_s=30)
+        await wait_for(lambda: h.errors, timeout=30)
         assert h.deliveries["poison"] == settings.max_deliver
         [error] = h.errors
         assert error.kind == "handler_failed" and "cannot handle this one" in error.message
         assert error.deliveries == settings.max_deliver
         await h.publish(infeasible("next").to_bytes())
-        await eventually(lambda: any(e.reason == "next" for e in h.seen))
+        await wait_for(lambda: any(e.reason == "next" for e in h.seen))
 
 
 async def test_redelivery_without_ack_uses_the_durable_consumer(settings: Settings) -> None:
@@ -140,7 +139,7 @@ async def test_redelivery_without_ack_uses_the_durable_consumer(settings: Settin
     async with asyncio.timeout(10):
         await nc.close()
     async with Harness(s, accept) as h:
-        await eventually(lambda: h.seen)
+        await wait_for(lambda: h.seen)
         assert h.seen[0].event_id == event.event_id
 
 
@@ -172,13 +171,15 @@ async def test_a_background_loop_that_swallows_a_cancellation_still_stops(
     then slept on and shutdown hung. Stopping cancels again until the loop ends."""
     service = Service("testsvc", settings=settings.model_copy(update={"shutdown_timeout_s": 5.0}))
     cancellations = 0
+    looping = asyncio.Event()
 
     @service.background
     async def loop_that_loses_one_cancellation() -> None:
         nonlocal cancellations
         while True:
+            looping.set()
             try:
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # the loop's own period (a heartbeat's), not a wait
             except asyncio.CancelledError:
                 cancellations += 1
                 if cancellations == 1:
@@ -186,6 +187,6 @@ async def test_a_background_loop_that_swallows_a_cancellation_still_stops(
                 raise
 
     async with service.running():
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(looping.wait(), 60)  # stop only once the loop runs
     assert cancellations == 2
     assert not [r for r in caplog.records if "shutdown did not finish" in r.getMessage()]

@@ -12,8 +12,7 @@ from pydantic import ValidationError
 from metatune import contracts as c
 from metatune.bus import ensure_streams, headers_for, stream_for
 from metatune.settings import Settings
-
-from .samples import JOB, NOW, samples
+from tests.support.samples import JOB, NOW, samples
 
 
 def all_event_types() -> set[type[c.Event]]:

@@ -7,8 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.support.waiting import wait_for_sync
 
 SCRIPT = """
 import asyncio, sys
@@ -32,11 +33,12 @@ def _serve(behaviour: str, nats_url: str, tmp_path: Path) -> tuple[int, str]:
             [sys.executable, "-c", SCRIPT, behaviour], stdout=out, stderr=subprocess.STDOUT, env=env
         )
         try:
-            deadline = time.monotonic() + 60
-            while "serving on" not in log.read_text():
-                assert proc.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, "the service did not start:\n" + log.read_text()
-                time.sleep(0.1)
+
+            def serving() -> bool:
+                assert proc.poll() is None, log.read_text()  # it died: no use waiting
+                return "serving on" in log.read_text()
+
+            wait_for_sync(serving, "the service serving")
             proc.send_signal(signal.SIGTERM)
             status = proc.wait(timeout=30)
         finally:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,8 +30,8 @@ from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
 from metatune_recommender.flywheel import DURABLE_COMPLETED, load_seed, register_flywheel
+from tests.support.waiting import wait_for
 
-from ..foundation.conftest import settings  # noqa: F401  (fixture)
 from .samples import FEATURES, run
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -82,7 +81,7 @@ def completion(
 
 
 @pytest.fixture
-async def flywheel(settings: Settings, store: KnowledgeStore):  # noqa: F811
+async def flywheel(settings: Settings, store: KnowledgeStore):
     service = Service("recommender-flywheel-test", settings=settings)
     register_flywheel(service, store)
     async with service.running():
@@ -99,15 +98,6 @@ async def publish(service: Service, subject: str, event, *, dedup: bool = True) 
     return ack.seq
 
 
-async def until(check, what: str) -> None:
-    """Wait until the async ``check()`` holds; bounded (1200 polls of 50 ms)."""
-    for _ in range(1200):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what} never happened")
-
-
 async def consumed(service: Service, durable: str, seq: int) -> None:
     """Wait until the durable consumer has acknowledged everything up to stream sequence ``seq``."""
 
@@ -115,14 +105,14 @@ async def consumed(service: Service, durable: str, seq: int) -> None:
         info = await service.js.consumer_info(service.settings.stream_name, durable)
         return info.ack_floor.stream_seq >= seq and info.num_ack_pending == 0
 
-    await until(acked, f"{durable} acknowledging up to {seq}")
+    await wait_for(acked, f"{durable} acknowledging up to {seq}")
 
 
 async def rows_of(store: KnowledgeStore, study: uuid.UUID, n: int) -> None:
     async def stored() -> bool:
         return len(await store.study_runs(study)) >= n
 
-    await until(stored, f"{n} rows of study {study}")
+    await wait_for(stored, f"{n} rows of study {study}")
 
 
 async def test_a_completion_becomes_one_row_even_when_redelivered(
@@ -236,7 +226,7 @@ async def test_a_completion_before_its_profile_is_filled_when_the_profile_arrive
     async def filled_in() -> bool:
         return not (await store.run(str(job))).profile_missing
 
-    await until(filled_in, "the profile filling the run")
+    await wait_for(filled_in, "the profile filling the run")
     filled = await store.run(str(job))
     assert filled.dataset.features == FEATURES
     assert (filled.dataset.name, filled.base_model, filled.task) == (

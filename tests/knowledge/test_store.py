@@ -21,6 +21,8 @@ from metatune.settings import Settings
 
 from .samples import FEATURES, run
 
+pytestmark = pytest.mark.integration  # every test reaches the real PostgreSQL
+
 
 async def tables(store: KnowledgeStore) -> set[str]:
     async with await psycopg.AsyncConnection.connect(store.url) as conn:

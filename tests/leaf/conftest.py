@@ -3,8 +3,6 @@ README "Scaling out" deploys them, on loopback ports of their own."""
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,8 +17,8 @@ from metatune.bus.credentials import NatsSecrets
 from metatune.bus.leafnodes import TlsFiles, hub_config, leaf_config
 from metatune.embedded import servers
 from metatune.settings import Settings
-
-from ..conftest import _wait, free_port, nats_secrets
+from tests.support.servers import accepts, free_port, nats_secrets, stop
+from tests.support.waiting import wait_for, wait_for_sync
 
 
 @dataclass(frozen=True)
@@ -38,16 +36,6 @@ class LeafSite:
         """The datacenter's agent, logged in to its local leaf node."""
         seed = self.secrets.seed_file(agent_user(self.datacenter))
         return Settings(nats_url=self.leaf, nats_nkey_file=seed, **overrides)
-
-
-def accepts(address: str) -> bool:
-    """A server listens at ``address`` (it sent its INFO): a TCP probe, callable inside an event loop."""
-    host, port = address.removeprefix("nats://").split(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=0.5) as sock:
-            return sock.recv(4).startswith(b"INFO")
-    except OSError:
-        return False
 
 
 @contextmanager
@@ -77,28 +65,26 @@ def hub_and_leaf(
     ]
     try:
         for address in (site.hub, site.leaf):
-            _wait(lambda address=address: accepts(address), f"nats-server at {address}")
+            wait_for_sync(lambda address=address: accepts(address), f"nats-server at {address}")
         yield site
     finally:
         for proc in procs:
-            proc.terminate()
-            proc.wait(10)
+            stop(proc)
 
 
 async def linked(settings: Settings, timeout_s: float = 30.0) -> None:
     """Wait until the hub's JetStream answers through the leaf (the link is up), bounded."""
     nc = await nats.connect(settings.nats_url, allow_reconnect=False, **client_auth(settings))
+
+    async def hub_answers() -> bool:
+        try:
+            await nc.jetstream(timeout=1.0).account_info()
+        except (nats.errors.Error, nats.js.errors.Error):
+            return False
+        return True
+
     try:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while True:
-            try:
-                await nc.jetstream(timeout=1.0).account_info()
-                return
-            except (nats.errors.Error, nats.js.errors.Error):
-                assert asyncio.get_running_loop().time() < deadline, (
-                    f"leaf not linked to the hub within {timeout_s} s"
-                )
-                await asyncio.sleep(0.1)
+        await wait_for(hub_answers, "the leaf linked to the hub", timeout=timeout_s)
     finally:
         await nc.close()
 

@@ -25,20 +25,22 @@ from metatune.contracts import (
 from metatune.settings import Settings
 from metatune_trainer_agent.agent import adapter_key
 from metatune_trainer_agent.app import create_service as create_agent
+from tests.support.builders import job_request
+from tests.support.waiting import received_on, wait_for
 
-from ..chaos.conftest import job_request
-from ..conftest import eventually, received_on
-from ..trainer_agent.conftest import slice_of
 from .conftest import LeafSite, linked
+
+pytestmark = pytest.mark.slow  # trains a job through the leaf node
 
 STEPS = 4
 CONFIG = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3, "max_steps": STEPS}
 
 
 async def test_a_job_runs_through_the_datacenter_s_leaf_node(
-    leaf_site: LeafSite, tmp_path: Path
+    leaf_site: LeafSite, tmp_path: Path, text_slice
 ) -> None:
-    dataset = slice_of("sst2.jsonl.gz", 96, tmp_path / "sst2.jsonl")
+
+    dataset = text_slice("sst2.jsonl.gz", 96, tmp_path / "sst2.jsonl")
     settings = leaf_site.agent_settings(
         data_dir=tmp_path / "fra1",
         heartbeat_s=0.5,
@@ -75,15 +77,13 @@ async def test_a_job_runs_through_the_datacenter_s_leaf_node(
         await linked(settings)
         service, _ = create_agent("fra1", settings)
         async with service.running():
-            await eventually(
-                lambda: statuses, timeout_s=60
-            )  # the agent's heartbeat crossed the link
+            await wait_for(lambda: statuses, timeout=60)  # the agent's heartbeat crossed the link
             await js.publish(
                 subjects.assignments("fra1"),
                 assignment.to_bytes(),
                 headers={"Nats-Msg-Id": str(assignment.event_id)},
             )
-            await eventually(lambda: completed, timeout_s=240)
+            await wait_for(lambda: completed, timeout=240)
 
         (done,) = completed
         assert done.job_id == request.job_id and done.datacenter == "fra1" and done.steps == STEPS

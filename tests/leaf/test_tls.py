@@ -13,15 +13,18 @@ from pathlib import Path
 import nats
 import pytest
 
-from metatune.bus import HEALTH_BUCKET
+from metatune.bus import HEALTH_BUCKET, ensure_streams
 from metatune.bus.connection import client_auth, connect_once
 from metatune.bus.leafnodes import TlsFiles
+from metatune.contracts import ServiceHealth
 from metatune.errors import BusUnavailable
 from metatune.service import Service
 from metatune.settings import Settings
+from tests.support.waiting import wait_for
 
-from ..chaos.conftest import until
 from .conftest import LeafSite, hub_and_leaf, linked
+
+pytestmark = pytest.mark.integration  # a hub and a leaf nats-server with TLS
 
 
 def _openssl(*args: str) -> None:
@@ -111,14 +114,30 @@ async def test_a_service_connects_over_tls(
                 return "tls-probe" in await kv.keys()
             return False
 
-        await until(heartbeat_written, "its first heartbeat, written over TLS", 30)
+        await wait_for(heartbeat_written, "its first heartbeat, written over TLS", timeout=30)
+        health = ServiceHealth.model_validate_json((await kv.get("tls-probe")).value)
+    assert (health.service, health.instance, health.status) == ("tls-probe", "tls-probe", "ok")
 
 
 async def test_the_leaf_node_links_to_the_hub_over_tls(tls_site: tuple[LeafSite, TlsFiles]) -> None:
+    """The agent logged in to its leaf node sees the hub's JetStream (the streams the admin made
+    there) through the link, which is TLS only: the hub refuses plain text."""
     site, tls = tls_site
-    await linked(
-        site.agent_settings(nats_tls_ca_file=tls.ca)
-    )  # the hub's JetStream answers through the link
+    settings = site.agent_settings(nats_tls_ca_file=tls.ca)
+    admin = Settings(nats_url=site.hub_admin_url, nats_tls_ca_file=tls.ca)
+    hub = await nats.connect(admin.nats_url, allow_reconnect=False, **client_auth(admin))
+    try:
+        await ensure_streams(hub.jetstream(), admin)
+        on_hub = await hub.jetstream().account_info()
+    finally:
+        await hub.close()
+    await linked(settings)  # the hub's JetStream answers through the link
+    agent = await nats.connect(settings.nats_url, allow_reconnect=False, **client_auth(settings))
+    try:
+        through_leaf = await agent.jetstream().account_info()
+    finally:
+        await agent.close()
+    assert through_leaf.streams == on_hub.streams >= 1
 
 
 async def test_a_client_without_tls_is_refused(tls_site: tuple[LeafSite, TlsFiles]) -> None:

@@ -26,8 +26,8 @@ from metatune.contracts import (
 )
 from metatune.settings import Settings
 from metatune_profiler.app import create_service
+from tests.support.waiting import wait_for
 
-from ..conftest import eventually
 from .conftest import write_jsonl
 
 MAX_ROW_BYTES = 2_000
@@ -127,7 +127,7 @@ async def test_object_path_and_url_submissions_are_profiled(
     ]
     for event in events:
         await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
-    await eventually(lambda: all(e.study_id in outcomes.profiled for e in events))
+    await wait_for(lambda: all(e.study_id in outcomes.profiled for e in events))
     profiles = [outcomes.profiled[e.study_id] for e in events]
     assert all(p.features.n_examples == 80 and p.features.n_classes == 2 for p in profiles)
     assert all(p.rows_skipped == 0 and p.correlation_id == str(p.study_id) for p in profiles)
@@ -177,7 +177,7 @@ async def test_each_bad_input_gets_its_error_event_and_the_service_keeps_serving
     after = submission(DatasetLocation(kind="path", ref=str(good)))
     await js.publish(subjects.DATASETS_SUBMITTED, after.to_bytes())
 
-    await eventually(
+    await wait_for(
         lambda: (
             after.study_id in outcomes.profiled
             and all(outcomes.codes(e.study_id) for e in cases.values())
@@ -204,7 +204,7 @@ async def test_partially_bad_file_is_profiled_and_skips_are_reported(
     path.write_bytes(b"".join(lines))
     event = submission(DatasetLocation(kind="path", ref=str(path)))
     await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
-    await eventually(
+    await wait_for(
         lambda: event.study_id in outcomes.profiled and len(outcomes.codes(event.study_id)) == 2
     )
     profiled = outcomes.profiled[event.study_id]
@@ -244,7 +244,7 @@ async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) 
         replica = await js.pull_subscribe_bind("profiler", stream=settings.stream_name)
         with pytest.raises(nats.errors.TimeoutError):
             await replica.fetch(1, timeout=3 * settings.ack_wait_s)
-        await eventually(lambda: event.study_id in outcomes.profiled)
+        await wait_for(lambda: event.study_id in outcomes.profiled)
         info = await js.consumer_info(settings.stream_name, "profiler")
         assert info.num_redelivered == 0 and info.num_ack_pending == 0
     await nc.close()
@@ -271,7 +271,7 @@ async def test_paths_outside_the_data_roots_and_non_public_urls_are_refused(
     ]
     for event in refused:
         await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
-    await eventually(lambda: all(outcomes.codes(e.study_id) for e in refused))
+    await wait_for(lambda: all(outcomes.codes(e.study_id) for e in refused))
     for event in refused:
         assert outcomes.codes(event.study_id) == ["location_not_allowed"], event.spec.dataset.ref
         assert event.study_id not in outcomes.profiled

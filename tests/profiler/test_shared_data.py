@@ -8,13 +8,18 @@ from pathlib import Path
 import pytest
 
 from metatune_profiler.domain.profile import ProfileOptions, profile_file
+from tests.support.plugin import shared_data_path
 
-from ..conftest import SHARED_DATA
-
-DATASETS = sorted(p.name for p in (SHARED_DATA / "text").glob("*.jsonl.gz"))
+pytestmark = pytest.mark.slow  # profiles every dataset of the shared folder
 
 
-@pytest.mark.parametrize("name", DATASETS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One case per dataset in the shared folder (``--shared-data``), listed at collection."""
+    if "name" in metafunc.fixturenames:
+        folder = shared_data_path(metafunc.config) / "text"
+        metafunc.parametrize("name", sorted(p.name for p in folder.glob("*.jsonl.gz")))
+
+
 def test_profile_is_complete_and_in_range(text_data: Path, name: str) -> None:
     result = profile_file(text_data / name, ProfileOptions(sample_size=512))
     f = result.features

@@ -9,8 +9,7 @@ from metatune.contracts import MetaFeatures
 from metatune.knowledge.records import DatasetInfo, Hardware, KbRun, Provenance
 from metatune.knowledge.space import DIMENSIONS, Budget, decode, encode
 from metatune_recommender.domain.history import Task
-
-from ..foundation.samples import FEATURES
+from tests.support.samples import FEATURES
 
 OPTIMUM = np.array(
     [0.7, 0.4]

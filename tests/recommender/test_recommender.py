@@ -20,10 +20,9 @@ from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import Settings
 from metatune_recommender.app import create_service, job_id_for
 from metatune_recommender.domain.cold_start import PORTFOLIO, cold_start_trials
+from tests.support.samples import ACCOUNTING, FEATURES, NOW, SPEC
+from tests.support.waiting import received_on, wait_for
 
-from ..conftest import eventually, received_on
-from ..foundation.conftest import settings  # noqa: F401  (fixture)
-from ..foundation.samples import ACCOUNTING, FEATURES, NOW, SPEC
 from .synthetic import kb_runs
 
 
@@ -43,7 +42,7 @@ def test_cold_start_portfolio_stays_the_documented_empty_base_answer() -> None:
 
 
 async def test_profiled_three_jobs_one_completes_next_trial(
-    settings: Settings,  # noqa: F811 (the fixture imported above)
+    settings: Settings,
     store: KnowledgeStore,
 ) -> None:
     await store.add_runs(kb_runs(datasets=3))
@@ -59,8 +58,8 @@ async def test_profiled_three_jobs_one_completes_next_trial(
             await service.js.publish(
                 subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name
             )
-        await eventually(
-            lambda: len({r.job_id for r in requests}) >= 3 and len(requests) >= 6, timeout_s=120
+        await wait_for(
+            lambda: len({r.job_id for r in requests}) >= 3 and len(requests) >= 6, timeout=120
         )
         first = {r.trial_index: r for r in requests}
         assert sorted(first) == [0, 1, 2]
@@ -87,7 +86,7 @@ async def test_profiled_three_jobs_one_completes_next_trial(
                 subjects.RUNS_COMPLETED, completed.to_bytes(), stream=settings.stream_name
             )
         # a poor first result (0.5, the synthetic base reaches 0.9) leaves expected improvement: a 4th trial
-        await eventually(lambda: any(r.trial_index == 3 for r in requests), timeout_s=120)
+        await wait_for(lambda: any(r.trial_index == 3 for r in requests), timeout=120)
         fourth = [r for r in requests if r.trial_index == 3]
         assert {r.job_id for r in fourth} == {job_id_for(study, 3)}
         assert fourth[0].acquisition == "expected-improvement"
@@ -99,7 +98,7 @@ async def test_profiled_three_jobs_one_completes_next_trial(
         await service.js.publish(
             subjects.RUNS_COMPLETED, second.to_bytes(), stream=settings.stream_name
         )
-        await eventually(lambda: bool(stopped), timeout_s=120)
+        await wait_for(lambda: bool(stopped), timeout=120)
         info = await service.js.stream_info(
             settings.stream_name, subjects_filter=subjects.JOBS_REQUESTED
         )
@@ -115,7 +114,7 @@ async def test_profiled_three_jobs_one_completes_next_trial(
 
 
 async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(
-    settings: Settings,  # noqa: F811 (the fixture imported above)
+    settings: Settings,
     store: KnowledgeStore,
 ) -> None:
     service = create_service(settings, store=store, load_seed_kb=False)
@@ -127,7 +126,7 @@ async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(
         await service.js.publish(
             subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name
         )
-        await eventually(lambda: len(requests) >= 3, timeout_s=60)
+        await wait_for(lambda: len(requests) >= 3, timeout=60)
     assert {r.prediction_source for r in requests} == {PredictionSource.cold_start}
     assert [r.config.rank for r in sorted(requests, key=lambda r: r.trial_index)] == [
         c.rank for c in PORTFOLIO[:3]

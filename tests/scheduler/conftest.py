@@ -18,16 +18,9 @@ from metatune.contracts import (
     TaskType,
 )
 from metatune.embedded import servers
-from metatune.embedded.probe import nats_answers_sync
-from metatune.registry import Registry, default_registry
-
-from ..conftest import _wait, free_port
+from tests.support.servers import free_port, stop, wait_until_serving
 
 NOW = datetime(2025, 3, 3, 0, tzinfo=UTC)
-
-
-def small_registry(*names: str) -> Registry:
-    return Registry(datacenters=[default_registry().get(name) for name in names])
 
 
 def job_id(n: int) -> UUID:
@@ -91,8 +84,7 @@ def module_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"nats://127.0.0.1:{free_port()}"
     proc: subprocess.Popen[bytes] = servers.start_nats(url, directory, directory)
     try:
-        _wait(lambda: nats_answers_sync(url, 0.5), "module NATS")
+        wait_until_serving(url, "the module's nats-server")
         yield url
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)

@@ -10,8 +10,9 @@ from pydantic import ValidationError
 from metatune.contracts import JobRequested
 from metatune.registry import Registry
 from metatune_scheduler.domain import HighsModelSolver, Planner, Scheduler, SolveLimits
+from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested, small_registry
+from .conftest import NOW, forecast, job_id, job_requested
 
 
 def _scheduler() -> Scheduler:

@@ -25,8 +25,9 @@ from metatune_scheduler.domain import (
 )
 from metatune_scheduler.domain.anticipation import Request, anticipated_jobs, history_hours
 from metatune_scheduler.domain.planner import JobSnapshot
+from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested, small_registry
+from .conftest import NOW, forecast, job_id, job_requested
 from .test_properties import FIRST_HOUR, check_plan, scenarios
 
 

@@ -30,9 +30,10 @@ from metatune.settings import Settings
 from metatune_scheduler.app import create_service
 from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
 from metatune_scheduler.domain.state import JobStatus
+from tests.support.builders import small_registry
+from tests.support.waiting import received_on, wait_for
 
-from ..conftest import eventually, received_on
-from .conftest import NOW, forecast, job_id, job_requested, small_registry
+from .conftest import NOW, forecast, job_id, job_requested
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
@@ -176,7 +177,7 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
                 await js.publish(
                     subject, event.to_bytes(), headers={"Nats-Msg-Id": str(event.event_id)}
                 )
-            await eventually(lambda: any(a.job_id == job_id(2) for a in received))
+            await wait_for(lambda: any(a.job_id == job_id(2) for a in received))
             assert [(a.action, a.datacenter) for a in received if a.job_id == job_id(2)] == [
                 (AssignmentAction.start, "sjc1")
             ]
@@ -210,7 +211,7 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
             await js.publish(
                 subjects.JOBS_CANCELLED, other_system.to_bytes(), headers=headers_for(other_system)
             )
-            await eventually(
+            await wait_for(
                 lambda: any(a.action is AssignmentAction.stop for a in received) and errors
             )
         stops = [a for a in received if a.action is AssignmentAction.stop]

@@ -12,8 +12,9 @@ from metatune.contracts import AssignmentAction, Event, Plan, PlanEntry, RegionG
 from metatune_scheduler.domain import Scheduler
 from metatune_scheduler.domain.horizon import epoch_hour
 from metatune_scheduler.domain.plan_book import PlanBook, plan_events, stretches_of
+from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested, small_registry
+from .conftest import NOW, forecast, job_id, job_requested
 
 HOUR0 = epoch_hour(NOW)
 OSL_DEAR_NOW = [

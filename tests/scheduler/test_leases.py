@@ -15,8 +15,9 @@ from metatune.contracts import (
 )
 from metatune_scheduler.domain import JobStatus, Scheduler
 from metatune_scheduler.domain.leases import Leases
+from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_requested, small_registry
+from .conftest import NOW, forecast, job_requested
 
 
 def test_a_lease_expires_once_and_a_heartbeat_brings_the_agent_back() -> None:

@@ -33,8 +33,9 @@ from metatune.contracts import (
 from metatune_scheduler.adapters.replay import contract_for
 from metatune_scheduler.adapters.runtime import subject_of
 from metatune_scheduler.domain import Scheduler
+from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested, small_registry
+from .conftest import NOW, forecast, job_id, job_requested
 
 REGIONS = {
     "fra1": [300, 250, 400, 120, 90, 500],

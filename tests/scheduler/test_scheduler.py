@@ -7,8 +7,9 @@ from datetime import timedelta
 from metatune.contracts import AssignmentAction, Event, JobInfeasible, RegionGroup
 from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
 from metatune_scheduler.domain.horizon import from_epoch_hour
+from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_requested, small_registry
+from .conftest import NOW, forecast, job_requested
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 

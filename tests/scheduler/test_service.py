@@ -3,8 +3,6 @@ a restarted scheduler rebuilds its state from the stream and sends nothing twice
 
 from __future__ import annotations
 
-import asyncio
-
 import nats
 import pytest
 
@@ -13,11 +11,13 @@ from metatune.bus import publish_event  # noqa: F401  (the service publishes thr
 from metatune.contracts import Assignment, AssignmentAction, Plan, RegionGroup
 from metatune.settings import Settings
 from metatune_scheduler.app import create_service
+from tests.support.builders import small_registry
+from tests.support.waiting import wait_for
 
-from ..conftest import eventually
-from .conftest import NOW, forecast, job_requested, small_registry
+from .conftest import NOW, forecast, job_requested
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
+SENTINEL = "Metatune-Test-Sentinel"
 
 
 async def _publish(js, subject: str, event) -> None:
@@ -37,13 +37,20 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(
     )
     received: dict[str, list[Assignment]] = {}
     plans: list[Plan] = []
+    drained: set[str] = set()  # subscriptions our own sentinel has reached
     nc = await nats.connect(module_nats)
 
     async def on_assignment(msg) -> None:
-        received.setdefault(msg.subject, []).append(Assignment.model_validate_json(msg.data))
+        if msg.headers and SENTINEL in msg.headers:
+            drained.add("assignments")
+        else:
+            received.setdefault(msg.subject, []).append(Assignment.model_validate_json(msg.data))
 
     async def on_plan(msg) -> None:
-        plans.append(Plan.model_validate_json(msg.data))
+        if msg.headers and SENTINEL in msg.headers:
+            drained.add("plans")
+        else:
+            plans.append(Plan.model_validate_json(msg.data))
 
     await nc.subscribe(subjects.ASSIGNMENTS_ALL, cb=on_assignment)
     await nc.subscribe(subjects.PLANS, cb=on_plan)
@@ -64,7 +71,7 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(
                     else subjects.JOBS_REQUESTED
                 )
                 await _publish(js, subject, event)
-            await eventually(lambda: len(received) == 2)
+            await wait_for(lambda: len(received) == 2)
             solves = service.runtime.solves
         assert set(received) == {subjects.assignments("osl1"), subjects.assignments("sjc1")}
         eu = received[subjects.assignments("osl1")]
@@ -76,13 +83,18 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(
 
         restarted = create_service(settings=settings, registry=REGISTRY, debounce_s=0.2)
         async with restarted.running():
-            await eventually(lambda: restarted.runtime.solves >= 1)
+            await wait_for(lambda: restarted.runtime.solves >= 1)
             state = restarted.runtime.scheduler.state
             assert (
                 state.last_plan is not None
                 and state.last_plan.plan_version == plans[-1].plan_version
             )
-        await asyncio.sleep(0.3)
+        # Whatever the restarted scheduler sent was acknowledged before it stopped, so it was
+        # routed to us before a message we publish now: once our sentinels arrive, nothing of
+        # its can still be on the way.
+        await nc.publish(subjects.assignments("sentinel"), b"", headers={SENTINEL: "1"})
+        await nc.publish(subjects.PLANS, b"", headers={SENTINEL: "1"})
+        await wait_for(lambda: drained == {"assignments", "plans"}, "our sentinels delivered")
         assert sum(len(v) for v in received.values()) == 2 and len(plans) == published
     finally:
         await nc.close()

@@ -13,8 +13,7 @@ from metatune.bus import ensure_streams
 from metatune.bus.connection import client_auth
 from metatune.bus.credentials import NatsSecrets
 from metatune.settings import Settings
-
-from ..conftest import _wait, nats_answers_sync, nats_secrets, start_secured_nats
+from tests.support.servers import nats_secrets, start_secured_nats, stop, wait_until_serving
 
 
 class SecuredBus:
@@ -55,12 +54,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBus]:
     directory = tmp_path_factory.mktemp("secured-nats")
     proc, admin_url = start_secured_nats(directory)
     try:
-        _wait(lambda: nats_answers_sync(admin_url, 0.5), "secured NATS")
+        wait_until_serving(admin_url, "the secured nats-server")
         address = "nats://" + admin_url.rsplit("@", 1)[1]
         yield SecuredBus(address, admin_url, nats_secrets(directory))
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 @pytest.fixture

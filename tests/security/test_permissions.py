@@ -17,8 +17,8 @@ from metatune.bus.auth import principals
 from metatune.contracts import AgentStatus
 from metatune.redaction import redact
 from metatune.service import Service
+from tests.support.waiting import wait_for
 
-from ..conftest import eventually
 from .conftest import SecuredBus, violation
 
 REFUSED = (nats.errors.TimeoutError, NoStreamResponseError)
@@ -40,9 +40,7 @@ async def test_foreign_publish_of_an_assignment_is_refused(
     async with secured.client(user, errors) as nc:
         with pytest.raises(REFUSED):
             await nc.jetstream(timeout=1.0).publish(subjects.assignments("sjc1"), b"{}")
-        await eventually(
-            violation(errors, f'publish to "{subjects.assignments("sjc1")}"'), timeout_s=5
-        )
+        await wait_for(violation(errors, f'publish to "{subjects.assignments("sjc1")}"'), timeout=5)
     info = await admin.jetstream().stream_info(
         "METATUNE", subjects_filter=subjects.assignments("sjc1")
     )
@@ -55,8 +53,8 @@ async def test_an_agent_cannot_read_another_datacenters_assignments(
     errors: list[Exception] = []
     async with secured.client(FRA1, errors) as nc:
         await nc.subscribe(subjects.assignments("osl1"))  # plain subscribe
-        await eventually(
-            violation(errors, f'subscription to "{subjects.assignments("osl1")}"'), timeout_s=5
+        await wait_for(
+            violation(errors, f'subscription to "{subjects.assignments("osl1")}"'), timeout=5
         )
         js = nc.jetstream(timeout=1.0)
         with pytest.raises(REFUSED):  # its own durable, re-pointed at osl1
@@ -77,8 +75,8 @@ async def test_an_agent_cannot_read_another_datacenters_assignments(
         )
         with pytest.raises(REFUSED):  # osl1's own durable
             await bound.fetch(1, timeout=1.0)
-        await eventually(
-            violation(errors, "$JS.API.CONSUMER.MSG.NEXT.METATUNE.trainer-agent-osl1"), timeout_s=5
+        await wait_for(
+            violation(errors, "$JS.API.CONSUMER.MSG.NEXT.METATUNE.trainer-agent-osl1"), timeout=5
         )
         with pytest.raises(REFUSED):  # an ephemeral consumer over the whole log
             await js.subscribe(subjects.EVERYTHING, stream="METATUNE", ordered_consumer=True)
@@ -94,11 +92,11 @@ async def test_object_store_reads_outside_the_grants_are_refused(
     async with secured.client("submitter", errors) as nc:
         with pytest.raises(REFUSED):
             await ObjectStore(nc.jetstream(timeout=1.0)).get_bytes(CHECKPOINTS_BUCKET, "job-1")
-        await eventually(violation(errors, "OBJ_checkpoints"), timeout_s=5)
+        await wait_for(violation(errors, "OBJ_checkpoints"), timeout=5)
     async with secured.client(FRA1, errors) as nc:  # writes adapters, never reads them
         with pytest.raises(REFUSED):
             await ObjectStore(nc.jetstream(timeout=1.0)).get_bytes(ADAPTERS_BUCKET, "job-1")
-        await eventually(violation(errors, "$JS.API.CONSUMER.CREATE.OBJ_adapters"), timeout_s=5)
+        await wait_for(violation(errors, "$JS.API.CONSUMER.CREATE.OBJ_adapters"), timeout=5)
 
 
 async def test_the_allowed_paths_work(secured: SecuredBus, admin, tmp_path) -> None:
@@ -124,7 +122,7 @@ async def test_the_allowed_paths_work(secured: SecuredBus, admin, tmp_path) -> N
 
     async with service.running():
         await admin.jetstream().publish(subjects.assignments("fra1"), b'{"job": 1}')
-        await eventually(lambda: received == [{"job": 1}], timeout_s=20)
+        await wait_for(lambda: received == [{"job": 1}], timeout=20)
         objects = service.objects
         assert await objects.get_bytes(DATASETS_BUCKET, "studies/s1/data.jsonl")
         await objects.put_bytes(CHECKPOINTS_BUCKET, "job-2", b"x" * 300_000)  # several chunks

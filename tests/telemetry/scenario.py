@@ -14,8 +14,7 @@ from uuid import UUID, uuid4
 from metatune import contracts as c
 from metatune import subjects
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
-
-from ..foundation.samples import CONFIG, NOW, SPEC
+from tests.support.samples import CONFIG, NOW, SPEC
 
 H = timedelta(hours=1)
 DE = [

@@ -14,8 +14,9 @@ import uvicorn
 
 from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
+from tests.support.servers import free_port
+from tests.support.waiting import wait_for
 
-from ..conftest import free_port
 from .scenario import ACTUAL_KG, BASELINE_KG, DE, PLANNED_KG, record_dashboard
 from .test_storage import test_disclosure_of_a_recorded_run_equals_hand_computation as record_run
 
@@ -25,6 +26,8 @@ CHROMIUM = (
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="no chromium binary (apt-get install chromium)"
 )
+
+pytestmark = pytest.mark.slow  # drives headless Chromium
 
 
 @asynccontextmanager
@@ -42,10 +45,7 @@ async def serving(db) -> AsyncIterator[str]:
     )
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(600):  # bounds a failure only: uvicorn sets started as soon as it listens
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.05)
+        await wait_for(lambda: server.started or task.done(), "uvicorn listening")
         assert server.started, "uvicorn did not start"
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -11,8 +11,8 @@ from starlette.testclient import TestClient
 
 from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
+from tests.support.samples import NOW
 
-from ..foundation.samples import NOW
 from .scenario import ACTUAL_KG, BASELINE_KG, DE, PLANNED_KG, H, record_dashboard
 
 

@@ -21,9 +21,10 @@ from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.verify import verify
 from metatune_telemetry.app import create_service
+from tests.support.samples import NOW, samples
+from tests.support.servers import free_port
+from tests.support.waiting import wait_for, wait_for_sync
 
-from ..conftest import _wait, eventually, free_port
-from ..foundation.samples import NOW, samples
 from .conftest import count, publish
 
 
@@ -47,11 +48,11 @@ async def no_gap(js, db: Database, settings: Settings) -> None:
             return False
         return all(r.gap == 0 for r in result)
 
-    for _ in range(600):
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"verify reports a gap: {[(r.stream, r.missing[:5]) for r in result]}")
+    try:
+        await wait_for(check, "verify finding every message stored")
+    except AssertionError as exc:
+        gaps = [(r.stream, r.missing[:5]) for r in result]
+        raise AssertionError(f"verify reports a gap: {gaps}") from exc
 
 
 async def test_every_event_stored_once_and_redelivery_is_one_row(tsettings, schema, js) -> None:
@@ -127,12 +128,12 @@ async def test_every_contract_violation_is_rejected_with_its_bytes(tsettings, sc
             await publish(js, tsettings, subject, data)
         db = service.db
         await asyncio.wait_for(service.ready.wait(), 60)
-        for _ in range(600):  # the error events telemetry publishes about them come back as events
-            if await count(
-                db, "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'"
-            ) >= len(cases):
-                break
-            await asyncio.sleep(0.1)
+
+        async def errors_back() -> bool:  # telemetry's error events about them come back as events
+            query = "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'"
+            return await count(db, query) >= len(cases)
+
+        await wait_for(errors_back, "one telemetry error event per violation stored")
         await no_gap(js, service.db, tsettings)
         rejects = await db.fetch(
             "SELECT subject, code, reason, raw FROM event_rejects ORDER BY stream, stream_seq"
@@ -161,7 +162,7 @@ def private_postgres(tmp_path):
 
     def start():
         procs.append(servers.start_postgres(url, tmp_path, tmp_path))
-        _wait(lambda: postgres_answers(url, 1.0), "private PostgreSQL")
+        wait_for_sync(lambda: postgres_answers(url, 1.0), "a private PostgreSQL answering")
 
     def stop():
         proc = procs.pop()
@@ -196,11 +197,11 @@ async def test_postgres_restart_mid_stream_loses_and_doubles_nothing(
     async with service.running():
         for event in progress[:200]:
             await publish(js, settings, subjects.run_progress(job), event)
-        await eventually(lambda: service.status_details.get("database") == "ok")
+        await wait_for(lambda: service.status_details.get("database") == "ok")
         stop()
         for event in progress[200:400]:
             await publish(js, settings, subjects.run_progress(job), event)
-        await eventually(lambda: service.status_details.get("database") == "unavailable")
+        await wait_for(lambda: service.status_details.get("database") == "unavailable")
         start()
         for event in progress[400:]:
             await publish(js, settings, subjects.run_progress(job), event)

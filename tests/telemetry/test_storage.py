@@ -17,8 +17,8 @@ from metatune_telemetry.adapters.db import yoyo_uri
 from metatune_telemetry.adapters.queries import study_disclosure
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.domain.formats import to_csv, to_markdown
+from tests.support.samples import CONFIG, NOW, SPEC
 
-from ..foundation.samples import CONFIG, NOW, SPEC
 from .conftest import count
 
 

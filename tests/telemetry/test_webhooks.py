@@ -28,9 +28,9 @@ from metatune_telemetry.adapters.delivery import post
 from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
 from metatune_telemetry.domain.signing import new_secret
+from tests.support.samples import CONFIG, NOW, SPEC
+from tests.support.waiting import wait_for
 
-from ..conftest import eventually
-from ..foundation.samples import CONFIG, NOW, SPEC
 from .conftest import count, publish
 
 SECRET = new_secret()
@@ -133,11 +133,12 @@ async def test_signed_deliveries_one_per_state_change(tsettings, schema, js, rec
         for subject, event in events:
             await publish(js, settings, subject, event)
         await asyncio.wait_for(service.ready.wait(), 60)
-        for _ in range(600):
-            outbox = await list_outbox(service.db)
-            if len(outbox) == 2 and all(r["state"] == "delivered" for r in outbox):
-                break
-            await asyncio.sleep(0.1)
+
+        async def both_delivered() -> list[dict]:
+            rows = await list_outbox(service.db)
+            return rows if len(rows) == 2 and all(r["state"] == "delivered" for r in rows) else []
+
+        outbox = await wait_for(both_delivered, "two deliveries in the outbox")
     assert sorted(r["event_type"] for r in outbox) == ["job.infeasible", "job.requested"]
     assert all(r["state"] == "delivered" and r["attempts"] == 1 for r in outbox)
     wh = Webhook(SECRET)
@@ -184,16 +185,12 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(
                 for r in await list_outbox(service.db)
             }
 
-        found: dict = {}
-        for _ in range(600):
+        async def settled() -> dict[str, tuple[str, int]]:
             found = await states()
-            if (
-                found.get("later", ("",))[0] == "delivered"
-                and found.get("broken", ("",))[0] == "dead"
-                and found.get("moved", ("",))[0] == "dead"
-            ):
-                break
-            await asyncio.sleep(0.1)
+            done = [found.get(k, ("",))[0] for k in ("later", "broken", "moved")]
+            return found if done == ["delivered", "dead", "dead"] else {}
+
+        found = await wait_for(settled, "later delivered, broken and moved dead")
         assert found == {"later": ("delivered", 3), "broken": ("dead", 3), "moved": ("dead", 3)}
         rows = {r["url"].rsplit("/", 1)[1]: r for r in await list_outbox(service.db)}
         assert (
@@ -215,10 +212,11 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(
         )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"queued": 2}
-        for _ in range(600):
-            if (await states())["broken"][0] == "delivered":
-                break
-            await asyncio.sleep(0.1)
+
+        async def broken_delivered() -> bool:
+            return (await states())["broken"][0] == "delivered"
+
+        await wait_for(broken_delivered, "the manually retried delivery")
         assert (await states())["broken"] == ("delivered", 1)
 
 
@@ -278,14 +276,15 @@ async def test_hanging_receiver_delays_neither_ingestion_nor_others(
         for subject, event in slow:
             await publish(js, settings, subject, event)
         await asyncio.wait_for(service.ready.wait(), 60)
-        await eventually(lambda: any(p == "/slow" for p, _, _ in receiver.received))
+        await wait_for(lambda: any(p == "/slow" for p, _, _ in receiver.received))
         for subject, event in fast + ticks:
             await publish(js, settings, subject, event)
-        await eventually(lambda: any(p == "/fast" for p, _, _ in receiver.received))
-        for _ in range(600):
-            if await count(service.db, "SELECT count(*) FROM event_log") == 54:
-                break
-            await asyncio.sleep(0.1)
+        await wait_for(lambda: any(p == "/fast" for p, _, _ in receiver.received))
+
+        async def all_stored() -> bool:
+            return await count(service.db, "SELECT count(*) FROM event_log") == 54
+
+        await wait_for(all_stored, "the 54 events stored")
         stored = await count(service.db, "SELECT count(*) FROM event_log")
         slow_state = await service.db.fetch(
             "SELECT state FROM webhook_outbox WHERE url LIKE '%%/slow'"

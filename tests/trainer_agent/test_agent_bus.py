@@ -38,8 +38,10 @@ from metatune.contracts import (
 from metatune.settings import Settings
 from metatune_trainer_agent.app import create_service
 from metatune_trainer_agent.domain.run import run_training
+from tests.support.builders import FAST_SITE, request_for
+from tests.support.waiting import wait_for
 
-from .conftest import FAST_SITE, request_for
+pytestmark = pytest.mark.slow  # real training runs through the bus
 
 CONFIG = {"batch_size": 8, "max_seq_length": 32, "learning_rate": 3e-3, "max_steps": 8}
 AGENT = {
@@ -108,8 +110,10 @@ class Bus:
     async def wait_for(
         self, kind: type, job_id: UUID | None = None, timeout_s: float = 120.0, **match: Any
     ) -> Any:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while True:
+        """The first ``kind`` event (of ``job_id``, matching ``match``); fails at once when the
+        job failed instead."""
+
+        def found() -> Any:
             for event in self.events:
                 if (
                     isinstance(event, kind)
@@ -122,11 +126,13 @@ class Bus:
                 raise AssertionError(
                     f"job {job_id} failed: {failed[0].reason}: {failed[0].message}"
                 )
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(
-                    f"no {kind.__name__} for {job_id} in time; saw {[type(e).__name__ for e in self.events]}"
-                )
-            await asyncio.sleep(0.05)
+            return None
+
+        try:
+            return await wait_for(found, f"a {kind.__name__} for {job_id}", timeout=timeout_s)
+        except AssertionError as exc:
+            seen = [type(e).__name__ for e in self.events]
+            raise AssertionError(f"{exc}; saw {seen}") from exc
 
     def of(self, kind: type, job_id: UUID) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind) and e.job_id == job_id]

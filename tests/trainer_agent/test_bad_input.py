@@ -24,8 +24,7 @@ from metatune_trainer_agent.domain.request import (
     validate_config,
 )
 from metatune_trainer_agent.domain.run import run_training
-
-from .conftest import FAST_SITE, request_for
+from tests.support.builders import FAST_SITE, request_for
 
 
 @pytest.mark.parametrize(

@@ -30,9 +30,11 @@ from metatune_trainer_agent.domain.curve_stop import (
 )
 from metatune_trainer_agent.domain.run import Control, RunHooks, run_training
 from metatune_trainer_agent.domain.trainer import Evaluation
+from tests.support.builders import FAST_SITE, request_for
 
-from .conftest import FAST_SITE, request_for
 from .test_agent_bus import AGENT, Bus, assignment, spec, upload_dataset
+
+pytestmark = pytest.mark.slow  # real training runs, stopped and not
 
 FRACTIONS = (0.0, *DEFAULT_GRID, 1.0)
 SHAPE = RunShape(learning_rate=1e-3, lr_schedule="linear", warmup_ratio=0.05)

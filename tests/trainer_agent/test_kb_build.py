@@ -8,12 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
+from tests.support.waiting import wait_for_sync
+
+pytestmark = pytest.mark.slow  # builds a knowledge base by training
 
 WORDS = {
     "pos": ["good", "great", "lovely", "fine", "superb", "nice", "excellent", "pleasant"],
@@ -90,13 +92,11 @@ def test_a_killed_build_resumes_with_every_run_stored_once(data: Path, tmp_path:
     proc = subprocess.Popen(
         build_command(data, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
-    deadline = time.monotonic() + 300
-    while (
-        time.monotonic() < deadline and proc.poll() is None
-    ):  # kill it once the first run is stored
-        if out.exists() and len(out.read_text().splitlines()) >= 2:
-            break
-        time.sleep(0.2)
+
+    def first_run_stored_or_ended() -> bool:  # kill it once the first run is stored
+        return proc.poll() is not None or (out.exists() and len(out.read_text().splitlines()) >= 2)
+
+    wait_for_sync(first_run_stored_or_ended, "the build storing its first run", timeout=300)
     assert proc.poll() is None, (
         f"the build ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
     )

@@ -19,8 +19,9 @@ from metatune_trainer_agent.domain.errors import CheckpointMismatch
 from metatune_trainer_agent.domain.model import load_tokenizer
 from metatune_trainer_agent.domain.request import TrainOptions
 from metatune_trainer_agent.domain.run import Control, RunHooks, run_training
+from tests.support.builders import FAST_SITE, request_for
 
-from .conftest import FAST_SITE, request_for
+pytestmark = pytest.mark.slow  # real LoRA training runs of MiniLM
 
 
 def test_training_lowers_validation_loss_and_packs_an_adapter(trec: Path, cache_dir: Path) -> None:
@@ -51,6 +52,7 @@ def test_training_lowers_validation_loss_and_packs_an_adapter(trec: Path, cache_
 def test_pause_and_resume_on_a_second_agent_matches_a_straight_run(
     sst2: Path, cache_dir: Path
 ) -> None:
+
     request = request_for(sst2, cache=cache_dir, max_steps=20, dropout=0.1)
     straight = run_training(request, site=FAST_SITE)
 

@@ -1,0 +1,141 @@
+"""The suite's pytest plugin (registered by ``tests/conftest.py``): the shared-data option, the
+fixtures every folder may use, and the rule that gives each test its kind of marker.
+
+Markers (declared in ``pytest.ini``): every test is exactly one of ``unit`` (pure code, no
+server), ``integration`` (real NATS and/or PostgreSQL) or ``chaos`` (fault injection against real
+servers, ``tests/chaos``); ``slow`` is set by hand on tests that train a model, profile whole
+datasets or drive a browser. The kind is derived here, not written in every module: a test in
+``tests/chaos`` is ``chaos`` (and ``slow``); one that uses a server fixture (directly or through another
+fixture) or whose module says ``pytestmark = pytest.mark.integration`` is ``integration``;
+everything else is ``unit``. ``pytest -m unit`` therefore starts no server (``tests/conftest.py``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from metatune.settings import Settings
+
+from .servers import nats_server
+
+REPO = Path(__file__).resolve().parents[2]
+KINDS = ("unit", "integration", "chaos")
+# Fixtures that are, or open, a real server: a test using one (even indirectly) is integration.
+SERVER_FIXTURES = frozenset(
+    {
+        "module_nats",
+        "private_nats",
+        "settings",
+        "store",  # knowledge base in PostgreSQL
+        "schema",  # telemetry's schema in PostgreSQL
+        "db",
+        "secured",
+        "leaf_site",
+        "chaos_nats",
+    }
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shared-data",
+        type=Path,
+        default=None,
+        help="the team's datasets (carbon/, hpo/, text/); default $METATUNE_SHARED_DATA, else "
+        "../shared/data beside the repository. Tests that need them skip when it is absent.",
+    )
+
+
+def shared_data_path(config: pytest.Config) -> Path:
+    """Where the shared datasets are: ``--shared-data``, ``$METATUNE_SHARED_DATA`` or the
+    repository-relative ``../shared/data`` (how every clone, CI's included, is laid out)."""
+    chosen = config.getoption("--shared-data") or os.environ.get("METATUNE_SHARED_DATA")
+    return Path(chosen or REPO.parent / "shared" / "data").resolve()
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    chaos_folder = REPO / "tests" / "chaos"
+    for item in items:
+        if item.path.is_relative_to(chaos_folder):
+            item.add_marker(pytest.mark.chaos)
+            item.add_marker(pytest.mark.slow)
+        elif item.get_closest_marker("integration") is None and SERVER_FIXTURES & set(
+            getattr(item, "fixturenames", ())
+        ):
+            item.add_marker(pytest.mark.integration)
+        kinds = [k for k in KINDS if item.get_closest_marker(k) is not None]
+        if not kinds:
+            item.add_marker(pytest.mark.unit)
+        elif len(kinds) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: marked {' and '.join(kinds)}; pick one")
+
+
+@pytest.fixture(scope="session")
+def shared_data(pytestconfig: pytest.Config) -> Path:
+    """The team's real datasets; a test that needs them skips, naming the folder, if absent."""
+    folder = shared_data_path(pytestconfig)
+    if not folder.is_dir():
+        pytest.skip(f"shared data not found at {folder} (--shared-data or METATUNE_SHARED_DATA)")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def text_data(shared_data: Path) -> Path:
+    folder = shared_data / "text"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not found")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def text_slice(shared_data: Path) -> Callable[[str, int, Path], Path]:
+    """``text_slice(name, rows, path)``: the first ``rows`` rows of shared dataset ``text/name``,
+    written to ``path`` as plain JSON lines."""
+
+    def write(name: str, rows: int, path: Path) -> Path:
+        source = shared_data / "text" / name
+        if not source.is_file():
+            pytest.skip(f"{source} not found")
+        with gzip.open(source, "rt", encoding="utf-8") as fh:
+            records = [json.loads(line) for _, line in zip(range(rows), fh, strict=False)]
+        path.write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+        )
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="module")
+def module_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A nats-server (auth on) shared by the tests of one module; yields the admin's URL."""
+    with nats_server(tmp_path_factory.mktemp("nats")) as url:
+        yield url
+
+
+@pytest.fixture
+def private_nats(tmp_path: Path) -> Iterator[str]:
+    """A nats-server of one test alone."""
+    with nats_server(tmp_path / "nats") as url:
+        yield url
+
+
+@pytest.fixture
+async def settings(module_nats: str) -> AsyncIterator[Settings]:
+    """Settings on the module's server, with its streams deleted after each test (so no test
+    sees another's messages, whatever the order)."""
+    s = Settings(nats_url=module_nats, retry_backoff_s=0.2, heartbeat_s=0.5)
+    yield s
+    nc = await nats.connect(s.nats_url)
+    js = nc.jetstream()
+    for info in await js.streams_info():
+        await js.delete_stream(info.config.name)
+    await nc.close()
