@@ -13,8 +13,9 @@ same run:
              standardised values, 3 random initial rows, then EI over the remaining rows
   portfolio  the top-k-from-history portfolio alone: rows ordered by the mean normalised score of
              their nearest configuration on each history task
-  metatune   the recommender: a GP prior learned on the history tasks (HyperBO-style), its
-             diverse top-3 (Kriging-believer EI), then EI conditioned on the task's own results
+  metatune   the recommender: a GP prior learned on the history tasks (HyperBO-style) whose
+             mean for the task is its similar history tasks' posteriors, its top-3 as a set
+             cover of those tasks' tops, then EI conditioned on the task's own results
 
 Figures: normalised regret (best - best found) / (best - worst) after 1, 3, 10, 50 evaluations;
 evaluations to reach a top-1 % / top-5 % row of the table (rank-based: at least one row, ties

@@ -9,6 +9,7 @@ from scipy.stats import spearmanr
 from metatune.knowledge.records import DatasetInfo, KbRun, Provenance
 from metatune.knowledge.space import LR_RANGE, RANKS, encode
 from metatune_recommender.domain.acquisition import select_batch
+from metatune_recommender.domain.history import Task
 from metatune_recommender.domain.prior import LearnedPrior, PriorSettings
 from metatune_recommender.domain.recommender import (
     COLD_START,
@@ -177,3 +178,44 @@ def test_a_task_unlike_its_history_adapts_the_prior_after_enough_results() -> No
     assert contrary.mean_weight < agreeing.mean_weight
     mu, sd = contrary.predict(design(16, seed=9))
     assert np.all(np.isfinite(mu)) and np.all(sd > 0)
+
+
+def _bimodal_history() -> tuple[list[Task], list[dict]]:
+    """Two history tasks of one family whose optima lie at opposite ends of one hyperparameter."""
+    pool = [{"learning_rate": float(v)} for v in np.logspace(-5, -3, 41)]
+    grid = np.log10([c["learning_rate"] for c in pool])
+    tasks = [
+        Task(
+            name=name,
+            descriptors={"size": size},
+            configs=pool,
+            values=-((grid - best) ** 2),
+        )
+        for name, best, size in (("low", -4.6, 1.0), ("high", -3.4, 2.0))
+    ]
+    return tasks, pool
+
+
+def test_top_k_covers_the_related_tasks_instead_of_near_copies() -> None:
+    """Two equally similar history tasks disagree on the best learning rate: the top-2 holds each
+    one's optimum (a set cover), not two neighbours of one of them. (The learned mean, a third
+    source, is left out: interpolating between the two, it would rightly bid for the middle.) The
+    prior is trained to convergence, so each history task's posterior knows its own optimum."""
+    tasks, pool = _bimodal_history()
+    prior = LearnedPrior.fit(tasks, PriorSettings(own_weight=0.0), extra_configs=pool)
+    posterior = prior.condition({"size": 1.5}, [], [])
+    picks = select_batch(posterior, prior.inputs(pool, {"size": 1.5}), 2)
+    chosen = sorted(np.log10(pool[p.index]["learning_rate"]) for p in picks)
+    assert abs(chosen[0] - (-4.6)) <= 0.15 and abs(chosen[1] - (-3.4)) <= 0.15
+
+
+def test_source_weights_follow_the_task_own_results() -> None:
+    """Before results both history tasks weigh alike; results ordered as one of them orders its
+    configurations shift the weight to that one (its posterior becomes the task's mean)."""
+    tasks, pool = _bimodal_history()
+    prior = LearnedPrior.fit(tasks, PriorSettings(iterations=100), extra_configs=pool)
+    before = prior.condition({"size": 1.5}, [], [])
+    assert before.weights is not None and abs(before.weights[0] - before.weights[1]) < 1e-9
+    seen = [0, 10, 20, 30, 40]
+    after = prior.condition({"size": 1.5}, [pool[i] for i in seen], tasks[1].values[seen])
+    assert after.weights is not None and after.weights[1] > 5 * after.weights[0]

@@ -26,6 +26,9 @@ def expected_improvement(
     return gap * norm.cdf(t) + sd * norm.pdf(t)
 
 
+COVER_FLOOR = 0.01  # a pick adding less chance of covering the related tasks than this: by EI
+
+
 @dataclass(frozen=True)
 class Pick:
     index: int  # into the candidate inputs
@@ -40,7 +43,10 @@ def select_batch(
     k: int,
     exclude: set[int] | frozenset[int] = frozenset(),
 ) -> list[Pick]:
-    """Up to ``k`` candidate indices by sequential EI with Kriging-believer fantasies."""
+    """Up to ``k`` candidate indices by sequential EI with Kriging-believer fantasies; before the
+    task's first result, with history sources, the set cover of :func:`select_cover`."""
+    if posterior.observed == 0 and posterior.weights is not None:
+        return select_cover(posterior, candidates, k, exclude)
     mu0, sd0 = posterior.predict_inputs(candidates)
     chosen: list[Pick] = []
     taken = set(exclude)
@@ -61,4 +67,51 @@ def select_batch(
         )
         taken.add(index)
         current = current.with_observation(candidates[index], float(mu[index]))
+    return chosen
+
+
+def select_cover(
+    posterior: TaskPosterior,
+    candidates: torch.Tensor,
+    k: int,
+    exclude: set[int] | frozenset[int] = frozenset(),
+) -> list[Pick]:
+    """A top-k that covers the related tasks rather than k individually best points.
+
+    Each source (a history task's posterior, or the learned mean) gives every candidate a chance
+    ``p_s`` of landing in that task's top ``top_quantile``; greedily pick the candidate adding the
+    most to the similarity-weighted chance that *some* pick lands there, ``sum_s w_s (1 - prod(1 - p_s))``.
+    Once a pick covers the closest task, the next one goes where the other tasks disagree: the
+    batch spreads over what the history does not settle. When the sources agree so well that a
+    further pick adds less than :data:`COVER_FLOOR` to that chance (every source already covered),
+    the rest of the batch is chosen by Kriging-believer EI, so it never degrades into near-copies."""
+    prior = posterior.prior
+    mu0, sd0 = posterior.predict_inputs(candidates)
+    means, sds = prior.source_predictions(candidates)
+    noise = float(prior.likelihood.noise.detach().reshape(-1)[0])
+    threshold = float(norm.ppf(1 - prior.settings.top_quantile))
+    hit = norm.cdf((means - threshold) / np.sqrt(sds**2 + noise))
+    weights = np.asarray(posterior.weights)
+    miss = np.ones(len(weights))
+    taken = set(exclude)
+    chosen: list[Pick] = []
+    current = posterior
+    for _ in range(min(k, len(candidates) - len(taken))):
+        gain = weights @ (miss[:, None] * hit) + 1e-9 * (mu0 - mu0.min())  # ties: by the mean
+        ei = np.zeros_like(mu0)
+        if taken:
+            gain[list(taken)] = -np.inf
+        if chosen and np.max(gain) < COVER_FLOOR:
+            mu, sd = current.predict_inputs(candidates)
+            ei = expected_improvement(mu, sd, current.best_z)
+            gain = ei.copy()
+            gain[list(taken)] = -np.inf
+        index = int(np.argmax(gain))
+        chosen.append(
+            Pick(index=index, mean=float(mu0[index]), std=float(sd0[index]), ei=float(ei[index]))
+        )
+        taken.add(index)
+        miss = miss * (1 - hit[:, index])
+        fantasy, _ = current.predict_inputs(candidates[index : index + 1])
+        current = current.with_observation(candidates[index], float(fantasy[0]))
     return chosen

@@ -58,7 +58,8 @@ def adapt(
     back to the pre-trained values if the fit fails numerically."""
     kernel = copy.deepcopy(pretrained)
     noise0 = noise.detach().reshape(())
-    fallback = Adapted(kernel, noise0, a0, b0, 1.0)
+    # the pre-trained kernel itself: the copy is being optimised and may be left half-way
+    fallback = Adapted(pretrained, noise0, a0, b0, 1.0)
     base = kernel.base_kernel
     log_ls0 = torch.log(base.lengthscale.detach()).reshape(-1)
     log_os0 = torch.log(kernel.outputscale.detach())

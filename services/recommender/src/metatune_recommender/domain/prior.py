@@ -29,6 +29,7 @@ from .encoding import Encoder
 from .errors import EmptyHistory, SurrogateFailure
 from .history import Task
 from .normalise import affine_to_prior, copula_scores
+from .similarity import descriptor_similarity
 
 DTYPE = torch.float64
 
@@ -70,6 +71,17 @@ class EnsembleMean(gpytorch.means.Mean):
 
 
 @dataclass(frozen=True)
+class HistorySource:
+    """One history task's GP posterior under the learned hyperparameters (on its normal scores)."""
+
+    name: str
+    descriptors: Mapping[str, Any]
+    x: torch.Tensor
+    chol: torch.Tensor
+    alpha: torch.Tensor
+
+
+@dataclass(frozen=True)
 class PriorSettings:
     iterations: int = 300
     learning_rate: float = 0.02
@@ -79,6 +91,12 @@ class PriorSettings:
     members: int = 1
     descriptors: bool = True  # task descriptors as mean inputs (False: one mean for every task, as HyperBO)  # MLP means averaged (each trained from its own initialisation, one shared kernel)
     learned_mean: bool = True  # False: a constant mean (the "flat prior" of the tests)
+    transfer: bool = (
+        True  # the task's mean: its related history tasks' posteriors (see HistorySource)
+    )
+    own_weight: float = 0.25  # the learned mean's share of the prior weight among the sources
+    rank_temperature: float = 1.0  # per mis-ordered pair of the task's results: weight x exp(-this)
+    top_quantile: float = 0.03  # the top-k covers each related task's top 3 % (set cover)
     seed: int = 0
 
 
@@ -107,6 +125,8 @@ class LearnedPrior:
             noise_constraint=gpytorch.constraints.GreaterThan(1e-3)
         ).to(DTYPE)
         self.tasks_fitted: list[str] = []
+        self.sources: list[HistorySource] = []
+        self._source_cache: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
         self.final_loss: float | None = None
         self.varied = torch.ones(
             max(1, d_cfg), dtype=torch.bool
@@ -185,6 +205,70 @@ class LearnedPrior:
         self.final_loss = float(loss.detach())
         self.tasks_fitted = [t.name for t in tasks]
         self._default_unseen_lengthscales([x for x, _ in data])
+        if self.settings.transfer and self.settings.learned_mean:
+            self.sources = [self._source(t, x, z) for t, (x, z) in zip(tasks, data, strict=True)]
+
+    def _source(self, task: Task, x: torch.Tensor, z: torch.Tensor) -> HistorySource:
+        with torch.no_grad():
+            cov = self._covariance(x) + 1e-8 * torch.eye(len(x), dtype=DTYPE)
+            try:
+                chol = torch.linalg.cholesky(cov)
+            except RuntimeError as exc:
+                raise SurrogateFailure("history posterior", str(exc)) from exc
+            alpha = torch.cholesky_solve((z - self.mean(x)).unsqueeze(-1), chol).squeeze(-1)
+        return HistorySource(task.name, dict(task.descriptors), x, chol, alpha)
+
+    # ------------------------------------------------------------------ transfer
+    def source_predictions(self, xc: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """Each history task's posterior (mean, sd), shape (tasks, n), at ``xc``'s configurations
+        as if they were run on that task; the last row is the learned mean at ``xc`` itself (sd: the
+        kernel's). Memoised: the candidates are scored many times in a study."""
+        key = (tuple(xc.shape), hash(xc.numpy().tobytes()))
+        if key in self._source_cache:
+            return self._source_cache[key]
+        d = max(1, self.config_encoder.dim)
+        means, sds = [], []
+        with torch.no_grad():
+            for source in self.sources:
+                xs = xc.clone()
+                xs[:, d:] = source.x[0, d:]
+                k = self.kernel(xs, source.x).to_dense()
+                means.append(self.mean(xs) + k @ source.alpha)
+                v = torch.linalg.solve_triangular(source.chol, k.T, upper=False)
+                var = self.kernel(xs, diag=True) - (v**2).sum(0)
+                sds.append(torch.sqrt(var.clamp_min(1e-12)))
+            means.append(self.mean(xc))
+            sds.append(torch.sqrt(self.kernel(xc, diag=True)))
+        out = (torch.stack(means).numpy(), torch.stack(sds).numpy())
+        if len(self._source_cache) > 64:
+            self._source_cache.clear()
+        self._source_cache[key] = out
+        return out
+
+    def source_weights(
+        self, descriptors: Mapping[str, Any], x: torch.Tensor, y: np.ndarray
+    ) -> np.ndarray | None:
+        """How much each source (history tasks, then the learned mean) speaks for this task: by
+        descriptor similarity, then by how well each orders the task's own results (``y`` at ``x``),
+        one factor ``exp(-rank_temperature)`` per mis-ordered pair (as RGPE ranks its base models)."""
+        if not self.sources:
+            return None
+        similar = descriptor_similarity(descriptors, [s.descriptors for s in self.sources])
+        weights = np.append((1 - self.settings.own_weight) * similar, self.settings.own_weight)
+        if len(y) >= 2:
+            mu, _ = self.source_predictions(x)
+            dy = np.sign(y[:, None] - y[None, :])
+            upper = np.triu(np.ones((len(y), len(y)), dtype=bool), 1) & (dy != 0)
+            wrong = ((np.sign(mu[:, :, None] - mu[:, None, :]) != dy) & upper).sum(axis=(1, 2))
+            weights = weights * np.exp(-self.settings.rank_temperature * (wrong - wrong.min()))
+        return weights / weights.sum()
+
+    def task_mean(self, x: torch.Tensor, weights: np.ndarray | None) -> torch.Tensor:
+        """The prior mean of a task: the weighted sources, or the learned mean alone."""
+        if weights is None:
+            return self.mean(x)
+        mu, _ = self.source_predictions(x)
+        return torch.as_tensor(weights @ mu, dtype=DTYPE)
 
     def _default_unseen_lengthscales(self, inputs: Sequence[torch.Tensor]) -> None:
         """Columns that never vary inside a history task get no gradient, so their lengthscale is
@@ -238,13 +322,22 @@ class LearnedPrior:
             else torch.zeros((0, self._input_dim()), dtype=DTYPE)
         )
         y = np.asarray(values, dtype=float)
+        weights = self.source_weights(descriptors, x, y)
         with torch.no_grad():
             if len(y) == 0:
-                return TaskPosterior(self, descriptors, x, torch.zeros(0, dtype=DTYPE), 0.0, 1.0)
-            u = self.mean(x).numpy()
+                return TaskPosterior(
+                    self, descriptors, x, torch.zeros(0, dtype=DTYPE), 0.0, 1.0, weights=weights
+                )
+            u = self.task_mean(x, weights).numpy()
             if len(y) == 1:
                 return TaskPosterior(
-                    self, descriptors, x, torch.as_tensor(u, dtype=DTYPE), float(y[0] - u[0]), 1.0
+                    self,
+                    descriptors,
+                    x,
+                    torch.as_tensor(u, dtype=DTYPE),
+                    float(y[0] - u[0]),
+                    1.0,
+                    weights=weights,
                 )
             cov = self._covariance(x).numpy()
         a, b = affine_to_prior(y, u, cov)
@@ -269,11 +362,32 @@ class LearnedPrior:
                 fit.mean_weight,
                 fit.kernel,
                 fit.noise,
+                weights,
             )
-        return TaskPosterior(self, descriptors, x, torch.as_tensor((y - a) / b, dtype=DTYPE), a, b)
+        return TaskPosterior(
+            self, descriptors, x, torch.as_tensor((y - a) / b, dtype=DTYPE), a, b, weights=weights
+        )
 
     def _input_dim(self) -> int:
         return max(1, self.config_encoder.dim) + self.descriptor_encoder.dim
+
+
+def _cholesky(cov: torch.Tensor) -> torch.Tensor:
+    """Cholesky factor with escalating jitter: an adapted kernel with little noise over near-equal
+    configurations is singular to rounding only, which a jitter far below the noise floor cures."""
+    eye = torch.eye(len(cov), dtype=DTYPE)
+    scale = float(torch.diagonal(cov).abs().mean()) if len(cov) else 1.0
+    error = "non-finite covariance"
+    if not bool(torch.isfinite(cov).all()):
+        raise SurrogateFailure("conditioning", error)
+    for jitter in (1e-8, 1e-6, 1e-4, 1e-2):
+        chol, info = torch.linalg.cholesky_ex(cov + jitter * scale * eye)
+        if int(info) == 0:
+            return chol
+        error = (
+            f"not positive-definite (leading minor {int(info)}) with jitter {jitter:g} x {scale:g}"
+        )
+    raise SurrogateFailure("conditioning", error)
 
 
 @dataclass(frozen=True)
@@ -291,9 +405,10 @@ class TaskPosterior:
     mean_weight: float = 1.0  # how much of the learned mean this task keeps
     kernel: gpytorch.kernels.Kernel | None = None
     noise: torch.Tensor | None = None
+    weights: np.ndarray | None = None  # over the prior's sources (None: its learned mean alone)
 
     def _mean(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mean_weight * self.prior.mean(x)
+        return self.mean_weight * self.prior.task_mean(x, self.weights)
 
     def _k(
         self, x1: torch.Tensor, x2: torch.Tensor | None = None, diag: bool = False
@@ -320,11 +435,7 @@ class TaskPosterior:
             var_c = self._k(xc, diag=True)
             if len(self.z) == 0:
                 return mean_c.numpy(), torch.sqrt(var_c.clamp_min(1e-12)).numpy()
-            k_oo = self._k(self.x)
-            try:
-                chol = torch.linalg.cholesky(k_oo + 1e-8 * torch.eye(len(self.x), dtype=DTYPE))
-            except RuntimeError as exc:
-                raise SurrogateFailure("conditioning", str(exc)) from exc
+            chol = _cholesky(self._k(self.x))
             k_co = self._k(xc, self.x)
             alpha = torch.cholesky_solve((self.z - self._mean(self.x)).unsqueeze(-1), chol).squeeze(
                 -1
@@ -353,4 +464,5 @@ class TaskPosterior:
             self.mean_weight,
             self.kernel,
             self.noise,
+            self.weights,
         )

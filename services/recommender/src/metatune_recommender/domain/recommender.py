@@ -139,9 +139,7 @@ def impute(
     keys = sorted({k for t in history for k, v in t.descriptors.items() if isinstance(v, float)})
     for key in keys:
         if key not in filled:
-            values = [
-                t.descriptors[key] for t in history if isinstance(t.descriptors.get(key), float)
-            ]
+            values = [value for t in history if isinstance(value := t.descriptors.get(key), float)]
             filled[key] = float(np.median(values))
             imputed.append(key)
     return filled, imputed
@@ -193,8 +191,8 @@ class Recommender:
 
     def _history_budget(self, base_model: str) -> Budget:
         runs = [r for r in self.runs if r.base_model == base_model]
-        steps = [r.config.get("max_steps") for r in runs if r.config.get("max_steps")]
-        lengths = [r.config.get("max_seq_length") for r in runs if r.config.get("max_seq_length")]
+        steps = [int(s) for r in runs if (s := r.config.get("max_steps"))]
+        lengths = [int(n) for r in runs if (n := r.config.get("max_seq_length"))]
         return Budget(
             max_steps=int(np.median(steps)) if steps else None,
             epochs=1.0,

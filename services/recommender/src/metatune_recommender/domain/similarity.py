@@ -44,3 +44,33 @@ def task_weights(descriptors: Mapping[str, Any], history: Sequence[Task]) -> np.
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def descriptor_similarity(
+    descriptors: Mapping[str, Any], others: Sequence[Mapping[str, Any]]
+) -> np.ndarray:
+    """Weights (summing to one) of ``others`` by closeness to ``descriptors``, over every descriptor
+    both sides have: numbers standardised by the others' spread (logged when positive and spanning
+    more than 4x, as sizes are), strings counting one unit of distance when they differ.
+    Squared-exponential kernel, bandwidth = the median distance; uniform when nothing is shared."""
+    n = len(others)
+    if n == 0:
+        return np.zeros(0)
+    squared = np.zeros(n)
+    for key, value in descriptors.items():
+        if _number(value):
+            column = [o.get(key) for o in others]
+            if not all(_number(v) for v in column):
+                continue
+            values = np.array([float(v) for v in column] + [float(value)])
+            if values.min() > 0 and values.max() / values.min() >= 4:
+                values = np.log(values)
+            spread = values[:-1].std() or values.std()
+            if spread > 0:
+                squared += ((values[:-1] - values[-1]) / spread) ** 2
+        elif isinstance(value, str):
+            squared += np.array([o.get(key) is not None and o.get(key) != value for o in others])
+    distance = np.sqrt(squared)
+    bandwidth = float(np.median(distance)) or 1.0
+    weights = np.exp(-0.5 * (distance / bandwidth) ** 2)
+    return weights / weights.sum()
