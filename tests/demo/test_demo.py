@@ -125,6 +125,10 @@ def test_fast_demo_end_to_end(tmp_path: Path) -> None:
     pids = [p["pid"] for p in state["processes"]]
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     assert not state_file.exists()
+    # no stray files: of the demo's folder only its logs and closing table stay, nothing elsewhere
+    assert {p.name for p in (data_dir / "demo").iterdir()} <= {"run", "summary.json"}
+    assert {p.name for p in data_dir.iterdir()} <= {"demo", "run"}  # run/: `down` looked for `up`'s
+    assert not any((data_dir / "run").glob("*"))
 
 
 def _check_bus(events: list[tuple[str, object]]) -> None:

@@ -321,7 +321,7 @@ def _wait_healthy(settings: Settings, state: RunState, only: set[str] | None = N
 
 def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """Stop what `metatune up` or `metatune demo` started (and nothing else)."""
-    from ..demo.stack import demo_settings
+    from ..demo.stack import clean, demo_settings
 
     settings = get_settings()
     stopped: list[str] = []
@@ -332,6 +332,8 @@ def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> N
             found = True
             stopped += stop(state.processes)
             state_path(where).unlink(missing_ok=True)
+            if where is not settings:
+                clean(settings)  # the demo's servers' data goes; its logs and table stay
     if not found:
         message = "nothing to stop: neither `metatune up` nor `metatune demo` started anything here"
     else:

@@ -95,6 +95,24 @@ def apply(env: dict[str, str]) -> Settings:
     return settings
 
 
+KEPT = ("run", "summary.json")  # what `down` leaves of a demo: the logs and the closing table
+
+
+def clean(base: Settings) -> None:
+    """After the demo platform stopped: remove its servers' data, datasets, credentials and
+    caches from the demo folder, keeping the logs and the closing table."""
+    folder = demo_data_dir(base)
+    if not folder.is_dir():
+        return
+    for child in folder.iterdir():
+        if child.name in KEPT:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
 def stop_instance(settings: Settings, instance: str) -> list[str]:
     """Stop one process of the demo's platform (SIGTERM: it shuts down cleanly)."""
     state = load_state(settings)

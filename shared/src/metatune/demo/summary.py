@@ -142,7 +142,7 @@ def _baselines(
                 if not known_prices:
                     greedy[job] = None
                     break
-                g, chosen = min(known_prices, key=lambda item: item[0])
+                g, chosen = min(known_prices, key=lambda item: (item[0], item[1].name))
                 greedy[job] = g
                 for k in span:
                     busy[(chosen.name, first + timedelta(hours=k))] += 1
