@@ -1,32 +1,46 @@
-"""Telemetry ingestion: batched COPY (the service's writer) against row-by-row INSERT, same run.
+"""Telemetry ingestion from the bus: the service (batched binary COPY) against row-by-row INSERT.
 
-Both paths store training-metric events (``metatune.runs.<job>.progress``: one ``event_log`` row
-and one ``run_metrics`` row each, plus the job-hour energy upsert) with 10 % of the messages
-redelivered; the rows stored must equal the unique events (nothing lost, nothing doubled). The
-COPY path includes contract validation and everything the service does per batch; the baseline
-is what the service did before: one autocommitted INSERT per row, skipping known event ids.
+Both paths read training-metric events (``metatune.runs.<job>.progress``: one ``event_log`` row
+and one ``run_metrics`` row each, plus the job-hour energy upsert) from a JetStream stream of a
+private nats-server, 10 % of them twice (the same event re-published outside the de-duplication
+window: a new stream message), and store them in PostgreSQL; the rows stored must equal the
+unique events (nothing lost, nothing doubled). The COPY path is the telemetry service itself
+(``create_service``: its durable pull consumer, ``--writers`` processes sharing it, contract
+validation, staging COPY, ``ON CONFLICT DO NOTHING``, typed rows, job-hour upsert, rollup refresh,
+acks after commit); the clock runs from the service being ready (migrated) with the whole stream
+waiting, to the consumer's ack floor reaching the last message. The baseline is what the service
+did before: one message at a time from a pull consumer, one autocommitted INSERT per row,
+skipping known event ids.
 
-    python bench/telemetry_bench.py [--events 100000] [--batch 1000] [--json]
+    python bench/telemetry_bench.py [--events 100000] [--batch 2000] [--writers 2] [--json]
 
 Each path writes into a schema of its own in METATUNE_DATABASE_URL, dropped at the end. Beside the
-rates, the COPY path's CPU seconds (this process; the PostgreSQL backend where the server runs on
-this machine) and the 1-minute load average before and after: on a shared machine the rate says
-how much CPU the run was given, the CPU seconds what the work costs.
+rates, the CPU seconds the COPY path cost: ``client_cpu_s`` (the service and its writer
+processes), ``server_cpu_s`` (its PostgreSQL backends, read from ``/proc``: the server runs on
+this machine), ``nats_cpu_s`` (the nats-server), and the 1-minute load average before and after:
+on a shared machine the rate says how much CPU the run was given, the CPU seconds what the work
+costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
+import socket
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import nats
 import psycopg
 from psycopg.types.json import Jsonb
 from rich.console import Console
@@ -34,23 +48,29 @@ from rich.table import Table
 
 from metatune import contracts as c
 from metatune import subjects
+from metatune.bus import ensure_streams
+from metatune.embedded import servers
 from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.adapters.writers import LOG_DURABLE, log_consumer_config
+from metatune_telemetry.app import create_service
+
+Message = tuple[str, bytes, dict[str, str]]  # subject, payload, headers
 
 
-def messages(n: int, redelivered: float, seed: int) -> tuple[list[Incoming], int]:
+def messages(n: int, redelivered: float, seed: int) -> tuple[list[Message], int]:
     """``n`` progress events of 20 jobs, then ``redelivered`` of them again (shuffled in)."""
     rng = random.Random(seed)
     start = datetime(2026, 3, 1, tzinfo=UTC)
     jobs = [uuid.UUID(int=rng.getrandbits(128)) for _ in range(20)]
-    out = []
+    out: list[Message] = []
     for i in range(n):
         job = jobs[i % len(jobs)]
         at = start + timedelta(seconds=2 * (i // len(jobs)))
         hour = at.replace(minute=0, second=0, microsecond=0)
         energy = 0.1 * (i // len(jobs))
         event = c.RunProgress(
+            event_id=uuid.UUID(int=rng.getrandbits(128), version=4),
             occurred_at=at,
             job_id=job,
             datacenter="fra1",
@@ -76,20 +96,28 @@ def messages(n: int, redelivered: float, seed: int) -> tuple[list[Incoming], int
                 ],
             ),
         )
-        out.append(Incoming("METATUNE", i + 1, subjects.run_progress(job), event.to_bytes()))
+        headers = {"Nats-Msg-Id": str(event.event_id), "content-type": "application/json"}
+        out.append((subjects.run_progress(job), event.to_bytes(), headers))
     again = rng.sample(range(n), int(n * redelivered))
     keyed = [(float(i), m) for i, m in enumerate(out)]
-    # each redelivery arrives after its original, somewhere later in the run, with a new stream sequence
+    # each copy arrives after its original, somewhere later in the run; its message id differs
+    # (as when re-published after the de-duplication window), so the stream keeps both
     keyed += [
-        (rng.uniform(i, n), Incoming(out[i].stream, n + k + 1, out[i].subject, out[i].data))
-        for k, i in enumerate(again)
+        (rng.uniform(i, n), (out[i][0], out[i][1], {**out[i][2], "Nats-Msg-Id": f"{i}-again"}))
+        for i in again
     ]
     stream = [m for _, m in sorted(keyed, key=lambda pair: pair[0])]
     return stream, n
 
 
-def backend_cpu_s(pid: int) -> float | None:
-    """CPU seconds a PostgreSQL backend has used (None unless the server runs on this machine)."""
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds a process has used (None once it is gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -97,90 +125,183 @@ def backend_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@contextlib.asynccontextmanager
+async def bus(stream: list[Message]) -> AsyncIterator[tuple[Settings, nats.NATS, int]]:
+    """A private nats-server whose event log stream already holds ``stream``."""
+    with tempfile.TemporaryDirectory(prefix="telemetry-bench-") as tmp:
+        port = free_port()
+        url = f"nats://127.0.0.1:{port}"
+        proc = servers.start_nats(url, Path(tmp), Path(tmp))
+        try:
+            for _ in range(400):  # until it listens (nats-py would print each refusal)
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                    break
+                await asyncio.sleep(0.05)
+            nc = await nats.connect(url, connect_timeout=5)
+            settings = Settings(nats_url=url, telemetry_http_port=0)
+            js = nc.jetstream()
+            await ensure_streams(js, settings)
+            for i, (subject, data, headers) in enumerate(stream):
+                await nc.publish(subject, data, headers=headers)
+                if i % 2000 == 1999:
+                    await nc.flush()
+            await nc.flush()
+            while (await js.stream_info(settings.stream_name)).state.messages < len(stream):
+                await asyncio.sleep(0.05)
+            yield settings, nc, proc.pid
+            await nc.close()
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def with_application_name(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    query = urlencode({**dict(parse_qsl(parts.query)), "application_name": name})
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+
+
+async def backends(db: Database, app: str) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend connected under ``app``."""
+    rows = await db.fetch("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,))
+    cpu = {pid: process_cpu_s(pid) for (pid,) in rows}
+    return {pid: s for pid, s in cpu.items() if s is not None}
+
+
 async def copy_path(
-    url: str, schema: str, stream: list[Incoming], batch: int
-) -> tuple[float, int, int, dict]:
-    """The service's writer; also where the time went: this process's CPU, the backend's CPU."""
-    db = Database(url, schema=schema, max_size=1)  # one connection, so one backend to account for
-    await db.migrate()
-    writer = EventWriter(db)
-    backend = (await db.fetch("SELECT pg_backend_pid()"))[0][0]
-    server_before, started, cpu_started = (
-        backend_cpu_s(backend),
-        time.perf_counter(),
-        time.process_time(),
+    url: str, schema: str, stream: list[Message], unique: int, batch: int, writers: int
+) -> dict:
+    """The telemetry service, from its durable consumer to committed rows and acks."""
+    app = f"bench-{schema}"
+    async with bus(stream) as (base, nc, nats_pid):
+        settings = base.model_copy(
+            update={
+                "database_url": with_application_name(url, app),
+                "telemetry_batch_size": batch,
+                "telemetry_writers": writers,
+                "telemetry_pool_size": 4,
+            }
+        )
+        js = nc.jetstream()
+        # the service's consumer, paused until every writer process is up and pulling
+        config = log_consumer_config(settings)
+        until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        await js.add_consumer(settings.stream_name, config=config, pause_until=until)
+        service = create_service(settings, schema=schema)
+        async with service.running():
+            await service.ready.wait()
+            while service.writers.started.value < writers - 1:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # the service's own ingestor starts on ready
+            await js.resume_consumer(settings.stream_name, LOG_DURABLE)
+            # the clock starts with the schema migrated, the whole stream waiting, all writers up
+            started, own_started = time.perf_counter(), time.process_time()
+            nats_before = process_cpu_s(nats_pid) or 0.0
+            server_before = await backends(service.db, app)
+            pids = [p.pid for p in service.writers.processes if p.pid is not None]
+            children_before = {pid: process_cpu_s(pid) or 0.0 for pid in pids}
+            children: dict[int, float] = dict(children_before)
+            while True:
+                for pid in pids:
+                    children[pid] = process_cpu_s(pid) or children[pid]
+                with contextlib.suppress(Exception):
+                    info = await js.consumer_info(settings.stream_name, LOG_DURABLE)
+                    if info.ack_floor.stream_seq >= len(stream) and not info.num_ack_pending:
+                        break
+                await asyncio.sleep(0.02)
+            elapsed = time.perf_counter() - started
+            own = time.process_time() - own_started
+            nats_cpu = (process_cpu_s(nats_pid) or 0.0) - nats_before
+            server_after = await backends(service.db, app)
+            writer_cpu = sum(children.values()) - sum(children_before.values())
+            stored = (await service.db.fetch("SELECT count(*) FROM run_metrics"))[0][0]
+            logged = (await service.db.fetch("SELECT count(*) FROM event_log"))[0][0]
+            distinct = (await service.db.fetch("SELECT count(DISTINCT event_id) FROM event_log"))[
+                0
+            ][0]
+    server = sum(server_after.values()) - sum(
+        cpu for pid, cpu in server_before.items() if pid in server_after
     )
-    for i in range(0, len(stream), batch):
-        await writer.write(stream[i : i + batch])
-    elapsed = time.perf_counter() - started
-    server_after = backend_cpu_s(backend)
-    cpu = {
-        "client_cpu_s": round(time.process_time() - cpu_started, 2),
-        "server_cpu_s": None
-        if server_before is None or server_after is None
-        else round(server_after - server_before, 2),
+    return {
+        "elapsed_s": elapsed,
+        "stored": stored,
+        "logged": logged,
+        "distinct": distinct,
+        "unique": unique,
+        "client_cpu_s": round(own + writer_cpu, 2),
+        "server_cpu_s": round(server, 2),
+        "nats_cpu_s": round(nats_cpu, 2),
     }
-    stored = (await db.fetch("SELECT count(*) FROM run_metrics"))[0][0]
-    logged = (await db.fetch("SELECT count(*) FROM event_log"))[0][0]
-    await db.close()
-    return elapsed, stored, logged, cpu
 
 
-async def insert_path(url: str, schema: str, stream: list[Incoming]) -> tuple[float, int, int]:
-    """The baseline: parse, then one INSERT per row in autocommit (the service before batching)."""
+async def insert_path(url: str, schema: str, stream: list[Message], unique: int) -> dict:
+    """The baseline: one message at a time from the bus, parse, one INSERT per row in autocommit."""
     db = Database(url, schema=schema)
     await db.migrate()
     await db.close()
-    async with await psycopg.AsyncConnection.connect(
-        url, autocommit=True, options=f"-c search_path={schema}"
-    ) as conn:
-        await conn.execute(
-            "SELECT telemetry_ensure_partition('event_log', '2026-03-01'), "
-            "telemetry_ensure_partition('run_metrics', '2026-03-01')"
+    async with bus(stream) as (settings, nc, _):
+        js = nc.jetstream()
+        sub = await js.pull_subscribe(
+            "metatune.>", durable="bench-insert", stream=settings.stream_name
         )
-        started = time.perf_counter()
-        for m in stream:
-            e = c.RunProgress.model_validate_json(m.data)
-            cur = await conn.execute(
-                "INSERT INTO event_log (occurred_at, event_id, subject, correlation_id, stream, stream_seq, payload) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (
-                    e.occurred_at,
-                    e.event_id,
-                    m.subject,
-                    e.correlation_id,
-                    m.stream,
-                    m.seq,
-                    Jsonb(json.loads(m.data)),
-                ),
+        async with await psycopg.AsyncConnection.connect(
+            url, autocommit=True, options=f"-c search_path={schema}"
+        ) as conn:
+            await conn.execute(
+                "SELECT telemetry_ensure_partition('event_log', '2026-03-01'), "
+                "telemetry_ensure_partition('run_metrics', '2026-03-01')"
             )
-            if cur.rowcount == 1:
-                a = e.accounting
-                await conn.execute(
-                    "INSERT INTO run_metrics (time, event_id, job_id, datacenter, step, total_steps, train_loss, "
-                    "val_loss, learning_rate, power_w, step_time_s, tokens_seen, tokens_with_padding, energy_wh) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (
-                        e.occurred_at,
-                        e.event_id,
-                        e.job_id,
-                        e.datacenter,
-                        e.step,
-                        e.total_steps,
-                        e.train_loss,
-                        e.val_loss,
-                        e.learning_rate,
-                        e.power_w,
-                        e.step_time_s,
-                        a.tokens_seen,
-                        a.tokens_with_padding,
-                        a.energy_wh,
-                    ),
-                )
-        elapsed = time.perf_counter() - started
-        stored = (await (await conn.execute("SELECT count(*) FROM run_metrics")).fetchone())[0]
-        logged = (await (await conn.execute("SELECT count(*) FROM event_log")).fetchone())[0]
-    return elapsed, stored, logged
+            started = time.perf_counter()
+            done = 0
+            while done < len(stream):
+                for m in await sub.fetch(1, timeout=5.0):
+                    await insert_one(conn, settings.stream_name, m)
+                    await m.ack()
+                    done += 1
+            elapsed = time.perf_counter() - started
+            stored = (await (await conn.execute("SELECT count(*) FROM run_metrics")).fetchone())[0]
+            logged = (await (await conn.execute("SELECT count(*) FROM event_log")).fetchone())[0]
+    return {"elapsed_s": elapsed, "stored": stored, "logged": logged, "unique": unique}
+
+
+async def insert_one(conn: psycopg.AsyncConnection, stream: str, m) -> None:
+    e = c.RunProgress.model_validate_json(m.data)
+    cur = await conn.execute(
+        "INSERT INTO event_log (occurred_at, event_id, subject, correlation_id, stream, stream_seq, payload) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        (
+            e.occurred_at,
+            e.event_id,
+            m.subject,
+            e.correlation_id,
+            stream,
+            m.metadata.sequence.stream,
+            Jsonb(json.loads(m.data)),
+        ),
+    )
+    if cur.rowcount == 1:
+        a = e.accounting
+        await conn.execute(
+            "INSERT INTO run_metrics (time, event_id, job_id, datacenter, step, total_steps, train_loss, "
+            "val_loss, learning_rate, power_w, step_time_s, tokens_seen, tokens_with_padding, energy_wh) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                e.occurred_at,
+                e.event_id,
+                e.job_id,
+                e.datacenter,
+                e.step,
+                e.total_steps,
+                e.train_loss,
+                e.val_loss,
+                e.learning_rate,
+                e.power_w,
+                e.step_time_s,
+                a.tokens_seen,
+                a.tokens_with_padding,
+                a.energy_wh,
+            ),
+        )
 
 
 async def main(args: argparse.Namespace) -> dict:
@@ -190,53 +311,59 @@ async def main(args: argparse.Namespace) -> dict:
     schemas = [f"bench_{uuid.uuid4().hex[:10]}" for _ in range(2)]
     try:
         load_before = os.getloadavg()[0]
-        copy_s, copy_stored, copy_logged, cpu = await copy_path(url, schemas[0], stream, args.batch)
-        insert_s, insert_stored, insert_logged = await insert_path(url, schemas[1], small)
+        copy = await copy_path(url, schemas[0], stream, unique, args.batch, args.writers)
+        load_after = os.getloadavg()[0]
+        insert = await insert_path(url, schemas[1], small, small_unique)
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             for schema in schemas:
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    copy_rate = copy_stored / copy_s
-    insert_rate = insert_stored / insert_s
-    if (
-        copy_stored != unique
-        or copy_logged != unique
-        or insert_stored != small_unique
-        or insert_logged != small_unique
-    ):
-        print(
-            f"LOST OR DOUBLED: copy {copy_stored}/{copy_logged} of {unique}, "
-            f"insert {insert_stored}/{insert_logged} of {small_unique}",
-            file=sys.stderr,
-        )
+    copy_rate = copy["stored"] / copy["elapsed_s"]
+    insert_rate = insert["stored"] / insert["elapsed_s"]
+    whole = all(copy[k] == unique for k in ("stored", "logged", "distinct")) and all(
+        insert[k] == small_unique for k in ("stored", "logged")
+    )
+    if not whole:
+        print(f"LOST OR DOUBLED: copy {copy}, insert {insert}", file=sys.stderr)
+    cpu = copy["client_cpu_s"] + copy["server_cpu_s"] + copy["nats_cpu_s"]
     return {
         "copy_rows_per_s": round(copy_rate, 1),
         "insert_rows_per_s": round(insert_rate, 1),
         "speedup": round(copy_rate / insert_rate, 2),
-        "stored": copy_stored,
+        "stored": copy["stored"],
         "unique": unique,
+        "lost_or_doubled": not whole,
         "messages": len(stream),
         "batch": args.batch,
-        "insert_stored": insert_stored,
+        "writers": args.writers,
+        "copy_elapsed_s": round(copy["elapsed_s"], 2),
+        "insert_stored": insert["stored"],
         "insert_unique": small_unique,
         "insert_messages": len(small),
-        **cpu,
-        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "client_cpu_s": copy["client_cpu_s"],
+        "server_cpu_s": copy["server_cpu_s"],
+        "nats_cpu_s": copy["nats_cpu_s"],
+        "cpu_us_per_row": round(cpu / copy["stored"] * 1e6, 1) if copy["stored"] else None,
+        "load_avg_1m": [round(load_before, 2), round(load_after, 2)],
+        "cpus": os.cpu_count(),
     }
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--events", type=int, default=100_000, help="unique metric events through the COPY path"
+        "--events", type=int, default=100_000, help="unique metric events through the service"
     )
     parser.add_argument(
         "--baseline-events",
         type=int,
-        default=10_000,
+        default=5_000,
         help="unique events through row-by-row INSERT",
     )
-    parser.add_argument("--batch", type=int, default=1000, help="messages per COPY batch")
+    parser.add_argument("--batch", type=int, default=2000, help="messages per COPY batch")
+    parser.add_argument(
+        "--writers", type=int, default=2, help="processes storing the stream (telemetry_writers)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--database-url", default=None, help="default: METATUNE_DATABASE_URL")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -245,11 +372,13 @@ if __name__ == "__main__":
     if args.json:
         print(json.dumps(result))
     else:
-        table = Table(title="telemetry ingestion, 10 % redelivered (metric rows stored per second)")
+        table = Table(
+            title="telemetry ingestion from the bus, 10 % redelivered (metric rows stored per second)"
+        )
         for col in ("path", "messages", "rows stored", "unique events", "rows/s"):
             table.add_column(col, justify="right")
         table.add_row(
-            f"COPY batches of {args.batch}",
+            f"service: COPY batches of {args.batch}, {args.writers} writer(s)",
             f"{result['messages']:,}",
             f"{result['stored']:,}",
             f"{result['unique']:,}",
@@ -265,5 +394,6 @@ if __name__ == "__main__":
         Console().print(table)
         Console().print(
             f"speedup {result['speedup']:.1f}x; COPY path CPU: client {result['client_cpu_s']} s, "
-            f"server {result['server_cpu_s']} s; load average {result['load_avg_1m']}"
+            f"server {result['server_cpu_s']} s, nats {result['nats_cpu_s']} s "
+            f"({result['cpu_us_per_row']} µs a row); load average {result['load_avg_1m']}"
         )

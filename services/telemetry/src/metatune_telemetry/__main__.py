@@ -1,3 +1,4 @@
 from .app import create_service
 
-create_service().run()
+if __name__ == "__main__":  # writer processes re-import this module
+    create_service().run()

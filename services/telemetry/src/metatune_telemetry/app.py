@@ -4,7 +4,8 @@ each study's webhook of its state changes from an outbox, and serves the API and
 Three independent loops (background tasks of the service):
 
 * ingestion, one per stream (:class:`~.adapters.consumer.StreamIngestor`): validate, COPY,
-  ack only what is committed;
+  ack only what is committed; with ``telemetry_writers`` > 1, writer processes share the event
+  log stream's durable consumer (:class:`~.adapters.writers.WriterPool`);
 * webhook delivery (:class:`~.adapters.outbox.OutboxWorker`): reads the outbox, never blocks
   ingestion;
 * the HTTP API and dashboard (uvicorn), when ``METATUNE_TELEMETRY_HTTP_PORT`` is not 0.
@@ -27,6 +28,7 @@ from .adapters.db import Database
 from .adapters.delivery import Outcome
 from .adapters.outbox import Claimed, OutboxWorker
 from .adapters.writer import EventWriter, Incoming
+from .adapters.writers import RejectNote, WriterPool, log_ingestor
 from .domain.events import Rejected
 
 log = logging.getLogger("metatune.telemetry")
@@ -98,24 +100,44 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 5.0)
 
-    def ingest(stream: str, durable: str):
-        async def run() -> None:
+    @service.background
+    async def ingest_telemetry_log() -> None:
+        await ready.wait()
+        nc = service.broker.config.connection_state.connection
+        await log_ingestor(nc, service.js, writer, s, report_rejected, service.status_details).run()
+
+    @service.background
+    async def ingest_telemetry_status() -> None:
+        await ready.wait()
+        await StreamIngestor(
+            service.broker.config.connection_state.connection,
+            service.js,
+            writer,
+            stream=s.status_stream_name,
+            durable="telemetry-status",
+            batch_size=s.telemetry_batch_size,
+            on_rejected=report_rejected,
+            status=service.status_details,
+        ).run()
+
+    writers = WriterPool(s, schema, s.telemetry_writers - 1)
+    # the benchmark reads the writers' pids and counters
+    service.writers = writers  # type: ignore[attr-defined]
+    if writers.count:
+
+        @service.background
+        async def run_writers() -> None:
             await ready.wait()
-            await StreamIngestor(
-                service.js,
-                writer,
-                stream=stream,
-                durable=durable,
-                batch_size=s.telemetry_batch_size,
-                on_rejected=report_rejected,
-                status=service.status_details,
-            ).run()
 
-        run.__name__ = f"ingest_{durable}"
-        return run
+            async def relay(notes: list[RejectNote]) -> None:
+                await report_rejected(
+                    [
+                        (Incoming(stream, seq, subject, data), Rejected(subject, code, reason))
+                        for stream, seq, subject, data, code, reason in notes
+                    ]
+                )
 
-    service.background(ingest(s.stream_name, "telemetry-log"))
-    service.background(ingest(s.status_stream_name, "telemetry-status"))
+            await writers.run(relay)
 
     @service.background
     async def deliver_webhooks() -> None:

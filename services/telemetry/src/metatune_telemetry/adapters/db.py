@@ -149,14 +149,19 @@ class Database:
             except UNAVAILABLE as exc:
                 raise self.unavailable(exc) from exc
         applied = await asyncio.to_thread(self._migrate_sync)
-        rows = await self.fetch("SELECT mode FROM telemetry_mode")
-        self.mode = rows[0][0]
+        await self.load_mode()
         log.info(
             "telemetry storage mode: %s%s",
             self.mode,
             "" if self.mode == "timescaledb" else " (partitions + BRIN, date_bin rollup tables)",
         )
         return applied
+
+    async def load_mode(self) -> str:
+        """The storage mode ``telemetry_0002`` recorded (a writer process reads it; it does not migrate)."""
+        rows = await self.fetch("SELECT mode FROM telemetry_mode")
+        self.mode = rows[0][0]
+        return self.mode
 
     def _migrate_sync(self) -> list[str]:
         from yoyo import get_backend, read_migrations

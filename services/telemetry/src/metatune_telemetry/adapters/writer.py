@@ -7,11 +7,18 @@ Messages that are not valid events go to ``event_rejects`` with their exact byte
 reason. If the database refuses something in a batch (a value it cannot hold), the batch is
 written message by message and the one it refuses becomes a reject: one bad row never blocks
 the rest. :class:`~metatune.errors.DatabaseUnavailable` propagates: the caller holds the batch.
+
+Several writers (processes sharing a stream) may store the same event at once: events are
+inserted in id order, partitions and the job-hour energy with its rollups are written under
+transaction-scoped advisory locks, and a batch PostgreSQL aborts as a deadlock or serialization
+failure is written again, never taken for a bad message.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -56,16 +63,25 @@ STAGE_ENERGY = target(
     "hour timestamptz, job_id uuid, datacenter text, pue float8, energy_wh float8, "
     "g_per_kwh float8, emissions_g float8, source_at timestamptz",
 )
-# staging tables: private to the connection, never WAL-logged, emptied by the commit
-STAGE_DDL = [
+# staging tables: private to the connection, never WAL-logged, emptied by the commit (one round trip)
+STAGE_DDL = "; ".join(
     f"CREATE TEMP TABLE IF NOT EXISTS {t.table} ({t.definition}) ON COMMIT DELETE ROWS"
     for t in (STAGE_EVENTS, STAGE_FORECASTS, STAGE_ENERGY)
-]
-# the payload is staged as text and stored as json (telemetry_0003): the message as published
+)
+# the payload is staged as text and stored as json (telemetry_0003): the message as published.
+# In event id order: writers that share the stream then take the key locks of an event that
+# reached both in the same order, so they wait for each other instead of deadlocking
 INSERT_EVENTS = (
     f"INSERT INTO event_log ({STAGE_EVENTS.names}) SELECT occurred_at, event_id, subject, correlation_id, "
-    "stream, stream_seq, payload::json, raw FROM stage_events ON CONFLICT DO NOTHING RETURNING stream, stream_seq"
+    "stream, stream_seq, payload::json, raw FROM stage_events ORDER BY event_id "
+    "ON CONFLICT DO NOTHING RETURNING stream, stream_seq"
 )
+# job-hour energy and its rollups (a delete and re-insert of the hours touched) are written by one
+# transaction at a time: the lock is held to commit, so each refresh sees the rows before it
+ENERGY_LOCK = "SELECT pg_advisory_xact_lock(1952803941, hashtext(current_schema()))"
+PARTITION_LOCK = "SELECT pg_advisory_xact_lock(1952803942, hashtext(current_schema()))"
+TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+TRANSIENT_RETRIES = 5
 RESULT_COLUMNS = (
     "job_id, study_id, status, finished_at, datacenter, config, metrics, failure_reason, steps, "
     "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source"
@@ -112,13 +128,13 @@ class WriteResult:
 class EventWriter:
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._partitions: set[tuple[str, datetime]] = set()
+        self._partitions: set[tuple[str, datetime]] = set()  # known to exist (committed)
 
     async def write(self, batch: Sequence[Incoming]) -> WriteResult:
         """Store ``batch`` (any mix of valid and invalid messages) exactly once."""
         classified = [(m, classify(m.subject, m.data)) for m in batch]
         try:
-            return await self._write(classified)
+            return await self._retrying(classified)
         except DatabaseUnavailable:
             raise
         except Exception as exc:
@@ -134,6 +150,12 @@ class EventWriter:
                 return await self._write(
                     [(message, Rejected(message.subject, "unstorable", reason))]
                 )
+            log.warning(
+                "a batch of %d was refused (%s: %s); storing its messages one by one",
+                len(classified),
+                type(exc).__name__,
+                clean_text(redact(str(exc).strip()))[:300],
+            )
             total = WriteResult()
             for item in classified:  # isolate the message the database refuses
                 one = await self._write_or_reject(item)
@@ -143,9 +165,22 @@ class EventWriter:
                 total.notifications += one.notifications
             return total
 
+    async def _retrying(
+        self, classified: Sequence[tuple[Incoming, Accepted | Rejected]]
+    ) -> WriteResult:
+        """``_write``, again when PostgreSQL aborted it for a conflict with another writer (a
+        deadlock or serialization failure says nothing about the messages)."""
+        for attempt in range(TRANSIENT_RETRIES):
+            try:
+                return await self._write(classified)
+            except TRANSIENT as exc:
+                log.info("batch aborted by a concurrent writer (%s); retrying", type(exc).__name__)
+                await asyncio.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        return await self._write(classified)
+
     async def _write_or_reject(self, item: tuple[Incoming, Accepted | Rejected]) -> WriteResult:
         try:
-            return await self._write([item])
+            return await self._retrying([item])
         except DatabaseUnavailable:
             raise
         except Exception as exc:
@@ -159,16 +194,16 @@ class EventWriter:
         result = WriteResult()
         accepted = [(m, o) for m, o in classified if isinstance(o, Accepted)]
         result.rejected = [(m, o) for m, o in classified if isinstance(o, Rejected)]
+        created: set[tuple[str, datetime]] = set()  # partitions this transaction creates
         async with self.db.connection() as conn, conn.transaction():
             cur = conn.cursor()
             new: set[tuple[str, int]] = (
                 set()
             )  # (stream, sequence) of the messages whose event was new
             if accepted:
-                for ddl in STAGE_DDL:
-                    await cur.execute(ddl)
+                await cur.execute(STAGE_DDL)
                 await self._ensure_partitions(
-                    cur, "event_log", {o.event.occurred_at for _, o in accepted}
+                    cur, "event_log", {o.event.occurred_at for _, o in accepted}, created
                 )
                 await STAGE_EVENTS.copy(
                     cur,
@@ -196,7 +231,7 @@ class EventWriter:
             rows = TypedRows()
             for o in fresh:
                 rows.add(o.event)
-            await self._typed(cur, rows)
+            await self._typed(cur, rows, created)
             for o in fresh:
                 result.notifications += await self._enqueue(cur, o)
             if result.rejected:
@@ -215,22 +250,38 @@ class EventWriter:
                         for m, r in result.rejected
                     ],
                 )
+        self._partitions |= created  # committed
         return result
 
     async def _ensure_partitions(
-        self, cur: psycopg.AsyncCursor[Any], table: str, times: set[datetime]
+        self,
+        cur: psycopg.AsyncCursor[Any],
+        table: str,
+        times: set[datetime],
+        created: set[tuple[str, datetime]],
     ) -> None:
+        """Create the monthly partitions ``times`` fall in, under a lock held to commit: a writer
+        that needs the same month waits, then finds it (two concurrent creations, one fails).
+        Remembered only once committed (``created``, then ``_partitions``): a rollback takes
+        them back."""
         if self.db.mode != "postgresql":
             return
-        for ts in times:
-            month = ts.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-            if (table, month) not in self._partitions:
-                await cur.execute("SELECT telemetry_ensure_partition(%s, %s)", (table, month))
-                self._partitions.add((table, month))
+        months = {ts.replace(day=1, hour=0, minute=0, second=0, microsecond=0) for ts in times}
+        missing = [m for m in months if (table, m) not in self._partitions]
+        if missing:
+            await cur.execute(PARTITION_LOCK)
+        for month in missing:
+            await cur.execute("SELECT telemetry_ensure_partition(%s, %s)", (table, month))
+            created.add((table, month))
 
-    async def _typed(self, cur: psycopg.AsyncCursor[Any], rows: TypedRows) -> None:
+    async def _typed(
+        self,
+        cur: psycopg.AsyncCursor[Any],
+        rows: TypedRows,
+        created: set[tuple[str, datetime]],
+    ) -> None:
         for table, months in rows.months().items():
-            await self._ensure_partitions(cur, table, months)
+            await self._ensure_partitions(cur, table, months, created)
         if rows.run_metrics:
             await RUN_METRICS.copy(cur, rows.run_metrics)
         if rows.agent_status:
@@ -244,9 +295,10 @@ class EventWriter:
         energy = rows.job_energy_rows()
         if energy:
             await STAGE_ENERGY.copy(cur, energy)
+            await cur.execute(ENERGY_LOCK)
             await cur.execute(
                 f"INSERT INTO job_energy ({STAGE_ENERGY.names}) SELECT {STAGE_ENERGY.names} FROM stage_energy "
-                "ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
+                "ORDER BY job_id, hour, datacenter ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
                 "g_per_kwh = EXCLUDED.g_per_kwh, emissions_g = EXCLUDED.emissions_g, source_at = EXCLUDED.source_at "
                 "WHERE job_energy.source_at <= EXCLUDED.source_at"
             )

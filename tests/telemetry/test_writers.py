@@ -1,0 +1,88 @@
+"""Several writer processes on one durable consumer lose, double and misreport nothing.
+
+With ``telemetry_writers`` > 1 the service shares the event log stream with writer processes;
+JetStream hands each message to one of them, so an event and its redelivery land in different
+processes' concurrent transactions, and a contract violation is rejected by a process that
+cannot publish the error event itself.
+"""
+
+from __future__ import annotations
+
+import json
+from uuid import uuid4
+
+import pytest
+
+from metatune import contracts as c
+from metatune import subjects
+from metatune_telemetry.adapters.consumer import stream_seq
+from metatune_telemetry.app import create_service
+from tests.support.samples import NOW
+from tests.support.waiting import wait_for
+
+from .conftest import count, publish
+from .test_ingestion import no_gap
+
+
+def progress(job, n: int) -> list[c.RunProgress]:
+    return [
+        c.RunProgress(
+            occurred_at=NOW,
+            job_id=job,
+            datacenter="fra1",
+            step=i,
+            total_steps=10_000,
+            train_loss=1.0 / (i + 1),
+            accounting=c.RunAccounting(
+                energy_wh=0.5 * i,
+                hours=[c.HourlyEnergy(hour=NOW, energy_wh=0.5 * i, g_per_kwh=300.0)],
+            ),
+        )
+        for i in range(n)
+    ]
+
+
+async def test_writer_processes_share_the_stream_and_store_each_event_once(
+    tsettings, schema, js
+) -> None:
+    settings = tsettings.model_copy(update={"telemetry_writers": 3, "telemetry_batch_size": 40})
+    jobs = [uuid4() for _ in range(3)]
+    events = [(job, e) for job in jobs for e in progress(job, 400)]
+    invalid = [
+        json.dumps({"occurred_at": "not a time", "job_id": str(job)}).encode() for job in jobs
+    ]
+    service = create_service(settings, schema=schema)
+    async with service.running():
+        await wait_for(lambda: service.writers.started.value >= 2, "both writer processes pulling")
+        for job, event in events:
+            await publish(js, settings, subjects.run_progress(job), event)
+        for job, event in events[::3]:  # again, outside de-duplication: new stream messages
+            await publish(js, settings, subjects.run_progress(job), event, dedup=False)
+        for job, data in zip(jobs, invalid, strict=True):
+            await publish(js, settings, subjects.run_progress(job), data)
+        await no_gap(js, service.db, settings)
+        db = service.db
+
+        async def errors_back() -> bool:  # the service publishes the writers' rejects too
+            query = "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'"
+            return await count(db, query) >= len(invalid)
+
+        await wait_for(errors_back, "one telemetry error event per invalid message")
+        assert await count(db, "SELECT count(*) FROM run_metrics") == len(events)
+        assert await count(db, "SELECT count(DISTINCT event_id) FROM run_metrics") == len(events)
+        assert await count(db, "SELECT count(*) FROM event_rejects") == len(invalid)
+        # the job-hour energy is the latest accounting of each job, whichever process stored it
+        energy = await db.fetch("SELECT job_id, energy_wh FROM job_energy ORDER BY job_id")
+        assert sorted(energy) == sorted((job, 0.5 * 399) for job in jobs)
+        rollup = await db.fetch("SELECT sum(energy_wh) FROM energy_hourly_job")
+        assert rollup[0][0] == pytest.approx(3 * 0.5 * 399)
+        # the work was shared: the writer processes stored events too
+        await wait_for(lambda: sum(service.writers.stored) > 0, "events stored by the writers")
+
+
+def test_stream_sequence_is_read_from_both_ack_subject_forms() -> None:
+    assert stream_seq("$JS.ACK.METATUNE.telemetry-log.1.42.40.1700000000000000000.7") == 42
+    v2 = "$JS.ACK._.ACCOUNTHASH.METATUNE.telemetry-log.1.42.40.1700000000000000000.7.tok"
+    assert stream_seq(v2) == 42
+    with pytest.raises(ValueError, match="not a JetStream ack subject"):
+        stream_seq("_INBOX.abc")
