@@ -63,3 +63,38 @@ def test_the_cycle_check_finds_a_cycle_under_type_checking(tmp_path: Path) -> No
     assert done.returncode == 1, done.stdout + done.stderr
     assert "import cycle: cyclic.a <-> cyclic.b\n" in done.stdout
     assert "1 import cycles" in done.stdout
+
+
+CLONE = """def summary(errors: list[dict[str, object]], shown: int = 5) -> str:
+    parts = []
+    for err in errors[:shown]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
+        parts.append(f"{loc}: {err.get('msg')}")
+    more = len(errors) - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+"""
+
+
+def _copy_paste_check(path: Path) -> subprocess.CompletedProcess[str]:
+    jscpd = shutil.which("jscpd", path=str(Path(sys.executable).parent))
+    assert jscpd, "jscpd is a development dependency (requirements-dev.txt)"
+    return subprocess.run(
+        [jscpd, "--config", str(ROOT / ".jscpd.json"), "--no-colors", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_copy_paste_check_fires_at_its_threshold(tmp_path: Path) -> None:
+    """The thresholds of ``.jscpd.json`` (which scripts/check applies to shared and services)
+    catch a seven-line function pasted under another name, and pass the function alone."""
+    (tmp_path / "a.py").write_text(CLONE)
+    alone = _copy_paste_check(tmp_path)
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    (tmp_path / "b.py").write_text(CLONE.replace("def summary", "def digest"))
+    pasted = _copy_paste_check(tmp_path)
+    assert pasted.returncode == 1, pasted.stdout + pasted.stderr
+    assert "Found 1 clones" in pasted.stdout

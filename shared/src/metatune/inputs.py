@@ -78,7 +78,7 @@ async def resolve_checked(host: str, port: int, allow: Sequence[Network] = ()) -
             )
         except socket.gaierror as exc:
             raise DownloadFailed(f"cannot resolve {host}: {exc}") from exc
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     refused = [str(a) for a in addresses if not _allowed(a, allow)]
     if refused or not addresses:
         raise InputNotAllowed(

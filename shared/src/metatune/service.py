@@ -67,9 +67,10 @@ class Service:
         self.broker = NatsBroker(
             self.settings.nats_url,
             middlewares=[contract_middleware(self.settings, self.report_error)],
-            connect_timeout=self.settings.connect_timeout_s,
+            # FastStream annotates int; nats-py takes any number of seconds
+            connect_timeout=self.settings.connect_timeout_s,  # type: ignore[arg-type]
             max_reconnect_attempts=-1,  # ride out any outage (nats-py gives up after 60 tries by default)
-            reconnect_time_wait=1.0,
+            reconnect_time_wait=1,
             log_level=logging.DEBUG,  # per-message "Received/Processed" lines only at DEBUG
             security=NatsSecurity(ssl_context=tls) if tls else None,
             **auth,
@@ -114,7 +115,8 @@ class Service:
                 ack_policy=AckPolicy.MANUAL,
                 description=description or (func.__doc__ or "").strip() or None,
             )
-            return subscriber(func)
+            subscriber(func)  # registered; the handler itself stays a plain coroutine function
+            return func
 
         return decorator
 
@@ -325,7 +327,9 @@ def _task_stacks() -> str:
 
 
 def _await_chain(awaitable: Any) -> list[str]:
-    chain, frame = [], None
+    chain: list[str] = []
+    frame: Any = None
+    outer: Any
     while awaitable is not None:
         outer, frame = (
             frame,
@@ -342,10 +346,10 @@ def _await_chain(awaitable: Any) -> list[str]:
             frame is None
         ):  # an async generator's asend(): find the generator in the caller (contextlib)
             found = [
-                v
-                for v in (outer.f_locals.values() if outer else ())
-                for v in (v, getattr(v, "gen", None))
-                if inspect.isasyncgen(v) and v.ag_running
+                candidate
+                for value in (outer.f_locals.values() if outer else ())
+                for candidate in (value, getattr(value, "gen", None))
+                if inspect.isasyncgen(candidate) and candidate.ag_running
             ]
             if not found:
                 chain.append(f"awaiting {awaitable!r}")

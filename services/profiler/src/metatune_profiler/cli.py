@@ -81,9 +81,9 @@ def profile(
             transient=True,
             disable=as_json,
         ) as bar:
-            task = bar.add_task("profile", total=None, name=file.name)
+            bar_task = bar.add_task("profile", total=None, name=file.name)
             result = profile_file(
-                file, options, on_rows=lambda rows: bar.update(task, completed=rows)
+                file, options, on_rows=lambda rows: bar.update(bar_task, completed=rows)
             )
     except ProfileError as exc:
         where = f" (row {exc.row})" if exc.row else ""

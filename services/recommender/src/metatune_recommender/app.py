@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from metatune import subjects
@@ -41,6 +43,22 @@ from .domain.recommender import COLD_START, TOP_K, Advice, Recommender, profile_
 from .flywheel import load_seed, register_flywheel
 
 log = logging.getLogger("metatune.recommender")
+
+
+@dataclass(frozen=True)
+class FinishedTrial:
+    """A study's finished trial, as the loop counts and scores it: from the knowledge base, or
+    from the event just received (which the KB may not hold yet)."""
+
+    run_id: str
+    config: dict[str, Any]
+    metric: float | None
+    metric_name: str | None
+    status: RunStatus
+
+    @classmethod
+    def of(cls, run: KbRun) -> FinishedTrial:
+        return cls(run.run_id, run.config, run.metric, run.metric_name, run.status)
 
 
 def job_id_for(study_id: UUID, index: int) -> UUID:
@@ -167,12 +185,12 @@ def create_service(
         study_id: UUID,
         reason: StopReason,
         requested: int,
-        finished: list[KbRun],
+        finished: list[FinishedTrial],
         best_ei: float | None,
         threshold: float | None,
     ) -> None:
-        done = [r for r in finished if r.metric is not None]
-        best = max(done, key=lambda r: r.metric, default=None)
+        scored = [(r.metric, r.metric_name) for r in finished if r.metric is not None]
+        best = max(scored, key=lambda pair: pair[0], default=None)
         await service.publish(
             subjects.STUDIES_STOPPED,
             StudyStopped(
@@ -185,8 +203,8 @@ def create_service(
                 trials_finished=len(finished),
                 best_expected_improvement=best_ei,
                 threshold=threshold,
-                best_metric=best.metric if best else None,
-                metric_name=best.metric_name if best else None,
+                best_metric=best[0] if best else None,
+                metric_name=best[1] if best else None,
             ),
         )
 
@@ -200,20 +218,17 @@ def create_service(
         await request(advice, event.study_id, event.spec, 0)
 
     async def on_finished(
-        study_id: UUID, job_id: UUID, subject: str, this_run: KbRun | None
+        study_id: UUID, job_id: UUID, subject: str, this_run: FinishedTrial | None
     ) -> None:
         profile = await store.profile(study_id)
         if profile is None:
             raise LookupError(
                 f"study {study_id}: no profile yet"
             )  # redelivered until the profile is stored
-        runs = {r.run_id: r for r in await store.study_runs(study_id)}
+        runs = {r.run_id: FinishedTrial.of(r) for r in await store.study_runs(study_id)}
         if this_run is not None:
             runs.setdefault(this_run.run_id, this_run)
-        runs.setdefault(
-            str(job_id),
-            KbRun.model_construct(run_id=str(job_id), metric=None, status=RunStatus.failed),
-        )
+        runs.setdefault(str(job_id), FinishedTrial(str(job_id), {}, None, None, RunStatus.failed))
         finished = list(runs.values())
         spec = profile.spec
         first = min(TOP_K, spec.trials)
@@ -250,12 +265,12 @@ def create_service(
     async def on_completed(event: RunCompleted) -> None:
         """The next trial by EI, or the study's stop."""
         metric_name, metric = objective(event.metrics)
-        this = KbRun.model_construct(
-            run_id=str(event.job_id),
-            config=event.config.model_dump(mode="json"),
-            metric=metric,
-            status=RunStatus.completed,
-            metric_name=metric_name,
+        this = FinishedTrial(
+            str(event.job_id),
+            event.config.model_dump(mode="json"),
+            metric,
+            metric_name,
+            RunStatus.completed,
         )
         await on_finished(event.study_id, event.job_id, subjects.RUNS_COMPLETED, this)
 

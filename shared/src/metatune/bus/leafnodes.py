@@ -39,8 +39,12 @@ class TlsFiles(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TlsFiles | None:
-        files = (settings.nats_tls_ca_file, settings.nats_tls_cert_file, settings.nats_tls_key_file)
-        return cls(ca=files[0], cert=files[1], key=files[2]) if all(files) else None
+        ca, cert, key = (
+            settings.nats_tls_ca_file,
+            settings.nats_tls_cert_file,
+            settings.nats_tls_key_file,
+        )
+        return cls(ca=ca, cert=cert, key=key) if ca and cert and key else None
 
     def block(self) -> str:
         """A ``tls { }`` block: on a listener it makes TLS mandatory, on a remote it verifies the hub."""

@@ -67,6 +67,7 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
     What already matches is only looked up (stream info), never written: a service with least
     privilege (no stream create / update rights) starts against a layout the admin created."""
     for config in stream_configs(settings):
+        assert config.name is not None  # stream_configs names every stream
         try:
             info = await js.stream_info(config.name)
         except NotFoundError:

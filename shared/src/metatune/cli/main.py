@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import entry_points
 from typing import Any
@@ -47,11 +47,12 @@ class OneLineUsageErrors(TyperGroup):
     """Usage errors of every command (a bad enum value, ``--trials 0``, an unknown option) as one
     ``error:`` line on stderr and exit 2, like the CLI's own refusals, not typer's boxed panel."""
 
-    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
+    # The contexts are typer's vendored click.Context, which typer exports under no public name.
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
         with _one_line_usage_errors():
             return super().make_context(*args, **kwargs)
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         with _one_line_usage_errors():
             return super().invoke(ctx)
 
@@ -59,7 +60,7 @@ class OneLineUsageErrors(TyperGroup):
 app = typer.Typer(
     cls=OneLineUsageErrors, help="MetaTune: carbon-aware LoRA fine-tuning.", no_args_is_help=True
 )
-CORE_COMMANDS = {
+CORE_COMMANDS: dict[str, Callable[..., Any]] = {
     "up": up,
     "down": down,
     "restart": restart,

@@ -57,7 +57,7 @@ class Trial:
             "predicted_metric": r.predicted_metric if r else None,
             "predicted_metric_std": r.predicted_metric_std if r else None,
             "metric_name": r.metric_name if r else None,
-            "datacenter": (done or failed).datacenter if (done or failed) else None,
+            "datacenter": end.datacenter if (end := done or failed) else None,
             "metrics": done.metrics.model_dump(mode="json") if done else None,
             "steps": done.steps if done else None,
             "adapter_key": done.adapter_key if done else None,
@@ -101,7 +101,8 @@ class Study:
         )
 
     def summary(self) -> dict[str, Any]:
-        spec = (self.submitted or self.profiled).spec if (self.submitted or self.profiled) else None
+        dataset = self.submitted or self.profiled
+        spec = dataset.spec if dataset else None
         return {
             "study_id": str(self.study_id),
             "status": self.status,

@@ -11,10 +11,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 SCHEMA_VERSION = 1
 
@@ -79,7 +82,9 @@ class Event(Contract):
         return self
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema, handler):
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         """On the wire ``event_id`` is required: it is the de-duplication key, and a consumer that
         had to invent one could not recognise a redelivery."""
         schema = handler(core_schema)

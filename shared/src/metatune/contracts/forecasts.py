@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from pydantic import AwareDatetime, Field, model_validator
 
 from .base import Event
@@ -10,11 +11,11 @@ from .base import Event
 HORIZON_HOURS = 168
 
 
-def expected_intensity(p10, median, p90):
+def expected_intensity(p10: ArrayLike, median: ArrayLike, p90: ArrayLike) -> np.ndarray:
     """The mean of a forecast distribution from its 10th, 50th and 90th percentiles (Swanson's
     rule, 0.3 / 0.4 / 0.3): what minimising *expected* emissions should plan on. It differs
     from the median where the distribution is skewed, as on near-zero grids whose spikes go up."""
-    return (
+    return np.asarray(
         0.3 * np.asarray(p10, dtype=float)
         + 0.4 * np.asarray(median, dtype=float)
         + 0.3 * np.asarray(p90, dtype=float)

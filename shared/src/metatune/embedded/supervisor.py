@@ -77,7 +77,7 @@ def record(proc: subprocess.Popen[bytes], name: str, role: str, log: Path) -> Ma
         name=name,
         pid=proc.pid,
         pgid=os.getpgid(proc.pid),
-        command=[str(a) for a in proc.args],
+        command=[str(a) for a in proc.args] if isinstance(proc.args, list) else [str(proc.args)],
         log=str(log),
         role=role,
     )

@@ -37,6 +37,7 @@ from uuid import UUID
 
 import psycopg
 from psycopg import sql
+from psycopg.abc import QueryNoTemplate
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -333,7 +334,7 @@ class KnowledgeStore:
         return self._pool
 
     async def _fetch(
-        self, query: str | sql.Composable, params: Sequence[Any] = ()
+        self, query: QueryNoTemplate, params: Sequence[Any] = ()
     ) -> list[dict[str, Any]]:
         pool = await self._get_pool()
         try:
@@ -447,7 +448,7 @@ class KnowledgeStore:
                 params.append(source)
         if not include_failed:
             where.append(sql.SQL("status <> 'failed'"))
-        query = sql.SQL("SELECT * FROM kb_runs")
+        query = sql.Composed([sql.SQL("SELECT * FROM kb_runs")])
         if where:
             query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(where)
         query += sql.SQL(" ORDER BY run_id")

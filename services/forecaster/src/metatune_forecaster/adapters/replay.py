@@ -87,9 +87,9 @@ class ReplayWeather:
             ],
             "big",
         )
-        degraded = self.error_model.degrade(
-            *(future[c].to_numpy()[None, :] for c in ("temperature_c", "wind_ms", "cloud_pct")),
-            np.random.default_rng(seed),
+        temperature, wind, cloud = (
+            future[c].to_numpy()[None, :] for c in ("temperature_c", "wind_ms", "cloud_pct")
         )
+        degraded = self.error_model.degrade(temperature, wind, cloud, np.random.default_rng(seed))
         weather.iloc[past_hours:] = np.column_stack([column[0] for column in degraded])
         return weather

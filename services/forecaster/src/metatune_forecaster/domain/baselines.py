@@ -52,7 +52,7 @@ def same_hour_median(
     """Median of the same hour over the latest ``days`` observed days."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an issue with no observed same hour: NaN
-        return np.nanmedian(same_hours(y, issue, lead, days), axis=0)
+        return np.asarray(np.nanmedian(same_hours(y, issue, lead, days), axis=0))
 
 
 BASELINES = {

@@ -20,6 +20,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import joblib
 import numpy as np
@@ -52,7 +53,7 @@ FEATURE_SHARE = 0.6
 LEVEL_FEATURES = frozenset(
     {"mean14_vs_mean7", "mean14_vs_mean7_z", "median7_vs_mean7", "median7_vs_mean7_z"}
 )
-BLOCK_EXCLUDED_FEATURES = (LEVEL_FEATURES, frozenset(), frozenset())
+BLOCK_EXCLUDED_FEATURES: tuple[frozenset[str], ...] = (LEVEL_FEATURES, frozenset(), frozenset())
 MIN_BAND_ROWS = 50
 
 
@@ -109,12 +110,12 @@ class TreeEnsemble:
 
     @property
     def feature_names_in_(self) -> np.ndarray:
-        return self.members[0].feature_names_in_
+        return np.asarray(self.members[0].feature_names_in_)
 
     def predict(self, x: pd.DataFrame) -> np.ndarray:
         """Mean prediction of the members, on the columns they were trained on."""
         x = x[list(self.feature_names_in_)]
-        return np.mean([member.predict(x) for member in self.members], axis=0)
+        return np.asarray(np.mean([member.predict(x) for member in self.members], axis=0))
 
     @classmethod
     def fit(
@@ -158,7 +159,7 @@ class CarbonModel:
         np.ndarray
     )  # (lead bands, volatility bands + 1, 2): p10 and p90 of the normalised error
     version: str
-    metadata: dict = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def predict_median(self, features: pd.DataFrame) -> np.ndarray:
         """Median of ``intensity / scale`` for every feature row, >= 0."""
@@ -224,7 +225,7 @@ def fit(
     version: str,
     max_iter: int = 200,
     seed: int = 0,
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     ensemble_size: int = ENSEMBLE_SIZE,
 ) -> CarbonModel:
     """Fit each block's trees on its rows outside the calibration slice, then the interval table on

@@ -30,10 +30,10 @@ class Grid:
 
     @property
     def target(self) -> np.ndarray:
-        return self.issue + self.lead - 1
+        return np.asarray(self.issue + self.lead - 1)
 
     def actual(self) -> np.ndarray:
-        return self.arrays.y[self.target]
+        return np.asarray(self.arrays.y[self.target])
 
     def scale(self) -> np.ndarray:
         return self.arrays.scale(self.issue)
@@ -59,7 +59,10 @@ def forecast_weather(
     each shaped (n_issues, 168)."""
     frame = arrays.series.frame
     targets = issues[:, None] + np.arange(HORIZON)[None, :]
-    pick = lambda column: frame[column].to_numpy(dtype=float)[targets]  # noqa: E731
+
+    def pick(column: str) -> np.ndarray:
+        return np.asarray(frame[column].to_numpy(dtype=float)[targets])
+
     if arrays.series.weather_is_forecast:
         return pick("temperature_c"), pick("wind_ms"), pick("ghi_wm2")
     temperature, wind, cloud = error_model.degrade(

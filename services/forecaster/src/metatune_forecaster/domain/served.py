@@ -59,7 +59,7 @@ def served_forecasts(
         rows = issue == i
         recalibration = Recalibration.learn(forecasts.scored_before(int(i)))
         low[rows], mid[rows], high[rows] = recalibration.apply(
-            *(v[rows] for v in static), base[rows], lead[rows]
+            static[0][rows], static[1][rows], static[2][rows], base[rows], lead[rows]
         )
     scale = arrays.scale(issue)
     return ServedForecasts(

@@ -43,7 +43,7 @@ def cos_zenith(times: pd.DatetimeIndex, latitude: float, longitude: float) -> np
     solar_minutes = hour * 60 + eqtime_min + 4 * longitude
     hour_angle = np.deg2rad(solar_minutes / 4 - 180)
     lat = np.deg2rad(latitude)
-    return np.sin(lat) * np.sin(decl) + np.cos(lat) * np.cos(decl) * np.cos(hour_angle)
+    return np.asarray(np.sin(lat) * np.sin(decl) + np.cos(lat) * np.cos(decl) * np.cos(hour_angle))
 
 
 def clear_sky_ghi(times: pd.DatetimeIndex, latitude: float, longitude: float) -> np.ndarray:

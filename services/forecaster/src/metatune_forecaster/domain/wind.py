@@ -17,7 +17,8 @@ CUT_OUT_MS = 25.0
 
 def hub_height_speed(speed_10m_ms: np.ndarray, hub_height_m: float = HUB_HEIGHT_M) -> np.ndarray:
     """Extrapolate a 10 m wind speed to hub height with the 1/7 power law."""
-    return np.asarray(speed_10m_ms, dtype=float) * (hub_height_m / 10.0) ** SHEAR_EXPONENT
+    speed = np.asarray(speed_10m_ms, dtype=float)
+    return np.asarray(speed * (hub_height_m / 10.0) ** SHEAR_EXPONENT)
 
 
 def capacity_factor(hub_speed_ms: np.ndarray) -> np.ndarray:

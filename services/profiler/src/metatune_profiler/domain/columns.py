@@ -85,11 +85,12 @@ def resolve_columns(fields: Sequence[str], request: ColumnRequest) -> ColumnMap:
     if request.text is not None:
         text = _named(fields, request.text, "text", NoTextColumn)
     else:
-        text = _detect(fields, TEXT_CANDIDATES)
-        if text is None:
+        detected = _detect(fields, TEXT_CANDIDATES)
+        if detected is None:
             raise NoTextColumn(
                 f"no text column: found {listed}; name one of {', '.join(TEXT_CANDIDATES)} or pass text_column"
             )
+        text = detected
 
     task = request.task
     pair: str | None = None

@@ -14,10 +14,10 @@ import io
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from metatune.contracts import DatasetFormat
 
@@ -32,6 +32,9 @@ from .errors import (
     RowTooLarge,
     UnreadableDataset,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
@@ -72,17 +75,26 @@ class Skip(NamedTuple):
     )
 
 
+@dataclass
+class _CsvProgress:
+    """How far the CSV reader's line source has read: the line, the bytes, lines cut as too long."""
+
+    line: int = 0
+    bytes: int = 0
+    oversize: set[int] = field(default_factory=set)
+
+
 class _CountingReader(io.RawIOBase):
     """Counts decompressed bytes so a small gzip file cannot expand past the size limit."""
 
-    def __init__(self, inner: BinaryIO, limit: int) -> None:
+    def __init__(self, inner: io.BufferedIOBase, limit: int) -> None:
         self._inner, self._limit, self.count = inner, limit, 0
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
-        n = self._inner.readinto(buffer)  # type: ignore[attr-defined]
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        n = self._inner.readinto(buffer)
         self.count += n
         if self.count > self._limit:
             raise FileTooLarge(
@@ -105,7 +117,7 @@ def open_binary(path: Path, limits: ReadLimits) -> BinaryIO:
     if _is_gzip(path):
         # the reader owns the gzip stream and closes it with itself, which the caller closes
         raw = _CountingReader(gzip.open(path, "rb"), limits.max_file_bytes)  # noqa: SIM115
-        return io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[return-value]
+        return io.BufferedReader(raw, buffer_size=1 << 20)
     return open(path, "rb", buffering=1 << 20)
 
 
@@ -153,7 +165,7 @@ def _cell(value: object) -> str | None:
     raise TypeError(type(value).__name__)
 
 
-def _to_row(number: int, record: dict, columns: ColumnMap) -> Row | Skip:
+def _to_row(number: int, record: dict[str, Any], columns: ColumnMap) -> Row | Skip:
     try:
         text = _cell(record.get(columns.text))
         pair = _cell(record.get(columns.text_pair)) if columns.text_pair else None
@@ -202,7 +214,7 @@ class Dataset:
     # ---------------------------------------------------------------- JSON lines
     def _open_jsonl(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
         records = self._jsonl_records()
-        peeked: list[tuple[int, dict | str]] = []
+        peeked: list[tuple[int, dict[str, Any] | str]] = []
         fields: list[str] | None = None
         for item in records:
             peeked.append(item)
@@ -228,7 +240,7 @@ class Dataset:
 
         return columns, rows()
 
-    def _jsonl_records(self) -> Iterator[tuple[int, dict | str]]:
+    def _jsonl_records(self) -> Iterator[tuple[int, dict[str, Any] | str]]:
         """(line, object) or (line, skip reason); blank lines are not rows."""
         with open_binary(self.path, self.limits) as fh:
             for number, line in _lines(fh, self.limits.max_row_bytes):
@@ -273,15 +285,15 @@ class Dataset:
     def _open_csv(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
         csv.field_size_limit(max(csv.field_size_limit(), self.limits.max_row_bytes))
         fh = open_binary(self.path, self.limits)
-        state = {"line": 0, "bytes": 0, "oversize": set()}
+        state = _CsvProgress()
 
         def text_lines() -> Iterator[str]:
             for number, line in _lines(fh, self.limits.max_row_bytes):
-                state["line"] = number
+                state.line = number
                 if line is None:
-                    state["oversize"].add(number)
+                    state.oversize.add(number)
                     line = b""
-                state["bytes"] += len(line)
+                state.bytes += len(line)
                 yield line.decode("utf-8", errors="surrogateescape") + "\n"
 
         lines = text_lines()
@@ -305,7 +317,7 @@ class Dataset:
             reader = csv.reader(lines, delimiter=delimiter)
             with fh:
                 while True:
-                    start_line, start_bytes = state["line"] + 1, state["bytes"]
+                    start_line, start_bytes = state.line + 1, state.bytes
                     try:
                         fields = next(reader)
                     except StopIteration:
@@ -314,10 +326,10 @@ class Dataset:
                         yield Skip(start_line, MalformedRows.code)
                         continue
                     if (
-                        any(start_line <= n <= state["line"] for n in state["oversize"])
-                        or state["bytes"] - start_bytes > limit
+                        any(start_line <= n <= state.line for n in state.oversize)
+                        or state.bytes - start_bytes > limit
                     ):
-                        state["oversize"].clear()
+                        state.oversize.clear()
                         yield Skip(start_line, RowTooLarge.code)
                         continue
                     if not fields:

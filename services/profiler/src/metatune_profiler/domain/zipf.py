@@ -43,7 +43,7 @@ def _mle(values: np.ndarray, weights: np.ndarray, x_min: int) -> float:
     n, sum_log = weights.sum(), float(weights @ np.log(values))
 
     def neg_log_likelihood(alpha: float) -> float:
-        return n * np.log(zeta(alpha, x_min)) + alpha * sum_log
+        return float(n * np.log(zeta(alpha, x_min)) + alpha * sum_log)
 
     return float(
         minimize_scalar(

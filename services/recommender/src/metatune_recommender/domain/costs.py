@@ -60,6 +60,7 @@ def estimate(
 ) -> tuple[float, float]:
     """(GPU-hours, energy in Wh) of one training run of ``config`` on this dataset."""
     per_example = padded_tokens_per_example(features, config.max_seq_length)
+    examples: float
     if config.max_steps is not None:
         examples = config.max_steps * config.batch_size * config.grad_accum_steps
     else:

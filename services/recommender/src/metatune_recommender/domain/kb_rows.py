@@ -121,10 +121,10 @@ def failed_run(event: RunFailed, profile: StudyProfile | None) -> KbRun:
 def study_best(study_id: UUID, runs: Sequence[KbRun]) -> StudyBest | None:
     """The best finished (completed or early-stopped) trial of a study; None before any has a metric."""
     finished = [run for run in runs if run.status is not RunStatus.failed]
-    scored = [run for run in finished if run.metric is not None]
+    scored = [(run.metric, run.run_id, run) for run in finished if run.metric is not None]
     if not scored:
         return None
-    best = max(scored, key=lambda run: (run.metric, run.run_id))
+    metric, _, best = max(scored, key=lambda entry: entry[:2])
     try:
         job_id = UUID(best.run_id)
     except ValueError:
@@ -132,7 +132,7 @@ def study_best(study_id: UUID, runs: Sequence[KbRun]) -> StudyBest | None:
     return StudyBest(
         study_id=study_id,
         metric_name=best.metric_name,
-        best=best.metric,
+        best=metric,
         job_id=job_id,
         completed=len(finished),
     )

@@ -27,7 +27,7 @@ def copula_scores(values: np.ndarray) -> np.ndarray:
     if n == 1:
         return np.zeros(1)
     ranks = rankdata(values, method="average")
-    return norm.ppf((ranks - 0.5) / n)
+    return np.asarray(norm.ppf((ranks - 0.5) / n))
 
 
 def affine_to_prior(
@@ -50,7 +50,7 @@ def affine_to_prior(
         a, log_b = params
         w = np.linalg.solve(chol, (y - a) / np.exp(log_b) - u)
         # weak log-normal prior on b around the observed spread keeps n=2 well posed
-        return n * log_b + 0.5 * float(w @ w) + 0.5 * ((log_b - np.log(spread)) / 3.0) ** 2
+        return float(n * log_b + 0.5 * (w @ w) + 0.5 * ((log_b - np.log(spread)) / 3.0) ** 2)
 
     b0 = spread / max(float(np.std(u)), 0.5)
     start = np.array([float(np.mean(y) - b0 * np.mean(u)), np.log(b0)])

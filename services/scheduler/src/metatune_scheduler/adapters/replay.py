@@ -32,7 +32,7 @@ def contract_for(subject: str) -> type[Event] | None:
 
     Every subject the service consumes on the event stream must be here, or a restart forgets it
     (a test checks the service's consumers against this table)."""
-    exact = {
+    exact: dict[str, type[Event]] = {
         subjects.JOBS_REQUESTED: JobRequested,
         subjects.JOBS_CANCELLED: JobCancelled,
         subjects.JOBS_INFEASIBLE: JobInfeasible,

@@ -163,7 +163,7 @@ def _trim_to_need(hours: np.ndarray, need: np.ndarray) -> np.ndarray:
     from_end = np.cumsum(hours[:, ::-1], axis=1)[:, ::-1]  # hours from t to the end
     after = from_end - hours
     excess = np.maximum(hours.sum(axis=1) - need, 0)[:, None]
-    return hours - np.clip(excess - after, 0, hours)
+    return np.asarray(hours - np.clip(excess - after, 0, hours))
 
 
 def _columns(instance: Instance, jobs: np.ndarray, site: np.ndarray, hours: np.ndarray) -> Columns:
@@ -422,7 +422,7 @@ def _pricing_out(
         "jdt,dt->j", schedules.hours[jobs], duals.prices
     )
     reduced = cost + capacity_charge - duals.job_duals[jobs]
-    return jobs[reduced < -tolerance * np.maximum(1.0, np.abs(cost))]
+    return np.asarray(jobs[reduced < -tolerance * np.maximum(1.0, np.abs(cost))])
 
 
 def price_and_branch(generation: ColumnGeneration, time_limit_s: float = 60.0) -> ColumnPlan:

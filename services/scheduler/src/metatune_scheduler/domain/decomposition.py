@@ -29,6 +29,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
@@ -80,11 +81,11 @@ class SiteTimingSolver:
         if time_limit_s is not None:
             self._highs.setOptionValue("time_limit", float(time_limit_s))
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """Only the limit travels (to a solver process); the ``Highs`` is rebuilt there."""
         return {"time_limit_s": self.time_limit_s}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state.get("time_limit_s"))  # type: ignore[misc]
 
     def solve(self, instance: Instance, start: np.ndarray, fill: Fill) -> TimingResult:
@@ -148,7 +149,7 @@ def _sites_of(instance: Instance, grid: np.ndarray) -> np.ndarray:
         allowed = instance.usable.sum(axis=2) > 0
         per_hour = instance.hour_cost().min(axis=2, initial=np.inf, where=instance.usable > 0)
         site[empty] = np.where(allowed, per_hour + instance.switch_g, np.inf)[empty].argmin(axis=1)
-    return site
+    return np.asarray(site)
 
 
 def _at_sites(instance: Instance, site: np.ndarray) -> Instance:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
@@ -41,11 +42,11 @@ class HighsModelSolver:
         if limits.threads:
             self._highs.setOptionValue("threads", limits.threads)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """Only the limits travel (to a solver process); the ``Highs`` is rebuilt there."""
         return {"limits": self.limits}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["limits"])  # type: ignore[misc]
 
     def solve(

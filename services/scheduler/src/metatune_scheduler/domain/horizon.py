@@ -66,7 +66,8 @@ class Periods:
 
     @classmethod
     def build(cls, first_hour: int, aggregation: Aggregation) -> Periods:
-        offsets, lengths = [], []
+        offsets: list[int] = []
+        lengths: list[int] = []
         hourly = min(aggregation.hourly, aggregation.horizon)
         offsets.extend(range(hourly))
         lengths.extend([1] * hourly)
@@ -97,4 +98,4 @@ class Periods:
     def mean(self, hourly: np.ndarray) -> np.ndarray:
         """Average an hourly array (last axis = hour offsets) over each period."""
         sums = np.add.reduceat(hourly[..., : self.horizon], self.offset, axis=-1)
-        return sums / self.length
+        return np.asarray(sums / self.length)

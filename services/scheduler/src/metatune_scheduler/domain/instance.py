@@ -54,11 +54,13 @@ class Instance:
     def room(self) -> np.ndarray:
         """(D, T) GPU-hours each datacenter offers in each period: the right-hand side of the
         capacity rows, which the bounds, the column generation and the heuristics all price."""
-        return self.capacity * self.periods.length[None, :].astype(float)
+        return np.asarray(self.capacity * self.periods.length[None, :].astype(float))
 
     def hour_cost(self) -> np.ndarray:
         """(J, D, T) gCO2eq of one hour of job j at d in period t: R_j * PUE_d * C_{d,t}."""
-        return self.power_kw[:, None, None] * (self.pue[:, None] * self.intensity)[None, :, :]
+        return np.asarray(
+            self.power_kw[:, None, None] * (self.pue[:, None] * self.intensity)[None, :, :]
+        )
 
     def integral(self) -> np.ndarray:
         """(J,) bool: jobs whose hours and site are integer. An anticipated job is expected work,

@@ -83,7 +83,7 @@ class Layout:
         """For every x column, the index (among y columns) of its (job, datacenter) pair."""
         n_dcs = int(max(self.x_dc.max(initial=-1), self.y_dc.max(initial=-1))) + 1
         key = self.y_job * n_dcs + self.y_dc
-        return np.searchsorted(key, self.x_job * n_dcs + self.x_dc)
+        return np.asarray(np.searchsorted(key, self.x_job * n_dcs + self.x_dc))
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,9 @@ def plan_events(
     ]
 
 
-def _chunks(entries: list[PlanEntry], removed: list[UUID], infeasible: list[UUID], budget: int):
+def _chunks(
+    entries: list[PlanEntry], removed: list[UUID], infeasible: list[UUID], budget: int
+) -> list[tuple[list[PlanEntry], list[UUID], list[UUID]]]:
     """Greedy packing by JSON size; one job's entries stay in one part (they replace together)."""
     chunks: list[tuple[list[PlanEntry], list[UUID], list[UUID]]] = [([], [], [])]
     size = 0

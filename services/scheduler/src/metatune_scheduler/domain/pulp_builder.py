@@ -4,6 +4,7 @@ tested against, and the plain PuLP -> HiGHS baseline of the scale benchmark)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import pulp
@@ -12,7 +13,11 @@ from .instance import Instance
 from .model import Layout, Solution
 
 
-def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
+def build(
+    instance: Instance,
+) -> tuple[
+    pulp.LpProblem, dict[tuple[int, int, int], Any], dict[tuple[int, int], Any], dict[int, Any]
+]:
     jobs, dcs, _ = instance.shape
     cost = instance.hour_cost()
     length = instance.periods.length
@@ -41,9 +46,9 @@ def build(instance: Instance) -> tuple[pulp.LpProblem, dict, dict, dict]:
         + pulp.lpSum(float(instance.switch_g[key]) * var for key, var in y.items())
         + pulp.lpSum(float(penalty[j]) * var for j, var in u.items())
     )
-    by_job: dict[int, list] = {j: [] for j in range(jobs)}
-    by_pair: dict[tuple[int, int], list] = {pair: [] for pair in pairs}
-    by_cell: dict[tuple[int, int], list] = {}
+    by_job: dict[int, list[Any]] = {j: [] for j in range(jobs)}
+    by_pair: dict[tuple[int, int], list[Any]] = {pair: [] for pair in pairs}
+    by_cell: dict[tuple[int, int], list[tuple[int, Any]]] = {}
     for (j, d, t), var in x.items():
         by_job[j].append(var)
         by_pair[j, d].append(var)

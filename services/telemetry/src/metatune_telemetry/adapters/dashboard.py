@@ -100,7 +100,12 @@ async def job_timeline(
         planned_kgco2eq=sum(row[3] for row in plan) / 1000 if plan else None,
         assignments=[Mark(**m) for m in marks],
         baseline=run_now_baseline(
-            home, requested_at, need, q.get("power_kw"), sites.pue_of.get(home), intensity
+            home,
+            requested_at,
+            need,
+            q.get("power_kw"),
+            sites.pue_of.get(home) if home is not None else None,
+            intensity,
         ),
     )
 

@@ -11,6 +11,7 @@ de-duplicate by ``webhook-id``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -108,9 +109,7 @@ class OutboxWorker:
                             self._attempt(client, secret, row), name=f"webhook-{row.id}"
                         )
                         self._in_flight[row.url] = task
-                        task.add_done_callback(
-                            lambda _t, url=row.url: self._in_flight.pop(url, None)
-                        )
+                        task.add_done_callback(functools.partial(self._forget, row.url))
                     await asyncio.sleep(0.02 if claimed else self.poll_s)
             finally:
                 for task in list(self._in_flight.values()):
@@ -137,6 +136,10 @@ class OutboxWorker:
                 (lease_s, list(chosen.values())),
             )
             return [Claimed(*row) for row in await cur.fetchall()]
+
+    def _forget(self, url: str, _done: asyncio.Task[None]) -> None:
+        """The URL's delivery ended: its next row may be claimed."""
+        self._in_flight.pop(url, None)
 
     async def _attempt(self, client: httpx.AsyncClient, secret: str, row: Claimed) -> None:
         headers = signing.headers(secret, row.message_id, int(time.time()), row.body)

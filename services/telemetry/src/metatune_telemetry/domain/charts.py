@@ -49,7 +49,7 @@ class _Scale:
 
 def bar_chart(
     title: str,
-    bars: list[tuple[str, float, str | None]],
+    bars: Sequence[tuple[str, float, str | None]],
     unit: str,
     width: int = 640,
     height: int = 220,

@@ -63,8 +63,11 @@ def notification_for(event: c.Event) -> Notification | None:
         return None
     event_type, state = found
     study, job = getattr(event, "study_id", None), getattr(event, "job_id", None)
+    owner = study or job
+    if owner is None:  # every event in _STATES names its study or its job
+        return None
     entity = f"job:{job}" if job is not None else f"study:{study}"
-    return Notification(entity, state, event_type, study or job, event.event_id)
+    return Notification(entity, state, event_type, owner, event.event_id)
 
 
 def webhook_body(notification: Notification, subject: str, event: c.Event) -> str:

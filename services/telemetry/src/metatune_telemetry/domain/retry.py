@@ -11,8 +11,9 @@ from email.utils import parsedate_to_datetime
 
 def backoff_s(attempt: int, base_s: float, cap_s: float, rng: random.Random | None = None) -> float:
     """Delay after failed attempt number ``attempt`` (1-based)."""
-    ceiling = min(cap_s, base_s * 2 ** max(0, attempt - 1))
-    return ceiling * (rng or random).uniform(0.5, 1.0)
+    ceiling = min(cap_s, base_s * 2.0 ** max(0, attempt - 1))
+    jitter: float = (rng or random).uniform(0.5, 1.0)
+    return ceiling * jitter
 
 
 def retry_after_s(value: str | None, now: datetime, cap_s: float) -> float | None:

@@ -9,6 +9,7 @@ progress event repeats all hours so far, so :meth:`TypedRows.job_energy_latest` 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,12 +20,10 @@ from metatune import contracts as c
 from .events import clean_text
 
 
-def _json(model: Any) -> str:
-    return (
-        clean_text(json.dumps(model.model_dump(mode="json"), allow_nan=False, default=str))
-        if model
-        else None
-    )  # type: ignore[return-value]
+def _json(model: Any) -> str | None:
+    if not model:
+        return None
+    return clean_text(json.dumps(model.model_dump(mode="json"), allow_nan=False, default=str))
 
 
 @dataclass
@@ -107,10 +106,10 @@ def _progress(rows: TypedRows, e: c.RunProgress) -> None:
     _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)
 
 
-def _result(status: str):
+def _result(status: str) -> Callable[[TypedRows, c.RunCompleted | c.RunFailed], None]:
     def handle(rows: TypedRows, e: c.RunCompleted | c.RunFailed) -> None:
         a = e.accounting
-        completed = isinstance(e, c.RunCompleted)
+        done = e if isinstance(e, c.RunCompleted) else None
         rows.run_results.append(
             (
                 e.job_id,
@@ -118,11 +117,11 @@ def _result(status: str):
                 status,
                 e.occurred_at,
                 clean_text(e.datacenter),
-                _json(e.config) if completed else None,
-                _json(e.metrics) if completed else None,
-                None if completed else e.reason.value,
-                e.steps if completed else None,
-                e.early_stopped if completed else None,
+                _json(done.config) if done else None,
+                _json(done.metrics) if done else None,
+                e.reason.value if isinstance(e, c.RunFailed) else None,
+                done.steps if done else None,
+                done.early_stopped if done else None,
                 a.tokens_seen,
                 a.tokens_with_padding,
                 a.energy_wh,

@@ -36,4 +36,5 @@ def unpack_adapter(data: bytes, directory: Path) -> dict[str, Any]:
     directory.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
         tar.extractall(directory, filter="data")
-    return json.loads((directory / METADATA).read_text())
+    metadata: dict[str, Any] = json.loads((directory / METADATA).read_text())
+    return metadata

@@ -303,7 +303,7 @@ class CurveStopper:
             rows, targets, keep = [], [], []
             for i, run in enumerate(usable):
                 prefix = run.curve.prefix(grid[:k])
-                if prefix is None or len(prefix[0]) != k + 1:
+                if prefix is None or len(prefix[0]) != k + 1 or run.final is None:
                     continue
                 metric, loss = prefix
                 rows.append(features(metric, loss, grid[k - 1], run.shape))

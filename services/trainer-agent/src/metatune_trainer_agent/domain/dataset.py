@@ -94,13 +94,13 @@ def load_examples(
     if not rows:
         raise EmptySplit(f"dataset {path} has no rows")
     columns = set().union(*(row.keys() for row in rows[:1000]))
-    text_col = _column(columns, text_column, TEXT_COLUMNS, "text", required=True)
+    text_col = _column(columns, text_column, TEXT_COLUMNS, "text")
     pair_col = None
     label_col = None
     if task == TaskType.pair_classification:
-        pair_col = _column(columns, text_pair_column, PAIR_COLUMNS, "text pair", required=True)
+        pair_col = _column(columns, text_pair_column, PAIR_COLUMNS, "text pair")
     if task != TaskType.causal_lm:
-        label_col = _column(columns, label_column, LABEL_COLUMNS, "label", required=True)
+        label_col = _column(columns, label_column, LABEL_COLUMNS, "label")
     split_col = SPLIT_COLUMN if SPLIT_COLUMN in columns else None
 
     texts: list[str] = []
@@ -164,9 +164,8 @@ def _hash_split(examples: Examples, indices: list[int], val_fraction: float) -> 
     return Split(train=[i for i in indices if i not in held], val=val, source="hash")
 
 
-def _column(
-    columns: set[str], wanted: str | None, candidates: tuple[str, ...], what: str, *, required: bool
-) -> str | None:
+def _column(columns: set[str], wanted: str | None, candidates: tuple[str, ...], what: str) -> str:
+    """The ``what`` column: ``wanted`` if named, else the first of ``candidates`` present."""
     if wanted is not None:
         if wanted not in columns:
             raise InvalidTrainingConfig(
@@ -176,11 +175,9 @@ def _column(
     for name in candidates:
         if name in columns:
             return name
-    if required:
-        raise InvalidTrainingConfig(
-            f"no {what} column found (looked for {', '.join(candidates)}; columns: {sorted(columns)}); name it explicitly"
-        )
-    return None
+    raise InvalidTrainingConfig(
+        f"no {what} column found (looked for {', '.join(candidates)}; columns: {sorted(columns)}); name it explicitly"
+    )
 
 
 def _as_text(value: Any) -> str:

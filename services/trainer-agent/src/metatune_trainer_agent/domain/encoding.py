@@ -54,7 +54,9 @@ class EncodedSplit:
         return EncodedSplit(
             ids=torch.cat([ids for ids, _ in parts]) if parts else self.ids[:0],
             offsets=torch.cumsum(lengths, 0),
-            type_ids=None if self.type_ids is None else torch.cat([t for _, t in parts]),
+            type_ids=None
+            if self.type_ids is None
+            else torch.cat([t for _, t in parts if t is not None]),
             labels=None if self.labels is None else self.labels[indices],
         )
 

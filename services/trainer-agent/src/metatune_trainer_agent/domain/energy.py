@@ -60,11 +60,11 @@ class NvmlCounter:
         self._integrated = 0.0
 
     def _power_w(self) -> float:
-        return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1000.0
+        return float(self._nvml.nvmlDeviceGetPowerUsage(self._handle)) / 1000.0
 
     def joules(self) -> float:
         if self._has_energy:
-            return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0
+            return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)) / 1000.0
         now, watts = time.monotonic(), self._power_w()
         self._integrated += (now - self._last_t) * (watts + self._last_w) / 2  # trapezoid
         self._last_t, self._last_w = now, watts
@@ -218,7 +218,11 @@ def _nvml_handle(pynvml, device_index: int):  # type: ignore[no-untyped-def]
     """The NVML handle of a torch device (matched by PCI bus id: CUDA_VISIBLE_DEVICES reorders indices)."""
     try:
         props = torch.cuda.get_device_properties(device_index)
-        bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        # torch's stubs lack the PCI fields its device properties have at run time (torch >= 2.4)
+        domain, bus, device = (
+            getattr(props, f"pci_{part}_id") for part in ("domain", "bus", "device")
+        )
+        bus_id = f"{domain:08x}:{bus:02x}:{device:02x}.0"
         return pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
     except Exception:
         return pynvml.nvmlDeviceGetHandleByIndex(device_index)

@@ -68,7 +68,8 @@ def _load_model(
         hf_config = AutoConfig.from_pretrained(source)
         if task == TaskType.causal_lm:
             hf_config.is_decoder = True  # encoders (BERT) become decoders with a causal mask
-            model, info = AutoModelForCausalLM.from_pretrained(
+            # output_loading_info=True returns (model, info); transformers annotates the model only
+            model, info = AutoModelForCausalLM.from_pretrained(  # type: ignore[misc]
                 source, config=hf_config, output_loading_info=True
             )
             peft_task = PeftTaskType.CAUSAL_LM
@@ -101,7 +102,7 @@ def _load_model(
         peft_config = PeftLoraConfig(
             task_type=peft_task,
             r=config.rank,
-            lora_alpha=config.alpha,
+            lora_alpha=config.alpha,  # type: ignore[arg-type]  # PEFT annotates int; scales by alpha / r
             lora_dropout=config.dropout,
             target_modules=targets,
             modules_to_save=fresh or None,

@@ -6,7 +6,7 @@ Kept apart from :mod:`.run` (orchestration, accounting, hooks) so the numerics c
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -156,7 +156,7 @@ class Trainer:
         self._epoch_batches = None
 
     # ----------------------------------------------------------------- numerics
-    def _autocast(self):  # type: ignore[no-untyped-def]
+    def _autocast(self) -> AbstractContextManager[object]:
         if self.dtype is None:
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)

@@ -426,7 +426,7 @@ def build(
             config=run.config,
             options=TrainOptions(
                 device=settings.device,
-                precision=settings.precision,  # type: ignore[arg-type]
+                precision=settings.precision,
                 early_stopping=False,
                 eval_every=max(1, settings.max_steps // settings.evaluations),
                 max_eval_examples=settings.val_rows,

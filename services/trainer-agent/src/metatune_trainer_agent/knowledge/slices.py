@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from metatune.contracts import TaskType
 
@@ -29,7 +30,7 @@ class DataSlice:
     )
 
 
-def _open(path: Path):  # type: ignore[no-untyped-def]
+def _open(path: Path) -> IO[str]:
     return (
         gzip.open(path, "rt", encoding="utf-8")
         if path.suffix == ".gz"
