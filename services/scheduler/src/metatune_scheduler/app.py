@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from metatune import subjects
 from metatune.bus import ASSIGNMENTS_BUCKET
 from metatune.contracts import (
@@ -24,7 +26,7 @@ from metatune.settings import Settings
 
 from .adapters.replay import replay
 from .adapters.runtime import Runtime
-from .domain import Planner, Scheduler
+from .domain import Pace, Planner, Scheduler
 
 
 def create_service(
@@ -135,6 +137,14 @@ def create_service(
     async def rebuild_then_plan() -> None:
         """Replay the event log into the state, then re-plan whenever it goes stale."""
         if not runtime.ready.is_set():
+            # the clock is known once connected (a simulated one's speed is in KV): start-up in its hours
+            hour_wall_s = service.clock.wall_seconds(timedelta(hours=1))
+            runtime.scheduler.state.pace = Pace(
+                min_run_h=service.settings.scheduler_min_run_h,
+                startup_h=service.settings.scheduler_startup_wall_s / hour_wall_s,
+                hour_wall_s=hour_wall_s,
+                await_checkpoint=True,
+            )
             count = await replay(service.js, service.settings.stream_name, runtime.scheduler.apply)
             service.status_details["replayed_events"] = str(count)
             runtime.ready.set()

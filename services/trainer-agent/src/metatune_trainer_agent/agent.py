@@ -65,7 +65,15 @@ from .domain.carbon import ForecastIntensity
 from .domain.curve_stop import CurveModelError, CurveStopper, RunShape, stop_hook
 from .domain.errors import InvalidTrainingConfig, TrainingError
 from .domain.request import TrainingRequest, TrainOptions
-from .domain.run import Control, Progress, RunHooks, RunOutcome, Site, run_training
+from .domain.run import (
+    Control,
+    Progress,
+    RunHooks,
+    RunOutcome,
+    SessionPace,
+    Site,
+    run_training,
+)
 from .domain.trainer import Evaluation
 from .domain.versions import SeenVersions, superseded
 from .knowledge.stopper import shipped_model_path
@@ -109,6 +117,18 @@ def adapter_key(job_id: UUID) -> str:
     return f"{job_id}.tar"
 
 
+def _session_fields(session: SessionPace) -> dict[str, Any]:
+    return {
+        "session_started_at": session.started_at,
+        "session_start_step": session.start_step,
+        "startup_s": session.startup_s,
+        "startup_wall_s": session.startup_wall_s,
+        "steps_per_hour": session.steps_per_hour,
+        "tokens_per_second": session.tokens_per_second,
+        "checkpoint_step": session.checkpoint_step,
+    }
+
+
 def _log_failure(future: Any) -> None:
     if not future.cancelled() and future.exception() is not None:
         log.warning("progress event not published: %r", future.exception())
@@ -122,6 +142,7 @@ class Job:
     shutting_down: bool = False  # paused by our own shutdown: leave the message for redelivery
     step: int = 0
     last_progress: float = 0.0
+    reported_checkpoint: int | None = None  # the checkpoint step the last progress event carried
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     uploader: LatestUploader | None = field(
         default=None, repr=False
@@ -271,6 +292,7 @@ class TrainerAgent:
                 log.warning("in-progress signal not sent: %r", exc)
 
     async def _train(self, job: Job) -> RunOutcome:
+        taken_up = (self.service.clock.now(), time.monotonic())  # the start-up begins here
         assignment = job.assignment
         if assignment.spec is None or assignment.config is None:
             raise InvalidTrainingConfig(
@@ -346,6 +368,7 @@ class TrainerAgent:
                 hooks=hooks,
                 resume_from=resume_from,
                 planned_hours=planned,
+                taken_up=taken_up,
             ),
         )
 
@@ -408,14 +431,19 @@ class TrainerAgent:
 
     # ----------------------------------------------------------------- hooks (training thread)
     def _on_progress(self, job: Job, progress: Progress) -> None:
+        """Publish progress (at most every ``agent_progress_interval_s``, except evaluations and a
+        new checkpoint: the scheduler may pause a job only once it has one past its start)."""
         job.step = progress.step
         now = time.monotonic()
+        session = progress.session
+        checkpoint = session.checkpoint_step if session is not None else None
         if (
             progress.kind == "step"
+            and checkpoint == job.reported_checkpoint
             and now - job.last_progress < self.settings.agent_progress_interval_s
         ):
             return
-        job.last_progress = now
+        job.last_progress, job.reported_checkpoint = now, checkpoint
         event = RunProgress(
             occurred_at=self.service.clock.now(),
             job_id=job.assignment.job_id,
@@ -429,6 +457,7 @@ class TrainerAgent:
             step_time_s=progress.step_time_s,
             estimated_remaining_gpu_hours=progress.estimated_remaining_gpu_hours,
             accounting=progress.accounting,
+            **(_session_fields(session) if session is not None else {}),
         )
         assert self._loop is not None
         future = asyncio.run_coroutine_threadsafe(

@@ -5,7 +5,7 @@ from .horizon import Aggregation, Periods
 from .instance import Instance
 from .planner import JobSnapshot, MigrationPolicy, Planner, PlanResult, SiteSnapshot
 from .scheduler import Decision, Scheduler
-from .state import JobStatus, SchedulerState
+from .state import JobStatus, Pace, SchedulerState
 
 __all__ = [
     "Aggregation",
@@ -15,6 +15,7 @@ __all__ = [
     "JobSnapshot",
     "JobStatus",
     "MigrationPolicy",
+    "Pace",
     "Periods",
     "PlanResult",
     "Planner",

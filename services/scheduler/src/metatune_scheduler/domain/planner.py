@@ -11,6 +11,8 @@ from uuid import UUID
 
 import numpy as np
 
+from metatune.contracts import InfeasibleSituation
+
 from .decomposition import SiteTimingSolver, priced_restart
 from .highs_builder import HighsModelSolver, SolveLimits
 from .horizon import Aggregation, Periods
@@ -52,6 +54,7 @@ class JobSnapshot:
     home: str  # submitter's datacenter: the run-now baseline
     location: str | None = None  # where its process or checkpoint is
     pinned: bool = False  # runs at ``location`` in the first hour, already committed
+    hold_hours: int = 0  # runs at ``location`` for this many hours from the first: its minimum run
     arriving_at: str | None = (
         None  # a new site an earlier plan already gave it this hour: no second delay
     )
@@ -65,6 +68,21 @@ class Infeasibility:
     job_id: UUID
     reason: str
     earliest_finish_hour: int | None  # epoch hour (exclusive end); None: not with these datacenters
+    situation: InfeasibleSituation = InfeasibleSituation.late
+    anywhere_finish_hour: int | None = None  # earliest finish at any datacenter (residency relaxed)
+
+
+@dataclass(frozen=True)
+class Held:
+    """Hours jobs must run where they are from the plan's first hour (committed, or their minimum
+    run): job j at site ``site[j]`` (-1: none) for its first ``hours[j]`` hours."""
+
+    site: np.ndarray
+    hours: np.ndarray
+
+
+def held_hours(job: JobSnapshot) -> int:
+    return max(1 if job.pinned else 0, job.hold_hours)
 
 
 @dataclass(frozen=True)
@@ -179,12 +197,27 @@ class Planner:
                 break
             residual = _residual(instance, periods, solution, sites, pinned, plannable)
             relaxed = {}
+            everywhere = frozenset(site.name for site in sites)
             for job in late:
                 estimate = _earliest_finish(job, sites, residual, first_hour, self.migration)
                 finish = max(estimate, job.deadline_hour + 1)
                 original = offered[job.job_id].reason if job.job_id in offered else None
+                anywhere = (
+                    None
+                    if everywhere <= job.allowed
+                    else _earliest_finish(
+                        dataclasses.replace(job, allowed=everywhere),
+                        sites,
+                        residual,
+                        first_hour,
+                        self.migration,
+                    )
+                )
                 offered[job.job_id] = Infeasibility(
-                    job.job_id, original or _late_reason(job, finish), finish
+                    job.job_id,
+                    original or _late_reason(job, finish),
+                    finish,
+                    anywhere_finish_hour=anywhere,
                 )
                 relaxed[job.job_id] = dataclasses.replace(job, deadline_hour=finish)
             plannable = [relaxed.get(job.job_id, job) for job in plannable]
@@ -213,7 +246,7 @@ class Planner:
         jobs: Sequence[JobSnapshot],
         sites: Sequence[SiteSnapshot],
         hourly: np.ndarray,
-    ) -> tuple[Periods, Instance, np.ndarray]:
+    ) -> tuple[Periods, Instance, Held]:
         """Hourly periods when the MILP has at most ``hourly_columns``; else the aggregated
         blocks if those fit the whole MILP; else hourly again, for the sites-first path. Blocks only keep
         capacity per block, which costs emissions once capacity binds (measured on the tight
@@ -301,7 +334,7 @@ class Planner:
         jobs: Sequence[JobSnapshot],
         sites: Sequence[SiteSnapshot],
         hourly: np.ndarray,
-    ) -> tuple[Instance, np.ndarray]:
+    ) -> tuple[Instance, Held]:
         n_jobs, n_sites, horizon = len(jobs), len(sites), periods.horizon
         index = {site.name: d for d, site in enumerate(sites)}
         pue = np.array([site.pue for site in sites], dtype=float)
@@ -312,6 +345,7 @@ class Planner:
         power = np.array([job.power_kw * job.weight for job in jobs], dtype=float)
         need = np.array([job.need_hours for job in jobs], dtype=np.int64)
         pinned = np.full(n_jobs, -1)
+        hold = np.zeros(n_jobs, dtype=np.int64)
         allowed_hour = np.zeros((n_jobs, n_sites, horizon), dtype=np.int64)
         switch_g = np.zeros((n_jobs, n_sites))
         offsets = np.arange(horizon)
@@ -320,11 +354,11 @@ class Planner:
         for j, job in enumerate(jobs):
             end = min(job.deadline_hour - first_hour, horizon)
             begin = 0
-            if job.pinned and job.location in index:
-                pinned[j] = index[job.location]
-                capacity_hourly[pinned[j], 0] -= job.gpus
-                need[j] -= 1
-                begin = 1
+            if (held := min(held_hours(job), int(need[j]), horizon)) and job.location in index:
+                pinned[j], hold[j] = index[job.location], held
+                capacity_hourly[pinned[j], :held] -= job.gpus
+                need[j] -= held
+                begin = held
             if job.not_before_hour is not None:
                 begin = max(begin, job.not_before_hour - first_hour)
             for name in job.allowed:
@@ -342,6 +376,8 @@ class Planner:
             if job.deadline_hour - first_hour > horizon:  # the rest is planned by a later plan
                 need[j] = min(need[j], int(allowed_hour[j].sum(axis=1).max(initial=0)))
         need = np.maximum(need, 0)
+        # held jobs beyond a site's GPUs (its agent now reports fewer) leave none, not fewer than none
+        capacity_hourly = np.maximum(capacity_hourly, 0)
 
         usable = (
             np.add.reduceat(allowed_hour, periods.offset, axis=2)
@@ -363,7 +399,7 @@ class Planner:
             optional=np.array([job.anticipated for job in jobs], dtype=bool),
             optional_quantile=self.anticipated_quantile,
         )
-        return instance, pinned
+        return instance, Held(pinned, hold)
 
     @staticmethod
     def _start(
@@ -379,7 +415,7 @@ class Planner:
             old = previous.jobs.get(job.job_id)
             for hour, name, _ in old.slots if old is not None else ():
                 offset = hour - periods.first_hour
-                if name in index and (1 if job.pinned else 0) <= offset < periods.horizon:
+                if name in index and held_hours(job) <= offset < periods.horizon:
                     grid[j, index[name], period_of[offset]] += 1
         return fill_greedily(instance, np.minimum(grid, instance.usable))
 
@@ -417,7 +453,7 @@ def _arrival(job: JobSnapshot, previous: PlanResult | None, first_hour: int) -> 
     delay already; delaying it again at every re-plan would push a move (and the deadline) back
     hour after hour (measured: a month of re-planning missed deadlines that way). A plan of this
     same hour can only have it there if it was waived already, so that carries over too."""
-    if previous is None or job.location is None or job.pinned:
+    if previous is None or job.location is None or held_hours(job):
         return job
     planned = previous.jobs.get(job.job_id)
     site = planned.at(first_hour) if planned is not None else None
@@ -428,12 +464,25 @@ def _impossible(job: JobSnapshot, sites: Sequence[SiteSnapshot]) -> Infeasibilit
     allowed = [site for site in sites if site.name in job.allowed]
     if not allowed:
         return Infeasibility(
-            job.job_id, "no allowed datacenter is available (data residency)", None
+            job.job_id,
+            "no allowed datacenter is available (data residency)",
+            None,
+            InfeasibleSituation.no_datacenter,
         )
     largest = max(site.gpus for site in allowed)
+    if largest == 0:
+        return Infeasibility(
+            job.job_id,
+            "no allowed datacenter has GPUs available (its agents are lost)",
+            None,
+            InfeasibleSituation.no_datacenter,
+        )
     if largest < job.gpus:
         return Infeasibility(
-            job.job_id, f"needs {job.gpus} GPUs; the largest allowed datacenter has {largest}", None
+            job.job_id,
+            f"needs {job.gpus} GPUs; the largest allowed datacenter has {largest}",
+            None,
+            InfeasibleSituation.too_large,
         )
     return None
 
@@ -445,7 +494,7 @@ def _late_reason(job: JobSnapshot, finish: int) -> str:
     )
 
 
-def _residual(instance, periods, solution: Solution, sites, pinned, jobs) -> np.ndarray:
+def _residual(instance, periods, solution: Solution, sites, pinned: Held, jobs) -> np.ndarray:
     """Hourly free GPUs per site after the plan (late jobs' own hours removed)."""
     hours = solution.hours(instance.shape).astype(float)
     late = solution.unmet > 0
@@ -455,9 +504,9 @@ def _residual(instance, periods, solution: Solution, sites, pinned, jobs) -> np.
         used[:, periods.period_of_offset()] / np.repeat(periods.length, periods.length)[None, :]
     )
     free = np.array([[site.gpus] for site in sites], dtype=float) - per_hour
-    for j, d in enumerate(pinned):
+    for j, d in enumerate(pinned.site):
         if d >= 0 and not late[j]:
-            free[d, 0] -= jobs[j].gpus
+            free[d, : pinned.hours[j]] -= jobs[j].gpus
     return free
 
 
@@ -472,9 +521,7 @@ def _earliest_finish(
             continue
         start = 0
         if job.location is not None and site.name != job.location:
-            start = (0 if site.name == job.arriving_at else migration.delay_hours) + (
-                1 if job.pinned else 0
-            )
+            start = (0 if site.name == job.arriving_at else migration.delay_hours) + held_hours(job)
         if job.not_before_hour is not None:
             start = max(start, job.not_before_hour - first_hour)
         fits = residual[d] >= job.gpus - 1e-9
@@ -497,12 +544,13 @@ def _read_plan(
     hours = solution.hours(instance.shape)
     horizon = periods.horizon
     used = np.zeros((len(sites), horizon))
-    for j, d in enumerate(pinned):
+    for j, d in enumerate(pinned.site):
         if d >= 0:
-            used[d, 0] += jobs[j].gpus
+            used[d, : pinned.hours[j]] += jobs[j].gpus
     capacity = np.array([site.gpus for site in sites], dtype=float)
     chosen: dict[int, list[tuple[int, int]]] = {
-        j: ([(0, int(d))] if d >= 0 else []) for j, d in enumerate(pinned)
+        j: [(h, int(d)) for h in range(int(pinned.hours[j]))] if d >= 0 else []
+        for j, d in enumerate(pinned.site)
     }
     hours[instance.optional] = 0  # anticipated jobs hold room in the model only
     hourly_first = sorted(

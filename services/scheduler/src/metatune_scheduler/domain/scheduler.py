@@ -23,6 +23,9 @@ from metatune.contracts import (
     ErrorEvent,
     ErrorKind,
     Event,
+    InfeasibleAction,
+    InfeasibleOption,
+    InfeasibleSituation,
     JobInfeasible,
     JobRequested,
     Plan,
@@ -44,7 +47,7 @@ from .planner import (
     SiteSnapshot,
     run_now_at_home,
 )
-from .state import JobRecord, JobStatus, SchedulerState
+from .state import JobRecord, JobStatus, Pace, SchedulerState
 
 
 @dataclass(frozen=True)
@@ -84,15 +87,16 @@ class Scheduler:
         planner: Planner | None = None,
         anticipate_h: int = 0,
         anticipation_days: int = 1,
+        pace: Pace | None = None,
     ) -> None:
         """``anticipate_h``: the plan keeps room for the jobs expected over the next that many
         hours, from the requests of the ``anticipation_days`` most recent days at the same hours
-        (:mod:`.anticipation`); 0: none."""
+        (:mod:`.anticipation`); 0: none. ``pace``: minimum run and start-up cost (:class:`.Pace`)."""
         self.registry = registry
         self.planner = planner or Planner()
         self.anticipate_h = anticipate_h
         self.anticipation_days = anticipation_days
-        self.state = SchedulerState()
+        self.state = SchedulerState(pace=pace or Pace())
         self.lost: set[str] = set()  # datacenters whose agent is silent past its lease: capacity 0
         self._room: tuple[tuple, np.ndarray] | None = (
             None  # GPUs in use after the last fast path, and for which plan
@@ -189,16 +193,29 @@ class Scheduler:
     def conclude(self, solve: Solve, result: PlanResult, now: datetime) -> Decision:
         """The decision from a full solve's ``result``, given the state as it is now: jobs that
         ended meanwhile are dropped, jobs requested meanwhile are placed by the fast path into
-        what the result leaves free."""
+        what the result leaves free; no assignment if the hour turned meanwhile."""
         records = {job.job_id: job for job in self.state.plannable_jobs()}
         if any(job_id not in records for job_id in result.jobs):
             result = dataclasses.replace(
                 result, jobs={k: v for k, v in result.jobs.items() if k in records}
             )
+        book = self.state.last_plan
+        unseen = {
+            job_id
+            for job_id in records
+            if book is not None and job_id not in solve.considered and job_id in book.stretches
+        }
+        if book is not None and unseen:
+            # placed by the fast path while the solve ran (and maybe started already): they keep
+            # that placement, or the diff would pause a job the solve never saw
+            current = book.result().jobs
+            result = dataclasses.replace(
+                result, jobs={**result.jobs, **{job_id: current[job_id] for job_id in unseen}}
+            )
         arrived = [
             job
             for job in self._fresh(records[job_id] for job_id in self._arrived if job_id in records)
-            if job.job_id not in solve.considered
+            if job.job_id not in solve.considered and job.job_id not in unseen
         ]
         if arrived:
             hour = max(
@@ -219,26 +236,21 @@ class Scheduler:
         if not plans and last is not None:
             version = last.plan_version
         notices = [
-            JobInfeasible(
-                event_id=uuid5(
-                    NAMESPACE,
-                    f"{item.job_id}/infeasible/{records[item.job_id].deadline.isoformat()}",
-                ),
-                occurred_at=now,
-                job_id=item.job_id,
-                study_id=records[item.job_id].request.study_id,
-                reason=item.reason,
-                earliest_finish=from_epoch_hour(item.earliest_finish_hour)
-                if item.earliest_finish_hour
-                else None,
-            )
+            notice
             for item in result.infeasible
             if item.job_id in records
+            and (notice := _notice(item, records[item.job_id], now)) is not None
+            and not self.state.seen(notice.event_id)
         ]
-        notices = [notice for notice in notices if not self.state.seen(notice.event_id)]
-        return Decision(
-            result, plans, diff(result, self.state.active_jobs(), now, version), notices
+        # A plan decides the hour it was made for: if the hour turned during the solve, its
+        # first hour is gone (a job held or committed until then would be paused by it); the new
+        # hour's tick has already asked for the solve that decides this one.
+        changes = (
+            diff(result, self.state.active_jobs(), now, version)
+            if epoch_hour(now) == solve.hour
+            else []
         )
+        return Decision(result, plans, changes, notices)
 
     def place_new(self, now: datetime) -> Decision | None:
         """The fast path: the jobs requested since it last ran placed into the room the current
@@ -411,9 +423,10 @@ class Scheduler:
         allowed, home = placement
         last = self.state.last_plan
         committed = last is not None and epoch_hour(last.horizon_start) == hour
+        pace = self.state.planning_pace()
         return JobSnapshot(
             job_id=job.job_id,
-            need_hours=job.remaining_hours(now),
+            need_hours=job.remaining_hours(now, pace),
             gpus=job.request.gpus,
             power_kw=job.power_kw,
             deadline_hour=epoch_hour(job.deadline),
@@ -424,10 +437,60 @@ class Scheduler:
             if job.status in (JobStatus.running, JobStatus.paused) and job.location not in self.lost
             else None,
             pinned=committed and job.status is JobStatus.running,
+            hold_hours=job.hold_hours(now, pace) if job.location not in self.lost else 0,
             not_before_hour=ceil_epoch_hour(start)
             if (start := job.request.earliest_start) is not None
             else None,
         )
+
+
+def _notice(item: Infeasibility, job: JobRecord, now: datetime) -> JobInfeasible | None:
+    """The notice of a job that cannot meet its deadline, with the options open to its submitter;
+    None when its situation is the one last reported (a re-plan that finds it late again, or an
+    earliest finish that moved, is no news). The scheduler's policy meanwhile: run late."""
+    if job.situation is item.situation:
+        return None
+    finish = from_epoch_hour(item.earliest_finish_hour) if item.earliest_finish_hour else None
+    late = item.situation is InfeasibleSituation.late
+    options = [
+        InfeasibleOption(
+            action=InfeasibleAction.run_late,
+            earliest_finish=finish,
+            how="nothing to do: it stays planned and finishes after its deadline (the default)"
+            if late
+            else "nothing to do: it waits until a datacenter it may use can take it (the default)",
+        ),
+        InfeasibleOption(
+            action=InfeasibleAction.drop,
+            how=f"publish a JobCancelled on metatune.jobs.cancelled (metatune cancel {job.job_id})",
+        ),
+    ]
+    anywhere = item.anywhere_finish_hour
+    sooner = (
+        anywhere is not None
+        and item.earliest_finish_hour is not None
+        and anywhere < item.earliest_finish_hour
+    )
+    if job.request.spec.region_group is not None and (not late or sooner):
+        options.append(
+            InfeasibleOption(
+                action=InfeasibleAction.relax_residency,
+                earliest_finish=from_epoch_hour(anywhere) if anywhere is not None else None,
+                how="cancel it and submit the study again with a wider region_group (or none)",
+            )
+        )
+    return JobInfeasible(
+        event_id=uuid5(NAMESPACE, f"{job.job_id}/infeasible/{job.notices}/{item.situation}"),
+        occurred_at=now,
+        job_id=job.job_id,
+        study_id=job.request.study_id,
+        reason=item.reason,
+        earliest_finish=finish,
+        situation=item.situation,
+        deadline=job.request.deadline,
+        policy=InfeasibleAction.run_late,
+        options=options,
+    )
 
 
 def _gpus(records: dict[UUID, JobRecord]) -> dict[UUID, int]:

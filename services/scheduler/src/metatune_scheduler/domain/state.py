@@ -6,9 +6,10 @@ say what was committed, which is what a restarted scheduler must not send twice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from uuid import UUID
 
@@ -18,6 +19,7 @@ from metatune.contracts import (
     AssignmentAction,
     CarbonForecast,
     Event,
+    InfeasibleSituation,
     JobCancelled,
     JobInfeasible,
     JobRequested,
@@ -43,10 +45,27 @@ class JobStatus(StrEnum):
 ACTIVE = {JobStatus.pending, JobStatus.running, JobStatus.paused}
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How the scheduler turns measurements into hours to plan.
+
+    ``min_run_h``: clock hours a started or resumed job runs, on top of its start-up, before it may
+    be paused or moved; ``startup_h``: clock hours a (re)start costs until one has been measured;
+    ``hour_wall_s``: real seconds per clock hour (3600, or the simulated clock's), to read an agent's
+    real-time estimates in clock hours; ``await_checkpoint``: a running job waits for a checkpoint
+    past its start before it may be paused even before its agent has reported anything (the
+    trainer-agent reports them; off, only jobs whose agent did report wait for one)."""
+
+    min_run_h: float = 0.0
+    startup_h: float = 0.0
+    hour_wall_s: float = 3600.0
+    await_checkpoint: bool = False
+
+
 @dataclass
 class JobRecord:
     request: JobRequested
-    remaining_gpu_hours: float  # as of ``run_since`` while running, else now
+    remaining_gpu_hours: float  # training work (no start-up), as of ``run_since`` while running
     power_kw: float  # measured by the agent once it runs, else the recommender's estimate
     deadline: datetime  # the request's, or the earliest finish the scheduler offered
     status: JobStatus = JobStatus.pending
@@ -54,9 +73,20 @@ class JobRecord:
     checkpoint_key: str | None = None
     run_since: datetime | None = None
     infeasible_reason: str | None = None
+    situation: InfeasibleSituation | None = None  # the last one reported (JobInfeasible)
+    notices: int = 0  # JobInfeasible events sent for it
     cancel_reason: str | None = (
         None  # set by JobCancelled; a running job keeps running until its stop is sent
     )
+    startup_h: float | None = None  # clock hours its latest (re)start took, as the agent measured
+    steps_per_hour: float | None = None  # its latest measured training rate, clock hours
+    # The session (this start or resume): when it was assigned, whether it has trained yet, the
+    # step it began from and its latest checkpoint, as the agent reports them.
+    started_at: datetime | None = None
+    stepping: bool = False
+    reports_sessions: bool = False  # its agent reports session fields (checkpoints) at all
+    session_start_step: int | None = None
+    checkpoint_step: int | None = None
 
     @property
     def stopping(self) -> bool:
@@ -67,12 +97,37 @@ class JobRecord:
     def job_id(self) -> UUID:
         return self.request.job_id
 
-    def remaining_hours(self, now: datetime) -> int:
-        """Whole wall-clock hours still to run (at least 1 until the agent says it completed)."""
-        gpu_hours = self.remaining_gpu_hours
-        if self.status is JobStatus.running and self.run_since is not None:
-            gpu_hours -= self.request.gpus * max((now - self.run_since).total_seconds(), 0) / 3600
-        return _wall_hours(gpu_hours, self.request.gpus)
+    def remaining_hours(self, now: datetime, pace: Pace = Pace()) -> int:
+        """Whole clock hours still to run (at least 1 until the agent says it completed): the
+        training work at the measured rate, plus a start-up for a job that is not running (each
+        resume reloads model, data and checkpoint) or the rest of the one under way."""
+        work = self.remaining_gpu_hours / self.request.gpus
+        startup = self.startup_h if self.startup_h is not None else pace.startup_h
+        if self.status is not JobStatus.running or self.run_since is None:
+            return _wall_hours(work + startup, 1)
+        if self.stepping:
+            return _wall_hours(work - _hours(now - self.run_since), 1)
+        started = self.started_at or self.run_since
+        ready = started + timedelta(hours=startup)
+        left = max(startup - _hours(now - started), 0.0)
+        return _wall_hours(left + work - _hours(now - max(ready, self.run_since)), 1)
+
+    def hold_hours(self, now: datetime, pace: Pace = Pace()) -> int:
+        """Clock hours, from the current one, a running job keeps its datacenter: until it has run
+        ``pace.min_run_h`` past its start-up and saved a checkpoint past the step it started from
+        (when agents report checkpoints: ``pace.await_checkpoint``, or its agent did), so that no
+        pause throws its start-up away. 0: it may be paused or moved now."""
+        if self.status is not JobStatus.running or self.started_at is None:
+            return 0
+        startup = self.startup_h if self.startup_h is not None else pace.startup_h
+        owed = pace.min_run_h + startup - _hours(now - self.started_at)
+        saved = not (self.reports_sessions or pace.await_checkpoint) or (
+            self.checkpoint_step is not None
+            and self.checkpoint_step > (self.session_start_step or 0)
+        )
+        if saved and owed <= 1e-9:
+            return 0
+        return max(1, math.ceil(owed - 1e-9))
 
     @property
     def requested_hours(self) -> int:
@@ -80,8 +135,12 @@ class JobRecord:
         return _wall_hours(self.request.estimated_gpu_hours, self.request.gpus)
 
     def _stop_clock(self, at: datetime) -> None:
+        """The work done since the last measurement (time spent starting up is not work)."""
         if self.status is JobStatus.running and self.run_since is not None:
-            ran = max((at - self.run_since).total_seconds(), 0) / 3600
+            since = self.run_since
+            if not self.stepping and self.started_at is not None:
+                since = max(since, self.started_at + timedelta(hours=self.startup_h or 0.0))
+            ran = _hours(at - since)
             self.remaining_gpu_hours = max(self.remaining_gpu_hours - self.request.gpus * ran, 0.0)
         self.run_since = None
 
@@ -98,9 +157,15 @@ def _wall_hours(gpu_hours: float, gpus: int) -> int:
     return max(1, math.ceil(gpu_hours / gpus - 1e-9))
 
 
+def _hours(delta: timedelta) -> float:
+    return max(delta.total_seconds(), 0.0) / 3600
+
+
 @dataclass
 class SchedulerState:
+    pace: Pace = field(default_factory=Pace)
     jobs: dict[UUID, JobRecord] = field(default_factory=dict)
+    measured_startup_h: float | None = None  # the latest start-up any agent measured
     forecasts: dict[str, CarbonForecast] = field(default_factory=dict)
     capacity: dict[str, int] = field(default_factory=dict)  # GPUs per datacenter reported by agents
     last_plan: PlanBook | None = None  # folded from every part of every version published
@@ -111,6 +176,12 @@ class SchedulerState:
         default_factory=dict
     )  # cancelled before their request was folded
     _seen: set[UUID] = field(default_factory=set)
+
+    def planning_pace(self) -> Pace:
+        """The pace with the latest measured start-up standing in for jobs never started."""
+        if self.measured_startup_h is None:
+            return self.pace
+        return dataclasses.replace(self.pace, startup_h=self.measured_startup_h)
 
     def active_jobs(self) -> list[JobRecord]:
         """Jobs an agent may still be running or may run: what assignments are diffed against."""
@@ -160,6 +231,8 @@ class SchedulerState:
             case JobInfeasible():
                 if (job := self.jobs.get(event.job_id)) is not None:
                     job.infeasible_reason = event.reason
+                    job.situation = event.situation
+                    job.notices += 1
                     if event.earliest_finish is not None:
                         job.deadline = max(job.deadline, event.earliest_finish)
             case JobCancelled():
@@ -225,6 +298,8 @@ class SchedulerState:
                 event.datacenter,
                 event.occurred_at,
             )
+            job.started_at, job.stepping = event.occurred_at, False
+            job.session_start_step = job.checkpoint_step = None
         elif event.action is AssignmentAction.pause:
             job._stop_clock(event.occurred_at)
             job.status = JobStatus.paused
@@ -237,15 +312,46 @@ class SchedulerState:
             job.status = JobStatus.cancelled if job.cancel_reason is not None else JobStatus.failed
 
     def _progress(self, event: RunProgress) -> None:
+        """Remaining work from the measured rate: steps left / steps per clock hour once the run
+        has stepped, else the agent's estimate from its smoke test (real seconds, read in clock
+        hours), else the request's estimate scaled by the steps left. The start-up it measured
+        prices every later (re)start."""
         job = self.jobs.get(event.job_id)
         if job is None or job.status not in ACTIVE:
             return
-        if event.estimated_remaining_gpu_hours is not None:
-            job.remaining_gpu_hours = event.estimated_remaining_gpu_hours
+        gpus = job.request.gpus
+        left_steps = max(event.total_steps - event.step, 0)
+        if event.steps_per_hour is not None:
+            job.steps_per_hour = event.steps_per_hour
+            job.remaining_gpu_hours = gpus * left_steps / event.steps_per_hour
+        elif event.estimated_remaining_gpu_hours is not None:
+            job.remaining_gpu_hours = (
+                event.estimated_remaining_gpu_hours * 3600 / self.pace.hour_wall_s
+            )
         else:
-            left = 1 - event.step / event.total_steps
-            job.remaining_gpu_hours = job.request.estimated_gpu_hours * max(left, 0.0)
-        if job.status is JobStatus.running:
-            job.run_since = event.occurred_at
+            left = left_steps / event.total_steps
+            job.remaining_gpu_hours = job.request.estimated_gpu_hours * left
+        if event.startup_s is not None:
+            job.startup_h = self.measured_startup_h = event.startup_s / 3600
         if event.power_w > 0:
             job.power_kw = event.power_w / 1000
+        current = (
+            job.status is JobStatus.running
+            and event.datacenter == job.location
+            and (
+                event.session_started_at is None
+                or job.started_at is None
+                or event.session_started_at >= job.started_at
+            )
+        )
+        if not current:  # a late report of an earlier session: its measurements, not its state
+            return
+        job.run_since = event.occurred_at
+        if event.session_start_step is None:  # an agent that does not report sessions
+            job.stepping = True
+        else:
+            job.reports_sessions = True
+            job.session_start_step = event.session_start_step
+            job.stepping = job.stepping or event.steps_per_hour is not None
+            if event.checkpoint_step is not None:
+                job.checkpoint_step = event.checkpoint_step

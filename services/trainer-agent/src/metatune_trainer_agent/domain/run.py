@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
@@ -66,6 +67,21 @@ class Progress:
     step_time_s: float | None
     estimated_remaining_gpu_hours: float | None
     accounting: RunAccounting
+    session: SessionPace | None = None
+
+
+@dataclass(frozen=True)
+class SessionPace:
+    """What this start or resume cost and how fast it trains: the scheduler plans the rest of the
+    job from it (remaining steps at this rate, a start-up per restart, no pause before a checkpoint)."""
+
+    started_at: datetime  # clock time the assignment was taken up
+    start_step: int  # the step it started from
+    startup_s: float  # clock seconds from taking it up to the first step (simulated under a simulated clock)
+    startup_wall_s: float  # the same in real seconds
+    steps_per_hour: float | None  # steps per clock hour since the first step; None before one
+    tokens_per_second: float | None  # useful tokens per second of optimizer steps
+    checkpoint_step: int | None  # the latest checkpoint handed over in this session
 
 
 @dataclass
@@ -135,15 +151,18 @@ def run_training(
     hooks: RunHooks | None = None,
     resume_from: bytes | None = None,
     planned_hours: float | None = None,
+    taken_up: tuple[datetime, float] | None = None,
 ) -> RunOutcome:
     """Train until done, early-stopped, paused or stopped.
 
     ``planned_hours`` (wall hours the scheduler estimated for the whole job) paces the steps
-    when ``clock`` is simulated; ``resume_from`` continues a checkpoint exactly.
+    when ``clock`` is simulated; ``resume_from`` continues a checkpoint exactly;
+    ``taken_up`` (clock time, ``time.monotonic()``) is when the caller took up the run, so that
+    the start-up reported includes fetching data and checkpoint (default: when this is called).
     """
     return _Run(
         request, site, clock or RealClock(), intensity, hooks or RunHooks(), planned_hours
-    ).execute(resume_from)
+    ).execute(resume_from, taken_up)
 
 
 class _Run:
@@ -168,7 +187,11 @@ class _Run:
         self.causal_lm = request.task == TaskType.causal_lm
 
     # ----------------------------------------------------------------- set-up
-    def execute(self, resume_from: bytes | None) -> RunOutcome:
+    def execute(
+        self, resume_from: bytes | None, taken_up: tuple[datetime, float] | None = None
+    ) -> RunOutcome:
+        self.taken_up = taken_up or (self.clock.now(), time.monotonic())
+        self.checkpoint_step: int | None = None
         if not self.request.dataset.is_file():
             raise DatasetMissing(f"dataset {self.request.dataset} does not exist")
         if self.options.deterministic:
@@ -334,10 +357,12 @@ class _Run:
         lap = self.meter.lap()
         self._charge(lap.energy_wh)
         self.estimate_power = lap.power_w
+        self.ready = (self.clock.now(), time.monotonic())  # the start-up ends: training begins
+        self.start_step = trainer.position.step
+        self.train_seconds = 0.0
         self._emit("estimate", None, self.initial_val, lap.power_w)
 
         stretch_steps = 0
-        self.train_seconds = 0.0
         early_stopped = False
         while trainer.position.step < total:
             control = self._wait_for_budget(pacer, stretch_steps)
@@ -382,6 +407,7 @@ class _Run:
             every = self.options.checkpoint_every
             if every and step % every == 0 and step < total and self.hooks.on_checkpoint:
                 self.hooks.on_checkpoint(step, self._checkpoint(last_loss))
+                self.checkpoint_step = step
         return self._complete(last_loss, early_stopped)
 
     def _wait_for_budget(self, pacer: StepPacer | None, stretch_steps: int) -> Control | None:
@@ -503,7 +529,24 @@ class _Run:
                     trainer.total_steps - trainer.position.step
                 ),
                 accounting=self.accounting(),
+                session=self._session(),
             )
+        )
+
+    def _session(self) -> SessionPace:
+        (taken_at, taken_wall), (ready_at, ready_wall) = self.taken_up, self.ready
+        steps = self.trainer.position.step - self.start_step
+        hours = (self.clock.now() - ready_at).total_seconds() / 3600
+        return SessionPace(
+            started_at=taken_at,
+            start_step=self.start_step,
+            startup_s=max((ready_at - taken_at).total_seconds(), 0.0),
+            startup_wall_s=max(ready_wall - taken_wall, 0.0),
+            steps_per_hour=steps / hours if steps > 0 and hours > 0 else None,
+            tokens_per_second=self.session_tokens / self.train_seconds
+            if self.train_seconds > 0
+            else None,
+            checkpoint_step=self.checkpoint_step,
         )
 
     def _checkpoint(self, last_loss: float | None) -> bytes:
