@@ -40,7 +40,8 @@ class WebhookReceiver:
     def url(self) -> str:
         assert self._server is not None, "the receiver is not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/hooks/metatune"
+        name = host.decode() if isinstance(host, bytes) else host
+        return f"http://{name}:{port}/hooks/metatune"
 
     def start(self) -> WebhookReceiver:
         receiver = self

@@ -13,7 +13,8 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -22,6 +23,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 import httpx
 from nats.js.api import DeliverPolicy
+from nats.js.client import JetStreamContext
 from rich.console import Console
 from rich.live import Live
 
@@ -36,7 +38,7 @@ from ..contracts import DatasetLocation, DatasetSubmitted, StudySpec
 from ..errors import MetaTuneError
 from ..settings import Settings
 from . import stack, view
-from .observer import DemoState, StudyView, contract_of
+from .observer import DemoState, JobView, StudyView, contract_of
 from .receiver import WebhookReceiver
 from .scenario import DemoScenario, DemoStudy, demo_registry
 from .summary import StudyRow, closing_table
@@ -93,23 +95,22 @@ class Demo:
         run = self.folder / "run"
         return run if instance == "run" else run / f"{instance}.log"
 
-    def step(self, name: str, log: str | None = None):
-        demo = self
-
-        class _Step:
-            def __enter__(self) -> None:
-                demo.console.rule(f"[bold]{name}")
-                self.t0 = time.monotonic()
-
-            def __exit__(self, kind, exc, tb) -> bool:  # type: ignore[no-untyped-def]
-                demo.timings[name] = round(time.monotonic() - self.t0, 1)
-                if exc is None or isinstance(exc, DemoStepFailed | KeyboardInterrupt):
-                    return False
-                raise DemoStepFailed(
-                    name, f"{type(exc).__name__}: {exc}", demo.log_of(log) if log else None
-                ) from exc
-
-        return _Step()
+    @contextmanager
+    def step(self, name: str, log: str | None = None) -> Iterator[None]:
+        """A named step: its duration is kept; what fails inside it becomes DemoStepFailed
+        naming the step and ``log`` (a service's instance, or ``run`` for the folder of logs)."""
+        self.console.rule(f"[bold]{name}")
+        t0 = time.monotonic()
+        try:
+            yield
+        except (DemoStepFailed, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            raise DemoStepFailed(
+                name, f"{type(exc).__name__}: {exc}", self.log_of(log) if log else None
+            ) from exc
+        finally:
+            self.timings[name] = round(time.monotonic() - t0, 1)
 
     # ----------------------------------------------------------------- the run
     def run(self) -> dict[str, Any]:
@@ -201,7 +202,7 @@ class Demo:
                 self.console.print(line, highlight=False)
             shown = len(self.state.log)
 
-    async def _read_bus(self, js, stop: asyncio.Event) -> None:  # type: ignore[no-untyped-def]
+    async def _read_bus(self, js: JetStreamContext, stop: asyncio.Event) -> None:
         """Every event of the log from the first, in order, folded into the state."""
         assert self.settings is not None
         sub = await js.subscribe(
@@ -344,7 +345,7 @@ class Demo:
         assert self.settings is not None
         dc, s = self.scene.outage_datacenter, self.state
 
-        def victim():  # type: ignore[no-untyped-def]
+        def victim() -> JobView | None:
             for job in s.jobs.values():
                 if (
                     job.status == "running"

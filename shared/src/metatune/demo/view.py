@@ -55,7 +55,7 @@ def profiles(demo: Demo) -> Table:
                 cells.append(f"{f.tokens_p50:.0f}/{f.tokens_p95:.0f}")
             else:
                 cells.append(_fmt(getattr(f, name), pattern))
-        script = max(f.script_mix, key=f.script_mix.get) if f.script_mix else "-"
+        script = max(f.script_mix, key=lambda k: f.script_mix[k]) if f.script_mix else "-"
         table.add_row(study.name, *cells, script)
     return table
 
