@@ -41,8 +41,18 @@ def escaped(data: bytes, limit: int = EXCERPT_BYTES) -> str:
     return data[:limit].decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
 
 
-def create_service(settings: Settings | None = None, *, schema: str | None = None) -> Service:
-    service = Service("telemetry", settings=settings)
+class TelemetryService(Service):
+    """The service, with what tests, the CLI and the benchmark read through it."""
+
+    db: Database
+    ready: asyncio.Event  # set once the schema is migrated
+    writers: WriterPool  # their pids and counters
+
+
+def create_service(
+    settings: Settings | None = None, *, schema: str | None = None
+) -> TelemetryService:
+    service = TelemetryService("telemetry", settings=settings)
     s = service.settings
     db = Database(
         s.database_url,
@@ -52,8 +62,8 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
     )
     writer = EventWriter(db)
     ready = asyncio.Event()
-    service.db = db  # type: ignore[attr-defined]  (tests and the CLI read through it)
-    service.ready = ready  # type: ignore[attr-defined]  set once the schema is migrated
+    service.db = db
+    service.ready = ready
 
     async def report_rejected(rejected: list[tuple[Incoming, Rejected]]) -> None:
         for message, reason in rejected:
@@ -121,8 +131,7 @@ def create_service(settings: Settings | None = None, *, schema: str | None = Non
         ).run()
 
     writers = WriterPool(s, schema, s.telemetry_writers - 1)
-    # the benchmark reads the writers' pids and counters
-    service.writers = writers  # type: ignore[attr-defined]
+    service.writers = writers
     if writers.count:
 
         @service.background

@@ -23,7 +23,7 @@ def expected_improvement(
     sd = np.maximum(sd, 1e-12)
     gap = mu - best - xi
     t = gap / sd
-    return gap * norm.cdf(t) + sd * norm.pdf(t)
+    return np.asarray(gap * norm.cdf(t) + sd * norm.pdf(t))
 
 
 COVER_FLOOR = 0.01  # a pick adding less chance of covering the related tasks than this: by EI

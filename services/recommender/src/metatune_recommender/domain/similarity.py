@@ -39,7 +39,7 @@ def task_weights(descriptors: Mapping[str, Any], history: Sequence[Task]) -> np.
     distance = np.sqrt((z**2).sum(axis=1))
     bandwidth = float(np.median(distance)) or 1.0
     weights = np.exp(-0.5 * (distance / bandwidth) ** 2)
-    return weights / weights.sum()
+    return np.asarray(weights / weights.sum())
 
 
 def _number(value: Any) -> bool:
@@ -62,7 +62,7 @@ def descriptor_similarity(
             column = [o.get(key) for o in others]
             if not all(_number(v) for v in column):
                 continue
-            values = np.array([float(v) for v in column] + [float(value)])
+            values = np.array([*(float(v) for v in column if v is not None), float(value)])
             if values.min() > 0 and values.max() / values.min() >= 4:
                 values = np.log(values)
             spread = values[:-1].std() or values.std()
@@ -73,4 +73,4 @@ def descriptor_similarity(
     distance = np.sqrt(squared)
     bandwidth = float(np.median(distance)) or 1.0
     weights = np.exp(-0.5 * (distance / bandwidth) ** 2)
-    return weights / weights.sum()
+    return np.asarray(weights / weights.sum())

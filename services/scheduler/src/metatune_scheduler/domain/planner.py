@@ -181,7 +181,7 @@ class Planner:
             return PlanResult(first_hour, {}, 0.0, infeasible)
         hourly = np.stack([site.intensity[: self.aggregation.horizon] for site in sites])
         periods, instance, pinned = self._choose(first_hour, plannable, sites, hourly)
-        requested = ~instance.optional
+        requested = instance.integral()  # the requested jobs: all but the anticipated
         solution = self._solve(instance, self._start(instance, periods, plannable, sites, previous))
         if solution.unmet[requested].any() and self._exact(
             instance
@@ -227,6 +227,12 @@ class Planner:
                 fill_greedily(
                     instance, np.minimum(solution.hours(instance.shape), instance.usable)
                 ),
+            )
+        if (solution.unmet * requested).any() and instance.optional.any():
+            # Expected jobs never cost a requested job its place: the offered finishes were
+            # measured on room the expected jobs may still hold, so plan without them.
+            return self.plan(
+                first_hour, [job for job in jobs if not job.anticipated], sites, previous
             )
         infeasible.extend(offered.values())
 
@@ -403,7 +409,11 @@ class Planner:
 
     @staticmethod
     def _start(
-        instance: Instance, periods: Periods, jobs, sites, previous: PlanResult | None
+        instance: Instance,
+        periods: Periods,
+        jobs: Sequence[JobSnapshot],
+        sites: Sequence[SiteSnapshot],
+        previous: PlanResult | None,
     ) -> np.ndarray:
         """The warm start: the previous plan's hours mapped onto this plan's periods, and the
         jobs it lacks placed greedily (earliest deadline first, cheapest free hours, best site),
@@ -411,8 +421,9 @@ class Planner:
         index = {site.name: d for d, site in enumerate(sites)}
         period_of = periods.period_of_offset()
         grid = np.zeros(instance.shape, dtype=np.int64)
-        for j, job in enumerate(jobs if previous is not None else ()):
-            old = previous.jobs.get(job.job_id)
+        old_jobs = previous.jobs if previous is not None else {}
+        for j, job in enumerate(jobs):
+            old = old_jobs.get(job.job_id)
             for hour, name, _ in old.slots if old is not None else ():
                 offset = hour - periods.first_hour
                 if name in index and held_hours(job) <= offset < periods.horizon:
@@ -494,11 +505,18 @@ def _late_reason(job: JobSnapshot, finish: int) -> str:
     )
 
 
-def _residual(instance, periods, solution: Solution, sites, pinned: Held, jobs) -> np.ndarray:
+def _residual(
+    instance: Instance,
+    periods: Periods,
+    solution: Solution,
+    sites: Sequence[SiteSnapshot],
+    pinned: Held,
+    jobs: Sequence[JobSnapshot],
+) -> np.ndarray:
     """Hourly free GPUs per site after the plan (late jobs' own hours removed)."""
     hours = solution.hours(instance.shape).astype(float)
     late = solution.unmet > 0
-    hours[late | instance.optional] = 0  # room a late job may take
+    hours[late | ~instance.integral()] = 0  # room a late job may take (anticipated jobs: none)
     used = np.einsum("j,jdt->dt", instance.gpus.astype(float), hours)
     per_hour = (
         used[:, periods.period_of_offset()] / np.repeat(periods.length, periods.length)[None, :]
@@ -507,11 +525,15 @@ def _residual(instance, periods, solution: Solution, sites, pinned: Held, jobs) 
     for j, d in enumerate(pinned.site):
         if d >= 0 and not late[j]:
             free[d, : pinned.hours[j]] -= jobs[j].gpus
-    return free
+    return np.asarray(free)
 
 
 def _earliest_finish(
-    job: JobSnapshot, sites, residual: np.ndarray, first_hour: int, migration: MigrationPolicy
+    job: JobSnapshot,
+    sites: Sequence[SiteSnapshot],
+    residual: np.ndarray,
+    first_hour: int,
+    migration: MigrationPolicy,
 ) -> int:
     """Earliest epoch hour by which ``job`` can have run all its hours at one allowed site
     (hours with enough free GPUs in the plan; after the horizon, the site's full capacity)."""
@@ -536,7 +558,14 @@ def _earliest_finish(
 
 
 def _read_plan(
-    first_hour, periods, instance, solution, jobs, sites, hourly, pinned
+    first_hour: int,
+    periods: Periods,
+    instance: Instance,
+    solution: Solution,
+    jobs: Sequence[JobSnapshot],
+    sites: Sequence[SiteSnapshot],
+    hourly: np.ndarray,
+    pinned: Held,
 ) -> dict[UUID, PlannedJob]:
     """Hours of each job. Inside a block the model only fixed how many hours a job runs there;
     they go to the block's cleanest hours before the deadline that still have GPUs free (the
@@ -576,9 +605,9 @@ def _read_plan(
     return planned
 
 
-def run_now_at_home(job: JobSnapshot, sites, hourly: np.ndarray) -> float:
+def run_now_at_home(job: JobSnapshot, sites: Sequence[SiteSnapshot], hourly: np.ndarray) -> float:
     """The baseline: the remaining hours at the submitter's datacenter, starting now."""
     for d, site in enumerate(sites):
         if site.name == job.home:
-            return job.power_kw * site.pue * float(hourly[d, : job.need_hours].sum())
+            return float(job.power_kw * site.pue * hourly[d, : job.need_hours].sum())
     return 0.0

@@ -16,6 +16,7 @@ from datetime import datetime
 from uuid import UUID, uuid5
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from metatune.contracts import (
     Assignment,
@@ -29,6 +30,7 @@ from metatune.contracts import (
     JobInfeasible,
     JobRequested,
     Plan,
+    RegionGroup,
 )
 from metatune.registry import Registry
 
@@ -98,7 +100,7 @@ class Scheduler:
         self.anticipation_days = anticipation_days
         self.state = SchedulerState(pace=pace or Pace())
         self.lost: set[str] = set()  # datacenters whose agent is silent past its lease: capacity 0
-        self._room: tuple[tuple, np.ndarray] | None = (
+        self._room: tuple[tuple[object, ...], np.ndarray] | None = (
             None  # GPUs in use after the last fast path, and for which plan
         )
         self._unplaced: dict[UUID, None] = {}  # requested since the fast path last ran (ordered)
@@ -176,13 +178,14 @@ class Scheduler:
         planned = [job for job in jobs if job is not None]
         considered = frozenset(job.job_id for job in planned)
         self._arrived = []
-        if planned and self.anticipate_h:
+        since = self.state.first_requested_at  # set once any job is planned
+        if planned and self.anticipate_h and since is not None:
             planned += anticipated_jobs(
                 self._recent_requests(hour, known),
                 hour,
                 self.anticipate_h,
                 self.anticipation_days,
-                observed_since=epoch_hour(self.state.first_requested_at),
+                observed_since=epoch_hour(since),
             )
         previous = self.state.last_plan.result() if self.state.last_plan is not None else None
         return Solve(now, hour, planned, sites, previous, considered)
@@ -406,7 +409,7 @@ class Scheduler:
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 - a few groups x homes; the scheduler lives as long as the service
     def _placements(
-        self, group, home: str | None, known: frozenset[str]
+        self, group: RegionGroup | None, home: str | None, known: frozenset[str]
     ) -> tuple[frozenset[str], str] | None:
         allowed = frozenset(dc.name for dc in self.registry.in_group(group)) & known
         if not allowed:
@@ -502,7 +505,7 @@ def full_solve(planner: Planner, solve: Solve) -> PlanResult:
     return planner.plan(solve.hour, solve.jobs, solve.sites, previous=solve.previous)
 
 
-def _hourly_from(values: list[float], start_hour: int, hour: int, horizon: int) -> np.ndarray:
+def _hourly_from(values: ArrayLike, start_hour: int, hour: int, horizon: int) -> np.ndarray:
     """Forecast values from ``hour`` on, ``horizon`` long; past its end, the last day repeats."""
     series = np.asarray(values, dtype=float)
     offset = hour - start_hour

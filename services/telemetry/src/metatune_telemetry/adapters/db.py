@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
+from psycopg.abc import QueryNoTemplate
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from metatune.errors import ConfigurationError, DatabaseUnavailable
@@ -112,14 +113,12 @@ class Database:
         except UNAVAILABLE as exc:
             raise self.unavailable(exc) from exc
 
-    async def fetch(self, query: str | sql.Composable, params: Any = ()) -> list[tuple[Any, ...]]:
+    async def fetch(self, query: QueryNoTemplate, params: Any = ()) -> list[tuple[Any, ...]]:
         async with self.connection() as conn:
             cur = await conn.execute(query, params)
             return await cur.fetchall() if cur.description else []
 
-    async def fetch_dicts(
-        self, query: str | sql.Composable, params: Any = ()
-    ) -> list[dict[str, Any]]:
+    async def fetch_dicts(self, query: QueryNoTemplate, params: Any = ()) -> list[dict[str, Any]]:
         from psycopg.rows import dict_row
 
         async with self.connection() as conn:

@@ -277,7 +277,7 @@ class _Run:
             probe = self.device.type == "cuda" and checkpoint is None
         self.step_time = self._smoke_test(probe) if self.options.smoke_test else None
         self.prior_evaluations = (
-            [(step, Evaluation(**values)) for step, values in checkpoint.evaluations]
+            [(step, Evaluation.from_record(values)) for step, values in checkpoint.evaluations]
             if checkpoint
             else []
         )

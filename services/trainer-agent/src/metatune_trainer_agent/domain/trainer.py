@@ -6,6 +6,7 @@ Kept apart from :mod:`.run` (orchestration, accounting, hooks) so the numerics c
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -70,6 +71,19 @@ class Evaluation:
     accuracy: float | None = None
     macro_f1: float | None = None
     perplexity: float | None = None
+
+    @classmethod
+    def from_record(cls, values: Mapping[str, float | None]) -> Evaluation:
+        """From its record in a checkpoint (``dataclasses.asdict`` of one: ``loss`` is set)."""
+        loss = values["loss"]
+        if loss is None:
+            raise ValueError("a checkpoint's evaluation has no loss")
+        return cls(
+            loss=loss,
+            accuracy=values.get("accuracy"),
+            macro_f1=values.get("macro_f1"),
+            perplexity=values.get("perplexity"),
+        )
 
 
 def is_oom(exc: BaseException) -> bool:
