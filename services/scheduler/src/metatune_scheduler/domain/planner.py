@@ -228,7 +228,7 @@ class Planner:
                     instance, np.minimum(solution.hours(instance.shape), instance.usable)
                 ),
             )
-        if (solution.unmet * requested).any() and instance.optional.any():
+        if (solution.unmet * requested).any() and not instance.integral().all():
             # Expected jobs never cost a requested job its place: the offered finishes were
             # measured on room the expected jobs may still hold, so plan without them.
             return self.plan(
