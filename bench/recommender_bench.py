@@ -644,6 +644,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--tasks", nargs="+", help="only these test tasks (by name)")
     parser.add_argument("--prior-iterations", type=int, default=PriorSettings.iterations)
+    parser.add_argument(
+        "--transfer",
+        action="store_true",
+        help="the recommender with its transfer sources (PriorSettings.transfer)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if (args.train is None) == (args.kb is None):
@@ -670,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         def history_of(task: Task) -> list[Task]:
             return [t for t in train if t is not task and t.name != task.name]
 
-        settings = PriorSettings(iterations=args.prior_iterations)
+        settings = PriorSettings(iterations=args.prior_iterations, transfer=args.transfer)
         reports = evaluate(
             test,
             history_of,

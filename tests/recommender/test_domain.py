@@ -202,7 +202,9 @@ def test_top_k_covers_the_related_tasks_instead_of_near_copies() -> None:
     source, is left out: interpolating between the two, it would rightly bid for the middle.) The
     prior is trained to convergence, so each history task's posterior knows its own optimum."""
     tasks, pool = _bimodal_history()
-    prior = LearnedPrior.fit(tasks, PriorSettings(own_weight=0.0), extra_configs=pool)
+    prior = LearnedPrior.fit(
+        tasks, PriorSettings(transfer=True, own_weight=0.0), extra_configs=pool
+    )
     posterior = prior.condition({"size": 1.5}, [], [])
     picks = select_batch(posterior, prior.inputs(pool, {"size": 1.5}), 2)
     chosen = sorted(np.log10(pool[p.index]["learning_rate"]) for p in picks)
@@ -213,7 +215,9 @@ def test_source_weights_follow_the_task_own_results() -> None:
     """Before results both history tasks weigh alike; results ordered as one of them orders its
     configurations shift the weight to that one (its posterior becomes the task's mean)."""
     tasks, pool = _bimodal_history()
-    prior = LearnedPrior.fit(tasks, PriorSettings(iterations=100), extra_configs=pool)
+    prior = LearnedPrior.fit(
+        tasks, PriorSettings(iterations=100, transfer=True), extra_configs=pool
+    )
     before = prior.condition({"size": 1.5}, [], [])
     assert before.weights is not None and abs(before.weights[0] - before.weights[1]) < 1e-9
     seen = [0, 10, 20, 30, 40]

@@ -91,8 +91,11 @@ class PriorSettings:
     members: int = 1
     descriptors: bool = True  # task descriptors as mean inputs (False: one mean for every task, as HyperBO)  # MLP means averaged (each trained from its own initialisation, one shared kernel)
     learned_mean: bool = True  # False: a constant mean (the "flat prior" of the tests)
-    transfer: bool = (
-        True  # the task's mean: its related history tasks' posteriors (see HistorySource)
+    # True: the task's mean is its related history tasks' posteriors (HistorySource) and the top-k
+    # their set cover; measured worse on the public tables (README), so off by default
+    transfer: bool = False
+    transfer_ei: bool = (
+        True  # False: the sources choose the top-k only, EI runs on the learned mean
     )
     own_weight: float = 0.25  # the learned mean's share of the prior weight among the sources
     rank_temperature: float = 1.0  # per mis-ordered pair of the task's results: weight x exp(-this)
@@ -251,7 +254,7 @@ class LearnedPrior:
         """How much each source (history tasks, then the learned mean) speaks for this task: by
         descriptor similarity, then by how well each orders the task's own results (``y`` at ``x``),
         one factor ``exp(-rank_temperature)`` per mis-ordered pair (as RGPE ranks its base models)."""
-        if not self.sources:
+        if not self.sources or (len(y) and not self.settings.transfer_ei):
             return None
         similar = descriptor_similarity(descriptors, [s.descriptors for s in self.sources])
         weights = np.append((1 - self.settings.own_weight) * similar, self.settings.own_weight)
