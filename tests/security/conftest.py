@@ -63,11 +63,16 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBus]:
 
 @pytest.fixture
 async def admin(secured: SecuredBus) -> AsyncIterator[Client]:
+    """The admin's connection, streams in place; afterwards every stream (buckets included) is
+    deleted with its consumers, so no test finds a durable another test made, in any order."""
     nc = await nats.connect(secured.admin_url)
-    await ensure_streams(nc.jetstream(), Settings(nats_url=secured.admin_url))
+    js = nc.jetstream()
+    await ensure_streams(js, Settings(nats_url=secured.admin_url))
     try:
         yield nc
     finally:
+        for info in await js.streams_info():
+            await js.delete_stream(info.config.name)
         await nc.close()
 
 
