@@ -108,7 +108,7 @@ def _pinned(url: str, address: IPAddress) -> tuple[str, str]:
     parts = urlsplit(url)
     host_literal = f"[{address}]" if address.version == 6 else str(address)
     netloc = host_literal + (f":{parts.port}" if parts.port else "")
-    host_header = parts.hostname + (f":{parts.port}" if parts.port else "")  # type: ignore[operator]
+    host_header = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), host_header
 
 

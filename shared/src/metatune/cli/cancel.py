@@ -76,5 +76,7 @@ async def check_requested(js: JetStreamContext, settings: Settings, job_id: UUID
             highlight=False,
         )
         return
-    if not any(item.event.job_id == job_id for item in logged):  # type: ignore[attr-defined]
+    if not any(
+        isinstance(item.event, JobRequested) and item.event.job_id == job_id for item in logged
+    ):
         raise fail(f"no job {job_id} in the event log", code=1)

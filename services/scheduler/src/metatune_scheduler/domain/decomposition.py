@@ -86,7 +86,7 @@ class SiteTimingSolver:
         return {"time_limit_s": self.time_limit_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state.get("time_limit_s"))  # type: ignore[misc]
+        self.__init__(state.get("time_limit_s"))  # type: ignore[misc]  # unpickled: rebuild in place
 
     def solve(self, instance: Instance, start: np.ndarray, fill: Fill) -> TimingResult:
         """Re-time the integer plan ``start`` with its sites fixed; ``fill`` completes a grid."""

@@ -47,7 +47,7 @@ class HighsModelSolver:
         return {"limits": self.limits}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["limits"])  # type: ignore[misc]
+        self.__init__(state["limits"])  # type: ignore[misc]  # unpickled: rebuild the Highs in place
 
     def solve(
         self, instance: Instance, start: np.ndarray | None = None, time_limit_s: float | None = None

@@ -129,7 +129,7 @@ class Scheduler:
         job has moved). Returns the events to publish (and fold): one notice, then the changes."""
         self.lost.add(datacenter)
         version = self.state.last_plan.plan_version if self.state.last_plan else 0
-        changes: list[Event] = []
+        changes: list[Assignment] = []
         for job in sorted(self.running_at(datacenter), key=lambda record: str(record.job_id)):
             action = AssignmentAction.stop if job.stopping else AssignmentAction.pause
             since = job.run_since.isoformat() if job.run_since else "-"
@@ -147,7 +147,7 @@ class Scheduler:
                     or str(job.job_id),  # the agent's checkpoint key: the job id
                 )
             )
-        jobs = [str(change.job_id) for change in changes]  # type: ignore[attr-defined]
+        jobs = [str(change.job_id) for change in changes]
         notice = ErrorEvent(
             event_id=uuid5(NAMESPACE, f"agent-lost/{datacenter}/{version}/{','.join(jobs)}"),
             occurred_at=now,

@@ -21,7 +21,7 @@ METADATA = "metatune.json"
 def pack_adapter(model: nn.Module, metadata: dict[str, Any]) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model.save_pretrained(root)  # type: ignore[operator]
+        model.save_pretrained(root)  # type: ignore[operator]  # a PEFT model; nn.Module lacks it
         (root / METADATA).write_text(json.dumps(metadata, indent=2, sort_keys=True, default=str))
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:

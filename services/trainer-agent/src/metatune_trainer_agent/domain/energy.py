@@ -21,7 +21,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -214,7 +214,7 @@ class EnergyMeter:
         )
 
 
-def _nvml_handle(pynvml, device_index: int):  # type: ignore[no-untyped-def]
+def _nvml_handle(pynvml: Any, device_index: int) -> Any:  # pynvml is untyped: handles are opaque
     """The NVML handle of a torch device (matched by PCI bus id: CUDA_VISIBLE_DEVICES reorders indices)."""
     try:
         props = torch.cuda.get_device_properties(device_index)

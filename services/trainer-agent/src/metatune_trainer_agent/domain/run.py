@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
@@ -452,7 +452,12 @@ class _Run:
             adapter=adapter,
         )
 
-    def _outcome(self, status, last_loss, **extra) -> RunOutcome:  # type: ignore[no-untyped-def]
+    def _outcome(
+        self,
+        status: Literal["completed", "paused", "stopped"],
+        last_loss: float | None,
+        **extra: Any,
+    ) -> RunOutcome:
         trainer = self.trainer
         remaining = trainer.total_steps - trainer.position.step
         return RunOutcome(
@@ -511,7 +516,13 @@ class _Run:
             return None
         return steps * self.step_time * self.site.gpus / 3600.0
 
-    def _emit(self, kind, train_loss, val_loss, power_w) -> None:  # type: ignore[no-untyped-def]
+    def _emit(
+        self,
+        kind: Literal["estimate", "step", "eval"],
+        train_loss: float | None,
+        val_loss: float | None,
+        power_w: float,
+    ) -> None:
         if self.hooks.on_progress is None:
             return
         trainer = self.trainer

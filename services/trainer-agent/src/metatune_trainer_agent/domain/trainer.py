@@ -6,7 +6,7 @@ Kept apart from :mod:`.run` (orchestration, accounting, hooks) so the numerics c
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -23,7 +23,7 @@ from .metrics import classification_metrics
 MAX_GRAD_NORM = 1.0
 
 
-def lr_lambda(schedule: LrSchedule, warmup_steps: int, total_steps: int):  # type: ignore[no-untyped-def]
+def lr_lambda(schedule: LrSchedule, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
     """Multiplier of the peak learning rate at a step: linear warm-up, then linear / cosine decay or flat."""
 
     def factor(step: int) -> float:
