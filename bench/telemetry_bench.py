@@ -54,6 +54,7 @@ from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.writers import LOG_DURABLE, log_consumer_config
 from metatune_telemetry.app import create_service
+from metatune_telemetry.domain.rows import TypedRows
 
 Message = tuple[str, bytes, dict[str, str]]  # subject, payload, headers
 
@@ -280,27 +281,13 @@ async def insert_one(conn: psycopg.AsyncConnection, stream: str, m) -> None:
         ),
     )
     if cur.rowcount == 1:
-        a = e.accounting
+        rows = TypedRows()
+        rows.add(e)  # the same typed row the service writes, inserted on its own
         await conn.execute(
             "INSERT INTO run_metrics (time, event_id, job_id, datacenter, step, total_steps, train_loss, "
             "val_loss, learning_rate, power_w, step_time_s, tokens_seen, tokens_with_padding, energy_wh) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                e.occurred_at,
-                e.event_id,
-                e.job_id,
-                e.datacenter,
-                e.step,
-                e.total_steps,
-                e.train_loss,
-                e.val_loss,
-                e.learning_rate,
-                e.power_w,
-                e.step_time_s,
-                a.tokens_seen,
-                a.tokens_with_padding,
-                a.energy_wh,
-            ),
+            rows.run_metrics[0],
         )
 
 

@@ -5,38 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from uuid import UUID
 
-from metatune.contracts import LoraConfig, MetaFeatures
+from metatune.contracts import LoraConfig
 from metatune.knowledge import CurvePoint, DatasetInfo, Hardware, KbRun, Provenance, RunStatus
+from tests.support.samples import FEATURES as SUPPORT_FEATURES
 
-FEATURES = MetaFeatures(
-    n_examples=200,
-    n_classes=2,
-    label_entropy_bits=1.0,
-    label_entropy_norm=1.0,
-    imbalance_ratio=1.2,
-    words_mean=10,
-    words_p50=9,
-    words_p95=20,
-    words_max=30,
-    tokens_mean=14,
-    tokens_p50=12,
-    tokens_p95=28,
-    tokens_max=40,
-    padding_fraction_random=0.4,
-    padding_fraction_grouped=0.1,
-    ttr=0.5,
-    mattr=0.8,
-    mattr_window=50,
-    hapax_ratio=0.5,
-    zipf_alpha=1.9,
-    zipf_alpha_se=0.02,
-    zipf_xmin=1,
-    vocab_size=500,
-    unk_rate=0.0,
-    fertility=1.3,
-    duplicate_rate=0.01,
-    script_mix={"latin": 1.0},
-    sample_size=200,
+FEATURES = SUPPORT_FEATURES.model_copy(
+    update={"n_examples": 200, "imbalance_ratio": 1.2, "sample_size": 200}
 )
 
 
