@@ -86,7 +86,9 @@ def test_each_results_json_carries_its_command_and_is_used(render_docs: ModuleTy
     assert results
     for path in results:
         data = json.loads(path.read_text())
-        assert data["command"].startswith(("python bench/", "OMP_NUM_THREADS=1", "nice ")), path
+        assert data["command"].startswith(
+            ("python bench/", "OMP_NUM_THREADS=1", "nice ", ".venv/bin/metatune ")
+        ), path
         assert "--json" in data["command"], path
         assert data["provenance"] in {"measured", "reconstructed"}, path
         assert data["measured_on"], path

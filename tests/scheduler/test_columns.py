@@ -111,4 +111,7 @@ def test_price_and_branch_gives_a_plan_within_capacity_and_need(instance: Instan
     assert np.isclose(plan.objective, total_cost(instance, hours))
     assert plan.objective <= total_cost(instance, start) + 1e-6  # never worse than its start
     optimum = HighsModelSolver(EXACT).solve(instance).objective
-    assert plan.objective >= optimum - 1e-6 * max(abs(optimum), 1.0)
+    # cannot beat the optimum, up to the MILP's numerical tolerances: HiGHS's feasibility
+    # tolerance (1e-6 per variable) times objective coefficients of thousands of g per hour has
+    # left its "optimal" 1.2e-5 above a plan price-and-branch found (objective 1.4e7)
+    assert plan.objective >= optimum - 1e-4 * max(abs(optimum), 1.0)

@@ -364,10 +364,14 @@ class Demo:
         self.outage = {"datacenter": dc, "job_id": str(job.job_id), "step": job.step}
         s.remark(f"what-if: {dc} goes dark while {name} trains there (step {job.step})")
         await asyncio.to_thread(stack.stop_instance, self.settings, f"trainer-agent.{dc}")
-        deadline = time.monotonic() + 180
+        # With the dark datacenter at capacity 0 the plan must place the trial elsewhere, at the
+        # latest when another datacenter frees up or its deadline has passed (run late): bound
+        # the wait by the trials' own window, not a guess.
+        bound_s = self.scene.timeout_s
+        deadline = time.monotonic() + bound_s
         while not (job.finished or (job.visited and job.visited[-1] != dc)):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{name} did not move away from {dc} within 180 s")
+                raise TimeoutError(f"{name} did not move away from {dc} within {bound_s:.0f} s")
             await asyncio.sleep(0.5)
         s.remark(f"what-if over: {dc} is back")
         await asyncio.to_thread(self.restart, self.settings, f"trainer-agent.{dc}")
