@@ -766,7 +766,17 @@ def _summary() -> list[str]:
             link("telemetry_bench"),
         ]
     )
-    return table(["service", "headline figure", "from"], rows)
+    return [
+        line
+        for service, figure, source in rows
+        for line in textwrap.wrap(
+            f"* {service}: {figure} (from {source})",
+            width=100,
+            subsequent_indent="  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    ]
 
 
 # ---------------------------------------------------------------- plots
