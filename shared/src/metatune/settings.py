@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     nats_secrets_dir: Path | None = Field(
         None,
         description="Where `metatune up` / `metatune secrets` keep NATS credentials (default: <data dir>/secrets/nats); "
-        "the CLI falls back to its admin or submitter credential there",
+        "the CLI's fallback credentials",
     )
     nats_tls_ca_file: Path | None = Field(
         None,
@@ -247,15 +247,14 @@ class Settings(BaseSettings):
     agent_lease_s: float = Field(
         20.0,
         gt=0,
-        description="Real seconds an agent may stay silent (no status heartbeat) before the scheduler declares it "
-        "lost: capacity 0, its running jobs re-planned from their last checkpoint (a few status intervals)",
+        description="Real seconds an agent may stay silent (no status heartbeat) before the scheduler declares it lost and re-plans its jobs from their checkpoints",
     )
     scheduler_anticipate_h: int = Field(
         0,
         ge=0,
         le=72,
         description="Hours ahead the scheduler keeps room for expected jobs (requests of past days at the same hours); "
-        "0: none. It helps where capacity is ample and hurt on a tight week, see the scheduler README",
+        "0: none (see the scheduler README)",
     )
     scheduler_anticipation_days: int = Field(
         1,
@@ -267,27 +266,24 @@ class Settings(BaseSettings):
         0.5,
         ge=0,
         le=1,
-        description="An expected job's hour that the plan leaves out costs this quantile of the hours it could use "
-        "(1: its dearest); lower values let expected jobs displace fewer requested ones",
+        description="An expected job's unplanned hour costs this quantile of its usable hours "
+        "(1: the dearest); lower: fewer requested jobs displaced",
     )
 
     scheduler_delay_premium: float = Field(
         0.03,
         ge=0,
-        description="gCO2eq/kWh added to the forecast per hour of delay, so that of two nearly equally clean hours "
-        "the plan takes the earlier; 0: the forecast alone",
+        description="gCO2eq/kWh added to the forecast per hour of delay, so of two nearly as clean hours the earlier wins",
     )
     scheduler_min_run_h: float = Field(
         1.0,
         ge=0,
-        description="Clock hours a started or resumed job runs, on top of its measured start-up, before the "
-        "scheduler may pause or move it (and never before it has saved a checkpoint past its start)",
+        description="Clock hours a started or resumed job runs, on top of its measured start-up, before it may be paused or moved (and not before a new checkpoint)",
     )
     scheduler_startup_wall_s: float = Field(
         30.0,
         ge=0,
-        description="Real seconds a start or resume is assumed to cost (loading model and data) until an agent "
-        "has measured one; converted to clock hours, so a simulated clock sees it in simulated hours",
+        description="Real seconds a start or resume is assumed to cost (loading model and data) until an agent has measured one (converted to clock hours)",
     )
 
     # Telemetry (event log, webhooks, dashboard)
@@ -298,8 +294,7 @@ class Settings(BaseSettings):
         1,
         ge=1,
         le=32,
-        description="Processes that store the event log stream, sharing its durable consumer; the service is "
-        "one, each more uses another CPU core for validation (the writer's main cost)",
+        description="Processes that store the event log stream, sharing its durable consumer; each one more uses another CPU core",
     )
     telemetry_pool_size: int = Field(
         4, ge=2, le=64, description="PostgreSQL connections of the telemetry service"
