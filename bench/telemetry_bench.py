@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
+import ctypes
 import json
 import os
 import random
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -126,13 +130,58 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+PR_SET_PDEATHSIG = 1
+_children: list[subprocess.Popen[bytes]] = []  # nats-servers this process started, not yet reaped
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel sends it SIGKILL when the bench dies, however it dies
+    (even by SIGKILL, which no handler of ours sees)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _reap() -> None:
+    for proc in _children:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+    _children.clear()
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds: context managers stop the servers, drop the schemas
+
+
+def start_nats(url: str, tmp: Path) -> subprocess.Popen[bytes]:
+    """A private nats-server (JetStream in ``tmp``) that never outlives the bench: in the bench's
+    process group, killed by the kernel if the bench dies, terminated at exit and on SIGTERM /
+    SIGINT / SIGHUP."""
+    host, port = urlsplit(url).hostname, urlsplit(url).port
+    (tmp / "nats").mkdir(parents=True, exist_ok=True)
+    with open(tmp / "nats-server.log", "ab") as log:
+        binary, store = str(servers.nats_server_binary()), str(tmp / "nats")
+        proc = subprocess.Popen(
+            [binary, "-a", str(host), "-p", str(port), "-js", "-sd", store],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+    _children.append(proc)
+    return proc
+
+
 @contextlib.asynccontextmanager
 async def bus(stream: list[Message]) -> AsyncIterator[tuple[Settings, nats.NATS, int]]:
     """A private nats-server whose event log stream already holds ``stream``."""
     with tempfile.TemporaryDirectory(prefix="telemetry-bench-") as tmp:
         port = free_port()
         url = f"nats://127.0.0.1:{port}"
-        proc = servers.start_nats(url, Path(tmp), Path(tmp))
+        proc = start_nats(url, Path(tmp))
         try:
             for _ in range(400):  # until it listens (nats-py would print each refusal)
                 with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
@@ -152,8 +201,7 @@ async def bus(stream: list[Message]) -> AsyncIterator[tuple[Settings, nats.NATS,
             yield settings, nc, proc.pid
             await nc.close()
         finally:
-            proc.terminate()
-            proc.wait(10)
+            _reap()
 
 
 def with_application_name(url: str, name: str) -> str:
@@ -355,6 +403,9 @@ if __name__ == "__main__":
     parser.add_argument("--database-url", default=None, help="default: METATUNE_DATABASE_URL")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    atexit.register(_reap)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
     result = asyncio.run(main(args))
     if args.json:
         print(json.dumps(result))
