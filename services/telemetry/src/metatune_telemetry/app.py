@@ -28,7 +28,7 @@ from .adapters.db import Database
 from .adapters.delivery import Outcome
 from .adapters.outbox import Claimed, OutboxWorker
 from .adapters.writer import EventWriter, Incoming
-from .adapters.writers import RejectNote, WriterPool, log_ingestor
+from .adapters.writers import RejectNote, WriterPool, connect_ingest, log_ingestor
 from .domain.events import Rejected
 
 log = logging.getLogger("metatune.telemetry")
@@ -110,25 +110,36 @@ def create_service(
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 5.0)
 
+    name = s.service_name or "telemetry"
+
     @service.background
     async def ingest_telemetry_log() -> None:
         await ready.wait()
-        nc = service.broker.config.connection_state.connection
-        await log_ingestor(nc, service.js, writer, s, report_rejected, service.status_details).run()
+        nc = await connect_ingest(s, f"{name}-ingest-log")
+        try:
+            await log_ingestor(
+                nc, nc.jetstream(), writer, s, report_rejected, service.status_details
+            ).run()
+        finally:
+            await nc.close()
 
     @service.background
     async def ingest_telemetry_status() -> None:
         await ready.wait()
-        await StreamIngestor(
-            service.broker.config.connection_state.connection,
-            service.js,
-            writer,
-            stream=s.status_stream_name,
-            durable="telemetry-status",
-            batch_size=s.telemetry_batch_size,
-            on_rejected=report_rejected,
-            status=service.status_details,
-        ).run()
+        nc = await connect_ingest(s, f"{name}-ingest-status")
+        try:
+            await StreamIngestor(
+                nc,
+                nc.jetstream(),
+                writer,
+                stream=s.status_stream_name,
+                durable="telemetry-status",
+                batch_size=s.telemetry_batch_size,
+                on_rejected=report_rejected,
+                status=service.status_details,
+            ).run()
+        finally:
+            await nc.close()
 
     writers = WriterPool(s, schema, s.telemetry_writers - 1)
     service.writers = writers

@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-import nats
 from nats.js.api import ConsumerConfig
 
 from metatune.bus.connection import client_auth
@@ -32,7 +31,7 @@ from metatune.redaction import RedactingFilter
 from metatune.settings import Settings
 
 from ..domain.events import Rejected
-from .consumer import StreamIngestor, consumer_config
+from .consumer import IngestClient, StreamIngestor, consumer_config
 from .db import Database
 from .writer import EventWriter, Incoming
 
@@ -53,8 +52,23 @@ def log_consumer_config(settings: Settings) -> ConsumerConfig:
     return consumer_config(LOG_DURABLE, max_ack_pending(settings))
 
 
+async def connect_ingest(settings: Settings, name: str) -> IngestClient:
+    """A NATS connection of its own for ingestion (see :class:`IngestClient`), with the service's
+    credential; it reconnects for ever, as the broker's does."""
+    options: dict[str, Any] = {
+        "name": name,
+        "connect_timeout": settings.connect_timeout_s,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 1.0,
+        **client_auth(settings, settings.service_name or "telemetry"),
+    }
+    nc = IngestClient()
+    await nc.connect(settings.nats_url, **options)
+    return nc
+
+
 def log_ingestor(
-    nc: Any,
+    nc: IngestClient,
     js: Any,
     writer: EventWriter,
     settings: Settings,
@@ -175,14 +189,7 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
-    nc = await nats.connect(
-        settings.nats_url,
-        name=f"{settings.service_name or 'telemetry'}-writer",
-        connect_timeout=settings.connect_timeout_s,
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=1.0,
-        **client_auth(settings, settings.service_name or "telemetry"),
-    )
+    nc = await connect_ingest(settings, f"{settings.service_name or 'telemetry'}-writer")
     db = Database(
         settings.database_url,
         schema=schema,
