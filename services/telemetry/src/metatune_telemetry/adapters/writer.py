@@ -300,7 +300,7 @@ class EventWriter:
                 f"INSERT INTO job_energy ({STAGE_ENERGY.names}) SELECT {STAGE_ENERGY.names} FROM stage_energy "
                 "ORDER BY job_id, hour, datacenter ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
                 "g_per_kwh = EXCLUDED.g_per_kwh, emissions_g = EXCLUDED.emissions_g, source_at = EXCLUDED.source_at "
-                "WHERE job_energy.source_at <= EXCLUDED.source_at"
+                "WHERE (job_energy.source_at, job_energy.energy_wh) <= (EXCLUDED.source_at, EXCLUDED.energy_wh)"
             )
             if self.db.mode == "postgresql":
                 hours = [row[0] for row in energy]

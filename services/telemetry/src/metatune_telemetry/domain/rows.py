@@ -2,8 +2,9 @@
 
 Column order matches the tables of ``migrations/telemetry_0002_timeseries.py`` and
 ``telemetry_0001_base.sql``. Energy per job-hour is the latest accounting of the run: every
-progress event repeats all hours so far, so :meth:`TypedRows.job_energy_latest` keeps, per
-(job, hour, datacenter), the value of the newest event.
+progress event repeats all hours so far, so :attr:`TypedRows.job_energy` keeps, per
+(job, hour, datacenter), the value of the newest event (of events from the same instant, the
+larger energy: an hour's energy only grows).
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def _energy(
         where = hour.datacenter or datacenter
         key = (job_id, hour.hour, where)
         current = rows.job_energy.get(key)
-        if current is not None and current[7] > at:
+        # the newest accounting wins; of two from the same instant, the one with more energy (an
+        # hour's energy only grows), so the outcome never depends on the order events arrive in
+        if current is not None and (current[7], current[4]) > (at, hour.energy_wh):
             continue
         priced = hour.g_per_kwh is not None
         rows.job_energy[key] = (
