@@ -10,8 +10,11 @@ In the same replay, baselines:
   plateau  the agent's plateau rule on the validation loss (domain/plateau.py, default settings)
   median   the median stopping rule (Golovin et al. 2017): from 25 % of the run, stop when the run's
            best metric so far is below the median of the finished runs' running means at that point
-  curve    the learning-curve stopper at --confidence (and --margin); with --compare-normalised also
-           curve-norm: the same with normalised conformal bands (a model of each run's residual size)
+  curve    the learning-curve stopper at --confidence (and --margin), as the agent runs it: normalised
+           conformal bands (a model of each run's residual size) and the pace guard (a run whose own
+           pace, carried over the learning rate still to come, would overtake the best is not stopped)
+  curve-unguarded  the same without the pace guard
+  curve-plain      with --compare-plain: one band width for all runs (guarded)
 
 compute saved = share of the replayed runs' training seconds (inside optimizer steps) not spent;
 best run stopped = share of studies where every run that ended with the study's best final metric
@@ -157,12 +160,14 @@ def median_policy(
     return bool(means) and own_best < statistics.median(means)
 
 
-def curve_policy(stopper: CurveStopper, confidence: float, margin: float) -> Policy:
+def curve_policy(
+    stopper: CurveStopper, confidence: float, margin: float, guard: bool = True
+) -> Policy:
     def decide(trial: Trial, i: int, done: list, best: float | None) -> bool:
         prefix = Curve(trial.points[: i + 1])
         return (
             stopper.should_stop(
-                prefix, trial.curve.shape, best, confidence=confidence, margin=margin
+                prefix, trial.curve.shape, best, confidence=confidence, margin=margin, guard=guard
             )
             is not None
         )
@@ -198,7 +203,9 @@ def main() -> None:
         "--min-runs", type=int, default=4, help="datasets with fewer complete runs are left out"
     )
     parser.add_argument(
-        "--compare-normalised", action="store_true", help="add the stopper with normalised bands"
+        "--compare-plain",
+        action="store_true",
+        help="add the stopper with one band width for all runs (not normalised)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object (the headline confidence)"
@@ -229,10 +236,12 @@ def main() -> None:
         }
         for c in args.confidence:
             policies[f"curve@{c:g}"] = curve_policy(stopper, c, args.margin)
-        if args.compare_normalised:
-            normalised = CurveStopper.fit(train, grid=DEFAULT_GRID, normalised=True)
+        for c in args.confidence:
+            policies[f"curve-unguarded@{c:g}"] = curve_policy(stopper, c, args.margin, guard=False)
+        if args.compare_plain:
+            plain = CurveStopper.fit(train, grid=DEFAULT_GRID, normalised=False)
             for c in args.confidence:
-                policies[f"curve-norm@{c:g}"] = curve_policy(normalised, c, args.margin)
+                policies[f"curve-plain@{c:g}"] = curve_policy(plain, c, args.margin)
         for study in studies:
             for name, policy in policies.items():
                 results[name].add(replay(study, policy, args.tolerance))

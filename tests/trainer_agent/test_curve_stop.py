@@ -90,6 +90,23 @@ def test_a_run_that_cannot_beat_the_best_is_stopped_and_the_one_that_ends_best_i
     assert wider is not None and wider.upper >= prediction.upper
 
 
+def test_the_pace_guard_keeps_a_late_climber_the_model_has_never_seen(
+    stopper: CurveStopper,
+) -> None:
+    """Trained only on curves that saturate early, the model predicts a steady climber to level off;
+    its own pace over the learning rate still to come says it can overtake the best, so it runs on."""
+    constant = RunShape(learning_rate=2e-3, lr_schedule="constant", warmup_ratio=0.0)
+    climber = [0.2 + 0.7 * f for f in FRACTIONS]  # linear under a constant rate: ends at 0.9
+    prefix = curve_of(climber, upto=0.25)
+    prediction = stopper.predict(prefix, constant)
+    assert prediction is not None and prediction.upper < 0.8  # the bound alone would stop it
+    assert prediction.extrapolated == pytest.approx(0.9, abs=0.01)
+    assert stopper.should_stop(prefix, constant, best=0.8, guard=False) is not None
+    assert stopper.should_stop(prefix, constant, best=0.8) is None
+    flat = [0.2 + 0.1 * min(f, 0.125) / 0.125 for f in FRACTIONS]  # stalled at 0.3
+    assert stopper.should_stop(curve_of(flat, upto=0.25), constant, best=0.8) is not None
+
+
 def test_a_replayed_study_keeps_its_best_run_and_stops_the_hopeless(stopper: CurveStopper) -> None:
     plateaus = [0.6, 0.45, 0.4, 0.55, 0.35, 0.9, 0.5]  # the sixth ends best
     best: float | None = None

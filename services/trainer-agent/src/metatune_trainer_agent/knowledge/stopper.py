@@ -62,7 +62,8 @@ def fit_from_kb(path: Path, metric: str = "accuracy") -> CurveStopper:
         "kb_runs_read": len(runs),
         "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "model": "per prefix length: GradientBoostingRegressor(150 trees, depth 2) on final - last metric; "
-        "split-conformal upper bound from residuals out of fold, grouped by dataset",
+        "normalised split-conformal upper bound (a second model of the residual size) from residuals out "
+        "of fold, grouped by dataset",
     }
     return CurveStopper.fit(curves, grid=DEFAULT_GRID, metric_name=metric, provenance=provenance)
 
