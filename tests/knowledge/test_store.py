@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import uuid
@@ -187,6 +188,8 @@ async def test_stats(store: KnowledgeStore) -> None:
         ((0.90 - 0.55) + (0.51 - 0.52)) / 2
     )
     assert stats.min_margin_over_majority_baseline == pytest.approx(-0.01)
+    assert stats.repeated_configs == 1  # a2 and a3; an early-stopped run is no repeat
+    assert stats.seed_noise_std_median == pytest.approx(statistics.stdev([0.90, 0.70]))
 
 
 def cli(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:

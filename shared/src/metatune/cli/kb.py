@@ -109,7 +109,8 @@ async def _stats():
 @kb_app.command("stats")
 def stats(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
     """What the knowledge base holds: runs, datasets, configurations per dataset, sources, and how
-    many datasets' best run beats the majority-class baseline."""
+    many datasets' best run beats the majority-class baseline, and the noise between seeds of the
+    configurations run more than once."""
     from ..errors import DatabaseUnavailable
     from ..knowledge.errors import KnowledgeBaseError
 
@@ -144,6 +145,12 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = Fal
             f"{summary.datasets_beating_majority_baseline} of {summary.datasets_with_majority_baseline} datasets, "
             f"median margin {summary.median_margin_over_majority_baseline:+.3f}, "
             f"worst {summary.min_margin_over_majority_baseline:+.3f}",
+        )
+    if summary.repeated_configs:
+        table.add_row(
+            "noise between seeds",
+            f"metric std median {summary.seed_noise_std_median:.3f}, max "
+            f"{summary.seed_noise_std_max:.3f} over {summary.repeated_configs} repeated configurations",
         )
     console.print(table)
     sources = Table("source", "runs", "datasets", title="by source")

@@ -149,6 +149,14 @@ class KbStats(Contract):
         description="median over those datasets of (best run's metric - its majority baseline)"
     )
     min_margin_over_majority_baseline: float | None = None
+    repeated_configs: int = Field(
+        0, description="(dataset, configuration) pairs run to the end with more than one seed"
+    )
+    seed_noise_std_median: float | None = Field(
+        None,
+        description="median over those pairs of the final metric's standard deviation between seeds",
+    )
+    seed_noise_std_max: float | None = None
 
 
 def dataset_name_of(spec: StudySpec) -> str:
@@ -579,6 +587,11 @@ class KnowledgeStore:
             if b["majority_baseline"] is not None
         ]
         counts = [len(c) for c in configs.values()]
+        repeats: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for row in rows:
+            if row["status"] == RunStatus.completed.value and row["metric"] is not None:
+                repeats[(row["dataset_name"], row["config_key"])].append(row["metric"])
+        noise = [statistics.stdev(m) for m in repeats.values() if len(m) > 1]
         return KbStats(
             runs=len(rows),
             datasets=len({row["dataset_name"] for row in rows}),
@@ -599,6 +612,9 @@ class KnowledgeStore:
             datasets_beating_majority_baseline=sum(margin > 0 for margin in margins),
             median_margin_over_majority_baseline=statistics.median(margins) if margins else None,
             min_margin_over_majority_baseline=min(margins) if margins else None,
+            repeated_configs=len(noise),
+            seed_noise_std_median=statistics.median(noise) if noise else None,
+            seed_noise_std_max=max(noise, default=None),
         )
 
     async def drop_schema(self) -> None:
