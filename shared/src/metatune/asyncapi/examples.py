@@ -288,7 +288,7 @@ def examples() -> list[Example]:
         ),
         Example(
             "halfway",
-            "Half of the epoch done",
+            "Half of the epoch done, with the two steps since the previous progress event",
             s.run_progress(JOB),
             c.RunProgress(
                 event_id=_id(10),
@@ -310,6 +310,19 @@ def examples() -> list[Example]:
                 steps_per_hour=265.0,
                 tokens_per_second=410.0,
                 checkpoint_step=50,
+                points=[
+                    c.MetricPoint(
+                        step=step,
+                        occurred_at=NOW
+                        + timedelta(hours=2, minutes=30, seconds=-13.6 * (56 - step)),
+                        train_loss=loss,
+                        learning_rate=1.6e-4,
+                        tokens_seen=412_000 - 7_350 * (56 - step),
+                        tokens_with_padding=455_000 - 8_100 * (56 - step),
+                        step_time_s=13.6,
+                    )
+                    for step, loss in ((54, 0.95), (55, 0.93))
+                ],
             ),
         ),
         Example(

@@ -31,10 +31,12 @@ from .jobs import (
     StudyStopped,
 )
 from .runs import (
+    MAX_POINTS_PER_EVENT,
     CurvePoint,
     FailureReason,
     Hardware,
     HourlyEnergy,
+    MetricPoint,
     RunAccounting,
     RunCompleted,
     RunFailed,
@@ -46,6 +48,7 @@ from .schedule import Assignment, AssignmentAction, CurrentAssignment, Plan, Pla
 
 __all__ = [
     "HORIZON_HOURS",
+    "MAX_POINTS_PER_EVENT",
     "SCHEMA_VERSION",
     "AgentStatus",
     "Assignment",
@@ -76,6 +79,7 @@ __all__ = [
     "LoraConfig",
     "LrSchedule",
     "MetaFeatures",
+    "MetricPoint",
     "Plan",
     "PlanEntry",
     "PredictionSource",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from itertools import pairwise
+from typing import Self
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, model_validator
 
 from .base import Contract, DatacenterName, Event, JobId, OptionalStudyId, StudyId
 from .datasets import TaskType
@@ -44,6 +46,26 @@ class RunAccounting(Contract):
         None, ge=0, description="idle baseline subtracted from the power readings, W"
     )
     power_source: str | None = Field(None, description="nvml, rapl or model (TDP x utilisation)")
+
+
+MAX_POINTS_PER_EVENT = 1000  # 2 s between progress events at 500 steps/s; ~120 KiB of JSON
+
+
+class MetricPoint(Contract):
+    """One optimizer step a progress event carries besides its own: the agent publishes at most
+    every ``agent_progress_interval_s``, and the steps in between ride on the next event."""
+
+    step: int = Field(ge=1, description="optimizer steps done after this one")
+    occurred_at: AwareDatetime = Field(description="clock time the step finished")
+    train_loss: float | None = Field(
+        None, allow_inf_nan=False, description="training loss of the step; None: not finite"
+    )
+    learning_rate: float = Field(ge=0, allow_inf_nan=False, description="learning rate of the step")
+    tokens_seen: int = Field(ge=0, description="useful tokens of the run up to this step")
+    tokens_with_padding: int = Field(ge=0, description="tokens including padding up to this step")
+    step_time_s: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="mean seconds per optimizer step lately"
+    )
 
 
 class RunProgress(Event):
@@ -95,6 +117,32 @@ class RunProgress(Event):
         description="step of the latest checkpoint saved in this session; None: none yet, so a "
         "pause now would save no progress worth its restart",
     )
+    points: list[MetricPoint] = Field(
+        default_factory=list,
+        max_length=MAX_POINTS_PER_EVENT,
+        description="the optimizer steps since the previous progress event that this one does not "
+        "report itself, oldest first (steps increasing, each before this event's step; times "
+        "not going back, none after occurred_at); empty: this event's step only",
+    )
+
+    @model_validator(mode="after")
+    def _points_in_order(self) -> Self:
+        points = self.points
+        if points:
+            for before, after in pairwise(points):
+                if after.step <= before.step or after.occurred_at < before.occurred_at:
+                    raise ValueError(
+                        f"points: step {after.step} follows step {before.step}; steps must "
+                        "increase and times must not go back"
+                    )
+            last = points[-1]
+            if last.step >= self.step:
+                raise ValueError(
+                    f"points: step {last.step} is not before this event's step {self.step}"
+                )
+            if last.occurred_at > self.occurred_at:
+                raise ValueError(f"points: step {last.step} is later than occurred_at")
+        return self
 
 
 class RunMetrics(Contract):
