@@ -48,6 +48,12 @@ RUN_METRICS = target(
     "total_steps int4, train_loss float8, val_loss float8, learning_rate float8, power_w float8, "
     "step_time_s float8, tokens_seen int8, tokens_with_padding int8, energy_wh float8",
 )
+# a batch whose steps clash with stored ones (the same job, instant and step from another event)
+STAGE_METRICS = target("stage_metrics", RUN_METRICS.definition)
+INSERT_METRICS = (
+    f"INSERT INTO run_metrics ({RUN_METRICS.names}) SELECT {RUN_METRICS.names} FROM stage_metrics "
+    "ON CONFLICT DO NOTHING"
+)
 AGENT_STATUS = target(
     "agent_status",
     "time timestamptz, event_id uuid, datacenter text, region text, gpus_total int4, "
@@ -283,7 +289,7 @@ class EventWriter:
         for table, months in rows.months().items():
             await self._ensure_partitions(cur, table, months, created)
         if rows.run_metrics:
-            await RUN_METRICS.copy(cur, rows.run_metrics)
+            await self._metrics(cur, rows.run_metrics)
         if rows.agent_status:
             await AGENT_STATUS.copy(cur, rows.agent_status)
         if rows.forecast_points:
@@ -346,6 +352,22 @@ class EventWriter:
                 "ON CONFLICT DO NOTHING",
                 rows.assignments,
             )
+
+    async def _metrics(self, cur: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]) -> None:
+        """COPY straight into ``run_metrics`` (keyed by job, time and step); should a step be
+        there already, from another event carrying it (a producer re-sending points under a new
+        event id), the batch's rows go through a staging table and ``ON CONFLICT DO NOTHING``
+        instead, so each step is stored once and the rest of the batch goes in."""
+        try:
+            async with cur.connection.transaction():  # a savepoint: a clash undoes the COPY only
+                await RUN_METRICS.copy(cur, rows)
+        except psycopg.errors.UniqueViolation:
+            await cur.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {STAGE_METRICS.table} ({STAGE_METRICS.definition}) "
+                "ON COMMIT DELETE ROWS"
+            )
+            await STAGE_METRICS.copy(cur, rows)
+            await cur.execute(INSERT_METRICS)
 
     async def _enqueue(self, cur: psycopg.AsyncCursor[Any], accepted: Accepted) -> int:
         note = notification_for(accepted.event)

@@ -10,9 +10,9 @@ larger energy: an hour's energy only grows).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -49,17 +49,28 @@ class TypedRows:
         return list(self.job_energy.values())
 
     def months(self) -> dict[str, set[datetime]]:
-        """First instant of each month each partitioned table receives rows in (UTC)."""
-
-        def month(ts: datetime) -> datetime:
-            return ts.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-        return {  # distinct times first: thousands of rows share a handful of them
-            "run_metrics": {month(t) for t in {r[0] for r in self.run_metrics}},
-            "forecast_points": {month(t) for t in {r[0] for r in self.forecast_points}},
-            "agent_status": {month(t) for t in {r[0] for r in self.agent_status}},
-            "job_energy": {month(t) for t in {k[1] for k in self.job_energy}},
+        """First instant (UTC) of each month each partitioned table receives rows in: every month
+        from the earliest row's to the latest's (min and max are cheap where thousands of rows
+        each have a time of their own)."""
+        return {
+            "run_metrics": _months(r[0] for r in self.run_metrics),
+            "forecast_points": _months(r[0] for r in self.forecast_points),
+            "agent_status": _months(r[0] for r in self.agent_status),
+            "job_energy": _months(k[1] for k in self.job_energy),
         }
+
+
+def _months(times: Iterable[datetime]) -> set[datetime]:
+    spread = list(times)
+    if not spread:
+        return set()
+    lo, hi = (t.astimezone(UTC) for t in (min(spread), max(spread)))
+    month = lo.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    out = set()
+    while month <= hi:
+        out.add(month)
+        month = (month + timedelta(days=32)).replace(day=1)
+    return out
 
 
 def _energy(
@@ -87,7 +98,32 @@ def _energy(
 
 
 def _progress(rows: TypedRows, e: c.RunProgress) -> None:
+    """One row per optimizer step the event reports: each of its points (the steps since the
+    previous event; accounting columns NULL, the event's accounting is cumulative and lands on
+    its own row), then the event's own step with its accounting."""
     a = e.accounting
+    if e.points:
+        datacenter, total = clean_text(e.datacenter), e.total_steps
+        event_id, job_id = e.event_id, e.job_id
+        rows.run_metrics.extend(
+            (
+                p.occurred_at,
+                event_id,
+                job_id,
+                datacenter,
+                p.step,
+                total,
+                p.train_loss,
+                None,
+                p.learning_rate,
+                None,
+                p.step_time_s,
+                p.tokens_seen,
+                p.tokens_with_padding,
+                None,
+            )
+            for p in e.points
+        )
     rows.run_metrics.append(
         (
             e.occurred_at,
@@ -143,7 +179,6 @@ def _paused(rows: TypedRows, e: c.RunPaused) -> None:
 
 
 def _forecast(rows: TypedRows, e: c.CarbonForecast) -> None:
-    from datetime import timedelta
 
     imputed = set(e.imputed_hours)
     for i, (g, lo, hi) in enumerate(
