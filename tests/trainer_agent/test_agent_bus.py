@@ -348,3 +348,31 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
         assert (
             restarted and 2 <= restarted[0].step <= killed_at
         )  # from the last checkpoint, not from step 0
+
+
+async def test_steps_between_progress_events_ride_on_the_next_and_a_pause_sends_the_rest(
+    settings: Settings, sst2: Path
+) -> None:
+    """With a long progress interval only evaluations (every 4th of 40 steps) are published; the
+    steps between arrive as their points, and the steps after the last one when the run pauses:
+    every step once, before the pause event."""
+    quiet = {**AGENT, "agent_progress_interval_s": 3600.0, "agent_checkpoint_every": 1000}
+    service, _ = create_service("fra1", settings.model_copy(update=quiet))
+    async with Bus(settings) as bus, service.running():
+        dataset = await upload_dataset(settings, sst2)
+        job = uuid4()
+        start = assignment("fra1", AssignmentAction.start, job, spec(dataset))
+        longer = LoraConfig(**{**CONFIG, "max_steps": 40})
+        await bus.assign(start.model_copy(update={"config": longer}))
+        await bus.wait_for(RunProgress, job, step=8)
+        await bus.assign(assignment("fra1", AssignmentAction.pause, job, None))
+        paused = await bus.wait_for(RunPaused, job)
+        assert 8 <= paused.step < 40
+        progress = bus.of(RunProgress, job)
+        assert bus.events.index(progress[-1]) < bus.events.index(paused)
+        own = [p.step for p in progress if p.step > 0]  # step 0: the estimate before training
+        carried = [point.step for p in progress for point in p.points]
+        assert sorted(own + carried) == list(range(1, paused.step + 1))
+        assert any(p.points for p in progress) and len(progress) < paused.step
+        points = [point for p in progress for point in p.points]
+        assert all(point.train_loss is not None and point.tokens_seen > 0 for point in points)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -45,6 +46,7 @@ from metatune.contracts import (
     ErrorKind,
     FailureReason,
     Hardware,
+    MetricPoint,
     RunAccounting,
     RunCompleted,
     RunFailed,
@@ -64,6 +66,7 @@ from .domain.assignments import parse_assignment
 from .domain.carbon import ForecastIntensity
 from .domain.curve_stop import CurveModelError, CurveStopper, RunShape, stop_hook
 from .domain.errors import InvalidTrainingConfig, TrainingError
+from .domain.points import StepBuffer
 from .domain.request import TrainingRequest, TrainOptions
 from .domain.run import (
     Control,
@@ -143,6 +146,7 @@ class Job:
     step: int = 0
     last_progress: float = 0.0
     reported_checkpoint: int | None = None  # the checkpoint step the last progress event carried
+    steps: StepBuffer = field(default_factory=StepBuffer)  # steps since the last progress event
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     uploader: LatestUploader | None = field(
         default=None, repr=False
@@ -244,6 +248,7 @@ class TrainerAgent:
         redeliver = False
         try:
             outcome = await self._train(job)
+            await self._flush_steps(job)
             if job.shutting_down and outcome.status == "paused":
                 assert outcome.checkpoint is not None
                 await self._save_checkpoint(job, outcome.checkpoint)
@@ -251,6 +256,7 @@ class TrainerAgent:
             else:
                 await self._publish_outcome(job, outcome)
         except TrainingError as exc:
+            await self._flush_steps(job)
             await self._publish_failed(job.assignment, exc)
         except asyncio.CancelledError:
             redeliver = True
@@ -264,6 +270,7 @@ class TrainerAgent:
             redeliver = True
         except Exception as exc:
             log.exception("job %s failed", job.assignment.job_id)
+            await self._flush_steps(job)
             await self._publish_failed(job.assignment, exc, reason=FailureReason.internal)
         finally:
             keepalive.cancel()
@@ -432,7 +439,8 @@ class TrainerAgent:
     # ----------------------------------------------------------------- hooks (training thread)
     def _on_progress(self, job: Job, progress: Progress) -> None:
         """Publish progress (at most every ``agent_progress_interval_s``, except evaluations and a
-        new checkpoint: the scheduler may pause a job only once it has one past its start)."""
+        new checkpoint: the scheduler may pause a job only once it has one past its start). A step
+        not published is held and sent with the next event (``RunProgress.points``)."""
         job.step = progress.step
         now = time.monotonic()
         session = progress.session
@@ -441,11 +449,27 @@ class TrainerAgent:
             progress.kind == "step"
             and checkpoint == job.reported_checkpoint
             and now - job.last_progress < self.settings.agent_progress_interval_s
+            and not job.steps.full
         ):
+            job.steps.hold(progress, self.service.clock.now())
             return
         job.last_progress, job.reported_checkpoint = now, checkpoint
-        event = RunProgress(
-            occurred_at=self.service.clock.now(),
+        at = job.steps.latest(self.service.clock.now())
+        event = self._progress_event(job, progress, at, job.steps.take())
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(
+            self.service.publish(subjects.run_progress(job.assignment.job_id), event), self._loop
+        )
+        future.add_done_callback(
+            _log_failure
+        )  # progress is advisory: a lost one must not stop training
+
+    def _progress_event(
+        self, job: Job, progress: Progress, at: datetime, points: list[MetricPoint]
+    ) -> RunProgress:
+        session = progress.session
+        return RunProgress(
+            occurred_at=at,
             job_id=job.assignment.job_id,
             datacenter=self.dc.name,
             step=progress.step,
@@ -457,15 +481,24 @@ class TrainerAgent:
             step_time_s=progress.step_time_s,
             estimated_remaining_gpu_hours=progress.estimated_remaining_gpu_hours,
             accounting=progress.accounting,
+            points=points,
             **(_session_fields(session) if session is not None else {}),
         )
-        assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(
-            self.service.publish(subjects.run_progress(job.assignment.job_id), event), self._loop
-        )
-        future.add_done_callback(
-            _log_failure
-        )  # progress is advisory: a lost one must not stop training
+
+    async def _flush_steps(self, job: Job) -> None:
+        """The run ended: the steps held since the last progress event go out as one more (the
+        newest as its own step, the rest as its points), before the run's outcome."""
+        held = job.steps.flush()
+        if held is None:
+            return
+        progress, at, points = held
+        try:
+            await self.service.publish(
+                subjects.run_progress(job.assignment.job_id),
+                self._progress_event(job, progress, at, points),
+            )
+        except Exception as exc:  # advisory, as every progress event: the outcome still goes out
+            log.warning("job %s: last progress event not published: %r", job.assignment.job_id, exc)
 
     def _on_checkpoint(self, job: Job, step: int, data: bytes) -> None:
         """Hand the checkpoint to the event loop and go on training: it is uploaded in the background
