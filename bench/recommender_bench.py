@@ -624,6 +624,21 @@ def print_tables(
     console.print(per_task)
 
 
+def _overrides(items: list[str], parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs as PriorSettings fields, each value parsed as its default's type."""
+    defaults = PriorSettings().__dict__
+    out: dict[str, Any] = {}
+    for item in items:
+        name, _, text = item.partition("=")
+        if name not in defaults or not text:
+            parser.error(
+                f"--prior-setting {item!r}: expected NAME=VALUE with NAME in {sorted(defaults)}"
+            )
+        kind = type(defaults[name])
+        out[name] = text.lower() in ("1", "true", "yes") if kind is bool else kind(text)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -648,6 +663,13 @@ def main(argv: list[str] | None = None) -> int:
         "--transfer",
         action="store_true",
         help="the recommender with its transfer sources (PriorSettings.transfer)",
+    )
+    parser.add_argument(
+        "--prior-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one PriorSettings field (e.g. joint=false), for measuring the options",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
@@ -675,7 +697,11 @@ def main(argv: list[str] | None = None) -> int:
         def history_of(task: Task) -> list[Task]:
             return [t for t in train if t is not task and t.name != task.name]
 
-        settings = PriorSettings(iterations=args.prior_iterations, transfer=args.transfer)
+        settings = PriorSettings(
+            iterations=args.prior_iterations,
+            transfer=args.transfer,
+            **_overrides(args.prior_setting, parser),
+        )
         reports = evaluate(
             test,
             history_of,

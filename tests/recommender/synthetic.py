@@ -76,3 +76,80 @@ def family(tasks: int, per_task: int, seed: int) -> list[Task]:
         )
         out.append(Task(name=f"t{t}", descriptors={"size": size}, configs=configs, values=values))
     return out
+
+
+def profile(kind: str, jitter: float = 0.0, n_examples: int = 2000) -> MetaFeatures:
+    """A dataset profile of one of two clearly different kinds: ``intents`` (many classes, short
+    English utterances) or ``sentiment`` (three classes, longer texts in a tokenizer-unfriendly
+    script); ``jitter`` moves it a little within its kind."""
+    if kind == "intents":
+        update = {
+            "n_classes": 70,
+            "label_entropy_bits": 6.0,
+            "tokens_mean": 12.0,
+            "tokens_p50": 11.0,
+            "tokens_p95": 20.0,
+            "words_mean": 9.0,
+            "unk_rate": 0.0,
+            "fertility": 1.3,
+            "mattr": 0.5,
+        }
+    else:
+        update = {
+            "n_classes": 3,
+            "label_entropy_bits": 1.5,
+            "tokens_mean": 60.0,
+            "tokens_p50": 50.0,
+            "tokens_p95": 140.0,
+            "words_mean": 30.0,
+            "unk_rate": 0.7,
+            "fertility": 3.0,
+            "mattr": 0.85,
+        }
+    update = {k: v if k == "n_classes" else v * (1 + jitter) for k, v in update.items()}
+    # what grows or shrinks with the rows profiled (Heaps' law for the vocabulary)
+    words = n_examples * update["words_mean"]
+    vocab = int(3.0 * words**0.7 if kind == "sentiment" else 1.5 * words**0.6)
+    sized = {
+        "n_examples": n_examples,
+        "sample_size": n_examples,
+        "vocab_size": vocab,
+        "ttr": vocab / words,
+        "hapax_ratio": 0.45 + 0.05 * np.log10(n_examples),
+        "words_max": int(update["words_mean"] * (2 + np.log10(n_examples))),
+        "tokens_max": int(update["tokens_mean"] * (2 + np.log10(n_examples))),
+    }
+    return FEATURES.model_copy(update={**update, **sized})
+
+
+def two_kinds_kb(per_kind: int = 4, base_model: str = "all-MiniLM-L6-v2") -> list[KbRun]:
+    """A knowledge base as the seed's: every dataset trained on the same 16 configurations with
+    the same number of rows (one dataset a few rows short); intents datasets do best at high
+    learning rates, sentiment datasets at low ones (the optimum's learning-rate coordinate
+    shifted by +-0.3)."""
+    configs = design(16, seed=0)
+    runs = []
+    for kind, shift in (("intents", 0.3), ("sentiment", -0.3)):
+        for d in range(per_kind):
+            n = 1536 if (kind, d) == ("sentiment", 0) else 2000
+            for i, config in enumerate(configs):
+                runs.append(
+                    KbRun(
+                        run_id=f"two:{kind}{d}:{i}",
+                        dataset=DatasetInfo(
+                            name=f"{kind}{d}", features=profile(kind, 0.05 * d, n_examples=n)
+                        ),
+                        base_model=base_model,
+                        task="classification",
+                        config=config,
+                        metric_name="accuracy",
+                        metric=score(config, shift=shift),
+                        tokens_with_padding=10_000,
+                        train_seconds=5.0,
+                        wall_seconds=8.0,
+                        energy_wh=0.2,
+                        hardware=Hardware(device="cpu"),
+                        provenance=Provenance(source="seed-kb"),
+                    )
+                )
+    return runs

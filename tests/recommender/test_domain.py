@@ -18,7 +18,7 @@ from metatune_recommender.domain.recommender import (
     profile_descriptors,
 )
 
-from .synthetic import OPTIMUM, design, family, features, kb_runs, score
+from .synthetic import OPTIMUM, design, family, features, kb_runs, profile, score, two_kinds_kb
 
 FAST = PriorSettings(iterations=150)
 
@@ -53,7 +53,7 @@ def test_learned_prior_beats_a_flat_prior_on_related_tasks() -> None:
         for learned in (True, False):
             prior = LearnedPrior.fit(
                 tasks[:-1],
-                PriorSettings(iterations=150, learned_mean=learned, seed=seed),
+                PriorSettings(iterations=150, learned_mean=learned, joint=learned, seed=seed),
                 extra_configs=pool,
             )
             picks = select_batch(
@@ -223,3 +223,41 @@ def test_source_weights_follow_the_task_own_results() -> None:
     seen = [0, 10, 20, 30, 40]
     after = prior.condition({"size": 1.5}, [pool[i] for i in seen], tasks[1].values[seen])
     assert after.weights is not None and after.weights[1] > 5 * after.weights[0]
+
+
+def test_different_profiles_get_the_top3_of_their_own_kind() -> None:
+    """The demo's bug: three different datasets got one top-3. In a knowledge base whose intents
+    datasets do best at high learning rates and sentiment datasets at low ones, a new intents
+    profile and a new sentiment profile (both with fewer rows than every dataset in the base, as
+    the demo's are) must get different top-3s, each leaning to its own kind's learning rate."""
+    recommender = Recommender(two_kinds_kb(), settings=FAST)
+    tops = {}
+    for kind in ("intents", "sentiment"):
+        advice = recommender.recommend(
+            "all-MiniLM-L6-v2", profile_descriptors(profile(kind, 0.02, n_examples=600))
+        )
+        assert advice.source == KNOWLEDGE_BASE
+        tops[kind] = [r.config for r in advice.recommendations]
+    keys = {kind: {c.model_dump_json() for c in configs} for kind, configs in tops.items()}
+    assert keys["intents"] != keys["sentiment"]
+    lr = {
+        kind: np.mean([np.log(c.learning_rate) for c in configs]) for kind, configs in tops.items()
+    }
+    assert lr["intents"] > lr["sentiment"]  # each kind's top-3 leans to where its kind does best
+
+
+def test_the_top3_does_not_depend_on_how_many_rows_were_profiled() -> None:
+    """The seed knowledge base profiled 2,000-row samples and a study may send 600 rows: meta-features
+    that grow with the sample (vocabulary, TTR, longest example...) must not make one dataset look
+    like another, so one dataset profiled on either gets the same top-3, in the same order."""
+    recommender = Recommender(two_kinds_kb(), settings=FAST)
+    tops = [
+        [
+            r.config
+            for r in recommender.recommend(
+                "all-MiniLM-L6-v2", profile_descriptors(profile("intents", 0.02, n_examples=n))
+            ).recommendations
+        ]
+        for n in (600, 2000)
+    ]
+    assert tops[0] == tops[1]

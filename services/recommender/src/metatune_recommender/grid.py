@@ -24,6 +24,7 @@ from metatune.knowledge.space import grid
 from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import get_settings
 
+from .domain.history import feature_descriptors
 from .domain.recommender import (
     Recommender,
     impute,
@@ -40,7 +41,7 @@ def grid_estimate(recommender: Recommender, base_model: str, features: dict[str,
         return {"error": "the knowledge base holds no LoRA run"}
     history = recommender.history(used)
     prior = recommender.prior(used)
-    descriptors, _ = impute(profile_descriptors(features), history)
+    descriptors, _ = impute(feature_descriptors(profile_descriptors(features)), history)
     budget = recommender._history_budget(used)
     configs = [recommender._as_history(c.model_dump(mode="json"), budget) for c in grid()]
     posterior = prior.condition(descriptors, [], [])

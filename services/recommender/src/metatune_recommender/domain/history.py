@@ -17,6 +17,37 @@ import numpy as np
 from metatune.knowledge.records import KbRun, RunStatus
 
 IGNORED_CONFIG_KEYS = ("seed",)
+# Meta-features that measure the sample as much as the dataset (they grow or shrink with the rows
+# profiled: the seed knowledge base profiled 2,000-row samples, a study may send 600 rows) or are
+# settings of the profiler, not properties of the data: left out of a task's descriptors, so two
+# datasets are compared on what they are, not on how many rows each was profiled on.
+SAMPLE_DEPENDENT = frozenset(
+    {
+        "n_examples",
+        "sample_size",
+        "vocab_size",
+        "ttr",
+        "hapax_ratio",
+        "words_max",
+        "tokens_max",
+        "zipf_alpha_se",
+        "zipf_xmin",
+        "padding_batch_size",
+        "mattr_window",
+    }
+)
+
+
+def feature_descriptors(features: Mapping[str, Any]) -> dict[str, float]:
+    """A profile's scalar meta-features as task descriptors: numbers and flags (``is_pair`` as
+    0/1), without the sample-dependent ones (:data:`SAMPLE_DEPENDENT`) and open-ended maps."""
+    out: dict[str, float] = {}
+    for key, value in features.items():
+        if key in SAMPLE_DEPENDENT or value is None or isinstance(value, (dict, list, str)):
+            continue
+        if isinstance(value, (int, float)) and np.isfinite(float(value)):
+            out[key] = float(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -39,16 +70,10 @@ class Task:
 
 
 def run_descriptors(run: KbRun) -> dict[str, float | str]:
-    """Task descriptors of a run: the profiler's meta-features where measured, else the table's descriptors.
-
-    Only scalar meta-features are used (``script_mix`` and ``extra`` are open-ended maps)."""
+    """Task descriptors of a run: the profiler's meta-features where measured
+    (:func:`feature_descriptors`), else the table's descriptors."""
     if run.dataset.features is not None:
-        data = run.dataset.features.model_dump()
-        return {
-            key: float(value)
-            for key, value in data.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None
-        }
+        return dict(feature_descriptors(run.dataset.features.model_dump()))
     return dict(run.dataset.descriptors)
 
 

@@ -100,6 +100,12 @@ class PriorSettings:
     own_weight: float = 0.25  # the learned mean's share of the prior weight among the sources
     rank_temperature: float = 1.0  # per mis-ordered pair of the task's results: weight x exp(-this)
     top_quantile: float = 0.03  # the top-k covers each related task's top 3 % (set cover)
+    # True: history tasks are correlated draws (multi-task GP): a task's covariance with another is
+    # rho * k_task(descriptors) * k_config, learned jointly, and a new task's mean adds what the
+    # history's measured residuals say through that covariance (its most similar tasks' exact rows);
+    # measured no better on the public tables and the seed knowledge base (README), 3x the fit: off
+    joint: bool = False
+    history_points: int = 256  # per history task, kept for the new task's history-conditioned mean
     seed: int = 0
 
 
@@ -127,9 +133,16 @@ class LearnedPrior:
         self.likelihood = gpytorch.likelihoods.GaussianLikelihood(
             noise_constraint=gpytorch.constraints.GreaterThan(1e-3)
         ).to(DTYPE)
+        # multi-task part: squared-exponential kernel over the descriptors, times rho in (0, 1)
+        self.joint = bool(settings.joint and d_desc > 0)
+        self.task_kernel = gpytorch.kernels.RBFKernel(ard_num_dims=max(1, d_desc)).to(DTYPE)
+        self.raw_rho = torch.nn.Parameter(torch.zeros((), dtype=DTYPE))
+        self.history_x = torch.zeros((0, d_cfg + d_desc), dtype=DTYPE)
+        self.history_alpha = torch.zeros(0, dtype=DTYPE)
         self.tasks_fitted: list[str] = []
         self.sources: list[HistorySource] = []
         self._source_cache: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+        self._residual_cache: dict[Any, torch.Tensor] = {}
         self.final_loss: float | None = None
         self.varied = torch.ones(
             max(1, d_cfg), dtype=torch.bool
@@ -185,20 +198,32 @@ class LearnedPrior:
             + list(self.kernel.parameters())
             + list(self.likelihood.parameters())
         )
+        if self.joint:
+            params += [*self.task_kernel.parameters(), self.raw_rho]
         optimiser = torch.optim.Adam(params, lr=self.settings.learning_rate)
         mlp_params = [p for n, p in self.mean.named_parameters() if "weight" in n]
         loss = torch.tensor(float("nan"))
         for _ in range(self.settings.iterations):
             optimiser.zero_grad()
             loss = torch.zeros((), dtype=DTYPE)
+            batch = []
             for x, z in data:
                 if len(z) > self.settings.points_per_task:
                     idx = torch.randperm(len(z), generator=generator)[
                         : self.settings.points_per_task
                     ]
                     x, z = x[idx], z[idx]
-                loss = loss - self._log_likelihood(x, z) / len(z)
-            loss = loss / len(data)
+                batch.append((x, z))
+            if self.joint:  # one GP over every task's points, tasks correlated through rho k_task
+                xs = torch.cat([x for x, _ in batch])
+                zs = torch.cat([z for _, z in batch])
+                ids = torch.cat([torch.full((len(z),), i) for i, (_, z) in enumerate(batch)])
+                weights = torch.cat([torch.full((len(z),), 1.0 / len(z)) for _, z in batch])
+                loss = -self._log_likelihood(xs, zs, ids, weights) / len(data)
+            else:
+                for x, z in batch:
+                    loss = loss - self._log_likelihood(x, z) / len(z)
+                loss = loss / len(data)
             if mlp_params:
                 loss = loss + self.settings.weight_decay * sum((p**2).sum() for p in mlp_params)
             if not torch.isfinite(loss):
@@ -208,6 +233,8 @@ class LearnedPrior:
         self.final_loss = float(loss.detach())
         self.tasks_fitted = [t.name for t in tasks]
         self._default_unseen_lengthscales([x for x, _ in data])
+        if self.joint:
+            self._keep_history(data, generator)
         if self.settings.transfer and self.settings.learned_mean:
             self.sources = [self._source(t, x, z) for t, (x, z) in zip(tasks, data, strict=True)]
 
@@ -266,12 +293,65 @@ class LearnedPrior:
             weights = weights * np.exp(-self.settings.rank_temperature * (wrong - wrong.min()))
         return weights / weights.sum()
 
-    def task_mean(self, x: torch.Tensor, weights: np.ndarray | None) -> torch.Tensor:
-        """The prior mean of a task: the weighted sources, or the learned mean alone."""
+    def task_mean(
+        self, x: torch.Tensor, weights: np.ndarray | None, residual_weight: float = 1.0
+    ) -> torch.Tensor:
+        """The prior mean of a task: the weighted sources, or the learned mean (plus, with a
+        multi-task prior, ``residual_weight`` times what the history's residuals say)."""
         if weights is None:
-            return self.mean(x)
+            return self.mean(x) + residual_weight * self.history_residual(x)
         mu, _ = self.source_predictions(x)
         return torch.as_tensor(weights @ mu, dtype=DTYPE)
+
+    @property
+    def rho(self) -> torch.Tensor:
+        return torch.sigmoid(self.raw_rho)
+
+    def _task_covariance(
+        self, x1: torch.Tensor, x2: torch.Tensor, same: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """rho * k_task(descriptors) between rows of different tasks, 1 within a task (``same``:
+        boolean matrix, which pairs are one task; None: none are)."""
+        d = max(1, self.config_encoder.dim)
+        cross = self.rho * self.task_kernel(x1[:, d:], x2[:, d:]).to_dense()
+        return cross if same is None else torch.where(same, torch.ones_like(cross), cross)
+
+    def _keep_history(
+        self, data: Sequence[tuple[torch.Tensor, torch.Tensor]], generator: torch.Generator
+    ) -> None:
+        """Keep up to ``history_points`` rows per history task and their weights in the GP
+        (alpha = K^-1 (z - m)), so a new task's mean can read the history's residuals."""
+        kept = []
+        for i, (x, z) in enumerate(data):
+            if len(z) > self.settings.history_points:
+                idx = torch.randperm(len(z), generator=generator)[: self.settings.history_points]
+                x, z = x[idx], z[idx]
+            kept.append((x, z, torch.full((len(z),), i)))
+        xs = torch.cat([x for x, _, _ in kept])
+        zs = torch.cat([z for _, z, _ in kept])
+        ids = torch.cat([i for _, _, i in kept])
+        with torch.no_grad():
+            cov = self._covariance(xs, ids=ids)
+            chol = _cholesky(cov)
+            self.history_alpha = torch.cholesky_solve(
+                (zs - self.mean(xs)).unsqueeze(-1), chol
+            ).squeeze(-1)
+        self.history_x = xs
+
+    def history_residual(self, x: torch.Tensor) -> torch.Tensor:
+        """What the history's measured residuals say about a new task at ``x`` (its descriptors in
+        ``x``): the multi-task GP's cross-covariance times the history weights; 0 without one."""
+        if not self.joint or len(self.history_alpha) == 0 or len(x) == 0:
+            return torch.zeros(len(x), dtype=DTYPE)
+        key = ("history", tuple(x.shape), hash(x.detach().numpy().tobytes()))
+        if key not in self._residual_cache:
+            with torch.no_grad():
+                k = self.kernel(x, self.history_x).to_dense()
+                k = k * self._task_covariance(x, self.history_x)
+                if len(self._residual_cache) > 256:  # a study's candidates and results: few keys
+                    self._residual_cache.clear()
+                self._residual_cache[key] = k @ self.history_alpha
+        return self._residual_cache[key]
 
     def _default_unseen_lengthscales(self, inputs: Sequence[torch.Tensor]) -> None:
         """Columns that never vary inside a history task get no gradient, so their lengthscale is
@@ -288,14 +368,29 @@ class LearnedPrior:
                 lengthscale[..., ~varied] = lengthscale[..., varied].median()
                 self.kernel.base_kernel.lengthscale = lengthscale
 
-    def _covariance(self, x1: torch.Tensor, x2: torch.Tensor | None = None) -> torch.Tensor:
+    def _covariance(
+        self, x1: torch.Tensor, x2: torch.Tensor | None = None, ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Covariance (with noise when ``x2`` is None) of one task's rows, or, with ``ids`` (each
+        row's task), of several correlated tasks' rows."""
         if x2 is None:
             k = self.kernel(x1).to_dense()
+            if ids is not None:
+                k = k * self._task_covariance(x1, x1, ids[:, None] == ids[None, :])
             return k + self.likelihood.noise * torch.eye(len(x1), dtype=DTYPE)
         return self.kernel(x1, x2).to_dense()
 
-    def _log_likelihood(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        cov = self._covariance(x)
+    def _log_likelihood(
+        self,
+        x: torch.Tensor,
+        z: torch.Tensor,
+        ids: torch.Tensor | None = None,
+        weights: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Marginal log-likelihood of ``z`` at ``x``: one task's, or with ``ids`` several tasks' as
+        one multi-task GP; ``weights`` (per row) scale the fit and log-determinant terms so each task
+        counts as one (the total is then per task, not per point)."""
+        cov = self._covariance(x, ids=ids)
         try:
             chol = torch.linalg.cholesky(cov + 1e-8 * torch.eye(len(x), dtype=DTYPE))
         except RuntimeError as exc:
@@ -305,6 +400,10 @@ class LearnedPrior:
             self.mean.each(x) if isinstance(self.mean, EnsembleMean) else self.mean(x).unsqueeze(0)
         )
         w = torch.linalg.solve_triangular(chol, (z.unsqueeze(0) - means).T, upper=False)
+        if weights is not None:  # per-row share of the joint likelihood (the chain rule's terms)
+            fit = 0.5 * (weights[:, None] * w**2).sum() / means.shape[0]
+            logdet = (weights * torch.log(torch.diagonal(chol))).sum()
+            return -fit - logdet - 0.5 * float(weights.sum()) * math.log(2 * math.pi)
         fit = 0.5 * (w**2).sum() / means.shape[0]
         return -fit - torch.log(torch.diagonal(chol)).sum() - 0.5 * len(x) * math.log(2 * math.pi)
 
@@ -345,15 +444,17 @@ class LearnedPrior:
             cov = self._covariance(x).numpy()
         a, b = affine_to_prior(y, u, cov)
         if len(y) >= ADAPT_AFTER and np.ptp(y) > 0:
+            residual = self.history_residual(x) if weights is None and self.joint else None
             fit = adapt(
                 self.kernel,
                 self.likelihood.noise,
                 self.varied,
                 x,
                 y,
-                torch.as_tensor(u, dtype=DTYPE),
+                torch.as_tensor(u, dtype=DTYPE) - (residual if residual is not None else 0.0),
                 a,
                 b,
+                residual,
             )
             return TaskPosterior(
                 self,
@@ -366,6 +467,7 @@ class LearnedPrior:
                 fit.kernel,
                 fit.noise,
                 weights,
+                fit.residual_weight,
             )
         return TaskPosterior(
             self, descriptors, x, torch.as_tensor((y - a) / b, dtype=DTYPE), a, b, weights=weights
@@ -409,8 +511,12 @@ class TaskPosterior:
     kernel: gpytorch.kernels.Kernel | None = None
     noise: torch.Tensor | None = None
     weights: np.ndarray | None = None  # over the prior's sources (None: its learned mean alone)
+    residual_weight: float = 1.0  # multi-task prior: how much of the history's residuals it keeps
 
     def _mean(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weights is None and self.prior.joint:
+            mean = self.mean_weight * self.prior.mean(x)
+            return mean + self.residual_weight * self.prior.history_residual(x)
         return self.mean_weight * self.prior.task_mean(x, self.weights)
 
     def _k(
@@ -468,4 +574,5 @@ class TaskPosterior:
             self.kernel,
             self.noise,
             self.weights,
+            self.residual_weight,
         )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ from .acquisition import Pick, select_batch
 from .cold_start import cold_start_trials
 from .costs import Throughput, estimate, measured_throughput
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
-from .history import Task, run_descriptors, tasks_from_runs
+from .history import Task, feature_descriptors, run_descriptors, tasks_from_runs
 from .prior import LearnedPrior, PriorSettings, TaskPosterior
 from .similarity import task_weights
 
@@ -126,20 +126,33 @@ def is_lora(config: Mapping[str, Any]) -> bool:
     return "rank" in config and "learning_rate" in config
 
 
+def measured_features(task: Task) -> Mapping[str, Any]:
+    """All scalar meta-features a history task's dataset was profiled with (its descriptors
+    leave the sample-dependent ones out; pricing a study's trials needs them all)."""
+    for run in task.runs:
+        if run.dataset.features is not None:
+            return profile_descriptors(run.dataset.features)
+    return task.descriptors
+
+
 def impute(
-    descriptors: Mapping[str, Any], history: Sequence[Task]
+    descriptors: Mapping[str, Any],
+    history: Sequence[Task],
+    describe: Callable[[Task], Mapping[str, Any]] = lambda task: task.descriptors,
 ) -> tuple[dict[str, float], list[str]]:
-    """Fill descriptors the profile lacks (or has as NaN/None) with the median over the history tasks."""
+    """Fill descriptors the profile lacks (or has as NaN/None) with the median over the history
+    tasks (each described by ``describe``: its descriptors, or :func:`measured_features`)."""
     filled = {
         k: float(v)
         for k, v in descriptors.items()
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     }
     imputed = []
-    keys = sorted({k for t in history for k, v in t.descriptors.items() if isinstance(v, float)})
+    described = [describe(t) for t in history]
+    keys = sorted({k for d in described for k, v in d.items() if isinstance(v, float)})
     for key in keys:
         if key not in filled:
-            values = [value for t in history if isinstance(value := t.descriptors.get(key), float)]
+            values = [value for d in described if isinstance(value := d.get(key), float)]
             filled[key] = float(np.median(values))
             imputed.append(key)
     return filled, imputed
@@ -245,9 +258,12 @@ class Recommender:
             prior = self.prior(used)
         except (EmptyHistory, SurrogateFailure) as exc:
             return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
-        descriptors, imputed = impute(profile, history)
+        # the model compares datasets on what the history's tasks are described by (no
+        # sample-dependent meta-features); the whole profile still prices the trials
+        descriptors, _ = impute(feature_descriptors(profile), history)
+        measured, imputed = impute(profile, history, measured_features)
         try:
-            features = features_with(descriptors, profile)
+            features = features_with(measured, profile)
         except ValueError as exc:
             raise RecommenderError(f"profile unusable: {exc}") from exc
         scored = self._scored_configs(used)
