@@ -1,10 +1,17 @@
 """Telemetry ingestion from the bus: the service (batched binary COPY) against row-by-row INSERT.
 
 Both paths read training-metric events (``metatune.runs.<job>.progress``: one ``event_log`` row
-and one ``run_metrics`` row each, plus the job-hour energy upsert) from a JetStream stream of a
-private nats-server, 10 % of them twice (the same event re-published outside the de-duplication
+each, one ``run_metrics`` row per optimizer step the event reports, plus the job-hour energy
+upsert) from a JetStream stream of a private nats-server, 10 % of them twice (the same event re-published outside the de-duplication
 window: a new stream message), and store them in PostgreSQL; the rows stored must equal the
-unique events (nothing lost, nothing doubled). The COPY path is the telemetry service itself
+unique steps (nothing lost, nothing doubled).
+
+Events report ``--points-per-event`` steps each (100: its own and the 99 before it, carried as
+``RunProgress.points``), as the trainer-agent sends them: it publishes progress at most every
+2 s and holds the steps between, so an event carries 2 s x the step rate; 50 steps/s is a LoRA
+fine-tune of a small encoder (the platform's MiniLM, batch 16, 128 tokens) on one GPU, where a
+step is a few milliseconds of kernels and ~10-20 ms in all. The run at one step per event (today's
+shape, ``--events``) follows, and its figures are under ``one_point_per_event``. The COPY path is the telemetry service itself
 (``create_service``: its durable pull consumer, ``--writers`` processes sharing it, contract
 validation, staging COPY, ``ON CONFLICT DO NOTHING``, typed rows, job-hour upsert, rollup refresh,
 acks after commit); the clock runs from the service being ready (migrated) with the whole stream
@@ -12,7 +19,8 @@ waiting, to the consumer's ack floor reaching the last message. The baseline is 
 did before: one message at a time from a pull consumer, one autocommitted INSERT per row,
 skipping known event ids.
 
-    python bench/telemetry_bench.py [--events 100000] [--batch 2000] [--writers 2] [--json]
+    python bench/telemetry_bench.py [--points-per-event 100] [--point-events 5000]
+        [--events 100000] [--baseline-events 5000] [--batch 2000] [--writers 2] [--json]
 
 Each path writes into a schema of its own in METATUNE_DATABASE_URL, dropped at the end. Beside the
 rates, the CPU seconds the COPY path cost: ``client_cpu_s`` (the service and its writer
@@ -63,31 +71,42 @@ from metatune_telemetry.domain.rows import TypedRows
 Message = tuple[str, bytes, dict[str, str]]  # subject, payload, headers
 
 
-def messages(n: int, redelivered: float, seed: int) -> tuple[list[Message], int]:
-    """``n`` progress events of 20 jobs, then ``redelivered`` of them again (shuffled in)."""
+PROGRESS_INTERVAL_S = 2.0  # the trainer-agent's default agent_progress_interval_s
+
+
+def messages(
+    n: int, redelivered: float, seed: int, points: int = 1
+) -> tuple[list[Message], int, int]:
+    """``n`` progress events of 20 jobs, then ``redelivered`` of them again (shuffled in). Each
+    event reports ``points`` optimizer steps as the trainer-agent sends them: its own and the
+    ``points - 1`` since the job's previous event (``RunProgress.points``), 2 s apart per job.
+    Returns the stream, the unique events and the unique metric rows."""
     rng = random.Random(seed)
     start = datetime(2026, 3, 1, tzinfo=UTC)
     jobs = [uuid.UUID(int=rng.getrandbits(128)) for _ in range(20)]
+    step_s = PROGRESS_INTERVAL_S / points
     out: list[Message] = []
     for i in range(n):
         job = jobs[i % len(jobs)]
-        at = start + timedelta(seconds=2 * (i // len(jobs)))
+        k = i // len(jobs)
+        at = start + timedelta(seconds=PROGRESS_INTERVAL_S * (k + 1))
+        own = (k + 1) * points  # this event reports steps own - points + 1 .. own
         hour = at.replace(minute=0, second=0, microsecond=0)
-        energy = 0.1 * (i // len(jobs))
+        energy = 0.1 * k
         event = c.RunProgress(
             event_id=uuid.UUID(int=rng.getrandbits(128), version=4),
             occurred_at=at,
             job_id=job,
             datacenter="fra1",
-            step=i // len(jobs),
-            total_steps=10**6,
-            train_loss=1.0 / (1 + i),
+            step=own,
+            total_steps=10**8,
+            train_loss=1.0 / (1 + own),
             learning_rate=3e-4,
             power_w=250.0,
-            step_time_s=0.5,
+            step_time_s=step_s,
             accounting=c.RunAccounting(
-                tokens_seen=512 * i,
-                tokens_with_padding=600 * i,
+                tokens_seen=512 * own,
+                tokens_with_padding=600 * own,
                 energy_wh=energy,
                 hours=[
                     c.HourlyEnergy(
@@ -100,6 +119,18 @@ def messages(n: int, redelivered: float, seed: int) -> tuple[list[Message], int]
                     )
                 ],
             ),
+            points=[
+                c.MetricPoint(
+                    step=s,
+                    occurred_at=at - timedelta(seconds=step_s * (own - s)),
+                    train_loss=1.0 / (1 + s),
+                    learning_rate=3e-4,
+                    tokens_seen=512 * s,
+                    tokens_with_padding=600 * s,
+                    step_time_s=step_s,
+                )
+                for s in range(own - points + 1, own)
+            ],
         )
         headers = {"Nats-Msg-Id": str(event.event_id), "content-type": "application/json"}
         out.append((subjects.run_progress(job), event.to_bytes(), headers))
@@ -112,7 +143,7 @@ def messages(n: int, redelivered: float, seed: int) -> tuple[list[Message], int]
         for i in again
     ]
     stream = [m for _, m in sorted(keyed, key=lambda pair: pair[0])]
-    return stream, n
+    return stream, n, n * points
 
 
 def free_port() -> int:
@@ -218,7 +249,7 @@ async def backends(db: Database, app: str) -> dict[int, float]:
 
 
 async def copy_path(
-    url: str, schema: str, stream: list[Message], unique: int, batch: int, writers: int
+    url: str, schema: str, stream: list[Message], events: int, batch: int, writers: int
 ) -> dict:
     """The telemetry service, from its durable consumer to committed rows and acks."""
     app = f"bench-{schema}"
@@ -264,6 +295,11 @@ async def copy_path(
             server_after = await backends(service.db, app)
             writer_cpu = sum(children.values()) - sum(children_before.values())
             stored = (await service.db.fetch("SELECT count(*) FROM run_metrics"))[0][0]
+            steps = (
+                await service.db.fetch(
+                    "SELECT count(*) FROM (SELECT DISTINCT job_id, step FROM run_metrics) s"
+                )
+            )[0][0]
             logged = (await service.db.fetch("SELECT count(*) FROM event_log"))[0][0]
             distinct = (await service.db.fetch("SELECT count(DISTINCT event_id) FROM event_log"))[
                 0
@@ -274,16 +310,17 @@ async def copy_path(
     return {
         "elapsed_s": elapsed,
         "stored": stored,
+        "steps": steps,
         "logged": logged,
         "distinct": distinct,
-        "unique": unique,
+        "events": events,
         "client_cpu_s": round(own + writer_cpu, 2),
         "server_cpu_s": round(server, 2),
         "nats_cpu_s": round(nats_cpu, 2),
     }
 
 
-async def insert_path(url: str, schema: str, stream: list[Message], unique: int) -> dict:
+async def insert_path(url: str, schema: str, stream: list[Message]) -> dict:
     """The baseline: one message at a time from the bus, parse, one INSERT per row in autocommit."""
     db = Database(url, schema=schema)
     await db.migrate()
@@ -310,7 +347,7 @@ async def insert_path(url: str, schema: str, stream: list[Message], unique: int)
             elapsed = time.perf_counter() - started
             stored = (await (await conn.execute("SELECT count(*) FROM run_metrics")).fetchone())[0]
             logged = (await (await conn.execute("SELECT count(*) FROM event_log")).fetchone())[0]
-    return {"elapsed_s": elapsed, "stored": stored, "logged": logged, "unique": unique}
+    return {"elapsed_s": elapsed, "stored": stored, "logged": logged}
 
 
 async def insert_one(conn: psycopg.AsyncConnection, stream: str, m) -> None:
@@ -330,36 +367,48 @@ async def insert_one(conn: psycopg.AsyncConnection, stream: str, m) -> None:
     )
     if cur.rowcount == 1:
         rows = TypedRows()
-        rows.add(e)  # the same typed row the service writes, inserted on its own
-        await conn.execute(
-            "INSERT INTO run_metrics (time, event_id, job_id, datacenter, step, total_steps, train_loss, "
-            "val_loss, learning_rate, power_w, step_time_s, tokens_seen, tokens_with_padding, energy_wh) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            rows.run_metrics[0],
-        )
+        rows.add(e)  # the same typed rows the service writes, each inserted on its own
+        for row in rows.run_metrics:
+            await conn.execute(
+                "INSERT INTO run_metrics (time, event_id, job_id, datacenter, step, total_steps, "
+                "train_loss, val_loss, learning_rate, power_w, step_time_s, tokens_seen, "
+                "tokens_with_padding, energy_wh) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                row,
+            )
 
 
-async def main(args: argparse.Namespace) -> dict:
-    url = args.database_url or Settings().database_url
-    stream, unique = messages(args.events, 0.10, args.seed)
-    small, small_unique = messages(args.baseline_events, 0.10, args.seed)
+async def measure(
+    url: str, points: int, events: int, baseline_events: int, args: argparse.Namespace
+) -> dict:
+    """Both paths over events that report ``points`` steps each; the baseline stores as many
+    metric rows as ``baseline_events`` events of one step would."""
+    stream, unique_events, unique = messages(events, 0.10, args.seed, points)
+    small, small_events, small_unique = messages(
+        max(1, baseline_events // points), 0.10, args.seed, points
+    )
     schemas = [f"bench_{uuid.uuid4().hex[:10]}" for _ in range(2)]
     try:
         load_before = os.getloadavg()[0]
-        copy = await copy_path(url, schemas[0], stream, unique, args.batch, args.writers)
+        copy = await copy_path(url, schemas[0], stream, unique_events, args.batch, args.writers)
         load_after = os.getloadavg()[0]
-        insert = await insert_path(url, schemas[1], small, small_unique)
+        insert = await insert_path(url, schemas[1], small)
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             for schema in schemas:
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     copy_rate = copy["stored"] / copy["elapsed_s"]
     insert_rate = insert["stored"] / insert["elapsed_s"]
-    whole = all(copy[k] == unique for k in ("stored", "logged", "distinct")) and all(
-        insert[k] == small_unique for k in ("stored", "logged")
+    whole = (
+        copy["stored"] == copy["steps"] == unique
+        and copy["logged"] == copy["distinct"] == unique_events
+        and insert["stored"] == small_unique
+        and insert["logged"] == small_events
     )
     if not whole:
-        print(f"LOST OR DOUBLED: copy {copy}, insert {insert}", file=sys.stderr)
+        print(
+            f"LOST OR DOUBLED ({points} a message): copy {copy}, insert {insert}", file=sys.stderr
+        )
     cpu = copy["client_cpu_s"] + copy["server_cpu_s"] + copy["nats_cpu_s"]
     return {
         "copy_rows_per_s": round(copy_rate, 1),
@@ -368,6 +417,9 @@ async def main(args: argparse.Namespace) -> dict:
         "stored": copy["stored"],
         "unique": unique,
         "lost_or_doubled": not whole,
+        "points_per_event": points,
+        "events_per_s": round(unique_events / copy["elapsed_s"], 1),
+        "events": unique_events,
         "messages": len(stream),
         "batch": args.batch,
         "writers": args.writers,
@@ -384,16 +436,43 @@ async def main(args: argparse.Namespace) -> dict:
     }
 
 
+async def main(args: argparse.Namespace) -> dict:
+    url = args.database_url or Settings().database_url
+    points = args.points_per_event
+    result = await measure(url, points, args.point_events, args.baseline_events, args)
+    if points != 1:  # today's shape beside it: one step per event
+        result["one_point_per_event"] = await measure(
+            url, 1, args.events, args.baseline_events, args
+        )
+    return result
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--events", type=int, default=100_000, help="unique metric events through the service"
+        "--points-per-event",
+        type=int,
+        default=100,
+        help="optimizer steps each progress event reports (its own and the points it carries): "
+        "the agent's 2 s progress interval x 50 steps/s",
+    )
+    parser.add_argument(
+        "--point-events",
+        type=int,
+        default=5_000,
+        help="unique events through the service when they carry points",
+    )
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=100_000,
+        help="unique events through the service at one step per event",
     )
     parser.add_argument(
         "--baseline-events",
         type=int,
         default=5_000,
-        help="unique events through row-by-row INSERT",
+        help="metric rows through row-by-row INSERT (as events of one step)",
     )
     parser.add_argument("--batch", type=int, default=2000, help="messages per COPY batch")
     parser.add_argument(
@@ -413,25 +492,33 @@ if __name__ == "__main__":
         table = Table(
             title="telemetry ingestion from the bus, 10 % redelivered (metric rows stored per second)"
         )
-        for col in ("path", "messages", "rows stored", "unique events", "rows/s"):
+        for col in ("path", "steps an event", "messages", "rows stored", "unique rows", "rows/s"):
             table.add_column(col, justify="right")
-        table.add_row(
-            f"service: COPY batches of {args.batch}, {args.writers} writer(s)",
-            f"{result['messages']:,}",
-            f"{result['stored']:,}",
-            f"{result['unique']:,}",
-            f"{result['copy_rows_per_s']:,.0f}",
+        runs = [result] + (
+            [result["one_point_per_event"]] if "one_point_per_event" in result else []
         )
-        table.add_row(
-            "row-by-row INSERT",
-            f"{result['insert_messages']:,}",
-            f"{result['insert_stored']:,}",
-            f"{result['insert_unique']:,}",
-            f"{result['insert_rows_per_s']:,.0f}",
-        )
+        for run in runs:
+            table.add_row(
+                f"service: COPY batches of {args.batch}, {args.writers} writer(s)",
+                str(run["points_per_event"]),
+                f"{run['messages']:,}",
+                f"{run['stored']:,}",
+                f"{run['unique']:,}",
+                f"{run['copy_rows_per_s']:,.0f} ({run['events_per_s']:,.0f} events/s)",
+            )
+            table.add_row(
+                "row-by-row INSERT",
+                str(run["points_per_event"]),
+                f"{run['insert_messages']:,}",
+                f"{run['insert_stored']:,}",
+                f"{run['insert_unique']:,}",
+                f"{run['insert_rows_per_s']:,.0f}",
+            )
         Console().print(table)
-        Console().print(
-            f"speedup {result['speedup']:.1f}x; COPY path CPU: client {result['client_cpu_s']} s, "
-            f"server {result['server_cpu_s']} s, nats {result['nats_cpu_s']} s "
-            f"({result['cpu_us_per_row']} µs a row); load average {result['load_avg_1m']}"
-        )
+        for run in runs:
+            Console().print(
+                f"{run['points_per_event']} step(s) an event: speedup {run['speedup']:.1f}x; COPY "
+                f"path CPU: client {run['client_cpu_s']} s, server {run['server_cpu_s']} s, nats "
+                f"{run['nats_cpu_s']} s ({run['cpu_us_per_row']} µs a row); load average "
+                f"{run['load_avg_1m']}"
+            )

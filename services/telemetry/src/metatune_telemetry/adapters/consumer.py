@@ -41,6 +41,10 @@ from .writer import EventWriter, Incoming, WriteResult
 log = logging.getLogger("metatune.telemetry.ingest")
 ACK_WAIT_S = 60.0
 WAIT_S = 1.0  # how long a pull waits for a first message when the stream is idle
+# a pull asks for at most this many bytes too: progress events that carry hundreds of steps each
+# would otherwise make a batch of telemetry_batch_size events hundreds of thousands of rows (a
+# single message is never larger: NATS' max_payload is 1 MiB by default)
+MAX_PULL_BYTES = 4 << 20
 ACK = b"+ACK"
 IN_PROGRESS = b"+WPI"
 
@@ -166,7 +170,7 @@ class Puller:
             self._done.set()
 
     async def _request(self, batch: int, wait_s: float | None) -> None:
-        request: dict[str, object] = {"batch": batch}
+        request: dict[str, object] = {"batch": batch, "max_bytes": MAX_PULL_BYTES}
         if wait_s is None:
             request["no_wait"] = True
         else:
