@@ -95,9 +95,6 @@ class Encoder:
         min_category_count: int = 1,
         always_missing_column: bool = False,
     ) -> Encoder:
-        """``min_category_count`` also applies to numbers: a column kept only if at least that
-        many rows differ from its most common value (a descriptor on which one history task alone
-        differs has no spread to standardise by: its one-off difference would be blown up)."""
         canon = [canonical_row(r) for r in rows]
         numeric_values: dict[str, list[float]] = {}
         counts: Counter[tuple[str, str]] = Counter()
@@ -116,9 +113,6 @@ class Encoder:
             missing = always_missing_column or len(values) < len(canon)
             if std == 0 and not missing:
                 continue  # a constant column says nothing
-            common = Counter(values.tolist()).most_common(1)[0][1]
-            if not missing and len(values) - common < min_category_count:
-                continue  # (nearly) constant: too few rows off the common value to learn from
             numeric.append(
                 _Numeric(key, log, float(transformed.mean()), std if std > 0 else 1.0, missing)
             )
