@@ -524,9 +524,17 @@ def _trainer() -> list[str]:
         "median": "median stopping rule",
     }
     policies = {**stop["baselines"], f"curve@{stop['confidence']:g}": stop}
+    prefixes = {
+        "curve@": "curve stopper, confidence ",
+        "curve-unguarded@": "curve stopper without the pace guard, confidence ",
+        "curve-plain@": "curve stopper with one band width, confidence ",
+    }
     rows = []
     for name, r in policies.items():
-        label = names.get(name, name.replace("curve@", "curve stopper, confidence "))
+        label = names.get(name, name)
+        for prefix, words in prefixes.items():
+            if name.startswith(prefix):
+                label = words + name.removeprefix(prefix)
         if r is stop:
             label += " (the agent's default)"
         rows.append(
@@ -534,11 +542,12 @@ def _trainer() -> list[str]:
                 label,
                 pct(r["compute_saved_share"], 1),
                 pct(r["best_run_stopped_share"], 1),
+                pct(r.get("best_lost_beyond_tolerance_share"), 1),
                 f"{r['mean_regret']:.3f}",
             ]
         )
     head = ["policy", "compute saved", "best run stopped (share of studies)"]
-    head.append("mean regret (accuracy)")
+    head += [f"best lost beyond {stop.get('tolerance', 0.01):g}", "mean regret (accuracy)"]
     out += [
         "",
         f"Early stopping, leave one dataset out: {stop['datasets']} datasets, {stop['runs']} runs, "
