@@ -100,6 +100,39 @@ def import_(
     Console().print(table)
 
 
+@kb_app.command("portfolio")
+def portfolio(
+    kb: Annotated[Path, typer.Option(help="knowledge-base file (.jsonl or .jsonl.gz)")],
+    k: Annotated[int, typer.Option(min=1, help="configurations in the portfolio")] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """The configurations that do well across the file's datasets, chosen greedily so that they
+    complement one another: the cold-start portfolio and, its first entry, the trainer's defaults."""
+    from ..knowledge.errors import KnowledgeBaseError
+    from ..knowledge.files import read_kb_file
+    from ..knowledge.portfolio import greedy_portfolio
+
+    try:
+        runs = read_kb_file(kb).runs
+    except (KnowledgeBaseError, OSError) as exc:
+        raise fail(str(exc)) from exc
+    entries = greedy_portfolio(runs, k)
+    if as_json:
+        print_json({"kb": kb.name, "runs": len(runs), "portfolio": [vars(e) for e in entries]})
+        return
+    table = Table("#", "configuration", "mean score", "portfolio score", "datasets")
+    for i, entry in enumerate(entries, 1):
+        config = ", ".join(f"{key}={value}" for key, value in entry.config.items())
+        table.add_row(
+            str(i),
+            config,
+            f"{entry.mean_score:.3f}",
+            f"{entry.portfolio_score:.3f}",
+            str(entry.datasets),
+        )
+    Console().print(table)
+
+
 async def _stats():
     async with _store() as store:
         await store.migrate()
