@@ -693,7 +693,12 @@ def _demo() -> list[str]:
         f"{data['migrations']} migration(s) through a checkpoint, {data['early_stops']} early stops "
         f"({data['curve_stops']} by the learning-curve predictor); {webhooks['deliveries']} webhook deliveries, "
         f"{webhooks['verified']} signature-verified; {data['elapsed_s']:.0f} s from the command to the "
-        "table.",
+        "table"
+        + (
+            f", {data['scripts_demo_s']:.0f} s for `./scripts/demo` in a fresh clone, set-up included."
+            if data.get("scripts_demo_s")
+            else "."
+        ),
         *source_note("demo"),
     ]
 
