@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.stats import qmc
 
@@ -44,24 +46,30 @@ def kb_runs(
     runs = []
     for d in range(datasets):
         for i, config in enumerate(design(per_dataset, seed=d)):
-            runs.append(
-                KbRun(
-                    run_id=f"syn:{d}:{i}",
-                    dataset=DatasetInfo(name=f"syn{d}", features=features(1000 + 500 * d)),
-                    base_model=base_model,
-                    task="classification",
-                    config=config,
-                    metric_name="accuracy",
-                    metric=score(config),
-                    tokens_with_padding=10_000,
-                    train_seconds=5.0,
-                    wall_seconds=8.0,
-                    energy_wh=0.2,
-                    hardware=Hardware(device="cpu"),
-                    provenance=Provenance(source="seed-kb"),
-                )
-            )
+            dataset = DatasetInfo(name=f"syn{d}", features=features(1000 + 500 * d))
+            runs.append(kb_run(f"syn:{d}:{i}", dataset, config, score(config), base_model))
     return runs
+
+
+def kb_run(
+    run_id: str, dataset: DatasetInfo, config: dict[str, Any], metric: float, base_model: str
+) -> KbRun:
+    """A finished classification run with the same accounting for every synthetic run."""
+    return KbRun(
+        run_id=run_id,
+        dataset=dataset,
+        base_model=base_model,
+        task="classification",
+        config=config,
+        metric_name="accuracy",
+        metric=metric,
+        tokens_with_padding=10_000,
+        train_seconds=5.0,
+        wall_seconds=8.0,
+        energy_wh=0.2,
+        hardware=Hardware(device="cpu"),
+        provenance=Provenance(source="seed-kb"),
+    )
 
 
 def family(tasks: int, per_task: int, seed: int) -> list[Task]:
@@ -133,23 +141,9 @@ def two_kinds_kb(per_kind: int = 4, base_model: str = "all-MiniLM-L6-v2") -> lis
         for d in range(per_kind):
             n = 1536 if (kind, d) == ("sentiment", 0) else 2000
             for i, config in enumerate(configs):
-                runs.append(
-                    KbRun(
-                        run_id=f"two:{kind}{d}:{i}",
-                        dataset=DatasetInfo(
-                            name=f"{kind}{d}", features=profile(kind, 0.05 * d, n_examples=n)
-                        ),
-                        base_model=base_model,
-                        task="classification",
-                        config=config,
-                        metric_name="accuracy",
-                        metric=score(config, shift=shift),
-                        tokens_with_padding=10_000,
-                        train_seconds=5.0,
-                        wall_seconds=8.0,
-                        energy_wh=0.2,
-                        hardware=Hardware(device="cpu"),
-                        provenance=Provenance(source="seed-kb"),
-                    )
+                dataset = DatasetInfo(
+                    name=f"{kind}{d}", features=profile(kind, 0.05 * d, n_examples=n)
                 )
+                metric = score(config, shift=shift)
+                runs.append(kb_run(f"two:{kind}{d}:{i}", dataset, config, metric, base_model))
     return runs

@@ -16,57 +16,27 @@ from dataclasses import dataclass
 from metatune.contracts import LoraConfig, LrSchedule, MetaFeatures
 
 ATTENTION = ["query", "key", "value", "attention.output.dense"]
+ALL_LINEAR = ["all-linear"]
+# rank, alpha, dropout, target modules, learning rate, schedule, warm-up ratio, batch size
+_ENTRIES = [
+    (8, 4.004, 0.1359, ATTENTION, 0.00245, LrSchedule.constant, 0.1953, 8),
+    (4, 4.738, 0.2927, ATTENTION, 0.00104, LrSchedule.constant, 0.1178, 32),
+    (32, 113.989, 0.0747, ALL_LINEAR, 0.00358, LrSchedule.linear, 0.1567, 64),
+    (16, 28.298, 0.2127, ALL_LINEAR, 0.00071, LrSchedule.linear, 0.1283, 16),
+    (64, 68.033, 0.1094, ATTENTION, 0.00198, LrSchedule.cosine, 0.1121, 8),
+]
 PORTFOLIO = [
     LoraConfig(
-        rank=8,
-        alpha=4.004,
-        dropout=0.1359,
-        target_modules=ATTENTION,
-        learning_rate=0.00245,
-        lr_schedule=LrSchedule.constant,
-        warmup_ratio=0.1953,
-        batch_size=8,
-    ),
-    LoraConfig(
-        rank=4,
-        alpha=4.738,
-        dropout=0.2927,
-        target_modules=ATTENTION,
-        learning_rate=0.00104,
-        lr_schedule=LrSchedule.constant,
-        warmup_ratio=0.1178,
-        batch_size=32,
-    ),
-    LoraConfig(
-        rank=32,
-        alpha=113.989,
-        dropout=0.0747,
-        target_modules=["all-linear"],
-        learning_rate=0.00358,
-        lr_schedule=LrSchedule.linear,
-        warmup_ratio=0.1567,
-        batch_size=64,
-    ),
-    LoraConfig(
-        rank=16,
-        alpha=28.298,
-        dropout=0.2127,
-        target_modules=["all-linear"],
-        learning_rate=0.00071,
-        lr_schedule=LrSchedule.linear,
-        warmup_ratio=0.1283,
-        batch_size=16,
-    ),
-    LoraConfig(
-        rank=64,
-        alpha=68.033,
-        dropout=0.1094,
-        target_modules=ATTENTION,
-        learning_rate=0.00198,
-        lr_schedule=LrSchedule.cosine,
-        warmup_ratio=0.1121,
-        batch_size=8,
-    ),
+        rank=rank,
+        alpha=alpha,
+        dropout=dropout,
+        target_modules=targets,
+        learning_rate=lr,
+        lr_schedule=schedule,
+        warmup_ratio=warmup,
+        batch_size=batch,
+    )
+    for rank, alpha, dropout, targets, lr, schedule, warmup, batch in _ENTRIES
 ]
 
 # Assumed training throughput of one GPU before any measurement, tokens (incl. padding) per second.
