@@ -239,8 +239,14 @@ async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) 
     async with service.running():
         event = submission(DatasetLocation(kind="path", ref=str(path)))
         await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
-        # A second puller on the same durable consumer (as a second replica would be) must not be
-        # handed the submission while the first is still profiling it.
+        # Once the service holds the submission, a second puller on the same durable consumer (as a
+        # second replica would be) must not be handed it while the first is still profiling it.
+        # (Before that, either puller may win the first delivery, which is not what is tested.)
+        async def held_by_the_service() -> bool:
+            info = await js.consumer_info(settings.stream_name, "profiler")
+            return info.num_ack_pending == 1 and info.num_pending == 0
+
+        await wait_for(held_by_the_service, "the service holding the submission")
         replica = await js.pull_subscribe_bind("profiler", stream=settings.stream_name)
         with pytest.raises(nats.errors.TimeoutError):
             await replica.fetch(1, timeout=3 * settings.ack_wait_s)
