@@ -239,6 +239,7 @@ async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) 
     async with service.running():
         event = submission(DatasetLocation(kind="path", ref=str(path)))
         await js.publish(subjects.DATASETS_SUBMITTED, event.to_bytes())
+
         # Once the service holds the submission, a second puller on the same durable consumer (as a
         # second replica would be) must not be handed it while the first is still profiling it.
         # (Before that, either puller may win the first delivery, which is not what is tested.)
