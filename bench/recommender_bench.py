@@ -13,9 +13,10 @@ same run:
              standardised values, 3 random initial rows, then EI over the remaining rows
   portfolio  the top-k-from-history portfolio alone: rows ordered by the mean normalised score of
              their nearest configuration on each history task
-  metatune   the recommender: a GP prior learned on the history tasks (HyperBO-style) whose
-             mean for the task is its similar history tasks' posteriors, its top-3 as a set
-             cover of those tasks' tops, then EI conditioned on the task's own results
+  metatune   the recommender: a GP prior learned on the history tasks (HyperBO-style), its
+             top-3 by the learned mean and Kriging-believer EI, then EI conditioned on the task's
+             own results, the mean from then on the posteriors of the history tasks that measured
+             the task's configurations (if any), weighted by how they order its results
 
 Figures: normalised regret (best - best found) / (best - worst) after 1, 3, 10, 50 evaluations;
 evaluations to reach a top-1 % / top-5 % row of the table (rank-based: at least one row, ties
@@ -452,11 +453,11 @@ def portfolio_order(task: Task, history: list[Task]) -> list[int]:
 def run_metatune(task: Task, prior: LearnedPrior, cap: int, batch: int = 3) -> list[int]:
     """Top-``batch`` from the learned prior, then one EI pick at a time conditioned on the results."""
     candidates = prior.inputs(task.configs, task.descriptors)
-    posterior = prior.condition(task.descriptors, [], [])
+    posterior = prior.condition(task.descriptors, [], [], pool=candidates)
     taken = [p.index for p in select_batch(posterior, candidates, batch)]
     while len(taken) < min(cap, len(task.values)):
         posterior = prior.condition(
-            task.descriptors, [task.configs[i] for i in taken], task.values[taken]
+            task.descriptors, [task.configs[i] for i in taken], task.values[taken], candidates
         )
         taken.append(select_batch(posterior, candidates, 1, exclude=set(taken))[0].index)
     return taken
@@ -661,8 +662,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prior-iterations", type=int, default=PriorSettings.iterations)
     parser.add_argument(
         "--transfer",
-        action="store_true",
-        help="the recommender with its transfer sources (PriorSettings.transfer)",
+        action=argparse.BooleanOptionalAction,
+        default=PriorSettings.transfer,
+        help="the recommender with (or without) its transfer sources (PriorSettings.transfer)",
     )
     parser.add_argument(
         "--prior-setting",

@@ -10,7 +10,7 @@ from metatune.knowledge.records import DatasetInfo, KbRun, Provenance
 from metatune.knowledge.space import LR_RANGE, RANKS, encode
 from metatune_recommender.domain.acquisition import select_batch
 from metatune_recommender.domain.history import Task
-from metatune_recommender.domain.prior import LearnedPrior, PriorSettings
+from metatune_recommender.domain.prior import LearnedPrior, PriorSettings, bootstrap_rank_weights
 from metatune_recommender.domain.recommender import (
     COLD_START,
     KNOWLEDGE_BASE,
@@ -203,10 +203,11 @@ def test_top_k_covers_the_related_tasks_instead_of_near_copies() -> None:
     prior is trained to convergence, so each history task's posterior knows its own optimum."""
     tasks, pool = _bimodal_history()
     prior = LearnedPrior.fit(
-        tasks, PriorSettings(transfer=True, own_weight=0.0), extra_configs=pool
+        tasks, PriorSettings(transfer_after=0, own_weight=0.0), extra_configs=pool
     )
-    posterior = prior.condition({"size": 1.5}, [], [])
-    picks = select_batch(posterior, prior.inputs(pool, {"size": 1.5}), 2)
+    candidates = prior.inputs(pool, {"size": 1.5})
+    posterior = prior.condition({"size": 1.5}, [], [], pool=candidates)
+    picks = select_batch(posterior, candidates, 2)
     chosen = sorted(np.log10(pool[p.index]["learning_rate"]) for p in picks)
     assert abs(chosen[0] - (-4.6)) <= 0.15 and abs(chosen[1] - (-3.4)) <= 0.15
 
@@ -216,13 +217,47 @@ def test_source_weights_follow_the_task_own_results() -> None:
     configurations shift the weight to that one (its posterior becomes the task's mean)."""
     tasks, pool = _bimodal_history()
     prior = LearnedPrior.fit(
-        tasks, PriorSettings(iterations=100, transfer=True), extra_configs=pool
+        tasks, PriorSettings(iterations=100, transfer_after=0), extra_configs=pool
     )
-    before = prior.condition({"size": 1.5}, [], [])
+    candidates = prior.inputs(pool, {"size": 1.5})
+    before = prior.condition({"size": 1.5}, [], [], pool=candidates)
     assert before.weights is not None and abs(before.weights[0] - before.weights[1]) < 1e-9
     seen = [0, 10, 20, 30, 40]
-    after = prior.condition({"size": 1.5}, [pool[i] for i in seen], tasks[1].values[seen])
+    after = prior.condition(
+        {"size": 1.5}, [pool[i] for i in seen], tasks[1].values[seen], pool=candidates
+    )
     assert after.weights is not None and after.weights[1] > 5 * after.weights[0]
+
+
+def test_only_tasks_of_the_same_search_space_are_sources() -> None:
+    """A history task that measured other configurations is no transfer source: on a pool of the
+    bimodal tasks' configurations only they weigh; on a pool none of them measured the prior is
+    the learned mean alone, as without sources."""
+    tasks, pool = _bimodal_history()
+    elsewhere = [{"learning_rate": float(v)} for v in np.logspace(-5.01, -3.01, 41)]
+    other = Task(
+        "other", {"size": 1.5}, elsewhere, -np.log10([c["learning_rate"] for c in elsewhere])
+    )
+    prior = LearnedPrior.fit(
+        [*tasks, other], PriorSettings(iterations=50, transfer_after=0), extra_configs=pool
+    )
+    same = prior.condition({"size": 1.5}, [], [], pool=prior.inputs(pool, {"size": 1.5}))
+    assert same.weights is not None and same.weights[2] == 0 and same.weights[:2].min() > 0
+    unseen = [{"learning_rate": float(v)} for v in np.logspace(-5.02, -3.02, 41)]
+    alone = prior.condition({"size": 1.5}, [], [], pool=prior.inputs(unseen, {"size": 1.5}))
+    assert alone.weights is None
+
+
+def test_bootstrap_rank_weights_move_only_as_far_as_the_results_agree() -> None:
+    """RGPE's bootstrap: a source that orders every result right takes most of the weight from
+    one that orders them all wrong, but with two results (most resamples hold one distinct value,
+    a tie) the prior weights still count."""
+    mu = np.array([[1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0]])
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    prior = np.array([0.5, 0.5])
+    many = bootstrap_rank_weights(prior, mu, y, 256)
+    few = bootstrap_rank_weights(prior, mu[:, :2], y[:2], 256)
+    assert many[0] > 0.95 and 0.5 < few[0] < 0.9
 
 
 def test_different_profiles_get_the_top3_of_their_own_kind() -> None:

@@ -11,6 +11,13 @@ Conditioning: the new task's raw objective values are mapped onto the prior's no
 (:func:`~.normalise.affine_to_prior`), then the usual GP posterior with the pre-trained
 hyperparameters (no refit on a handful of points, which is what makes a learned prior useful).
 From :data:`~.adapt.ADAPT_AFTER` results on, the task's own evidence may move them (:mod:`.adapt`).
+
+Transfer sources: a history task that measured the new task's configurations (its candidate pool
+is mostly that task's rows: the same search space) knows exactly what the smooth mean only
+approximates, e.g. a narrow top one architecture wide. From the task's first result on, its mean
+is those tasks' posteriors and the learned mean, weighted by how each orders the results. A task
+of another search space is no source: its posterior away from its own rows is the learned mean
+again, only flatter, and with a few results it can win the weight by ordering them by chance.
 """
 
 from __future__ import annotations
@@ -91,12 +98,20 @@ class PriorSettings:
     members: int = 1
     descriptors: bool = True  # task descriptors as mean inputs (False: one mean for every task, as HyperBO)  # MLP means averaged (each trained from its own initialisation, one shared kernel)
     learned_mean: bool = True  # False: a constant mean (the "flat prior" of the tests)
-    # True: the task's mean is its related history tasks' posteriors (HistorySource) and the top-k
-    # their set cover; measured worse on the public tables (README), so off by default
-    transfer: bool = False
+    # True: once the task has transfer_after results, its mean is the posteriors of the history
+    # tasks that measured its search space (HistorySource, gated by source_overlap), weighted by how
+    # they order its results; with transfer_after 0 the top-k is their set cover too
+    transfer: bool = True
     transfer_ei: bool = (
         True  # False: the sources choose the top-k only, EI runs on the learned mean
     )
+    # a history task is a source only when it measured at least this share of the candidate
+    # configurations exactly (the same search space): a posterior read far from its own rows is
+    # the learned mean again, only flatter; 0: every history task
+    source_overlap: float = 0.5
+    transfer_after: int = 1  # the sources stand in for the learned mean from this many results on
+    # 0: weight x exp(-rank_temperature) per mis-ordered pair; N: RGPE's bootstrap over N resamples
+    rank_bootstrap: int = 0
     own_weight: float = 0.25  # the learned mean's share of the prior weight among the sources
     rank_temperature: float = 1.0  # per mis-ordered pair of the task's results: weight x exp(-this)
     top_quantile: float = 0.03  # the top-k covers each related task's top 3 % (set cover)
@@ -275,22 +290,55 @@ class LearnedPrior:
         self._source_cache[key] = out
         return out
 
+    def shared_space(self, pool: torch.Tensor | None) -> np.ndarray:
+        """Which sources measured the candidate ``pool``'s search space: at least
+        ``source_overlap`` of its configurations are rows of that history task, compared exactly on
+        the encoded configuration columns (``source_overlap`` 0: every source; no pool: none)."""
+        if self.settings.source_overlap <= 0:
+            return np.ones(len(self.sources), dtype=bool)
+        if pool is None:
+            return np.zeros(len(self.sources), dtype=bool)
+        d = max(1, self.config_encoder.dim)
+
+        def rows(x: torch.Tensor) -> set[bytes]:
+            return {r.tobytes() for r in np.round(x[:, :d].numpy(), 9)}
+
+        wanted = rows(pool)
+        share = [len(wanted & rows(s.x)) / max(1, len(wanted)) for s in self.sources]
+        return np.array(share) >= self.settings.source_overlap
+
     def source_weights(
-        self, descriptors: Mapping[str, Any], x: torch.Tensor, y: np.ndarray
+        self,
+        descriptors: Mapping[str, Any],
+        x: torch.Tensor,
+        y: np.ndarray,
+        pool: torch.Tensor | None = None,
     ) -> np.ndarray | None:
-        """How much each source (history tasks, then the learned mean) speaks for this task: by
-        descriptor similarity, then by how well each orders the task's own results (``y`` at ``x``),
-        one factor ``exp(-rank_temperature)`` per mis-ordered pair (as RGPE ranks its base models)."""
-        if not self.sources or (len(y) and not self.settings.transfer_ei):
+        """How much each source (history tasks, then the learned mean) speaks for this task: only
+        tasks that measured the ``pool``'s configurations (:meth:`shared_space`; none: the learned
+        mean alone, None), by descriptor similarity, then by how well each orders the task's own
+        results (``y`` at ``x``), one factor ``exp(-rank_temperature)`` per mis-ordered pair (as
+        RGPE ranks its base models)."""
+        if not self.sources or len(y) < self.settings.transfer_after:
             return None
-        similar = descriptor_similarity(descriptors, [s.descriptors for s in self.sources])
+        if len(y) and not self.settings.transfer_ei:
+            return None
+        shared = self.shared_space(pool)
+        if not shared.any():
+            return None
+        similar = np.zeros(len(self.sources))
+        similar[shared] = descriptor_similarity(
+            descriptors, [s.descriptors for s, ok in zip(self.sources, shared, strict=True) if ok]
+        )
         weights = np.append((1 - self.settings.own_weight) * similar, self.settings.own_weight)
         if len(y) >= 2:
             mu, _ = self.source_predictions(x)
-            dy = np.sign(y[:, None] - y[None, :])
-            upper = np.triu(np.ones((len(y), len(y)), dtype=bool), 1) & (dy != 0)
-            wrong = ((np.sign(mu[:, :, None] - mu[:, None, :]) != dy) & upper).sum(axis=(1, 2))
-            weights = weights * np.exp(-self.settings.rank_temperature * (wrong - wrong.min()))
+            if self.settings.rank_bootstrap > 0:
+                return bootstrap_rank_weights(weights, mu, y, self.settings.rank_bootstrap)
+            wrong = misordered_pairs(mu[:, None, :], y[None, :])[:, 0]
+            weights = weights * np.exp(
+                -self.settings.rank_temperature * (wrong - wrong[weights > 0].min())
+            )
         return weights / weights.sum()
 
     def task_mean(
@@ -413,8 +461,10 @@ class LearnedPrior:
         descriptors: Mapping[str, Any],
         configs: Sequence[Mapping[str, Any]],
         values: Sequence[float],
+        pool: torch.Tensor | None = None,
     ) -> TaskPosterior:
-        """The posterior for a task with these descriptors after observing ``values`` at ``configs``.
+        """The posterior for a task with these descriptors after observing ``values`` at ``configs``;
+        ``pool`` (the candidates' inputs) decides which history tasks are transfer sources.
 
         From :data:`~.adapt.ADAPT_AFTER` results on, the kernel, noise and the learned mean's weight
         are adapted to the task (MAP around the pre-trained values, :func:`~.adapt.adapt`)."""
@@ -424,7 +474,7 @@ class LearnedPrior:
             else torch.zeros((0, self._input_dim()), dtype=DTYPE)
         )
         y = np.asarray(values, dtype=float)
-        weights = self.source_weights(descriptors, x, y)
+        weights = self.source_weights(descriptors, x, y, pool)
         with torch.no_grad():
             if len(y) == 0:
                 return TaskPosterior(
@@ -475,6 +525,31 @@ class LearnedPrior:
 
     def _input_dim(self) -> int:
         return max(1, self.config_encoder.dim) + self.descriptor_encoder.dim
+
+
+def misordered_pairs(mu: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pairs of distinct results each source orders the other way: ``mu`` (sources, samples, n)
+    the sources' predictions at each sample's results ``y`` (samples, n); shape (sources, samples)."""
+    dy = np.sign(y[:, :, None] - y[:, None, :])
+    upper = np.triu(np.ones(dy.shape[1:], dtype=bool), 1)[None] & (dy != 0)
+    dm = np.sign(mu[:, :, :, None] - mu[:, :, None, :])
+    return np.asarray(((dm != dy[None]) & upper[None]).sum(axis=(2, 3)))
+
+
+def bootstrap_rank_weights(
+    prior: np.ndarray, mu: np.ndarray, y: np.ndarray, samples: int
+) -> np.ndarray:
+    """RGPE's weights: each source's chance of ordering a bootstrap resample of the task's results
+    with the fewest mistakes, ties shared in proportion to ``prior``. With a handful of results
+    most resamples tie, so the weights move from the prior only as far as the evidence is
+    consistent, not to whichever source happened to order three points right."""
+    rng = np.random.default_rng(0)
+    index = rng.integers(0, len(y), size=(samples, len(y)))
+    wrong = misordered_pairs(mu[:, index], y[index])
+    wrong = np.where(prior[:, None] > 0, wrong, np.iinfo(np.int64).max)
+    best = (wrong == wrong.min(axis=0, keepdims=True)) * prior[:, None]
+    weights = (best / best.sum(axis=0, keepdims=True)).mean(axis=1)
+    return np.asarray(weights / weights.sum())
 
 
 def _cholesky(cov: torch.Tensor) -> torch.Tensor:

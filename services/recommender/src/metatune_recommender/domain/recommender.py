@@ -275,6 +275,7 @@ class Recommender:
                 descriptors,
                 [self._as_history(c, budget) for c, _ in observed],
                 [v for _, v in observed],
+                candidates,
             )
             taken = [self._as_history(o, budget) for o, _ in observed] + [
                 self._as_history(p, budget) for p in pending
