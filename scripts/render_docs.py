@@ -302,9 +302,11 @@ def _recommender() -> list[str]:
         f"(random's exact expectation in brackets): {per_task}.",
         "",
         verdict(
-            "The issue's target (at least 10x fewer evaluations, a top-3 within 2 % on at least 80 % of "
-            "tasks)",
-            ours["speedup_top1_vs_random"] >= 10 and ours["top3_within_2pct_share"] >= 0.8,
+            "The issue's targets: at least 10x fewer evaluations than random search",
+            ours["speedup_top1_vs_random"] >= 10,
+        ),
+        verdict(
+            "A top-3 within 2 % on at least 80 % of tasks", ours["top3_within_2pct_share"] >= 0.8
         ),
         *source_note("recommender_bench"),
     ]
