@@ -138,6 +138,17 @@ def loop_report(args: argparse.Namespace, rows: list[Row]) -> dict:
     }
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``platform.processor()`` is empty on most Linux systems)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def precision_compare(args: argparse.Namespace, console: Console) -> None:
     """bf16 autocast against fp32 on CPU: speed, final loss and accuracy, two seeds for the noise."""
     results: dict[tuple[str, str], list[RunOutcome]] = {}
@@ -210,7 +221,7 @@ def precision_compare(args: argparse.Namespace, console: Console) -> None:
         print(
             json.dumps(
                 {
-                    "cpu": platform.processor() or "cpu",
+                    "cpu": cpu_model(),
                     "native_bf16": cpu_has_native_bf16(),
                     "threads": torch.get_num_threads(),
                     "steps": args.steps,

@@ -217,6 +217,11 @@ def verdict(what: str, met: bool) -> str:
     return f"{what}: {'**met**' if met else '**not met** on this run'}."
 
 
+def rate(value: float | None) -> str:
+    """A throughput, or '-' where the run did not record it."""
+    return "-" if value is None else f"{value:,.0f}"
+
+
 # profiler ---------------------------------------------------------------------------
 
 
@@ -512,13 +517,23 @@ def _trainer() -> list[str]:
             f"{d['loss_diff']:+.5f}",
             f"{d['seed_noise']:.4f}",
             "yes" if d["within_noise"] else "no",
+            rate(d.get("fp32_tokens_per_s")),
+            rate(d.get("bf16_tokens_per_s")),
+            "-" if d.get("speedup") is None else f"**{d['speedup']:.2f}x**",
         ]
         for d in prec["datasets"]
     ]
     head = ["dataset", "fp32 val loss (seeds)", "bf16 val loss (seeds)", "bf16 − fp32"]
-    head += ["seed spread", "within noise"]
+    head += ["seed spread", "within noise", "fp32 tokens/s", "bf16 tokens/s", "bf16 speed-up"]
     out += ["", f"bf16 autocast against fp32 on a CPU with native bf16 ({prec['cpu']}):", ""]
-    out += [*table(head, rows), *source_note("trainer_bench.precision")]
+    out += [*table(head, rows)]
+    if prec.get("speedup_mean") is not None:
+        out += [
+            "",
+            f"Mean speed-up of bf16 over fp32: {prec['speedup_mean']:.2f}x, final loss within "
+            f"the seeds' spread on {'every' if prec['all_within_noise'] else 'not every'} dataset.",
+        ]
+    out += [*source_note("trainer_bench.precision")]
     stop = load_result("early_stop_bench")
     names = {
         "none": "none",
