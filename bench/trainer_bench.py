@@ -43,6 +43,7 @@ from metatune.contracts import LoraConfig, TaskType
 from metatune_trainer_agent.domain.request import TrainingRequest, TrainOptions
 from metatune_trainer_agent.domain.run import RunOutcome, Site, run_training
 from metatune_trainer_agent.domain.trainer import cpu_has_native_bf16
+from metatune_trainer_agent.knowledge.build import cpu_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import progress
@@ -138,17 +139,6 @@ def loop_report(args: argparse.Namespace, rows: list[Row]) -> dict:
     }
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``platform.processor()`` is empty on most Linux systems)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def precision_compare(args: argparse.Namespace, console: Console) -> None:
     """bf16 autocast against fp32 on CPU: speed, final loss and accuracy, two seeds for the noise."""
     results: dict[tuple[str, str], list[RunOutcome]] = {}
@@ -221,7 +211,7 @@ def precision_compare(args: argparse.Namespace, console: Console) -> None:
         print(
             json.dumps(
                 {
-                    "cpu": cpu_model(),
+                    "cpu": cpu_model() or platform.machine(),
                     "native_bf16": cpu_has_native_bf16(),
                     "threads": torch.get_num_threads(),
                     "steps": args.steps,
