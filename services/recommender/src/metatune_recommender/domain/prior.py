@@ -86,6 +86,7 @@ class HistorySource:
     x: torch.Tensor
     chol: torch.Tensor
     alpha: torch.Tensor
+    configs: frozenset[bytes]  # its measured configurations (config_keys), for the same-space gate
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,8 @@ class LearnedPrior:
             except RuntimeError as exc:
                 raise SurrogateFailure("history posterior", str(exc)) from exc
             alpha = torch.cholesky_solve((z - self.mean(x)).unsqueeze(-1), chol).squeeze(-1)
-        return HistorySource(task.name, dict(task.descriptors), x, chol, alpha)
+        configs = config_keys(x, self.config_encoder.dim)
+        return HistorySource(task.name, dict(task.descriptors), x, chol, alpha, configs)
 
     # ------------------------------------------------------------------ transfer
     def source_predictions(self, xc: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -298,13 +300,8 @@ class LearnedPrior:
             return np.ones(len(self.sources), dtype=bool)
         if pool is None:
             return np.zeros(len(self.sources), dtype=bool)
-        d = max(1, self.config_encoder.dim)
-
-        def rows(x: torch.Tensor) -> set[bytes]:
-            return {r.tobytes() for r in np.round(x[:, :d].numpy(), 9)}
-
-        wanted = rows(pool)
-        share = [len(wanted & rows(s.x)) / max(1, len(wanted)) for s in self.sources]
+        wanted = config_keys(pool, self.config_encoder.dim)
+        share = [len(wanted & s.configs) / max(1, len(wanted)) for s in self.sources]
         return np.array(share) >= self.settings.source_overlap
 
     def source_weights(
@@ -525,6 +522,12 @@ class LearnedPrior:
 
     def _input_dim(self) -> int:
         return max(1, self.config_encoder.dim) + self.descriptor_encoder.dim
+
+
+def config_keys(x: torch.Tensor, config_dim: int) -> frozenset[bytes]:
+    """The distinct configurations among ``x``'s rows (encoded configuration columns, rounded so
+    that one configuration encoded twice compares equal), as hashable keys."""
+    return frozenset(r.tobytes() for r in np.round(x[:, : max(1, config_dim)].numpy(), 9))
 
 
 def misordered_pairs(mu: np.ndarray, y: np.ndarray) -> np.ndarray:
