@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
 import pandas as pd
@@ -52,3 +53,37 @@ class IntensityProvider(Protocol):
     async def history(self, region: str, issue: datetime, hours: int) -> pd.Series:
         """Observed intensity (gCO2eq/kWh) of the ``hours`` hours before ``issue``, UTC index."""
         ...
+
+
+class Signal(StrEnum):
+    """What an intensity figure measures. Average (location-based) and marginal intensities are
+    different quantities: a forecast carries one kind, never a mix."""
+
+    average = "average"
+    marginal = "marginal"
+
+
+class IntensitySource(Protocol):
+    """A live grid-data provider (Electricity Maps, WattTime, a public grid operator's API, the
+    Carbon Aware SDK): observed hourly intensity of a zone and, where the provider has one, its
+    own forecast. Implementations live in ``adapters/``; they raise :class:`ProviderUnavailable`
+    when the provider cannot answer and :class:`SourceMisconfigured` on 401/403."""
+
+    name: str
+    signal: Signal
+
+    async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
+        """Observed intensity (gCO2eq/kWh) of each hour in ``[start, end)``: a float Series on an
+        hourly, tz-aware UTC index, sorted, one value per hour (duplicates resolved, hours the
+        provider lacks simply absent)."""
+        ...
+
+    async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
+        """The provider's own forecast for ``[issue, issue + hours)`` on the same kind of index,
+        or ``None`` when it publishes none for this zone (or the tier does not include it)."""
+        ...
+
+
+class SourceMisconfigured(ProviderUnavailable):
+    """The provider refused our credentials (401/403) or the source is set up wrongly; the message
+    names the setting to fix and never contains the credential."""
