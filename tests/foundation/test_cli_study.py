@@ -73,6 +73,7 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
                 message="OOM at batch 16",
             ),
         ),
+        (subjects.forecasts("NO"), observed_forecast()),
         (
             subjects.STUDIES_STOPPED,
             c.StudyStopped(
@@ -84,6 +85,28 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
             ),
         ),
     ]
+
+
+OBSERVED_G = 20.0  # osl1's grid (NO) observed in the run's first hour; its second is not yet
+
+
+def observed_forecast() -> c.CarbonForecast:
+    """A forecast issued after the run's first hour, carrying that hour as observed."""
+    issued = ACCOUNTING.hours[1].hour
+    return c.CarbonForecast(
+        occurred_at=issued,
+        region="NO",
+        issued_at=issued,
+        start=issued,
+        model_version="test",
+        g_per_kwh=[15.0] * 168,
+        p10_g_per_kwh=[10.0] * 168,
+        p90_g_per_kwh=[20.0] * 168,
+        observed=c.ObservedIntensity(
+            source="replay",
+            hours=[c.ObservedHour(hour=ACCOUNTING.hours[0].hour, g_per_kwh=OBSERVED_G)],
+        ),
+    )
 
 
 async def publish(url: str, events: list[tuple[str, c.Event]]) -> None:
@@ -154,9 +177,17 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
         ACCOUNTING.energy_wh,
         ACCOUNTING.emissions_g,
     )
+    # realised: the observed first hour at its observed intensity, the second at the forecast's
+    first, second = ACCOUNTING.hours
+    assert trained["realised_emissions_g"] == pytest.approx(
+        first.energy_wh / 1000 * first.pue * OBSERVED_G
+        + second.energy_wh / 1000 * second.pue * second.g_per_kwh
+    )
+    assert (trained["realised_hours"], trained["forecast_priced_hours"]) == (1, 1)
     assert failed["metrics"] is None and failed["error"] == "OOM at batch 16"
     human = run(["results", str(STUDY)], env)
     assert human.returncode == 0 and "0.91" in human.stdout and "38.5" in human.stdout
+    assert "1/2" in human.stdout and "forecast intensity" in human.stdout
 
     one_error_line(run(["study", "show", "not-a-study"], env), 2, "'not-a-study' is not a study id")
     one_error_line(run(["results", str(uuid4())], env), 1, "no study")

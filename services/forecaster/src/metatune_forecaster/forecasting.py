@@ -15,7 +15,7 @@ from metatune.errors import ConfigurationError
 from metatune.registry import Registry
 
 from .domain.features import HISTORY_HOURS
-from .domain.forecast import InsufficientHistory, make_forecast, shift_stale
+from .domain.forecast import InsufficientHistory, make_forecast, shift_stale, with_observed
 from .domain.model import CarbonModel
 from .domain.providers import IntensityProvider, ProviderUnavailable, Site, WeatherProvider
 
@@ -86,6 +86,8 @@ class RegionForecaster:
                 shift_stale(last, hour, now) if last is not None and last.start <= hour else None
             )
             return Outcome(site.region, stale, str(exc))
+        signal = str(getattr(self.intensity, "signal", "average"))
+        fresh = with_observed(fresh, history, self.intensity.name, signal)
         self.last_good[site.region] = fresh
         return Outcome(site.region, fresh)
 

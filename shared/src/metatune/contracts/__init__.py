@@ -15,7 +15,7 @@ from .datasets import (
     TaskType,
 )
 from .errors import ErrorEvent, ErrorKind
-from .forecasts import HORIZON_HOURS, CarbonForecast
+from .forecasts import HORIZON_HOURS, CarbonForecast, ObservedHour, ObservedIntensity
 from .health import ServiceHealth
 from .jobs import (
     InfeasibleAction,
@@ -80,6 +80,8 @@ __all__ = [
     "LrSchedule",
     "MetaFeatures",
     "MetricPoint",
+    "ObservedHour",
+    "ObservedIntensity",
     "Plan",
     "PlanEntry",
     "PredictionSource",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from numpy.typing import ArrayLike
 from pydantic import AwareDatetime, Field, model_validator
 
-from .base import Event
+from .base import Contract, Event
 
 HORIZON_HOURS = 168
 
@@ -19,6 +21,27 @@ def expected_intensity(p10: ArrayLike, median: ArrayLike, p90: ArrayLike) -> np.
         0.3 * np.asarray(p10, dtype=float)
         + 0.4 * np.asarray(median, dtype=float)
         + 0.3 * np.asarray(p90, dtype=float)
+    )
+
+
+class ObservedHour(Contract):
+    """One hour's observed (measured, not forecast) intensity of a grid region."""
+
+    hour: AwareDatetime = Field(description="start of the hour, UTC")
+    g_per_kwh: float = Field(ge=0, allow_inf_nan=False, description="observed gCO2eq/kWh")
+
+
+class ObservedIntensity(Contract):
+    """The observed intensity of a region's recent hours, as its source reported them: what
+    accounting re-prices past job-hours with once they are observed (realised emissions)."""
+
+    source: str = Field(min_length=1, description="where the observations come from")
+    signal: Literal["average", "marginal"] = Field(
+        "average",
+        description="average (location-based, what disclosures use) or marginal intensity",
+    )
+    hours: list[ObservedHour] = Field(
+        default_factory=list, description="observed hours before the forecast's start, oldest first"
     )
 
 
@@ -36,6 +59,11 @@ class CarbonForecast(Event):
     imputed_hours: list[int] = Field(
         default_factory=list, description="hour offsets with imputed weather"
     )
+    observed: ObservedIntensity | None = Field(
+        None,
+        description="the region's observed intensity of recent hours before start (older "
+        "producers leave it out)",
+    )
 
     def expected_g_per_kwh(self) -> np.ndarray:
         """Hourly expected intensity (see :func:`expected_intensity`)."""
@@ -51,4 +79,7 @@ class CarbonForecast(Event):
         for lo, mid, hi in zip(self.p10_g_per_kwh, self.g_per_kwh, self.p90_g_per_kwh, strict=True):
             if not (0 <= lo <= mid <= hi):
                 raise ValueError("bands must satisfy 0 <= p10 <= median <= p90")
+        for observed in self.observed.hours if self.observed else []:
+            if observed.hour >= self.start or observed.hour.minute or observed.hour.second:
+                raise ValueError("observed hours are aligned to the hour and before start")
         return self

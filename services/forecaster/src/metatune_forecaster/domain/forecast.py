@@ -12,7 +12,7 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
-from metatune.contracts import CarbonForecast
+from metatune.contracts import CarbonForecast, ObservedHour, ObservedIntensity
 from metatune.contracts.forecasts import HORIZON_HOURS
 from metatune.errors import MetaTuneError
 
@@ -165,3 +165,24 @@ def shift_stale(last: CarbonForecast, hour: datetime, occurred_at: datetime) -> 
             "imputed_hours": imputed,
         }
     )
+
+
+OBSERVED_HOURS = 24  # the observed hours each forecast carries (telemetry re-prices job-hours)
+
+
+def with_observed(
+    forecast: CarbonForecast, history: pd.Series, source: str, signal: str = "average"
+) -> CarbonForecast:
+    """``forecast`` carrying the last ``OBSERVED_HOURS`` observed hours of ``history`` before its
+    start (the hours the source lacks left out): realised intensity for accounting."""
+    start = pd.Timestamp(forecast.start)
+    recent = history[
+        (history.index < start) & (history.index >= start - pd.Timedelta(hours=OBSERVED_HOURS))
+    ]
+    hours = [
+        ObservedHour(hour=ts.to_pydatetime(), g_per_kwh=round(float(v), 2))
+        for ts, v in recent.dropna().sort_index().items()
+        if pd.Timestamp(ts) == pd.Timestamp(ts).floor("h") and v >= 0
+    ]
+    observed = ObservedIntensity(source=source, signal=signal, hours=hours)
+    return forecast.model_copy(update={"observed": observed})

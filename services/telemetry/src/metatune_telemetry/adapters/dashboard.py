@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
 from uuid import UUID
 
 from metatune.registry import Registry
@@ -19,7 +21,7 @@ from ..domain.views import (
     trial,
 )
 from .db import Database
-from .queries import site_facts
+from .queries import priced_hours, site_facts
 
 LATEST_PLAN = """
 SELECT p.plan_version, e.datacenter, e.hours, e.emissions_g
@@ -57,10 +59,8 @@ async def job_timeline(
     results = await db.fetch_dicts(
         "SELECT study_id, status FROM run_results WHERE job_id = %s", (job_id,)
     )
-    hours = await db.fetch(
-        "SELECT hour, datacenter, energy_wh * pue, emissions_g FROM job_energy WHERE job_id = %s",
-        (job_id,),
-    )
+    sites = await site_facts(db, registry)
+    hours = await priced_hours(db, [job_id], sites)
     plan = await db.fetch(LATEST_PLAN, {"job": job_id})
     marks = await db.fetch_dicts(
         "SELECT occurred_at AS at, datacenter, action FROM assignments WHERE job_id = %s "
@@ -73,7 +73,6 @@ async def job_timeline(
     r = results[0] if results else {}
     home, requested_at = q.get("home_datacenter"), q.get("requested_at")
     need = need_hours(q["estimated_gpu_hours"], q["gpus"]) if q else 0
-    sites = await site_facts(db, registry)
     intensity = {}
     if requested_at is not None and home in sites.region_of:
         intensity = dict(
@@ -92,7 +91,15 @@ async def job_timeline(
         trial_index=q.get("trial_index"),
         status=r.get("status") or ("running" if hours else "requested"),
         home_datacenter=home,
-        ran=stretches(hours),
+        ran=stretches(
+            (h["hour"], h["datacenter"], h["energy_wh"] * h["pue"], _grams(h, realised=True))
+            for h in hours
+        ),
+        forecast_kgco2eq=_total_kg(_grams(h, realised=False) for h in hours) if hours else None,
+        realised_hours=sum(1 for h in hours if h["realised_g_per_kwh"] is not None),
+        forecast_priced_hours=sum(
+            1 for h in hours if h["realised_g_per_kwh"] is None and h["g_per_kwh"] is not None
+        ),
         plan_version=plan[0][0] if plan else None,
         planned=stretches(
             (h, dc, None, None) for _, dc, entry_hours, _ in plan for h in entry_hours
@@ -108,6 +115,19 @@ async def job_timeline(
             intensity,
         ),
     )
+
+
+def _grams(hour: dict[str, Any], *, realised: bool) -> float | None:
+    """A job-hour's gCO2eq at its realised intensity where observed (``realised``), else at the
+    forecast intensity the agent charged; None where neither is known."""
+    g = hour["realised_g_per_kwh"] if realised else None
+    g = g if g is not None else hour["g_per_kwh"]
+    return None if g is None else float(hour["energy_wh"] * hour["pue"] * g / 1000)
+
+
+def _total_kg(grams: Iterable[float | None]) -> float | None:
+    values = list(grams)
+    return None if any(g is None for g in values) else sum(g or 0.0 for g in values) / 1000
 
 
 async def datacenter_forecast(

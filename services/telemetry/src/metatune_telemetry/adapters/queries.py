@@ -39,6 +39,33 @@ async def site_facts(db: Database, registry: Registry | None = None) -> Sites:
     return sites
 
 
+HOUR_COLUMNS = ("hour", "datacenter", "energy_wh", "pue", "g_per_kwh", "realised_g_per_kwh")
+# each job-hour beside the observed (average, location-based) intensity of its datacenter's grid
+# region in that hour: NULL until the hour is observed, when the forecast price stands
+PRICED_HOURS = (
+    "SELECT e.job_id, e.hour, e.datacenter, e.energy_wh, e.pue, e.g_per_kwh, "
+    "o.g_per_kwh AS realised_g_per_kwh FROM job_energy e "
+    "LEFT JOIN unnest(%(dcs)s::text[], %(regions)s::text[]) AS m(datacenter, region) "
+    "ON m.datacenter = e.datacenter "
+    "LEFT JOIN observed_intensity o ON o.region = m.region AND o.hour = e.hour "
+    "AND o.signal = 'average' WHERE {where} ORDER BY e.hour, e.datacenter"
+)
+
+
+async def priced_hours(
+    db: Database, job_ids: list[Any] | None, sites: Sites
+) -> list[dict[str, Any]]:
+    """Job-hours (of ``job_ids``; every job's with None) with their forecast price (what the agent
+    charged) and the realised intensity where the hour is observed."""
+    params: dict[str, Any] = {
+        "dcs": list(sites.region_of),
+        "regions": list(sites.region_of.values()),
+        "ids": job_ids,
+    }
+    where = "TRUE" if job_ids is None else "e.job_id = ANY(%(ids)s)"
+    return await db.fetch_dicts(PRICED_HOURS.format(where=where), params)
+
+
 async def run_inputs(
     db: Database, study_id: UUID, registry: Registry | None = None
 ) -> list[RunInput]:
@@ -52,23 +79,17 @@ async def run_inputs(
         (study_id, study_id),
     )
     ids = [j["job_id"] for j in jobs]
-    hours = await db.fetch_dicts(
-        "SELECT job_id, hour, datacenter, energy_wh, pue, g_per_kwh FROM job_energy "
-        "WHERE job_id = ANY(%s) ORDER BY hour",
-        (ids,),
-    )
+    sites = await site_facts(db, registry)
+    hours = await priced_hours(db, ids, sites)
     metrics = await db.fetch_dicts(
         "SELECT job_id, min(time) AS start, avg(power_w) FILTER (WHERE power_w > 0) AS mean_power_w, "
         "max(tokens_seen) AS tokens_seen, max(tokens_with_padding) AS tokens_with_padding "
         "FROM run_metrics WHERE job_id = ANY(%s) GROUP BY job_id",
         (ids,),
     )
-    sites = await site_facts(db, registry)
     by_job: dict[Any, list[HourInput]] = defaultdict(list)
     for h in hours:
-        by_job[h["job_id"]].append(
-            HourInput(**{k: h[k] for k in ("hour", "datacenter", "energy_wh", "pue", "g_per_kwh")})
-        )
+        by_job[h["job_id"]].append(HourInput(**{k: h[k] for k in HOUR_COLUMNS}))
     metric_of = {m["job_id"]: m for m in metrics}
     region_of, pue_of, gpu_of = sites.region_of, sites.pue_of, sites.gpu_of
     out = []

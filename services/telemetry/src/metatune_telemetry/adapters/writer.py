@@ -86,6 +86,13 @@ INSERT_EVENTS = (
 # transaction at a time: the lock is held to commit, so each refresh sees the rows before it
 ENERGY_LOCK = "SELECT pg_advisory_xact_lock(1952803941, hashtext(current_schema()))"
 PARTITION_LOCK = "SELECT pg_advisory_xact_lock(1952803942, hashtext(current_schema()))"
+# an hour reported again by a later issue (a provider revising it) replaces the earlier report
+OBSERVED_SQL = (
+    "INSERT INTO observed_intensity (region, hour, signal, g_per_kwh, source, issued_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (region, hour, signal) DO UPDATE SET "
+    "g_per_kwh = EXCLUDED.g_per_kwh, source = EXCLUDED.source, issued_at = EXCLUDED.issued_at "
+    "WHERE observed_intensity.issued_at <= EXCLUDED.issued_at"
+)
 TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 TRANSIENT_RETRIES = 5
 RESULT_COLUMNS = (
@@ -298,6 +305,9 @@ class EventWriter:
                 f"INSERT INTO forecast_points ({STAGE_FORECASTS.names}) SELECT {STAGE_FORECASTS.names} "
                 "FROM stage_forecasts ON CONFLICT DO NOTHING"
             )
+        observed = rows.observed_rows()
+        if observed:
+            await cur.executemany(OBSERVED_SQL, observed)
         energy = rows.job_energy_rows()
         if energy:
             await STAGE_ENERGY.copy(cur, energy)

@@ -7,10 +7,17 @@ utilisation, total tokens including padding, energy, and kgCO2eq computed hour b
 IT kWh x PUE x the carbon intensity of that hour. Every default applied is listed in
 ``normalisations``. An hour without a known intensity is *unpriced*: its energy is reported,
 its emissions are not, and a run with any unpriced hour has no total kgCO2eq (``None``), never 0.
+
+Each hour has two prices: the *forecast* one the agent charged while the hour ran (the latest
+forecast's intensity) and, once the grid region's hour has been observed, the *realised*
+(location-based) one. The disclosure prices an hour at its realised intensity where it has one
+and at the forecast's otherwise, says which (``priced_by``) and lists the hours still
+forecast-priced; both totals are kept beside each other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -27,7 +34,11 @@ class HourInput(BaseModel):
     datacenter: str
     energy_wh: float
     pue: float | None
-    g_per_kwh: float | None
+    g_per_kwh: float | None  # the forecast intensity the agent charged
+    realised_g_per_kwh: float | None = None  # the observed intensity, once the hour is observed
+
+
+PricedBy = Literal["realised", "forecast", "unpriced"]
 
 
 class RunInput(BaseModel):
@@ -58,8 +69,13 @@ class HourLine(BaseModel):
     it_energy_kwh: float
     pue: float
     facility_energy_kwh: float
-    g_per_kwh: float | None
+    g_per_kwh: float | None  # the intensity disclosed: realised where observed, else forecast
     kgco2eq: float | None
+    priced_by: PricedBy
+    forecast_g_per_kwh: float | None
+    forecast_kgco2eq: float | None
+    realised_g_per_kwh: float | None
+    realised_kgco2eq: float | None
 
 
 class RunDisclosure(BaseModel):
@@ -85,6 +101,9 @@ class RunDisclosure(BaseModel):
     kgco2eq: float | None
     priced_kgco2eq: float
     unpriced_energy_kwh: float
+    realised_hours: int  # hours priced at their observed intensity
+    forecast_priced_hours: int  # hours not observed yet, priced at the forecast's
+    forecast_kgco2eq: float | None  # every hour at the forecast price (None: one had none)
     hours: list[HourLine]
     normalisations: list[str]
 
@@ -98,6 +117,13 @@ class StudyDisclosure(BaseModel):
     kgco2eq: float | None
     priced_kgco2eq: float
     unpriced_energy_kwh: float
+    realised_hours: int
+    forecast_priced_hours: int
+    forecast_kgco2eq: float | None
+
+
+def _kg(facility_kwh: float, g_per_kwh: float | None) -> float | None:
+    return None if g_per_kwh is None else facility_kwh * g_per_kwh / 1000.0
 
 
 def _pricing(priced: int, unpriced: int) -> Literal["priced", "partially_priced", "unpriced"]:
@@ -136,7 +162,8 @@ def disclose_run(run: RunInput) -> RunDisclosure:
             notes.append(f"PUE of {h.datacenter}: unknown, 1.0 (IT energy only)")
         it_kwh = h.energy_wh / 1000.0
         facility = it_kwh * pue
-        kg = facility * h.g_per_kwh / 1000.0 if h.g_per_kwh is not None else None
+        realised = h.realised_g_per_kwh
+        disclosed = realised if realised is not None else h.g_per_kwh
         lines.append(
             HourLine(
                 hour=h.hour,
@@ -145,14 +172,29 @@ def disclose_run(run: RunInput) -> RunDisclosure:
                 it_energy_kwh=it_kwh,
                 pue=pue,
                 facility_energy_kwh=facility,
-                g_per_kwh=h.g_per_kwh,
-                kgco2eq=kg,
+                g_per_kwh=disclosed,
+                kgco2eq=_kg(facility, disclosed),
+                priced_by="realised"
+                if realised is not None
+                else "forecast"
+                if h.g_per_kwh is not None
+                else "unpriced",
+                forecast_g_per_kwh=h.g_per_kwh,
+                forecast_kgco2eq=_kg(facility, h.g_per_kwh),
+                realised_g_per_kwh=realised,
+                realised_kgco2eq=_kg(facility, realised),
             )
         )
     unpriced = [line for line in lines if line.kgco2eq is None]
     if unpriced:
         notes.append(
             f"{len(unpriced)} hour(s) without a known carbon intensity: unpriced, not counted as 0"
+        )
+    forecast_priced = [line for line in lines if line.priced_by == "forecast"]
+    if forecast_priced:
+        notes.append(
+            f"{len(forecast_priced)} hour(s) not observed yet, priced at the forecast intensity: "
+            + ", ".join(f"{line.hour:%Y-%m-%d %H:%M} {line.datacenter}" for line in forecast_priced)
         )
     priced_kg = sum(line.kgco2eq or 0.0 for line in lines)
     pricing = _pricing(len(lines) - len(unpriced), len(unpriced)) if lines else "unpriced"
@@ -188,6 +230,9 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         kgco2eq=priced_kg if pricing == "priced" else None,
         priced_kgco2eq=priced_kg,
         unpriced_energy_kwh=sum(line.facility_energy_kwh for line in unpriced),
+        realised_hours=sum(1 for line in lines if line.priced_by == "realised"),
+        forecast_priced_hours=len(forecast_priced),
+        forecast_kgco2eq=_total(line.forecast_kgco2eq for line in lines),
         hours=lines,
         normalisations=list(dict.fromkeys(notes)),
     )
@@ -214,4 +259,17 @@ def disclose_study(study_id: UUID, runs: list[RunInput]) -> StudyDisclosure:
         kgco2eq=priced_kg if pricing == "priced" else None,
         priced_kgco2eq=priced_kg,
         unpriced_energy_kwh=sum(d.unpriced_energy_kwh for d in disclosed),
+        realised_hours=sum(d.realised_hours for d in disclosed),
+        forecast_priced_hours=sum(d.forecast_priced_hours for d in disclosed),
+        forecast_kgco2eq=_total(d.forecast_kgco2eq for d in disclosed),
     )
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """The sum, or None as soon as one part is unknown (never a partial sum presented as whole)."""
+    total = 0.0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total

@@ -37,6 +37,9 @@ RUN_FIELDS = [
     "kgco2eq",
     "priced_kgco2eq",
     "unpriced_energy_kwh",
+    "realised_hours",
+    "forecast_priced_hours",
+    "forecast_kgco2eq",
     "normalisations",
 ]
 
@@ -79,7 +82,13 @@ def run_rows(run: RunDisclosure) -> list[tuple[str, str]]:
         ),
         ("Energy (IT / facility)", f"{run.it_energy_kwh:.4f} / {run.facility_energy_kwh:.4f} kWh"),
         ("Emissions", f"{_num(run.kgco2eq, 6)} kgCO2eq ({run.pricing})"),
+        ("Priced at", priced_at(run.realised_hours, run.forecast_priced_hours)),
+        ("Emissions at the forecast intensity", f"{_num(run.forecast_kgco2eq, 6)} kgCO2eq"),
     ]
+
+
+def priced_at(realised: int, forecast: int) -> str:
+    return f"realised intensity: {realised} h; forecast intensity (not observed yet): {forecast} h"
 
 
 def to_markdown(study: StudyDisclosure) -> str:
@@ -89,6 +98,9 @@ def to_markdown(study: StudyDisclosure) -> str:
         f"Total: {study.it_energy_kwh:.4f} kWh IT, {study.facility_energy_kwh:.4f} kWh facility, "
         f"{_num(study.kgco2eq, 6)} kgCO2eq ({study.pricing}; priced part {study.priced_kgco2eq:.6f} kg, "
         f"unpriced energy {study.unpriced_energy_kwh:.4f} kWh)",
+        "",
+        f"Priced at the {priced_at(study.realised_hours, study.forecast_priced_hours)}; "
+        f"every hour at the forecast intensity: {_num(study.forecast_kgco2eq, 6)} kgCO2eq",
         "",
     ]
     for run in study.runs:
@@ -101,12 +113,14 @@ def to_markdown(study: StudyDisclosure) -> str:
         lines += [f"| {k} | {v} |" for k, v in run_rows(run)]
         lines += [
             "",
-            "| Hour (UTC) | Datacenter | Region | IT kWh | PUE | gCO2eq/kWh | kgCO2eq |",
-            "|---|---|---|---|---|---|---|",
+            "| Hour (UTC) | Datacenter | Region | IT kWh | PUE | gCO2eq/kWh | kgCO2eq | Priced by "
+            "| Forecast gCO2eq/kWh | Forecast kgCO2eq |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {h.hour:%Y-%m-%d %H:%M} | {h.datacenter} | {h.grid_region} | {h.it_energy_kwh:.4f} | {h.pue:.2f} | "
-            f"{_num(h.g_per_kwh, 1)} | {_num(h.kgco2eq, 6)} |"
+            f"{_num(h.g_per_kwh, 1)} | {_num(h.kgco2eq, 6)} | {h.priced_by} | "
+            f"{_num(h.forecast_g_per_kwh, 1)} | {_num(h.forecast_kgco2eq, 6)} |"
             for h in run.hours
         ]
         lines += ["", "Normalisation applied:", *[f"- {n}" for n in run.normalisations], ""]

@@ -20,6 +20,7 @@ from .charts import (
     scatter,
 )
 from .disclosure import StudyDisclosure
+from .formats import priced_at as _priced_at
 from .formats import run_rows
 from .views import DatacenterForecast, JobTimeline, Stretch, Trial
 
@@ -44,7 +45,9 @@ def _dc_link(datacenter: str) -> str:
 
 def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
     parts = [
-        f"<h1>Study {d.study_id}</h1><p>{d.it_energy_kwh:.4f} kWh IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing})</p>"
+        f"<h1>Study {d.study_id}</h1><p>{d.it_energy_kwh:.4f} kWh IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
+        f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
+        f"forecast intensity: {_kg(d.forecast_kgco2eq)} kgCO2eq)</p>"
     ]
     bars = [
         (
@@ -166,6 +169,11 @@ def job_page(t: JobTimeline) -> str:
         ),
         ("Facility energy", f"{t.facility_energy_kwh:.4f} kWh"),
         ("Emissions", f"{_kg(t.kgco2eq, 'unpriced' if t.ran else 'none yet')} kgCO2eq"),
+        ("Priced at", _priced_at(t.realised_hours, t.forecast_priced_hours)),
+        (
+            "Emissions at the forecast intensity",
+            f"{_kg(t.forecast_kgco2eq, 'unpriced' if t.ran else 'none yet')} kgCO2eq",
+        ),
         (
             f"Planned (plan v{t.plan_version})" if t.plan_version is not None else "Planned",
             f"{_kg(t.planned_kgco2eq, 'no plan')} kgCO2eq",

@@ -31,6 +31,8 @@ def _json(model: Any) -> str | None:
 class TypedRows:
     run_metrics: list[tuple[Any, ...]] = field(default_factory=list)
     forecast_points: list[tuple[Any, ...]] = field(default_factory=list)
+    # (region, hour, signal) -> (region, hour, signal, g/kWh, source, issued_at): the latest report
+    observed: dict[tuple[str, datetime, str], tuple[Any, ...]] = field(default_factory=dict)
     agent_status: list[tuple[Any, ...]] = field(default_factory=list)
     job_energy: dict[tuple[UUID, datetime, str], tuple[Any, ...]] = field(default_factory=dict)
     studies: list[tuple[Any, ...]] = field(default_factory=list)
@@ -47,6 +49,10 @@ class TypedRows:
 
     def job_energy_rows(self) -> list[tuple[Any, ...]]:
         return list(self.job_energy.values())
+
+    def observed_rows(self) -> list[tuple[Any, ...]]:
+        """Observed region-hours in key order (writers sharing the stream lock rows alike)."""
+        return [self.observed[k] for k in sorted(self.observed)]
 
     def months(self) -> dict[str, set[datetime]]:
         """First instant (UTC) of each month each partitioned table receives rows in: every month
@@ -179,7 +185,7 @@ def _paused(rows: TypedRows, e: c.RunPaused) -> None:
 
 
 def _forecast(rows: TypedRows, e: c.CarbonForecast) -> None:
-
+    _observed(rows, e)
     imputed = set(e.imputed_hours)
     for i, (g, lo, hi) in enumerate(
         zip(e.g_per_kwh, e.p10_g_per_kwh, e.p90_g_per_kwh, strict=True)
@@ -197,6 +203,19 @@ def _forecast(rows: TypedRows, e: c.CarbonForecast) -> None:
                 i in imputed,
             )
         )
+
+
+def _observed(rows: TypedRows, e: c.CarbonForecast) -> None:
+    """The observed hours the forecast carries; of two reports of an hour, the later issue's."""
+    if e.observed is None:
+        return
+    region, source, signal = clean_text(e.region), clean_text(e.observed.source), e.observed.signal
+    for h in e.observed.hours:
+        key = (region, h.hour, signal)
+        current = rows.observed.get(key)
+        if current is not None and (current[5], current[3]) >= (e.issued_at, h.g_per_kwh):
+            continue
+        rows.observed[key] = (region, h.hour, signal, h.g_per_kwh, source, e.issued_at)
 
 
 def _status(rows: TypedRows, e: c.AgentStatus) -> None:

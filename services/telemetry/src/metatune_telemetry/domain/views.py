@@ -139,6 +139,11 @@ class JobTimeline(BaseModel):
     planned_kgco2eq: float | None
     assignments: list[Mark]
     baseline: Baseline
+    # ran hours are priced at their realised intensity where observed (``realised_hours``), at the
+    # forecast's otherwise (``forecast_priced_hours``); every hour at the forecast price beside it
+    forecast_kgco2eq: float | None = None
+    realised_hours: int = 0
+    forecast_priced_hours: int = 0
 
     @property
     def facility_energy_kwh(self) -> float:

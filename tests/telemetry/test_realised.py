@@ -1,0 +1,224 @@
+"""Realised emissions: once an hour of a grid region is observed (the observed hours a forecast
+carries), every job-hour in it is priced again at the realised intensity, beside the forecast
+price the agent charged. The disclosure, the dashboard and the stored rows must keep the two
+apart: each figure below is computed by hand from different intensities, so a mix-up fails."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from uuid import uuid4
+
+import psycopg
+import pytest
+
+from metatune import contracts as c
+from metatune import subjects
+from metatune_telemetry.adapters.dashboard import job_timeline
+from metatune_telemetry.adapters.queries import study_disclosure
+from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.app import create_service
+from metatune_telemetry.domain.formats import to_markdown
+from tests.support.samples import CONFIG, NOW, SPEC
+from tests.support.waiting import wait_for
+
+from .conftest import count, publish
+
+H = timedelta(hours=1)
+PUE = 1.2  # fra1's agent status
+WH = (500.0, 250.0, 400.0)  # the run's IT energy in hours 0, 1, 2
+FORECAST = (300.0, 100.0, 200.0)  # what the agent charged (the forecast in force)
+REALISED = (250.0, 120.0)  # observed later for hours 0 and 1; hour 2 is not observed yet
+MARGINAL = 900.0  # a marginal observation of hour 2: never a location-based price
+
+
+def kg(wh: float, g: float) -> float:
+    return wh / 1000 * PUE * g / 1000
+
+
+def forecast(issued_at, observed, signal="average", source="electricitymaps") -> c.CarbonForecast:
+    return c.CarbonForecast(
+        occurred_at=issued_at,
+        region="DE",
+        issued_at=issued_at,
+        start=issued_at,
+        model_version="test",
+        g_per_kwh=[200.0] * 168,
+        p10_g_per_kwh=[190.0] * 168,
+        p90_g_per_kwh=[210.0] * 168,
+        observed=c.ObservedIntensity(
+            source=source,
+            signal=signal,
+            hours=[c.ObservedHour(hour=NOW + i * H, g_per_kwh=g) for i, g in observed],
+        ),
+    )
+
+
+def recorded_run() -> tuple[list[tuple[str, c.Event]], c.RunCompleted, c.Assignment]:
+    study, job = uuid4(), uuid4()
+    spec = SPEC.model_copy(update={"webhook_url": None})
+    hours = [
+        c.HourlyEnergy(
+            hour=NOW + i * H,
+            datacenter="fra1",
+            pue=PUE,
+            energy_wh=wh,
+            g_per_kwh=g,
+            emissions_g=wh / 1000 * PUE * g,
+        )
+        for i, (wh, g) in enumerate(zip(WH, FORECAST, strict=True))
+    ]
+    start = c.Assignment(
+        occurred_at=NOW,
+        job_id=job,
+        study_id=study,
+        datacenter="fra1",
+        action=c.AssignmentAction.start,
+        plan_version=1,
+        spec=spec,
+        config=CONFIG,
+    )
+    done = c.RunCompleted(
+        occurred_at=NOW + 3 * H,
+        job_id=job,
+        study_id=study,
+        datacenter="fra1",
+        config=CONFIG,
+        metrics=c.RunMetrics(val_loss=0.3),
+        steps=100,
+        accounting=c.RunAccounting(energy_wh=sum(WH), wall_seconds=3 * 3600.0, hours=hours),
+    )
+    events: list[tuple[str, c.Event]] = [
+        (
+            subjects.DATASETS_SUBMITTED,
+            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
+        ),
+        (
+            subjects.agent_status("fra1"),
+            c.AgentStatus(
+                occurred_at=NOW,
+                datacenter="fra1",
+                region="DE",
+                gpus_total=8,
+                gpus_free=7,
+                gpu_model="H100",
+                power_per_gpu_w=700.0,
+                pue=PUE,
+            ),
+        ),
+        (
+            subjects.JOBS_REQUESTED,
+            c.JobRequested(
+                occurred_at=NOW,
+                job_id=job,
+                study_id=study,
+                trial_index=0,
+                spec=spec,
+                config=CONFIG,
+                gpus=1,
+                estimated_gpu_hours=3.0,
+                power_kw=0.5,
+                deadline=spec.deadline,
+            ),
+        ),
+        (subjects.assignments("fra1"), start),
+    ]
+    return events, done, start
+
+
+def completed_subject() -> str:
+    return subjects.runs_completed("fra1")
+
+
+def incoming(events, first_seq=1) -> list[Incoming]:
+    return [Incoming("METATUNE", first_seq + i, s, e.to_bytes()) for i, (s, e) in enumerate(events)]
+
+
+async def test_observed_hours_reprice_job_hours_beside_the_forecast_price(db) -> None:
+    events, done, _ = recorded_run()
+    writer = EventWriter(db)
+    # observations may come before the run's accounting (hour 0) or after it (hour 1); a
+    # marginal report of hour 2 and an older issue's report of hour 0 change nothing
+    await writer.write(
+        incoming([*events, (subjects.forecasts("DE"), forecast(NOW + H, [(0, 260.0)]))])
+    )
+    await writer.write(incoming([(completed_subject(), done)], 100))
+    await writer.write(
+        incoming(
+            [
+                (
+                    subjects.forecasts("DE"),
+                    forecast(NOW + 2 * H, [(0, REALISED[0]), (1, REALISED[1])]),
+                ),
+                (
+                    subjects.forecasts("DE"),
+                    forecast(NOW + 3 * H, [(2, MARGINAL)], "marginal", "watttime"),
+                ),
+                (subjects.forecasts("DE"), forecast(NOW + H, [(0, 999.0)])),
+            ],
+            200,
+        )
+    )
+    assert await count(db, "SELECT count(*) FROM observed_intensity") == 3
+    report = await study_disclosure(db, done.study_id)
+    (run,) = report.runs
+    assert [h.priced_by for h in run.hours] == ["realised", "realised", "forecast"]
+    assert [h.g_per_kwh for h in run.hours] == [REALISED[0], REALISED[1], FORECAST[2]]
+    assert [h.forecast_g_per_kwh for h in run.hours] == list(FORECAST)
+    assert [h.realised_g_per_kwh for h in run.hours] == [*REALISED, None]
+    realised_kg = kg(WH[0], REALISED[0]) + kg(WH[1], REALISED[1]) + kg(WH[2], FORECAST[2])
+    forecast_kg = sum(kg(wh, g) for wh, g in zip(WH, FORECAST, strict=True))
+    assert realised_kg != pytest.approx(forecast_kg)
+    assert run.kgco2eq == pytest.approx(realised_kg)
+    assert run.forecast_kgco2eq == pytest.approx(forecast_kg)
+    assert (run.realised_hours, run.forecast_priced_hours) == (2, 1)
+    assert (report.kgco2eq, report.forecast_kgco2eq) == (
+        pytest.approx(realised_kg),
+        pytest.approx(forecast_kg),
+    )
+    note = next(n for n in run.normalisations if "priced at the forecast" in n)
+    assert f"{NOW + 2 * H:%Y-%m-%d %H:%M} fra1" in note and f"{NOW:%Y-%m-%d %H:%M}" not in note
+    markdown = to_markdown(report)
+    assert "realised intensity: 2 h; forecast intensity (not observed yet): 1 h" in markdown
+    assert f"{forecast_kg:.6f}" in markdown and f"{realised_kg:.6f}" in markdown
+    # the dashboard's job view: the disclosed figure and the forecast-priced one beside it
+    timeline = await job_timeline(db, done.job_id)
+    assert timeline is not None
+    assert timeline.kgco2eq == pytest.approx(realised_kg)
+    assert timeline.forecast_kgco2eq == pytest.approx(forecast_kg)
+    assert (timeline.realised_hours, timeline.forecast_priced_hours) == (2, 1)
+    # the stored job-hours keep what the agent charged: re-pricing never rewrites them
+    charged = await db.fetch(
+        "SELECT g_per_kwh FROM job_energy WHERE job_id = %s ORDER BY hour", (done.job_id,)
+    )
+    assert [r[0] for r in charged] == list(FORECAST)
+
+
+async def test_through_the_bus_a_redelivered_observation_is_stored_once(
+    tsettings, schema, js
+) -> None:
+    events, done, _ = recorded_run()
+    observed = forecast(NOW + 3 * H, [(0, REALISED[0]), (1, REALISED[1]), (2, 180.0)])
+    service = create_service(tsettings, schema=schema)
+    async with service.running():
+        for subject, event in [*events, (completed_subject(), done)]:
+            await publish(js, tsettings, subject, event)
+        await publish(js, tsettings, subjects.forecasts("DE"), observed)
+        await publish(js, tsettings, subjects.forecasts("DE"), observed, dedup=False)
+        db = service.db
+
+        async def repriced() -> bool:
+            try:
+                report = await study_disclosure(db, done.study_id)
+            except psycopg.errors.UndefinedTable:  # the service has not migrated yet
+                return False
+            return bool(report.runs) and report.realised_hours == 3
+
+        await wait_for(repriced, "the run re-priced at the observed intensities")
+        assert await count(db, "SELECT count(*) FROM observed_intensity") == 3
+        report = await study_disclosure(db, done.study_id)
+        expected = sum(kg(wh, g) for wh, g in zip(WH, (*REALISED, 180.0), strict=True))
+        assert report.kgco2eq == pytest.approx(expected)
+        assert report.forecast_kgco2eq == pytest.approx(
+            sum(kg(wh, g) for wh, g in zip(WH, FORECAST, strict=True))
+        )
+        assert report.forecast_priced_hours == 0
