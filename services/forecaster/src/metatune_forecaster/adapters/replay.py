@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..domain.providers import ProviderUnavailable, Site
+from ..domain.providers import ProviderUnavailable, Signal, Site
 from ..domain.weather_error import WeatherErrorModel
 from ..resources import REPLAY_PATH
 
@@ -65,6 +65,12 @@ class ReplayIntensity:
     async def history(self, region: str, issue: datetime, hours: int) -> pd.Series:
         start = pd.Timestamp(issue) - pd.Timedelta(hours=hours)
         return self.data.rows(region, start, hours)["ci_g_per_kwh"]
+
+    def source_of(self, region: str) -> tuple[str, Signal]:
+        return self.name, Signal.average  # Electricity Maps' direct (average) intensity
+
+    async def provider_forecast(self, region: str, issue: datetime, hours: int) -> pd.Series | None:
+        return None  # a replay has no forecast of its own
 
 
 class ReplayWeather:

@@ -54,6 +54,16 @@ class IntensityProvider(Protocol):
         """Observed intensity (gCO2eq/kWh) of the ``hours`` hours before ``issue``, UTC index."""
         ...
 
+    def source_of(self, region: str) -> tuple[str, Signal]:
+        """The name of the source whose observations feed ``region`` and the kind of intensity
+        they are (what the region's forecasts carry)."""
+        ...
+
+    async def provider_forecast(self, region: str, issue: datetime, hours: int) -> pd.Series | None:
+        """The source's own forecast for ``[issue, issue + hours)`` (see
+        :meth:`IntensitySource.forecast`), or None where it has none."""
+        ...
+
 
 class Signal(StrEnum):
     """What an intensity figure measures. Average (location-based) and marginal intensities are

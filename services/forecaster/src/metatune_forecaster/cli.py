@@ -1,0 +1,183 @@
+"""``metatune forecaster backfill|import-csv``: fill the forecaster's observation store ahead of
+its first live forecast (contributed through the ``metatune.cli`` entry points)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from metatune.cli.connect import fail
+from metatune.cli.output import JSON_HELP, logs_to_stderr, print_json
+from metatune.errors import ConfigurationError, DatabaseUnavailable
+from metatune.redaction import redact
+from metatune.registry import Registry, default_registry, load_registry
+from metatune.settings import Settings, get_settings
+
+from .domain.observations import HOUR, hours_between
+from .domain.providers import ProviderUnavailable, Signal
+
+console = Console()
+forecaster_app = typer.Typer(
+    help="The carbon-intensity forecaster: its store of observed intensity (backfill, CSV import).",
+    no_args_is_help=True,
+)
+
+
+def _store(settings: Settings):
+    from .adapters.store import ObservationStore
+
+    return ObservationStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
+
+
+def _registry(settings: Settings) -> Registry:
+    return load_registry(settings.registry_path) if settings.registry_path else default_registry()
+
+
+def _hour(text: str, option: str) -> datetime:
+    """A date or ISO time (naive means UTC) on the hour."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise fail(f"{option} {text!r}: not a date (YYYY-MM-DD) or ISO time") from exc
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+@forecaster_app.command()
+def backfill(
+    region: Annotated[str, typer.Option("--region", help="grid region of the datacenter registry")],
+    from_: Annotated[str, typer.Option("--from", help="first day (YYYY-MM-DD, UTC) or ISO time")],
+    to: Annotated[
+        str | None, typer.Option("--to", help="end, exclusive (default: the current hour)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Store a region's observed hourly intensity from its registry source; hours already stored
+    are skipped, so an interrupted backfill resumes where it stopped."""
+    from .adapters.live import backfill as run_backfill
+    from .adapters.live import region_sources
+
+    settings = get_settings()
+    start = _hour(from_, "--from")
+    end = _hour(to, "--to") if to else datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    if end <= start:
+        raise fail(f"--to {end:%Y-%m-%dT%H:%MZ} is not after --from {start:%Y-%m-%dT%H:%MZ}")
+    try:
+        sources = region_sources(_registry(settings), settings, include_replay=True, only=region)
+    except ConfigurationError as exc:
+        raise fail(str(exc)) from exc
+    if region not in sources:
+        known = ", ".join(_registry(settings).regions())
+        raise fail(f"region {region!r} is not in the datacenter registry; known: {known}")
+    live = sources[region]
+
+    async def main():
+        async with _store(settings) as store:
+            with (
+                logs_to_stderr(console, as_json),
+                Progress(
+                    TextColumn(f"{region} ({live.zone}, {live.source.name})"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TextColumn("hours"),
+                    TimeRemainingColumn(),
+                    console=console,
+                    transient=as_json,
+                ) as bar,
+            ):
+                task = bar.add_task("backfill", total=None)
+
+                def progress(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                return await run_backfill(store, live, start, end, progress)
+
+    try:
+        report = asyncio.run(main())
+    except (ProviderUnavailable, DatabaseUnavailable, ValueError) as exc:
+        raise fail(
+            f"backfill of {region} stopped: {redact(str(exc))} (what was stored is kept; run it "
+            "again to resume)",
+            1,
+        ) from exc
+    summary = {
+        "region": region,
+        "zone": report.zone,
+        "source": report.source,
+        "from": start.isoformat(),
+        "to": end.isoformat(),
+        "hours": report.hours,
+        "stored_before": report.stored_before,
+        "new": report.stored.new,
+        "revised": report.stored.changed,
+        "lacking": report.lacking,
+    }
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"{region}: {report.hours} hours from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC; "
+        f"{report.stored_before} were stored, {report.stored.new} added from {report.source}"
+        + (f", {report.lacking} the provider has no value for" if report.lacking else "")
+    )
+
+
+@forecaster_app.command("import-csv")
+def import_csv(
+    file: Annotated[
+        Path, typer.Argument(help="Electricity Maps hourly CSV export (.csv or .csv.gz)")
+    ],
+    zone: Annotated[str, typer.Option("--zone", help="the zone id the file holds (e.g. DE)")],
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Import an Electricity Maps hourly export (its data portal's yearly files) into the
+    observation store as the zone's average intensity; re-importing a file changes nothing."""
+    from .adapters.em_csv import SOURCE, read_export
+
+    try:
+        export = read_export(file)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    if export.zone is not None and export.zone != zone:
+        raise fail(f"{file} holds zone {export.zone}, not {zone}")
+    settings = get_settings()
+
+    async def main():
+        async with _store(settings) as store:
+            await store.ready()
+            return await store.upsert(zone, Signal.average, SOURCE, export.intensity)
+
+    try:
+        stored = asyncio.run(main())
+    except DatabaseUnavailable as exc:
+        raise fail(str(exc), 1) from exc
+    series = export.intensity
+    first = series.index[0] if len(series) else None
+    last = series.index[-1] if len(series) else None
+    gaps = 0 if first is None else len(hours_between(first, last + HOUR)) - len(series)
+    summary = {
+        "zone": zone,
+        "file": str(file),
+        "hours": len(series),
+        "first": first.isoformat() if first is not None else None,
+        "last": last.isoformat() if last is not None else None,
+        "new": stored.new,
+        "revised": stored.changed,
+        "unchanged": len(series) - stored.new - stored.changed,
+        "missing_hours": gaps,
+    }
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"{zone}: {len(series)} hours read from {file.name}"
+        + (f" ({first:%Y-%m-%d} .. {last:%Y-%m-%d})" if first is not None else "")
+        + f"; {stored.new} new, {stored.changed} revised, {summary['unchanged']} already stored"
+        + (f"; {gaps} hours missing in the file" if gaps else "")
+    )
