@@ -13,6 +13,16 @@ from .contracts import Contract, RegionGroup
 from .errors import ConfigurationError
 from .subjects import token
 
+# Where a region's observed intensity may come from: the embedded replay (the default, the demo's
+# and the tests'), or a live provider the forecaster has an adapter for.
+INTENSITY_SOURCES = (
+    "replay",
+    "electricity-maps",
+    "watttime",
+    "uk-carbon-intensity",
+    "carbon-aware-sdk",
+)
+
 
 class Datacenter(Contract):
     name: str
@@ -24,11 +34,33 @@ class Datacenter(Contract):
     gpu_model: str
     gpus: int = Field(ge=0)
     gpu_power_w: float = Field(gt=0, description="board power per GPU at full load, W")
+    intensity_source: str = Field(
+        "replay",
+        description="where the region's observed carbon intensity comes from: "
+        + ", ".join(INTENSITY_SOURCES),
+    )
+    intensity_zone: str | None = Field(
+        None, description="the region's zone id at that source (default: region)"
+    )
 
     @field_validator("name", "region")
     @classmethod
     def _subject_safe(cls, value: str) -> str:
         return token(value)
+
+    @field_validator("intensity_source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        if value not in INTENSITY_SOURCES:
+            raise ValueError(
+                f"unknown intensity_source {value!r}; known: {', '.join(INTENSITY_SOURCES)}"
+            )
+        return value
+
+    @property
+    def zone(self) -> str:
+        """The zone id to ask the intensity source for."""
+        return self.intensity_zone or self.region
 
 
 class Registry(Contract):
@@ -40,6 +72,15 @@ class Registry(Contract):
         names = [dc.name for dc in value]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate datacenter names in {names}")
+        feeds: dict[str, tuple[str, str]] = {}
+        for dc in value:
+            feed = feeds.setdefault(dc.region, (dc.intensity_source, dc.zone))
+            if feed != (dc.intensity_source, dc.zone):
+                raise ValueError(
+                    f"datacenters of region {dc.region} name different intensity sources "
+                    f"({feed[0]} {feed[1]!r} and {dc.intensity_source} {dc.zone!r}); "
+                    "a region has one feed"
+                )
         return value
 
     def get(self, name: str) -> Datacenter:
@@ -56,6 +97,13 @@ class Registry(Contract):
 
     def in_group(self, group: RegionGroup | None) -> list[Datacenter]:
         return [dc for dc in self.datacenters if group is None or dc.region_group == group]
+
+    def intensity_feed(self, region: str) -> tuple[str, str]:
+        """``(source, zone id)`` that feeds ``region``'s observed intensity."""
+        for dc in self.datacenters:
+            if dc.region == region:
+                return dc.intensity_source, dc.zone
+        raise ConfigurationError(f"no datacenter in region {region!r}")
 
 
 def load_registry(path: Path | None = None) -> Registry:

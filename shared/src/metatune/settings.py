@@ -243,6 +243,49 @@ class Settings(BaseSettings):
         1.0, ge=0, description="First Open-Meteo retry delay in seconds, doubled per retry"
     )
 
+    # Live intensity sources (which one feeds a region: intensity_source in the registry)
+    electricitymaps_url: str = Field(
+        "https://api.electricitymaps.com", description="Electricity Maps API base URL"
+    )
+    electricitymaps_token_file: Path | None = Field(
+        None, description="File holding the Electricity Maps API token (auth-token header)"
+    )
+    electricitymaps_forecast: bool = Field(
+        False, description="Read Electricity Maps' own forecast (plans that include /forecast)"
+    )
+    watttime_url: str = Field("https://api.watttime.org", description="WattTime API base URL")
+    watttime_username: str = Field("", description="WattTime API user name")
+    watttime_password_file: Path | None = Field(
+        None, description="File holding the password of watttime_username"
+    )
+    uk_carbon_intensity_url: str = Field(
+        "https://api.carbonintensity.org.uk",
+        description="GB Carbon Intensity API base URL (free, no key)",
+    )
+    carbon_aware_sdk_url: str = Field(
+        "http://127.0.0.1:8080", description="Base URL of a Carbon Aware SDK WebAPI you run"
+    )
+    carbon_aware_sdk_signal: Literal["average", "marginal"] = Field(
+        "marginal",
+        description="What the Carbon Aware SDK's data source measures: marginal (WattTime) or average (Electricity Maps)",
+    )
+    intensity_timeout_s: float = Field(
+        10.0, gt=0, description="Seconds per request to an intensity source"
+    )
+    intensity_retry_budget_s: float = Field(
+        60.0,
+        ge=0,
+        description="Seconds a failing intensity request (429, 5xx, timeouts) is retried before the source counts as down",
+    )
+    intensity_retry_initial_s: float = Field(
+        1.0, gt=0, description="First retry delay of an intensity request; doubles"
+    )
+    intensity_retry_max_s: float = Field(
+        30.0,
+        gt=0,
+        description="Longest backoff between two intensity requests (Retry-After may ask more)",
+    )
+
     # Scheduler
     agent_lease_s: float = Field(
         20.0,

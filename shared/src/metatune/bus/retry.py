@@ -48,24 +48,31 @@ async def retrying(
     initial_s: float = 0.5,
     max_delay_s: float = 10.0,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    transient: tuple[type[BaseException], ...] = TRANSIENT,
+    wait_hint: Callable[[BaseException], float | None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """Await ``operation()`` until it succeeds; on a transient error wait (doubling from
     ``initial_s`` up to ``max_delay_s``) and try again, for at most ``budget_s`` seconds.
 
-    Raises :class:`~metatune.errors.BusUnavailable` once the budget is spent (the last error
-    chained); other errors propagate at once."""
-    deadline = time.monotonic() + budget_s
+    ``transient`` names the errors worth retrying (default: a bus that is down); ``wait_hint``
+    may ask for a longer wait after a given error (an HTTP ``Retry-After``); ``clock`` and
+    ``sleep`` are injectable so tests run without waiting. Raises
+    :class:`~metatune.errors.BusUnavailable` once the budget is spent (the last error chained);
+    other errors propagate at once."""
+    deadline = clock() + budget_s
     delay, attempt = initial_s, 1
     while True:
         try:
             return await operation()
-        except TRANSIENT as exc:
-            left = deadline - time.monotonic()
+        except transient as exc:
+            left = deadline - clock()
             if left <= 0:
                 raise BusUnavailable(
                     "the bus", f"{what}: no answer for {budget_s:.0f} s ({exc!r})"
                 ) from exc
-            wait = min(delay, max_delay_s, left)
+            hint = wait_hint(exc) if wait_hint is not None else None
+            wait = min(max(min(delay, max_delay_s), hint or 0.0), left)
             log.warning("%s failed (attempt %d, %r); retrying in %.1f s", what, attempt, exc, wait)
             await sleep(wait)
             delay, attempt = delay * 2, attempt + 1

@@ -1,0 +1,107 @@
+"""Electricity Maps (API v3): the average, life-cycle carbon intensity of a zone.
+
+Documentation: https://portal.electricitymaps.com/docs/getting-started (authentication: an
+``auth-token`` header; the free plan has ``/latest`` and ``/history``, the last 24 hours) and
+https://portal.electricitymaps.com/developer-hub/api/reference (``/v3/carbon-intensity/past-range``
+takes ``zone``, ``start``, ``end`` and answers ``{"zone", "data": [...]}``, at most 10 days (240 h)
+of hourly data a request; ``/history`` answers ``{"zone", "history": [...]}``, ``/forecast``
+``{"zone", "forecast": [...]}``, ``/latest`` one record). Every record carries ``datetime`` (the
+start of the hour, UTC) and ``carbonIntensity`` (gCO2eq/kWh); we ask for
+``emissionFactorType=lifecycle``, the factors the replay and the model were built on.
+
+A window that lies within the last 24 hours is read from ``/history`` (every plan has it); an
+older or longer one from ``/past-range`` in pages of ``page_hours``. The provider's own forecast
+is read only where the plan includes it (``METATUNE_ELECTRICITYMAPS_FORECAST``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from pydantic import SecretStr
+
+from ..domain.hourly import hourly_means, utc, utc_hour
+from ..domain.providers import ProviderUnavailable, Signal
+from .provider_http import ProviderHttp, iso_z
+
+DEFAULT_URL = "https://api.electricitymaps.com"
+PAGE_HOURS = 240  # the documented past-range limit for hourly data
+HISTORY_HOURS = 24
+
+
+class ElectricityMapsSource:
+    name = "electricity-maps"
+    signal = Signal.average
+
+    def __init__(
+        self,
+        token: SecretStr,
+        http: ProviderHttp,
+        *,
+        forecast: bool = False,
+        page_hours: int = PAGE_HOURS,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._token = token
+        self.http = http
+        self.forecast_enabled = forecast
+        self.page_hours = page_hours
+        self.now = now
+
+    def __repr__(self) -> str:
+        return f"ElectricityMapsSource({self.http!r})"
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def _headers(self) -> Mapping[str, str]:
+        return {"auth-token": self._token.get_secret_value()}
+
+    async def _get(self, path: str, params: dict[str, str | int]) -> Any:
+        params = {**params, "emissionFactorType": "lifecycle"}
+        return await self.http.get_json(path, params, headers=self._headers)
+
+    async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
+        first, stop = utc_hour(start), utc(end)
+        if first >= utc(self.now()) - timedelta(hours=HISTORY_HOURS):
+            payload = await self._get("/v3/carbon-intensity/history", {"zone": zone})
+            return hourly_means(_points(payload, "history"), first, stop)
+        points: list[tuple[str, float | None]] = []
+        page_start = first
+        while page_start < stop:
+            page_end = min(page_start + pd.Timedelta(hours=self.page_hours), stop)
+            payload = await self._get(
+                "/v3/carbon-intensity/past-range",
+                {"zone": zone, "start": iso_z(page_start), "end": iso_z(page_end)},
+            )
+            points += _points(payload, "data")
+            page_start = page_end
+        return hourly_means(points, first, stop)
+
+    async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
+        if not self.forecast_enabled:
+            return None
+        payload = await self._get("/v3/carbon-intensity/forecast", {"zone": zone})
+        first = utc_hour(issue)
+        series = hourly_means(
+            _points(payload, "forecast"), first, first + pd.Timedelta(hours=hours)
+        )
+        return series if len(series) else None
+
+    async def latest(self, zone: str) -> pd.Series:
+        """The latest hour Electricity Maps has for ``zone`` (one value)."""
+        payload = await self._get("/v3/carbon-intensity/latest", {"zone": zone})
+        return hourly_means(_points({"latest": [payload]}, "latest"))
+
+
+def _points(payload: Any, key: str) -> list[tuple[str, float | None]]:
+    """``(datetime, carbonIntensity)`` of each record under ``payload[key]``."""
+    try:
+        return [(record["datetime"], record.get("carbonIntensity")) for record in payload[key]]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ProviderUnavailable(
+            f"Electricity Maps response without the expected {key!r} records ({exc!r})"
+        ) from exc

@@ -1,0 +1,166 @@
+"""What every grid-data provider adapter shares: one httpx client, one retry policy, one error map.
+
+* 200: the JSON body.
+* 401 / 403: :class:`SourceMisconfigured`, one line naming the setting to fix (never the
+  credential: credentials travel in headers or basic auth, never in a URL or a message).
+* 429 (honouring ``Retry-After``, seconds or an HTTP date), 5xx, timeouts and refused
+  connections: retried with exponential backoff through :func:`metatune.bus.retry.retrying`
+  for at most ``budget_s`` seconds, then :class:`ProviderUnavailable`.
+* other statuses (a bad zone id, a missing endpoint): :class:`ProviderUnavailable` at once, or
+  ``None`` where the caller says that status means "no data here" (a tier without forecasts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from metatune.bus.retry import retrying
+from metatune.errors import BusUnavailable
+from metatune.redaction import redact
+
+from ..domain.hourly import utc
+from ..domain.providers import ProviderUnavailable, SourceMisconfigured
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class _Transient(Exception):
+    """A failure worth another try (429, 5xx, a network error); ``retry_after`` in seconds."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta seconds or an HTTP date); None if absent
+    or unreadable."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class ProviderHttp:
+    """GETs JSON from one provider; ``provider`` and ``setting`` only ever name things."""
+
+    def __init__(
+        self,
+        provider: str,
+        base_url: str,
+        setting: str,
+        *,
+        timeout_s: float = 10.0,
+        budget_s: float = 60.0,
+        initial_s: float = 1.0,
+        max_delay_s: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.provider = provider
+        self.setting = setting
+        self.budget_s = budget_s
+        self.initial_s = initial_s
+        self.max_delay_s = max_delay_s
+        self.sleep = sleep
+        self.clock = clock
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), timeout=httpx.Timeout(timeout_s), transport=transport
+        )
+
+    def __repr__(self) -> str:
+        return f"ProviderHttp({self.provider!r}, {str(self._client.base_url)!r})"
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def get_json(
+        self,
+        path: str,
+        params: Mapping[str, str | int] | None = None,
+        *,
+        headers: Callable[[], Awaitable[Mapping[str, str]]] | None = None,
+        auth: httpx.Auth | None = None,
+        setting: str | None = None,
+        absent: frozenset[int] = frozenset(),
+    ) -> Any:
+        """The JSON body of ``GET path``; ``headers`` is awaited before every attempt (a bearer
+        token may be renewed between two). ``setting`` overrides the setting a 401/403 names;
+        a status in ``absent`` returns None."""
+
+        async def attempt() -> Any:
+            try:
+                response = await self._client.get(
+                    path, params=params, headers=await headers() if headers else None, auth=auth
+                )
+            except httpx.HTTPError as exc:  # timeouts, refused connections, protocol errors
+                raise _Transient(type(exc).__name__) from exc
+            status = response.status_code
+            if status in (401, 403):
+                raise SourceMisconfigured(
+                    f"{self.provider} refused the request to {path} (HTTP {status}): "
+                    f"check {setting or self.setting}"
+                )
+            if status in absent:
+                return None
+            if status == 429 or status >= 500:
+                raise _Transient(
+                    f"HTTP {status}", retry_after_s(response.headers.get("retry-after"))
+                )
+            if status != 200:
+                raise ProviderUnavailable(
+                    f"{self.provider} answered HTTP {status} to {path}: "
+                    + _scrub(" ".join(response.text[:200].split()), response.request)
+                )
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise ProviderUnavailable(f"{self.provider} sent invalid JSON for {path}") from exc
+
+        try:
+            return await retrying(
+                attempt,
+                what=f"{self.provider} GET {path}",
+                budget_s=self.budget_s,
+                initial_s=self.initial_s,
+                max_delay_s=self.max_delay_s,
+                sleep=self.sleep,
+                transient=(_Transient,),
+                wait_hint=lambda exc: getattr(exc, "retry_after", None),
+                clock=self.clock,
+            )
+        except BusUnavailable as exc:
+            raise ProviderUnavailable(
+                f"{self.provider} did not answer {path} for {self.budget_s:.0f} s ({exc.__cause__})"
+            ) from exc.__cause__
+
+
+def _scrub(text: str, request: httpx.Request) -> str:
+    """``text`` (a provider's error body) without the credentials ``request`` carried, should
+    the provider echo them, and without anything else :func:`redact` recognises."""
+    for name in ("auth-token", "authorization"):
+        value = request.headers.get(name, "")
+        for secret in {value, value.partition(" ")[2]} - {""}:
+            text = text.replace(secret, "***")
+    return redact(text)
+
+
+def iso_z(moment: datetime) -> str:
+    """``moment`` as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC), the form every provider accepts."""
+    return utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
