@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
@@ -30,6 +31,7 @@ from ..embedded.supervisor import (
     spawn_service,
     state_path,
     stop,
+    write_private,
 )
 from ..errors import BusUnavailable
 from ..platform import ServiceSpec, platform_services
@@ -146,9 +148,11 @@ def _start_all(settings: Settings, simulate: bool, wait: bool) -> list[str]:
     if missing:
         raise fail(f"services not installed: {', '.join(missing)} (run scripts/install)")
     started: list[ManagedProcess] = []
+    database_url, password_file = database_reference(settings)
     state = RunState(
         nats_url=settings.nats_url,
-        database_url=settings.database_url,
+        database_url=database_url,
+        database_password_file=password_file,
         nats_embedded=False,
         postgres_embedded=False,
         simulated=simulate,
@@ -186,11 +190,13 @@ def _service_env(settings: Settings, state: RunState, spec: ServiceSpec) -> dict
     """The environment ``up`` gives one service process (``restart`` gives the same)."""
     env = {
         "METATUNE_NATS_URL": state.nats_url,
-        "METATUNE_DATABASE_URL": state.database_url,
+        "METATUNE_DATABASE_URL": state.database_url,  # without its password: the file has it
         "METATUNE_DATA_DIR": str(settings.resolved_data_dir()),
         "METATUNE_CLOCK": "simulated" if state.simulated else "real",
         "METATUNE_SERVICE_NAME": spec.instance,
     }
+    if state.database_password_file is not None:
+        env["METATUNE_DATABASE_PASSWORD_FILE"] = state.database_password_file
     if spec.name == "trainer-agent":
         env["METATUNE_DATACENTER"] = spec.instance.split(".", 1)[1]
     if state.nats_embedded:  # our server: each process logs in as its own user (the instance name)
@@ -198,6 +204,22 @@ def _service_env(settings: Settings, state: RunState, spec: ServiceSpec) -> dict
             NatsSecrets(directory=settings.resolved_nats_secrets_dir()).seed_file(spec.instance)
         )
     return env
+
+
+def database_reference(settings: Settings) -> tuple[str, str | None]:
+    """The database URL without its password, and the file that holds the password: the one
+    settings name, or (a password written into METATUNE_DATABASE_URL) ``run/database.password``,
+    owner-only. The run state and the services' environment carry the file's path, never the
+    password."""
+    parts = urlsplit(settings.database_url)
+    if parts.password is None:
+        return settings.database_url, None
+    bare = urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", "@", 1)))
+    if settings.database_password_file is not None:
+        return bare, str(settings.database_password_file.resolve())
+    path = run_dir(settings) / "database.password"
+    write_private(path, unquote(parts.password))
+    return bare, str(path)
 
 
 def _dead_infrastructure(state: RunState) -> list[str]:
@@ -332,6 +354,7 @@ def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> N
             found = True
             stopped += stop(state.processes)
             state_path(where).unlink(missing_ok=True)
+            (run_dir(where) / "database.password").unlink(missing_ok=True)
             if where is not settings:
                 clean(settings)  # the demo's servers' data goes; its logs and table stay
     if not found:

@@ -32,7 +32,10 @@ class ManagedProcess(Contract):
 
 class RunState(Contract):
     nats_url: str
-    database_url: str
+    database_url: str = Field(description="the database URL without its password")
+    database_password_file: str | None = Field(
+        None, description="file holding the database password (never the password itself)"
+    )
     nats_embedded: bool
     nats_auth: bool = Field(False, description="the NATS in use asks for credentials")
     postgres_embedded: bool
@@ -58,10 +61,19 @@ def load_state(settings: Settings) -> RunState | None:
 
 
 def save_state(settings: Settings, state: RunState) -> None:
+    """Written owner-only (0600), atomically: it names processes, URLs and secret files."""
     path = state_path(settings)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(state.model_dump_json(indent=2))
+    write_private(tmp, state.model_dump_json(indent=2))
     tmp.replace(path)
+
+
+def write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, readable and writable by its owner only (0600) from the start."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
 
 
 def alive(pid: int) -> bool:

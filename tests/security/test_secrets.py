@@ -1,0 +1,75 @@
+"""`metatune up` keeps the database password out of what it writes: the run state is owner-only
+(0600) and names the file that holds the password, never the password; every service still
+reaches the database through it; no log line, no file under the data dir (the password files
+themselves excepted) and no command output carries it. Real processes, embedded servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from tests.foundation.test_cli import run
+from tests.support.servers import free_port
+
+PASSWORD = "pw-Zq81-never-logged"  # embedded PostgreSQL trusts local logins: any password works
+
+
+def env_for(**settings: str) -> dict[str, str]:
+    """This machine's environment without its METATUNE_ settings, with ``settings``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")} | settings
+
+
+def test_up_writes_the_database_password_nowhere_but_its_own_file(tmp_path: Path) -> None:
+    data_dir = tmp_path / "platform"
+    env = env_for(
+        METATUNE_NATS_URL=f"nats://127.0.0.1:{free_port()}",
+        METATUNE_DATABASE_URL=f"postgresql://postgres:{PASSWORD}@127.0.0.1:{free_port()}/metatune",
+        METATUNE_DATA_DIR=str(data_dir),
+        METATUNE_LOCAL_DATACENTERS='["fra1"]',
+        METATUNE_UP_TIMEOUT_S="180",
+    )
+    outputs: list[str] = []
+    try:
+        up = run(["up", "--json"], env)
+        outputs.append(up.stdout + up.stderr)
+        assert up.returncode == 0, up.stdout + up.stderr
+        state_file = data_dir / "run" / "state.json"
+        assert stat.S_IMODE(state_file.stat().st_mode) == 0o600
+        state = json.loads(state_file.read_text())
+        password_file = Path(state["database_password_file"])
+        assert password_file.read_text() == PASSWORD
+        assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+        assert PASSWORD not in state["database_url"]
+        # every reader of the state still works: status, a restart, the services' database use
+        for args in (
+            ["status", "--json"],
+            ["restart", "telemetry", "--json"],
+            ["events", "--json"],
+        ):
+            result = run(args, env)
+            outputs.append(result.stdout + result.stderr)
+            assert result.returncode == 0, result.stdout + result.stderr
+        report = json.loads(run(["status", "--json"], env).stdout)
+        assert report["postgres"]["reachable"]
+        assert {r["instance"] for r in report["services"] if r["healthy"]} >= {
+            "telemetry",
+            "scheduler",
+        }
+    finally:
+        down = run(["down", "--json"], env)
+        outputs.append(down.stdout + down.stderr)
+    assert down.returncode == 0, down.stderr
+    assert not (data_dir / "run" / "database.password").exists()  # `down` removes it
+    for text in outputs:
+        assert PASSWORD not in text
+    secret_dir = data_dir / "secrets"
+    leaked = [
+        str(path)
+        for path in data_dir.rglob("*")
+        if path.is_file()
+        and secret_dir not in path.parents
+        and PASSWORD.encode() in path.read_bytes()
+    ]
+    assert leaked == []
