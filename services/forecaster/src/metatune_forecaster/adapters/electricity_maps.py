@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 from pydantic import SecretStr
 
-from ..domain.hourly import hourly_means, utc, utc_hour
+from ..domain.hourly import hourly_means, pages, utc, utc_hour
 from ..domain.providers import ProviderUnavailable, Signal
 from .provider_http import ProviderHttp, iso_z
 
@@ -70,15 +70,12 @@ class ElectricityMapsSource:
             payload = await self._get("/v3/carbon-intensity/history", {"zone": zone})
             return hourly_means(_points(payload, "history"), first, stop)
         points: list[tuple[str, float | None]] = []
-        page_start = first
-        while page_start < stop:
-            page_end = min(page_start + pd.Timedelta(hours=self.page_hours), stop)
+        for page_start, page_end in pages(first, stop, pd.Timedelta(hours=self.page_hours)):
             payload = await self._get(
                 "/v3/carbon-intensity/past-range",
                 {"zone": zone, "start": iso_z(page_start), "end": iso_z(page_end)},
             )
             points += _points(payload, "data")
-            page_start = page_end
         return hourly_means(points, first, stop)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:

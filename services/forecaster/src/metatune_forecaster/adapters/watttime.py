@@ -25,7 +25,7 @@ import httpx
 import pandas as pd
 from pydantic import SecretStr
 
-from ..domain.hourly import hourly_means, lbs_per_mwh_to_g_per_kwh, utc, utc_hour
+from ..domain.hourly import hourly_means, lbs_per_mwh_to_g_per_kwh, pages, utc, utc_hour
 from ..domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
 from .provider_http import ProviderHttp, iso_z
 
@@ -96,9 +96,7 @@ class WattTimeSource:
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
         first, stop = utc_hour(start), utc(end)
         points: list[tuple[str, float | None]] = []
-        page_start = first
-        while page_start < stop:
-            page_end = min(page_start + pd.Timedelta(days=self.page_days), stop)
+        for page_start, page_end in pages(first, stop, pd.Timedelta(days=self.page_days)):
             payload = await self._get(
                 "/v3/historical",
                 {
@@ -109,7 +107,6 @@ class WattTimeSource:
                 },
             )
             points += _points(payload)
-            page_start = page_end
         return hourly_means(points, first, stop)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:

@@ -55,6 +55,19 @@ def hourly_means(
     return series.rename("intensity")
 
 
+def pages(
+    start: datetime, end: datetime, length: pd.Timedelta
+) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """``[start, end)`` cut into consecutive ``[from, to)`` ranges of at most ``length`` (the
+    longest range a provider answers in one request), in order."""
+    bounds, page_start, stop = [], utc(start), utc(end)
+    while page_start < stop:
+        page_end = min(page_start + length, stop)
+        bounds.append((page_start, page_end))
+        page_start = page_end
+    return bounds
+
+
 def lbs_per_mwh_to_g_per_kwh(value: float) -> float:
     """A rate in lbs CO2 per MWh (WattTime's unit) in gCO2 per kWh."""
     return value * LBS_PER_MWH_IN_G_PER_KWH
