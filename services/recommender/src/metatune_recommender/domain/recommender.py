@@ -35,6 +35,7 @@ from .cold_start import cold_start_trials
 from .costs import Throughput, estimate, measured_throughput
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
 from .history import Task, feature_descriptors, run_descriptors, tasks_from_runs
+from .metric_scale import metric_scale
 from .prior import LearnedPrior, PriorSettings, TaskPosterior
 from .similarity import task_weights
 
@@ -268,13 +269,14 @@ class Recommender:
             raise RecommenderError(f"profile unusable: {exc}") from exc
         scored = self._scored_configs(used)
         candidates = prior.inputs(scored, descriptors)
+        scale = metric_scale(history[0].metric_name if history else "metric")
         budget = self._history_budget(used)
         throughput = measured_throughput([r for r in self.runs if r.base_model == used])
         try:
             posterior = prior.condition(
                 descriptors,
                 [self._as_history(c, budget) for c, _ in observed],
-                [v for _, v in observed],
+                [scale.to_model(v) for _, v in observed],
                 candidates,
             )
             taken = [self._as_history(o, budget) for o, _ in observed] + [
@@ -384,9 +386,12 @@ class Recommender:
     ) -> tuple[float, float]:
         """Normal score -> metric units. Before two results the task's scale is unknown: each history
         task reads the score on its own scale, weighted by similarity, and the ± holds both the
-        model's uncertainty and how much the similar tasks' scales disagree."""
+        model's uncertainty and how much the similar tasks' scales disagree. From two results on, the
+        task's own map reads it on the metric's model scale (:mod:`.metric_scale`), so a prediction
+        stays inside the metric's range."""
         if posterior.observed >= 2:
-            return posterior.a + posterior.b * mu, posterior.b * sd
+            scale = metric_scale(history[0].metric_name if history else "metric")
+            return scale.interval(posterior.a + posterior.b * mu, posterior.b * sd)
 
         def values(z: float) -> np.ndarray:
             p = float(norm.cdf(z))
