@@ -34,6 +34,8 @@ import argparse
 import dataclasses
 import hashlib
 import math
+import os
+import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ from rich.table import Table
 from scipy import sparse
 
 import metatune_forecaster
+from metatune.contracts import CarbonPreference
 from metatune.contracts.forecasts import expected_intensity
 from metatune.errors import ConfigurationError
 from metatune.registry import Registry, load_registry
@@ -73,6 +76,7 @@ from metatune_scheduler.domain.decomposition import SiteTimingSolver
 from metatune_scheduler.domain.instance import ANTICIPATED_QUANTILE, DELAY_PREMIUM
 from metatune_scheduler.domain.model import Solution
 from metatune_scheduler.domain.planner import JobSnapshot, fill_greedily
+from metatune_scheduler.domain.preferences import HYSTERESIS_SHARE, NEAR_H
 
 HISTORY_H = 8 * 24  # trace hours loaded before the start, for the seasonal-naive forecast
 TAIL_H = 80  # hours simulated after the last arrival (slack + duration <= 72 h)
@@ -238,7 +242,8 @@ def p1(jobs: Jobs, ci, pue) -> float:
 
 
 def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
-    """Emissions, missed deadlines and the (job, datacenter, hour) grid of the greedy plan."""
+    """Emissions, missed deadlines and the (job, datacenter, hour) grid of the greedy plan (its
+    delay: :func:`greedy_delay`)."""
     used = np.zeros_like(ci)
     grid = np.zeros((len(jobs.arrival), *ci.shape), dtype=np.int64)
     total, missed = 0.0, 0
@@ -261,6 +266,23 @@ def p2(jobs: Jobs, ci, pue, capacity) -> tuple[float, int, np.ndarray]:
     return total, missed, grid
 
 
+def greedy_delay(jobs: Jobs, grid: np.ndarray) -> float:
+    """Mean hours the greedy plan finishes jobs past their earliest possible finish."""
+    last = grid.sum(axis=1).cumsum(axis=1).argmax(axis=1) + 1
+    return float((last - (jobs.arrival + jobs.hours)).mean()) if len(last) else 0.0
+
+
+def machine() -> dict:
+    """Where and when a run was measured, and how busy the machine was (1-min load average)."""
+    return {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host_cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 def rolling(
     jobs: Jobs,
     ci,
@@ -278,17 +300,23 @@ def rolling(
     mip_gap: float = 0.01,
     announce_h: int = 0,
     delay_premium: float = DELAY_PREMIUM,
+    preference: CarbonPreference = CarbonPreference.greenest,
+    hysteresis_share: float = HYSTERESIS_SHARE,
+    near_h: int = NEAR_H,
 ):
     """Re-plan every hour (or at arrivals and every ``refresh_h``); ``known_arrivals``: a what-if in
     which the expected jobs of the next ``anticipate_h`` hours are the ones that really come (what no
     demand forecast can beat) instead of past days' requests; ``announce_h``:
     jobs are requested that many hours before they may start (``JobRequested.earliest_start``), so
-    the scheduler plans them as real jobs from then on."""
+    the scheduler plans them as real jobs from then on; every job has ``preference``. Besides
+    emissions and missed deadlines it returns :class:`Stability` (delay and re-plan moves)."""
     planner = Planner(
         HighsModelSolver(SolveLimits(time_limit_s=limit_s, mip_rel_gap=mip_gap)),
         migration=migration,
         anticipated_quantile=anticipated_quantile,
         delay_premium=delay_premium,
+        hysteresis_share=hysteresis_share,
+        hysteresis_near_h=near_h,
     )
     n, end = len(jobs.arrival), ci.shape[1]
     remaining, location = jobs.hours.copy(), np.full(n, -1)
@@ -308,9 +336,12 @@ def rolling(
             allowed=frozenset(np.array(names)[jobs.allowed[j]]) & names_all,
             location=names[location[j]] if location[j] >= 0 else None,
             not_before_hour=int(jobs.arrival[j]) if announce_h else None,
+            preference=preference,
         )
 
     requests: list[Request] = []
+    planned_start: dict[int, tuple[int, str]] = {}  # job -> (hour, dc) the last plan starts it
+    moves = near_moves = 0
     for h in range(end - 168):
         requests.extend(Request(h, snapshot(j)) for j in np.nonzero(jobs.arrival == h)[0])
         active = np.nonzero((jobs.arrival - announce_h <= h) & (remaining > 0))[0]
@@ -340,6 +371,16 @@ def rolling(
             plan = planner.plan(h, snapshots, sites, previous=plan)
             solves += 1
             seconds += plan.solve_seconds
+            for j in map(int, active):  # a job not started yet whose planned start changed: a move
+                entry = plan.jobs.get(_uuid(j))
+                if location[j] >= 0 or entry is None:
+                    continue
+                start = min((hour, dc) for hour, dc, _ in entry.slots)
+                before = planned_start.get(j)
+                if before is not None and before != start and before[0] >= h:
+                    moves += 1
+                    near_moves += before[0] < h + near_h
+                planned_start[j] = start
         running = plan.running_at(h)
         for j in active:
             dc = running.get(_uuid(j))
@@ -356,7 +397,24 @@ def rolling(
             if remaining[j] == 0:
                 finish[j] = h + 1
     missed = int(((finish < 0) | (finish > jobs.deadline)).sum())
-    return total, missed, solves, seconds, ran
+    done = finish >= 0
+    delay = finish[done] - (jobs.arrival[done] + jobs.hours[done])  # past the earliest finish
+    stability = Stability(
+        float(delay.mean()) if len(delay) else 0.0, moves / max(n, 1), near_moves / max(n, 1)
+    )
+    return total, missed, solves, seconds, ran, stability
+
+
+@dataclass(frozen=True)
+class Stability:
+    """How long jobs waited and how often re-plans moved them: ``mean_delay_h``, finish minus the
+    earliest possible finish (arrival + hours), over finished jobs; ``moves_per_job``, re-plans
+    that changed the planned start (hour or datacenter) of a job not started yet, per job;
+    ``near_moves_per_job``, those of a start that was within the hysteresis window."""
+
+    mean_delay_h: float
+    moves_per_job: float
+    near_moves_per_job: float
 
 
 @dataclass(frozen=True)
@@ -631,6 +689,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="S and S*: gCO2eq/kWh added per hour of delay (METATUNE_SCHEDULER_DELAY_PREMIUM); 0: none",
     )
     parser.add_argument(
+        "--preference",
+        choices=[p.value for p in CarbonPreference],
+        default=CarbonPreference.greenest.value,
+        help="S and S*: every job's carbon_preference (greenest: today's objective)",
+    )
+    parser.add_argument(
+        "--hysteresis-share",
+        type=float,
+        default=HYSTERESIS_SHARE,
+        help="S and S*: a near start moves only to save more than this share of the job's emissions "
+        "(METATUNE_SCHEDULER_HYSTERESIS_SHARE); 0: none",
+    )
+    parser.add_argument(
+        "--hysteresis-near-h",
+        type=int,
+        default=NEAR_H,
+        help="S and S*: hours ahead a planned start counts as near (METATUNE_SCHEDULER_HYSTERESIS_NEAR_H)",
+    )
+    parser.add_argument(
         "--model", type=Path, default=MODEL_PATH, help="the forecaster's model (--forecast model)"
     )
     parser.add_argument(
@@ -760,6 +837,10 @@ def run(args: argparse.Namespace) -> dict:
     migration = MigrationPolicy()
     chosen = args.settings.split(",")
     report = {
+        "measured": machine(),
+        "preference": args.preference,
+        "hysteresis_share": args.hysteresis_share,
+        "hysteresis_near_h": args.hysteresis_near_h,
         "data": str(args.data),
         "registry": str(args.registry) if args.registry else "embedded",
         "start": f"{start:%Y-%m-%d %H:%M}",
@@ -807,6 +888,9 @@ def run(args: argparse.Namespace) -> dict:
                 args.mip_gap,
                 args.announce_h,
                 args.delay_premium,
+                CarbonPreference(args.preference),
+                args.hysteresis_share,
+                args.hysteresis_near_h,
             )
 
         results, plans = {}, [greedy_grid]
@@ -878,6 +962,13 @@ def run(args: argparse.Namespace) -> dict:
             "missed": {"P2": greedy_missed, **{run: results[run][1] for run in results}},
             "solves": solves,
             "mean_solve_s": seconds / max(solves, 1),
+            "preference": args.preference,
+            "p2_mean_delay_h": greedy_delay(jobs, greedy_grid),
+            **{
+                f"{key}_{field}": getattr(results[run][5], field) if run in results else None
+                for key, run in (("s", "S"), ("s_star", "S*"))
+                for field in ("mean_delay_h", "moves_per_job", "near_moves_per_job")
+            },
         }
         if args.free_migration_limit_s > 0:
             free = free_migration_optimum(jobs, ci, pue, capacity, args.free_migration_limit_s)
@@ -911,10 +1002,21 @@ def run(args: argparse.Namespace) -> dict:
                 },
             }
         report["settings"][setting] = figures
+        stable = {run: results[run][5] for run in results}
+        console.print(
+            f"{setting}, {args.preference}: "
+            + "; ".join(
+                f"{run} mean delay {s.mean_delay_h:.2f} h, moves/job {s.moves_per_job:.2f} "
+                f"(near {s.near_moves_per_job:.2f})"
+                for run, s in stable.items()
+            )
+            + f"; P2 mean delay {figures['p2_mean_delay_h']:.2f} h"
+        )
         console.print(f"{setting}: {time.perf_counter() - began:.0f} s")
         console.print(table)
         if args.free_migration_limit_s > 0:
             console.print(free_table)
+    report["measured"]["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     return report
 
 

@@ -318,6 +318,18 @@ class Settings(BaseSettings):
         ge=0,
         description="gCO2eq/kWh added to the forecast per hour of delay, so of two nearly as clean hours the earlier wins",
     )
+    scheduler_hysteresis_share: float = Field(
+        0.05,
+        ge=0,
+        lt=1,
+        description="A job whose planned start is near keeps it unless a re-plan moving it saves more than this share of its emissions; 0: no hysteresis",
+    )
+    scheduler_hysteresis_near_h: int = Field(
+        6,
+        ge=0,
+        le=168,
+        description="Hours ahead within which a job's planned start counts as near (scheduler hysteresis)",
+    )
     scheduler_min_run_h: float = Field(
         1.0,
         ge=0,

@@ -49,6 +49,8 @@ def create_service(
     planner = planner or Planner(
         anticipated_quantile=service.settings.scheduler_anticipated_quantile,
         delay_premium=service.settings.scheduler_delay_premium,
+        hysteresis_share=service.settings.scheduler_hysteresis_share,
+        hysteresis_near_h=service.settings.scheduler_hysteresis_near_h,
     )
     scheduler = Scheduler(
         registry,

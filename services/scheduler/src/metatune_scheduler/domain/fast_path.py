@@ -15,6 +15,7 @@ from uuid import UUID
 import numpy as np
 
 from .planner import JobSnapshot, PlannedJob, PlanResult, SiteSnapshot
+from .preferences import fastest_price, priced_hours
 
 
 def load(
@@ -45,9 +46,10 @@ def place(
     delay_premium: float = 0.0,
 ) -> dict[UUID, PlannedJob]:
     """Each job at the allowed site and hours of least cost (the forecast plus ``delay_premium``
-    per hour from now, as the full solve prices them) where ``used`` leaves its GPUs free, before
-    its deadline and not before it may start; least flexible (earliest deadline) first. ``used``
-    is updated in place; jobs without room are left out."""
+    per hour from now, and its carbon preference's price of time, as the full solve prices them:
+    :mod:`.preferences`) where ``used`` leaves its GPUs free, before its deadline and not before
+    it may start; least flexible (earliest deadline) first. ``used`` is updated in place; jobs
+    without room are left out."""
     horizon = used.shape[1]
     offsets = np.arange(horizon)
     intensity = (
@@ -55,19 +57,21 @@ def place(
     )
     priced = intensity + delay_premium * offsets[None, :]
     capacity = np.array([site.gpus for site in sites], dtype=float)
+    spread = fastest_price(np.array([site.pue for site in sites], dtype=float), priced)
     placed: dict[UUID, PlannedJob] = {}
     for job in sorted(jobs, key=lambda j: (j.deadline_hour, str(j.job_id))):
         begin = max(0, (job.not_before_hour or first_hour) - first_hour)
         window = (offsets >= begin) & (offsets < min(job.deadline_hour - first_hour, horizon))
         best: tuple[float, int, np.ndarray] | None = None
+        prices = priced_hours(priced, job.preference, begin, job.need_hours, spread)
         for d, site in enumerate(sites):
             if site.name not in job.allowed:
                 continue
             free = np.nonzero(window & (used[d] + job.gpus <= capacity[d] + 1e-9))[0]
             if len(free) < job.need_hours:
                 continue
-            hours = free[np.argsort(priced[d, free], kind="stable")[: job.need_hours]]
-            cost = job.power_kw * site.pue * float(priced[d, hours].sum())
+            hours = free[np.argsort(prices[d, free], kind="stable")[: job.need_hours]]
+            cost = job.power_kw * site.pue * float(prices[d, hours].sum())
             if best is None or cost < best[0]:
                 best = (cost, d, np.sort(hours))
         if best is None:

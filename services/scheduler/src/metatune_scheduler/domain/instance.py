@@ -6,6 +6,7 @@ gCO2eq/kWh, gCO2eq.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,22 @@ from .horizon import Periods
 
 ANTICIPATED_QUANTILE = 0.5  # default price of an anticipated job's unplaced hour (METATUNE_SCHEDULER_ANTICIPATED_QUANTILE)
 DELAY_PREMIUM = 0.03  # default gCO2eq/kWh added per hour an hour of work is deferred (METATUNE_SCHEDULER_DELAY_PREMIUM)
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Hours of the previous plan a job is credited for keeping (hysteresis, sparse): hour cell
+    ``(job[k], dc[k], period[k])`` costs ``grams[k]`` less, so a plan that moves the job must save
+    more than the credit (see :mod:`.preferences`)."""
+
+    job: np.ndarray
+    dc: np.ndarray
+    period: np.ndarray
+    grams: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not len(self.job) == len(self.dc) == len(self.period) == len(self.grams):
+            raise ValueError("a Keep's job, dc, period and grams differ in length")
 
 
 @dataclass(frozen=True)
@@ -32,6 +49,14 @@ class Instance:
         None  # (J,) bool: anticipated jobs, whose unplaced hours are cheap
     )
     optional_quantile: float = ANTICIPATED_QUANTILE  # an anticipated job's unplaced hour costs this quantile of its usable hours
+    delay_price: np.ndarray | None = (
+        None  # (J,) gCO2eq/kWh added per hour from the plan's start (carbon preference balanced)
+    )
+    finish_price: np.ndarray | None = (
+        None  # (J,) gCO2eq/kWh added per hour past ``finish_from`` (carbon preference fastest)
+    )
+    finish_from: np.ndarray | None = None  # (J,) hour offset of a job's earliest possible last hour
+    keep: Keep | None = None  # hours credited for staying where the previous plan had them
 
     def __post_init__(self) -> None:
         jobs, dcs, periods = len(self.need), len(self.pue), self.periods.count
@@ -57,9 +82,35 @@ class Instance:
         return np.asarray(self.capacity * self.periods.length[None, :].astype(float))
 
     def hour_cost(self) -> np.ndarray:
-        """(J, D, T) gCO2eq of one hour of job j at d in period t: R_j * PUE_d * C_{d,t}."""
-        return np.asarray(
-            self.power_kw[:, None, None] * (self.pue[:, None] * self.intensity)[None, :, :]
+        """(J, D, T) gCO2eq of one hour of job j at d in period t: R_j * PUE_d * C_{d,t}, plus the
+        job's carbon-preference price of time, R_j * PUE_d * (delay_price_j * m_t + finish_price_j *
+        max(0, m_t - finish_from_j)) with m_t the period's middle offset, less the hysteresis
+        credit of the hours the previous plan gave it (:mod:`.preferences`)."""
+        cost = self.power_kw[:, None, None] * (self.pue[:, None] * self.intensity)[None, :, :]
+        if self.delay_price is not None or self.finish_price is not None:
+            middle = self.periods.middle()[None, :]
+            time = np.zeros((len(self.need), self.periods.count))
+            if self.delay_price is not None:
+                time += self.delay_price[:, None] * middle
+            if self.finish_price is not None and self.finish_from is not None:
+                time += self.finish_price[:, None] * np.maximum(
+                    middle - self.finish_from[:, None], 0.0
+                )
+            cost = cost + self.power_kw[:, None, None] * self.pue[None, :, None] * time[:, None, :]
+        if self.keep is not None and len(self.keep.job):
+            cost = np.array(cost, copy=True)
+            cost[self.keep.job, self.keep.dc, self.keep.period] -= self.keep.grams
+        return np.asarray(cost)
+
+    def carbon_blind(self) -> Instance:
+        """The same rows with every cost 0 but the unmet hours': a pure feasibility model."""
+        return dataclasses.replace(
+            self,
+            intensity=np.zeros_like(self.intensity),
+            switch_g=np.zeros_like(self.switch_g),
+            delay_price=None,
+            finish_price=None,
+            keep=None,
         )
 
     def integral(self) -> np.ndarray:

@@ -11,13 +11,14 @@ from uuid import UUID
 
 import numpy as np
 
-from metatune.contracts import InfeasibleSituation
+from metatune.contracts import CarbonPreference, InfeasibleSituation
 
 from .decomposition import SiteTimingSolver, priced_restart
 from .highs_builder import HighsModelSolver, SolveLimits
 from .horizon import Aggregation, Periods
-from .instance import ANTICIPATED_QUANTILE, DELAY_PREMIUM, Instance
+from .instance import ANTICIPATED_QUANTILE, DELAY_PREMIUM, Instance, Keep
 from .model import Solution
+from .preferences import HYSTERESIS_SHARE, NEAR_H, fastest_price, time_prices
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,10 @@ class JobSnapshot:
     not_before_hour: int | None = None  # epoch hour before which it cannot run
     anticipated: bool = False  # expected, not requested: holds room in the plan, never published
     weight: float = 1.0  # share of an anticipated job expected (its GPUs and power count this much)
+    # what its submitter trades for carbon (preferences.py)
+    preference: CarbonPreference = CarbonPreference.greenest
+    # (epoch hour, datacenter) its previous plan gave it: credited for staying (hysteresis)
+    kept: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,8 @@ class Planner:
         anticipated_quantile: float = ANTICIPATED_QUANTILE,
         delay_premium: float = DELAY_PREMIUM,
         timing_limit_s: float | None = 5.0,
+        hysteresis_share: float = HYSTERESIS_SHARE,
+        hysteresis_near_h: int = NEAR_H,
     ) -> None:
         """``hourly_columns``: up to this many hour columns the MILP keeps hourly periods, above
         it ``aggregation``'s blocks; ``exact_columns``: above this many columns (after
@@ -141,7 +148,9 @@ class Planner:
         any deadline is declared unreachable; ``delay_premium``: gCO2eq/kWh added to the forecast
         for each hour from now, so that of two nearly equally clean hours the plan takes the
         earlier (see :meth:`_priced`); ``timing_limit_s``: the sites-fixed timing LP's time limit
-        (:class:`.decomposition.SiteTimingSolver`; None: none)."""
+        (:class:`.decomposition.SiteTimingSolver`; None: none); ``hysteresis_share``: a job whose
+        previous plan has it run within ``hysteresis_near_h`` hours keeps that plan unless moving
+        it saves more than this share of its emissions (:mod:`.preferences`; 0: no hysteresis)."""
         self.solver = solver or HighsModelSolver()
         self.timing = SiteTimingSolver(timing_limit_s)
         self.aggregation = aggregation
@@ -153,6 +162,10 @@ class Planner:
         if delay_premium < 0:
             raise ValueError(f"delay_premium must be >= 0, got {delay_premium}")
         self.delay_premium = delay_premium
+        if not 0 <= hysteresis_share < 1:
+            raise ValueError(f"hysteresis_share must be in [0, 1), got {hysteresis_share}")
+        self.hysteresis_share = hysteresis_share
+        self.hysteresis_near_h = hysteresis_near_h
         self.feasibility = HighsModelSolver(
             SolveLimits(time_limit_s=feasibility_limit_s, mip_rel_gap=0.0)
         )
@@ -166,7 +179,8 @@ class Planner:
     ) -> PlanResult:
         began = time.perf_counter()
         jobs = sorted(
-            (_arrival(job, previous, first_hour) for job in jobs), key=lambda job: str(job.job_id)
+            (self._near(_arrival(job, previous, first_hour), previous, first_hour) for job in jobs),
+            key=lambda job: str(job.job_id),
         )
         impossible = {
             job.job_id: reason for job in jobs if (reason := _impossible(job, sites)) is not None
@@ -300,12 +314,7 @@ class Planner:
         feasibility MILP, longer time limit; anticipated jobs cost nothing to drop there); if
         one exists, optimise emissions from it. Only hours this cannot place make a deadline
         unreachable."""
-        feasibility = dataclasses.replace(
-            instance,
-            intensity=np.zeros_like(instance.intensity),
-            switch_g=np.zeros_like(instance.switch_g),
-        )
-        placed = self.feasibility.solve(feasibility, solution.hours(instance.shape))
+        placed = self.feasibility.solve(instance.carbon_blind(), solution.hours(instance.shape))
         if placed.unmet[requested].sum() >= solution.unmet[requested].sum():
             return solution
         better = self._solve(instance, placed.hours(instance.shape))
@@ -314,6 +323,53 @@ class Planner:
             if better.unmet[requested].sum() <= placed.unmet[requested].sum()
             else Solution.of_hours(instance, placed.hours(instance.shape), better.seconds)
         )
+
+    def _near(self, job: JobSnapshot, previous: PlanResult | None, first_hour: int) -> JobSnapshot:
+        """``job`` with the hours its previous plan gave it as ``kept`` when that plan runs it
+        within ``hysteresis_near_h`` hours (not a held job: its hours are fixed anyway)."""
+        if (
+            not self.hysteresis_share
+            or previous is None
+            or job.anticipated
+            or held_hours(job)
+            or (planned := previous.jobs.get(job.job_id)) is None
+        ):
+            return job
+        slots = tuple((hour, dc) for hour, dc, _ in planned.slots if hour >= first_hour)
+        if not slots or slots[0][0] >= first_hour + self.hysteresis_near_h:
+            return job
+        return dataclasses.replace(job, kept=slots)
+
+    def _keep(
+        self,
+        periods: Periods,
+        jobs: Sequence[JobSnapshot],
+        sites: Sequence[SiteSnapshot],
+        hourly: np.ndarray,
+        usable: np.ndarray,
+    ) -> Keep | None:
+        """The hysteresis credit: each hourly period the previous plan gave a near job, where it
+        may still run, credited ``hysteresis_share`` x the job's mean hourly emissions there."""
+        index = {site.name: d for d, site in enumerate(sites)}
+        period_of = periods.period_of_offset()
+        cells: list[tuple[int, int, int, float]] = []
+        for j, job in enumerate(jobs):
+            slots = [
+                (hour - periods.first_hour, index[dc])
+                for hour, dc in job.kept
+                if dc in index and 0 <= hour - periods.first_hour < periods.horizon
+            ]
+            if not slots:
+                continue
+            grams = np.mean([job.power_kw * sites[d].pue * hourly[d, h] for h, d in slots])
+            for h, d in slots:
+                t = int(period_of[h])
+                if periods.length[t] == 1 and usable[j, d, t] > 0:
+                    cells.append((j, d, t, self.hysteresis_share * float(grams)))
+        if not cells:
+            return None
+        job_, dc, period, credit = (np.array(column) for column in zip(*cells, strict=True))
+        return Keep(job_.astype(np.int64), dc.astype(np.int64), period.astype(np.int64), credit)
 
     def instance(
         self, first_hour: int, jobs: Sequence[JobSnapshot], sites: Sequence[SiteSnapshot]
@@ -391,19 +447,28 @@ class Planner:
             else np.zeros((0, n_sites, periods.count), np.int64)
         )
         caps = np.array([site.power_cap_kw or np.inf for site in sites])
+        priced = self._priced(periods, hourly)
+        preferences = [job.preference for job in jobs]
+        delay_price, finish_price = time_prices(preferences, need, fastest_price(pue, priced))
+        anywhere = np.asarray(allowed_hour.sum(axis=1) > 0)  # (J, horizon): may run somewhere
+        finish_from = np.where(anywhere.any(axis=1), anywhere.argmax(axis=1), 0) + need - 1
         instance = Instance(
             periods=periods,
             need=need,
             gpus=gpus,
             power_kw=power,
             pue=pue,
-            intensity=self._priced(periods, hourly),
+            intensity=priced,
             capacity=np.add.reduceat(capacity_hourly, periods.offset, axis=1) / periods.length,
             usable=usable,
             switch_g=switch_g,
             power_cap_kw=caps if np.isfinite(caps).any() else None,
             optional=np.array([job.anticipated for job in jobs], dtype=bool),
             optional_quantile=self.anticipated_quantile,
+            delay_price=delay_price if delay_price.any() else None,
+            finish_price=finish_price if finish_price.any() else None,
+            finish_from=finish_from.astype(float) if finish_price.any() else None,
+            keep=self._keep(periods, jobs, sites, hourly, usable),
         )
         return instance, Held(pinned, hold)
 

@@ -444,6 +444,7 @@ class Scheduler:
             not_before_hour=ceil_epoch_hour(start)
             if (start := job.request.earliest_start) is not None
             else None,
+            preference=job.request.spec.carbon_preference,
         )
 
 
