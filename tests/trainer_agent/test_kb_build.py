@@ -4,6 +4,7 @@ its shards merge into one knowledge base; `kb fit-stopper` fits from the seed; `
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -218,3 +219,48 @@ def test_fit_stopper_json_names_what_it_fitted(tmp_path: Path) -> None:
         provenance["runs"],
         provenance["datasets"],
     ) and report["datasets"] > 1
+
+
+def test_an_epochs_budget_gives_every_batch_size_the_same_examples(
+    data: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "kb.jsonl"
+    done = subprocess.run(
+        build_command(
+            data,
+            out,
+            "--datasets",
+            "alpha",
+            "--epochs",
+            "1.5",
+            "--local-configs",
+            "1",
+            "--repeat-configs",
+            "0",
+        ),
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    header = json.loads(out.read_text().splitlines()[0])
+    assert (
+        header["provenance"]["budget"] | {"epochs": 1.5, "max_steps": None}
+        == (header["provenance"]["budget"])
+    )
+    assert header["provenance"]["design"]["local_configs"] == 1
+    runs = runs_in(out)
+    assert sorted(run.run_id for run in runs) == [
+        "seed-kb:alpha:c000:s13",
+        "seed-kb:alpha:c001:s13",
+        "seed-kb:alpha:d000:s13",
+    ]
+    for run in runs:
+        batch = run.config["batch_size"]
+        assert run.config["epochs"] == 1.5 and run.config["max_steps"] is None
+        assert run.dataset.n_train is not None
+        steps = math.ceil(1.5 * run.dataset.n_train / batch)  # 60 examples, whatever the batch
+        assert run.steps == run.planned_steps == steps
+        every = max(1, steps // 2)
+        assert [p.step for p in run.curve] == sorted({0, *range(every, steps + 1, every), steps})

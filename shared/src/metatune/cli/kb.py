@@ -19,6 +19,7 @@ from .connect import err_console, fail
 from .output import JSON_HELP, print_json
 
 if TYPE_CHECKING:
+    from ..knowledge.stats import KbStats
     from ..knowledge.store import ImportReport
 
 kb_app = typer.Typer(
@@ -140,16 +141,24 @@ async def _stats():
 
 
 @kb_app.command("stats")
-def stats(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
+def stats(
+    kb: Annotated[
+        Path | None,
+        typer.Option(help="a knowledge-base file to describe instead of the database"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
     """What the knowledge base holds: runs, datasets, configurations per dataset, sources, and how
-    many datasets' best run beats the majority-class baseline, and the noise between seeds of the
-    configurations run more than once."""
+    many datasets' best run beats the majority-class baseline; per dataset, the share of runs that
+    beat it and the noise between seeds against the spread between configurations."""
     from ..errors import DatabaseUnavailable
     from ..knowledge.errors import KnowledgeBaseError
+    from ..knowledge.files import read_kb_file
+    from ..knowledge.stats import file_stats
 
     try:
-        summary = asyncio.run(_stats())
-    except (KnowledgeBaseError, DatabaseUnavailable) as exc:
+        summary = file_stats(read_kb_file(kb).runs) if kb else asyncio.run(_stats())
+    except (KnowledgeBaseError, DatabaseUnavailable, OSError) as exc:
         raise fail(redact(str(exc))) from exc
     if as_json:
         typer.echo(summary.model_dump_json())
@@ -190,3 +199,39 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = Fal
     for source, runs in summary.runs_per_source.items():
         sources.add_row(source, str(runs), str(summary.datasets_per_source.get(source, 0)))
     console.print(sources)
+    if summary.per_dataset:
+        console.print(_quality_table(summary))
+
+
+def _quality_table(summary: KbStats) -> Table:
+    """Per dataset: does it learn, and do its configurations differ beyond the noise between seeds?"""
+    table = Table(
+        "dataset",
+        "runs",
+        "configs",
+        "majority",
+        "beat it",
+        "best margin",
+        "spread (std)",
+        "seed std",
+        "seed std <= spread/3",
+        title=f"per dataset: seed noise within a third of the spread on "
+        f"{summary.datasets_noise_within_spread} of {summary.datasets_noise_measured} measured",
+    )
+
+    def figure(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    for q in summary.per_dataset:
+        table.add_row(
+            q.dataset,
+            str(q.runs),
+            str(q.configs),
+            f"{q.majority_baseline:.3f}",
+            f"{q.beats_baseline_share:.0%}",
+            f"{q.best_margin:+.3f}",
+            figure(q.config_spread),
+            figure(q.seed_std) + (f" ({q.repeated_configs})" if q.repeated_configs else ""),
+            {None: "-", True: "yes", False: "no"}[q.noise_within_spread],
+        )
+    return table

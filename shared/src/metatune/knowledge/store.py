@@ -25,8 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from importlib import resources
@@ -50,6 +49,7 @@ from metatune.redaction import redact, redact_url
 from .errors import KnowledgeBaseError
 from .files import read_kb_file
 from .records import DatasetInfo, Hardware, KbRun, Provenance, RunStatus, StudyProfile
+from .stats import KbStats, summarize
 
 MIGRATIONS_PACKAGE = "metatune.knowledge"
 MIGRATIONS_DIR = "migrations"
@@ -119,44 +119,6 @@ class ImportReport(Contract):
     sources: dict[str, int] = Field(
         default_factory=dict, description="runs of the file per provenance source"
     )
-
-
-class KbStats(Contract):
-    """What the knowledge base holds (``metatune kb stats --json``)."""
-
-    runs: int
-    datasets: int
-    configs_per_dataset_min: int = Field(
-        description="fewest distinct configurations on one dataset (finished runs)"
-    )
-    configs_per_dataset_median: float
-    configs_per_dataset_max: int
-    runs_completed: int
-    runs_early_stopped: int
-    runs_failed: int
-    runs_profile_missing: int
-    study_profiles: int
-    base_models: int
-    runs_per_source: dict[str, int]
-    datasets_per_source: dict[str, int]
-    datasets_with_majority_baseline: int = Field(
-        description="datasets whose runs record the majority-class baseline"
-    )
-    datasets_beating_majority_baseline: int = Field(
-        description="... whose best run scores above that baseline"
-    )
-    median_margin_over_majority_baseline: float | None = Field(
-        description="median over those datasets of (best run's metric - its majority baseline)"
-    )
-    min_margin_over_majority_baseline: float | None = None
-    repeated_configs: int = Field(
-        0, description="(dataset, configuration) pairs run to the end with more than one seed"
-    )
-    seed_noise_std_median: float | None = Field(
-        None,
-        description="median over those pairs of the final metric's standard deviation between seeds",
-    )
-    seed_noise_std_max: float | None = None
 
 
 def dataset_name_of(spec: StudySpec) -> str:
@@ -562,60 +524,14 @@ class KnowledgeStore:
 
     # ----------------------------------------------------------------- summary
     async def stats(self) -> KbStats:
+        """What the store holds; per dataset, the share of runs beating the baseline and the
+        noise between seeds against the spread between configurations (see :mod:`.stats`)."""
         rows = await self._fetch(
             "SELECT dataset_name, base_model, source, status, metric, majority_baseline, profile_missing, "
-            "md5(config::text) AS config_key FROM kb_runs"
+            "md5((config - 'seed')::text) AS config_key FROM kb_runs"
         )
         profiles = (await self._fetch("SELECT count(*) AS n FROM kb_study_profiles"))[0]["n"]
-        statuses = Counter(row["status"] for row in rows)
-        configs: dict[str, set[str]] = defaultdict(set)
-        datasets_per_source: dict[str, set[str]] = defaultdict(set)
-        best: dict[str, dict[str, Any]] = {}
-        for row in rows:
-            name = row["dataset_name"]
-            datasets_per_source[row["source"]].add(name)
-            if row["status"] == RunStatus.failed.value:
-                continue
-            configs[name].add(row["config_key"])
-            if row["metric"] is not None and (
-                name not in best or row["metric"] > best[name]["metric"]
-            ):
-                best[name] = row
-        margins = [
-            b["metric"] - b["majority_baseline"]
-            for b in best.values()
-            if b["majority_baseline"] is not None
-        ]
-        counts = [len(c) for c in configs.values()]
-        repeats: dict[tuple[str, str], list[float]] = defaultdict(list)
-        for row in rows:
-            if row["status"] == RunStatus.completed.value and row["metric"] is not None:
-                repeats[(row["dataset_name"], row["config_key"])].append(row["metric"])
-        noise = [statistics.stdev(m) for m in repeats.values() if len(m) > 1]
-        return KbStats(
-            runs=len(rows),
-            datasets=len({row["dataset_name"] for row in rows}),
-            configs_per_dataset_min=min(counts, default=0),
-            configs_per_dataset_median=float(statistics.median(counts)) if counts else 0.0,
-            configs_per_dataset_max=max(counts, default=0),
-            runs_completed=statuses[RunStatus.completed.value],
-            runs_early_stopped=statuses[RunStatus.early_stopped.value],
-            runs_failed=statuses[RunStatus.failed.value],
-            runs_profile_missing=sum(bool(row["profile_missing"]) for row in rows),
-            study_profiles=profiles,
-            base_models=len({row["base_model"] for row in rows}),
-            runs_per_source=dict(sorted(Counter(row["source"] for row in rows).items())),
-            datasets_per_source={
-                source: len(names) for source, names in sorted(datasets_per_source.items())
-            },
-            datasets_with_majority_baseline=len(margins),
-            datasets_beating_majority_baseline=sum(margin > 0 for margin in margins),
-            median_margin_over_majority_baseline=statistics.median(margins) if margins else None,
-            min_margin_over_majority_baseline=min(margins) if margins else None,
-            repeated_configs=len(noise),
-            seed_noise_std_median=statistics.median(noise) if noise else None,
-            seed_noise_std_max=max(noise, default=None),
-        )
+        return summarize(rows, profiles)
 
     async def drop_schema(self) -> None:
         """Drop this store's own schema and everything in it (tests); refuses the default schema."""

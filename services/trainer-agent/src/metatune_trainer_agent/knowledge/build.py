@@ -37,7 +37,7 @@ from metatune.models import EMBEDDED_MODEL
 
 from ..domain.errors import TrainingError
 from ..domain.request import TrainingRequest, TrainOptions
-from ..domain.run import RunOutcome, run_training
+from ..domain.run import RunOutcome, run_training, total_steps_for
 from .design import PlannedRun, plan_runs
 from .slices import DataSlice, dataset_name, make_slice
 
@@ -54,11 +54,17 @@ class BuildSettings:
     datasets: list[str] | None = (
         None  # names (file stems); None: every classification file in data_dir
     )
-    configs: int = 16
+    configs: int = 16  # the shared (matched) design: the same configurations on every dataset
+    local_configs: int = (
+        0  # each dataset's own design (seeded by its name): more than one set of points
+    )
     train_rows: int = 2000
     val_rows: int = 256
-    max_steps: int = 80
-    evaluations: int = 8  # at fixed fractions 1/8, 2/8, ... of max_steps (and step 0)
+    max_steps: int = 80  # the budget when ``epochs`` is None: the same steps at every batch size
+    # The budget per dataset size: ceil(epochs * train rows / batch size) steps, so every batch size
+    # sees the same examples; it wins over max_steps when set.
+    epochs: float | None = None
+    evaluations: int = 8  # at fixed fractions 1/8, 2/8, ... of each run's own steps (and step 0)
     max_seq_length: int = 128
     repeat_configs: int = 3
     repeat_seeds: tuple[int, ...] = (14, 15)
@@ -336,14 +342,17 @@ def header(settings: BuildSettings, names: list[str], licence_of: dict[str, str]
             "budget": {
                 "train_rows": settings.train_rows,
                 "val_rows": settings.val_rows,
-                "max_steps": settings.max_steps,
+                "epochs": settings.epochs,
+                "max_steps": None if settings.epochs is not None else settings.max_steps,
                 "evaluations": settings.evaluations,
                 "max_seq_length": settings.max_seq_length,
                 "precision": settings.precision,
             },
             "design": {
-                "kind": "scrambled Sobol over metatune.knowledge.space",
+                "kind": "scrambled Sobol over metatune.knowledge.space: a shared design, "
+                "and per dataset its own (seeded by its name)",
                 "configs": settings.configs,
+                "local_configs": settings.local_configs,
                 "design_seed": settings.design_seed,
                 "seed": settings.seed,
                 "repeats": {
@@ -365,10 +374,15 @@ def build(
     """Train every planned run not yet in ``settings.out``; returns what was done."""
     files = discover(settings)
     names = [dataset_name(f) for f in files]
-    budget = Budget(max_steps=settings.max_steps, max_seq_length=settings.max_seq_length)
+    budget = (
+        Budget(max_steps=None, epochs=settings.epochs, max_seq_length=settings.max_seq_length)
+        if settings.epochs is not None
+        else Budget(max_steps=settings.max_steps, max_seq_length=settings.max_seq_length)
+    )
     planned = plan_runs(
         names,
         configs=settings.configs,
+        local_configs=settings.local_configs,
         budget=budget,
         repeat_configs=settings.repeat_configs,
         repeat_seeds=settings.repeat_seeds,
@@ -416,23 +430,7 @@ def build(
         data = slices[run.dataset]
         if on_progress:
             on_progress(done, report.total, run.run_id)
-        request = TrainingRequest(
-            dataset=data.path,
-            task=data.task,
-            base_model=settings.base_model,
-            text_column="text",
-            text_pair_column="text_pair" if data.task.value == "pair_classification" else None,
-            label_column="label",
-            config=run.config,
-            options=TrainOptions(
-                device=settings.device,
-                precision=settings.precision,
-                early_stopping=False,
-                eval_every=max(1, settings.max_steps // settings.evaluations),
-                max_eval_examples=settings.val_rows,
-                cache_dir=settings.work_dir / "tokens",
-            ),
-        )
+        request = _request(settings, data, run)
         licence = licence_of.get(run.dataset)
         try:
             outcome = run_training(request)
@@ -446,6 +444,31 @@ def build(
     if on_progress:
         on_progress(done, report.total, "")
     return report
+
+
+def _request(settings: BuildSettings, data: DataSlice, run: PlannedRun) -> TrainingRequest:
+    """The run's training request; its evaluations at fixed fractions of its own steps."""
+    request = TrainingRequest(
+        dataset=data.path,
+        task=data.task,
+        base_model=settings.base_model,
+        text_column="text",
+        text_pair_column="text_pair" if data.task.value == "pair_classification" else None,
+        label_column="label",
+        config=run.config,
+        options=TrainOptions(
+            device=settings.device,
+            precision=settings.precision,
+            early_stopping=False,
+            max_eval_examples=settings.val_rows,
+            cache_dir=settings.work_dir / "tokens",
+        ),
+    )
+    steps = total_steps_for(request, data.n_train)
+    every = max(1, steps // settings.evaluations)
+    return request.model_copy(
+        update={"options": request.options.model_copy(update={"eval_every": every})}
+    )
 
 
 def _todo(planned: list[PlannedRun], existing: dict[str, KbRun]) -> Iterator[PlannedRun]:

@@ -42,11 +42,26 @@ def build(
         typer.Option(help="comma-separated dataset names; default: every classification file"),
     ] = None,
     configs: Annotated[
-        int, typer.Option(min=1, help="configurations per dataset (Sobol design)")
+        int,
+        typer.Option(min=1, help="configurations of the shared Sobol design (on every dataset)"),
     ] = 16,
+    local_configs: Annotated[
+        int,
+        typer.Option(min=0, help="more configurations per dataset from its own Sobol design"),
+    ] = 0,
     train_rows: Annotated[int, typer.Option(min=10)] = 2000,
     val_rows: Annotated[int, typer.Option(min=10)] = 256,
-    max_steps: Annotated[int, typer.Option(min=2, help="optimizer steps per run")] = 80,
+    max_steps: Annotated[
+        int, typer.Option(min=2, help="optimizer steps per run, whatever the batch size")
+    ] = 80,
+    epochs: Annotated[
+        float | None,
+        typer.Option(
+            min=0.01,
+            help="budget per dataset size: ceil(EPOCHS x train rows / batch size) steps, so every "
+            "batch size sees the same examples (wins over --max-steps)",
+        ),
+    ] = None,
     evaluations: Annotated[
         int, typer.Option(min=1, help="evaluations per run, at fixed step fractions")
     ] = 8,
@@ -88,9 +103,11 @@ def build(
         work_dir=work_dir or out.with_suffix(".work"),
         datasets=[d.strip() for d in datasets.split(",") if d.strip()] if datasets else None,
         configs=configs,
+        local_configs=local_configs,
         train_rows=train_rows,
         val_rows=val_rows,
         max_steps=max_steps,
+        epochs=epochs,
         evaluations=evaluations,
         max_seq_length=max_seq_length,
         repeat_configs=repeat_configs,

@@ -60,7 +60,10 @@ def make_slice(source: Path, work_dir: Path, *, train_rows: int, val_rows: int) 
             rows.append(row)
     if len(rows) < 20:
         raise SliceError(f"{source} has {len(rows)} labelled rows; the build needs at least 20")
-    n_val = min(val_rows, max(10, len(rows) // 5))
+    # All the validation rows asked for when the file has them; a smaller file keeps at most a fifth
+    n_val = (
+        val_rows if len(rows) == train_rows + val_rows else min(val_rows, max(10, len(rows) // 5))
+    )
     train, val = rows[: len(rows) - n_val], rows[len(rows) - n_val :]
     is_pair = any(row.get("text_pair") for row in rows)
     name = dataset_name(source)
