@@ -28,10 +28,8 @@ def answer(records: list[dict[str, Any]]) -> Any:
         assert request.url.params["emissionFactorType"] == "lifecycle"
         params, path = request.url.params, request.url.path
         if path.endswith("/past-range"):
-            body = {
-                "zone": "DE",
-                "data": between(records, "datetime", params["start"], params["end"]),
-            }
+            end = str(pd.Timestamp(params["end"]) + pd.Timedelta(hours=1))  # end hour included
+            body = {"zone": "DE", "data": between(records, "datetime", params["start"], end)}
         elif path.endswith("/history"):
             body = {"zone": "DE", "history": records[-24:]}
         elif path.endswith("/forecast"):
@@ -152,5 +150,6 @@ async def test_refused_credentials_name_the_setting_and_never_the_token(status: 
         await em.observed("DE", START, END)
     message = str(caught.value)
     assert "METATUNE_ELECTRICITYMAPS_TOKEN_FILE" in message and f"HTTP {status}" in message
+    assert "plan includes /past-range" in message  # a valid token on a plan without it
     assert TOKEN not in message and TOKEN not in repr(em) and "\n" not in message
     assert len(api.requests) == 1 and clock.sleeps == []  # not retried

@@ -46,7 +46,8 @@ class WattTimeApi:
         params = request.url.params
         assert params["signal_type"] == "co2_moer" and params["region"] == "CAISO_NORTH"
         if request.url.path == "/v3/historical":
-            data = between(POINTS, "point_time", params["start"], params["end"])
+            end = pd.Timestamp(params["end"]) + pd.Timedelta(minutes=5)  # the end point too
+            data = between(POINTS, "point_time", params["start"], str(end))
         else:  # /v3/forecast: the next horizon_hours from the issue the test uses
             data = between(POINTS, "point_time", "2023-03-12T12:00Z", "2023-03-13T00:00Z")
             data = data[: 12 * int(params["horizon_hours"])]

@@ -23,13 +23,14 @@ from typing import Any
 import pandas as pd
 from pydantic import SecretStr
 
-from ..domain.hourly import hourly_means, pages, utc, utc_hour
+from ..domain.hourly import Point, hourly_means, pages, utc, utc_hour, within
 from ..domain.providers import ProviderUnavailable, Signal
 from .provider_http import ProviderHttp, iso_z
 
 DEFAULT_URL = "https://api.electricitymaps.com"
 PAGE_HOURS = 240  # the documented past-range limit for hourly data
 HISTORY_HOURS = 24
+TOKEN_SETTING = "METATUNE_ELECTRICITYMAPS_TOKEN_FILE"
 
 
 class ElectricityMapsSource:
@@ -60,28 +61,34 @@ class ElectricityMapsSource:
     async def _headers(self) -> Mapping[str, str]:
         return {"auth-token": self._token.get_secret_value()}
 
-    async def _get(self, path: str, params: dict[str, str | int]) -> Any:
+    async def _get(self, path: str, params: dict[str, str | int], plan: str = "") -> Any:
+        """``plan`` names the endpoint's plan in the 401/403 message (a token may be valid and
+        its plan still lack /past-range or /forecast)."""
         params = {**params, "emissionFactorType": "lifecycle"}
-        return await self.http.get_json(path, params, headers=self._headers)
+        setting = TOKEN_SETTING + (f" (and that its plan includes {plan})" if plan else "")
+        return await self.http.get_json(path, params, headers=self._headers, setting=setting)
 
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
         first, stop = utc_hour(start), utc(end)
         if first >= utc(self.now()) - timedelta(hours=HISTORY_HOURS):
             payload = await self._get("/v3/carbon-intensity/history", {"zone": zone})
             return hourly_means(_points(payload, "history"), first, stop)
-        points: list[tuple[str, float | None]] = []
+        points: list[Point] = []
         for page_start, page_end in pages(first, stop, pd.Timedelta(hours=self.page_hours)):
             payload = await self._get(
                 "/v3/carbon-intensity/past-range",
                 {"zone": zone, "start": iso_z(page_start), "end": iso_z(page_end)},
+                plan="/past-range",
             )
-            points += _points(payload, "data")
+            points += within(_points(payload, "data"), page_start, page_end)
         return hourly_means(points, first, stop)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
         if not self.forecast_enabled:
             return None
-        payload = await self._get("/v3/carbon-intensity/forecast", {"zone": zone})
+        payload = await self._get(
+            "/v3/carbon-intensity/forecast", {"zone": zone}, plan="/forecast, or unset _FORECAST"
+        )
         first = utc_hour(issue)
         series = hourly_means(
             _points(payload, "forecast"), first, first + pd.Timedelta(hours=hours)

@@ -23,7 +23,7 @@ from metatune.settings import Settings
 
 from ..domain.providers import IntensitySource, Signal, SourceMisconfigured
 from .carbon_aware_sdk import CarbonAwareSdkSource
-from .electricity_maps import ElectricityMapsSource
+from .electricity_maps import TOKEN_SETTING, ElectricityMapsSource
 from .provider_http import ProviderHttp, Sleep
 from .uk_carbon_intensity import UkCarbonIntensitySource
 from .watttime import CREDENTIAL_SETTINGS, WattTimeSource
@@ -73,7 +73,7 @@ def intensity_source(
         )
 
     if name == "electricity-maps":
-        setting = "METATUNE_ELECTRICITYMAPS_TOKEN_FILE"
+        setting = TOKEN_SETTING
         token = read_secret(
             settings.electricitymaps_token_file, setting, "the Electricity Maps token"
         )

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..domain.hourly import hourly_means, pages, utc, utc_hour
+from ..domain.hourly import Point, hourly_means, pages, utc, utc_hour, within
 from ..domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
 from .provider_http import ProviderHttp
 
@@ -54,10 +54,10 @@ class UkCarbonIntensitySource:
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
         path, field = _route(zone)
         first, stop = utc_hour(start), utc(end)
-        points: list[tuple[str, float | None]] = []
+        points: list[Point] = []
         for page_start, page_end in pages(first, stop, pd.Timedelta(days=self.page_days)):
             payload = await self.http.get_json(path(f"{_stamp(page_start)}/{_stamp(page_end)}"))
-            points += _points(payload, field)
+            points += within(_points(payload, field), page_start, page_end)
         return hourly_means(points, first, stop)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:

@@ -25,7 +25,15 @@ import httpx
 import pandas as pd
 from pydantic import SecretStr
 
-from ..domain.hourly import hourly_means, lbs_per_mwh_to_g_per_kwh, pages, utc, utc_hour
+from ..domain.hourly import (
+    Point,
+    hourly_means,
+    lbs_per_mwh_to_g_per_kwh,
+    pages,
+    utc,
+    utc_hour,
+    within,
+)
 from ..domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
 from .provider_http import ProviderHttp, iso_z
 
@@ -95,7 +103,7 @@ class WattTimeSource:
 
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
         first, stop = utc_hour(start), utc(end)
-        points: list[tuple[str, float | None]] = []
+        points: list[Point] = []
         for page_start, page_end in pages(first, stop, pd.Timedelta(days=self.page_days)):
             payload = await self._get(
                 "/v3/historical",
@@ -106,7 +114,7 @@ class WattTimeSource:
                     "signal_type": SIGNAL_TYPE,
                 },
             )
-            points += _points(payload)
+            points += within(_points(payload), page_start, page_end)
         return hourly_means(points, first, stop)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:

@@ -17,6 +17,8 @@ import pandas as pd
 
 LBS_PER_MWH_IN_G_PER_KWH = 0.453592  # 1 lb = 453.592 g, 1 MWh = 1000 kWh
 
+Point = tuple[str | datetime, float | None]  # a provider's timestamp and value (None: no value)
+
 
 def utc(moment: datetime | str) -> pd.Timestamp:
     """``moment`` (aware with any offset, or naive meaning UTC) as a UTC timestamp."""
@@ -30,7 +32,7 @@ def utc_hour(moment: datetime | str) -> pd.Timestamp:
 
 
 def hourly_means(
-    points: Iterable[tuple[str | datetime, float | None]],
+    points: Iterable[Point],
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> pd.Series:
@@ -66,6 +68,13 @@ def pages(
         bounds.append((page_start, page_end))
         page_start = page_end
     return bounds
+
+
+def within(points: Iterable[Point], start: datetime, end: datetime) -> list[Point]:
+    """The points stamped in ``[start, end)``: what one page keeps, since a provider may answer
+    a range with the point at either end too, which the next page answers again."""
+    first, stop = utc(start), utc(end)
+    return [point for point in points if first <= utc(point[0]) < stop]
 
 
 def lbs_per_mwh_to_g_per_kwh(value: float) -> float:
