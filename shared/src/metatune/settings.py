@@ -364,6 +364,16 @@ class Settings(BaseSettings):
         "",
         description="Standard Webhooks signing secret (whsec_...); empty: one is generated and kept in the database",
     )
+    webhook_key_file: Path | None = Field(
+        None,
+        description="Telemetry's private key that opens webhook URLs sealed by submitters (created "
+        "if absent, 0600; default <data dir>/secrets/telemetry/webhook.key)",
+    )
+    webhook_public_key: str = Field(
+        "",
+        description="Telemetry's public key a submitter seals a webhook URL's credentials with; "
+        "empty: the webhook.pub beside webhook_key_file",
+    )
     webhook_allowed_networks: list[str] = Field(
         default_factory=list,
         description="CIDR networks webhooks may reach besides public addresses (e.g. 127.0.0.1/32 in tests)",

@@ -22,6 +22,7 @@ from metatune.errors import DatabaseUnavailable
 from metatune.redaction import redact_url
 from metatune.service import Service
 from metatune.settings import Settings
+from metatune.webhook_seal import opener
 
 from .adapters.consumer import StreamIngestor
 from .adapters.db import Database
@@ -60,7 +61,7 @@ def create_service(
         max_size=s.telemetry_pool_size,
         connect_timeout_s=s.connect_timeout_s,
     )
-    writer = EventWriter(db)
+    writer = EventWriter(db, opener(s))
     ready = asyncio.Event()
     service.db = db
     service.ready = ready

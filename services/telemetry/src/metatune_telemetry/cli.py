@@ -145,6 +145,17 @@ def webhooks_secret() -> None:
     typer.echo(asyncio.run(main()))
 
 
+@webhooks_app.command("public-key")
+def webhooks_public_key() -> None:
+    """Telemetry's public key (not secret): submitters elsewhere set METATUNE_WEBHOOK_PUBLIC_KEY
+    to it, so a webhook URL's credentials leave sealed for telemetry alone."""
+    from metatune.webhook_seal import ensure_keypair, key_file
+
+    path = key_file(get_settings())
+    ensure_keypair(path)
+    typer.echo(path.with_suffix(".pub").read_text().strip())
+
+
 telemetry_app = typer.Typer(
     help="Telemetry storage: consistency check and migrations.", no_args_is_help=True
 )

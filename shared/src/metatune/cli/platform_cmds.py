@@ -37,6 +37,7 @@ from ..errors import BusUnavailable
 from ..platform import ServiceSpec, platform_services
 from ..redaction import redact_url
 from ..settings import Settings, get_settings
+from ..webhook_seal import ensure_keypair, key_file
 from .connect import bus, fail
 from .output import JSON_HELP, logs_to_stderr, print_json
 
@@ -149,6 +150,7 @@ def _start_all(settings: Settings, simulate: bool, wait: bool) -> list[str]:
         raise fail(f"services not installed: {', '.join(missing)} (run scripts/install)")
     started: list[ManagedProcess] = []
     database_url, password_file = database_reference(settings)
+    ensure_keypair(key_file(settings))  # telemetry's: `submit` seals webhook credentials with it
     state = RunState(
         nats_url=settings.nats_url,
         database_url=database_url,

@@ -26,8 +26,9 @@ from ..contracts import (
     StudySpec,
     TaskType,
 )
-from ..errors import BusUnavailable
+from ..errors import BusUnavailable, ConfigurationError
 from ..settings import get_settings
+from ..webhook_seal import seal_for_telemetry
 from .connect import bus, fail
 from .output import JSON_HELP, print_json
 from .validation import bad_parameter, check_base_model, check_datacenter, one_line
@@ -112,10 +113,17 @@ def submit(
             text_pair_column=text_pair_column,
             label_column=label_column,
         )
+        if draft.webhook_url is not None:  # its credentials leave sealed, for telemetry only
+            public, sealed = seal_for_telemetry(str(draft.webhook_url), settings)
+            draft = StudySpec.model_validate(
+                {**draft.model_dump(), "webhook_url": public, "webhook_sealed": sealed}
+            )
     except typer.BadParameter as exc:
         raise bad_parameter(exc) from None
     except ValidationError as exc:
         raise fail(f"invalid submission: {one_line(exc)}") from None
+    except ConfigurationError as exc:
+        raise fail(str(exc)) from None
 
     async def run() -> DatasetSubmitted:
         async with bus(settings, SUBMITTER) as nc:

@@ -83,8 +83,21 @@ class StudySpec(Contract):
         description="greenest: any delay up to the deadline; fastest: start at once",
     )
     webhook_url: HttpUrl | None = Field(
-        None, description="http(s) URL notified of the study's events"
+        None,
+        description="http(s) URL notified of the study's events; without credentials where "
+        "webhook_sealed is set",
     )
+    webhook_sealed: str | None = Field(
+        None,
+        description="the whole webhook URL, credentials included, sealed for telemetry's public "
+        "key (base64 NaCl sealed box): only telemetry opens it (metatune.webhook_seal)",
+    )
+
+    @model_validator(mode="after")
+    def _sealed_has_a_url(self) -> StudySpec:
+        if self.webhook_sealed is not None and self.webhook_url is None:
+            raise ValueError("webhook_sealed needs the webhook_url it was sealed from")
+        return self
 
     @model_validator(mode="after")
     def _lm_has_no_label(self) -> StudySpec:

@@ -12,6 +12,7 @@ this module returns (URLs in errors are redacted).
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,9 @@ from metatune.redaction import redact, redact_url
 from ..domain.retry import retry_after_s
 
 MAX_REDIRECTS = 3
+# httpx logs every request's full URL at INFO: a webhook URL's query may hold a token no redaction
+# pattern knows, so only its warnings pass; deliveries are logged here, with the URL redacted
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)

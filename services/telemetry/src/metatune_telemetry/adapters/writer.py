@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -139,8 +139,9 @@ class WriteResult:
 
 
 class EventWriter:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, unseal: Callable[[str], str] | None = None) -> None:
         self.db = db
+        self.unseal = unseal  # opens sealed webhook URLs (metatune.webhook_seal)
         self._partitions: set[tuple[str, datetime]] = set()  # known to exist (committed)
 
     async def write(self, batch: Sequence[Incoming]) -> WriteResult:
@@ -241,10 +242,16 @@ class EventWriter:
             # matched by message, not event id (cheaper to hash); the same event twice in one batch
             # returned only the message that was inserted, so it adds rows once
             fresh = [o for m, o in accepted if (m.stream, m.seq) in new]
-            rows = TypedRows()
+            rows = TypedRows(unseal=self.unseal)
             for o in fresh:
                 rows.add(o.event)
             await self._typed(cur, rows, created)
+            for study in rows.unopened:
+                log.warning(
+                    "study %s: its sealed webhook URL does not open with this telemetry's key "
+                    "(sealed for another?); delivering to the URL without its credentials",
+                    study,
+                )
             for o in fresh:
                 result.notifications += await self._enqueue(cur, o)
             if result.rejected:

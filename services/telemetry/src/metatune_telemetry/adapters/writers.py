@@ -29,6 +29,7 @@ from metatune.bus.connection import client_auth
 from metatune.errors import DatabaseUnavailable
 from metatune.redaction import RedactingFilter
 from metatune.settings import Settings
+from metatune.webhook_seal import opener
 
 from ..domain.events import Rejected
 from .consumer import IngestClient, StreamIngestor, consumer_config
@@ -210,7 +211,9 @@ async def _serve(
                 log.warning("telemetry writer: %s; retrying", exc)
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 5.0)
-        ingestor = log_ingestor(nc, nc.jetstream(), EventWriter(db), settings, relay)
+        ingestor = log_ingestor(
+            nc, nc.jetstream(), EventWriter(db, opener(settings)), settings, relay
+        )
         base = stored[index - 1]  # a restarted writer adds to what its predecessor stored
 
         async def report() -> None:  # until the service is gone

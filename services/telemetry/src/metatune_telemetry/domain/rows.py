@@ -41,6 +41,9 @@ class TypedRows:
     plans: list[tuple[Any, ...]] = field(default_factory=list)
     plan_entries: list[tuple[Any, ...]] = field(default_factory=list)
     assignments: list[tuple[Any, ...]] = field(default_factory=list)
+    # opens a sealed webhook URL (metatune.webhook_seal); studies whose sealed URL did not open
+    unseal: Callable[[str], str] | None = None
+    unopened: list[UUID] = field(default_factory=list)
 
     def add(self, event: c.Event) -> None:
         handler = _HANDLERS.get(type(event))
@@ -237,11 +240,20 @@ def _status(rows: TypedRows, e: c.AgentStatus) -> None:
 
 def _submitted(rows: TypedRows, e: c.DatasetSubmitted) -> None:
     s = e.spec
+    url = str(s.webhook_url) if s.webhook_url else None
+    if s.webhook_sealed is not None:  # the whole URL, credentials included: stored here only
+        try:
+            url = rows.unseal(s.webhook_sealed) if rows.unseal is not None else None
+        except ValueError:
+            url = None
+        if url is None:
+            url = str(s.webhook_url)  # delivered without its credentials; the writer warns
+            rows.unopened.append(e.study_id)
     rows.studies.append(
         (
             e.study_id,
             e.occurred_at,
-            str(s.webhook_url) if s.webhook_url else None,
+            url,
             clean_text(s.base_model),
             s.task.value,
             s.home_datacenter,

@@ -1,0 +1,136 @@
+"""A webhook URL's credentials (user info, a query token) never travel on the bus: the submission
+carries the URL without them and the whole URL sealed for telemetry's key; telemetry alone opens
+it, stores it and delivers with the credentials. No message in the stream and no log line of
+the service carries them. Real NATS, real PostgreSQL, the real telemetry service."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from pathlib import Path
+from uuid import uuid4
+
+import nats
+import pytest
+
+from metatune import contracts as c
+from metatune import subjects
+from metatune.webhook_seal import ensure_keypair, key_file, seal_for_telemetry
+from metatune_telemetry.adapters.outbox import list_outbox
+from metatune_telemetry.app import create_service
+from tests.support.samples import CONFIG, NOW, SPEC
+from tests.support.waiting import wait_for
+
+from .conftest import publish
+from .test_webhooks import SECRET, Receiver
+
+PASSWORD, TOKEN = "hook-pw-8Kq2", "tok-Zr55-only-telemetry"
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def submission(url: str, key_settings) -> list[tuple[str, c.Event]]:
+    public, sealed = seal_for_telemetry(url, key_settings)
+    spec = SPEC.model_validate(
+        {**SPEC.model_dump(), "webhook_url": public, "webhook_sealed": sealed}
+    )
+    study, job = uuid4(), uuid4()
+    return [
+        (
+            subjects.DATASETS_SUBMITTED,
+            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
+        ),
+        (
+            subjects.JOBS_REQUESTED,
+            c.JobRequested(
+                occurred_at=NOW,
+                job_id=job,
+                study_id=study,
+                trial_index=0,
+                spec=spec,
+                config=CONFIG,
+                estimated_gpu_hours=1.0,
+                power_kw=0.5,
+                deadline=spec.deadline,
+            ),
+        ),
+        (
+            subjects.assignments("fra1"),
+            c.Assignment(
+                occurred_at=NOW,
+                job_id=job,
+                study_id=study,
+                datacenter="fra1",
+                action=c.AssignmentAction.start,
+                plan_version=1,
+                spec=spec,
+                config=CONFIG,
+            ),
+        ),
+    ]
+
+
+async def stream_bytes(url: str, stream: str) -> list[bytes]:
+    """Every message of ``stream``, subject and payload, as stored."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        last = (await js.stream_info(stream)).state.last_seq
+        out = []
+        for seq in range(1, last + 1):
+            msg = await js.get_msg(stream, seq)
+            out.append((msg.subject or "").encode() + b" " + (msg.data or b""))
+        return out
+    finally:
+        await nc.close()
+
+
+async def test_credentials_leave_sealed_and_only_telemetry_delivers_with_them(
+    tsettings, schema, js, receiver, tmp_path: Path, caplog
+) -> None:
+    settings = tsettings.model_copy(
+        update={
+            "webhook_secret": SECRET,
+            "webhook_key_file": tmp_path / "telemetry" / "webhook.key",
+        }
+    )
+    ensure_keypair(key_file(settings))
+    host = receiver.base.removeprefix("http://")
+    url = f"http://hooks:{PASSWORD}@{host}/hook?token={TOKEN}"
+    events = submission(url, settings)
+    # sealed for another telemetry's key: delivered without credentials, a warning, no failure
+    other = settings.model_copy(update={"webhook_key_file": tmp_path / "other" / "webhook.key"})
+    ensure_keypair(key_file(other))
+    stray = submission(f"http://hooks:{PASSWORD}@{host}/stray?token={TOKEN}", other)
+    caplog.set_level(logging.DEBUG)
+    service = create_service(settings, schema=schema)
+    async with service.running():
+        for subject, event in events + stray:
+            await publish(js, settings, subject, event)
+        await asyncio.wait_for(service.ready.wait(), 60)
+
+        async def delivered() -> list[dict]:
+            rows = await list_outbox(service.db)
+            return rows if sum(r["state"] == "delivered" for r in rows) == 2 else []
+
+        await wait_for(delivered, "both job.requested notifications delivered")
+    paths = {p: headers for p, headers, _ in receiver.received}
+    # telemetry opened the seal: the receiver got the query token and the user info (Basic auth)
+    assert set(paths) == {f"/hook?token={TOKEN}", "/stray"}
+    basic = base64.b64encode(f"hooks:{PASSWORD}".encode()).decode()
+    auth = {k.lower(): v for k, v in paths[f"/hook?token={TOKEN}"].items()}["authorization"]
+    assert auth == f"Basic {basic}"
+    assert "authorization" not in {k.lower() for k in paths["/stray"]}
+    # nothing on the bus or in the logs carries a credential
+    for message in await stream_bytes(settings.nats_url, settings.stream_name):
+        assert PASSWORD.encode() not in message and TOKEN.encode() not in message
+    assert any("does not open with this telemetry's key" in r.getMessage() for r in caplog.records)
+    for record in caplog.records:
+        line = record.getMessage()
+        assert PASSWORD not in line and TOKEN not in line
