@@ -133,7 +133,7 @@ def messages(
             ],
         )
         headers = {"Nats-Msg-Id": str(event.event_id), "content-type": "application/json"}
-        out.append((subjects.run_progress(job), event.to_bytes(), headers))
+        out.append((subjects.run_progress("fra1", job), event.to_bytes(), headers))
     again = rng.sample(range(n), int(n * redelivered))
     keyed = [(float(i), m) for i, m in enumerate(out)]
     # each copy arrives after its original, somewhere later in the run; its message id differs
@@ -142,8 +142,24 @@ def messages(
         (rng.uniform(i, n), (out[i][0], out[i][1], {**out[i][2], "Nats-Msg-Id": f"{i}-again"}))
         for i in again
     ]
-    stream = [m for _, m in sorted(keyed, key=lambda pair: pair[0])]
-    return stream, n, n * points
+    # each job's start first: telemetry stores a run event only from its job's datacenter
+    starts = [_start(job, start) for job in jobs]
+    stream = starts + [m for _, m in sorted(keyed, key=lambda pair: pair[0])]
+    return stream, n + len(starts), n * points
+
+
+def _start(job: uuid.UUID, at: datetime) -> Message:
+    event = c.Assignment(
+        event_id=uuid.uuid5(job, "start"),
+        occurred_at=at,
+        job_id=job,
+        study_id=job,
+        datacenter="fra1",
+        action=c.AssignmentAction.start,
+        plan_version=1,
+    )
+    headers = {"Nats-Msg-Id": str(event.event_id), "content-type": "application/json"}
+    return subjects.assignments("fra1"), event.to_bytes(), headers
 
 
 def free_port() -> int:

@@ -74,7 +74,7 @@ async def test_a_60_s_nats_outage_mid_training_loses_nothing(
             async def on_progress(msg) -> None:
                 seen_steps.append(RunProgress.model_validate_json(msg.data).step)
 
-            await nc.subscribe(subjects.run_progress(job_id), cb=on_progress)
+            await nc.subscribe(subjects.run_progress("fra1", job_id), cb=on_progress)
             await nc.jetstream().publish(
                 subjects.assignments("fra1"),
                 assignment.to_bytes(),

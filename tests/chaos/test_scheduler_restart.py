@@ -83,7 +83,7 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
         done, paused, stopped, cancelled_pending = jobs[0], jobs[1], jobs[2], later
         await publish(
             js,
-            subjects.RUNS_COMPLETED,
+            subjects.runs_completed("osl1"),
             RunCompleted(
                 occurred_at=NOW,
                 job_id=done.job_id,
@@ -98,7 +98,7 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
         )
         await publish(
             js,
-            subjects.RUNS_PAUSED,
+            subjects.runs_paused("osl1"),
             RunPaused(
                 occurred_at=NOW,
                 job_id=paused.job_id,

@@ -54,11 +54,9 @@ CONTRACTS = {
     subjects.DATASETS_PROFILED: DatasetProfiled,
     subjects.JOBS_REQUESTED: JobRequested,
     subjects.PLANS: Plan,
-    subjects.RUNS_PAUSED: RunPaused,
-    subjects.RUNS_COMPLETED: RunCompleted,
-    subjects.RUNS_FAILED: RunFailed,
     subjects.STUDIES_STOPPED: StudyStopped,
 }
+RUN_OUTCOMES = {"paused": RunPaused, "completed": RunCompleted, "failed": RunFailed}
 
 
 def _metatune(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
@@ -87,8 +85,11 @@ async def _events(settings: Settings) -> list[tuple[str, object]]:
         out: list[tuple[str, object]] = []
         for _ in range(info.state.messages):
             msg = await sub.next_msg(timeout=30)
+            outcome = msg.subject.rsplit(".", 1)[-1]
             if msg.subject in CONTRACTS:
                 out.append((msg.subject, CONTRACTS[msg.subject].model_validate_json(msg.data)))
+            elif msg.subject.startswith("metatune.runs.") and outcome in RUN_OUTCOMES:
+                out.append((msg.subject, RUN_OUTCOMES[outcome].model_validate_json(msg.data)))
             elif msg.subject.startswith("metatune.runs.") and msg.subject.endswith(".progress"):
                 out.append((msg.subject, RunProgress.model_validate_json(msg.data)))
             elif msg.subject.startswith("metatune.assignments."):

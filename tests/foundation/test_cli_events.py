@@ -61,7 +61,7 @@ async def test_last_counts_after_filters_and_study_includes_its_jobs(
     )
     for step in range(3):
         await publish(
-            subjects.run_progress(job),
+            subjects.run_progress("fra1", job),
             RunProgress(occurred_at=now, job_id=job, datacenter="fra1", step=step, total_steps=10),
         )
     for n in range(
@@ -90,5 +90,5 @@ async def test_last_counts_after_filters_and_study_includes_its_jobs(
     mine = run(["events", "--json", "--last", "10", "--study", str(study)], env, timeout=60)
     lines = [json.loads(line) for line in mine.stdout.splitlines()]
     assert [e["subject"] for e in lines] == [subjects.JOBS_REQUESTED] + [
-        subjects.run_progress(job)
+        subjects.run_progress("fra1", job)
     ] * 3

@@ -49,7 +49,7 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
         (subjects.JOBS_REQUESTED, requested(TRAINED, 0)),
         (subjects.JOBS_REQUESTED, requested(FAILED, 1)),
         (
-            subjects.RUNS_COMPLETED,
+            subjects.runs_completed("osl1"),
             c.RunCompleted(
                 occurred_at=NOW + timedelta(hours=2),
                 job_id=TRAINED,
@@ -63,7 +63,7 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
             ),
         ),
         (
-            subjects.RUNS_FAILED,
+            subjects.runs_failed("fra1"),
             c.RunFailed(
                 occurred_at=NOW + timedelta(hours=1),
                 job_id=FAILED,

@@ -30,6 +30,7 @@ from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
 from metatune_recommender.flywheel import DURABLE_COMPLETED, load_seed, register_flywheel
+from tests.support.samples import record_assignment
 from tests.support.waiting import wait_for
 
 from .samples import FEATURES, run
@@ -90,7 +91,10 @@ async def flywheel(settings: Settings, store: KnowledgeStore):
 
 async def publish(service: Service, subject: str, event, *, dedup: bool = True) -> int:
     """Publish into JetStream; ``dedup=False`` sends it without its Nats-Msg-Id, as a redelivery would
-    arrive again (the stream keeps both copies)."""
+    arrive again (the stream keeps both copies). A run event's job is recorded as assigned
+    where the event comes from first, as the scheduler does before an agent runs it."""
+    if hasattr(event, "job_id") and hasattr(event, "datacenter"):
+        await record_assignment(service.js, event.job_id, event.datacenter)
     headers = headers_for(event) if dedup else None
     ack = await service.js.publish(
         subject, event.to_bytes(), headers=headers, stream=service.settings.stream_name
@@ -125,9 +129,9 @@ async def test_a_completion_becomes_one_row_even_when_redelivered(
         DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES),
     )
     event = completion(study, job, 0.9)
-    await publish(flywheel, subjects.RUNS_COMPLETED, event)
+    await publish(flywheel, subjects.runs_completed("fra1"), event)
     seq = await publish(
-        flywheel, subjects.RUNS_COMPLETED, event, dedup=False
+        flywheel, subjects.runs_completed("fra1"), event, dedup=False
     )  # the same completion again
     await consumed(flywheel, DURABLE_COMPLETED, seq)
     rows = await store.study_runs(study)
@@ -164,13 +168,13 @@ async def test_early_stopped_and_failed_runs_are_flagged(
         subjects.DATASETS_PROFILED,
         DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES),
     )
-    await publish(flywheel, subjects.RUNS_COMPLETED, completion(study, first, 0.8))
+    await publish(flywheel, subjects.runs_completed("fra1"), completion(study, first, 0.8))
     seq = await publish(
-        flywheel, subjects.RUNS_COMPLETED, completion(study, stopped, 0.5, early=True)
+        flywheel, subjects.runs_completed("fra1"), completion(study, stopped, 0.5, early=True)
     )
     await publish(
         flywheel,
-        subjects.RUNS_FAILED,
+        subjects.runs_failed("fra1"),
         RunFailed(
             occurred_at=NOW,
             job_id=failed,
@@ -207,7 +211,7 @@ async def test_a_completion_before_its_profile_is_filled_when_the_profile_arrive
     event = completion(study, job, 0.7).model_copy(
         update={"base_model": None, "task": None}
     )  # an older agent
-    seq = await publish(flywheel, subjects.RUNS_COMPLETED, event)
+    seq = await publish(flywheel, subjects.runs_completed("fra1"), event)
     await consumed(flywheel, DURABLE_COMPLETED, seq)
     waiting = await store.run(str(job))
     assert (

@@ -20,7 +20,7 @@ from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import Settings
 from metatune_recommender.app import create_service, job_id_for
 from metatune_recommender.domain.cold_start import PORTFOLIO, cold_start_trials
-from tests.support.samples import ACCOUNTING, FEATURES, NOW, SPEC
+from tests.support.samples import ACCOUNTING, FEATURES, NOW, SPEC, record_assignment
 from tests.support.waiting import received_on, wait_for
 
 from .synthetic import kb_runs
@@ -81,9 +81,10 @@ async def test_profiled_three_jobs_one_completes_next_trial(
             base_model=spec.base_model,
             task=spec.task,
         )
+        await record_assignment(service.js, done.job_id, "fra1")
         for _ in range(2):  # redelivered completion: one next trial
             await service.js.publish(
-                subjects.RUNS_COMPLETED, completed.to_bytes(), stream=settings.stream_name
+                subjects.runs_completed("fra1"), completed.to_bytes(), stream=settings.stream_name
             )
         # a poor first result (0.5, the synthetic base reaches 0.9) leaves expected improvement: a 4th trial
         await wait_for(lambda: any(r.trial_index == 3 for r in requests), timeout=120)
@@ -95,8 +96,9 @@ async def test_profiled_three_jobs_one_completes_next_trial(
         }
         # the next completion ends the study (budget of 4 spent), saying why
         second = completed.model_copy(update={"job_id": first[1].job_id, "config": first[1].config})
+        await record_assignment(service.js, first[1].job_id, "fra1")
         await service.js.publish(
-            subjects.RUNS_COMPLETED, second.to_bytes(), stream=settings.stream_name
+            subjects.runs_completed("fra1"), second.to_bytes(), stream=settings.stream_name
         )
         await wait_for(lambda: bool(stopped), timeout=120)
         info = await service.js.stream_info(

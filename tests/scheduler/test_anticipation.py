@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metatune.contracts import FailureReason, RunFailed
+from metatune.contracts import Assignment, AssignmentAction, FailureReason, RunFailed
 from metatune.registry import Registry
 from metatune_scheduler.domain import (
     Aggregation,
@@ -190,6 +190,14 @@ def _first_planned_hour(later, **options) -> tuple[str, object]:
     )
     events = [
         job_requested(1, hours=2, deadline_h=2, at=NOW + timedelta(hours=1)),
+        Assignment(  # it ran at osl1: a run event counts only from its job's datacenter
+            occurred_at=NOW + timedelta(hours=1),
+            job_id=job_id(1),
+            study_id=uuid4(),
+            datacenter="osl1",
+            action=AssignmentAction.start,
+            plan_version=1,
+        ),
         RunFailed(
             event_id=uuid4(),
             occurred_at=NOW + timedelta(hours=3),

@@ -151,9 +151,9 @@ async def test_every_trial_progresses_between_pauses_completes_and_is_reported_l
         seen = {
             "assignments": await received_on(nc, subjects.ASSIGNMENTS_ALL, Assignment),
             "progress": await received_on(nc, subjects.RUNS_PROGRESS_ALL, RunProgress),
-            "paused": await received_on(nc, subjects.RUNS_PAUSED, RunPaused),
-            "completed": await received_on(nc, subjects.RUNS_COMPLETED, RunCompleted),
-            "failed": await received_on(nc, subjects.RUNS_FAILED, RunFailed),
+            "paused": await received_on(nc, subjects.RUNS_PAUSED_ALL, RunPaused),
+            "completed": await received_on(nc, subjects.RUNS_COMPLETED_ALL, RunCompleted),
+            "failed": await received_on(nc, subjects.RUNS_FAILED_ALL, RunFailed),
             "infeasible": await received_on(nc, subjects.JOBS_INFEASIBLE, JobInfeasible),
             "status": await received_on(nc, subjects.AGENTS_STATUS_ALL, AgentStatus),
         }

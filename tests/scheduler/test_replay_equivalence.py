@@ -204,13 +204,13 @@ def _input_subject(event: Event) -> str:
         case JobCancelled():
             return subjects.JOBS_CANCELLED
         case RunProgress():
-            return subjects.run_progress(event.job_id)
+            return subjects.run_progress(event.datacenter, event.job_id)
         case RunPaused():
-            return subjects.RUNS_PAUSED
+            return subjects.runs_paused(event.datacenter)
         case RunCompleted():
-            return subjects.RUNS_COMPLETED
+            return subjects.runs_completed(event.datacenter)
         case RunFailed():
-            return subjects.RUNS_FAILED
+            return subjects.runs_failed(event.datacenter)
     return subjects.JOBS_REQUESTED
 
 

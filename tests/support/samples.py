@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from metatune import contracts as c
 from metatune import subjects
@@ -174,7 +174,7 @@ def samples() -> list[tuple[str, c.Event]]:
             ),
         ),
         (
-            subjects.run_progress(JOB),
+            subjects.run_progress("fra1", JOB),
             c.RunProgress(
                 occurred_at=NOW,
                 job_id=JOB,
@@ -186,7 +186,7 @@ def samples() -> list[tuple[str, c.Event]]:
             ),
         ),
         (
-            subjects.RUNS_COMPLETED,
+            subjects.runs_completed("fra1"),
             c.RunCompleted(
                 occurred_at=NOW,
                 job_id=JOB,
@@ -199,7 +199,7 @@ def samples() -> list[tuple[str, c.Event]]:
             ),
         ),
         (
-            subjects.RUNS_FAILED,
+            subjects.runs_failed("fra1"),
             c.RunFailed(
                 occurred_at=NOW,
                 job_id=JOB,
@@ -209,7 +209,7 @@ def samples() -> list[tuple[str, c.Event]]:
             ),
         ),
         (
-            subjects.RUNS_PAUSED,
+            subjects.runs_paused("fra1"),
             c.RunPaused(
                 occurred_at=NOW,
                 job_id=JOB,
@@ -232,3 +232,33 @@ def samples() -> list[tuple[str, c.Event]]:
         ),
         (subjects.CLOCK_TICK, c.ClockTick(occurred_at=NOW, hour=NOW, simulated=True)),
     ]
+
+
+def started(
+    job_id: UUID, datacenter: str = "fra1", study_id: UUID | None = None, at: datetime = NOW
+) -> tuple[str, c.Assignment]:
+    """A start assignment of ``job_id`` at ``datacenter``: run events count only from there."""
+    return (
+        subjects.assignments(datacenter),
+        c.Assignment(
+            occurred_at=at,
+            job_id=job_id,
+            study_id=study_id or STUDY,
+            datacenter=datacenter,
+            action=c.AssignmentAction.start,
+            plan_version=1,
+            spec=SPEC,
+            config=CONFIG,
+            hours_planned=1,
+        ),
+    )
+
+
+async def record_assignment(js, job_id: UUID, datacenter: str = "fra1") -> None:
+    """The scheduler's KV record of ``job_id`` started at ``datacenter``, as consumers without an
+    assignment state of their own (the recommender) read it."""
+    from metatune.bus import ASSIGNMENTS_BUCKET
+
+    _, assignment = started(job_id, datacenter)
+    kv = await js.key_value(ASSIGNMENTS_BUCKET)
+    await kv.put(str(job_id), c.CurrentAssignment.of(assignment).model_dump_json().encode())

@@ -14,7 +14,7 @@ from uuid import UUID, uuid4
 from metatune import contracts as c
 from metatune import subjects
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
-from tests.support.samples import CONFIG, NOW, SPEC
+from tests.support.samples import CONFIG, NOW, SPEC, started
 
 H = timedelta(hours=1)
 DE = [
@@ -155,7 +155,7 @@ async def record_dashboard(db) -> Scenario:
             ),
         ),
         (
-            subjects.RUNS_COMPLETED,
+            subjects.runs_completed("osl1"),
             c.RunCompleted(
                 occurred_at=NOW + 4 * H,
                 job_id=job,
@@ -167,8 +167,9 @@ async def record_dashboard(db) -> Scenario:
                 accounting=c.RunAccounting(energy_wh=sum(RUN_WH), wall_seconds=7200.0, hours=hours),
             ),
         ),
+        started(job2, "fra1", study),
         (
-            subjects.RUNS_COMPLETED,
+            subjects.runs_completed("fra1"),
             c.RunCompleted(
                 occurred_at=NOW + H,
                 job_id=job2,

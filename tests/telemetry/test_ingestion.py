@@ -21,7 +21,7 @@ from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.verify import verify
 from metatune_telemetry.app import create_service
-from tests.support.samples import NOW, samples
+from tests.support.samples import NOW, samples, started
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for, wait_for_sync
 
@@ -195,17 +195,18 @@ async def test_postgres_restart_mid_stream_loses_and_doubles_nothing(
     ]
     service = create_service(settings)
     async with service.running():
+        await publish(js, settings, *started(job))
         for event in progress[:200]:
-            await publish(js, settings, subjects.run_progress(job), event)
+            await publish(js, settings, subjects.run_progress("fra1", job), event)
         await wait_for(lambda: service.status_details.get("database") == "ok")
         stop()
         for event in progress[200:400]:
-            await publish(js, settings, subjects.run_progress(job), event)
+            await publish(js, settings, subjects.run_progress("fra1", job), event)
         await wait_for(lambda: service.status_details.get("database") == "unavailable")
         start()
         for event in progress[400:]:
-            await publish(js, settings, subjects.run_progress(job), event)
+            await publish(js, settings, subjects.run_progress("fra1", job), event)
         await no_gap(js, service.db, settings)
-        assert await count(service.db, "SELECT count(*) FROM event_log") == 600
+        assert await count(service.db, "SELECT count(*) FROM event_log") == 601  # and its start
         assert await count(service.db, "SELECT count(*) FROM run_metrics") == 600
         assert await count(service.db, "SELECT count(DISTINCT step) FROM run_metrics") == 600

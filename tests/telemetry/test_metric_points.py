@@ -18,7 +18,7 @@ from metatune import subjects
 from metatune_telemetry.adapters.db import yoyo_uri
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.app import create_service
-from tests.support.samples import NOW
+from tests.support.samples import NOW, started
 
 from .conftest import count, publish
 from .test_ingestion import no_gap
@@ -64,13 +64,14 @@ async def test_each_step_is_one_row_and_a_redelivered_event_adds_none(
     events = [carrying(job, 1 + PER_EVENT * i) for i in range(4)]
     service = create_service(tsettings, schema=schema)
     async with service.running():
+        await publish(js, tsettings, *started(job))
         for event in events:
-            await publish(js, tsettings, subjects.run_progress(job), event)
+            await publish(js, tsettings, subjects.run_progress("fra1", job), event)
         for event in events[1:3]:  # again, outside de-duplication: new stream messages
-            await publish(js, tsettings, subjects.run_progress(job), event, dedup=False)
+            await publish(js, tsettings, subjects.run_progress("fra1", job), event, dedup=False)
         await no_gap(js, service.db, tsettings)
         db = service.db
-        assert await count(db, "SELECT count(*) FROM event_log") == len(events)
+        assert await count(db, "SELECT count(*) FROM event_log") == len(events) + 1  # its start
         assert await count(db, "SELECT count(*) FROM run_metrics") == PER_EVENT * len(events)
         steps = await db.fetch(
             "SELECT step, train_loss, tokens_seen, tokens_with_padding, power_w, energy_wh, step_time_s "
@@ -92,16 +93,18 @@ async def test_steps_sent_again_under_another_event_id_are_stored_once(db) -> No
     first = carrying(job, 1)
     again = first.model_copy(update={"event_id": uuid4()})  # e.g. a producer re-sending its buffer
     later = carrying(job, 1 + PER_EVENT)
-    batches = [[first], [again, later]]
+    subject, start = started(job)
+    batches = [[start, first], [again, later]]
     seq = 0
     for batch in batches:
         messages = []
         for event in batch:
             seq += 1
-            messages.append(Incoming("METATUNE", seq, subjects.run_progress(job), event.to_bytes()))
+            on = subject if event is start else subjects.run_progress("fra1", job)
+            messages.append(Incoming("METATUNE", seq, on, event.to_bytes()))
         result = await writer.write(messages)
         assert not result.rejected
-    assert await count(db, "SELECT count(*) FROM event_log") == 3  # every event is logged
+    assert await count(db, "SELECT count(*) FROM event_log") == 4  # every event is logged
     assert await count(db, "SELECT count(*) FROM run_metrics") == 2 * PER_EVENT
     assert await count(db, "SELECT count(DISTINCT step) FROM run_metrics") == 2 * PER_EVENT
     assert (
@@ -141,7 +144,7 @@ async def test_a_bad_point_list_is_rejected_with_the_reason(tsettings, schema, j
     service = create_service(tsettings, schema=schema)
     async with service.running():
         for data, _ in cases:
-            await publish(js, tsettings, subjects.run_progress(job), data)
+            await publish(js, tsettings, subjects.run_progress("fra1", job), data)
         await no_gap(js, service.db, tsettings)
         rejects = await service.db.fetch(
             "SELECT code, reason, raw FROM event_rejects ORDER BY stream_seq"
@@ -156,10 +159,14 @@ async def test_a_bad_point_list_is_rejected_with_the_reason(tsettings, schema, j
 async def test_the_points_migration_rolls_back_to_one_row_per_event_and_applies_again(db) -> None:
     job = uuid4()
     events = [carrying(job, 1 + PER_EVENT * i) for i in range(3)]
+    subject, start = started(job)
     await EventWriter(db).write(
         [
-            Incoming("METATUNE", i + 1, subjects.run_progress(job), e.to_bytes())
-            for i, e in enumerate(events)
+            Incoming("METATUNE", 1, subject, start.to_bytes()),
+            *(
+                Incoming("METATUNE", i + 2, subjects.run_progress("fra1", job), e.to_bytes())
+                for i, e in enumerate(events)
+            ),
         ]
     )
     key = (

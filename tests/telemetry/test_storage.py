@@ -17,7 +17,7 @@ from metatune_telemetry.adapters.db import yoyo_uri
 from metatune_telemetry.adapters.queries import study_disclosure
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.domain.formats import to_csv, to_markdown
-from tests.support.samples import CONFIG, NOW, SPEC
+from tests.support.samples import CONFIG, NOW, SPEC, started
 
 from .conftest import count
 
@@ -151,19 +151,21 @@ def hour(i, wh, g, dc="fra1", pue=1.2):
     )
 
 
-def incoming(events):
-    return [Incoming("METATUNE", i + 1, s, e.to_bytes()) for i, (s, e) in enumerate(events)]
+def incoming(events, first=1):
+    return [Incoming("METATUNE", first + i, s, e.to_bytes()) for i, (s, e) in enumerate(events)]
 
 
 async def test_rollups_equal_raw_sums_after_updates(db) -> None:
     writer = EventWriter(db)
     a, b = uuid4(), uuid4()
     events = [
-        (subjects.run_progress(a), progress(a, 1, [hour(0, 100.0, 300.0)])),
-        (subjects.run_progress(b), progress(b, 1, [hour(0, 50.0, None, "osl1")], "osl1")),
+        started(a),
+        started(b, "osl1"),
+        (subjects.run_progress("fra1", a), progress(a, 1, [hour(0, 100.0, 300.0)])),
+        (subjects.run_progress("osl1", b), progress(b, 1, [hour(0, 50.0, None, "osl1")], "osl1")),
         # later accounting of a: hour 0 grew, hour 1 (another datacenter) began
         (
-            subjects.run_progress(a),
+            subjects.run_progress("fra1", a),
             progress(
                 a,
                 2,
@@ -172,7 +174,7 @@ async def test_rollups_equal_raw_sums_after_updates(db) -> None:
             ),
         ),
         (
-            subjects.run_progress(b),
+            subjects.run_progress("osl1", b),
             progress(
                 b,
                 2,
@@ -182,8 +184,8 @@ async def test_rollups_equal_raw_sums_after_updates(db) -> None:
             ),
         ),
     ]
-    await writer.write(incoming(events[:2]))
-    await writer.write(incoming(events[2:]))
+    await writer.write(incoming(events[:4]))
+    await writer.write(incoming(events[4:], first=5))
     raw = await db.fetch(
         "SELECT job_id, hour, sum(energy_wh), sum(emissions_g) FROM job_energy GROUP BY 1, 2 ORDER BY 1, 2"
     )
@@ -275,9 +277,11 @@ async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
             )
         )
     events += [
-        (subjects.run_progress(job), progress(job, 10, hours[:1])),
-        (subjects.RUNS_COMPLETED, done),
-        (subjects.RUNS_COMPLETED, unpriced),
+        started(job, study_id=study),
+        started(job2, study_id=study),
+        (subjects.run_progress("fra1", job), progress(job, 10, hours[:1])),
+        (subjects.runs_completed("fra1"), done),
+        (subjects.runs_completed("fra1"), unpriced),
     ]
     await EventWriter(db).write(incoming(events))
     report = await study_disclosure(db, study)

@@ -28,7 +28,7 @@ from metatune_telemetry.adapters.delivery import post
 from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
 from metatune_telemetry.domain.signing import new_secret
-from tests.support.samples import CONFIG, NOW, SPEC
+from tests.support.samples import CONFIG, NOW, SPEC, started
 from tests.support.waiting import wait_for
 
 from .conftest import count, publish
@@ -264,11 +264,16 @@ async def test_hanging_receiver_delays_neither_ingestion_nor_others(
     _, _, fast = study_events(f"{receiver.base.replace('http://', 'http://alice:s3cr3t@')}/fast")
     job = uuid4()
     ticks = [
-        (
-            subjects.run_progress(job),
-            c.RunProgress(occurred_at=NOW, job_id=job, datacenter="fra1", step=i, total_steps=100),
-        )
-        for i in range(50)
+        started(job),
+        *(
+            (
+                subjects.run_progress("fra1", job),
+                c.RunProgress(
+                    occurred_at=NOW, job_id=job, datacenter="fra1", step=i, total_steps=100
+                ),
+            )
+            for i in range(50)
+        ),
     ]
     service = create_service(settings, schema=schema)
     caplog.set_level(logging.DEBUG)

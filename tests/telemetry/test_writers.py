@@ -17,7 +17,7 @@ from metatune import contracts as c
 from metatune import subjects
 from metatune_telemetry.adapters.consumer import stream_seq
 from metatune_telemetry.app import create_service
-from tests.support.samples import NOW
+from tests.support.samples import NOW, started
 from tests.support.waiting import wait_for
 
 from .conftest import count, publish
@@ -42,6 +42,10 @@ def progress(job, n: int) -> list[c.RunProgress]:
     ]
 
 
+async def _stored_starts(service, n: int) -> bool:
+    return await count(service.db, "SELECT count(*) FROM assignments") >= n
+
+
 async def test_writer_processes_share_the_stream_and_store_each_event_once(
     tsettings, schema, js
 ) -> None:
@@ -54,12 +58,17 @@ async def test_writer_processes_share_the_stream_and_store_each_event_once(
     service = create_service(settings, schema=schema)
     async with service.running():
         await wait_for(lambda: service.writers.started.value >= 2, "both writer processes pulling")
+        for (
+            job
+        ) in jobs:  # stored before any progress: a run event counts only from its job's datacenter
+            await publish(js, settings, *started(job))
+        await wait_for(lambda: _stored_starts(service, len(jobs)), "the jobs' starts stored")
         for job, event in events:
-            await publish(js, settings, subjects.run_progress(job), event)
+            await publish(js, settings, subjects.run_progress("fra1", job), event)
         for job, event in events[::3]:  # again, outside de-duplication: new stream messages
-            await publish(js, settings, subjects.run_progress(job), event, dedup=False)
+            await publish(js, settings, subjects.run_progress("fra1", job), event, dedup=False)
         for job, data in zip(jobs, invalid, strict=True):
-            await publish(js, settings, subjects.run_progress(job), data)
+            await publish(js, settings, subjects.run_progress("fra1", job), data)
         await no_gap(js, service.db, settings)
         db = service.db
 

@@ -80,9 +80,9 @@ class Bus:
         self.nc = await nats.connect(self.settings.nats_url)
         self.js = self.nc.jetstream()
         models = {
-            subjects.RUNS_COMPLETED: RunCompleted,
-            subjects.RUNS_FAILED: RunFailed,
-            subjects.RUNS_PAUSED: RunPaused,
+            subjects.runs_completed("fra1"): RunCompleted,
+            subjects.runs_failed("fra1"): RunFailed,
+            subjects.runs_paused("fra1"): RunPaused,
             subjects.errors("trainer-agent"): ErrorEvent,
         }
 

@@ -160,7 +160,7 @@ CATALOG = [
         event_id(),
     ),
     Channel(
-        "metatune.runs.{job_id}.progress",
+        "metatune.runs.{datacenter}.{job_id}.progress",
         c.RunProgress,
         "Step, tokens (with padding), loss, energy (Wh), power.",
         ("trainer-agent",),
@@ -168,7 +168,7 @@ CATALOG = [
         event_id(),
     ),
     Channel(
-        subjects.RUNS_COMPLETED,
+        "metatune.runs.{datacenter}.completed",
         c.RunCompleted,
         "Final metrics, adapter key, energy and emissions of a run.",
         ("trainer-agent",),
@@ -178,13 +178,13 @@ CATALOG = [
             LOG,
         ),
         MsgId(
-            "completed-<job_id>",
-            f"^completed-{UUID_PATTERN}$",
-            "a job completes once, whichever agent finished it",
+            "completed-<datacenter>-<job_id>",
+            f"^completed-[A-Za-z0-9_-]+-{UUID_PATTERN}$",
+            "a job completes once per datacenter (an agent's retries collapse)",
         ),
     ),
     Channel(
-        subjects.RUNS_FAILED,
+        "metatune.runs.{datacenter}.failed",
         c.RunFailed,
         "A run that cannot go on, with a typed reason.",
         ("trainer-agent",),
@@ -200,7 +200,7 @@ CATALOG = [
         ),
     ),
     Channel(
-        subjects.RUNS_PAUSED,
+        "metatune.runs.{datacenter}.paused",
         c.RunPaused,
         "A run paused with a checkpoint any datacenter can resume from.",
         ("trainer-agent",),

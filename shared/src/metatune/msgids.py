@@ -23,9 +23,10 @@ def forecast(region: str, hour: datetime) -> str:
     return f"forecast-{region}-{hour.isoformat()}"
 
 
-def completed(job_id: UUID) -> str:
-    """A job completes once, whichever agent finished it."""
-    return f"completed-{job_id}"
+def completed(job_id: UUID, datacenter: str) -> str:
+    """A job completes once per datacenter: an agent's retries collapse, while a completion from
+    the datacenter the job has moved to is not taken for a copy of a stale one from where it ran."""
+    return f"completed-{datacenter}-{job_id}"
 
 
 def paused(assignment_event_id: UUID) -> str:

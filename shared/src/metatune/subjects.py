@@ -18,16 +18,18 @@ JOBS_INFEASIBLE = "metatune.jobs.infeasible"
 JOBS_CANCELLED = "metatune.jobs.cancelled"
 STUDIES_STOPPED = "metatune.studies.stopped"
 PLANS = "metatune.plans"
-RUNS_COMPLETED = "metatune.runs.completed"
-RUNS_FAILED = "metatune.runs.failed"
-RUNS_PAUSED = "metatune.runs.paused"
 CLOCK_TICK = "metatune.clock.tick"
 
 # Wildcards for consumers that follow a whole family.
 FORECASTS_ALL = "metatune.forecasts.*"
 ASSIGNMENTS_ALL = "metatune.assignments.*"
 AGENTS_STATUS_ALL = "metatune.agents.*.status"
-RUNS_PROGRESS_ALL = "metatune.runs.*.progress"
+# Run events carry the agent's datacenter as their third token, so the server's per-user
+# permissions (metatune.runs.<dc>.>) keep one datacenter from speaking for another.
+RUNS_COMPLETED_ALL = "metatune.runs.*.completed"
+RUNS_FAILED_ALL = "metatune.runs.*.failed"
+RUNS_PAUSED_ALL = "metatune.runs.*.paused"
+RUNS_PROGRESS_ALL = "metatune.runs.*.*.progress"
 ERRORS_ALL = "metatune.errors.*"
 EVERYTHING = "metatune.>"
 
@@ -73,8 +75,36 @@ def agent_status(datacenter: str) -> str:
     return f"metatune.agents.{token(datacenter)}.status"
 
 
-def run_progress(job_id: UUID | str) -> str:
-    return f"metatune.runs.{token(str(job_id))}.progress"
+def runs(datacenter: str) -> str:
+    """Every run event of one datacenter (what its agent may publish)."""
+    return f"metatune.runs.{token(datacenter)}.>"
+
+
+def runs_completed(datacenter: str) -> str:
+    return f"metatune.runs.{token(datacenter)}.completed"
+
+
+def runs_failed(datacenter: str) -> str:
+    return f"metatune.runs.{token(datacenter)}.failed"
+
+
+def runs_paused(datacenter: str) -> str:
+    return f"metatune.runs.{token(datacenter)}.paused"
+
+
+def run_progress(datacenter: str, job_id: UUID | str) -> str:
+    return f"metatune.runs.{token(datacenter)}.{token(str(job_id))}.progress"
+
+
+_RUN_EVENT = re.compile(
+    r"^metatune\.runs\.([A-Za-z0-9_-]+)\.(?:completed|failed|paused|[A-Za-z0-9_-]+\.progress)$"
+)
+
+
+def run_event_datacenter(subject: str) -> str | None:
+    """The datacenter a run-event subject names (None: not a run-event subject)."""
+    found = _RUN_EVENT.match(subject)
+    return found.group(1) if found else None
 
 
 def errors(service: str) -> str:

@@ -3,7 +3,7 @@
 * ``metatune.datasets.profiled``: the top-min(3, trials) configurations from the GP recommender
   (or the cold-start portfolio, flagged, when the knowledge base cannot answer), each a
   ``metatune.jobs.requested`` with its prediction and cost.
-* ``metatune.runs.completed`` / ``.failed``: while the study's budget (``spec.trials``) is not
+* ``metatune.runs.<dc>.completed`` / ``.failed`` (from the job's datacenter only): while the study's budget (``spec.trials``) is not
   spent, the next trial by Expected Improvement conditioned on the study's finished runs; when the
   budget is spent or the best EI falls below the threshold, one ``metatune.studies.stopped``.
 
@@ -20,6 +20,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
+
+from faststream.nats.annotations import NatsMessage
 
 from metatune import subjects
 from metatune.contracts import (
@@ -41,6 +43,7 @@ from metatune.settings import Settings
 from .domain.kb_rows import objective
 from .domain.recommender import COLD_START, TOP_K, Advice, Recommender, profile_descriptors
 from .flywheel import load_seed, register_flywheel
+from .run_gate import accepted
 
 log = logging.getLogger("metatune.recommender")
 
@@ -261,9 +264,13 @@ def create_service(
             await request(advice, study_id, spec, index)
         decided.add((study_id, index))
 
-    @service.consume(subjects.RUNS_COMPLETED, durable="recommender-next-trial")
-    async def on_completed(event: RunCompleted) -> None:
-        """The next trial by EI, or the study's stop."""
+    @service.consume(subjects.RUNS_COMPLETED_ALL, durable="recommender-next-trial")
+    async def on_completed(event: RunCompleted, message: NatsMessage) -> None:
+        """The next trial by EI, or the study's stop (a completion from elsewhere than the job's
+        datacenter is refused: the knowledge-base consumer reports it)."""
+        subject = message.raw_message.subject
+        if not await accepted(service, event, subject, report=False):
+            return
         metric_name, metric = objective(event.metrics)
         this = FinishedTrial(
             str(event.job_id),
@@ -272,12 +279,13 @@ def create_service(
             metric_name,
             RunStatus.completed,
         )
-        await on_finished(event.study_id, event.job_id, subjects.RUNS_COMPLETED, this)
+        await on_finished(event.study_id, event.job_id, subject, this)
 
-    @service.consume(subjects.RUNS_FAILED, durable="recommender-next-trial-failed")
-    async def on_failed(event: RunFailed) -> None:
+    @service.consume(subjects.RUNS_FAILED_ALL, durable="recommender-next-trial-failed")
+    async def on_failed(event: RunFailed, message: NatsMessage) -> None:
         """A failed trial uses up its slot of the budget; the next one is still chosen."""
-        if event.study_id is not None:
-            await on_finished(event.study_id, event.job_id, subjects.RUNS_FAILED, None)
+        subject = message.raw_message.subject
+        if event.study_id is not None and await accepted(service, event, subject, report=False):
+            await on_finished(event.study_id, event.job_id, subject, None)
 
     return service

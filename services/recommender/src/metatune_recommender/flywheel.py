@@ -2,7 +2,8 @@
 
 The recommender owns the knowledge base (it is the service that learns from it); other services
 reach it only through the bus: the profiler's ``metatune.datasets.profiled``, the agents'
-``metatune.runs.completed`` / ``.failed``, and the study's best result so far, written back to the
+``metatune.runs.<dc>.completed`` / ``.failed`` (from the job's datacenter only: a run event from
+anywhere else is a ``foreign_run_event`` error and no row), and the study's best result so far, written back to the
 KV bucket ``metatune_studies`` for the agents' learning-curve early stop.
 
 Wiring (in the recommender's ``create_service``)::
@@ -24,6 +25,8 @@ from importlib import resources
 from pathlib import Path
 from uuid import UUID
 
+from faststream.nats.annotations import NatsMessage
+
 from metatune import subjects
 from metatune.bus import STUDIES_BUCKET
 from metatune.contracts import DatasetProfiled, RunCompleted, RunFailed
@@ -32,6 +35,7 @@ from metatune.knowledge.store import ImportReport, KnowledgeStore
 from metatune.service import Service
 
 from .domain.kb_rows import completed_run, failed_run, study_best
+from .run_gate import accepted
 
 log = logging.getLogger("metatune.recommender.flywheel")
 
@@ -88,9 +92,11 @@ def register_flywheel(service: Service, store: KnowledgeStore) -> None:
         if filled:
             log.info("study %s: profile filled %d earlier run(s)", event.study_id, filled)
 
-    @service.consume(subjects.RUNS_COMPLETED, durable=DURABLE_COMPLETED)
-    async def kb_completed(event: RunCompleted) -> None:
+    @service.consume(subjects.RUNS_COMPLETED_ALL, durable=DURABLE_COMPLETED)
+    async def kb_completed(event: RunCompleted, message: NatsMessage) -> None:
         """One knowledge-base row per job (early-stopped ones flagged); then the study's best to KV."""
+        if not await accepted(service, event, message.raw_message.subject, report=True):
+            return
         profile = await store.profile(event.study_id)
         run = completed_run(event, profile)
         await store.add_run(run)
@@ -98,9 +104,11 @@ def register_flywheel(service: Service, store: KnowledgeStore) -> None:
             await store.fill_from_profile(event.study_id)  # the profile may have landed meanwhile
         await publish_best(event.study_id)
 
-    @service.consume(subjects.RUNS_FAILED, durable=DURABLE_FAILED)
-    async def kb_failed(event: RunFailed) -> None:
+    @service.consume(subjects.RUNS_FAILED_ALL, durable=DURABLE_FAILED)
+    async def kb_failed(event: RunFailed, message: NatsMessage) -> None:
         """A failed job is a row too (flagged failed): what did not work is knowledge."""
+        if not await accepted(service, event, message.raw_message.subject, report=True):
+            return
         profile = await store.profile(event.study_id) if event.study_id else None
         run = failed_run(event, profile)
         await store.add_run(run)

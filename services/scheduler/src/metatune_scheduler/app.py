@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
+
+from faststream.nats.annotations import NatsMessage
 
 from metatune import subjects
 from metatune.bus import ASSIGNMENTS_BUCKET
@@ -20,6 +23,7 @@ from metatune.contracts import (
     RunPaused,
     RunProgress,
 )
+from metatune.provenance import RunEvent, mislabelled
 from metatune.registry import Registry, default_registry, load_registry
 from metatune.service import Service
 from metatune.settings import Settings
@@ -103,23 +107,31 @@ def create_service(
         """A new 168 h carbon-intensity forecast of one grid region."""
         await runtime.fold(event)
 
+    async def fold_run(event: RunEvent, message: NatsMessage) -> None:
+        """A run event counts only from the datacenter its job is assigned to (the subject's, which
+        the server vouches for, and the payload's); anything else is reported, never folded."""
+        subject = message.raw_message.subject
+        refusal = mislabelled(event, subject) or await runtime.fold(event)
+        if refusal is not None:
+            await service.report_error(**replace(refusal, subject=subject).report())
+
     @service.consume(subjects.RUNS_PROGRESS_ALL, durable="scheduler-progress")
-    async def on_progress(event: RunProgress) -> None:
+    async def on_progress(event: RunProgress, message: NatsMessage) -> None:
         """Measured power and remaining work of a running job."""
-        await runtime.fold(event)
+        await fold_run(event, message)
 
-    @service.consume(subjects.RUNS_PAUSED, durable="scheduler-paused")
-    async def on_paused(event: RunPaused) -> None:
+    @service.consume(subjects.RUNS_PAUSED_ALL, durable="scheduler-paused")
+    async def on_paused(event: RunPaused, message: NatsMessage) -> None:
         """A job checkpointed: it can resume here or elsewhere."""
-        await runtime.fold(event)
+        await fold_run(event, message)
 
-    @service.consume(subjects.RUNS_COMPLETED, durable="scheduler-completed")
-    async def on_completed(event: RunCompleted) -> None:
-        await runtime.fold(event)
+    @service.consume(subjects.RUNS_COMPLETED_ALL, durable="scheduler-completed")
+    async def on_completed(event: RunCompleted, message: NatsMessage) -> None:
+        await fold_run(event, message)
 
-    @service.consume(subjects.RUNS_FAILED, durable="scheduler-failed")
-    async def on_failed(event: RunFailed) -> None:
-        await runtime.fold(event)
+    @service.consume(subjects.RUNS_FAILED_ALL, durable="scheduler-failed")
+    async def on_failed(event: RunFailed, message: NatsMessage) -> None:
+        await fold_run(event, message)
 
     @service.consume(subjects.AGENTS_STATUS_ALL, durable="scheduler-agents")
     async def on_agent(event: AgentStatus) -> None:

@@ -19,6 +19,7 @@ import logging
 from metatune import subjects
 from metatune.contracts import ErrorKind
 from metatune.errors import DatabaseUnavailable
+from metatune.provenance import FOREIGN_RUN_EVENT
 from metatune.redaction import redact_url
 from metatune.service import Service
 from metatune.settings import Settings
@@ -72,7 +73,10 @@ def create_service(
                 continue  # never answer our own error events with more of them
             try:
                 await service.report_error(
-                    kind=ErrorKind.invalid_message,
+                    # a run event from elsewhere than its job's datacenter is well-formed, and refused
+                    kind=ErrorKind.bad_input
+                    if reason.code == FOREIGN_RUN_EVENT
+                    else ErrorKind.invalid_message,
                     code=reason.code,
                     message=reason.reason,
                     subject=message.subject,

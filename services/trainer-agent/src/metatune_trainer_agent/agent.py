@@ -458,7 +458,8 @@ class TrainerAgent:
         event = self._progress_event(job, progress, at, job.steps.take())
         assert self._loop is not None
         future = asyncio.run_coroutine_threadsafe(
-            self.service.publish(subjects.run_progress(job.assignment.job_id), event), self._loop
+            self.service.publish(subjects.run_progress(self.dc.name, job.assignment.job_id), event),
+            self._loop,
         )
         future.add_done_callback(
             _log_failure
@@ -494,7 +495,7 @@ class TrainerAgent:
         progress, at, points = held
         try:
             await self.service.publish(
-                subjects.run_progress(job.assignment.job_id),
+                subjects.run_progress(self.dc.name, job.assignment.job_id),
                 self._progress_event(job, progress, at, points),
             )
         except Exception as exc:  # advisory, as every progress event: the outcome still goes out
@@ -586,7 +587,9 @@ class TrainerAgent:
                 hardware=self._hardware(outcome, assignment.gpus),
             )
             await self._publish_retrying(
-                subjects.RUNS_COMPLETED, event, msg_id=msgids.completed(assignment.job_id)
+                subjects.runs_completed(self.dc.name),
+                event,
+                msg_id=msgids.completed(assignment.job_id, self.dc.name),
             )
         elif outcome.status == "paused":
             assert outcome.checkpoint is not None
@@ -601,7 +604,9 @@ class TrainerAgent:
                 accounting=outcome.accounting,
             )
             await self._publish_retrying(
-                subjects.RUNS_PAUSED, paused, msg_id=msgids.paused(assignment.event_id)
+                subjects.runs_paused(self.dc.name),
+                paused,
+                msg_id=msgids.paused(assignment.event_id),
             )
         else:
             await self._publish_failed(
@@ -650,7 +655,7 @@ class TrainerAgent:
         )
         log.warning("job %s failed (%s): %s", assignment.job_id, reason.value, event.message)
         await self._publish_retrying(
-            subjects.RUNS_FAILED, event, msg_id=msgids.failed(assignment.event_id)
+            subjects.runs_failed(self.dc.name), event, msg_id=msgids.failed(assignment.event_id)
         )
 
     # ----------------------------------------------------------------- status and shutdown

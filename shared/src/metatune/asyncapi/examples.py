@@ -289,7 +289,7 @@ def examples() -> list[Example]:
         Example(
             "halfway",
             "Half of the epoch done, with the two steps since the previous progress event",
-            s.run_progress(JOB),
+            s.run_progress("osl1", JOB),
             c.RunProgress(
                 event_id=_id(10),
                 occurred_at=NOW + timedelta(hours=2, minutes=30),
@@ -328,7 +328,7 @@ def examples() -> list[Example]:
         Example(
             "done",
             "The trained adapter, its metrics and its emissions",
-            s.RUNS_COMPLETED,
+            s.runs_completed("osl1"),
             c.RunCompleted(
                 event_id=_id(11),
                 occurred_at=NOW + timedelta(hours=4),
@@ -352,12 +352,12 @@ def examples() -> list[Example]:
                 ],
                 hardware=c.Hardware(device="cpu", cpu_model="AMD EPYC 9454", precision="fp32"),
             ),
-            msgids.completed(JOB),
+            msgids.completed(JOB, "osl1"),
         ),
         Example(
             "stopped",
             "A stop assignment ended the run",
-            s.RUNS_FAILED,
+            s.runs_failed("osl1"),
             c.RunFailed(
                 event_id=_id(12),
                 occurred_at=NOW + timedelta(hours=1),
@@ -375,7 +375,7 @@ def examples() -> list[Example]:
         Example(
             "paused",
             "Paused at a checkpoint for a greener hour",
-            s.RUNS_PAUSED,
+            s.runs_paused("osl1"),
             c.RunPaused(
                 event_id=_id(13),
                 occurred_at=NOW + timedelta(hours=3),

@@ -206,12 +206,13 @@ def core_services(streams: Streams) -> list[Principal]:
             "recommender",
             durable(ev, "recommender", subjects.DATASETS_PROFILED)
             + durable(ev, "recommender-kb-profiles", subjects.DATASETS_PROFILED)
-            + durable(ev, "recommender-next-trial", subjects.RUNS_COMPLETED)
-            + durable(ev, "recommender-kb-completed", subjects.RUNS_COMPLETED)
-            + durable(ev, "recommender-next-trial-failed", subjects.RUNS_FAILED)
-            + durable(ev, "recommender-kb-failed", subjects.RUNS_FAILED)
+            + durable(ev, "recommender-next-trial", subjects.RUNS_COMPLETED_ALL)
+            + durable(ev, "recommender-kb-completed", subjects.RUNS_COMPLETED_ALL)
+            + durable(ev, "recommender-next-trial-failed", subjects.RUNS_FAILED_ALL)
+            + durable(ev, "recommender-kb-failed", subjects.RUNS_FAILED_ALL)
             + publish(subjects.JOBS_REQUESTED, subjects.STUDIES_STOPPED)
             + kv_read(STUDIES_BUCKET)
+            + kv_read(ASSIGNMENTS_BUCKET)  # where each job runs: run events from elsewhere refused
             + kv_write(STUDIES_BUCKET, ">"),
             streams,
         ),
@@ -222,9 +223,9 @@ def core_services(streams: Streams) -> list[Principal]:
             + durable(ev, "scheduler-cancelled", subjects.JOBS_CANCELLED)
             + durable(ev, "scheduler-forecasts", subjects.FORECASTS_ALL)
             + durable(ev, "scheduler-progress", subjects.RUNS_PROGRESS_ALL)
-            + durable(ev, "scheduler-paused", subjects.RUNS_PAUSED)
-            + durable(ev, "scheduler-completed", subjects.RUNS_COMPLETED)
-            + durable(ev, "scheduler-failed", subjects.RUNS_FAILED)
+            + durable(ev, "scheduler-paused", subjects.RUNS_PAUSED_ALL)
+            + durable(ev, "scheduler-completed", subjects.RUNS_COMPLETED_ALL)
+            + durable(ev, "scheduler-failed", subjects.RUNS_FAILED_ALL)
             + durable(st, "scheduler-agents", subjects.AGENTS_STATUS_ALL)
             + whole_stream(ev)  # its state is rebuilt by replaying the event log
             + publish(subjects.ASSIGNMENTS_ALL, subjects.PLANS, subjects.JOBS_INFEASIBLE)
@@ -244,7 +245,8 @@ def agent_user(datacenter: str) -> str:
 
 def agent(datacenter: str, region: str, streams: Streams) -> Principal:
     """The trainer-agent of one datacenter: its assignments and its region's forecasts in; its own
-    status, run events and errors out; datasets read, checkpoints read and written, adapters written."""
+    status, its own datacenter's run events (``metatune.runs.<dc>.>``) and errors out; datasets
+    read, checkpoints read and written, adapters written."""
     user = agent_user(datacenter)
     durable_name = f"trainer-agent-{datacenter}"
     perms = (
@@ -253,10 +255,7 @@ def agent(datacenter: str, region: str, streams: Streams) -> Principal:
         + durable(streams.events, f"{durable_name}-forecasts", subjects.forecasts(region))
         + publish(
             subjects.agent_status(datacenter),
-            subjects.RUNS_PROGRESS_ALL,
-            subjects.RUNS_COMPLETED,
-            subjects.RUNS_FAILED,
-            subjects.RUNS_PAUSED,
+            subjects.runs(datacenter),
             subjects.errors("trainer-agent"),
         )
         + kv_read(ASSIGNMENTS_BUCKET)

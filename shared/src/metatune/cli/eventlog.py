@@ -34,8 +34,8 @@ STUDY_SUBJECTS: dict[str, type[Event]] = {
     subjects.JOBS_CANCELLED: JobCancelled,
     subjects.JOBS_INFEASIBLE: JobInfeasible,
     subjects.STUDIES_STOPPED: StudyStopped,
-    subjects.RUNS_COMPLETED: RunCompleted,
-    subjects.RUNS_FAILED: RunFailed,
+    subjects.RUNS_COMPLETED_ALL: RunCompleted,
+    subjects.RUNS_FAILED_ALL: RunFailed,
 }
 REPLY_TIMEOUT_S = 10.0
 

@@ -33,10 +33,12 @@ _FIXED: dict[str, type[Event]] = {
     subjects.JOBS_REQUESTED: JobRequested,
     subjects.JOBS_INFEASIBLE: JobInfeasible,
     subjects.PLANS: Plan,
-    subjects.RUNS_COMPLETED: RunCompleted,
-    subjects.RUNS_FAILED: RunFailed,
-    subjects.RUNS_PAUSED: RunPaused,
     subjects.STUDIES_STOPPED: StudyStopped,
+}
+_RUN_OUTCOMES: dict[str, type[Event]] = {
+    "completed": RunCompleted,
+    "failed": RunFailed,
+    "paused": RunPaused,
 }
 
 
@@ -47,8 +49,8 @@ def contract_of(subject: str) -> type[Event] | None:
     parts = subject.split(".")
     if len(parts) == 3 and parts[1] == "assignments":
         return Assignment
-    if len(parts) == 4 and parts[1] == "runs" and parts[3] == "progress":
-        return RunProgress
+    if subjects.run_event_datacenter(subject) is not None:
+        return RunProgress if parts[-1] == "progress" else _RUN_OUTCOMES[parts[-1]]
     if len(parts) == 3 and parts[1] == "errors":
         return ErrorEvent
     return None

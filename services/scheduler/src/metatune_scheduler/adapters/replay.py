@@ -23,8 +23,15 @@ from metatune.contracts import (
     RunPaused,
     RunProgress,
 )
+from metatune.provenance import RUN_EVENTS, mislabelled
 
 log = logging.getLogger("metatune.scheduler.replay")
+RUN_CONTRACTS: dict[str, type[Event]] = {
+    "progress": RunProgress,
+    "paused": RunPaused,
+    "completed": RunCompleted,
+    "failed": RunFailed,
+}
 
 
 def contract_for(subject: str) -> type[Event] | None:
@@ -37,9 +44,6 @@ def contract_for(subject: str) -> type[Event] | None:
         subjects.JOBS_CANCELLED: JobCancelled,
         subjects.JOBS_INFEASIBLE: JobInfeasible,
         subjects.PLANS: Plan,
-        subjects.RUNS_COMPLETED: RunCompleted,
-        subjects.RUNS_FAILED: RunFailed,
-        subjects.RUNS_PAUSED: RunPaused,
     }
     if subject in exact:
         return exact[subject]
@@ -48,8 +52,8 @@ def contract_for(subject: str) -> type[Event] | None:
         return CarbonForecast
     if subject.startswith("metatune.assignments."):
         return Assignment
-    if len(parts) == 4 and parts[1] == "runs" and parts[3] == "progress":
-        return RunProgress
+    if subjects.run_event_datacenter(subject) is not None:
+        return RUN_CONTRACTS[parts[-1]]
     return None
 
 
@@ -75,10 +79,15 @@ async def replay(
             model = contract_for(msg.subject)
             if model is not None:
                 try:
-                    apply(model.model_validate_json(msg.data))
-                    folded += 1
+                    event = model.model_validate_json(msg.data)
                 except ValidationError:  # reported by the live consumer when it first arrived
                     log.debug("skipping invalid %s message in replay", msg.subject)
+                else:
+                    # a run event whose payload names another datacenter than its subject was
+                    # refused live; the state refuses one from elsewhere than its job's datacenter
+                    if not (isinstance(event, RUN_EVENTS) and mislabelled(event, msg.subject)):
+                        apply(event)
+                        folded += 1
             if msg.metadata.num_pending == 0:
                 break
     finally:

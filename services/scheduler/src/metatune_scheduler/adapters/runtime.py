@@ -21,6 +21,7 @@ from metatune.contracts import (
     JobRequested,
     Plan,
 )
+from metatune.provenance import ForeignRunEvent
 
 from ..domain import Decision, Scheduler
 from ..domain.leases import Leases
@@ -89,9 +90,15 @@ class Runtime:
         self._fresh = asyncio.Event()  # a job was requested since the last fast path
         self._lock = asyncio.Lock()
 
-    async def fold(self, event: Event) -> None:
+    async def fold(self, event: Event) -> ForeignRunEvent | None:
+        """Fold ``event``; a run event from elsewhere than its job's datacenter is refused instead
+        (returned, for the caller to report), and changes nothing."""
         await self.ready.wait()
         async with self._lock:
+            state = self.scheduler.state
+            refusal = None if state.seen(event.event_id) else state.foreign(event)
+            if refusal is not None:
+                return refusal
             if isinstance(event, AgentStatus) and self.leases.heard(
                 event.datacenter, time.monotonic()
             ):
@@ -104,6 +111,7 @@ class Runtime:
                 self._stale.set()
                 if isinstance(event, JobRequested):
                     self._fresh.set()
+        return None
 
     async def watch_leases(self) -> None:
         """Declare agents lost when silent past the lease (checked four times per lease)."""

@@ -29,6 +29,7 @@ from metatune.contracts import (
     RunPaused,
     RunProgress,
 )
+from metatune.provenance import RUN_EVENTS, ForeignRunEvent, foreign
 
 from .plan_book import PlanBook
 
@@ -194,12 +195,23 @@ class SchedulerState:
     def seen(self, event_id: UUID) -> bool:
         return event_id in self._seen
 
+    def foreign(self, event: Event) -> ForeignRunEvent | None:
+        """A run event not from the datacenter its job is assigned to now (a forgery, or a stale
+        report from where it ran before it moved): refused, never folded. A pending job is
+        assigned nowhere; a paused or finished one where it last ran."""
+        if not isinstance(event, RUN_EVENTS):
+            return None
+        job = self.jobs.get(event.job_id)
+        return foreign(event, job.location if job is not None else None)
+
     def apply(self, event: Event) -> bool:
         """Fold one event; returns whether it could change the plan (False for an event already
         folded, as replay and live delivery overlap, and for a heartbeat that changes nothing)."""
         if event.event_id in self._seen:
             return False
         self._seen.add(event.event_id)
+        if self.foreign(event) is not None:
+            return False
         match event:
             case JobRequested():
                 if event.job_id not in self.jobs:

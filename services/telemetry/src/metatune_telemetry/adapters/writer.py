@@ -34,6 +34,7 @@ from ..domain.notifications import notification_for, webhook_body
 from ..domain.rows import TypedRows
 from .binary_copy import target
 from .db import Database
+from .provenance import judge
 
 log = logging.getLogger("metatune.telemetry.writer")
 
@@ -214,6 +215,9 @@ class EventWriter:
             new: set[tuple[str, int]] = (
                 set()
             )  # (stream, sequence) of the messages whose event was new
+            if accepted:
+                accepted, foreign = await judge(cur, accepted)
+                result.rejected += foreign
             if accepted:
                 await cur.execute(STAGE_DDL)
                 await self._ensure_partitions(

@@ -1,0 +1,66 @@
+"""Telemetry stores a run event only from the datacenter its job is assigned to at that point of
+the event log (:mod:`metatune.provenance`).
+
+The assignment in force is the job's latest ``metatune.assignments.*`` event before the run event in
+the stream: the ones already stored (``assignments`` joined to ``event_log`` for their stream
+sequence) and those earlier in the same batch. Judging by stream position, not by what is current
+when telemetry reads, keeps a backlog read after an outage (a job that ran at osl1 and later moved
+to fra1) as it was, and a redelivered batch judged as it was the first time. A run event from
+anywhere else becomes a reject with code ``foreign_run_event`` (kept, with its bytes, in
+``event_rejects``, and reported on ``metatune.errors.telemetry``): no metric, energy, result or
+webhook comes of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from metatune.contracts import Assignment
+from metatune.provenance import FOREIGN_RUN_EVENT, RUN_EVENTS, foreign
+
+from ..domain.events import Accepted, Rejected, clean_text
+
+# the job's latest assignment stored before ``stream_seq`` of ``stream``
+LATEST_ASSIGNMENTS = (
+    "SELECT DISTINCT ON (a.job_id) a.job_id, a.datacenter FROM assignments a "
+    "JOIN event_log l ON l.event_id = a.event_id AND l.occurred_at = a.occurred_at "
+    "WHERE a.job_id = ANY(%s) AND l.stream = %s AND l.stream_seq < %s "
+    "ORDER BY a.job_id, l.stream_seq DESC"
+)
+
+
+async def judge(
+    cur: psycopg.AsyncCursor[Any], accepted: Sequence[tuple[Any, Accepted]]
+) -> tuple[list[tuple[Any, Accepted]], list[tuple[Any, Rejected]]]:
+    """Split ``accepted`` (messages with ``stream`` and ``seq``, in any order) into the events to
+    store and the run events refused as foreign."""
+    ordered = sorted(accepted, key=lambda item: (item[0].stream, item[0].seq))
+    runs = [(m, o) for m, o in ordered if isinstance(o.event, RUN_EVENTS)]
+    if not runs:
+        return list(accepted), []
+    assigned: dict[tuple[str, UUID], str] = {}
+    for stream in {m.stream for m, _ in runs}:
+        first = min(m.seq for m, _ in ordered if m.stream == stream)
+        jobs = list({o.event.job_id for m, o in runs if m.stream == stream})  # type: ignore[attr-defined]
+        await cur.execute(LATEST_ASSIGNMENTS, (jobs, stream, first))
+        for job_id, datacenter in await cur.fetchall():
+            assigned[(stream, job_id)] = datacenter
+    keep: list[tuple[Any, Accepted]] = []
+    refused: list[tuple[Any, Rejected]] = []
+    for m, o in ordered:
+        event = o.event
+        if isinstance(event, Assignment):
+            assigned[(m.stream, event.job_id)] = event.datacenter
+        elif isinstance(event, RUN_EVENTS):
+            refusal = foreign(event, assigned.get((m.stream, event.job_id)), m.subject)
+            if refusal is not None:
+                refused.append(
+                    (m, Rejected(m.subject, FOREIGN_RUN_EVENT, clean_text(refusal.message)))
+                )
+                continue
+        keep.append((m, o))
+    return keep, refused
