@@ -14,7 +14,7 @@ import pytest
 from metatune import contracts as c
 from metatune import subjects
 from metatune_telemetry.adapters.dashboard import job_timeline
-from metatune_telemetry.adapters.queries import study_disclosure
+from metatune_telemetry.adapters.queries import priced_totals, site_facts, study_disclosure
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.app import create_service
 from metatune_telemetry.domain.formats import to_markdown
@@ -186,6 +186,10 @@ async def test_observed_hours_reprice_job_hours_beside_the_forecast_price(db) ->
     assert timeline.kgco2eq == pytest.approx(realised_kg)
     assert timeline.forecast_kgco2eq == pytest.approx(forecast_kg)
     assert (timeline.realised_hours, timeline.forecast_priced_hours) == (2, 1)
+    # the platform totals (/api/totals) the same way
+    totals = await priced_totals(db, await site_facts(db))
+    assert totals["kgco2eq"] == pytest.approx(realised_kg)
+    assert (totals["realised_hours"], totals["forecast_priced_hours"]) == (2, 1)
     # the stored job-hours keep what the agent charged: re-pricing never rewrites them
     charged = await db.fetch(
         "SELECT g_per_kwh FROM job_energy WHERE job_id = %s ORDER BY hour", (done.job_id,)

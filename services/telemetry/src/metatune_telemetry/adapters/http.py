@@ -25,7 +25,7 @@ from ..domain.views import Trial
 from .dashboard import datacenter_forecast, job_timeline, study_trials
 from .db import Database
 from .outbox import list_outbox
-from .queries import study_disclosure
+from .queries import priced_totals, site_facts, study_disclosure
 
 TRIALS = TypeAdapter(list[Trial])
 
@@ -101,14 +101,22 @@ def create_app(db: Database, settings: Settings) -> Starlette:
             "SELECT (SELECT count(*) FROM run_results WHERE status = 'completed') AS runs_completed, "
             "(SELECT count(*) FROM run_results WHERE status = 'failed') AS runs_failed, "
             "(SELECT coalesce(sum(energy_wh), 0) / 1000 FROM job_energy) AS it_energy_kwh, "
-            "(SELECT sum(emissions_g) / 1000 FROM job_energy) AS priced_kgco2eq, "
+            "(SELECT sum(emissions_g) / 1000 FROM job_energy) AS forecast_priced_kgco2eq, "
             "(SELECT coalesce(sum(energy_wh * pue), 0) / 1000 FROM job_energy WHERE emissions_g IS NULL) "
             "AS unpriced_energy_kwh, "
             "(SELECT (sum(baseline_emissions_g) - sum(expected_emissions_g)) / 1000 FROM "
             "(SELECT DISTINCT ON (plan_version) * FROM plans ORDER BY plan_version DESC, occurred_at DESC LIMIT 1) p) "
             "AS planned_kgco2eq_saved_latest_plan"
         )
-        return JSONResponse(rows[0])
+        realised = await priced_totals(db, await site_facts(db))
+        return JSONResponse(
+            rows[0]
+            | {
+                "priced_kgco2eq": realised["kgco2eq"],  # realised where observed, else forecast
+                "realised_hours": realised["realised_hours"],
+                "forecast_priced_hours": realised["forecast_priced_hours"],
+            }
+        )
 
     async def webhooks(request: Request) -> Response:
         return JSONResponse(

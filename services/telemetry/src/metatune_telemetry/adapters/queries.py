@@ -42,13 +42,25 @@ async def site_facts(db: Database, registry: Registry | None = None) -> Sites:
 HOUR_COLUMNS = ("hour", "datacenter", "energy_wh", "pue", "g_per_kwh", "realised_g_per_kwh")
 # each job-hour beside the observed (average, location-based) intensity of its datacenter's grid
 # region in that hour: NULL until the hour is observed, when the forecast price stands
-PRICED_HOURS = (
-    "SELECT e.job_id, e.hour, e.datacenter, e.energy_wh, e.pue, e.g_per_kwh, "
-    "o.g_per_kwh AS realised_g_per_kwh FROM job_energy e "
+REALISED_JOIN = (
+    "FROM job_energy e "
     "LEFT JOIN unnest(%(dcs)s::text[], %(regions)s::text[]) AS m(datacenter, region) "
     "ON m.datacenter = e.datacenter "
     "LEFT JOIN observed_intensity o ON o.region = m.region AND o.hour = e.hour "
-    "AND o.signal = 'average' WHERE {where} ORDER BY e.hour, e.datacenter"
+    "AND o.signal = 'average'"
+)
+PRICED_HOURS = (
+    "SELECT e.job_id, e.hour, e.datacenter, e.energy_wh, e.pue, e.g_per_kwh, "
+    "o.g_per_kwh AS realised_g_per_kwh "
+    + REALISED_JOIN
+    + " WHERE {where} ORDER BY e.hour, e.datacenter"
+)
+# every job-hour: at its realised intensity where observed, else the forecast's (unpriced: none)
+PRICED_TOTALS = (
+    "SELECT sum(e.energy_wh * e.pue * coalesce(o.g_per_kwh, e.g_per_kwh)) / 1e6 AS kgco2eq, "
+    "count(o.g_per_kwh) AS realised_hours, "
+    "count(e.g_per_kwh) FILTER (WHERE o.g_per_kwh IS NULL) AS forecast_priced_hours "
+    + REALISED_JOIN
 )
 
 
@@ -64,6 +76,15 @@ async def priced_hours(
     }
     where = "TRUE" if job_ids is None else "e.job_id = ANY(%(ids)s)"
     return await db.fetch_dicts(PRICED_HOURS.format(where=where), params)
+
+
+async def priced_totals(db: Database, sites: Sites) -> dict[str, Any]:
+    """Emissions of every job-hour so far, realised where observed (``kgco2eq``), and how many
+    hours are priced each way."""
+    rows = await db.fetch_dicts(
+        PRICED_TOTALS, {"dcs": list(sites.region_of), "regions": list(sites.region_of.values())}
+    )
+    return rows[0]
 
 
 async def run_inputs(
