@@ -61,6 +61,12 @@ async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -
     for hour in hours[:2]:
         assert {f.region for f in forecasts if f.start == hour} == {"DE", "NO", "US-CAL-CISO"}
     assert all(not f.stale and len(f.g_per_kwh) == 168 and f.start.minute == 0 for f in forecasts)
+    # each carries the observed hours before its start: what telemetry re-prices job-hours with
+    for f in forecasts:
+        assert f.observed is not None and f.observed.signal == "average"
+        assert [h.hour for h in f.observed.hours] == [
+            f.start - timedelta(hours=24 - i) for i in range(24)
+        ]
 
 
 @pytest.mark.asyncio
