@@ -4,6 +4,7 @@ error event, when a provider fails)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from metatune import msgids, subjects
@@ -12,10 +13,12 @@ from metatune.registry import Registry, default_registry
 from metatune.service import Service
 from metatune.settings import Settings, get_settings
 
+from .adapters.live import LiveIntensity, LiveSource, region_sources
 from .adapters.open_meteo import OpenMeteoWeather
 from .adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
+from .adapters.store import ObservationStore
 from .domain.model import CarbonModel
-from .domain.providers import WeatherProvider
+from .domain.providers import IntensityProvider, WeatherProvider
 from .domain.weather_error import WeatherErrorModel
 from .forecasting import RegionForecaster, sites_of
 from .resources import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
@@ -38,13 +41,27 @@ def create_service(
     settings: Settings | None = None,
     registry: Registry | None = None,
     weather: WeatherProvider | None = None,
+    sources: Mapping[str, LiveSource] | None = None,
+    store: ObservationStore | None = None,
 ) -> Service:
-    """Build the service; a region without data or an unusable model is a ConfigurationError here,
-    at start-up, not at the first hour."""
+    """Build the service; a region without data, a live source that cannot be built (no key) or
+    an unusable model is a ConfigurationError here, at start-up, not at the first hour.
+
+    ``sources``: each region's live source (default: those the registry entries name, through
+    ``intensity_source``/``intensity_zone``); regions without one replay the embedded extract.
+    With any live region, history is served from the observation ``store`` (default: the one at
+    ``database_url``), extended from the source each hour."""
     settings = settings or get_settings()
     registry = registry or default_registry()
     data = ReplayData(settings.forecaster_replay_path or REPLAY_PATH)
-    intensity = ReplayIntensity(data)
+    replay = ReplayIntensity(data)
+    live = dict(sources) if sources is not None else region_sources(registry, settings)
+    intensity: IntensityProvider = replay
+    if live:
+        store = store or ObservationStore(
+            settings.database_url, connect_timeout_s=settings.connect_timeout_s
+        )
+        intensity = LiveIntensity(store, live, fallback=replay)
     forecaster = RegionForecaster(
         CarbonModel.load(settings.forecaster_model_path or MODEL_PATH),
         sites_of(registry, intensity),
@@ -52,6 +69,8 @@ def create_service(
         intensity,
     )
     service = Service("forecaster", settings=settings)
+    if store is not None:
+        service.app.after_shutdown(store.close)
 
     async def publish_round(hour: datetime) -> None:
         for outcome in await forecaster.round(hour, service.clock.now()):

@@ -14,6 +14,7 @@ from metatune.contracts import CarbonForecast
 from metatune.errors import ConfigurationError
 from metatune.registry import Registry
 
+from .domain.blend import labelled
 from .domain.features import HISTORY_HOURS
 from .domain.forecast import InsufficientHistory, make_forecast, shift_stale, with_observed
 from .domain.model import CarbonModel
@@ -80,14 +81,16 @@ class RegionForecaster:
                     now,
                 )
             )
+            own = await self.intensity.provider_forecast(site.region, hour, HORIZON_H)
         except (ProviderUnavailable, InsufficientHistory) as exc:
             last = self.last_good.get(site.region)
             stale = (
                 shift_stale(last, hour, now) if last is not None and last.start <= hour else None
             )
             return Outcome(site.region, stale, str(exc))
-        signal = str(getattr(self.intensity, "signal", "average"))
-        fresh = with_observed(fresh, history, self.intensity.name, signal)
+        source, signal = self.intensity.source_of(site.region)
+        fresh = labelled(fresh, history, source, signal, own)
+        fresh = with_observed(fresh, history, source, str(signal))
         self.last_good[site.region] = fresh
         return Outcome(site.region, fresh)
 

@@ -59,6 +59,33 @@ class CarbonForecast(Event):
     imputed_hours: list[int] = Field(
         default_factory=list, description="hour offsets with imputed weather"
     )
+    source: str = Field(
+        "replay",
+        min_length=1,
+        description="where the intensity history came from: replay (the embedded 2023 extract) "
+        "or a live source (electricity-maps, watttime, uk-carbon-intensity, carbon-aware-sdk)",
+    )
+    signal: Literal["average", "marginal"] = Field(
+        "average",
+        description="the kind of intensity in every band: average (location-based) or marginal; "
+        "never a mix",
+    )
+    provider_hours: int = Field(
+        0,
+        ge=0,
+        le=HORIZON_HOURS,
+        description="hours whose median blends the source's own forecast with the model's",
+    )
+    history_hours: int | None = Field(
+        None,
+        ge=0,
+        description="observed hours of the 8 weeks before start the forecast was made from",
+    )
+    short_history: bool = Field(
+        False,
+        description="made from less history than the model uses (a zone still building its "
+        "history): less reliable than usual",
+    )
     observed: ObservedIntensity | None = Field(
         None,
         description="the region's observed intensity of recent hours before start (older "
