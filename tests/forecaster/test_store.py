@@ -11,11 +11,12 @@ import pytest
 
 from metatune.errors import DatabaseUnavailable
 from metatune.settings import Settings
+from metatune_forecaster.adapters.live import LiveIntensity, LiveSource
 from metatune_forecaster.adapters.store import ObservationStore, Upserted
 from metatune_forecaster.domain.observations import hourly, runs
-from metatune_forecaster.domain.providers import Signal
+from metatune_forecaster.domain.providers import ProviderUnavailable, Signal
 
-from .trace_source import drop_schema, store, trace
+from .trace_source import TraceSource, drop_schema, store, trace
 
 __all__ = ["store"]
 
@@ -101,3 +102,18 @@ def test_a_schema_name_is_checked() -> None:
     with pytest.raises(Exception, match="lower-case"):
         ObservationStore(Settings().database_url, schema="Robert'); DROP TABLE x")
     drop_schema("fc_t_never_created")  # dropping what is not there is harmless
+
+
+@pytest.mark.asyncio
+async def test_a_database_that_does_not_answer_is_an_outage_the_forecaster_reports() -> None:
+    """LiveIntensity turns it into ProviderUnavailable: the service publishes the last good
+    forecast, stale, with an error event naming the store, never the password."""
+    down = ObservationStore(
+        "postgresql://forecaster:s3cret-pw@127.0.0.1:9/test", connect_timeout_s=1
+    )
+    live = LiveIntensity(down, {"DE": LiveSource(TraceSource(), "DE")})
+    with pytest.raises(
+        ProviderUnavailable, match="observation store: PostgreSQL is not reachable"
+    ) as caught:
+        await live.history("DE", START.to_pydatetime(), 48)
+    assert "s3cret-pw" not in str(caught.value)

@@ -16,7 +16,7 @@ TABLE = """
 CREATE TABLE IF NOT EXISTS intensity_observations (
     zone       text             NOT NULL,
     signal     text             NOT NULL CHECK (signal IN ('average', 'marginal')),
-    hour       timestamptz      NOT NULL CHECK (date_trunc('hour', hour) = hour),
+    hour       timestamptz      NOT NULL CHECK (date_trunc('hour', hour, 'UTC') = hour),
     intensity  double precision NOT NULL CHECK (intensity >= 0),
     source     text             NOT NULL,
     fetched_at timestamptz      NOT NULL DEFAULT now(),
