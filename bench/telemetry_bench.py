@@ -1,6 +1,6 @@
 """Telemetry ingestion from the bus: the service (batched binary COPY) against row-by-row INSERT.
 
-Both paths read training-metric events (``metatune.runs.<job>.progress``: one ``event_log`` row
+Both paths read training-metric events (``metatune.runs.<dc>.<job>.progress``: one ``event_log`` row
 each, one ``run_metrics`` row per optimizer step the event reports, plus the job-hour energy
 upsert) from a JetStream stream of a private nats-server, 10 % of them twice (the same event re-published outside the de-duplication
 window: a new stream message), and store them in PostgreSQL; the rows stored must equal the
