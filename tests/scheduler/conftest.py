@@ -3,11 +3,13 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import NAMESPACE_DNS, UUID, uuid5
 
 import numpy as np
 import pytest
 
+from metatune import subjects
 from metatune.contracts import (
     CarbonForecast,
     DatasetLocation,
@@ -18,7 +20,10 @@ from metatune.contracts import (
     TaskType,
 )
 from metatune.embedded import servers
+from metatune_scheduler.domain import Scheduler
+from tests.support.builders import heartbeat
 from tests.support.servers import free_port, stop, wait_until_serving
+from tests.support.waiting import wait_for
 
 NOW = datetime(2025, 3, 3, 0, tzinfo=UTC)
 
@@ -75,6 +80,26 @@ def forecast(region: str, values, start: datetime = NOW) -> CarbonForecast:
         p10_g_per_kwh=series,
         p90_g_per_kwh=series,
     )
+
+
+def with_agents(scheduler: Scheduler, *names: str) -> Scheduler:
+    """A live agent at each of ``names`` (every datacenter of the registry by default), heard
+    offering the registry's GPUs: capacity comes only from live agents."""
+    for dc in scheduler.registry.datacenters:
+        if not names or dc.name in names:
+            scheduler.apply(heartbeat(dc, at=NOW))
+    return scheduler
+
+
+async def announce_agents(js: Any, service: Any) -> None:
+    """Each datacenter's heartbeat on its status subject, as its agent would send it, until the
+    scheduler ``service`` has heard them all: for service tests without agents of their own (with a
+    lease longer than the test, none is lost)."""
+    scheduler = service.runtime.scheduler
+    for dc in scheduler.registry.datacenters:
+        await js.publish(subjects.agent_status(dc.name), heartbeat(dc, at=NOW).to_bytes())
+    names = {dc.name for dc in scheduler.registry.datacenters}
+    await wait_for(lambda: names <= scheduler.live, "the scheduler heard every agent")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from metatune.registry import Registry
 from metatune_scheduler.domain import HighsModelSolver, Planner, Scheduler, SolveLimits
 from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested
+from .conftest import NOW, forecast, job_id, job_requested, with_agents
 
 
 def _scheduler() -> Scheduler:
@@ -22,8 +22,10 @@ def _scheduler() -> Scheduler:
             for dc in small_registry("fra1", "osl1").datacenters
         ]
     )
-    return Scheduler(
-        registry, Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)))
+    return with_agents(
+        Scheduler(
+            registry, Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)))
+        )
     )
 
 

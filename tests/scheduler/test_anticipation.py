@@ -27,7 +27,7 @@ from metatune_scheduler.domain.anticipation import Request, anticipated_jobs, hi
 from metatune_scheduler.domain.planner import JobSnapshot
 from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested
+from .conftest import NOW, forecast, job_id, job_requested, with_agents
 from .test_properties import FIRST_HOUR, check_plan, scenarios
 
 
@@ -210,7 +210,7 @@ def _first_planned_hour(later, **options) -> tuple[str, object]:
         forecast("DE", [400.0], later),
         job_requested(2, hours=1, deadline_h=3, at=later),
     ]
-    sched = Scheduler(registry, _planner(), **options)
+    sched = with_agents(Scheduler(registry, _planner(), **options))
     for event in events:
         sched.apply(event)
     (entry,) = sched.replan(later).plan.entries

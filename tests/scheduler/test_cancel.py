@@ -33,18 +33,20 @@ from metatune_scheduler.domain.state import JobStatus
 from tests.support.builders import small_registry
 from tests.support.waiting import received_on, wait_for
 
-from .conftest import NOW, forecast, job_id, job_requested
+from .conftest import NOW, announce_agents, forecast, job_id, job_requested, with_agents
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
 
 def scheduler() -> Scheduler:
-    return Scheduler(
-        REGISTRY,
-        Planner(
-            HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
-            Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
-        ),
+    return with_agents(
+        Scheduler(
+            REGISTRY,
+            Planner(
+                HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
+                Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
+            ),
+        )
     )
 
 
@@ -158,6 +160,7 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
         sim_seconds_per_hour=3600.0,
         sim_start=NOW,
         heartbeat_s=0.5,
+        agent_lease_s=3600.0,  # agents heard once (announce_agents): none is lost here
     )
     nc = await nats.connect(module_nats)
     received: list[Assignment] = await received_on(nc, subjects.ASSIGNMENTS_ALL, Assignment)
@@ -168,6 +171,7 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
     try:
         async with service.running():
             js = nc.jetstream()
+            await announce_agents(js, service)
             for event in inputs():
                 subject = (
                     subjects.forecasts(event.region)

@@ -14,7 +14,7 @@ from metatune_scheduler.domain.horizon import epoch_hour
 from metatune_scheduler.domain.plan_book import PlanBook, plan_events, stretches_of
 from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested
+from .conftest import NOW, forecast, job_id, job_requested, with_agents
 
 HOUR0 = epoch_hour(NOW)
 OSL_DEAR_NOW = [
@@ -34,7 +34,7 @@ OSL_DEAR_NOW = [
 
 
 def _scheduler(*names: str, osl=OSL_DEAR_NOW) -> Scheduler:
-    scheduler = Scheduler(small_registry(*names))
+    scheduler = with_agents(Scheduler(small_registry(*names)))
     values = {"fra1": [300], "osl1": osl, "sjc1": [1]}
     for dc in scheduler.registry.datacenters:
         scheduler.apply(forecast(dc.region, values[dc.name]))

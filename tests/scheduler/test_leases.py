@@ -17,7 +17,7 @@ from metatune_scheduler.domain import JobStatus, Scheduler
 from metatune_scheduler.domain.leases import Leases
 from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_requested
+from .conftest import NOW, forecast, job_requested, with_agents
 
 
 def test_a_lease_expires_once_and_a_heartbeat_brings_the_agent_back() -> None:
@@ -33,8 +33,35 @@ def test_a_lease_expires_once_and_a_heartbeat_brings_the_agent_back() -> None:
     assert leases.lost == {"osl1"}
 
 
+def test_no_lease_runs_out_while_the_scheduler_is_cut_off_and_each_agent_then_gets_a_full_one() -> (
+    None
+):
+    leases = Leases(lease_s=10.0)
+    leases.heard("fra1", 0.0)
+    leases.heard("osl1", 4.0)
+    leases.expect("sjc1", 2.0)
+    leases.disconnected()  # the scheduler's own link to NATS is down from here
+    assert leases.expired(45.0) == []  # a 45 s outage: the silence is the scheduler's, not theirs
+    assert leases.lost == set()
+    leases.reconnected(45.0)
+    assert leases.expired(55.0) == []  # one full lease from the reconnection to be heard
+    leases.heard("fra1", 50.0)
+    assert leases.expired(55.5) == ["osl1", "sjc1"]  # silent a whole lease while reachable
+    assert leases.expired(70.0) == ["fra1"]
+
+
+def test_an_agent_lost_before_the_outage_stays_lost_until_it_is_heard() -> None:
+    leases = Leases(lease_s=10.0)
+    leases.heard("fra1", 0.0)
+    assert leases.expired(11.0) == ["fra1"]
+    leases.disconnected()
+    leases.reconnected(30.0)
+    assert leases.lost == {"fra1"} and leases.expired(31.0) == []
+    assert leases.heard("fra1", 32.0) is True and leases.lost == set()
+
+
 def _running_on_osl1(outputs: list | None = None) -> tuple[Scheduler, list]:
-    scheduler = Scheduler(small_registry("fra1", "osl1"))
+    scheduler = with_agents(Scheduler(small_registry("fra1", "osl1")))
     for region, value in (("DE", 300.0), ("NO", 20.0)):
         scheduler.apply(forecast(region, [value]))
     jobs = [job_requested(n, hours=3, group=RegionGroup.EU, home="fra1") for n in (1, 2)]
@@ -108,7 +135,7 @@ def test_a_replay_of_the_lost_agent_s_pauses_rebuilds_the_same_state() -> None:
     events = scheduler.agent_lost("osl1", NOW + timedelta(minutes=5), silent_s=21.0)
     for event in events:
         scheduler.apply(event)
-    replayed = Scheduler(small_registry("fra1", "osl1"))
+    replayed = with_agents(Scheduler(small_registry("fra1", "osl1")))
     for region, value in (("DE", 300.0), ("NO", 20.0)):
         replayed.apply(forecast(region, [value]))
     for event in [

@@ -19,13 +19,15 @@ from metatune_scheduler.domain import Pace, Planner, Scheduler
 from metatune_scheduler.domain.horizon import epoch_hour
 from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested
+from .conftest import NOW, forecast, job_id, job_requested, with_agents
 
 STARTUP_H = 1.5
 
 
 def scheduler(*names: str) -> Scheduler:
-    return Scheduler(small_registry(*names), Planner(), pace=Pace(min_run_h=1.0, startup_h=0.25))
+    return with_agents(
+        Scheduler(small_registry(*names), Planner(), pace=Pace(min_run_h=1.0, startup_h=0.25))
+    )
 
 
 def step(sched: Scheduler, now: datetime, log: list[Event] | None = None) -> list[Event]:

@@ -35,7 +35,7 @@ from metatune_scheduler.adapters.runtime import subject_of
 from metatune_scheduler.domain import Scheduler
 from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_id, job_requested
+from .conftest import NOW, forecast, job_id, job_requested, with_agents
 
 REGIONS = {
     "fra1": [300, 250, 400, 120, 90, 500],
@@ -44,7 +44,7 @@ REGIONS = {
 
 
 def _scheduler() -> Scheduler:
-    scheduler = Scheduler(small_registry("fra1", "osl1"))
+    scheduler = with_agents(Scheduler(small_registry("fra1", "osl1")))
     for dc in scheduler.registry.datacenters:
         scheduler.apply(forecast(dc.region, REGIONS[dc.name]))
     return scheduler

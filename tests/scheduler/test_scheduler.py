@@ -9,18 +9,20 @@ from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Sc
 from metatune_scheduler.domain.horizon import from_epoch_hour
 from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_requested
+from .conftest import NOW, forecast, job_requested, with_agents
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 
 
 def scheduler() -> Scheduler:
-    return Scheduler(
-        REGISTRY,
-        Planner(
-            HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
-            Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
-        ),
+    return with_agents(
+        Scheduler(
+            REGISTRY,
+            Planner(
+                HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
+                Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
+            ),
+        )
     )
 
 
@@ -125,9 +127,11 @@ def test_the_plan_uses_the_expected_intensity_not_the_median() -> None:
     skewed = forecast("NO", [100.0]).model_copy(
         update={"p10_g_per_kwh": [90.0] * 168, "p90_g_per_kwh": [400.0] * 168}
     )
-    sched = Scheduler(
-        small_registry("fra1", "osl1"),
-        Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0))),
+    sched = with_agents(
+        Scheduler(
+            small_registry("fra1", "osl1"),
+            Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0))),
+        )
     )
     for event in (
         skewed,

@@ -14,7 +14,7 @@ from metatune_scheduler.app import create_service
 from tests.support.builders import small_registry
 from tests.support.waiting import wait_for
 
-from .conftest import NOW, forecast, job_requested
+from .conftest import NOW, announce_agents, forecast, job_requested
 
 REGISTRY = small_registry("fra1", "osl1", "sjc1")
 SENTINEL = "Metatune-Test-Sentinel"
@@ -34,6 +34,7 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(
         sim_seconds_per_hour=3600.0,
         sim_start=NOW,
         heartbeat_s=0.5,
+        agent_lease_s=3600.0,  # agents heard once (announce_agents): none is lost here
     )
     received: dict[str, list[Assignment]] = {}
     plans: list[Plan] = []
@@ -58,6 +59,7 @@ async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(
     try:
         async with service.running():
             js = nc.jetstream()
+            await announce_agents(js, service)
             for event in (
                 forecast("DE", [300.0]),
                 forecast("NO", [25.0] * 2 + [80.0] * 22),

@@ -9,6 +9,7 @@ from typing import Any
 from uuid import uuid4
 
 from metatune.contracts import (
+    AgentStatus,
     DatasetLocation,
     JobRequested,
     LoraConfig,
@@ -16,7 +17,7 @@ from metatune.contracts import (
     StudySpec,
     TaskType,
 )
-from metatune.registry import Registry, default_registry
+from metatune.registry import Datacenter, Registry, default_registry
 from metatune_trainer_agent.domain.request import TrainingRequest, TrainOptions
 from metatune_trainer_agent.domain.run import Site
 
@@ -27,6 +28,22 @@ FAST_SITE = Site(idle_seconds=0.05)
 def small_registry(*names: str) -> Registry:
     """The default registry cut down to the datacenters ``names``."""
     return Registry(datacenters=[default_registry().get(name) for name in names])
+
+
+def heartbeat(dc: Datacenter, gpus: int | None = None, at: datetime | None = None) -> AgentStatus:
+    """What the agent of ``dc`` reports: ``gpus`` GPUs (the registry's figure by default), all
+    free; for tests of the scheduler without agents of their own."""
+    count = dc.gpus if gpus is None else gpus
+    return AgentStatus(
+        occurred_at=at or datetime.now(UTC),
+        datacenter=dc.name,
+        region=dc.region,
+        gpus_total=count,
+        gpus_free=count,
+        gpu_model=dc.gpu_model,
+        power_per_gpu_w=dc.gpu_power_w,
+        pue=dc.pue,
+    )
 
 
 def job_request(

@@ -64,6 +64,8 @@ class Service:
         tls = auth.pop("tls", None)  # FastStream takes the TLS context as its security option
         # pull consumers take their inbox prefix apart from the connection's (the user's permissions allow only its own)
         self._inbox_prefix = (auth.get("inbox_prefix", "_INBOX") + ".").encode()
+        # called when this process's connection drops / comes back (on_connection_change)
+        self._connection_handlers: list[tuple[Callable[[], Awaitable[None]], bool]] = []
         self.broker = NatsBroker(
             self.settings.nats_url,
             middlewares=[contract_middleware(self.settings, self.report_error)],
@@ -73,6 +75,8 @@ class Service:
             reconnect_time_wait=1,
             log_level=logging.DEBUG,  # per-message "Received/Processed" lines only at DEBUG
             security=NatsSecurity(ssl_context=tls) if tls else None,
+            disconnected_cb=self._disconnected,
+            reconnected_cb=self._reconnected,
             **auth,
         )
         self.app = FastStream(self.broker)
@@ -139,6 +143,24 @@ class Service:
 
         self._tick_handlers.append(func)
         return func
+
+    def on_connection_change(
+        self, *, down: Callable[[], Awaitable[None]], up: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Call ``down`` when this process's NATS connection drops and ``up`` when it is back
+        (nats-py's disconnected / reconnected callbacks): what a service that judges others by
+        their silence needs to tell its own disconnection from theirs."""
+        self._connection_handlers += [(down, False), (up, True)]
+
+    async def _disconnected(self) -> None:
+        for handler, up in self._connection_handlers:
+            if not up:
+                await handler()
+
+    async def _reconnected(self) -> None:
+        for handler, up in self._connection_handlers:
+            if up:
+                await handler()
 
     def background(self, func: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
         """Run ``func`` as a task for the life of the app (cancelled on shutdown)."""

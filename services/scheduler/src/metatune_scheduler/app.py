@@ -81,6 +81,8 @@ def create_service(
         solve_in_process=solve_in_process,
     )
     service.runtime = runtime  # type: ignore[attr-defined]  # tests and the CLI read its counters
+    # its own outage is not the agents' silence: leases wait while it is cut off from NATS
+    service.on_connection_change(down=runtime.bus_down, up=runtime.bus_up)
 
     @service.consume(subjects.JOBS_REQUESTED, durable="scheduler-jobs")
     async def on_job(event: JobRequested) -> None:
@@ -135,7 +137,7 @@ def create_service(
 
     @service.consume(subjects.AGENTS_STATUS_ALL, durable="scheduler-agents")
     async def on_agent(event: AgentStatus) -> None:
-        """Capacity of one datacenter."""
+        """A live agent and its GPUs: the datacenter's capacity (none without a live agent)."""
         await runtime.fold(event)
 
     @service.on_tick

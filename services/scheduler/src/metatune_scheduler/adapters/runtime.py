@@ -116,12 +116,8 @@ class Runtime:
     async def watch_leases(self) -> None:
         """Declare agents lost when silent past the lease (checked four times per lease)."""
         await self.ready.wait()
-        async with (
-            self._lock
-        ):  # after a restart: every datacenter believed to run a job owes a heartbeat
-            for job in self.scheduler.state.active_jobs():
-                if job.location is not None and job.status.value == "running":
-                    self.leases.expect(job.location, time.monotonic())
+        async with self._lock:
+            self._expect_running(time.monotonic())
         while True:
             await asyncio.sleep(self.leases.lease_s / 4)
             await self.check_leases()
@@ -142,12 +138,29 @@ class Runtime:
                 await self._emit(events)
             if lost:
                 self._stale.set()
-            for (
-                job
-            ) in self.scheduler.state.active_jobs():  # a job placed where nothing was heard yet
-                if job.location is not None and job.status.value == "running":
-                    self.leases.expect(job.location, at)
+            self._expect_running(at)
         return lost
+
+    def _expect_running(self, at: float) -> None:
+        """Every datacenter believed to run a job owes a heartbeat within a lease from ``at`` if
+        nothing was heard from it yet (after a restart); meanwhile its jobs keep their room."""
+        for job in self.scheduler.state.active_jobs():
+            if job.location is not None and job.status.value == "running":
+                self.leases.expect(job.location, at)
+                self.scheduler.agent_expected(job.location)
+
+    async def bus_down(self) -> None:
+        """The scheduler's own connection to NATS dropped: silence says nothing about the agents
+        now, so no lease runs out until it is back."""
+        self.leases.disconnected()
+        log.warning("scheduler cut off from NATS: agent leases held until it reconnects")
+
+    async def bus_up(self) -> None:
+        """Reconnected: every agent gets one full lease to be heard again."""
+        self.leases.reconnected(time.monotonic())
+        log.warning(
+            "scheduler back on NATS: every agent has %.0f s to be heard", self.leases.lease_s
+        )
 
     async def _emit(self, events: list[Event]) -> None:
         """Publish in order and fold each, as a replay of the stream would; an assignment's KV
@@ -163,6 +176,8 @@ class Runtime:
 
     async def loop(self) -> None:
         await self.ready.wait()
+        async with self._lock:  # before the first plan: running jobs keep their datacenter's room
+            self._expect_running(time.monotonic())
         self._stale.set()  # plan once after a (re)start
         if self.solve_in_process:
             self._executor = ProcessPoolExecutor(

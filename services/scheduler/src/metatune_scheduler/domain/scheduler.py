@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from metatune.contracts import (
+    AgentStatus,
     Assignment,
     AssignmentAction,
     ErrorEvent,
@@ -32,7 +33,7 @@ from metatune.contracts import (
     Plan,
     RegionGroup,
 )
-from metatune.registry import Registry
+from metatune.registry import Datacenter, Registry
 
 from . import fast_path
 from .anticipation import Request, anticipated_jobs, history_hours
@@ -100,6 +101,9 @@ class Scheduler:
         self.anticipation_days = anticipation_days
         self.state = SchedulerState(pace=pace or Pace())
         self.lost: set[str] = set()  # datacenters whose agent is silent past its lease: capacity 0
+        # datacenters with a live agent: heard (a heartbeat folded) or expected (after a restart,
+        # where jobs are believed to run) and not lost since; any other has capacity 0
+        self.live: set[str] = set()
         self._room: tuple[tuple[object, ...], np.ndarray] | None = (
             None  # GPUs in use after the last fast path, and for which plan
         )
@@ -107,7 +111,11 @@ class Scheduler:
         self._arrived: list[UUID] = []  # requested since the last full solve read the state
 
     def apply(self, event: Event) -> bool:
-        applied = self.state.apply(event)
+        back = False
+        if isinstance(event, AgentStatus):  # a heartbeat: the agent is live, its GPUs count
+            back = event.datacenter not in self.live
+            self.agent_back(event.datacenter)
+        applied = self.state.apply(event) or back
         if applied and isinstance(event, JobRequested):
             self._unplaced[event.job_id] = None
             self._arrived.append(event.job_id)
@@ -128,6 +136,7 @@ class Scheduler:
         agent was only cut off, it pauses when it hears again (and the assignment KV tells it the
         job has moved). Returns the events to publish (and fold): one notice, then the changes."""
         self.lost.add(datacenter)
+        self.live.discard(datacenter)
         version = self.state.last_plan.plan_version if self.state.last_plan else 0
         changes: list[Assignment] = []
         for job in sorted(self.running_at(datacenter), key=lambda record: str(record.job_id)):
@@ -163,7 +172,26 @@ class Scheduler:
         return [notice, *changes]
 
     def agent_back(self, datacenter: str) -> None:
+        """The agent of ``datacenter`` is heard: its reported GPUs count again."""
         self.lost.discard(datacenter)
+        self.live.add(datacenter)
+
+    def agent_expected(self, datacenter: str) -> None:
+        """Jobs are believed to run at ``datacenter`` but its agent has not been heard yet (a
+        restarted scheduler): live until its lease says otherwise, with room for those jobs only."""
+        if datacenter not in self.lost:
+            self.live.add(datacenter)
+
+    def capacity(self, datacenter: Datacenter) -> int:
+        """GPUs the plan may use at ``datacenter``: what its live agent reports, the registry's
+        figure only the ceiling; 0 with no live agent (never heard from, or lost). An agent expected
+        but not heard yet keeps the room of the jobs believed to run there, and no more."""
+        if datacenter.name not in self.live:
+            return 0
+        reported = self.state.capacity.get(datacenter.name)
+        if reported is None:
+            reported = sum(job.request.gpus for job in self.running_at(datacenter.name))
+        return min(reported, datacenter.gpus)
 
     def replan(self, now: datetime) -> Decision:
         """One full solve, synchronously (what the runtime does in three steps)."""
@@ -361,7 +389,7 @@ class Scheduler:
                 SiteSnapshot(
                     name=dc.name,
                     pue=dc.pue,
-                    gpus=0 if dc.name in self.lost else self.state.capacity.get(dc.name, dc.gpus),
+                    gpus=self.capacity(dc),
                     intensity=_hourly_from(
                         forecast.expected_g_per_kwh(),
                         epoch_hour(forecast.start),
