@@ -25,7 +25,7 @@ from metatune_forecaster.adapters.store import ObservationStore
 from metatune_forecaster.app import create_service
 from metatune_forecaster.domain.features import HISTORY_HOURS
 from metatune_forecaster.domain.model import CarbonModel
-from metatune_forecaster.domain.providers import Signal, SourceMisconfigured
+from metatune_forecaster.domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_forecaster.forecasting import RegionForecaster, sites_of
 from metatune_forecaster.resources import WEATHER_ERROR_PATH
@@ -94,11 +94,15 @@ async def test_live_forecast_equals_the_replay_forecast_on_the_same_history(
     assert len(source.asked) == 2  # the third forecast of that hour fetched nothing
 
     # the provider goes down: the last good forecast, shifted and stale, and why
-    source.down = True
+    source.down = ProviderUnavailable("test-provider answered HTTP 503 to /history")
     later = ISSUE + timedelta(hours=3)
     outcome = await live.forecast(live.sites[0], later, later)
     assert outcome.forecast is not None and outcome.forecast.stale
     assert outcome.forecast.source == "test-provider" and "503" in (outcome.failure or "")
+    assert outcome.code == "provider_unavailable"
+    source.down = SourceMisconfigured("test-provider refused the key: check METATUNE_TEST_FILE")
+    refused = await live.forecast(live.sites[0], later, later)
+    assert refused.code == "source_misconfigured" and refused.forecast is not None
 
 
 def source_own_values(index: pd.DatetimeIndex) -> np.ndarray:

@@ -31,7 +31,7 @@ def trace(region: str) -> pd.Series:
 
 class TraceSource:
     """Serves ``trace(zone)`` from ``available_from`` on; ``own`` is its own forecast (None: it
-    publishes none); ``down`` makes every request fail as a provider outage does."""
+    publishes none); ``down`` (an error) makes every request fail with it, as an outage does."""
 
     name = "test-provider"
 
@@ -44,12 +44,12 @@ class TraceSource:
         self.signal = signal
         self.available_from = available_from
         self.own = own
-        self.down = False
+        self.down: ProviderUnavailable | None = None
         self.asked: list[tuple[pd.Timestamp, pd.Timestamp]] = []
 
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
-        if self.down:
-            raise ProviderUnavailable("test-provider: 503 Service Unavailable")
+        if self.down is not None:
+            raise self.down
         self.asked.append((pd.Timestamp(start), pd.Timestamp(end)))
         series = trace(zone)
         first = (
@@ -60,8 +60,8 @@ class TraceSource:
         return series[(series.index >= first) & (series.index < pd.Timestamp(end))]
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
-        if self.down:
-            raise ProviderUnavailable("test-provider: 503 Service Unavailable")
+        if self.down is not None:
+            raise self.down
         return self.own
 
     def hours_asked(self) -> int:

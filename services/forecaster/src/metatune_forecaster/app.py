@@ -77,7 +77,7 @@ def create_service(
             subject = subjects.forecasts(outcome.region)
             if outcome.failure is not None:
                 await service.report_error(
-                    code="provider_unavailable",
+                    code=outcome.code,
                     kind=ErrorKind.unavailable,
                     message=f"{outcome.region} at {hour:%Y-%m-%dT%H:%MZ}: {outcome.failure}",
                     subject=subject,

@@ -18,7 +18,13 @@ from .domain.blend import labelled
 from .domain.features import HISTORY_HOURS
 from .domain.forecast import InsufficientHistory, make_forecast, shift_stale, with_observed
 from .domain.model import CarbonModel
-from .domain.providers import IntensityProvider, ProviderUnavailable, Site, WeatherProvider
+from .domain.providers import (
+    IntensityProvider,
+    ProviderUnavailable,
+    Site,
+    SourceMisconfigured,
+    WeatherProvider,
+)
 
 HORIZON_H = 168
 
@@ -30,6 +36,7 @@ class Outcome:
     region: str
     forecast: CarbonForecast | None
     failure: str | None = None
+    code: str = "provider_unavailable"  # the error event's code: source_misconfigured for 401/403
 
 
 def sites_of(registry: Registry, intensity: IntensityProvider) -> list[Site]:
@@ -87,7 +94,12 @@ class RegionForecaster:
             stale = (
                 shift_stale(last, hour, now) if last is not None and last.start <= hour else None
             )
-            return Outcome(site.region, stale, str(exc))
+            code = (
+                "source_misconfigured"
+                if isinstance(exc, SourceMisconfigured)
+                else "provider_unavailable"
+            )
+            return Outcome(site.region, stale, str(exc), code)
         source, signal = self.intensity.source_of(site.region)
         fresh = labelled(fresh, history, source, signal, own)
         fresh = with_observed(fresh, history, source, str(signal))
