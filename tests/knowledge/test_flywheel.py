@@ -129,9 +129,9 @@ async def test_a_completion_becomes_one_row_even_when_redelivered(
         DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES),
     )
     event = completion(study, job, 0.9)
-    await publish(flywheel, subjects.runs_completed("fra1"), event)
+    await publish(flywheel, subjects.runs_completed("osl1"), event)
     seq = await publish(
-        flywheel, subjects.runs_completed("fra1"), event, dedup=False
+        flywheel, subjects.runs_completed("osl1"), event, dedup=False
     )  # the same completion again
     await consumed(flywheel, DURABLE_COMPLETED, seq)
     rows = await store.study_runs(study)
@@ -168,9 +168,9 @@ async def test_early_stopped_and_failed_runs_are_flagged(
         subjects.DATASETS_PROFILED,
         DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES),
     )
-    await publish(flywheel, subjects.runs_completed("fra1"), completion(study, first, 0.8))
+    await publish(flywheel, subjects.runs_completed("osl1"), completion(study, first, 0.8))
     seq = await publish(
-        flywheel, subjects.runs_completed("fra1"), completion(study, stopped, 0.5, early=True)
+        flywheel, subjects.runs_completed("osl1"), completion(study, stopped, 0.5, early=True)
     )
     await publish(
         flywheel,
@@ -211,7 +211,7 @@ async def test_a_completion_before_its_profile_is_filled_when_the_profile_arrive
     event = completion(study, job, 0.7).model_copy(
         update={"base_model": None, "task": None}
     )  # an older agent
-    seq = await publish(flywheel, subjects.runs_completed("fra1"), event)
+    seq = await publish(flywheel, subjects.runs_completed("osl1"), event)
     await consumed(flywheel, DURABLE_COMPLETED, seq)
     waiting = await store.run(str(job))
     assert (
