@@ -449,6 +449,40 @@ def _scheduler() -> list[str]:
     return [*out, "", *table(header, rows), *source_note("scheduler_scale_bench")]
 
 
+PREFERENCES = ("greenest", "balanced", "fastest")
+
+
+@renders("results/scheduler-preferences")
+def _scheduler_preferences() -> list[str]:
+    """The carbon bench once per carbon preference (every job with it), and greenest without
+    hysteresis: emissions, delay and re-plan moves per job beside the capture figures."""
+    header = ["preference (hysteresis)", "setting", "jobs", "P2 t", "S t", "O t"]
+    header += ["S capture beyond greedy", "S* capture", "missed P2/S", "mean delay S (P2), h"]
+    header += ["re-plan moves per job (near)"]
+    names = [f"scheduler_carbon_bench.{p}" for p in PREFERENCES]
+    if (RESULTS / "scheduler_carbon_bench.greenest-no-hysteresis.json").is_file():
+        names.append("scheduler_carbon_bench.greenest-no-hysteresis")
+    rows = []
+    for name in names:
+        data = load_result(name)
+        label = f"{data['preference']} ({pct(data['hysteresis_share'])})"
+        for setting, f in data["settings"].items():
+            rows.append(
+                [
+                    label,
+                    f"{setting} ({f['capacity_gpus']} GPUs per datacenter)",
+                    str(f["jobs"]),
+                    *(f"{f[k]:.4f}" for k in ("p2_t", "s_t", "o_t")),
+                    f"{pct(f['s_capture'])} ({pct(f['s_capture_vs_bound'])})",
+                    pct(f["s_star_capture"]),
+                    f"{f['missed']['P2']}/{f['missed']['S']}",
+                    f"{f['s_mean_delay_h']:.2f} ({f['p2_mean_delay_h']:.2f})",
+                    f"{f['s_moves_per_job']:.2f} ({f['s_near_moves_per_job']:.2f})",
+                ]
+            )
+    return [*table(header, rows), *source_note(*names)]
+
+
 @renders("results/load")
 def _load() -> list[str]:
     data = load_result("load_bench")
@@ -907,7 +941,11 @@ class Outcome:
 
 
 def readmes() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "services").glob("*/README.md"))]
+    return [
+        ROOT / "README.md",
+        *sorted((ROOT / "services").glob("*/README.md")),
+        *sorted(RESULTS.glob("*.md")),  # result pages with generated tables
+    ]
 
 
 def render_file(path: Path) -> Outcome:
