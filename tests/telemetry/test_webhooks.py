@@ -287,9 +287,9 @@ async def test_hanging_receiver_delays_neither_ingestion_nor_others(
         await wait_for(lambda: any(p == "/fast" for p, _, _ in receiver.received))
 
         async def all_stored() -> bool:
-            return await count(service.db, "SELECT count(*) FROM event_log") == 54
+            return await count(service.db, "SELECT count(*) FROM event_log") == 55  # with the start
 
-        await wait_for(all_stored, "the 54 events stored")
+        await wait_for(all_stored, "the 55 events stored")
         stored = await count(service.db, "SELECT count(*) FROM event_log")
         slow_state = await service.db.fetch(
             "SELECT state FROM webhook_outbox WHERE url LIKE '%%/slow'"
@@ -297,7 +297,7 @@ async def test_hanging_receiver_delays_neither_ingestion_nor_others(
         outbox = await list_outbox(service.db)
         receiver.release.set()
     assert (
-        stored == 54 and slow_state[0][0] == "sending"
+        stored == 55 and slow_state[0][0] == "sending"
     )  # all stored while /slow still holds its delivery
     fast_headers = next(h for p, h, _ in receiver.received if p == "/fast")
     assert {k.lower(): v for k, v in fast_headers.items()}["authorization"].startswith("Basic ")

@@ -9,6 +9,11 @@ to fra1) as it was, and a redelivered batch judged as it was the first time. A r
 anywhere else becomes a reject with code ``foreign_run_event`` (kept, with its bytes, in
 ``event_rejects``, and reported on ``metatune.errors.telemetry``): no metric, energy, result or
 webhook comes of it.
+
+With several writer processes (``telemetry_writers`` > 1) batches are written concurrently: a run
+event judged while another writer still holds the batch with its job's start, uncommitted, would
+be refused. An agent starts training seconds after its assignment, so this needs a backlog read by
+several writers at once; one writer (the default) judges the log strictly in order.
 """
 
 from __future__ import annotations
