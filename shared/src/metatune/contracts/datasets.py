@@ -80,7 +80,7 @@ class StudySpec(Contract):
     )
     carbon_preference: CarbonPreference = Field(
         CarbonPreference.greenest,
-        description="greenest: any delay up to the deadline; fastest: start at once",
+        description="greenest: any delay up to the deadline that saves carbon; balanced: waits only for a saving above 3 gCO2eq/kWh per hour of delay; fastest: earliest finish, carbon only breaking ties",
     )
     webhook_url: HttpUrl | None = Field(
         None,
