@@ -83,7 +83,11 @@ def submit(
         None, help="Data residency: EU, NA, APAC, SA, AF"
     ),
     home_datacenter: str | None = typer.Option(None, help="Your datacenter (the run-now baseline)"),
-    carbon_preference: CarbonPreference = typer.Option(CarbonPreference.greenest),
+    carbon_preference: CarbonPreference = typer.Option(
+        CarbonPreference.greenest,
+        help="greenest: wait for any saving up to the deadline; balanced: wait only for one above "
+        "3 gCO2eq/kWh per hour of delay; fastest: earliest finish, carbon breaking ties",
+    ),
     text_column: str | None = typer.Option(None),
     text_pair_column: str | None = typer.Option(None),
     label_column: str | None = typer.Option(None),
