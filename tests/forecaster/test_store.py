@@ -117,3 +117,25 @@ async def test_a_database_that_does_not_answer_is_an_outage_the_forecaster_repor
     ) as caught:
         await live.history("DE", START.to_pydatetime(), 48)
     assert "s3cret-pw" not in str(caught.value)
+
+
+class Garbled(TraceSource):
+    """Sends one negative value and one not on the hour among the real ones."""
+
+    async def observed(self, zone, start, end):
+        values = (await super().observed(zone, start, end)).copy()
+        values.iloc[3] = -40.0
+        shifted = values.index[:5].append(values.index[5:6] + pd.Timedelta(minutes=30))
+        return pd.concat(
+            [values.iloc[:5].set_axis(shifted[:5]), values.iloc[5:6].set_axis(shifted[5:])]
+        )
+
+
+@pytest.mark.asyncio
+async def test_a_bad_value_from_a_provider_costs_its_hour_not_the_history(
+    store: ObservationStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    live = LiveIntensity(store, {"DE": LiveSource(Garbled(), "DE")})
+    history = await live.history("DE", (START + pd.Timedelta(hours=6)).to_pydatetime(), 6)
+    assert history.notna().tolist() == [True, True, True, False, True, False]
+    assert "2 unusable values left out (first: -40.0" in caplog.text

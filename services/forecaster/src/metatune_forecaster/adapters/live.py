@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
 import pandas as pd
 
 from metatune.errors import ConfigurationError, DatabaseUnavailable
@@ -112,6 +113,25 @@ def region_sources(
     return out
 
 
+def usable(live: LiveSource, values: pd.Series) -> pd.Series:
+    """``values`` without the hours a provider got wrong (negative, infinite, not a number, not on
+    the hour), each left out with a warning, so one bad value costs its hour, not the forecast."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    index = pd.DatetimeIndex(values.index)
+    good = np.isfinite(numbers.to_numpy()) & (numbers.to_numpy() >= 0) & (index == index.floor("h"))
+    bad = ~good & values.notna().to_numpy()
+    if bad.any():
+        log.warning(
+            "%s %s: %d unusable values left out (first: %s at %s)",
+            live.source.name,
+            live.zone,
+            int(bad.sum()),
+            values[bad].iloc[0],
+            index[bad][0].isoformat(),
+        )
+    return numbers[good]
+
+
 def _store_down(exc: DatabaseUnavailable) -> ProviderUnavailable:
     return ProviderUnavailable(f"observation store: {exc}")
 
@@ -165,7 +185,7 @@ class LiveIntensity:
         todo = pd.DatetimeIndex([h for h in missing if h >= recent or h not in asked])
         done = Upserted()
         for window_start, window_end in runs(todo, merge_gap_h=MERGE_GAP_H):
-            values = await live.source.observed(live.zone, window_start, window_end)
+            values = usable(live, await live.source.observed(live.zone, window_start, window_end))
             done = done + await self.store.upsert(live.zone, live.signal, live.source.name, values)
             asked.update(hours_between(window_start, window_end))
         self._asked[key] = {h for h in asked if h >= pd.Timestamp(start)}
@@ -228,7 +248,7 @@ async def backfill(
     if progress is not None:
         progress(0, len(missing))
     for window_start, window_end in runs(missing, merge_gap_h=0, max_len_h=window_h):
-        values = await live.source.observed(live.zone, window_start, window_end)
+        values = usable(live, await live.source.observed(live.zone, window_start, window_end))
         stored = stored + await store.upsert(live.zone, live.signal, live.source.name, values)
         done_hours += (window_end - window_start) // pd.Timedelta(hours=1)
         if progress is not None:
