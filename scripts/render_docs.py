@@ -460,12 +460,15 @@ def _scheduler_preferences() -> list[str]:
     header += ["S capture beyond greedy", "S* capture", "missed P2/S", "mean delay S (P2), h"]
     header += ["re-plan moves per job (near)"]
     names = [f"scheduler_carbon_bench.{p}" for p in PREFERENCES]
-    if (RESULTS / "scheduler_carbon_bench.greenest-no-hysteresis.json").is_file():
-        names.append("scheduler_carbon_bench.greenest-no-hysteresis")
+    for extra in ("greenest-no-hysteresis", "greenest-forecaster"):
+        if (RESULTS / f"scheduler_carbon_bench.{extra}.json").is_file():
+            names.append(f"scheduler_carbon_bench.{extra}")
     rows = []
     for name in names:
         data = load_result(name)
         label = f"{data['preference']} ({pct(data['hysteresis_share'])})"
+        if data["forecast"] == "model":  # the others plan on seasonal-naive forecasts
+            label += ", the forecaster's forecasts"
         for setting, f in data["settings"].items():
             rows.append(
                 [
