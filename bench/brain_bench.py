@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -569,6 +570,14 @@ def _cell(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def budget_text(budget: Mapping[str, Any]) -> str:
+    steps = f"{budget['epochs']} epochs" if budget.get("epochs") else f"{budget['max_steps']} steps"
+    return (
+        f"{budget['train_rows']} train / {budget['val_rows']} validation rows, {steps}, "
+        f"max length {budget.get('max_seq_length') or 128}"
+    )
+
+
 def print_tables(report: Mapping[str, Any], console: Console, title: str) -> None:
     scored = [d for d in report["datasets"] if "skipped" not in d]
     table = Table(title=f"Brain bench: {title}")
@@ -577,7 +586,7 @@ def print_tables(report: Mapping[str, Any], console: Console, title: str) -> Non
         "recommender",
         "top-3 best",
         "portfolio-3 best",
-        "E[best of 3 random]",
+        escape("E[best of 3 random]"),
         "best of all",
         "regret top-3",
         "regret portfolio-3",
@@ -613,7 +622,7 @@ def print_tables(report: Mapping[str, Any], console: Console, title: str) -> Non
     )
     console.print(table)
     regrets = mean_by_k(scored, "regret_random_k")
-    by_k = Table(title="expected best of k random configurations (mean regret over datasets)")
+    by_k = Table(title="expected best of k random configurations (last row: the mean regret)")
     by_k.add_column("dataset")
     for k in range(1, len(regrets) + 1):
         by_k.add_column(str(k), justify="right")
@@ -632,11 +641,13 @@ def print_tables(report: Mapping[str, Any], console: Console, title: str) -> Non
 
 
 def _json_figures(report: dict[str, Any]) -> dict[str, Any]:
-    """Every float of the report finite or null (a run's NaN never makes invalid JSON)."""
+    """Every float of the report finite or null (a run's NaN never makes invalid JSON), to 6
+    decimals (0.15, not 0.14999999999999997)."""
 
     def clean(value: Any) -> Any:
         if isinstance(value, float):
-            return finite(value)
+            measured = finite(value)
+            return None if measured is None else round(measured, 6)
         if isinstance(value, dict):
             return {k: clean(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -680,7 +691,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print_json(_json_figures(report))
     else:
-        print_tables(report, Console(), f"{bench.kb_path.name} at {bench.budget}")
+        wide = None if sys.stdout.isatty() else 200  # a file gets every column, not 80 wide
+        print_tables(
+            report, Console(width=wide), f"{bench.kb_path.name}, {budget_text(bench.budget)}"
+        )
     return 0
 
 
