@@ -75,3 +75,48 @@ def test_shared_settings_are_written_once_in_extension_fields() -> None:
         env = compose["services"][name]["environment"]
         assert env["METATUNE_DATABASE_URL"] == "postgresql://metatune@timescaledb:5432/metatune"
         assert compose["services"][name]["healthcheck"]["test"][0] == "CMD-SHELL", name
+
+
+GPU = REPO / "compose" / "docker-compose.gpu.yml"
+
+
+def _merged(base: Any, override: Any) -> Any:
+    """Compose's merge of an override file, for what these files use: mappings merge key by key,
+    anything else is replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {
+            key: _merged(base[key], value) if key in base else value
+            for key, value in {**base, **override}.items()
+        }
+    return override
+
+
+def test_the_gpu_override_gives_each_agent_its_own_gpus_on_the_cuda_image() -> None:
+    base, gpu = _compose(), yaml.safe_load(GPU.read_text())
+    merged = _merged(base, gpu)
+    assert _errors(gpu) == [] and _errors(merged) == []
+    agents = {
+        name
+        for name, service in base["services"].items()
+        if service.get("image") == "metatune/trainer-agent"
+    }
+    assert set(gpu["services"]) == agents  # every agent, and only the agents
+    given: list[str] = []
+    for name in sorted(agents):
+        assert "deploy" not in base["services"][name]  # the CPU default reserves no GPU
+        service = merged["services"][name]
+        assert service["image"] == "metatune/trainer-agent:cuda"
+        assert service["build"]["dockerfile"] == "services/trainer-agent/Dockerfile"
+        assert service["build"]["args"]["TORCH_VARIANT"].startswith("cu")
+        (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+        given += device["device_ids"]
+        # the base file's settings and secrets survive the merge
+        assert service["environment"]["METATUNE_DATACENTER"] == name.removeprefix("trainer-agent-")
+        assert f"nats_{name.replace('-', '_')}" in service["secrets"]
+    assert given and len(given) == len(set(given))  # no GPU reserved by two agents
+
+    broken = copy.deepcopy(gpu)
+    device = broken["services"]["trainer-agent-fra1"]["deploy"]["resources"]["reservations"]
+    device["devices"][0]["capabilites"] = ["gpu"]  # misspelt: compose would refuse it
+    assert _errors(broken)

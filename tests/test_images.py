@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 from importlib.metadata import requires
 from pathlib import Path
 
@@ -84,11 +85,40 @@ def _closure(distribution: str) -> set[str]:
 
 @pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
 def test_an_image_that_needs_torch_gets_its_cpu_build(folder: Path) -> None:
-    """The lock pins torch 2.13.0+cpu, which only the PyTorch CPU index serves."""
+    """The lock pins torch 2.13.0+cpu, which only the PyTorch CPU index serves (the default of an
+    image with a CUDA variant too)."""
     dockerfile = (folder / "Dockerfile").read_text()
     needs_torch = "torch" in _closure(_distribution(folder))
-    has_index = "--extra-index-url https://download.pytorch.org/whl/cpu" in dockerfile
-    assert needs_torch == has_index, f"{folder.name}: torch needed={needs_torch}"
+    index = re.search(r"--extra-index-url https://download\.pytorch\.org/whl/(\S+)", dockerfile)
+    assert needs_torch == (index is not None), f"{folder.name}: torch needed={needs_torch}"
+    if index is not None and index.group(1) != "cpu":
+        assert index.group(1) == "${TORCH_VARIANT}"
+        assert re.search(r"^ARG TORCH_VARIANT=cpu$", dockerfile, flags=re.MULTILINE)
+
+
+def test_the_trainer_agent_s_cuda_variant_swaps_only_torch_for_the_same_version() -> None:
+    """TORCH_VARIANT=cu128 builds the CUDA image: the lock's torch pin becomes the same version's
+    CUDA wheel (from that build's index), every other pin stays, and NVML is reachable."""
+    dockerfile = (REPO / "services" / "trainer-agent" / "Dockerfile").read_text()
+    builder, runtime = re.split(r"^FROM ", dockerfile, flags=re.MULTILINE)[1:]
+    (expression,) = re.findall(r'^RUN sed -i "(.+)" requirements\.lock$', builder, re.MULTILINE)
+    lock = (REPO / "requirements.lock").read_text()
+    for variant in ("cpu", "cu128"):  # run the image's own sed on the lock, as the build does
+        rewritten = subprocess.run(
+            ["sed", expression.replace("${TORCH_VARIANT}", variant)],
+            input=lock,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        changed = set(rewritten.splitlines()) ^ set(lock.splitlines())
+        (pin,) = [line for line in lock.splitlines() if line.startswith("torch==")]
+        expected = set() if variant == "cpu" else {pin, pin.replace("+cpu", f"+{variant}")}
+        assert changed == expected, variant
+    assert builder.index("sed -i") < builder.index("pip install")  # the rewritten lock constrains
+    assert "--extra-index-url https://download.pytorch.org/whl/${TORCH_VARIANT}" in builder
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in runtime  # NVML needs "utility"
+    assert any(r.startswith("nvidia-ml-py") for r in requires("metatune-trainer-agent") or [])
 
 
 def test_the_embedded_servers_are_an_extra_no_service_asks_for() -> None:

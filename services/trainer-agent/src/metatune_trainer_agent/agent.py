@@ -61,6 +61,7 @@ from metatune.service import Service
 from metatune.settings import Settings
 
 from .adapters.datasets import DatasetFetcher
+from .adapters.hardware import detect
 from .adapters.uploads import LatestUploader, with_retries
 from .domain.assignments import parse_assignment
 from .domain.carbon import ForecastIntensity
@@ -158,6 +159,14 @@ class TrainerAgent:
         self.service = service
         self.dc = datacenter
         self.settings = settings
+        self.hardware = detect()
+        log.info(
+            "%s trains on %s: %s%s",
+            datacenter.name,
+            self.hardware.device,
+            self.hardware.model,
+            "" if self.hardware.nvml.available else f" ({self.hardware.nvml.reason})",
+        )
         self.intensity = ForecastIntensity()
         self.jobs: dict[UUID, Job] = {}
         self.versions = (
@@ -171,8 +180,14 @@ class TrainerAgent:
         self._stopper_loaded = False
 
     @property
+    def gpus_total(self) -> int:
+        """The GPUs this agent offers: the CUDA devices it may use, or on a CPU the datacenter's
+        registry figure (a CPU agent simulates them, one training thread each)."""
+        return self.hardware.gpus if self.hardware.device == "cuda" else self.dc.gpus
+
+    @property
     def gpus_free(self) -> int:
-        return max(0, self.dc.gpus - sum(job.assignment.gpus for job in self.jobs.values()))
+        return max(0, self.gpus_total - sum(job.assignment.gpus for job in self.jobs.values()))
 
     # ----------------------------------------------------------------- assignments
     async def on_assignment(self, raw: dict[str, Any], message: NatsMessage) -> bool:
@@ -664,9 +679,12 @@ class TrainerAgent:
             occurred_at=self.service.clock.now(),
             datacenter=self.dc.name,
             region=self.dc.region,
-            gpus_total=self.dc.gpus,
+            gpus_total=self.gpus_total,
             gpus_free=self.gpus_free,
-            gpu_model=self.dc.gpu_model,
+            gpu_model=self.hardware.model if self.hardware.device == "cuda" else self.dc.gpu_model,
+            gpu_memory_mib=self.hardware.memory_mib,
+            device=self.hardware.device,
+            device_model=self.hardware.model,
             power_per_gpu_w=self.dc.gpu_power_w,
             pue=self.dc.pue,
             running_jobs=list(self.jobs),
