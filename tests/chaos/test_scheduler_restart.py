@@ -81,14 +81,16 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
         # as agents and users would: one completes, one pauses (checkpointed), one is cancelled while
         # running, one cancelled before it ever started
         done, paused, stopped, cancelled_pending = jobs[0], jobs[1], jobs[2], later
+        # each from the datacenter it was started at: a run event from elsewhere is refused
+        at = {a.job_id: a.datacenter for a in of(await stream_events(url), Assignment)}
         await publish(
             js,
-            subjects.runs_completed("osl1"),
+            subjects.runs_completed(at[done.job_id]),
             RunCompleted(
                 occurred_at=NOW,
                 job_id=done.job_id,
                 study_id=done.study_id,
-                datacenter="osl1",
+                datacenter=at[done.job_id],
                 config=done.config,
                 metrics=RunMetrics(val_loss=0.5),
                 steps=10,
@@ -98,12 +100,12 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
         )
         await publish(
             js,
-            subjects.runs_paused("osl1"),
+            subjects.runs_paused(at[paused.job_id]),
             RunPaused(
                 occurred_at=NOW,
                 job_id=paused.job_id,
                 study_id=paused.study_id,
-                datacenter="osl1",
+                datacenter=at[paused.job_id],
                 step=4,
                 checkpoint_key=str(paused.job_id),
             ),
