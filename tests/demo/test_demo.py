@@ -232,8 +232,27 @@ def _check_database(url: str, shown: dict) -> None:
             run_now, greedy = _baselines(conn, per_hour, registry, sid)
             assert row["run_now_g"] == pytest.approx(run_now)
             assert row["greedy_g"] == pytest.approx(greedy)
-            disclosed = shown["disclosure"][sid]["kgco2eq"]
-            assert disclosed == pytest.approx(row["emissions_g"] / 1000, rel=1e-6)
+            # the disclosure: every hour at the forecast price equals the metered figure; its
+            # total prices each hour the grid has since observed at the observed intensity
+            disclosure = shown["disclosure"][sid]
+            assert disclosure["forecast_kgco2eq"] == pytest.approx(
+                row["emissions_g"] / 1000, rel=1e-6
+            )
+            realised = conn.execute(
+                "SELECT sum(e.energy_wh * e.pue * coalesce(o.g_per_kwh, e.g_per_kwh)) / 1e6 AS kg, "
+                "count(o.g_per_kwh) AS observed, count(*) AS hours FROM job_energy e "
+                "JOIN job_requests q USING (job_id) "
+                "JOIN unnest(%s::text[], %s::text[]) AS m(datacenter, region) USING (datacenter) "
+                "LEFT JOIN observed_intensity o ON o.region = m.region AND o.hour = e.hour "
+                "AND o.signal = 'average' WHERE q.study_id = %s",
+                (registry.names(), [registry.get(n).region for n in registry.names()], sid),
+            ).fetchone()
+            assert disclosure["kgco2eq"] == pytest.approx(realised["kg"], rel=1e-6)
+            assert disclosure["realised_hours"] == realised["observed"]
+            assert (
+                disclosure["realised_hours"] + disclosure["forecast_priced_hours"]
+                == realised["hours"]
+            )
 
 
 def _baselines(conn, energy: list[dict], registry, study_id: str) -> tuple[float, float]:

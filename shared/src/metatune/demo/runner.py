@@ -448,7 +448,10 @@ class Demo:
             "studies": [asdict(r) for r in rows],
             "disclosure": {
                 sid: {
-                    "kgco2eq": d.get("kgco2eq"),
+                    "kgco2eq": d.get("kgco2eq"),  # realised where observed, else forecast
+                    "forecast_kgco2eq": d.get("forecast_kgco2eq"),  # as the agents charged
+                    "realised_hours": d.get("realised_hours"),
+                    "forecast_priced_hours": d.get("forecast_priced_hours"),
                     "facility_energy_kwh": d.get("facility_energy_kwh"),
                     "pricing": d.get("pricing"),
                 }

@@ -178,9 +178,16 @@ def _g(value: float | None) -> str:
     return "unpriced" if value is None else f"{value:.4f}"
 
 
+def _observed(disclosed: dict[str, Any]) -> str:
+    realised, forecast = disclosed.get("realised_hours"), disclosed.get("forecast_priced_hours")
+    return "" if realised is None or forecast is None else f" ({realised}/{realised + forecast})"
+
+
 def closing(result: dict[str, Any]) -> Table:
     table = Table(
-        title="6. what MetaTune saved (from the database; gCO2eq: the disclosure's kgCO2eq x 1000)"
+        title="6. what MetaTune saved (from the database; gCO2eq, run now and greedy: each hour at "
+        "the forecast intensity, as the agents charged it; realised: the disclosure, each hour the "
+        "grid has since observed at its observed intensity)"
     )
     for col in (
         "study",
@@ -193,7 +200,7 @@ def closing(result: dict[str, Any]) -> Table:
         "gCO2eq",
         "run now at home g",
         "greedy g",
-        "disclosed gCO2eq",
+        "realised gCO2eq (h observed)",
     ):
         table.add_column(col, justify="left" if col == "study" else "right")
     for row in result["studies"]:
@@ -215,6 +222,7 @@ def closing(result: dict[str, Any]) -> Table:
             _g(row["emissions_g"]),
             _g(row["run_now_g"]),
             _g(row["greedy_g"]),
-            _g(None if disclosed.get("kgco2eq") is None else disclosed["kgco2eq"] * 1000),
+            _g(None if disclosed.get("kgco2eq") is None else disclosed["kgco2eq"] * 1000)
+            + _observed(disclosed),
         )
     return table
