@@ -22,10 +22,11 @@ from metatune.contracts import (
     RunMetrics,
     RunPaused,
 )
+from metatune.registry import default_registry
 from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_scheduler.domain import JobStatus
-from tests.support.builders import job_request
+from tests.support.builders import heartbeat, job_request
 from tests.support.waiting import wait_for
 
 from .conftest import (
@@ -55,7 +56,7 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
         "METATUNE_SIM_START": NOW.replace(minute=0).isoformat(),
         "METATUNE_HEARTBEAT_S": "0.5",
         "METATUNE_AGENT_LEASE_S": "3600",
-    }  # no agents here: leases out of scope
+    }  # no agents here (their heartbeats are sent once), leases out of scope
     first = spawn("metatune_scheduler", env, tmp_path / "scheduler.log")
     dataset = DatasetLocation(kind="object", ref="studies/none.jsonl")  # nothing trains here
     jobs = [job_request(dataset, max_steps=10, now=NOW) for _ in range(4)]
@@ -64,6 +65,9 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
     try:
         js = nc.jetstream()
         await wait_for(lambda: _has_stream(js), "scheduler up", timeout=60)
+        for dc in ("fra1", "osl1"):  # capacity only where an agent is live: as theirs would
+            await publish(js, subjects.agent_status(dc), heartbeat(default_registry().get(dc)))
+        await wait_for(lambda: _drained(js, "scheduler-agents"), "heartbeats folded", timeout=60)
         for region, value in (("DE", 300.0), ("NO", 20.0)):
             await publish(js, subjects.forecasts(region), forecast_now(region, value, NOW))
         for job in [*jobs, later]:
@@ -167,6 +171,14 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
     assert len(of(after, Assignment)) == len(of(before, Assignment)) and len(
         of(after, Plan)
     ) == len(of(before, Plan))
+
+
+async def _drained(js, durable: str) -> bool:
+    try:
+        info = await js.consumer_info("METATUNE_STATUS", durable)
+    except Exception:  # not created yet
+        return False
+    return info.num_pending == 0 and info.num_ack_pending == 0 and info.delivered.stream_seq > 0
 
 
 async def _has_stream(js) -> bool:
