@@ -1,6 +1,7 @@
 """kill -9 a trainer-agent mid-run: the scheduler declares it lost after its lease, the job resumes
 at another datacenter from its last checkpoint and ends with the loss of an uninterrupted run; when
-the killed agent comes back, its redelivered (stale) start is ignored: one job, trained once."""
+the killed agent comes back, its redelivered (stale) start is ignored: one job, trained once. The
+greenest datacenter (lon1) has no agent at all: no start or resume ever goes there."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ import pytest
 
 from metatune import subjects
 from metatune.bus import CHECKPOINTS_BUCKET, ObjectStore
-from metatune.contracts import AgentStatus, ErrorEvent, RunCompleted, RunFailed, RunProgress
+from metatune.contracts import (
+    AgentStatus,
+    Assignment,
+    AssignmentAction,
+    ErrorEvent,
+    RunCompleted,
+    RunFailed,
+    RunProgress,
+)
 from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_trainer_agent.app import create_service as create_agent
@@ -73,7 +82,7 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
             agent_lease_s=LEASE_S,
             retry_backoff_s=0.2,
         ),
-        registry=small_registry("fra1", "osl1"),
+        registry=small_registry("fra1", "osl1", "lon1"),  # lon1: no agent
         debounce_s=0.2,
     )
     fra1, _ = create_agent("fra1", agent_settings(url, tmp_path / "fra1"))
@@ -111,10 +120,13 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
             await wait_for(
                 lambda: any(s.datacenter == "osl1" for s in statuses), "osl1 agent up", timeout=90
             )
+            live = scheduler.runtime.scheduler.live
+            await wait_for(lambda: {"fra1", "osl1"} <= live, "both agents heard", timeout=30)
             for region, value in (
                 ("DE", 300.0),
                 ("NO", 20.0),
-            ):  # osl1 is the greener: the job starts there
+                ("GB", 5.0),
+            ):  # osl1 is the greener of the two with an agent: the job starts there
                 forecast = forecast_now(region, value)
                 await publish(js, subjects.forecasts(region), forecast)
             job = job_request(dataset, max_steps=STEPS)
@@ -170,6 +182,13 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
         if p.datacenter == "osl1" and p.step > killed_at
     ]
     assert not after_kill  # the killed agent never trained it again
+    runs = [
+        (a.datacenter, a.action)
+        for a in of(events, Assignment, job.job_id)
+        if a.action in (AssignmentAction.start, AssignmentAction.resume)
+    ]
+    # every start and resume went to a datacenter with a live agent: never to lon1, the greenest
+    assert runs == [("osl1", AssignmentAction.start), ("fra1", AssignmentAction.resume)]
 
     straight = await asyncio.to_thread(
         run_training, request_for(sst2_slice, **TINY_TRAINING, max_steps=STEPS), site=FAST_SITE
