@@ -460,7 +460,11 @@ def _scheduler_preferences() -> list[str]:
     header += ["S capture beyond greedy", "S* capture", "missed P2/S", "mean delay S (P2), h"]
     header += ["re-plan moves per job (near)"]
     names = [f"scheduler_carbon_bench.{p}" for p in PREFERENCES]
-    for extra in ("greenest-no-hysteresis", "greenest-forecaster"):
+    for extra in (
+        "greenest-no-hysteresis",
+        "greenest-forecaster",
+        "greenest-forecaster-no-hysteresis",
+    ):
         if (RESULTS / f"scheduler_carbon_bench.{extra}.json").is_file():
             names.append(f"scheduler_carbon_bench.{extra}")
     rows = []
