@@ -35,6 +35,7 @@ from rich.table import Table
 
 from metatune_forecaster.adapters.carbon_folder import load_folder
 from metatune_forecaster.domain.baselines import BASELINES
+from metatune_forecaster.domain.blend import PROVIDER_WEIGHT
 from metatune_forecaster.domain.evaluation import Score, coverage, improvement, mape
 from metatune_forecaster.domain.features import RegionArrays
 from metatune_forecaster.domain.model import LEAD_BUCKETS, CarbonModel, bucket_of
@@ -122,7 +123,9 @@ def dacf_comparison(
     error_model: WeatherErrorModel,
     test_from: pd.Timestamp,
 ) -> list[tuple]:
-    """Day-ahead MAPE (issued at 00:00 UTC for the next 24 h) vs DACF on the hours both cover."""
+    """Day-ahead MAPE (issued at 00:00 UTC for the next 24 h) vs DACF on the hours both cover, and
+    of their equal-weight mean (what the service publishes where a provider has its own forecast,
+    domain/blend.py)."""
     results = []
     for path in (
         sorted((folder / "dacf").glob("*_dayahead_*.csv.gz")) if (folder / "dacf").is_dir() else []
@@ -146,12 +149,15 @@ def dacf_comparison(
         predicted = pd.Series(mid[day], index=arrays.times[(issue + lead - 1)[day]])
         joined = dacf.join(predicted.rename("model"), how="inner").dropna()
         actual = joined["ci_direct_actual_g_per_kwh"].to_numpy()
+        theirs = joined["ci_direct_dacf_dayahead_forecast_g_per_kwh"].to_numpy()
+        ours = joined["model"].to_numpy()
         results.append(
             (
                 region,
                 len(joined),
-                mape(joined["model"].to_numpy(), actual),
-                mape(joined["ci_direct_dacf_dayahead_forecast_g_per_kwh"].to_numpy(), actual),
+                mape(ours, actual),
+                mape(theirs, actual),
+                mape(PROVIDER_WEIGHT * theirs + (1 - PROVIDER_WEIGHT) * ours, actual),
             )
         )
     return results
@@ -349,10 +355,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         dacf = Table(
             title="day-ahead (issued 00:00 UTC, next 24 h) vs DACF's published forecasts, MAPE %"
         )
-        for column in ("region", "hours", "model", "DACF", "model / DACF"):
+        for column in ("region", "hours", "model", "DACF", "model / DACF", "blend 50/50"):
             dacf.add_column(column, justify="right")
-        for region, hours, ours, theirs in comparison:
-            dacf.add_row(region, str(hours), f"{ours:.2f}", f"{theirs:.2f}", f"{ours / theirs:.2f}")
+        for region, hours, ours, theirs, both in comparison:
+            dacf.add_row(
+                region,
+                str(hours),
+                f"{ours:.2f}",
+                f"{theirs:.2f}",
+                f"{ours / theirs:.2f}",
+                f"{both:.2f}",
+            )
         console.print(dacf)
     console.print(f"total {time.perf_counter() - started:.0f} s")
     score = lambda s: {"mape": finite(s.mape), "wmape": finite(s.wmape)}  # noqa: E731
@@ -396,8 +409,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
             key: float(np.median([r[key] for r in rows])) for key in ("coverage", "static_coverage")
         },
         "dacf": [
-            {"region": region, "hours": hours, "model_mape": ours, "dacf_mape": theirs}
-            for region, hours, ours, theirs in comparison
+            {
+                "region": region,
+                "hours": hours,
+                "model_mape": ours,
+                "dacf_mape": theirs,
+                "blend_mape": both,
+            }
+            for region, hours, ours, theirs, both in comparison
         ],
         "seconds": time.perf_counter() - started,
     }

@@ -6,14 +6,18 @@ median becomes the equal-weight mean of the provider's value and the model's; th
 10-90 % offsets are kept around the new median (the provider gives a point forecast, no band),
 and the hours after its last one are the model's alone, out to 168 h.
 
-Blended, not replaced: on the only published day-ahead forecasts we can score (DACF, 2021H2,
-docs/results/forecaster.md), neither side wins everywhere: DACF is ahead on CISO (7.41 % MAPE
-against the model's 8.17) and ERCO (8.05 against 11.44), the model on PJM (3.02 against 3.30) and
-SE (6.29 against 6.57). The provider's inputs (the operator's own generation forecasts) and the
-model's (weather, the grid's recent behaviour) are different information, so their errors are
-far from perfectly correlated; with no per-provider score to weight by, the equal-weight mean is
-the forecast-combination choice that is hard to beat (Bates & Granger 1969; Clemen 1989) and
-never far from the better of the two, where replacing would lose PJM's and SE's hours outright.
+Blended, not replaced, because the forecaster bench says so. On the only published day-ahead
+forecasts we can score (DACF, 2021H2, issued 00:00 UTC for the next 24 h), with a model trained
+on CarbonCast's ten grids before 2021-07 (``bench/forecaster_bench.py --data <carboncast + dacf>
+--train-until 2021-07-01 --test-from 2021-07-01 --test-until 2022-01-01``,
+docs/results/forecaster_bench.dacf_blend.json), MAPE %, model / provider (= replace) / blend:
+CISO 8.14 / 7.41 / **7.05**, ERCO 10.03 / **8.05** / 8.62, PJM 3.12 / 3.30 / **2.92**, SE
+6.25 / 6.57 / **5.76**; mean 6.89 / 6.33 / **6.09**. The equal-weight mean beats both sides on
+three grids of four and the model on all four: the provider's inputs (the operator's own
+generation forecasts) and the model's (weather, the grid's recent behaviour) are different
+information, so their errors partly cancel (the forecast-combination result of Bates & Granger
+1969). Equal weights, not fitted ones: four grids and one half-year are too little to fit a
+weight per provider without overfitting it.
 """
 
 from __future__ import annotations
