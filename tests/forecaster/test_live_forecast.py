@@ -207,7 +207,7 @@ async def test_electricity_maps_responses_give_the_replay_path_its_exact_model_i
                 "datetime": hour.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
                 "updatedAt": "2023-07-01T00:00:00.000Z",
                 "createdAt": "2023-06-01T00:00:00.000Z",
-                "emissionFactorType": "lifecycle",
+                "emissionFactorType": "direct",
                 "isEstimated": False,
                 "estimationMethod": None,
             }

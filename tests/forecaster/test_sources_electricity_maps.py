@@ -25,7 +25,7 @@ START, END = datetime(2023, 3, 24, tzinfo=UTC), datetime(2023, 3, 28, tzinfo=UTC
 def answer(records: list[dict[str, Any]]) -> Any:
     def respond(request: httpx.Request) -> httpx.Response:
         assert request.headers["auth-token"] == TOKEN
-        assert request.url.params["emissionFactorType"] == "lifecycle"
+        assert request.url.params["emissionFactorType"] == "direct"
         params, path = request.url.params, request.url.path
         if path.endswith("/past-range"):
             end = str(pd.Timestamp(params["end"]) + pd.Timedelta(hours=1))  # end hour included

@@ -1,4 +1,4 @@
-"""Electricity Maps (API v3): the average, life-cycle carbon intensity of a zone.
+"""Electricity Maps (API v3): the average (consumption-based, direct) carbon intensity of a zone.
 
 Documentation: https://portal.electricitymaps.com/docs/getting-started (authentication: an
 ``auth-token`` header; the free plan has ``/latest`` and ``/history``, the last 24 hours) and
@@ -7,7 +7,9 @@ takes ``zone``, ``start``, ``end`` and answers ``{"zone", "data": [...]}``, at m
 of hourly data a request; ``/history`` answers ``{"zone", "history": [...]}``, ``/forecast``
 ``{"zone", "forecast": [...]}``, ``/latest`` one record). Every record carries ``datetime`` (the
 start of the hour, UTC) and ``carbonIntensity`` (gCO2eq/kWh); we ask for
-``emissionFactorType=lifecycle``, the factors the replay and the model were built on.
+``emissionFactorType=direct``, the factors the replay, the model and ``metatune forecaster
+import-csv`` use (the API's default is life-cycle: mixing the two in one zone's history would bias
+the forecast by the gap between them, e.g. DE 2023-01-01 00:00 direct 140.5 vs life-cycle 185.8).
 
 A window that lies within the last 24 hours is read from ``/history`` (every plan has it); an
 older or longer one from ``/past-range`` in pages of ``page_hours``. The provider's own forecast
@@ -64,7 +66,7 @@ class ElectricityMapsSource:
     async def _get(self, path: str, params: dict[str, str | int], plan: str = "") -> Any:
         """``plan`` names the endpoint's plan in the 401/403 message (a token may be valid and
         its plan still lack /past-range or /forecast)."""
-        params = {**params, "emissionFactorType": "lifecycle"}
+        params = {**params, "emissionFactorType": "direct"}
         setting = TOKEN_SETTING + (f" (and that its plan includes {plan})" if plan else "")
         return await self.http.get_json(path, params, headers=self._headers, setting=setting)
 
