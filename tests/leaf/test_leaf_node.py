@@ -71,7 +71,9 @@ async def test_a_job_runs_through_the_datacenter_s_leaf_node(
             config=LoraConfig(**CONFIG),
         )
         statuses = await received_on(hub, subjects.agent_status("fra1"), AgentStatus)
-        progress = await received_on(hub, subjects.run_progress("fra1", request.job_id), RunProgress)
+        progress = await received_on(
+            hub, subjects.run_progress("fra1", request.job_id), RunProgress
+        )
         completed = await received_on(hub, subjects.runs_completed("fra1"), RunCompleted)
 
         await linked(settings)
