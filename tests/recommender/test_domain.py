@@ -113,7 +113,13 @@ def test_flywheel_a_completed_run_changes_the_next_recommendation() -> None:
     # platform runs on a similar dataset: a corner of the space far from the old optimum does best
     corner = {k: v for k, v in before.model_dump(mode="json").items() if k != "seed"}
     corner.update(
-        learning_rate=LR_RANGE[0], rank=2, alpha=2.0, max_steps=64, epochs=None, max_seq_length=128
+        learning_rate=LR_RANGE[0],
+        rank=2,
+        alpha=2.0,
+        batch_size=8,
+        max_steps=64,
+        epochs=None,
+        max_seq_length=128,
     )
     new = [
         KbRun(
