@@ -62,7 +62,7 @@ def registry_file(path: Path, gpus: int) -> Path:
     """fra1 alone, with ``gpus`` GPUs: the three trials compete for it."""
     dc = default_registry().get("fra1")
     lines = ["[[datacenter]]"]
-    for key, value in dc.model_dump(mode="json").items():
+    for key, value in dc.model_dump(mode="json", exclude_none=True).items():
         lines.append(f"{key} = {value!r}".replace("'", '"'))
     path.write_text("\n".join(lines).replace("gpus = 16", f"gpus = {gpus}") + "\n")
     return path
