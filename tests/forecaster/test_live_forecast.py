@@ -6,6 +6,7 @@ are each visible in what is published."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import nats
@@ -18,10 +19,13 @@ from metatune import subjects
 from metatune.contracts import CarbonForecast, ErrorEvent
 from metatune.errors import ConfigurationError
 from metatune.settings import Settings
+from metatune_forecaster.adapters.carbon_aware_sdk import CarbonAwareSdkSource
 from metatune_forecaster.adapters.electricity_maps import ElectricityMapsSource
 from metatune_forecaster.adapters.live import LiveIntensity, LiveSource, region_sources
 from metatune_forecaster.adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
 from metatune_forecaster.adapters.store import ObservationStore
+from metatune_forecaster.adapters.uk_carbon_intensity import UkCarbonIntensitySource
+from metatune_forecaster.adapters.watttime import WattTimeSource
 from metatune_forecaster.app import create_service
 from metatune_forecaster.domain.features import HISTORY_HOURS
 from metatune_forecaster.domain.model import CarbonModel
@@ -226,3 +230,94 @@ async def test_electricity_maps_responses_give_the_replay_path_its_exact_model_i
     assert await store.sources("DE", Signal.average, ISSUE - timedelta(days=56), ISSUE) == {
         "electricity-maps": HISTORY_HOURS
     }
+
+
+# ---------------------------------------------------------------- every provider, end to end
+LB_PER_G = 1 / 0.453592  # WattTime answers lbs/MWh; 1 lb/MWh = 0.453592 g/kWh
+
+
+def _hours(params_start: str, params_end: str) -> pd.Series:
+    start, end = pd.Timestamp(params_start), pd.Timestamp(params_end)
+    series = trace("DE")
+    return series[(series.index >= start) & (series.index < end)]
+
+
+def _watttime(request: httpx.Request) -> httpx.Response:
+    """WattTime v3: a token at /login, then 5-minute points in lbs/MWh."""
+    meta = {"region": "DE", "signal_type": "co2_moer", "units": "lbs_co2_per_mwh"}
+    if request.url.path == "/login":
+        return httpx.Response(200, json={"token": "wt-bearer"})
+    if request.url.path == "/v3/forecast":  # none published for this hour: the model's alone
+        return httpx.Response(200, json={"data": [], "meta": meta})
+    points = [
+        {"point_time": (hour + pd.Timedelta(minutes=m)).isoformat(), "value": value * LB_PER_G}
+        for hour, value in _hours(request.url.params["start"], request.url.params["end"]).items()
+        for m in range(0, 60, 5)
+    ]
+    return httpx.Response(200, json={"data": points, "meta": meta})
+
+
+def _uk(request: httpx.Request) -> httpx.Response:
+    """The GB Carbon Intensity API, national: /intensity/{from}/{to}, half-hours."""
+    frm, to = request.url.path.strip("/").split("/")[1:3]
+    if to == "fw48h":  # no forecast published for this hour: the model's alone
+        return httpx.Response(200, json={"data": []})
+    rows = [
+        {
+            "from": (hour + half).strftime("%Y-%m-%dT%H:%MZ"),
+            "to": (hour + half + pd.Timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%MZ"),
+            "intensity": {"forecast": value, "actual": value, "index": "moderate"},
+        }
+        for hour, value in _hours(frm, to).items()
+        for half in (pd.Timedelta(0), pd.Timedelta(minutes=30))
+    ]
+    return httpx.Response(200, json={"data": rows})
+
+
+def _carbon_aware(request: httpx.Request) -> httpx.Response:
+    """The Carbon Aware SDK WebAPI: /emissions/bylocation, EmissionsData records."""
+    params = request.url.params
+    if request.url.path != "/emissions/bylocation":  # no forecast data source configured
+        return httpx.Response(404, json={"title": "no forecast data source"})
+    rows = [
+        {
+            "location": params["location"],
+            "time": hour.isoformat(),
+            "rating": value,
+            "duration": "01:00:00",
+        }
+        for hour, value in _hours(params["time"], params["toTime"]).items()
+    ]
+    return httpx.Response(200, json=rows)
+
+
+def _source(kind: str) -> tuple[Any, str, Signal]:
+    if kind == "watttime":
+        api = ProviderApi(_watttime)
+        return WattTimeSource("u", SecretStr("p"), http(api, FakeClock())), "DE", Signal.marginal
+    if kind == "uk-carbon-intensity":
+        return (
+            UkCarbonIntensitySource(http(ProviderApi(_uk), FakeClock())),
+            "national",
+            Signal.average,
+        )
+    api = ProviderApi(_carbon_aware)
+    return CarbonAwareSdkSource(http(api, FakeClock()), Signal.average), "de", Signal.average
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", ["watttime", "uk-carbon-intensity", "carbon-aware-sdk"])
+async def test_each_provider_format_gives_the_replay_forecast_on_the_same_history(
+    kind: str, model: CarbonModel, replay: ReplayData, store: ObservationStore
+) -> None:
+    """8 weeks of the real DE trace in each provider's own response format, through its adapter,
+    the store and the forecaster: the forecast is the replay path's, and says what it carries."""
+    on_replay = forecaster(model, replay, ReplayIntensity(replay))
+    expected = (await on_replay.forecast(on_replay.sites[0], ISSUE, NOW)).forecast
+    source, zone, signal = _source(kind)
+    live = forecaster(model, replay, LiveIntensity(store, {"DE": LiveSource(source, zone)}))
+    got = (await live.forecast(live.sites[0], ISSUE, NOW)).forecast
+    assert expected is not None and got is not None
+    np.testing.assert_allclose(bands(got), bands(expected), rtol=0, atol=1e-6)
+    assert (got.source, got.signal, got.history_hours) == (source.name, signal.value, 1344)
+    assert got.provider_hours == 0 and not got.stale
