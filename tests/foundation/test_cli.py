@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.support.cli import run
 from tests.support.servers import free_port
-
-METATUNE = [sys.executable, "-m", "metatune.cli"]
-
-
-def run(
-    args: list[str], env: dict[str, str], timeout: float = 240
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*METATUNE, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_unreachable_nats_gives_one_line_error_and_nonzero_exit(env_for) -> None:

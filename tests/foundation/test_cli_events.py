@@ -21,8 +21,7 @@ from metatune.contracts import (
     TaskType,
 )
 from metatune.settings import Settings
-
-from .test_cli import run
+from tests.support.cli import run
 
 
 async def test_last_counts_after_filters_and_study_includes_its_jobs(

@@ -18,8 +18,7 @@ from metatune import subjects
 from metatune.asyncapi.examples import ACCOUNTING, CONFIG, NOW, SPEC
 from metatune.bus import ADAPTERS_BUCKET, DATASETS_BUCKET, ObjectStore, ensure_streams, headers_for
 from metatune.settings import Settings
-
-from .test_cli import run
+from tests.support.cli import run
 
 STUDY, TRAINED, FAILED = uuid4(), uuid4(), uuid4()
 

@@ -39,11 +39,10 @@ from metatune.service import Service
 from metatune_recommender.flywheel import register_flywheel
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_telemetry.app import create_service as create_telemetry
-from tests.knowledge.conftest import store  # noqa: F401  (fixture)
 from tests.support.builders import small_registry
+from tests.support.databases import count, schema, store  # noqa: F401  (fixtures)
 from tests.support.samples import CONFIG, NOW, SPEC
 from tests.support.waiting import wait_for
-from tests.telemetry.conftest import count, schema  # noqa: F401  (fixture)
 
 from .conftest import SecuredBus, violation
 from .test_permissions import FRA1, OSL1, REFUSED

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from tests.foundation.test_cli import run
+from tests.support.cli import run
 from tests.support.servers import free_port
 
 PASSWORD = "pw-Zq81-never-logged"  # embedded PostgreSQL trusts local logins: any password works

@@ -3,25 +3,18 @@ server of each test's own (so ``verify`` compares exactly this test's stream), a
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import nats
-import psycopg
 import pytest
 
 from metatune.bus import headers_for, stream_for
 from metatune.contracts import Event
 from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
+from tests.support.databases import count, schema
 
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    name = f"tm_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(Settings().database_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+__all__ = ["count", "schema"]
 
 
 @pytest.fixture
@@ -67,7 +60,3 @@ async def publish(
             headers=headers_for(event) if dedup else None,
             stream=stream_for(subject, settings),
         )
-
-
-async def count(db: Database, query: str, params=()) -> int:
-    return (await db.fetch(query, params))[0][0]
