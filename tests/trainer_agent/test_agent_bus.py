@@ -79,19 +79,17 @@ class Bus:
     async def __aenter__(self) -> Bus:
         self.nc = await nats.connect(self.settings.nats_url)
         self.js = self.nc.jetstream()
-        models = {
-            subjects.runs_completed("fra1"): RunCompleted,
-            subjects.runs_failed("fra1"): RunFailed,
-            subjects.runs_paused("fra1"): RunPaused,
-            subjects.errors("trainer-agent"): ErrorEvent,
-        }
+        outcomes = {"completed": RunCompleted, "failed": RunFailed, "paused": RunPaused}
 
         async def record(msg) -> None:  # type: ignore[no-untyped-def]
-            if msg.subject in models:
-                self.events.append(models[msg.subject].model_validate_json(msg.data))
-            elif msg.subject.endswith(".progress"):
+            kind = msg.subject.rsplit(".", 1)[-1]
+            if msg.subject.startswith("metatune.runs.") and kind in outcomes:  # any datacenter's
+                self.events.append(outcomes[kind].model_validate_json(msg.data))
+            elif msg.subject == subjects.errors("trainer-agent"):
+                self.events.append(ErrorEvent.model_validate_json(msg.data))
+            elif kind == "progress":
                 self.events.append(RunProgress.model_validate_json(msg.data))
-            elif msg.subject.endswith(".status"):
+            elif kind == "status":
                 self.events.append(AgentStatus.model_validate_json(msg.data))
 
         await self.nc.subscribe("metatune.>", cb=record)
