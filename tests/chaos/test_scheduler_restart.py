@@ -182,8 +182,10 @@ async def _drained(js, durable: str) -> bool:
 
 
 async def _has_stream(js) -> bool:
+    """Both streams the scheduler creates at start-up: the heartbeats go to the second."""
     try:
         await js.stream_info("METATUNE")
+        await js.stream_info("METATUNE_STATUS")
         return True
     except Exception:
         return False
