@@ -366,8 +366,8 @@ class Settings(BaseSettings):
     )
     webhook_key_file: Path | None = Field(
         None,
-        description="Telemetry's private key that opens webhook URLs sealed by submitters (created "
-        "if absent, 0600; default <data dir>/secrets/telemetry/webhook.key)",
+        description="Telemetry's key that opens sealed webhook URLs (made 0600 if absent; "
+        "default <data dir>/secrets/telemetry/webhook.key)",
     )
     webhook_public_key: str = Field(
         "",
