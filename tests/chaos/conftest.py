@@ -77,8 +77,10 @@ def chaos_nats(tmp_path: Path) -> Iterator[RestartableNats]:
 
 
 @pytest.fixture(scope="session")
-def sst2_slice(tmp_path_factory: pytest.TempPathFactory, text_slice) -> Path:
-    return text_slice("sst2.jsonl.gz", 96, tmp_path_factory.mktemp("chaos-data") / "sst2.jsonl")
+def binary_slice(tmp_path_factory: pytest.TempPathFactory, text_slice) -> Path:
+    return text_slice(
+        "intents_binary.jsonl.gz", 96, tmp_path_factory.mktemp("chaos-data") / "intents.jsonl"
+    )
 
 
 def contract_of(subject: str) -> type[Event] | None:
@@ -128,7 +130,7 @@ def of(events: list[tuple[str, Any]], kind: type, job_id: UUID | None = None) ->
     ]
 
 
-async def upload(url: str, path: Path, key: str = "studies/sst2-slice.jsonl") -> DatasetLocation:
+async def upload(url: str, path: Path, key: str = "studies/intents-slice.jsonl") -> DatasetLocation:
     nc = await nats.connect(url)
     try:
         from metatune.bus import ensure_streams

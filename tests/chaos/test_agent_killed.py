@@ -69,11 +69,11 @@ def agent_settings(url: str, data_dir: Path) -> Settings:
 
 
 async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
-    chaos_nats: RestartableNats, sst2_slice: Path, tmp_path: Path, caplog
+    chaos_nats: RestartableNats, binary_slice: Path, tmp_path: Path, caplog
 ) -> None:
     caplog.set_level(logging.INFO, logger="metatune.agent")
     url = chaos_nats.url
-    dataset = await upload(url, sst2_slice)
+    dataset = await upload(url, binary_slice)
     scheduler = create_scheduler(
         settings=Settings(
             nats_url=url,
@@ -191,7 +191,7 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
     assert runs == [("osl1", AssignmentAction.start), ("fra1", AssignmentAction.resume)]
 
     straight = await asyncio.to_thread(
-        run_training, request_for(sst2_slice, **TINY_TRAINING, max_steps=STEPS), site=FAST_SITE
+        run_training, request_for(binary_slice, **TINY_TRAINING, max_steps=STEPS), site=FAST_SITE
     )
     assert completed[0].metrics.val_loss == pytest.approx(straight.evaluation.loss, abs=1e-4)
 

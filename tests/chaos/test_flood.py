@@ -103,10 +103,10 @@ def _cases(spec) -> list[tuple[str, object]]:
 
 
 async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_goes_on(
-    chaos_nats: RestartableNats, sst2_slice: Path, tmp_path: Path
+    chaos_nats: RestartableNats, binary_slice: Path, tmp_path: Path
 ) -> None:
     url = chaos_nats.url
-    dataset = await upload(url, sst2_slice)
+    dataset = await upload(url, binary_slice)
     common = {
         "nats_url": url,
         "heartbeat_s": 0.5,

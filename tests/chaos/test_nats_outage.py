@@ -35,10 +35,10 @@ OUTAGE_S = 60.0
 
 
 async def test_a_60_s_nats_outage_mid_training_loses_nothing(
-    chaos_nats: RestartableNats, sst2_slice: Path, tmp_path: Path
+    chaos_nats: RestartableNats, binary_slice: Path, tmp_path: Path
 ) -> None:
     url = chaos_nats.url
-    dataset = await upload(url, sst2_slice)
+    dataset = await upload(url, binary_slice)
     settings = Settings(
         nats_url=url,
         data_dir=tmp_path / "fra1",

@@ -40,7 +40,7 @@ async def test_a_job_runs_through_the_datacenter_s_leaf_node(
     leaf_site: LeafSite, tmp_path: Path, text_slice
 ) -> None:
 
-    dataset = text_slice("sst2.jsonl.gz", 96, tmp_path / "sst2.jsonl")
+    dataset = text_slice("intents_binary.jsonl.gz", 96, tmp_path / "intents.jsonl")
     settings = leaf_site.agent_settings(
         data_dir=tmp_path / "fra1",
         heartbeat_s=0.5,

@@ -16,6 +16,7 @@ from metatune_profiler.domain.lexicon import Mattr, TypeCounter
 from metatune_profiler.domain.profile import ProfileOptions, profile_file
 from metatune_profiler.domain.sampling import DuplicateCounter, Reservoir
 from metatune_profiler.domain.zipf import fit_discrete_power_law
+from tests.support.plugin import TEST_DATA
 
 
 @pytest.mark.parametrize("alpha", [1.5, 2.0, 2.5])
@@ -94,8 +95,8 @@ def _read(path: Path) -> list[dict]:
         return [json.loads(line) for line in fh]
 
 
-def test_mattr_is_stable_when_doubled_while_ttr_falls(text_data: Path, tmp_path: Path) -> None:
-    rows = _read(text_data / "fortunes_en.jsonl.gz")
+def test_mattr_is_stable_when_doubled_while_ttr_falls(tmp_path: Path) -> None:
+    rows = _read(TEST_DATA / "fortunes_en.jsonl.gz")
     half = len(rows) // 2
     original, doubled = tmp_path / "half.jsonl", tmp_path / "doubled.jsonl"
     original.write_text("".join(json.dumps(r) + "\n" for r in rows[:half]))

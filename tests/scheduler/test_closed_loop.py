@@ -141,7 +141,7 @@ async def test_every_trial_progresses_between_pauses_completes_and_is_reported_l
             agent_curve_stop=False,
         ),
     )
-    rows = text_slice("sst2.jsonl.gz", 96, tmp_path / "sst2.jsonl")
+    rows = text_slice("intents_binary.jsonl.gz", 96, tmp_path / "intents.jsonl")
     nc = await nats.connect(url)
     try:
         js = nc.jetstream()

@@ -78,6 +78,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: marked {' and '.join(kinds)}; pick one")
 
 
+TEST_DATA = Path(__file__).parent / "data"
+
+
 @pytest.fixture(scope="session")
 def shared_data(pytestconfig: pytest.Config) -> Path:
     """The team's real datasets; a test that needs them skips, naming the folder, if absent."""
@@ -96,14 +99,12 @@ def text_data(shared_data: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def text_slice(shared_data: Path) -> Callable[[str, int, Path], Path]:
-    """``text_slice(name, rows, path)``: the first ``rows`` rows of shared dataset ``text/name``,
-    written to ``path`` as plain JSON lines."""
+def text_slice() -> Callable[[str, int, Path], Path]:
+    """``text_slice(name, rows, path)``: the first ``rows`` rows of the shipped test dataset
+    ``tests/support/data/name`` (see its PROVENANCE.md), written to ``path`` as plain JSON lines."""
 
     def write(name: str, rows: int, path: Path) -> Path:
-        source = shared_data / "text" / name
-        if not source.is_file():
-            pytest.skip(f"{source} not found")
+        source = TEST_DATA / name
         with gzip.open(source, "rt", encoding="utf-8") as fh:
             records = [json.loads(line) for _, line in zip(range(rows), fh, strict=False)]
         path.write_text(

@@ -1,4 +1,4 @@
-"""The trainer's tests run real tiny trainings on slices of the shared text datasets."""
+"""The trainer's tests run real tiny trainings on small text datasets the repository ships (tests/support/data)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def trec(data_dir: Path, text_slice) -> Path:
-    return text_slice("trec6.jsonl.gz", 200, data_dir / "trec6.jsonl")
+def intents(data_dir: Path, text_slice) -> Path:
+    return text_slice("intents.jsonl.gz", 200, data_dir / "intents.jsonl")
 
 
 @pytest.fixture(scope="session")
-def sst2(data_dir: Path, text_slice) -> Path:
-    return text_slice("sst2.jsonl.gz", 96, data_dir / "sst2.jsonl")
+def intents_binary(data_dir: Path, text_slice) -> Path:
+    return text_slice("intents_binary.jsonl.gz", 96, data_dir / "intents_binary.jsonl")
 
 
 @pytest.fixture(scope="session")

@@ -50,7 +50,7 @@ AGENT = {
     "agent_idle_seconds": 0.05,
     "agent_checkpoint_every": 2,
 }
-DATASET_KEY = "studies/sst2-slice.jsonl"
+DATASET_KEY = "studies/intents-slice.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -204,10 +204,10 @@ async def publish_forecast(bus: Bus, region: str, g_per_kwh: float) -> None:
 
 
 async def test_agent_trains_an_assignment_and_survives_bad_ones(
-    settings: Settings, agent_fra1: Any, sst2: Path
+    settings: Settings, agent_fra1: Any, intents_binary: Path
 ) -> None:
     async with Bus(settings) as bus:
-        dataset = await upload_dataset(settings, sst2)
+        dataset = await upload_dataset(settings, intents_binary)
         await publish_forecast(bus, "DE", 300.0)
         await bus.wait_for(AgentStatus, datacenter="fra1")
 
@@ -276,12 +276,12 @@ async def test_agent_trains_an_assignment_and_survives_bad_ones(
 
 
 async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(
-    settings: Settings, sst2: Path
+    settings: Settings, intents_binary: Path
 ) -> None:
     fra1, _ = create_service("fra1", settings.model_copy(update=AGENT))
     osl1, _ = create_service("osl1", settings.model_copy(update=AGENT))
     async with Bus(settings) as bus, fra1.running(), osl1.running():
-        dataset = await upload_dataset(settings, sst2)
+        dataset = await upload_dataset(settings, intents_binary)
         job = uuid4()
         await bus.assign(assignment("fra1", AssignmentAction.start, job, spec(dataset)))
         await bus.wait_for(RunProgress, job, step=3)
@@ -304,12 +304,14 @@ async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(
         assert min(resumed_steps) == paused.step  # continued from the checkpoint, not from step 0
         assert {h.datacenter for h in completed.accounting.hours} == {"fra1", "osl1"}
 
-    straight = await asyncio.to_thread(run_training, request_for(sst2, **CONFIG), site=FAST_SITE)
+    straight = await asyncio.to_thread(
+        run_training, request_for(intents_binary, **CONFIG), site=FAST_SITE
+    )
     assert completed.metrics.val_loss == pytest.approx(straight.evaluation.loss, abs=1e-5)
 
 
 async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
-    settings: Settings, sst2: Path, tmp_path: Path
+    settings: Settings, intents_binary: Path, tmp_path: Path
 ) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")},
@@ -329,7 +331,7 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
         )
         try:
             await bus.wait_for(AgentStatus, datacenter="fra1", timeout_s=60)
-            dataset = await upload_dataset(settings, sst2)
+            dataset = await upload_dataset(settings, intents_binary)
             job = uuid4()
             await bus.assign(assignment("fra1", AssignmentAction.start, job, spec(dataset)))
             await bus.wait_for(RunProgress, job, step=3)  # a checkpoint was written at step 2
@@ -351,7 +353,7 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
 
 
 async def test_steps_between_progress_events_ride_on_the_next_and_a_pause_sends_the_rest(
-    settings: Settings, sst2: Path
+    settings: Settings, intents_binary: Path
 ) -> None:
     """With a long progress interval only evaluations (every 4th of 40 steps) are published; the
     steps between arrive as their points, and the steps after the last one when the run pauses:
@@ -359,7 +361,7 @@ async def test_steps_between_progress_events_ride_on_the_next_and_a_pause_sends_
     quiet = {**AGENT, "agent_progress_interval_s": 3600.0, "agent_checkpoint_every": 1000}
     service, _ = create_service("fra1", settings.model_copy(update=quiet))
     async with Bus(settings) as bus, service.running():
-        dataset = await upload_dataset(settings, sst2)
+        dataset = await upload_dataset(settings, intents_binary)
         job = uuid4()
         start = assignment("fra1", AssignmentAction.start, job, spec(dataset))
         longer = LoraConfig(**{**CONFIG, "max_steps": 40})

@@ -55,8 +55,10 @@ def test_cli_style_overrides_use_aliases_and_reject_unknown_keys() -> None:
         apply_overrides(LoraConfig(), TrainOptions(), {"rank": "0"})
 
 
-def test_unknown_base_model_fails_before_training(sst2: Path) -> None:
-    request = request_for(sst2).model_copy(update={"base_model": "no-such-model-anywhere"})
+def test_unknown_base_model_fails_before_training(intents_binary: Path) -> None:
+    request = request_for(intents_binary).model_copy(
+        update={"base_model": "no-such-model-anywhere"}
+    )
     with pytest.raises(UnknownModel) as info:
         run_training(request, site=FAST_SITE)
     assert info.value.reason == FailureReason.unknown_base_model

@@ -18,14 +18,14 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 
 def test_train_prints_metrics_tokens_energy_and_time_as_json(
-    runner: CliRunner, sst2: Path, tmp_path: Path
+    runner: CliRunner, intents_binary: Path, tmp_path: Path
 ) -> None:
     adapter = tmp_path / "adapter.tar"
     result = runner.invoke(
         app,
         [
             "train",
-            str(sst2),
+            str(intents_binary),
             "--task",
             "classification",
             "--set",
@@ -63,8 +63,10 @@ def test_train_prints_metrics_tokens_energy_and_time_as_json(
 
 
 def test_train_rejects_an_out_of_range_config_with_its_reason(
-    runner: CliRunner, sst2: Path
+    runner: CliRunner, intents_binary: Path
 ) -> None:
-    result = runner.invoke(app, ["train", str(sst2), "--set", "rank=0", "--max-steps", "2"])
+    result = runner.invoke(
+        app, ["train", str(intents_binary), "--set", "rank=0", "--max-steps", "2"]
+    )
     assert result.exit_code == 2
     assert "invalid_config" in result.output and "rank" in result.output

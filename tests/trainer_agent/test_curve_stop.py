@@ -161,9 +161,9 @@ def test_a_curve_at_another_cadence_is_interpolated_onto_the_grid() -> None:
 
 
 def test_a_real_run_is_stopped_by_the_hook_and_reports_why(
-    stopper: CurveStopper, trec: Path
+    stopper: CurveStopper, intents: Path
 ) -> None:
-    request = request_for(trec, max_steps=16).model_copy(deep=True)
+    request = request_for(intents, max_steps=16).model_copy(deep=True)
     request = request.model_copy(
         update={"options": request.options.model_copy(update={"eval_every": 4})}
     )
@@ -189,9 +189,9 @@ def test_a_real_run_is_stopped_by_the_hook_and_reports_why(
 
 
 def test_a_checkpoint_keeps_the_evaluations_and_a_resumed_run_sees_its_whole_curve(
-    sst2: Path, cache_dir: Path
+    intents_binary: Path, cache_dir: Path
 ) -> None:
-    request = request_for(sst2, max_steps=12, cache=cache_dir)
+    request = request_for(intents_binary, max_steps=12, cache=cache_dir)
     request = request.model_copy(
         update={"options": request.options.model_copy(update={"eval_every": 3})}
     )
@@ -250,7 +250,7 @@ def nats_url(module_nats: str) -> str:
 
 
 async def test_the_agent_stops_a_trial_that_cannot_beat_its_study_best(
-    nats_url: str, tmp_path: Path, stopper: CurveStopper, sst2: Path
+    nats_url: str, tmp_path: Path, stopper: CurveStopper, intents_binary: Path
 ) -> None:
     model = tmp_path / "stopper.json"
     stopper.save(model)
@@ -265,7 +265,7 @@ async def test_the_agent_stops_a_trial_that_cannot_beat_its_study_best(
         "fra1", settings.model_copy(update={**AGENT, "agent_curve_stop_model": model})
     )
     async with Bus(settings) as bus, service.running():
-        dataset = await upload_dataset(settings, sst2)
+        dataset = await upload_dataset(settings, intents_binary)
         study = uuid4()
         kv = await bus.js.key_value(STUDIES_BUCKET)
         await kv.put(

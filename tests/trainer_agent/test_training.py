@@ -24,8 +24,10 @@ from tests.support.builders import FAST_SITE, request_for
 pytestmark = pytest.mark.slow  # real LoRA training runs of MiniLM
 
 
-def test_training_lowers_validation_loss_and_packs_an_adapter(trec: Path, cache_dir: Path) -> None:
-    request = request_for(trec, cache=cache_dir, max_steps=24, batch_size=16)
+def test_training_lowers_validation_loss_and_packs_an_adapter(
+    intents: Path, cache_dir: Path
+) -> None:
+    request = request_for(intents, cache=cache_dir, max_steps=24, batch_size=16)
     progress = []
     outcome = run_training(request, site=FAST_SITE, hooks=RunHooks(on_progress=progress.append))
 
@@ -50,10 +52,10 @@ def test_training_lowers_validation_loss_and_packs_an_adapter(trec: Path, cache_
 
 
 def test_pause_and_resume_on_a_second_agent_matches_a_straight_run(
-    sst2: Path, cache_dir: Path
+    intents_binary: Path, cache_dir: Path
 ) -> None:
 
-    request = request_for(sst2, cache=cache_dir, max_steps=20, dropout=0.1)
+    request = request_for(intents_binary, cache=cache_dir, max_steps=20, dropout=0.1)
     straight = run_training(request, site=FAST_SITE)
 
     steps_seen: list[int] = []
@@ -77,18 +79,22 @@ def test_pause_and_resume_on_a_second_agent_matches_a_straight_run(
     assert second.accounting.tokens_with_padding == straight.accounting.tokens_with_padding
 
 
-def test_a_checkpoint_of_another_configuration_is_refused(sst2: Path, cache_dir: Path) -> None:
-    request = request_for(sst2, cache=cache_dir, max_steps=3)
+def test_a_checkpoint_of_another_configuration_is_refused(
+    intents_binary: Path, cache_dir: Path
+) -> None:
+    request = request_for(intents_binary, cache=cache_dir, max_steps=3)
     paused = run_training(request, site=FAST_SITE, hooks=RunHooks(control=lambda: Control.pause))
     assert paused.status == "paused" and paused.step == 0
-    other = request_for(sst2, cache=cache_dir, max_steps=3, rank=4)
+    other = request_for(intents_binary, cache=cache_dir, max_steps=3, rank=4)
     with pytest.raises(CheckpointMismatch):
         run_training(other, site=FAST_SITE, resume_from=paused.checkpoint)
 
 
-def test_stop_ends_the_run_without_an_adapter(sst2: Path) -> None:
+def test_stop_ends_the_run_without_an_adapter(intents_binary: Path) -> None:
     outcome = run_training(
-        request_for(sst2, max_steps=3), site=FAST_SITE, hooks=RunHooks(control=lambda: Control.stop)
+        request_for(intents_binary, max_steps=3),
+        site=FAST_SITE,
+        hooks=RunHooks(control=lambda: Control.stop),
     )
     assert outcome.status == "stopped" and outcome.adapter is None and outcome.checkpoint is None
 
@@ -110,10 +116,10 @@ def test_pair_classification_and_causal_lm_train(snli: Path, shakespeare: Path) 
 
 
 def test_tokenization_is_cached_and_keyed_by_what_changes_the_tensors(
-    sst2: Path, cache_dir: Path
+    intents_binary: Path, cache_dir: Path
 ) -> None:
     tokenizer, _ = load_tokenizer("all-MiniLM-L6-v2")
-    request = request_for(sst2, cache=cache_dir)
+    request = request_for(intents_binary, cache=cache_dir)
     first = encode_dataset(request, tokenizer)
     second = encode_dataset(request, tokenizer)
     assert not first.cache_hit and second.cache_hit
@@ -133,11 +139,11 @@ def test_tokenization_is_cached_and_keyed_by_what_changes_the_tensors(
 
 
 def test_trials_encoding_the_same_data_at_once_share_the_cache_safely(
-    sst2: Path, cache_dir: Path
+    intents_binary: Path, cache_dir: Path
 ) -> None:
     """An agent runs a study's trials in parallel threads; they write the same cache entry at once."""
     tokenizer, _ = load_tokenizer("all-MiniLM-L6-v2")
-    request = request_for(sst2, cache=cache_dir)
+    request = request_for(intents_binary, cache=cache_dir)
     dataset = encode_dataset(request, tokenizer)
     path = _cache_path(request, tokenizer)
 
@@ -151,8 +157,8 @@ def test_trials_encoding_the_same_data_at_once_share_the_cache_safely(
     assert [p.name for p in cache_dir.iterdir()] == [path.name]  # no temporary file left behind
 
 
-def test_without_dynamic_padding_every_batch_is_padded_to_max_length(sst2: Path) -> None:
-    request = request_for(sst2, max_steps=2)
+def test_without_dynamic_padding_every_batch_is_padded_to_max_length(intents_binary: Path) -> None:
+    request = request_for(intents_binary, max_steps=2)
     naive = request.model_copy(
         update={
             "options": TrainOptions(dynamic_padding=False, group_by_length=False, smoke_test=False)
@@ -162,7 +168,7 @@ def test_without_dynamic_padding_every_batch_is_padded_to_max_length(sst2: Path)
     assert outcome.accounting.tokens_with_padding == 2 * 8 * 32 > outcome.accounting.tokens_seen
 
 
-def test_simulated_time_paces_steps_by_the_plan(sst2: Path) -> None:
+def test_simulated_time_paces_steps_by_the_plan(intents_binary: Path) -> None:
     clock = FixedClock(datetime(2025, 3, 1, 10, 0, tzinfo=UTC))
     hour_of_step: dict[int, datetime] = {}
 
@@ -174,7 +180,11 @@ def test_simulated_time_paces_steps_by_the_plan(sst2: Path) -> None:
         control=lambda: tick(),
     )
     outcome = run_training(
-        request_for(sst2, max_steps=4), site=FAST_SITE, clock=clock, hooks=hooks, planned_hours=2.0
+        request_for(intents_binary, max_steps=4),
+        site=FAST_SITE,
+        clock=clock,
+        hooks=hooks,
+        planned_hours=2.0,
     )
     assert outcome.status == "completed" and outcome.step == 4
     steps_per_hour = Counter(hour for step, hour in hour_of_step.items() if step > 0)
