@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from metatune.knowledge.public import import_public
 from metatune.knowledge.store import KnowledgeStore
+from tests.support.plugin import TEST_DATA
 
-# The row counts of ../shared/data/hpo/README.md (its table and file-format notes).
+# The row counts the public tables' README gives (its table and file-format notes); the tables are
+# shipped whole in tests/support/data/hpo.
 README_COUNTS = {
     "nmthpo_zh-en": 118,
     "nmthpo_ja-en": 150,
@@ -23,8 +23,8 @@ README_COUNTS = {
 }
 
 
-def test_importer_reads_the_counts_the_readme_gives(shared_data: Path) -> None:
-    imported = import_public(shared_data / "hpo")
+def test_importer_reads_the_counts_the_readme_gives() -> None:
+    imported = import_public(TEST_DATA / "hpo")
     assert imported.tables == README_COUNTS
     assert len({run.run_id for run in imported.runs}) == sum(README_COUNTS.values())
     by_id = {run.run_id: run for run in imported.runs}
@@ -50,10 +50,8 @@ def test_importer_reads_the_counts_the_readme_gives(shared_data: Path) -> None:
     assert by_id["public:nmthpo_sw-en:0"].dataset.descriptors["train_size_examples"] == 24000
 
 
-async def test_public_import_into_the_store_is_idempotent(
-    shared_data: Path, store: KnowledgeStore
-) -> None:
-    runs = import_public(shared_data / "hpo").runs
+async def test_public_import_into_the_store_is_idempotent(store: KnowledgeStore) -> None:
+    runs = import_public(TEST_DATA / "hpo").runs
     assert await store.add_runs(runs) == sum(README_COUNTS.values())
     assert await store.add_runs(runs) == 0
     stats = await store.stats()
