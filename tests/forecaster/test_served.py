@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -13,12 +11,13 @@ from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.served import served_forecasts
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_forecaster.resources import WEATHER_ERROR_PATH
+from tests.support.plugin import TEST_DATA
 
 
 def test_served_forecasts_line_up_with_their_issue_hours(
-    model: CarbonModel, shared_data: Path
+    model: CarbonModel,
 ) -> None:
-    arrays = RegionArrays(load_em(shared_data / "carbon", "DE"))
+    arrays = RegionArrays(load_em(TEST_DATA / "carbon", "DE"))
     first = arrays.times.get_loc(pd.Timestamp("2023-03-01", tz="UTC"))
     issues = np.array([first, first + 7, first + 30])
     served = served_forecasts(

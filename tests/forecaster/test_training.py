@@ -4,7 +4,6 @@ what it learns does not depend on anything at or after its split."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,16 +25,15 @@ from metatune_forecaster.domain.series import RegionSeries
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_forecaster.resources import WEATHER_ERROR_PATH
 from metatune_forecaster.train import train
+from tests.support.plugin import TEST_DATA
 
 TRAIN_UNTIL = pd.Timestamp("2022-04-01", tz="UTC")
 TEST_FROM, TEST_UNTIL = pd.Timestamp("2022-04-01", tz="UTC"), pd.Timestamp("2022-07-01", tz="UTC")
 
 
 @pytest.fixture(scope="module")
-def trained(shared_data: Path) -> tuple[CarbonModel, list]:
-    carbon = shared_data / "carbon"
-    if not carbon.is_dir():
-        pytest.skip(f"{carbon} not found")
+def trained() -> tuple[CarbonModel, list]:
+    carbon = TEST_DATA / "carbon"
     start = pd.Timestamp("2021-04-01", tz="UTC")
     series = [
         load_em(carbon, "DE").slice(start, TEST_UNTIL),
@@ -96,11 +94,9 @@ def leaks_into_training(series: list[RegionSeries], train_until: pd.Timestamp) -
 
 
 @pytest.fixture(scope="module")
-def split_slice(shared_data: Path) -> list[RegionSeries]:
+def split_slice() -> list[RegionSeries]:
     """Four months of DE: ten weeks before the split, the rest after."""
-    carbon = shared_data / "carbon"
-    if not (carbon / "em_hourly" / "DE.csv.gz").exists():
-        pytest.skip(f"no DE trace under {carbon}")
+    carbon = TEST_DATA / "carbon"
     start, end = pd.Timestamp("2022-01-15", tz="UTC"), pd.Timestamp("2022-06-01", tz="UTC")
     return [load_em(carbon, "DE").slice(start, end)]
 
