@@ -1,5 +1,6 @@
-"""The suite's pytest plugin (registered by ``tests/conftest.py``): the shared-data option, the
-fixtures every folder may use, and the rule that gives each test its kind of marker.
+"""The suite's pytest plugin (registered by ``tests/conftest.py``): the datasets the repository
+ships for tests (``tests/support/data``), the fixtures every folder may use, and the rule that
+gives each test its kind of marker.
 
 Markers (declared in ``pytest.ini``): every test is exactly one of ``unit`` (pure code, no
 server), ``integration`` (real NATS and/or PostgreSQL) or ``chaos`` (fault injection against real
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -43,23 +43,6 @@ SERVER_FIXTURES = frozenset(
 )
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--shared-data",
-        type=Path,
-        default=None,
-        help="the team's datasets (carbon/, hpo/, text/); default $METATUNE_SHARED_DATA, else "
-        "../shared/data beside the repository. Tests that need them skip when it is absent.",
-    )
-
-
-def shared_data_path(config: pytest.Config) -> Path:
-    """Where the shared datasets are: ``--shared-data``, ``$METATUNE_SHARED_DATA`` or the
-    repository-relative ``../shared/data`` (how every clone, CI's included, is laid out)."""
-    chosen = config.getoption("--shared-data") or os.environ.get("METATUNE_SHARED_DATA")
-    return Path(chosen or REPO.parent / "shared" / "data").resolve()
-
-
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     chaos_folder = REPO / "tests" / "chaos"
@@ -79,23 +62,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 TEST_DATA = Path(__file__).parent / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data(pytestconfig: pytest.Config) -> Path:
-    """The team's real datasets; a test that needs them skips, naming the folder, if absent."""
-    folder = shared_data_path(pytestconfig)
-    if not folder.is_dir():
-        pytest.skip(f"shared data not found at {folder} (--shared-data or METATUNE_SHARED_DATA)")
-    return folder
-
-
-@pytest.fixture(scope="session")
-def text_data(shared_data: Path) -> Path:
-    folder = shared_data / "text"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} not found")
-    return folder
 
 
 @pytest.fixture(scope="session")
