@@ -195,7 +195,7 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
 async def test_adapter_download_gives_a_folder_peft_loads(
     module_nats: str, env, tmp_path: Path
 ) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
     from peft import PeftModel
     from transformers import AutoModelForSequenceClassification
 
