@@ -473,13 +473,17 @@ class Bench:
     def _train_one(self, dataset: Dataset, key: str) -> KbRun:
         from metatune_trainer_agent.domain.errors import TrainingError
         from metatune_trainer_agent.domain.run import run_training
-        from metatune_trainer_agent.knowledge.build import _request, failed_record, to_record
+        from metatune_trainer_agent.knowledge.build import (
+            failed_record,
+            to_record,
+            training_request,
+        )
         from metatune_trainer_agent.knowledge.design import PlannedRun
 
         config = LoraConfig.model_validate(dataset.plan.configs[key])
         planned = PlannedRun(key, dataset.name, 0, config.seed, config)
         try:
-            outcome = run_training(_request(self.settings, dataset.data, planned))
+            outcome = run_training(training_request(self.settings, dataset.data, planned))
             record = to_record(
                 planned, dataset.data, dataset.features, outcome, self.settings, None
             )

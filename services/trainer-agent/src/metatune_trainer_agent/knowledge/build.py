@@ -430,7 +430,7 @@ def build(
         data = slices[run.dataset]
         if on_progress:
             on_progress(done, report.total, run.run_id)
-        request = _request(settings, data, run)
+        request = training_request(settings, data, run)
         licence = licence_of.get(run.dataset)
         try:
             outcome = run_training(request)
@@ -446,7 +446,7 @@ def build(
     return report
 
 
-def _request(settings: BuildSettings, data: DataSlice, run: PlannedRun) -> TrainingRequest:
+def training_request(settings: BuildSettings, data: DataSlice, run: PlannedRun) -> TrainingRequest:
     """The run's training request; its evaluations at fixed fractions of its own steps."""
     request = TrainingRequest(
         dataset=data.path,
