@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +49,8 @@ def test_training_lowers_validation_loss_and_packs_an_adapter(
     with tarfile.open(fileobj=io.BytesIO(outcome.adapter), mode="r") as tar:
         names = set(tar.getnames())
     assert {"adapter_config.json", "adapter_model.safetensors", "metatune.json"} <= names
-    assert outcome.label_names == sorted(outcome.label_names) and len(outcome.label_names) == 6
+    labels = {json.loads(line)["label"] for line in intents.read_text().splitlines()}
+    assert outcome.label_names == sorted(labels)  # every class of the slice, in a stable order
 
 
 def test_pause_and_resume_on_a_second_agent_matches_a_straight_run(
