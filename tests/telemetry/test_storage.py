@@ -209,6 +209,32 @@ async def test_rollups_equal_raw_sums_after_updates(db) -> None:
     )[0][0] is None
 
 
+@pytest.mark.parametrize("batches", [[0, 1], [1, 0], [(0, 1)], [(1, 0)]])
+async def test_a_priced_job_hour_keeps_its_price_when_another_report_has_none(db, batches) -> None:
+    """A job resumed from a checkpoint written before its hour was priced reports that hour
+    unpriced; the price recorded stays, in whichever order or batch the reports arrive."""
+    writer = EventWriter(db)
+    job = uuid4()
+    reports = [
+        (subjects.run_progress("fra1", job), progress(job, 1, [hour(0, 100.0, 300.0)])),
+        (
+            subjects.run_progress("fra1", job),
+            progress(
+                job, 2, [hour(0, 100.0, None), hour(1, 40.0, 20.0)], at=NOW + timedelta(hours=1)
+            ),
+        ),
+    ]
+    await writer.write(incoming([started(job)]))
+    sequence = 2
+    for batch in batches:
+        picked = [reports[i] for i in (batch if isinstance(batch, tuple) else (batch,))]
+        await writer.write(incoming(picked, first=sequence))
+        sequence += len(picked)
+    assert await db.fetch(
+        "SELECT datacenter, energy_wh, g_per_kwh, emissions_g FROM job_energy ORDER BY hour"
+    ) == [("fra1", 100.0, 300.0, pytest.approx(36.0)), ("fra1", 40.0, 20.0, pytest.approx(0.96))]
+
+
 async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
     study, job, job2 = uuid4(), uuid4(), uuid4()
     spec = SPEC.model_copy(update={"webhook_url": None})

@@ -86,6 +86,14 @@ INSERT_EVENTS = (
 # job-hour energy and its rollups (a delete and re-insert of the hours touched) are written by one
 # transaction at a time: the lock is held to commit, so each refresh sees the rows before it
 ENERGY_LOCK = "SELECT pg_advisory_xact_lock(1952803941, hashtext(current_schema()))"
+# a job-hour priced by one accounting keeps its price when another reports it unpriced (the
+# upsert above keeps it for a newer unpriced report; this fills it for an older priced one)
+ENERGY_PRICE_KEPT = (
+    "UPDATE job_energy e SET g_per_kwh = s.g_per_kwh, "
+    "emissions_g = e.energy_wh / 1000 * e.pue * s.g_per_kwh FROM stage_energy s "
+    "WHERE e.job_id = s.job_id AND e.hour = s.hour AND e.datacenter = s.datacenter "
+    "AND e.g_per_kwh IS NULL AND s.g_per_kwh IS NOT NULL"
+)
 PARTITION_LOCK = "SELECT pg_advisory_xact_lock(1952803942, hashtext(current_schema()))"
 # an hour reported again by a later issue (a provider revising it) replaces the earlier report
 OBSERVED_SQL = (
@@ -326,9 +334,12 @@ class EventWriter:
             await cur.execute(
                 f"INSERT INTO job_energy ({STAGE_ENERGY.names}) SELECT {STAGE_ENERGY.names} FROM stage_energy "
                 "ORDER BY job_id, hour, datacenter ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
-                "g_per_kwh = EXCLUDED.g_per_kwh, emissions_g = EXCLUDED.emissions_g, source_at = EXCLUDED.source_at "
+                "g_per_kwh = coalesce(EXCLUDED.g_per_kwh, job_energy.g_per_kwh), "
+                "emissions_g = coalesce(EXCLUDED.emissions_g, "
+                "EXCLUDED.energy_wh / 1000 * EXCLUDED.pue * job_energy.g_per_kwh), source_at = EXCLUDED.source_at "
                 "WHERE (job_energy.source_at, job_energy.energy_wh) <= (EXCLUDED.source_at, EXCLUDED.energy_wh)"
             )
+            await cur.execute(ENERGY_PRICE_KEPT)
             if self.db.mode == "postgresql":
                 hours = [row[0] for row in energy]
                 await cur.execute(

@@ -91,19 +91,34 @@ def _energy(
         current = rows.job_energy.get(key)
         # the newest accounting wins; of two from the same instant, the one with more energy (an
         # hour's energy only grows), so the outcome never depends on the order events arrive in
+        # an hour once priced keeps its price, whichever accounting came first: an agent that
+        # resumed a job from an older checkpoint may report hours spent elsewhere unpriced
         if current is not None and (current[7], current[4]) > (at, hour.energy_wh):
+            if current[5] is None and hour.g_per_kwh is not None:
+                rows.job_energy[key] = _priced(current, hour.g_per_kwh)
             continue
-        priced = hour.g_per_kwh is not None
-        rows.job_energy[key] = (
-            hour.hour,
-            job_id,
-            where,
-            hour.pue,
-            hour.energy_wh,
-            hour.g_per_kwh,
-            hour.emissions_g if priced else None,
-            at,
-        )
+        row = (hour.hour, job_id, where, hour.pue, hour.energy_wh, hour.g_per_kwh, None, at)
+        if hour.g_per_kwh is not None:
+            rows.job_energy[key] = (*row[:6], hour.emissions_g, at)
+        elif current is not None and current[5] is not None:
+            rows.job_energy[key] = _priced(row, current[5])
+        else:
+            rows.job_energy[key] = row
+
+
+def _priced(row: tuple[Any, ...], g_per_kwh: float) -> tuple[Any, ...]:
+    """A job-hour row priced at ``g_per_kwh``: energy x PUE x intensity."""
+    hour, job_id, where, pue, energy_wh, _, _, at = row
+    return (
+        hour,
+        job_id,
+        where,
+        pue,
+        energy_wh,
+        g_per_kwh,
+        energy_wh / 1000.0 * pue * g_per_kwh,
+        at,
+    )
 
 
 def _progress(rows: TypedRows, e: c.RunProgress) -> None:
