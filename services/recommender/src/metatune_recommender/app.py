@@ -176,9 +176,10 @@ def create_service(
                     prediction_source=source,
                     acquisition=rec.acquisition,
                     imputed_features=advice.imputed,
-                    gpus=1,
+                    gpus=spec.gpus_per_trial,
+                    # data-parallel: the same GPU-hours spread over the devices, each drawing power
                     estimated_gpu_hours=rec.estimated_gpu_hours,
-                    power_kw=rec.power_kw,
+                    power_kw=rec.power_kw * spec.gpus_per_trial,
                     deadline=spec.deadline,
                 ),
             )

@@ -62,6 +62,7 @@ from metatune.settings import Settings
 
 from .adapters.datasets import DatasetFetcher
 from .adapters.hardware import detect
+from .adapters.multi_device import MultiDeviceRun
 from .adapters.uploads import LatestUploader, with_retries
 from .domain.assignments import parse_assignment
 from .domain.carbon import ForecastIntensity
@@ -378,11 +379,13 @@ class TrainerAgent:
             if assignment.estimated_gpu_hours
             else None
         )
+        # a trial on several devices: one process per device under torchrun, same hooks
+        train = run_training if assignment.gpus == 1 else MultiDeviceRun(assignment.gpus)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._executor,
             partial(
-                run_training,
+                train,
                 request,
                 site=site,
                 clock=self.service.clock,

@@ -31,7 +31,13 @@ from ..settings import get_settings
 from ..webhook_seal import seal_for_telemetry
 from .connect import bus, fail
 from .output import JSON_HELP, print_json
-from .validation import bad_parameter, check_base_model, check_datacenter, one_line
+from .validation import (
+    bad_parameter,
+    check_base_model,
+    check_datacenter,
+    check_gpus_per_trial,
+    one_line,
+)
 
 console = Console()
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
@@ -76,6 +82,9 @@ def submit(
     ),
     deadline: str = typer.Option("24h", help="24h / 3d from now, or an ISO time"),
     trials: int = typer.Option(3, min=1, max=50, help="Configurations to train"),
+    gpus_per_trial: int = typer.Option(
+        1, min=1, max=64, help="GPUs each trial trains on, in one datacenter (torchrun + DDP)"
+    ),
     webhook: str | None = typer.Option(
         None, "--webhook", help="URL notified of the study's progress"
     ),
@@ -102,6 +111,7 @@ def submit(
     check_base_model(base_model)
     if home_datacenter is not None:
         check_datacenter(home_datacenter, settings)
+    check_gpus_per_trial(gpus_per_trial, settings)
     try:
         draft = StudySpec(
             dataset=DatasetLocation(kind="object", ref=key),
@@ -109,6 +119,7 @@ def submit(
             base_model=base_model,
             deadline=parse_deadline(deadline, datetime.now(UTC)),
             trials=trials,
+            gpus_per_trial=gpus_per_trial,
             webhook_url=webhook,
             region_group=region_group,
             home_datacenter=home_datacenter,

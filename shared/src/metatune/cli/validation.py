@@ -35,6 +35,15 @@ def check_datacenter(name: str, settings: Settings) -> str:
     return name
 
 
+def check_gpus_per_trial(gpus: int, settings: Settings) -> int:
+    """A trial trains in one datacenter: some datacenter must have that many GPUs."""
+    registry = load_registry(settings.registry_path)
+    largest = max(registry.get(name).gpus for name in registry.names())
+    if gpus > largest:
+        raise fail(f"--gpus-per-trial {gpus}: the largest datacenter has {largest} GPUs")
+    return gpus
+
+
 def check_base_model(name: str) -> str:
     try:
         resolve_base_model(name)

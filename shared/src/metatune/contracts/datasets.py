@@ -72,6 +72,12 @@ class StudySpec(Contract):
     )
     deadline: AwareDatetime = Field(description="all trials must finish before this time (UTC)")
     trials: int = Field(3, ge=1, le=50, description="number of configurations to train")
+    gpus_per_trial: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="devices each trial trains on, in one datacenter (data-parallel: torchrun + DDP)",
+    )
     region_group: RegionGroup | None = Field(
         None, description="data residency; None means anywhere"
     )

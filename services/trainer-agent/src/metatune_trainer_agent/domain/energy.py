@@ -189,6 +189,11 @@ class EnergyMeter:
     def source(self) -> str:
         return self.counter.source
 
+    @property
+    def machine_wide(self) -> bool:
+        """True when the counter reads the whole machine (RAPL packages), not this process or device."""
+        return self.counter.source == "rapl"
+
     def measure_idle(self, seconds: float) -> float:
         """Sample the counter with nothing training; the rate becomes the baseline subtracted."""
         t0, j0 = time.monotonic(), self.counter.joules()

@@ -26,9 +26,10 @@ from .adapter import pack_adapter
 from .batching import Collator
 from .carbon import CarbonLedger, IntensityLookup, no_intensity
 from .checkpoint import Accumulated, Checkpoint, fingerprint
+from .distributed import SINGLE, Group
 from .encoding import encode_dataset
-from .energy import DEFAULT_WATTS_PER_CORE, EnergyMeter, detect_counter
-from .errors import DatasetMissing, OutOfMemory, SmokeTestFailed
+from .energy import DEFAULT_WATTS_PER_CORE, EnergyMeter, Lap, detect_counter
+from .errors import DatasetMissing, InvalidTrainingConfig, OutOfMemory, SmokeTestFailed
 from .model import count_parameters, device_for, load_model, load_tokenizer
 from .pacing import StepPacer
 from .plateau import PlateauDetector
@@ -152,6 +153,7 @@ def run_training(
     resume_from: bytes | None = None,
     planned_hours: float | None = None,
     taken_up: tuple[datetime, float] | None = None,
+    group: Group = SINGLE,
 ) -> RunOutcome:
     """Train until done, early-stopped, paused or stopped.
 
@@ -159,9 +161,12 @@ def run_training(
     when ``clock`` is simulated; ``resume_from`` continues a checkpoint exactly;
     ``taken_up`` (clock time, ``time.monotonic()``) is when the caller took up the run, so that
     the start-up reported includes fetching data and checkpoint (default: when this is called).
+    ``group`` is this process's place in a run across several devices (see :mod:`.distributed`):
+    every rank calls this with the same request and checkpoint; only the leader's hooks are
+    called and only its outcome carries the checkpoint and the adapter.
     """
     return _Run(
-        request, site, clock or RealClock(), intensity, hooks or RunHooks(), planned_hours
+        request, site, clock or RealClock(), intensity, hooks or RunHooks(), planned_hours, group
     ).execute(resume_from, taken_up)
 
 
@@ -174,8 +179,10 @@ class _Run:
         intensity: IntensityLookup,
         hooks: RunHooks,
         planned_hours: float | None,
+        group: Group = SINGLE,
     ) -> None:
         self.request = request
+        self.group = group
         self.options = request.options
         self.config = request.config
         self.site = site
@@ -184,6 +191,9 @@ class _Run:
         self.hooks = hooks
         self.planned_hours = planned_hours
         self.device = device_for(self.options.device)
+        if group.distributed and self.device.type == "cuda":
+            self.device = torch.device("cuda", group.local_rank)  # one device per process
+            torch.cuda.set_device(self.device)
         self.causal_lm = request.task == TaskType.causal_lm
 
     # ----------------------------------------------------------------- set-up
@@ -196,6 +206,12 @@ class _Run:
             raise DatasetMissing(f"dataset {self.request.dataset} does not exist")
         if self.options.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
+        if self.group.world > self.config.batch_size:
+            raise InvalidTrainingConfig(
+                f"a batch of {self.config.batch_size} cannot be split across {self.group.world} "
+                "devices: each needs at least one example per micro-batch"
+            )
+        self.group.join(self.device)
         self.meter = EnergyMeter(
             detect_counter(
                 self.device,
@@ -265,6 +281,7 @@ class _Run:
             total_steps=checkpoint.total_steps if checkpoint else total_steps,
             causal_lm=self.causal_lm,
             num_labels=len(data.label_names),
+            group=self.group,
         )
         self.plateau = PlateauDetector(
             patience=self.options.patience,
@@ -273,8 +290,8 @@ class _Run:
             history=list(checkpoint.plateau) if checkpoint else [],
         )
         probe = self.options.probe_batch_size
-        if probe is None:
-            probe = self.device.type == "cuda" and checkpoint is None
+        if probe is None:  # across processes the micro-batch is fixed: every rank steps alike
+            probe = self.device.type == "cuda" and checkpoint is None and not self.group.distributed
         self.step_time = self._smoke_test(probe) if self.options.smoke_test else None
         self.prior_evaluations = (
             [(step, Evaluation.from_record(values)) for step, values in checkpoint.evaluations]
@@ -354,7 +371,7 @@ class _Run:
             self.initial_val = self._evaluate(kind_step=0)
             if self.options.early_stopping:
                 self.plateau.update(self.initial_val)
-        lap = self.meter.lap()
+        lap = self._lap()
         self._charge(lap.energy_wh)
         self.estimate_power = lap.power_w
         self.ready = (self.clock.now(), time.monotonic())  # the start-up ends: training begins
@@ -365,7 +382,10 @@ class _Run:
         stretch_steps = 0
         early_stopped = False
         while trainer.position.step < total:
-            control = self._wait_for_budget(pacer, stretch_steps)
+            # the leader reads the caller's control (and paces); every rank acts on its answer
+            control = self.group.from_leader(
+                self._wait_for_budget(pacer, stretch_steps) if self.group.leader else None
+            )
             if control is not None:
                 return self._interrupted(control, last_loss)
             started = time.perf_counter()
@@ -388,7 +408,7 @@ class _Run:
             self.loss_history.append((trainer.position.step, result.loss))
             self.session_tokens += result.tokens
             self.session_padded += result.tokens_with_padding
-            lap = self.meter.lap(busy_seconds=seconds)
+            lap = self._lap(busy_seconds=seconds)
             self._charge(lap.energy_wh)
             step = trainer.position.step
             val_loss = None
@@ -401,6 +421,9 @@ class _Run:
                     reason = self.hooks.should_stop(step, total, list(self.evaluations))
                     if reason:
                         early_stopped, self.stop_reason = True, reason
+                early_stopped, self.stop_reason = self.group.from_leader(
+                    (early_stopped, self.stop_reason)
+                )
             self._emit("eval" if val_loss is not None else "step", last_loss, val_loss, lap.power_w)
             if early_stopped:
                 break
@@ -427,13 +450,14 @@ class _Run:
 
     # ----------------------------------------------------------------- endings
     def _interrupted(self, control: Control, last_loss: float | None) -> RunOutcome:
-        checkpoint = self._checkpoint(last_loss) if control == Control.pause else None
+        pause = control == Control.pause and self.group.leader
+        checkpoint = self._checkpoint(last_loss) if pause else None
         status: Literal["paused", "stopped"] = "paused" if control == Control.pause else "stopped"
         return self._outcome(status, last_loss, checkpoint=checkpoint)
 
     def _complete(self, last_loss: float | None, early_stopped: bool) -> RunOutcome:
         evaluation = self.trainer.evaluate()
-        lap = self.meter.lap()
+        lap = self._lap()
         self._charge(lap.energy_wh)
         metadata = {
             "task": self.request.task.value,
@@ -443,7 +467,7 @@ class _Run:
             "steps": self.trainer.position.step,
             "val_loss": evaluation.loss,
         }
-        adapter = pack_adapter(self.trainer.model, metadata)
+        adapter = pack_adapter(self.trainer.model, metadata) if self.group.leader else None
         return self._outcome(
             "completed",
             last_loss,
@@ -487,6 +511,18 @@ class _Run:
         )
 
     # ----------------------------------------------------------------- accounting
+    def _lap(self, busy_seconds: float | None = None) -> Lap:
+        """This process's lap; across processes, every device's energy and power together (a
+        machine-wide counter, RAPL, is read by the leader alone)."""
+        lap = self.meter.lap(busy_seconds=busy_seconds)
+        if not self.group.distributed:
+            return lap
+        counted = self.group.leader or not self.meter.machine_wide
+        energy_wh, power_w = self.group.total(
+            [lap.energy_wh, lap.power_w] if counted else [0.0, 0.0]
+        )
+        return Lap(seconds=lap.seconds, energy_wh=energy_wh, power_w=power_w)
+
     def _charge(self, energy_wh: float) -> None:
         now = self.clock.now()
         self.ledger.add(self.lap_at, now, energy_wh, self.intensity)

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from metatune.contracts import LoraConfig, LrSchedule
 
 from .batching import Batch, BatchPlan, Collator
 from .checkpoint import Position
+from .distributed import SINGLE, Group
 from .encoding import EncodedSplit
 from .metrics import classification_metrics
 
@@ -107,8 +109,13 @@ class Trainer:
         total_steps: int,
         causal_lm: bool,
         num_labels: int,
+        group: Group = SINGLE,
     ) -> None:
         self.model = model
+        self.group = group
+        # the module the optimizer steps through: ``model`` itself, or (across processes) the
+        # DDP wrapper made at the first step, once the smoke test and a resume have run
+        self.train_module: nn.Module = model
         self.config = config
         self.train_split = train
         self.val_split = val
@@ -175,25 +182,53 @@ class Trainer:
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
-    def forward_backward(self, batch: Batch, scale: float) -> float:
+    def forward_backward(
+        self, batch: Batch, scale: float, module: nn.Module | None = None
+    ) -> float:
         with self._autocast():
-            loss = self.model(**batch.inputs).loss
+            loss = (module or self.model)(**batch.inputs).loss
         if not torch.isfinite(loss):
             raise FloatingPointError(f"loss is {loss.item()}")
         scaled = loss * scale
         (self.scaler.scale(scaled) if self.scaler else scaled).backward()
         return float(loss.detach())
 
+    def _distributed_module(self) -> nn.Module:
+        if self.group.distributed and self.train_module is self.model:
+            # buffers (position ids) never change: no broadcast before each forward
+            self.train_module = DistributedDataParallel(self.model, broadcast_buffers=False)
+        return self.train_module
+
     def train_step(self) -> StepResult:
-        """One optimizer step over ``grad_accum`` micro-batches."""
+        """One optimizer step over ``grad_accum`` micro-batches (across processes: this rank's
+        slice of each, the gradients averaged by DDP; the result covers every rank)."""
+        module = self._distributed_module()
         self.model.train()
         total = StepResult(loss=0.0, tokens=0, tokens_with_padding=0, examples=0)
-        for _ in range(self.grad_accum):
-            batch = self.collator(self.train_split, self._next_indices()).to(self.device)
-            total.loss += self.forward_backward(batch, 1.0 / self.grad_accum) / self.grad_accum
+        for micro in range(self.grad_accum):
+            indices = self._next_indices()
+            mine = self.group.shard(indices)
+            batch = self.collator(self.train_split, mine).to(self.device)
+            # a rank's loss is the mean over its slice; weighting it by the slice's share makes
+            # DDP's average of the ranks' gradients the gradient of the whole micro-batch's mean
+            share = len(mine) * self.group.world / len(indices)
+            last = micro == self.grad_accum - 1
+            sync = (
+                module.no_sync()
+                if isinstance(module, DistributedDataParallel) and not last
+                else nullcontext()
+            )
+            with sync:
+                loss = self.forward_backward(batch, share / self.grad_accum, module)
+            total.loss += loss * len(mine) / len(indices) / self.grad_accum
             total.tokens += batch.tokens
             total.tokens_with_padding += batch.tokens_with_padding
             total.examples += batch.size
+        if self.group.distributed:
+            loss, tokens, padded, examples = self.group.total(
+                [total.loss, total.tokens, total.tokens_with_padding, total.examples]
+            )
+            total = StepResult(loss, int(tokens), int(padded), int(examples))
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         torch.nn.utils.clip_grad_norm_(
