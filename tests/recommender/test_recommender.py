@@ -124,12 +124,19 @@ async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(
     async with service.running():
         nc = service.broker.config.connection_state.connection
         requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
-        profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=SPEC, features=FEATURES)
+        # trials on two devices each: the job holds two GPUs and draws the power of both
+        spec = SPEC.model_copy(update={"gpus_per_trial": 2})
+        profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES)
         await service.js.publish(
             subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name
         )
         await wait_for(lambda: len(requests) >= 3, timeout=60)
     assert {r.prediction_source for r in requests} == {PredictionSource.cold_start}
-    assert [r.config.rank for r in sorted(requests, key=lambda r: r.trial_index)] == [
-        c.rank for c in PORTFOLIO[:3]
-    ]
+    ordered = sorted(requests, key=lambda r: r.trial_index)
+    assert [r.config.rank for r in ordered] == [c.rank for c in PORTFOLIO[:3]]
+    one_device = cold_start_trials(FEATURES, 3)
+    assert [r.gpus for r in ordered] == [2, 2, 2]
+    assert [r.power_kw for r in ordered] == pytest.approx([2 * t.power_kw for t in one_device])
+    assert [r.estimated_gpu_hours for r in ordered] == pytest.approx(
+        [t.estimated_gpu_hours for t in one_device]
+    )

@@ -17,8 +17,9 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     return CliRunner()
 
 
+@pytest.mark.parametrize("devices", [1, 2], ids=["one-process", "two-processes"])
 def test_train_prints_metrics_tokens_energy_and_time_as_json(
-    runner: CliRunner, intents_binary: Path, tmp_path: Path
+    runner: CliRunner, intents_binary: Path, tmp_path: Path, devices: int
 ) -> None:
     adapter = tmp_path / "adapter.tar"
     result = runner.invoke(
@@ -45,6 +46,8 @@ def test_train_prints_metrics_tokens_energy_and_time_as_json(
             "300",
             "--pue",
             "1.2",
+            "--devices",
+            str(devices),
         ],
     )
     assert result.exit_code == 0, result.output

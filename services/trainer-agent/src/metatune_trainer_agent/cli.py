@@ -228,6 +228,12 @@ def train(
         DatasetFormat | None, typer.Option(help="default: from the name and content")
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
+    devices: Annotated[
+        int,
+        typer.Option(
+            min=1, max=64, help="processes, one per device (>1: torchrun + DDP; gloo on CPU)"
+        ),
+    ] = 1,
     adapter_out: Annotated[
         Path | None, typer.Option(help="write the trained adapter archive (.tar) here")
     ] = None,
@@ -263,12 +269,17 @@ def train(
             config=config,
             options=options,
         )
+        from metatune.clock import RealClock
+
+        from .adapters.multi_device import MultiDeviceRun
         from .domain.run import RunHooks, Site, run_training
 
         with _progress(err, enabled=not as_json) as on_progress:
-            outcome = run_training(
+            train = run_training if devices == 1 else MultiDeviceRun(devices)
+            outcome = train(
                 request,
-                site=Site(pue=pue),
+                site=Site(pue=pue, gpus=devices),
+                clock=RealClock(),
                 intensity=(lambda hour: g_per_kwh),
                 hooks=RunHooks(on_progress=on_progress),
             )
