@@ -40,10 +40,10 @@ from rich.console import Console
 from rich.table import Table
 
 from metatune.contracts import LoraConfig, TaskType
+from metatune_trainer_agent.adapters.hardware import cpu_model
 from metatune_trainer_agent.domain.request import TrainingRequest, TrainOptions
 from metatune_trainer_agent.domain.run import RunOutcome, Site, run_training
 from metatune_trainer_agent.domain.trainer import cpu_has_native_bf16
-from metatune_trainer_agent.knowledge.build import cpu_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import progress

@@ -276,6 +276,8 @@ async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
         accounting=c.RunAccounting(
             energy_wh=100.0, wall_seconds=600.0, hours=[hour(0, 100.0, None)]
         ),
+        # trained on the CPU of a datacenter whose registry lists H100s: disclosed as measured
+        hardware=c.Hardware(device="cpu", cpu_model="AMD EPYC 7B13", precision="fp32"),
     )
     events = [
         (
@@ -329,6 +331,18 @@ async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
         and second.kgco2eq is None
         and second.unpriced_energy_kwh == pytest.approx(0.12)
     )
+    assert first.device == "not reported" and not first.hardware_measured  # no hardware sent
+    assert (second.device, second.cpu_model, second.gpu_model, second.gpu_count) == (
+        "cpu",
+        "AMD EPYC 7B13",
+        None,
+        0,
+    )
+    assert second.hardware_measured and second.avg_gpu_utilisation is None
+    shown = to_markdown(report)
+    assert "| Hardware | CPU AMD EPYC 7B13 |" in shown
+    assert "| Hardware | 2 x GPU H100 (assumed: not reported by the run) |" in shown
+    assert "## Trial #1 " in shown and "## Trial #2 " in shown  # numbered as the demo numbers
     assert report.kgco2eq is None and report.pricing == "partially_priced"
     assert report.priced_kgco2eq == pytest.approx(0.21)
     assert "unpriced" in to_markdown(report) and "0.210000" in to_markdown(report)

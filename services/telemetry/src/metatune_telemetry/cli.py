@@ -30,6 +30,8 @@ def report(
     format: Annotated[Literal["md", "json", "csv"], typer.Option("--format", "-f")] = "md",
 ) -> None:
     """The emissions disclosure of a study and each of its runs."""
+    from metatune.display import trial_label
+
     from .adapters.queries import find_study, study_disclosure
     from .domain.formats import run_rows, to_csv, to_markdown
 
@@ -50,7 +52,8 @@ def report(
         typer.echo(to_csv(disclosure), nl=False)
     elif console.is_terminal:
         for run in disclosure.runs:
-            table = Table(title=f"trial {run.trial_index} ({str(run.job_id)[:8]}), {run.status}")
+            title = f"trial {trial_label(run.trial_index)} ({str(run.job_id)[:8]}), {run.status}"
+            table = Table(title=title)
             table.add_column("Component")
             table.add_column("Disclosed data")
             for k, v in run_rows(run):

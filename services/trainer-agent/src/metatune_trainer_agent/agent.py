@@ -61,7 +61,7 @@ from metatune.service import Service
 from metatune.settings import Settings
 
 from .adapters.datasets import DatasetFetcher
-from .adapters.hardware import detect
+from .adapters.hardware import cpu_model, detect
 from .adapters.multi_device import MultiDeviceRun
 from .adapters.uploads import LatestUploader, with_retries
 from .domain.assignments import parse_assignment
@@ -645,6 +645,7 @@ class TrainerAgent:
             device=outcome.device.split(":")[0],
             gpu_model=gpu_model if on_gpu else None,
             gpu_count=gpus if on_gpu else 0,
+            cpu_model=cpu_model() or None,
             precision=outcome.precision,
         )
 

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from .. import subjects
 from ..contracts import CarbonForecast, RunAccounting
+from ..display import trial_label
 from ..errors import BusUnavailable
 from ..registry import load_registry
 from ..settings import Settings, get_settings
@@ -79,7 +80,7 @@ def results(
             *(
                 _cell(v)
                 for v in (
-                    t["trial_index"],
+                    trial_label(t["trial_index"]),
                     t["job_id"],
                     t["status"],
                     config.get("rank"),

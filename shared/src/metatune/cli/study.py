@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..display import trial_label
 from ..errors import BusUnavailable
 from ..settings import Settings, get_settings
 from .connect import bus, fail
@@ -102,7 +103,7 @@ def show(
         )
         result = json.dumps(t["metrics"]) if t["metrics"] else t["error"] or "-"
         table.add_row(
-            str(t["trial_index"]),
+            trial_label(t["trial_index"]),
             t["job_id"],
             str(config.get("rank", "-")),
             str(config.get("learning_rate", "-")),

@@ -27,6 +27,7 @@ from ..contracts import (
     RunProgress,
     StudyStopped,
 )
+from ..display import trial_label
 
 _FIXED: dict[str, type[Event]] = {
     subjects.DATASETS_PROFILED: DatasetProfiled,
@@ -125,7 +126,7 @@ class DemoState:
         job = self.jobs.get(job_id)
         if job is None:
             return str(job_id)[:8]
-        return f"{self.studies[job.study_id].name}#{job.trial_index + 1}"
+        return f"{self.studies[job.study_id].name}{trial_label(job.trial_index)}"
 
     def _on_DatasetProfiled(self, event: DatasetProfiled) -> None:
         study = self.studies.get(event.study_id)

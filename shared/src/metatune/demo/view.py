@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contracts import PredictionSource
+from ..display import trial_label
 from .observer import DemoState
 from .receiver import WebhookReceiver
 
@@ -81,7 +82,7 @@ def recommendations(demo: Demo) -> Table:
                 else "cold-start portfolio"
             )
             table.add_row(
-                f"{study.name}#{job.trial_index + 1}",
+                f"{study.name}{trial_label(job.trial_index)}",
                 r.acquisition or "-",
                 str(r.config.rank),
                 f"{r.config.learning_rate:.2g}",
@@ -144,7 +145,7 @@ def runs(demo: Demo) -> Table:
                     " (curve)" if job.stop_reason.startswith("learning curve") else " (plateau)"
                 )
             table.add_row(
-                f"{study.name}#{job.trial_index + 1}",
+                f"{study.name}{trial_label(job.trial_index)}",
                 _hours(job.planned),
                 status,
                 " -> ".join(job.visited) or "-",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from metatune.contracts import Hardware
 from metatune.registry import Registry, default_registry
 
 from ..domain.disclosure import HourInput, RunInput, StudyDisclosure, disclose_study
@@ -93,7 +94,7 @@ async def run_inputs(
     """Every trial of ``study_id`` (requested or with a result), with its hourly energy."""
     jobs = await db.fetch_dicts(
         "SELECT COALESCE(q.job_id, r.job_id) AS job_id, q.trial_index, q.base_model, q.gpus, r.status, "
-        "r.wall_seconds, r.tokens_seen, r.tokens_with_padding, r.datacenter "
+        "r.wall_seconds, r.tokens_seen, r.tokens_with_padding, r.datacenter, r.hardware "
         "FROM (SELECT * FROM job_requests WHERE study_id = %s) q "
         "FULL JOIN (SELECT * FROM run_results WHERE study_id = %s) r ON r.job_id = q.job_id "
         "ORDER BY q.trial_index NULLS LAST",
@@ -141,6 +142,7 @@ async def run_inputs(
                 if j["tokens_with_padding"] is not None
                 else m.get("tokens_with_padding"),
                 hours=job_hours,
+                hardware=Hardware.model_validate(j["hardware"]) if j["hardware"] else None,
             )
         )
     return out

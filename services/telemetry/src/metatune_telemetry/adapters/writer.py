@@ -106,7 +106,8 @@ TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailur
 TRANSIENT_RETRIES = 5
 RESULT_COLUMNS = (
     "job_id, study_id, status, finished_at, datacenter, config, metrics, failure_reason, steps, "
-    "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source"
+    "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source, "
+    "hardware"
 )
 
 OUTBOX_SQL = """
@@ -365,7 +366,7 @@ class EventWriter:
                 f"{c} = EXCLUDED.{c}" for c in RESULT_COLUMNS.split(", ") if c != "job_id"
             )
             await cur.executemany(
-                f"INSERT INTO run_results ({RESULT_COLUMNS}) VALUES ({', '.join(['%s'] * 16)}) "
+                f"INSERT INTO run_results ({RESULT_COLUMNS}) VALUES ({', '.join(['%s'] * len(RESULT_COLUMNS.split(', ')))}) "
                 f"ON CONFLICT (job_id) DO UPDATE SET {updates} WHERE run_results.status = 'failed'",
                 rows.run_results,
             )

@@ -24,6 +24,8 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from metatune.contracts import Hardware
+
 DEFAULT_GPU = "NVIDIA A100 80GB"  # the methodology's most common training GPU of recent years
 DEFAULT_LOCATION = "US"
 DEFAULT_SERVERS = 1
@@ -60,6 +62,7 @@ class RunInput(BaseModel):
     tokens_seen: int | None
     tokens_with_padding: int | None
     hours: list[HourInput]
+    hardware: Hardware | None = None  # what the run trained on, as its agent measured it
 
 
 class HourLine(BaseModel):
@@ -84,11 +87,14 @@ class RunDisclosure(BaseModel):
     trial_index: int | None
     status: str
     base_model: str
-    gpu_model: str
-    gpu_count: int
+    device: str  # "cpu", "cuda", or "not reported" (a run still going or failed)
+    hardware_measured: bool  # device and models are the agent's measurement, not defaults
+    cpu_model: str | None
+    gpu_model: str | None  # None: trained on the CPU
+    gpu_count: int  # 0: trained on the CPU
     servers: int
-    datacenters: list[str]
-    grid_regions: list[str]
+    datacenters: list[str]  # in the order the run used them
+    grid_regions: list[str]  # the grid region of each datacenter, in the same order
     start_time: datetime | None
     total_time_h: float | None
     avg_gpu_utilisation: float | None
@@ -137,14 +143,7 @@ def disclose_run(run: RunInput) -> RunDisclosure:
     base_model = run.base_model or "unknown"
     if run.base_model is None:
         notes.append("base model: not recorded (no jobs.requested event)")
-    gpu_model = run.gpu_model or DEFAULT_GPU
-    if run.gpu_model is None:
-        notes.append(
-            f"GPU model: unknown, default {DEFAULT_GPU} (most common GPU for the training year)"
-        )
-    gpus = run.gpus or 1
-    if run.gpus is None:
-        notes.append("GPU count: unknown, default 1")
+    device, cpu, gpu_model, gpus = _hardware(run, notes)
     notes.append(
         f"servers: not reported by the agents, default {DEFAULT_SERVERS} (cluster size assumption)"
     )
@@ -199,13 +198,16 @@ def disclose_run(run: RunInput) -> RunDisclosure:
     priced_kg = sum(line.kgco2eq or 0.0 for line in lines)
     pricing = _pricing(len(lines) - len(unpriced), len(unpriced)) if lines else "unpriced"
     utilisation = None
-    if run.mean_power_w is not None and run.gpu_power_w:
+    if gpu_model is None:
+        notes.append("GPU utilisation: not applicable (trained on the CPU)")
+    elif run.mean_power_w is not None and run.gpu_power_w:
         utilisation = min(1.0, run.mean_power_w / (gpus * run.gpu_power_w))
         notes.append(
             "GPU utilisation: estimated as mean measured power above idle / rated GPU power"
         )
     else:
         notes.append("GPU utilisation: not measured")
+    used = list(dict.fromkeys(line.datacenter for line in lines))  # first use first
     notes.append("CPU utilisation: not measured by the agents")
     return RunDisclosure(
         job_id=run.job_id,
@@ -213,11 +215,16 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         trial_index=run.trial_index,
         status=run.status,
         base_model=base_model,
+        device=device,
+        hardware_measured=run.hardware is not None,
+        cpu_model=cpu,
         gpu_model=gpu_model,
         gpu_count=gpus,
         servers=DEFAULT_SERVERS,
-        datacenters=sorted({line.datacenter for line in lines}),
-        grid_regions=sorted({line.grid_region for line in lines}),
+        datacenters=used,
+        grid_regions=[
+            next(line.grid_region for line in lines if line.datacenter == dc) for dc in used
+        ],
         start_time=run.start or (lines[0].hour if lines else None),
         total_time_h=run.wall_seconds / 3600.0 if run.wall_seconds is not None else None,
         avg_gpu_utilisation=utilisation,
@@ -236,6 +243,31 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         hours=lines,
         normalisations=list(dict.fromkeys(notes)),
     )
+
+
+def _hardware(run: RunInput, notes: list[str]) -> tuple[str, str | None, str | None, int]:
+    """(device, CPU model, GPU model, GPU count) as measured; the datacenter's registry GPU, then
+    the methodology's default, only where the run reported nothing (each listed in ``notes``)."""
+    measured = run.hardware
+    if measured is not None and measured.device == "cpu":
+        if measured.cpu_model is None:
+            notes.append("CPU model: not reported by the agent")
+        return "cpu", measured.cpu_model, None, 0
+    if measured is None:
+        notes.append("hardware: not reported by the run (running or failed): a GPU assumed")
+    reported = measured.gpu_model if measured else None
+    gpu_model = reported or run.gpu_model or DEFAULT_GPU
+    if reported is None and run.gpu_model is not None:
+        notes.append(f"GPU model: not reported, the datacenter's {run.gpu_model} assumed")
+    elif reported is None:
+        notes.append(
+            f"GPU model: unknown, default {DEFAULT_GPU} (most common GPU for the training year)"
+        )
+    gpus = (measured.gpu_count if measured else 0) or run.gpus or 1
+    if (measured is None or not measured.gpu_count) and run.gpus is None:
+        notes.append("GPU count: unknown, default 1")
+    device = measured.device if measured else "not reported"
+    return device, measured.cpu_model if measured else None, gpu_model, gpus
 
 
 def disclose_study(study_id: UUID, runs: list[RunInput]) -> StudyDisclosure:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
+from metatune.display import trial_label
+
 from .disclosure import RunDisclosure, StudyDisclosure
 
 
@@ -12,8 +14,26 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "unpriced" if value is None else f"{value:.{digits}f}"
 
 
-def _pct(value: float | None) -> str:
-    return "not measured" if value is None else f"{100 * value:.0f} %"
+def _pct(value: float | None, missing: str = "not measured") -> str:
+    return missing if value is None else f"{100 * value:.0f} %"
+
+
+def energy(*kwh: float) -> str:
+    """Energies in the one unit (kWh, Wh or mWh) that shows the largest with digits before the
+    point: ``energy(0.00002, 0.00003)`` is ``"20.000 / 30.000 mWh"``."""
+    largest = max(kwh, default=0.0)
+    factor, unit = next(
+        ((f, u) for f, u in ((1.0, "kWh"), (1e3, "Wh")) if largest * f >= 1), (1e6, "mWh")
+    )
+    return " / ".join(f"{v * factor:.3f}" for v in kwh) + f" {unit}"
+
+
+def hardware(run: RunDisclosure) -> str:
+    """The hardware as measured: ``CPU <model>`` or ``<n> x GPU <model>`` (marked where assumed)."""
+    if run.gpu_model is None:
+        return f"CPU {run.cpu_model or '(model not reported)'}"
+    shown = f"{run.gpu_count} x GPU {run.gpu_model}"
+    return shown if run.hardware_measured else f"{shown} (assumed: not reported by the run)"
 
 
 RUN_FIELDS = [
@@ -21,6 +41,9 @@ RUN_FIELDS = [
     "trial_index",
     "status",
     "base_model",
+    "device",
+    "hardware_measured",
+    "cpu_model",
     "gpu_model",
     "gpu_count",
     "servers",
@@ -64,7 +87,7 @@ def to_csv(study: StudyDisclosure) -> str:
 def run_rows(run: RunDisclosure) -> list[tuple[str, str]]:
     return [
         ("Base model", run.base_model),
-        ("GPU", run.gpu_model),
+        ("Hardware", hardware(run)),
         ("Number of GPUs", str(run.gpu_count)),
         ("Number of servers", str(run.servers)),
         ("Datacenter", ", ".join(run.datacenters) or "-"),
@@ -74,13 +97,19 @@ def run_rows(run: RunDisclosure) -> list[tuple[str, str]]:
             "Total fine-tuning time",
             "-" if run.total_time_h is None else f"{run.total_time_h:.3f} h",
         ),
-        ("Average GPU utilisation", _pct(run.avg_gpu_utilisation)),
+        (
+            "Average GPU utilisation",
+            _pct(
+                run.avg_gpu_utilisation,
+                "not applicable (CPU)" if run.gpu_model is None else "not measured",
+            ),
+        ),
         ("Average CPU utilisation", _pct(run.avg_cpu_utilisation)),
         (
             "Total tokens (with padding)",
             "-" if run.tokens_with_padding is None else f"{run.tokens_with_padding:,}",
         ),
-        ("Energy (IT / facility)", f"{run.it_energy_kwh:.4f} / {run.facility_energy_kwh:.4f} kWh"),
+        ("Energy (IT / facility)", energy(run.it_energy_kwh, run.facility_energy_kwh)),
         ("Emissions", f"{_num(run.kgco2eq, 6)} kgCO2eq ({run.pricing})"),
         ("Priced at", priced_at(run.realised_hours, run.forecast_priced_hours)),
         ("Emissions at the forecast intensity", f"{_num(run.forecast_kgco2eq, 6)} kgCO2eq"),
@@ -95,9 +124,9 @@ def to_markdown(study: StudyDisclosure) -> str:
     lines = [
         f"# Emissions disclosure, study {study.study_id}",
         "",
-        f"Total: {study.it_energy_kwh:.4f} kWh IT, {study.facility_energy_kwh:.4f} kWh facility, "
+        f"Total: {energy(study.it_energy_kwh, study.facility_energy_kwh)} (IT / facility), "
         f"{_num(study.kgco2eq, 6)} kgCO2eq ({study.pricing}; priced part {study.priced_kgco2eq:.6f} kg, "
-        f"unpriced energy {study.unpriced_energy_kwh:.4f} kWh)",
+        f"unpriced energy {energy(study.unpriced_energy_kwh)})",
         "",
         f"Priced at the {priced_at(study.realised_hours, study.forecast_priced_hours)}; "
         f"every hour at the forecast intensity: {_num(study.forecast_kgco2eq, 6)} kgCO2eq",
@@ -105,7 +134,7 @@ def to_markdown(study: StudyDisclosure) -> str:
     ]
     for run in study.runs:
         lines += [
-            f"## Trial {run.trial_index} ({run.job_id}), {run.status}",
+            f"## Trial {trial_label(run.trial_index)} ({run.job_id}), {run.status}",
             "",
             "| Component | Disclosed data |",
             "|---|---|",
@@ -113,12 +142,12 @@ def to_markdown(study: StudyDisclosure) -> str:
         lines += [f"| {k} | {v} |" for k, v in run_rows(run)]
         lines += [
             "",
-            "| Hour (UTC) | Datacenter | Region | IT kWh | PUE | gCO2eq/kWh | kgCO2eq | Priced by "
+            "| Hour (UTC) | Datacenter | Region | IT Wh | PUE | gCO2eq/kWh | kgCO2eq | Priced by "
             "| Forecast gCO2eq/kWh | Forecast kgCO2eq |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {h.hour:%Y-%m-%d %H:%M} | {h.datacenter} | {h.grid_region} | {h.it_energy_kwh:.4f} | {h.pue:.2f} | "
+            f"| {h.hour:%Y-%m-%d %H:%M} | {h.datacenter} | {h.grid_region} | {h.it_energy_kwh * 1000:.4f} | {h.pue:.2f} | "
             f"{_num(h.g_per_kwh, 1)} | {_num(h.kgco2eq, 6)} | {h.priced_by} | "
             f"{_num(h.forecast_g_per_kwh, 1)} | {_num(h.forecast_kgco2eq, 6)} |"
             for h in run.hours

@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 from urllib.parse import quote
 
+from metatune.display import trial_label
+
 from .charts import (
     BandCurve,
     GanttBar,
@@ -20,8 +22,8 @@ from .charts import (
     scatter,
 )
 from .disclosure import StudyDisclosure
+from .formats import energy, run_rows
 from .formats import priced_at as _priced_at
-from .formats import run_rows
 from .views import DatacenterForecast, JobTimeline, Stretch, Trial
 
 STYLE = "body{font-family:sans-serif;max-width:960px;margin:1em auto}td,th{text-align:left;padding:2px 8px}"
@@ -45,13 +47,13 @@ def _dc_link(datacenter: str) -> str:
 
 def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
     parts = [
-        f"<h1>Study {d.study_id}</h1><p>{d.it_energy_kwh:.4f} kWh IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
+        f"<h1>Study {d.study_id}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
         f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
         f"forecast intensity: {_kg(d.forecast_kgco2eq)} kgCO2eq)</p>"
     ]
     bars = [
         (
-            f"trial {r.trial_index} {h.hour:%m-%d %H:%M} {h.datacenter}",
+            f"trial {trial_label(r.trial_index)} {h.hour:%m-%d %H:%M} {h.datacenter}",
             h.facility_energy_kwh,
             h.datacenter,
         )
@@ -63,7 +65,11 @@ def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
         bar_chart(
             "Emissions per run-hour (priced hours)",
             [
-                (f"trial {r.trial_index} {h.hour:%m-%d %H:%M}", h.kgco2eq, h.datacenter)
+                (
+                    f"trial {trial_label(r.trial_index)} {h.hour:%m-%d %H:%M}",
+                    h.kgco2eq,
+                    h.datacenter,
+                )
                 for r in d.runs
                 for h in r.hours
                 if h.kgco2eq is not None
@@ -77,7 +83,7 @@ def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
             f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in run_rows(run)
         )
         parts.append(
-            f'<h2><a href="/jobs/{run.job_id}">Trial {run.trial_index}</a> ({run.status})</h2>'
+            f'<h2><a href="/jobs/{run.job_id}">Trial {trial_label(run.trial_index)}</a> ({run.status})</h2>'
             f"<table>{rows}</table>"
         )
     return _page("MetaTune study", "".join(parts))
@@ -90,7 +96,7 @@ def _trials(trials: list[Trial]) -> str:
         if t.predicted is not None and t.actual is not None:
             points.setdefault(t.metric_name, []).append(
                 ScatterPoint(
-                    f"trial {t.trial_index}",
+                    f"trial {trial_label(t.trial_index)}",
                     t.predicted,
                     t.actual,
                     t.predicted_std,
@@ -109,7 +115,7 @@ def _trials(trials: list[Trial]) -> str:
         for name, group in sorted(points.items())
     ) or scatter("Predicted vs actual", [], "", "")
     rows = "".join(
-        f'<tr><td><a href="/jobs/{t.job_id}">{t.trial_index}</a></td><td>{html.escape(t.status)}</td>'
+        f'<tr><td><a href="/jobs/{t.job_id}">{trial_label(t.trial_index)}</a></td><td>{html.escape(t.status)}</td>'
         f"<td>{html.escape(t.metric_name)}</td><td>{_num(t.predicted)}"
         f"{'' if t.predicted_std is None else f' ± {t.predicted_std:.4g}'}</td><td>{_num(t.actual)}</td></tr>"
         for t in trials
@@ -185,7 +191,7 @@ def job_page(t: JobTimeline) -> str:
         ),
     ]
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    title = f"Trial {t.trial_index}" if t.trial_index is not None else "Job"
+    title = f"Trial {trial_label(t.trial_index)}" if t.trial_index is not None else "Job"
     return _page(
         "MetaTune job",
         f"<h1>{title} {t.job_id}</h1><p>job{study}</p><table>{table}</table>{chart}"

@@ -191,6 +191,7 @@ def _result(status: str) -> Callable[[TypedRows, c.RunCompleted | c.RunFailed], 
                 a.gpu_hours,
                 a.wall_seconds,
                 a.power_source,
+                _json(done.hardware) if done and done.hardware else None,
             )
         )
         _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)

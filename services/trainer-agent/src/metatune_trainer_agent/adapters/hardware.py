@@ -13,12 +13,22 @@ import contextlib
 import importlib
 import platform
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..knowledge.build import cpu_model
-
 MIB = 1024 * 1024
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``, else the platform's processor string)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from metatune.knowledge.records import (
 from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
 
+from ..adapters.hardware import cpu_model
 from ..domain.errors import TrainingError
 from ..domain.request import TrainingRequest, TrainOptions
 from ..domain.run import RunOutcome, run_training, total_steps_for
@@ -131,16 +132,6 @@ def code_version() -> str | None:
         return out.stdout.strip() or None
     except OSError:
         return None
-
-
-def cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
 
 
 def licences(data_dir: Path) -> dict[str, str]:
