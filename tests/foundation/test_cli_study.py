@@ -57,6 +57,8 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
                 config=CONFIG,
                 metrics=c.RunMetrics(val_loss=0.4, accuracy=0.91),
                 steps=113,
+                early_stopped=True,  # every view says so, not "completed"
+                stop_reason="plateau",
                 adapter_key=f"{TRAINED}.tar",
                 accounting=ACCOUNTING,
             ),
@@ -140,16 +142,17 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     assert (
         mine
         | {
-            "status": "stopped (budget)",
+            "status": "finished (budget)",  # no more trials requested, and every one ended
             "trials_requested": 2,
             "trials_completed": 1,
+            "trials_early_stopped": 1,
             "trials_failed": 1,
         }
         == mine
     )
     human = run(["study", "list"], env)
     assert (
-        human.returncode == 0 and str(STUDY) in human.stdout and "stopped (budget)" in human.stdout
+        human.returncode == 0 and str(STUDY) in human.stdout and "finished (budget)" in human.stdout
     )
 
     shown = run(["study", "show", str(STUDY), "--json"], env)
@@ -160,13 +163,14 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
         and details["stopped"]["reason"] == "budget"
     )
     assert [(t["job_id"], t["status"], t["predicted_metric"]) for t in details["trials"]] == [
-        (str(TRAINED), "completed", 0.9),
+        (str(TRAINED), "early-stopped (plateau, step 113)", 0.9),
         (str(FAILED), "failed: out_of_memory", 0.8),
     ]
     human = run(["study", "show", str(STUDY)], env)
     assert (
         human.returncode == 0 and str(FAILED) in human.stdout and "OOM at batch 16" in human.stdout
     )
+    assert "early-stopped (plateau, step 113)" in human.stdout and "#1" in human.stdout
 
     results = run(["results", str(STUDY), "--json"], env)
     assert results.returncode == 0, results.stderr
@@ -184,8 +188,10 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     )
     assert (trained["realised_hours"], trained["forecast_priced_hours"]) == (1, 1)
     assert failed["metrics"] is None and failed["error"] == "OOM at batch 16"
+    assert trained["status"] == "early-stopped (plateau, step 113)"
     human = run(["results", str(STUDY)], env)
     assert human.returncode == 0 and "0.91" in human.stdout and "38.5" in human.stdout
+    assert "early-stopped (plateau, step 113)" in human.stdout
     assert "1/2" in human.stdout and "forecast intensity" in human.stdout
 
     one_error_line(run(["study", "show", "not-a-study"], env), 2, "'not-a-study' is not a study id")

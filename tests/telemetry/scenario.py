@@ -177,6 +177,8 @@ async def record_dashboard(db) -> Scenario:
                 datacenter="fra1",
                 config=CONFIG,
                 steps=10,
+                early_stopped=True,
+                stop_reason="plateau",
                 metrics=c.RunMetrics(val_loss=0.45),
                 accounting=c.RunAccounting(energy_wh=10.0, wall_seconds=600.0),
             ),

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 from uuid import uuid4
 
-from metatune.contracts import Hardware
+from metatune.contracts import Hardware, LoraConfig, RunAccounting, RunCompleted, RunMetrics
 from metatune.display import trial_label
 from metatune_telemetry.domain.disclosure import HourInput, RunInput, disclose_run
 from metatune_telemetry.domain.formats import energy, hardware, run_rows
+from metatune_telemetry.domain.notifications import notification_for
 from tests.support.samples import NOW
 
 
@@ -81,3 +82,30 @@ def test_energies_show_in_a_unit_with_digits_and_trials_are_numbered_from_one() 
     disclosed = disclose_run(run([at(0, "osl1", wh=0.02)], None))
     assert dict(run_rows(disclosed))["Energy (IT / facility)"] == "20.000 / 22.000 mWh"
     assert (trial_label(0), trial_label(3), trial_label(None)) == ("#1", "#4", "#?")
+
+
+def test_an_early_stopped_run_is_disclosed_and_announced_as_one() -> None:
+    stopped = disclose_run(
+        run([at(0, "osl1")], None, early_stopped=True, stop_reason="learning curve", steps=40)
+    )
+    assert stopped.status == "completed"  # the stored status, for machines
+    assert stopped.outcome == "early-stopped (learning curve, step 40)"  # the words people read
+    event = RunCompleted(
+        occurred_at=NOW,
+        job_id=uuid4(),
+        study_id=uuid4(),
+        datacenter="osl1",
+        config=LoraConfig(),
+        metrics=RunMetrics(val_loss=0.5),
+        steps=40,
+        early_stopped=True,
+        stop_reason="learning curve",
+        accounting=RunAccounting(),
+    )
+    announced = notification_for(event)
+    assert announced and (announced.event_type, announced.state) == (
+        "job.early_stopped",
+        "early-stopped",
+    )
+    finished = notification_for(event.model_copy(update={"early_stopped": False}))
+    assert finished and (finished.event_type, finished.state) == ("job.completed", "completed")

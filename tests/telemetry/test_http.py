@@ -86,6 +86,9 @@ async def test_study_trials_predicted_against_actual(db) -> None:
         (0, "accuracy", 0.85, 0.8),
         (1, "val_loss", 0.4, 0.45),
     ]
+    # an early stop reads as one on the API and the page, with why and where it stopped
+    assert [t["status"] for t in trials] == ["completed", "early-stopped (plateau, step 10)"]
+    assert "early-stopped (plateau, step 10)" in page and "completed" in page
     points = re.findall(
         r'class="point" data-trial="(\d+)" data-metric="([a-z_]+)" data-predicted="([0-9.]+)" '
         r'data-actual="([0-9.]+)"',

@@ -7,3 +7,33 @@ def trial_label(trial_index: int | None) -> str:
     """A trial's number as people read it: ``#1`` is a study's first trial (``trial_index`` 0).
     JSON outputs keep the 0-based ``trial_index`` of the contracts."""
     return "#?" if trial_index is None else f"#{trial_index + 1}"
+
+
+EARLY_STOPPED = "early-stopped"
+NO_MORE_TRIALS = "no more trials will be requested"
+
+
+def trial_outcome(
+    status: str,
+    *,
+    early_stopped: bool | None = False,
+    stop_reason: str | None = None,
+    steps: int | None = None,
+) -> str:
+    """How a trial ended, in the words every view uses: a completion the early stopper cut short
+    is ``early-stopped (<why>, step N)``, never ``completed``; other statuses read as they are."""
+    if status != "completed" or not early_stopped:
+        return status
+    detail = [part for part in (stop_reason, None if steps is None else f"step {steps}") if part]
+    return f"{EARLY_STOPPED} ({', '.join(detail)})" if detail else EARLY_STOPPED
+
+
+def study_state(stop_reason: str | None, unfinished: int) -> str:
+    """Where a study stands: trials are still being requested; the recommender requests no more
+    (its budget, expected improvement) while ``unfinished`` trials run; or finished (every
+    trial ended)."""
+    if stop_reason is None:
+        return "requesting trials"
+    if unfinished:
+        return f"{NO_MORE_TRIALS} ({stop_reason}); {unfinished} still to finish"
+    return f"finished ({stop_reason})"

@@ -52,7 +52,7 @@ def report(
         typer.echo(to_csv(disclosure), nl=False)
     elif console.is_terminal:
         for run in disclosure.runs:
-            title = f"trial {trial_label(run.trial_index)} ({str(run.job_id)[:8]}), {run.status}"
+            title = f"trial {trial_label(run.trial_index)} ({str(run.job_id)[:8]}), {run.outcome}"
             table = Table(title=title)
             table.add_column("Component")
             table.add_column("Disclosed data")

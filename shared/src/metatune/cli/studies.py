@@ -21,6 +21,7 @@ from ..contracts import (
     RunFailed,
     StudyStopped,
 )
+from ..display import EARLY_STOPPED, study_state, trial_outcome
 
 
 @dataclass
@@ -35,7 +36,13 @@ class Trial:
     @property
     def status(self) -> str:
         if self.completed:
-            return "completed"
+            done = self.completed
+            return trial_outcome(
+                "completed",
+                early_stopped=done.early_stopped,
+                stop_reason=done.stop_reason,
+                steps=done.steps,
+            )
         if self.failed:
             return f"failed: {self.failed.reason.value}"
         if self.cancelled:
@@ -83,16 +90,15 @@ class Study:
 
     @property
     def status(self) -> str:
+        unfinished = sum(t.status == "requested" for t in self.trials.values())
         if self.stopped:
-            return f"stopped ({self.stopped.reason.value})"
-        if any(t.status == "requested" for t in self.trials.values()):
-            return "running"
+            return study_state(self.stopped.reason.value, unfinished)
         if self.trials:
-            return "trials finished"
+            return study_state(None, unfinished)
         return "profiled" if self.profiled else "submitted"
 
-    def count(self, status: str) -> int:
-        return sum(1 for t in self.trials.values() if t.status.startswith(status))
+    def count(self, *statuses: str) -> int:
+        return sum(1 for t in self.trials.values() if t.status.startswith(statuses))
 
     def ordered_trials(self) -> list[Trial]:
         return sorted(
@@ -113,7 +119,8 @@ class Study:
             "trials_budget": spec.trials if spec else None,
             "deadline": spec.deadline.isoformat() if spec else None,
             "trials_requested": len(self.trials),
-            "trials_completed": self.count("completed"),
+            "trials_completed": self.count("completed", EARLY_STOPPED),
+            "trials_early_stopped": self.count(EARLY_STOPPED),
             "trials_failed": self.count("failed"),
         }
 

@@ -27,7 +27,7 @@ from ..contracts import (
     RunProgress,
     StudyStopped,
 )
-from ..display import trial_label
+from ..display import EARLY_STOPPED, study_state, trial_label, trial_outcome
 
 _FIXED: dict[str, type[Event]] = {
     subjects.DATASETS_PROFILED: DatasetProfiled,
@@ -79,7 +79,7 @@ class JobView:
 
     @property
     def finished(self) -> bool:
-        return self.status in ("completed", "early-stopped", "failed")
+        return self.status in ("completed", EARLY_STOPPED, "failed")
 
 
 @dataclass
@@ -89,6 +89,7 @@ class StudyView:
     profile: DatasetProfiled | None = None
     jobs: list[UUID] = field(default_factory=list)
     stopped: StudyStopped | None = None
+    finished: bool = False  # stopped, and every trial it requested has ended (said once)
 
 
 @dataclass
@@ -208,16 +209,22 @@ class DemoState:
         job = self.jobs.get(event.job_id)
         if job is None:
             return
-        job.status = "early-stopped" if event.early_stopped else "completed"
+        job.status = EARLY_STOPPED if event.early_stopped else "completed"
         job.datacenter = event.datacenter
         job.step = event.steps
         job.metric = event.metrics.accuracy
         job.energy_wh = event.accounting.energy_wh
         job.emissions_g = event.accounting.emissions_g
         job.stop_reason = event.stop_reason
-        what = f"early-stopped at step {event.steps}" if event.early_stopped else "completed"
+        what = trial_outcome(
+            "completed",
+            early_stopped=event.early_stopped,
+            stop_reason=event.stop_reason,
+            steps=event.steps,
+        )
         metric = "" if job.metric is None else f", accuracy {job.metric:.3f}"
         self._note(event, f"{self._job_name(job.job_id)} {what} at {event.datacenter}{metric}")
+        self._maybe_finished(event, job)
 
     def _on_RunFailed(self, event: RunFailed) -> None:
         job = self.jobs.get(event.job_id)
@@ -225,6 +232,7 @@ class DemoState:
             return
         job.status, job.failure = "failed", f"{event.reason.value}: {event.message}"
         self._note(event, f"{self._job_name(job.job_id)} failed: {job.failure}")
+        self._maybe_finished(event, job)
 
     def _on_JobInfeasible(self, event: JobInfeasible) -> None:
         if event.job_id in self.jobs:
@@ -232,10 +240,23 @@ class DemoState:
             self._note(event, f"{self._job_name(event.job_id)} infeasible: {event.reason}")
 
     def _on_StudyStopped(self, event: StudyStopped) -> None:
+        """Said once: the recommender requests no more trials (and, once all have ended, that the
+        study finished: :meth:`_maybe_finished`)."""
         study = self.studies.get(event.study_id)
-        if study is not None:
-            study.stopped = event
-            self._note(event, f"{study.name} stopped ({event.reason.value})")
+        if study is None or study.stopped is not None:
+            return
+        study.stopped = event
+        unfinished = sum(not self.jobs[j].finished for j in study.jobs if j in self.jobs)
+        study.finished = unfinished == 0
+        self._note(event, f"{study.name}: {study_state(event.reason.value, unfinished)}")
+
+    def _maybe_finished(self, event: Event, job: JobView) -> None:
+        study = self.studies.get(job.study_id)
+        if study is None or study.stopped is None or study.finished:
+            return
+        if all(self.jobs[j].finished for j in study.jobs if j in self.jobs):
+            study.finished = True
+            self._note(event, f"{study.name}: {study_state(study.stopped.reason.value, 0)}")
 
     def _on_ErrorEvent(self, event: ErrorEvent) -> None:
         self.errors.append(event)
@@ -256,14 +277,14 @@ class DemoState:
         return sum(j.migrations for j in self.jobs.values())
 
     def early_stops(self) -> int:
-        return sum(j.status == "early-stopped" for j in self.jobs.values())
+        return sum(j.status == EARLY_STOPPED for j in self.jobs.values())
 
     def curve_stops(self) -> int:
         """Early stops by the learning-curve predictor (not the plateau rule)."""
         return sum(
-            j.status == "early-stopped" and (j.stop_reason or "").startswith("learning curve")
+            j.status == EARLY_STOPPED and (j.stop_reason or "").startswith("learning curve")
             for j in self.jobs.values()
         )
 
     def completions(self) -> int:
-        return sum(j.status in ("completed", "early-stopped") for j in self.jobs.values())
+        return sum(j.status in ("completed", EARLY_STOPPED) for j in self.jobs.values())

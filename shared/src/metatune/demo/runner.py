@@ -414,12 +414,12 @@ class Demo:
         return self.kb_runs >= sum(1 for j in self.state.jobs.values() if j.finished)
 
     def _webhooks_complete(self) -> bool:
-        """A delivery for every finished trial (job.completed / job.failed)."""
+        """A delivery for every finished trial (job.completed / job.early_stopped / job.failed)."""
         assert self.receiver is not None
         got = {
             d.correlation
             for d in self.receiver.deliveries
-            if d.type in ("job.completed", "job.failed")
+            if d.type in ("job.completed", "job.early_stopped", "job.failed")
         }
         return all(str(j) in got for j, v in self.state.jobs.items() if v.finished)
 

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contracts import PredictionSource
-from ..display import trial_label
+from ..display import EARLY_STOPPED, trial_label
 from .observer import DemoState
 from .receiver import WebhookReceiver
 
@@ -140,7 +140,7 @@ def runs(demo: Demo) -> Table:
             job = s.jobs[job_id]
             step = f"{job.step}/{job.total_steps}" if job.total_steps else "-"
             status = job.status
-            if job.status == "early-stopped" and job.stop_reason:
+            if job.status == EARLY_STOPPED and job.stop_reason:
                 status += (
                     " (curve)" if job.stop_reason.startswith("learning curve") else " (plateau)"
                 )

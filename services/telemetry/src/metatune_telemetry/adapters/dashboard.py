@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
+from metatune.display import trial_outcome
 from metatune.registry import Registry
 
 from ..domain.views import (
@@ -46,7 +47,7 @@ GROUP BY issued_at ORDER BY issued_at DESC
 """
 TRIALS = """
 SELECT q.job_id, q.trial_index, r.status, q.metric_name, q.predicted_metric, q.predicted_metric_std, q.predicted_loss,
-       q.predicted_loss_std, r.metrics
+       q.predicted_loss_std, r.metrics, r.early_stopped, r.stop_reason, r.steps
 FROM job_requests q LEFT JOIN run_results r USING (job_id) WHERE q.study_id = %s ORDER BY q.trial_index
 """
 
@@ -57,7 +58,9 @@ async def job_timeline(
     """None when telemetry has nothing of ``job_id``."""
     requests = await db.fetch_dicts("SELECT * FROM job_requests WHERE job_id = %s", (job_id,))
     results = await db.fetch_dicts(
-        "SELECT study_id, status FROM run_results WHERE job_id = %s", (job_id,)
+        "SELECT study_id, status, early_stopped, stop_reason, steps FROM run_results "
+        "WHERE job_id = %s",
+        (job_id,),
     )
     sites = await site_facts(db, registry)
     hours = await priced_hours(db, [job_id], sites)
@@ -89,7 +92,12 @@ async def job_timeline(
         job_id=job_id,
         study_id=q.get("study_id") or r.get("study_id"),
         trial_index=q.get("trial_index"),
-        status=r.get("status") or ("running" if hours else "requested"),
+        status=trial_outcome(
+            r.get("status") or ("running" if hours else "requested"),
+            early_stopped=r.get("early_stopped"),
+            stop_reason=r.get("stop_reason"),
+            steps=r.get("steps"),
+        ),
         home_datacenter=home,
         ran=stretches(
             (h["hour"], h["datacenter"], h["energy_wh"] * h["pue"], _grams(h, realised=True))

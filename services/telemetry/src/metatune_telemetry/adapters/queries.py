@@ -94,7 +94,8 @@ async def run_inputs(
     """Every trial of ``study_id`` (requested or with a result), with its hourly energy."""
     jobs = await db.fetch_dicts(
         "SELECT COALESCE(q.job_id, r.job_id) AS job_id, q.trial_index, q.base_model, q.gpus, r.status, "
-        "r.wall_seconds, r.tokens_seen, r.tokens_with_padding, r.datacenter, r.hardware "
+        "r.wall_seconds, r.tokens_seen, r.tokens_with_padding, r.datacenter, r.hardware, "
+        "r.early_stopped, r.stop_reason, r.steps "
         "FROM (SELECT * FROM job_requests WHERE study_id = %s) q "
         "FULL JOIN (SELECT * FROM run_results WHERE study_id = %s) r ON r.job_id = q.job_id "
         "ORDER BY q.trial_index NULLS LAST",
@@ -143,6 +144,9 @@ async def run_inputs(
                 else m.get("tokens_with_padding"),
                 hours=job_hours,
                 hardware=Hardware.model_validate(j["hardware"]) if j["hardware"] else None,
+                early_stopped=bool(j["early_stopped"]),
+                stop_reason=j["stop_reason"],
+                steps=j["steps"],
             )
         )
     return out

@@ -25,6 +25,7 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from metatune.contracts import Hardware
+from metatune.display import trial_outcome
 
 DEFAULT_GPU = "NVIDIA A100 80GB"  # the methodology's most common training GPU of recent years
 DEFAULT_LOCATION = "US"
@@ -63,6 +64,9 @@ class RunInput(BaseModel):
     tokens_with_padding: int | None
     hours: list[HourInput]
     hardware: Hardware | None = None  # what the run trained on, as its agent measured it
+    early_stopped: bool = False
+    stop_reason: str | None = None
+    steps: int | None = None
 
 
 class HourLine(BaseModel):
@@ -86,6 +90,7 @@ class RunDisclosure(BaseModel):
     study_id: UUID | None
     trial_index: int | None
     status: str
+    outcome: str  # status in the words every view uses: "early-stopped (plateau, step 40)"
     base_model: str
     device: str  # "cpu", "cuda", or "not reported" (a run still going or failed)
     hardware_measured: bool  # device and models are the agent's measurement, not defaults
@@ -214,6 +219,12 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         study_id=run.study_id,
         trial_index=run.trial_index,
         status=run.status,
+        outcome=trial_outcome(
+            run.status,
+            early_stopped=run.early_stopped,
+            stop_reason=run.stop_reason,
+            steps=run.steps,
+        ),
         base_model=base_model,
         device=device,
         hardware_measured=run.hardware is not None,

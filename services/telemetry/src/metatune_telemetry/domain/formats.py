@@ -40,6 +40,7 @@ RUN_FIELDS = [
     "job_id",
     "trial_index",
     "status",
+    "outcome",
     "base_model",
     "device",
     "hardware_measured",
@@ -134,7 +135,7 @@ def to_markdown(study: StudyDisclosure) -> str:
     ]
     for run in study.runs:
         lines += [
-            f"## Trial {trial_label(run.trial_index)} ({run.job_id}), {run.status}",
+            f"## Trial {trial_label(run.trial_index)} ({run.job_id}), {run.outcome}",
             "",
             "| Component | Disclosed data |",
             "|---|---|",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from metatune import contracts as c
+from metatune.display import EARLY_STOPPED
 from metatune.redaction import redact
 
 from .events import clean_text
@@ -62,6 +63,8 @@ def notification_for(event: c.Event) -> Notification | None:
     if found is None:
         return None
     event_type, state = found
+    if isinstance(event, c.RunCompleted) and event.early_stopped:  # in the words of every view
+        event_type, state = "job.early_stopped", EARLY_STOPPED
     study, job = getattr(event, "study_id", None), getattr(event, "job_id", None)
     owner = study or job
     if owner is None:  # every event in _STATES names its study or its job

@@ -83,7 +83,7 @@ def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
             f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in run_rows(run)
         )
         parts.append(
-            f'<h2><a href="/jobs/{run.job_id}">Trial {trial_label(run.trial_index)}</a> ({run.status})</h2>'
+            f'<h2><a href="/jobs/{run.job_id}">Trial {trial_label(run.trial_index)}</a> ({html.escape(run.outcome)})</h2>'
             f"<table>{rows}</table>"
         )
     return _page("MetaTune study", "".join(parts))

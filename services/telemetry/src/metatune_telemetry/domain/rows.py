@@ -192,6 +192,7 @@ def _result(status: str) -> Callable[[TypedRows, c.RunCompleted | c.RunFailed], 
                 a.wall_seconds,
                 a.power_source,
                 _json(done.hardware) if done and done.hardware else None,
+                clean_text(done.stop_reason) if done and done.stop_reason else None,
             )
         )
         _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)

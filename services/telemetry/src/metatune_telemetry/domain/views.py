@@ -20,6 +20,8 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from metatune.display import trial_outcome
+
 HOUR = timedelta(hours=1)
 
 
@@ -205,6 +207,9 @@ def trial(
     predicted_loss: float | None,
     predicted_loss_std: float | None,
     metrics: Mapping[str, Any] | None,
+    early_stopped: bool | None = None,
+    stop_reason: str | None = None,
+    steps: int | None = None,
 ) -> Trial:
     """A trial's prediction and outcome; a trial predicted by loss only is compared on val_loss."""
     if predicted_metric is None and predicted_loss is not None:
@@ -217,7 +222,9 @@ def trial(
     return Trial(
         job_id=job_id,
         trial_index=trial_index,
-        status=status or "running",
+        status=trial_outcome(
+            status or "running", early_stopped=early_stopped, stop_reason=stop_reason, steps=steps
+        ),
         metric_name=name,
         predicted=predicted_metric,
         predicted_std=predicted_metric_std,

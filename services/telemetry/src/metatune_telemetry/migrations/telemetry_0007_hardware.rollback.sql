@@ -1,1 +1,0 @@
-ALTER TABLE run_results DROP COLUMN IF EXISTS hardware;

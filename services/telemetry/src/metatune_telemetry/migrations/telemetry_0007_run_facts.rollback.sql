@@ -1,0 +1,1 @@
+ALTER TABLE run_results DROP COLUMN IF EXISTS hardware, DROP COLUMN IF EXISTS stop_reason;
