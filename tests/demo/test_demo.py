@@ -214,6 +214,10 @@ def _check_database(url: str, shown: dict) -> None:
             assert row["early_stopped"] == sum(bool(r["early_stopped"]) for r in results)
             accuracies = [r["metrics"]["accuracy"] for r in results if r["status"] == "completed"]
             assert row["best_accuracy"] == pytest.approx(max(accuracies))
+            baselines = conn.execute(
+                "SELECT max(majority_baseline) AS m FROM run_results WHERE study_id = %s", (sid,)
+            ).fetchone()
+            assert row["majority_baseline"] == pytest.approx(baselines["m"])
             energy = conn.execute(
                 "SELECT e.hour, e.energy_wh, e.emissions_g, q.requested_at, q.home_datacenter, "
                 "s.spec->>'region_group' AS region_group, e.job_id FROM job_energy e "

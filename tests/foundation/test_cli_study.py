@@ -59,6 +59,7 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
                 steps=113,
                 early_stopped=True,  # every view says so, not "completed"
                 stop_reason="plateau",
+                majority_baseline=0.6,
                 adapter_key=f"{TRAINED}.tar",
                 accounting=ACCOUNTING,
             ),
@@ -192,6 +193,7 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     human = run(["results", str(STUDY)], env)
     assert human.returncode == 0 and "0.91" in human.stdout and "38.5" in human.stdout
     assert "early-stopped (plateau, step 113)" in human.stdout
+    assert trained["majority_baseline"] == 0.6 and "0.910 (majority 0.600)" in human.stdout
     assert "1/2" in human.stdout and "forecast intensity" in human.stdout
 
     one_error_line(run(["study", "show", "not-a-study"], env), 2, "'not-a-study' is not a study id")

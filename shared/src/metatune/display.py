@@ -37,3 +37,15 @@ def study_state(stop_reason: str | None, unfinished: int) -> str:
     if unfinished:
         return f"{NO_MORE_TRIALS} ({stop_reason}); {unfinished} still to finish"
     return f"finished ({stop_reason})"
+
+
+def beside_baseline(accuracy: float | None, majority: float | None, digits: int = 3) -> str:
+    """An accuracy with its dataset's majority-class baseline beside it, saying when the run
+    does not beat it: ``0.733 (majority 0.600)``, ``0.317 (below majority 0.400)``."""
+    if accuracy is None:
+        return "-"
+    shown = f"{accuracy:.{digits}f}"
+    if majority is None:
+        return shown
+    word = "majority" if accuracy > majority else "below majority"
+    return f"{shown} ({word} {majority:.{digits}f})"

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from .. import subjects
 from ..contracts import CarbonForecast, RunAccounting
-from ..display import trial_label
+from ..display import beside_baseline, trial_label
 from ..errors import BusUnavailable
 from ..registry import load_registry
 from ..settings import Settings, get_settings
@@ -88,7 +88,7 @@ def results(
                     config.get("learning_rate"),
                     config.get("batch_size"),
                     metrics.get("val_loss"),
-                    metrics.get("accuracy"),
+                    beside_baseline(metrics.get("accuracy"), t["majority_baseline"]),
                     t["energy_wh"],
                     t["emissions_g"],
                     t["realised_emissions_g"],

@@ -66,6 +66,7 @@ class Trial:
             "metric_name": r.metric_name if r else None,
             "datacenter": end.datacenter if (end := done or failed) else None,
             "metrics": done.metrics.model_dump(mode="json") if done else None,
+            "majority_baseline": done.majority_baseline if done else None,
             "steps": done.steps if done else None,
             "adapter_key": done.adapter_key if done else None,
             "energy_wh": accounting.energy_wh if accounting else None,

@@ -43,6 +43,7 @@ class StudyRow:
     failed: int
     grid: int
     best_accuracy: float | None
+    majority_baseline: float | None  # accuracy of always predicting the most common label
     energy_wh: float
     grid_energy_wh: float | None
     emissions_g: float | None  # None: some hour was unpriced
@@ -164,7 +165,7 @@ def closing_table(
             (ids,),
         ).fetchall()
         results = conn.execute(
-            "SELECT job_id, study_id, status, early_stopped, metrics, energy_wh "
+            "SELECT job_id, study_id, status, early_stopped, metrics, energy_wh, majority_baseline "
             "FROM run_results WHERE study_id = ANY(%s::uuid[])",
             (ids,),
         ).fetchall()
@@ -210,6 +211,7 @@ def closing_table(
             for r in mine
             if r["status"] == "completed" and (r["metrics"] or {}).get("accuracy") is not None
         ]
+        majority = [r["majority_baseline"] for r in mine if r["majority_baseline"] is not None]
         run_now = _total([run_now_of.get(j) for j in reqs if j in hours])
         greedy = _total([greedy_of.get(j) for j in reqs if j in hours])
         rows.append(
@@ -222,6 +224,7 @@ def closing_table(
                 failed=sum(r["status"] == "failed" for r in mine),
                 grid=GRID_SIZE,
                 best_accuracy=max(accuracies) if accuracies else None,
+                majority_baseline=max(majority) if majority else None,
                 energy_wh=sum(float(e["energy_wh"]) for e in metered),
                 grid_energy_wh=GRID_SIZE * sum(full) / len(full) if full else None,
                 emissions_g=emissions,

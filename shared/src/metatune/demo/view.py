@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contracts import PredictionSource
-from ..display import EARLY_STOPPED, trial_label
+from ..display import EARLY_STOPPED, beside_baseline, trial_label
 from .observer import DemoState
 from .receiver import WebhookReceiver
 
@@ -184,6 +184,9 @@ def _observed(disclosed: dict[str, Any]) -> str:
     return "" if realised is None or forecast is None else f" ({realised}/{realised + forecast})"
 
 
+INFORMATIVE_SD = 0.05  # widest ±1 sd of the grid estimate the closing table shows
+
+
 def closing(result: dict[str, Any]) -> Table:
     table = Table(
         title="6. what MetaTune saved (from the database; gCO2eq, run now and greedy: each hour at "
@@ -195,7 +198,7 @@ def closing(result: dict[str, Any]) -> Table:
         "trials run (early-stopped)",
         "grid",
         "best accuracy",
-        "grid's best (KB)",
+        "grid's best (KB, where ±1 sd ≤ 0.05)",
         "energy Wh",
         "grid energy Wh",
         "gCO2eq",
@@ -207,16 +210,21 @@ def closing(result: dict[str, Any]) -> Table:
     for row in result["studies"]:
         disclosed = result["disclosure"].get(row["study_id"], {})
         estimate = result.get("grid_estimate", {}).get(row["study_id"], {})
+        # the knowledge base's estimate of the grid's best, only where it informs: an interval
+        # of ±0.25 around 0.45 says nothing a reader can compare a run with
+        std = estimate.get("best_predicted_std")
         grid_best = (
-            f"{estimate['best_predicted']:.3f} ± {estimate['best_predicted_std']:.3f}"
+            f"{estimate['best_predicted']:.3f} ± {std:.3f}"
             if estimate.get("best_predicted") is not None
+            and std is not None
+            and std <= INFORMATIVE_SD
             else "-"
         )
         table.add_row(
             row["name"],
             f"{row['trials']} ({row['early_stopped']})",
             str(row["grid"]),
-            _fmt(row["best_accuracy"], "{:.3f}"),
+            beside_baseline(row["best_accuracy"], row.get("majority_baseline")),
             grid_best,
             f"{row['energy_wh']:.2f}",
             _fmt(row["grid_energy_wh"], "{:.0f}"),

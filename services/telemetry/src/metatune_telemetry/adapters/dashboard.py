@@ -47,7 +47,7 @@ GROUP BY issued_at ORDER BY issued_at DESC
 """
 TRIALS = """
 SELECT q.job_id, q.trial_index, r.status, q.metric_name, q.predicted_metric, q.predicted_metric_std, q.predicted_loss,
-       q.predicted_loss_std, r.metrics, r.early_stopped, r.stop_reason, r.steps
+       q.predicted_loss_std, r.metrics, r.early_stopped, r.stop_reason, r.steps, r.majority_baseline
 FROM job_requests q LEFT JOIN run_results r USING (job_id) WHERE q.study_id = %s ORDER BY q.trial_index
 """
 

@@ -107,7 +107,7 @@ TRANSIENT_RETRIES = 5
 RESULT_COLUMNS = (
     "job_id, study_id, status, finished_at, datacenter, config, metrics, failure_reason, steps, "
     "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source, "
-    "hardware, stop_reason"
+    "hardware, stop_reason, majority_baseline"
 )
 
 OUTBOX_SQL = """

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from urllib.parse import quote
 
-from metatune.display import trial_label
+from metatune.display import beside_baseline, trial_label
 
 from .charts import (
     BandCurve,
@@ -89,6 +89,13 @@ def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
     return _page("MetaTune study", "".join(parts))
 
 
+def _actual(t: Trial) -> str:
+    """The objective reached; an accuracy beside its dataset's majority-class baseline."""
+    if t.metric_name == "accuracy" and t.actual is not None:
+        return html.escape(beside_baseline(t.actual, t.majority_baseline, digits=4))
+    return _num(t.actual)
+
+
 def _trials(trials: list[Trial]) -> str:
     """Predicted against actual objective: a scatter per objective of the finished trials, a table of all."""
     points: dict[str, list[ScatterPoint]] = {}
@@ -117,7 +124,7 @@ def _trials(trials: list[Trial]) -> str:
     rows = "".join(
         f'<tr><td><a href="/jobs/{t.job_id}">{trial_label(t.trial_index)}</a></td><td>{html.escape(t.status)}</td>'
         f"<td>{html.escape(t.metric_name)}</td><td>{_num(t.predicted)}"
-        f"{'' if t.predicted_std is None else f' ± {t.predicted_std:.4g}'}</td><td>{_num(t.actual)}</td></tr>"
+        f"{'' if t.predicted_std is None else f' ± {t.predicted_std:.4g}'}</td><td>{_actual(t)}</td></tr>"
         for t in trials
     )
     return (

@@ -193,6 +193,7 @@ def _result(status: str) -> Callable[[TypedRows, c.RunCompleted | c.RunFailed], 
                 a.power_source,
                 _json(done.hardware) if done and done.hardware else None,
                 clean_text(done.stop_reason) if done and done.stop_reason else None,
+                done.majority_baseline if done else None,
             )
         )
         _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)

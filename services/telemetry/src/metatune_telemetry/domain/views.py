@@ -183,6 +183,8 @@ class Trial(BaseModel):
     predicted: float | None
     predicted_std: float | None
     actual: float | None
+    # accuracy of always predicting the most common label: what an accuracy must beat
+    majority_baseline: float | None = None
 
 
 def objective(metric_name: str, metrics: Mapping[str, Any] | None) -> float | None:
@@ -210,6 +212,7 @@ def trial(
     early_stopped: bool | None = None,
     stop_reason: str | None = None,
     steps: int | None = None,
+    majority_baseline: float | None = None,
 ) -> Trial:
     """A trial's prediction and outcome; a trial predicted by loss only is compared on val_loss."""
     if predicted_metric is None and predicted_loss is not None:
@@ -229,4 +232,5 @@ def trial(
         predicted=predicted_metric,
         predicted_std=predicted_metric_std,
         actual=objective(name, metrics),
+        majority_baseline=majority_baseline,
     )

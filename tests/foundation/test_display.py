@@ -1,0 +1,34 @@
+"""The words and numbers every view shares (metatune.display)."""
+
+from __future__ import annotations
+
+from metatune.display import beside_baseline, study_state, trial_label, trial_outcome
+
+
+def test_an_early_stop_never_reads_completed() -> None:
+    assert trial_outcome("completed") == "completed"
+    assert trial_outcome("completed", early_stopped=True) == "early-stopped"
+    assert (
+        trial_outcome("completed", early_stopped=True, stop_reason="plateau", steps=40)
+        == "early-stopped (plateau, step 40)"
+    )
+    assert trial_outcome("failed: out_of_memory", early_stopped=True) == "failed: out_of_memory"
+
+
+def test_a_study_tells_no_more_trials_from_finished() -> None:
+    assert study_state(None, 2) == "requesting trials"
+    assert (
+        study_state("budget", 2) == "no more trials will be requested (budget); 2 still to finish"
+    )
+    assert study_state("budget", 0) == "finished (budget)"
+
+
+def test_an_accuracy_stands_beside_its_majority_baseline() -> None:
+    assert beside_baseline(0.733, 0.6) == "0.733 (majority 0.600)"
+    assert beside_baseline(0.317, 0.4) == "0.317 (below majority 0.400)"
+    assert beside_baseline(0.4, 0.4) == "0.400 (below majority 0.400)"  # ties do not beat it
+    assert beside_baseline(0.5, None) == "0.500" and beside_baseline(None, 0.5) == "-"
+
+
+def test_trials_are_numbered_from_one() -> None:
+    assert [trial_label(i) for i in (0, 1, None)] == ["#1", "#2", "#?"]
