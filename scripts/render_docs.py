@@ -706,59 +706,17 @@ def render_block(name: str, readme: Path) -> str:
 
 @renders("results/demo")
 def _demo() -> list[str]:
-    """The closing table of ``metatune demo --json`` (figures from the demo's database)."""
+    """The closing table of ``metatune demo --json`` and its summary line, cell for cell what the
+    demo prints (the same functions render both)."""
+    from metatune.demo.view import CLOSING_COLUMNS, closing_rows, closing_summary
+
     data = load_result("demo")
-    header = ["study", "trials run (early-stopped)", "grid", "best accuracy"]
-    header += ["grid's best, KB estimate", "energy Wh", "gCO2eq", "run now at home g"]
-    header += ["greedy g", "disclosed gCO2eq"]
-
-    def grams(value: float | None) -> str:
-        return "unpriced" if value is None else f"{value:.4f}"
-
-    rows = []
-    for r in data["studies"]:
-        estimate = data.get("grid_estimate", {}).get(r["study_id"], {})
-        disclosed = data["disclosure"].get(r["study_id"], {}).get("kgco2eq")
-        rows.append(
-            [
-                r["name"],
-                f"{r['trials']} ({r['early_stopped']})",
-                str(r["grid"]),
-                num(r["best_accuracy"], ".3f"),
-                "-"
-                if estimate.get("best_predicted") is None
-                else f"{estimate['best_predicted']:.3f} ± {estimate['best_predicted_std']:.3f}",
-                num(r["energy_wh"], ".3f"),
-                bold(grams(r["emissions_g"])),
-                grams(r["run_now_g"]),
-                grams(r["greedy_g"]),
-                grams(None if disclosed is None else disclosed * 1000),
-            ]
-        )
-    total = {
-        k: sum(r[k] or 0.0 for r in data["studies"])
-        for k in ("emissions_g", "run_now_g", "greedy_g")
-    }
-    trials = sum(r["trials"] for r in data["studies"])
-    grid = sum(r["grid"] for r in data["studies"])
-    webhooks = data["webhooks"]
-    return [
-        *table(header, rows),
-        "",
-        f"All studies: {trials} trials instead of {grid}; {total['emissions_g']:.4f} gCO2eq against "
-        f"{total['run_now_g']:.4f} run now at home ({pct(1 - total['emissions_g'] / total['run_now_g'])} "
-        f"less) and {total['greedy_g']:.4f} placed greedily. {data['pauses']} pauses, "
-        f"{data['migrations']} migration(s) through a checkpoint, {data['early_stops']} early stops "
-        f"({data['curve_stops']} by the learning-curve predictor); {webhooks['deliveries']} webhook deliveries, "
-        f"{webhooks['verified']} signature-verified; {data['elapsed_s']:.0f} s from the command to the "
-        "table"
-        + (
+    summary = closing_summary(data)
+    if data.get("scripts_demo_s"):
+        summary = summary.removesuffix(".") + (
             f", {data['scripts_demo_s']:.0f} s for `./scripts/demo` in a fresh clone, set-up included."
-            if data.get("scripts_demo_s")
-            else "."
-        ),
-        *source_note("demo"),
-    ]
+        )
+    return [*table(list(CLOSING_COLUMNS), closing_rows(data)), "", summary, *source_note("demo")]
 
 
 def link(name: str) -> str:

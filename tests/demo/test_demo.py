@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections import defaultdict
@@ -120,6 +121,7 @@ def test_fast_demo_end_to_end(tmp_path: Path) -> None:
         _check_bus(asyncio.run(_events(settings)))
         _check_database(settings.database_url, shown)
         _check_webhooks(data_dir / "demo" / "webhooks" / "deliveries.jsonl", shown)
+        _check_cli_reaches_the_demo(env, shown)
     finally:
         down = _metatune("down", "--json", env=env, timeout=120)
     assert down.returncode == 0, down.stderr
@@ -130,6 +132,24 @@ def test_fast_demo_end_to_end(tmp_path: Path) -> None:
     assert {p.name for p in (data_dir / "demo").iterdir()} <= {"run", "summary.json"}
     assert {p.name for p in data_dir.iterdir()} <= {"demo", "run"}  # run/: `down` looked for `up`'s
     assert not any((data_dir / "run").glob("*"))
+    gone = _metatune("demo", "--env", env=env, timeout=60)
+    assert gone.returncode == 1 and "no demo is running" in gone.stderr
+
+
+def _check_cli_reaches_the_demo(env: dict[str, str], shown: dict) -> None:
+    """One step points the CLI at the running demo; its studies are listed by their names."""
+    exports = _metatune("demo", "--env", env=env, timeout=60)
+    assert exports.returncode == 0, exports.stderr
+    pointed = dict(env)
+    for line in exports.stdout.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        pointed[key] = shlex.split(value)[0]
+    listed = _metatune("study", "list", "--json", env=pointed, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    names = {s["study_id"]: s["name"] for s in json.loads(listed.stdout)}
+    assert {r["study_id"]: names.get(r["study_id"]) for r in shown["studies"]} == {
+        r["study_id"]: r["name"] for r in shown["studies"]
+    }
 
 
 def _check_bus(events: list[tuple[str, object]]) -> None:

@@ -11,6 +11,7 @@ import nats
 from metatune import subjects
 from metatune.bus import ensure_streams, headers_for
 from metatune.contracts import (
+    CarbonForecast,
     DatasetLocation,
     ErrorEvent,
     ErrorKind,
@@ -77,9 +78,31 @@ async def test_last_counts_after_filters_and_study_includes_its_jobs(
                 correlation_id=str(other),
             ),
         )
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    await publish(  # an hourly forecast: left out unless asked for
+        subjects.forecasts("DE"),
+        CarbonForecast(
+            occurred_at=now,
+            region="DE",
+            issued_at=hour,
+            start=hour,
+            model_version="test",
+            g_per_kwh=[300.0] * 168,
+            p10_g_per_kwh=[250.0] * 168,
+            p90_g_per_kwh=[350.0] * 168,
+        ),
+    )
     await nc.close()
 
     env = env_for(METATUNE_NATS_URL=private_nats)
+    everything = run(["events", "--json", "--last", "100"], env, timeout=60)
+    kinds = {json.loads(line)["subject"].split(".")[1] for line in everything.stdout.splitlines()}
+    assert kinds == {"jobs", "runs", "errors"}  # no forecast by default
+    with_forecasts = run(["events", "--json", "--last", "100", "--forecasts"], env, timeout=60)
+    assert subjects.forecasts("DE") in with_forecasts.stdout
+    only = run(["events", "--json", "--last", "100", "--kind", "jobs", "--kind", "runs"], env)
+    kinds = {json.loads(line)["subject"].split(".")[1] for line in only.stdout.splitlines()}
+    assert kinds == {"jobs", "runs"}
     filtered = run(
         ["events", "--json", "--last", "2", "--subject", "metatune.runs.>"], env, timeout=60
     )

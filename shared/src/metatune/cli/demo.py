@@ -39,13 +39,27 @@ def demo(
         help="Folder of the demo datasets (the committed ones by default)",
     ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    env: bool = typer.Option(
+        False,
+        "--env",
+        help="Print the exports that point the CLI at the running demo, and exit: "
+        'eval "$(metatune demo --env)"',
+    ),
 ) -> None:
     """Start the platform on embedded defaults with a simulated clock and four datacenters, submit
     three studies, show them through the bus as they run, and print what they saved. The platform
     keeps running afterwards (dashboard); `metatune down` stops it."""
     from ..demo import Demo, DemoStepFailed, scenario
+    from ..demo.stack import cli_env
+
+    if env:
+        exports = cli_env(get_settings())
+        if exports is None:
+            raise fail("no demo is running (start one with `metatune demo`)", code=1)
+        typer.echo(exports, nl=False)
+        return
     from ..demo.stack import DemoAlreadyRunning
-    from ..demo.view import closing
+    from ..demo.view import closing, closing_summary
 
     console = Console(stderr=json_output)
     if not console.is_terminal:  # a log or a pipe: wide enough for the tables
@@ -65,15 +79,12 @@ def demo(
         print_json(result)
         return
     console.print(closing(result))
-    console.print(
-        f"pauses {result['pauses']}, migrations {result['migrations']}, early stops "
-        f"{result['early_stops']}; webhooks {result['webhooks']['deliveries']} delivered, "
-        f"{result['webhooks']['verified']} verified; {result['elapsed_s']:.0f} s"
-    )
+    console.print(closing_summary(result), highlight=False)
     for row in result["studies"]:
         console.print(
             f"dashboard of {row['name']}: {result['dashboard']}/studies/{row['study_id']}"
         )
     console.print(
-        f"the platform keeps running (logs in {result['logs']}); stop it with `metatune down`"
+        f"the platform keeps running (logs in {result['logs']}); point the CLI at it with "
+        '`eval "$(metatune demo --env)"`, stop it with `metatune down`'
     )

@@ -15,6 +15,7 @@ from ..settings import get_settings
 from .connect import bus, fail
 
 console = Console()
+FORECASTS_PREFIX = "metatune.forecasts"
 
 _STYLE = {
     "errors": "red",
@@ -83,15 +84,33 @@ def events(
     ),
     raw: bool = typer.Option(False, "--json", help="Print each event as JSON"),
     hide: list[str] = typer.Option(
-        [], "--hide", help="Subject prefix to leave out, e.g. metatune.forecasts (repeatable)"
+        [], "--hide", help="Subject prefix to leave out, e.g. metatune.plans (repeatable)"
+    ),
+    kind: list[str] = typer.Option(
+        [],
+        "--kind",
+        help="Only these kinds (the subject's second part): datasets, jobs, plans, assignments, "
+        "runs, studies, forecasts, errors ... (repeatable)",
+    ),
+    forecasts: bool = typer.Option(
+        False, "--forecasts", help="Include the hourly carbon forecasts (left out by default)"
     ),
 ) -> None:
-    """Tail the event log (stream METATUNE), newest last."""
+    """Tail the event log (stream METATUNE), newest last. The hourly forecasts are left out
+    unless asked for (--forecasts, --kind forecasts or a forecasts --subject)."""
     settings = get_settings()
     stream = settings.status_stream_name if status_stream else settings.stream_name
     keep = StudyFilter(study)
+    asked_for_forecasts = (
+        forecasts or "forecasts" in kind or subject.startswith(f"{FORECASTS_PREFIX}.")
+    )
 
     def wanted(subject_name: str, payload: dict) -> bool:
+        family = _kind(subject_name)
+        if kind and family not in kind:
+            return False
+        if family == "forecasts" and not asked_for_forecasts:
+            return False
         return not any(subject_name.startswith(prefix) for prefix in hide) and keep(payload)
 
     async def run() -> None:
@@ -132,6 +151,12 @@ def events(
         pass
 
 
+def _kind(subject: str) -> str:
+    """``metatune.runs.fra1.completed`` -> ``runs``."""
+    parts = subject.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
 def _decode(data: bytes) -> dict:
     try:
         payload = json.loads(data)
@@ -142,10 +167,12 @@ def _decode(data: bytes) -> dict:
 
 def _print(subject: str, payload: dict, raw: bool) -> None:
     if raw:
-        print(json.dumps({"subject": subject, **payload}))
+        record = {**payload, "subject": subject}  # the subject it was published on
+        if "subject" in payload:  # an error's own field: the subject of what caused it
+            record["cause_subject"] = payload["subject"]
+        print(json.dumps(record))
         return
-    family = subject.split(".")[1] if subject.count(".") >= 1 else ""
-    style = _STYLE.get(family, "white")
+    style = _STYLE.get(_kind(subject), "white")
     when = str(payload.get("occurred_at", ""))[:19]
     console.print(
         f"[dim]{when}[/dim] [{style}]{subject}[/{style}] {summarize(subject, payload)}",

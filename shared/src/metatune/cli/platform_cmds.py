@@ -345,7 +345,7 @@ def _wait_healthy(settings: Settings, state: RunState, only: set[str] | None = N
 
 def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """Stop what `metatune up` or `metatune demo` started (and nothing else)."""
-    from ..demo.stack import clean, demo_settings
+    from ..demo.stack import CLI_ENV_FILE, clean, demo_settings
 
     settings = get_settings()
     stopped: list[str] = []
@@ -357,6 +357,7 @@ def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> N
             stopped += stop(state.processes)
             state_path(where).unlink(missing_ok=True)
             (run_dir(where) / "database.password").unlink(missing_ok=True)
+            (run_dir(where) / CLI_ENV_FILE).unlink(missing_ok=True)
             if where is not settings:
                 clean(settings)  # the demo's servers' data goes; its logs and table stay
     if not found:

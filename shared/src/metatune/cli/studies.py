@@ -112,6 +112,7 @@ class Study:
         spec = dataset.spec if dataset else None
         return {
             "study_id": str(self.study_id),
+            "name": spec.name if spec else None,
             "status": self.status,
             "submitted_at": self.submitted.occurred_at.isoformat() if self.submitted else None,
             "dataset": spec.dataset.ref if spec else None,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
+from typing import Any
 from uuid import UUID
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..display import trial_label
+from ..display import beside_baseline, trial_label
 from ..errors import BusUnavailable
 from ..settings import Settings, get_settings
 from .connect import bus, fail
@@ -55,9 +55,12 @@ def list_studies(raw: bool = typer.Option(False, "--json", help="Print JSON")) -
     if raw:
         print_json(studies)
         return
-    table = Table("study", "submitted", "dataset", "model", "trials", "done", "failed", "status")
+    table = Table(
+        "name", "study", "submitted", "dataset", "model", "trials", "done", "failed", "status"
+    )
     for s in studies:
         table.add_row(
+            s["name"] or "-",
             s["study_id"],
             (s["submitted_at"] or "")[:16],
             s["dataset"] or "-",
@@ -70,6 +73,24 @@ def list_studies(raw: bool = typer.Option(False, "--json", help="Print JSON")) -
     console.print(table if studies else "no studies in the event log")
 
 
+def _result(trial: dict[str, Any]) -> str:
+    """A trial's outcome as a person reads it: its accuracy beside the majority baseline, the
+    validation loss (or perplexity); the reason where it failed or never ran."""
+    metrics = trial["metrics"]
+    if not metrics:
+        return trial["error"] or "-"
+    parts = []
+    if metrics.get("accuracy") is not None:
+        parts.append(f"accuracy {beside_baseline(metrics['accuracy'], trial['majority_baseline'])}")
+    if metrics.get("macro_f1") is not None:
+        parts.append(f"macro F1 {metrics['macro_f1']:.3f}")
+    if metrics.get("perplexity") is not None:
+        parts.append(f"perplexity {metrics['perplexity']:.2f}")
+    if metrics.get("val_loss") is not None:
+        parts.append(f"val loss {metrics['val_loss']:.3f}")
+    return ", ".join(parts) or "-"
+
+
 @study_app.command("show")
 def show(
     study: str = typer.Argument(..., help="Study id, as `metatune submit` printed it"),
@@ -80,7 +101,8 @@ def show(
     if raw:
         print_json(details)
         return
-    console.print(f"[bold]study {details['study_id']}[/bold]  {details['status']}", highlight=False)
+    title = f"{details['name']} ({details['study_id']})" if details["name"] else details["study_id"]
+    console.print(f"[bold]study {title}[/bold]  {details['status']}", highlight=False)
     console.print(
         f"dataset {details['dataset']}  task {details['task']}  model {details['base_model']}  "
         f"deadline {details['deadline']}",
@@ -101,7 +123,7 @@ def show(
             if t["predicted_metric"] is not None
             else "-"
         )
-        result = json.dumps(t["metrics"]) if t["metrics"] else t["error"] or "-"
+        result = _result(t)
         table.add_row(
             trial_label(t["trial_index"]),
             t["job_id"],

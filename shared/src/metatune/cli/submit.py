@@ -81,6 +81,9 @@ def submit(
         TaskType.classification, help="classification | pair_classification | causal_lm"
     ),
     deadline: str = typer.Option("24h", help="24h / 3d from now, or an ISO time"),
+    name: str | None = typer.Option(
+        None, help="What to call the study (default: the dataset file's name, no suffix)"
+    ),
     trials: int = typer.Option(3, min=1, max=50, help="Configurations to train"),
     gpus_per_trial: int = typer.Option(
         1, min=1, max=64, help="GPUs each trial trains on, in one datacenter (torchrun + DDP)"
@@ -114,6 +117,7 @@ def submit(
     check_gpus_per_trial(gpus_per_trial, settings)
     try:
         draft = StudySpec(
+            name=name or dataset.name.split(".")[0],
             dataset=DatasetLocation(kind="object", ref=key),
             task=task,
             base_model=base_model,

@@ -58,6 +58,14 @@ class DatasetLocation(Contract):
 class StudySpec(Contract):
     """What a user asks for: one dataset, one base model, a trial budget and a deadline."""
 
+    name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=80,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="what people call the study (every view shows it beside the id); "
+        "metatune submit defaults it to the dataset file's name without its suffix",
+    )
     dataset: DatasetLocation = Field(description="where the training data is")
     task: TaskType = Field(description="what the adapter learns")
     base_model: str = Field(

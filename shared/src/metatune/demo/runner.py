@@ -120,6 +120,7 @@ class Demo:
             files = self._write_datasets()
         with self.step("platform", log="run"):
             self.settings = stack.apply(env)
+            stack.write_cli_env(env)
             try:
                 self._start_platform()
             except BaseException:
@@ -245,6 +246,7 @@ class Demo:
                 sha = await objects.put_file(DATASETS_BUCKET, key, path)
                 now = clock.now()
                 spec = StudySpec(
+                    name=study.name,
                     dataset=DatasetLocation(
                         kind="object", ref=key, size_bytes=path.stat().st_size, sha256=sha
                     ),

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 from pathlib import Path
 
-from ..embedded.supervisor import alive, load_state, state_path, stop
+from ..embedded.supervisor import alive, load_state, state_path, stop, write_private
 from ..settings import Settings, get_settings
 from .scenario import DEMO_DATACENTERS, DemoScenario, demo_registry_path
 
@@ -81,6 +82,37 @@ def prepare(base: Settings, scene: DemoScenario, webhook_secret: str) -> dict[st
     }
 
 
+# what the CLI needs to reach a running demo (no secret among them: the embedded PostgreSQL
+# trusts loopback, the NATS credentials stay in their files under the secrets folder)
+CLI_ENV = (
+    "METATUNE_DATA_DIR",
+    "METATUNE_NATS_URL",
+    "METATUNE_DATABASE_URL",
+    "METATUNE_NATS_SECRETS_DIR",
+    "METATUNE_REGISTRY_PATH",
+    "METATUNE_TELEMETRY_HTTP_PORT",
+)
+CLI_ENV_FILE = "cli.env"
+
+
+def write_cli_env(env: dict[str, str]) -> Path:
+    """The exports that point the CLI at this demo, in ``<demo>/run/cli.env`` (owner-only)."""
+    path = Path(env["METATUNE_DATA_DIR"]) / "run" / CLI_ENV_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_private(path, "".join(f"export {k}={shlex.quote(env[k])}\n" for k in CLI_ENV))
+    return path
+
+
+def cli_env(base: Settings) -> str | None:
+    """The exports of the demo that is running now; None when none is."""
+    settings = demo_settings(base)
+    state = load_state(settings)
+    path = settings.resolved_data_dir() / "run" / CLI_ENV_FILE
+    if state is None or not any(alive(p.pid) for p in state.processes) or not path.is_file():
+        return None
+    return path.read_text()
+
+
 def apply(env: dict[str, str]) -> Settings:
     """Put ``env`` into this process (the services inherit it) and read the settings it gives
     (afresh: ``get_settings`` caches what it read first)."""
@@ -128,4 +160,5 @@ def stop_platform(settings: Settings) -> list[str]:
         return []
     stopped = stop(state.processes)
     state_path(settings).unlink(missing_ok=True)
+    (settings.resolved_data_dir() / "run" / CLI_ENV_FILE).unlink(missing_ok=True)
     return stopped

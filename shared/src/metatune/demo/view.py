@@ -185,28 +185,24 @@ def _observed(disclosed: dict[str, Any]) -> str:
 
 
 INFORMATIVE_SD = 0.05  # widest ±1 sd of the grid estimate the closing table shows
+CLOSING_COLUMNS = (
+    "study",
+    "trials run (early-stopped)",
+    "grid",
+    "best accuracy",
+    "grid's best (KB, where ±1 sd ≤ 0.05)",
+    "energy Wh",
+    "grid energy Wh",
+    "gCO2eq",
+    "run now at home g",
+    "greedy g",
+    "realised gCO2eq (h observed)",
+)
 
 
-def closing(result: dict[str, Any]) -> Table:
-    table = Table(
-        title="6. what MetaTune saved (from the database; gCO2eq, run now and greedy: each hour at "
-        "the forecast intensity, as the agents charged it; realised: the disclosure, each hour the "
-        "grid has since observed at its observed intensity)"
-    )
-    for col in (
-        "study",
-        "trials run (early-stopped)",
-        "grid",
-        "best accuracy",
-        "grid's best (KB, where ±1 sd ≤ 0.05)",
-        "energy Wh",
-        "grid energy Wh",
-        "gCO2eq",
-        "run now at home g",
-        "greedy g",
-        "realised gCO2eq (h observed)",
-    ):
-        table.add_column(col, justify="left" if col == "study" else "right")
+def closing_rows(result: dict[str, Any]) -> list[list[str]]:
+    """The closing table's cells, one row per study: what the demo prints and the README shows."""
+    rows = []
     for row in result["studies"]:
         disclosed = result["disclosure"].get(row["study_id"], {})
         estimate = result.get("grid_estimate", {}).get(row["study_id"], {})
@@ -220,18 +216,53 @@ def closing(result: dict[str, Any]) -> Table:
             and std <= INFORMATIVE_SD
             else "-"
         )
-        table.add_row(
-            row["name"],
-            f"{row['trials']} ({row['early_stopped']})",
-            str(row["grid"]),
-            beside_baseline(row["best_accuracy"], row.get("majority_baseline")),
-            grid_best,
-            f"{row['energy_wh']:.2f}",
-            _fmt(row["grid_energy_wh"], "{:.0f}"),
-            _g(row["emissions_g"]),
-            _g(row["run_now_g"]),
-            _g(row["greedy_g"]),
-            _g(None if disclosed.get("kgco2eq") is None else disclosed["kgco2eq"] * 1000)
-            + _observed(disclosed),
+        rows.append(
+            [
+                row["name"],
+                f"{row['trials']} ({row['early_stopped']})",
+                str(row["grid"]),
+                beside_baseline(row["best_accuracy"], row.get("majority_baseline")),
+                grid_best,
+                f"{row['energy_wh']:.2f}",
+                _fmt(row["grid_energy_wh"], "{:.0f}"),
+                _g(row["emissions_g"]),
+                _g(row["run_now_g"]),
+                _g(row["greedy_g"]),
+                _g(None if disclosed.get("kgco2eq") is None else disclosed["kgco2eq"] * 1000)
+                + _observed(disclosed),
+            ]
         )
+    return rows
+
+
+def closing_summary(result: dict[str, Any]) -> str:
+    """The line under the closing table: all studies against the grid, run-now and greedy."""
+    studies = result["studies"]
+    total = {k: sum(r[k] or 0.0 for r in studies) for k in ("emissions_g", "run_now_g", "greedy_g")}
+    saved = (
+        f" ({1 - total['emissions_g'] / total['run_now_g']:.0%} less)" if total["run_now_g"] else ""
+    )
+    webhooks = result["webhooks"]
+    return (
+        f"All studies: {sum(r['trials'] for r in studies)} trials instead of "
+        f"{sum(r['grid'] for r in studies)}; {total['emissions_g']:.4f} gCO2eq against "
+        f"{total['run_now_g']:.4f} run now at home{saved} and {total['greedy_g']:.4f} placed "
+        f"greedily. {result['pauses']} pauses, {result['migrations']} migration(s) through a "
+        f"checkpoint, {result['early_stops']} early stops ({result['curve_stops']} by the "
+        f"learning-curve predictor); {webhooks['deliveries']} webhook deliveries, "
+        f"{webhooks['verified']} signature-verified; {result['elapsed_s']:.0f} s from the command "
+        "to the table."
+    )
+
+
+def closing(result: dict[str, Any]) -> Table:
+    table = Table(
+        title="6. what MetaTune saved (from the database; gCO2eq, run now and greedy: each hour at "
+        "the forecast intensity, as the agents charged it; realised: the disclosure, each hour the "
+        "grid has since observed at its observed intensity)"
+    )
+    for col in CLOSING_COLUMNS:
+        table.add_column(col, justify="left" if col == "study" else "right")
+    for cells in closing_rows(result):
+        table.add_row(*cells)
     return table
