@@ -53,7 +53,7 @@ def _forecast(region: str, median: list[float]) -> tuple[str, c.CarbonForecast]:
 
 async def record_dashboard(db) -> Scenario:
     study, job, job2 = uuid4(), uuid4(), uuid4()
-    spec = SPEC.model_copy(update={"webhook_url": None})
+    spec = SPEC.model_copy(update={"webhook_url": None, "name": "intents-en"})
     hours = [
         c.HourlyEnergy(
             hour=NOW + (2 + i) * H,

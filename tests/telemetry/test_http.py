@@ -90,6 +90,7 @@ async def test_study_trials_predicted_against_actual(db) -> None:
     assert [t["status"] for t in trials] == ["completed", "early-stopped (plateau, step 10)"]
     assert "early-stopped (plateau, step 10)" in page and "completed" in page
     assert trials[0]["majority_baseline"] == 0.85 and "0.8000 (below majority 0.8500)" in page
+    assert f"<h1>Study intents-en ({s.study})</h1>" in page  # its name, not a bare id
     points = re.findall(
         r'class="point" data-trial="(\d+)" data-metric="([a-z_]+)" data-predicted="([0-9.]+)" '
         r'data-actual="([0-9.]+)"',

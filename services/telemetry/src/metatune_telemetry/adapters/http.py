@@ -25,7 +25,7 @@ from ..domain.views import Trial
 from .dashboard import datacenter_forecast, job_timeline, study_trials
 from .db import Database
 from .outbox import list_outbox
-from .queries import priced_totals, site_facts, study_disclosure
+from .queries import priced_totals, site_facts, study_disclosure, study_name
 
 TRIALS = TypeAdapter(list[Trial])
 
@@ -64,7 +64,11 @@ def create_app(db: Database, settings: Settings) -> Starlette:
         if (study := _uuid(request, "study")) is None:
             return HTMLResponse("not a study id", status_code=400)
         return HTMLResponse(
-            pages.study_page(await study_disclosure(db, study), await study_trials(db, study))
+            pages.study_page(
+                await study_disclosure(db, study),
+                await study_trials(db, study),
+                await study_name(db, study),
+            )
         )
 
     async def timeline(request: Request) -> Response:

@@ -158,6 +158,12 @@ async def study_disclosure(
     return disclose_study(study_id, await run_inputs(db, study_id, registry))
 
 
+async def study_name(db: Database, study_id: UUID) -> str | None:
+    """The name the study was submitted with (``StudySpec.name``), if it has one."""
+    rows = await db.fetch("SELECT spec->>'name' FROM studies WHERE study_id = %s", (study_id,))
+    return rows[0][0] if rows else None
+
+
 async def find_study(db: Database, prefix: str) -> UUID | None:
     """A study id from its full form or a unique prefix (as ``metatune events`` prints them)."""
     rows = await db.fetch(

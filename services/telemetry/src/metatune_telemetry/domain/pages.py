@@ -45,9 +45,10 @@ def _dc_link(datacenter: str) -> str:
     return f'<a href="/datacenters/{quote(datacenter)}">{html.escape(datacenter)}</a>'
 
 
-def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
+def study_page(d: StudyDisclosure, trials: list[Trial], name: str | None = None) -> str:
+    title = f"{name} ({d.study_id})" if name else str(d.study_id)
     parts = [
-        f"<h1>Study {d.study_id}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
+        f"<h1>Study {html.escape(title)}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
         f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
         f"forecast intensity: {_kg(d.forecast_kgco2eq)} kgCO2eq)</p>"
     ]
@@ -86,7 +87,7 @@ def study_page(d: StudyDisclosure, trials: list[Trial]) -> str:
             f'<h2><a href="/jobs/{run.job_id}">Trial {trial_label(run.trial_index)}</a> ({html.escape(run.outcome)})</h2>'
             f"<table>{rows}</table>"
         )
-    return _page("MetaTune study", "".join(parts))
+    return _page(f"MetaTune study {name or d.study_id}", "".join(parts))
 
 
 def _actual(t: Trial) -> str:
