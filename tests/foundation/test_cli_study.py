@@ -281,6 +281,11 @@ async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(
         ),  # typer's own usage errors
         ([*submit, "--trials", "0"], 2, "'--trials'", "submit --help"),
         ([*submit, "--gpus-per-trial", "999"], 2, "'--gpus-per-trial'", "submit --help"),
+        (
+            [*submit, "--region-group", "EU", "--home-datacenter", "dfw1"],
+            2,
+            "--home-datacenter dfw1 is outside --region-group EU",
+        ),
         ([*submit, "--gpus-per-trial", "64"], 2, "--gpus-per-trial 64: the largest datacenter has"),
         (["cancel", "12345"], 2, "'12345' is not a job id"),
         (["cancel", str(uuid4())], 1, "no job"),

@@ -25,6 +25,8 @@ async def test_api_report_totals_and_health(db) -> None:
             report["runs"] == [] and report["kgco2eq"] is None and report["pricing"] == "unpriced"
         )
         assert client.get("/api/totals").json()["runs_completed"] == 0
+        assert client.get("/api/studies").json() == []
+        assert "No study yet" in client.get("/").text  # the index answers before any study
         assert client.get("/api/studies/nope/report").status_code == 400
         assert client.get(f"/api/jobs/{uuid4()}/timeline").status_code == 404
         assert client.get("/jobs/nope").status_code == 400
@@ -91,6 +93,14 @@ async def test_study_trials_predicted_against_actual(db) -> None:
     assert "early-stopped (plateau, step 10)" in page and "completed" in page
     assert trials[0]["majority_baseline"] == 0.85 and "0.8000 (below majority 0.8500)" in page
     assert f"<h1>Study intents-en ({s.study})</h1>" in page  # its name, not a bare id
+    with TestClient(create_app(db, Settings())) as client:
+        listed = client.get("/api/studies").json()
+        index = client.get("/").text
+    assert [
+        (x["study_id"], x["name"], x["trials_requested"], x["trials_finished"]) for x in listed
+    ] == [(str(s.study), "intents-en", 2, 2)]
+    assert listed[0]["best_accuracy"] == 0.8
+    assert f'<a href="/studies/{s.study}">intents-en</a>' in index
     points = re.findall(
         r'class="point" data-trial="(\d+)" data-metric="([a-z_]+)" data-predicted="([0-9.]+)" '
         r'data-actual="([0-9.]+)"',

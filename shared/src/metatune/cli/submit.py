@@ -36,6 +36,7 @@ from .validation import (
     check_base_model,
     check_datacenter,
     check_gpus_per_trial,
+    check_home_in_group,
     one_line,
 )
 
@@ -114,6 +115,8 @@ def submit(
     check_base_model(base_model)
     if home_datacenter is not None:
         check_datacenter(home_datacenter, settings)
+        if region_group is not None:
+            check_home_in_group(home_datacenter, region_group, settings)
     check_gpus_per_trial(gpus_per_trial, settings)
     try:
         draft = StudySpec(

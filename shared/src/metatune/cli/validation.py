@@ -7,6 +7,7 @@ from uuid import UUID
 import typer
 from pydantic import ValidationError
 
+from ..contracts import RegionGroup
 from ..models import UnknownBaseModel, resolve_base_model
 from ..registry import load_registry
 from ..settings import Settings
@@ -33,6 +34,16 @@ def check_datacenter(name: str, settings: Settings) -> str:
     if name not in registry.names():
         raise fail(f"unknown datacenter {name!r}; known: {', '.join(registry.names())}")
     return name
+
+
+def check_home_in_group(home: str, group: RegionGroup, settings: Settings) -> None:
+    """A home datacenter outside the study's residency group could never run its trials."""
+    allowed = [dc.name for dc in load_registry(settings.registry_path).in_group(group)]
+    if home not in allowed:
+        raise fail(
+            f"--home-datacenter {home} is outside --region-group {group.value} "
+            f"({', '.join(allowed) or 'no datacenter'})"
+        )
 
 
 def check_gpus_per_trial(gpus: int, settings: Settings) -> int:

@@ -14,6 +14,7 @@ from ..domain.views import (
     ForecastCurve,
     JobTimeline,
     Mark,
+    StudyListing,
     Trial,
     baseline_hours,
     need_hours,
@@ -157,6 +158,20 @@ async def datacenter_forecast(
         for issued, version, stale, hours, median, low, high in rows
     ]
     return DatacenterForecast(datacenter=datacenter, region=region, curves=curves)
+
+
+STUDIES = """
+SELECT s.study_id, s.spec->>'name' AS name, s.submitted_at, s.base_model, s.task,
+       count(q.job_id) AS trials_requested, count(r.job_id) AS trials_finished,
+       max((r.metrics->>'accuracy')::double precision) AS best_accuracy
+FROM studies s LEFT JOIN job_requests q USING (study_id) LEFT JOIN run_results r USING (job_id)
+GROUP BY s.study_id ORDER BY s.submitted_at DESC LIMIT %s
+"""
+
+
+async def study_index(db: Database, limit: int = 500) -> list[StudyListing]:
+    """The latest ``limit`` studies, newest first."""
+    return [StudyListing(**row) for row in await db.fetch_dicts(STUDIES, (limit,))]
 
 
 async def study_trials(db: Database, study_id: UUID) -> list[Trial]:

@@ -21,13 +21,14 @@ from metatune.settings import Settings
 
 from ..domain import pages
 from ..domain.formats import to_csv, to_markdown
-from ..domain.views import Trial
-from .dashboard import datacenter_forecast, job_timeline, study_trials
+from ..domain.views import StudyListing, Trial
+from .dashboard import datacenter_forecast, job_timeline, study_index, study_trials
 from .db import Database
 from .outbox import list_outbox
 from .queries import priced_totals, site_facts, study_disclosure, study_name
 
 TRIALS = TypeAdapter(list[Trial])
+STUDIES = TypeAdapter(list[StudyListing])
 
 
 def _uuid(request: Request, name: str) -> UUID | None:
@@ -52,6 +53,12 @@ def create_app(db: Database, settings: Settings) -> Starlette:
         if fmt == "md":
             return PlainTextResponse(to_markdown(disclosure), media_type="text/markdown")
         return _json(disclosure)
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(pages.index_page(await study_index(db)))
+
+    async def studies(request: Request) -> Response:
+        return Response(STUDIES.dump_json(await study_index(db)), media_type="application/json")
 
     async def trials(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
@@ -139,6 +146,8 @@ def create_app(db: Database, settings: Settings) -> Starlette:
 
     return Starlette(
         routes=[
+            Route("/", index),
+            Route("/api/studies", studies),
             Route("/api/studies/{study}/report", report),
             Route("/api/studies/{study}/trials", trials),
             Route("/studies/{study}", study_page),

@@ -24,7 +24,7 @@ from .charts import (
 from .disclosure import StudyDisclosure
 from .formats import energy, run_rows
 from .formats import priced_at as _priced_at
-from .views import DatacenterForecast, JobTimeline, Stretch, Trial
+from .views import DatacenterForecast, JobTimeline, Stretch, StudyListing, Trial
 
 STYLE = "body{font-family:sans-serif;max-width:960px;margin:1em auto}td,th{text-align:left;padding:2px 8px}"
 
@@ -43,6 +43,25 @@ def _num(value: float | None) -> str:
 
 def _dc_link(datacenter: str) -> str:
     return f'<a href="/datacenters/{quote(datacenter)}">{html.escape(datacenter)}</a>'
+
+
+def index_page(studies: list[StudyListing]) -> str:
+    """Every study, newest first: its name, how many trials ended, the best accuracy so far."""
+    rows = "".join(
+        f'<tr><td><a href="/studies/{s.study_id}">{html.escape(s.name or str(s.study_id))}</a></td>'
+        f"<td>{s.submitted_at:%Y-%m-%d %H:%M}</td><td>{html.escape(s.base_model)}</td>"
+        f"<td>{html.escape(s.task)}</td><td>{s.trials_finished} / {s.trials_requested}</td>"
+        f"<td>{_num(s.best_accuracy)}</td><td><code>{s.study_id}</code></td></tr>"
+        for s in studies
+    )
+    table = (
+        "<table class=studies><tr><th>study</th><th>submitted (UTC)</th><th>base model</th>"
+        f"<th>task</th><th>trials ended / requested</th><th>best accuracy</th><th>id</th></tr>{rows}"
+        "</table>"
+        if studies
+        else "<p>No study yet: <code>metatune submit FILE</code> starts one.</p>"
+    )
+    return _page("MetaTune studies", f"<h1>Studies</h1>{table}")
 
 
 def study_page(d: StudyDisclosure, trials: list[Trial], name: str | None = None) -> str:

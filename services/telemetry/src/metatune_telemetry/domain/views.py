@@ -175,6 +175,19 @@ class DatacenterForecast(BaseModel):
     curves: list[ForecastCurve]  # latest issue first
 
 
+class StudyListing(BaseModel):
+    """One line of the dashboard's index: a study and how far it got."""
+
+    study_id: UUID
+    name: str | None
+    submitted_at: datetime
+    base_model: str
+    task: str
+    trials_requested: int
+    trials_finished: int
+    best_accuracy: float | None
+
+
 class Trial(BaseModel):
     job_id: UUID
     trial_index: int
