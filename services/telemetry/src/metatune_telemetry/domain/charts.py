@@ -7,6 +7,7 @@ can hover it and a test can read what was drawn.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,27 @@ from datetime import UTC, datetime, timedelta
 PALETTE = ["#2b8a3e", "#1971c2", "#e8590c", "#862e9c", "#c92a2a", "#5c940d"]
 LEFT, TOP, BOTTOM = 70, 22, 28  # margins: row labels / axis values, title, time axis
 LABELLED_BARS = 8  # bar charts with at most this many bars print each label under its bar
+CHAR_PX = 6.0  # width of a 10 px label character: a label is printed only where it fits
+# a unit and its smaller forms: values are shown in the first whose figures are >= 1
+SMALLER_UNITS = {
+    "kWh": (("kWh", 1.0), ("Wh", 1e3), ("mWh", 1e6)),
+    "kgCO2eq": (("kgCO2eq", 1.0), ("gCO2eq", 1e3), ("mgCO2eq", 1e6)),
+}
+
+
+def readable_unit(top: float, unit: str) -> tuple[str, float]:
+    """(unit, factor) in which ``top`` reads with digits before the point: 1.9e-05 kWh is
+    19.2 mWh. Units without smaller forms stay as they are."""
+    forms = SMALLER_UNITS.get(unit, ((unit, 1.0),))
+    return next(((u, f) for u, f in forms if top * f >= 1), forms[-1])
+
+
+def plain(value: float) -> str:
+    """Three significant figures, never in scientific notation."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
 
 
 def _esc(value: object) -> str:
@@ -60,18 +82,21 @@ def bar_chart(
     top = max(v for _, v, _ in bars) or 1.0
     step = (width - 60) / len(bars)
     series = sorted({s or "" for _, _, s in bars})
-    parts = [_open(f"{title} ({unit}, max {top:.4g})", width, height)]
+    shown, factor = readable_unit(top, unit)
+    parts = [_open(f"{title} ({shown}, max {plain(top * factor)})", width, height)]
     for i, (label, value, s) in enumerate(bars):
         h = (height - 50) * value / top
         color = PALETTE[series.index(s or "") % len(PALETTE)]
+        text = f"{label}: {plain(value * factor)}"
         parts.append(
             f'<rect class="bar" data-value="{value:.6g}" x="{40 + i * step:.1f}" y="{height - 30 - h:.1f}" '
             f'width="{max(1.0, step * 0.8):.1f}" height="{h:.1f}" fill="{color}">'
-            f"<title>{_esc(label)}: {value:.4g} {_esc(unit)}</title></rect>"
+            f"<title>{_esc(text)} {_esc(shown)}</title></rect>"
         )
-        if len(bars) <= LABELLED_BARS:
+        # under its bar only where it fits (else the tooltip carries it): no overlapping labels
+        if len(bars) <= LABELLED_BARS and len(text) * CHAR_PX <= step:
             parts.append(
-                f'<text x="{40 + i * step:.1f}" y="{height - 16}" font-size="10">{_esc(label)}: {value:.4g}</text>'
+                f'<text x="{40 + i * step:.1f}" y="{height - 16}" font-size="10">{_esc(text)}</text>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -177,7 +202,7 @@ def band_chart(
     top = max(max(c.high) for c in curves) or 1.0
     x = _Scale(t0, t1, LEFT, width - 10)
     y = _Scale(0.0, top, height - BOTTOM, TOP)
-    parts = [_open(f"{title} ({unit}, max {top:.4g})", width, height)]
+    parts = [_open(f"{title} ({unit}, max {plain(top)})", width, height)]
     for i, curve in reversed(list(enumerate(curves))):  # the latest on top
         color, opacity = PALETTE[i % len(PALETTE)], (0.25 if i == 0 else 0.08)
         xs = [x(t.timestamp()) for t in curve.times]
@@ -198,7 +223,7 @@ def band_chart(
             f"<title>median, {_esc(curve.label)}</title></polyline>"
         )
     parts.append(
-        f'<text x="4" y="{y(top) + 4:.1f}" font-size="10">{top:.4g}</text>'
+        f'<text x="4" y="{y(top) + 4:.1f}" font-size="10">{plain(top)}</text>'
         f'<text x="4" y="{y(0.0):.1f}" font-size="10">0</text>'
         f'<text x="{LEFT}" y="{height - 8}" font-size="10">{datetime.fromtimestamp(t0, UTC):%Y-%m-%d %H:%M} UTC'
         f'</text><text x="{width - 10}" y="{height - 8}" font-size="10" text-anchor="end">'
@@ -217,15 +242,23 @@ class ScatterPoint:
 
 
 def scatter(
-    title: str, points: Sequence[ScatterPoint], x_label: str, y_label: str, size: int = 320
+    title: str,
+    points: Sequence[ScatterPoint],
+    x_label: str,
+    y_label: str,
+    size: int = 320,
+    bounds: tuple[float, float] | None = None,
 ) -> str:
-    """Points against the y = x diagonal (a perfect prediction sits on it)."""
+    """Points against the y = x diagonal (a perfect prediction sits on it). ``bounds``: the
+    metric's range (accuracy: 0 to 1); the axes never run past it, whiskers are cut at it."""
     if not points:
         return _empty(title, size + 2 * LEFT)
     values = [p.y for p in points] + [p.x + s * (p.x_err or 0.0) for p in points for s in (-1, 1)]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
     lo, hi = lo - pad, hi + pad
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
     x = _Scale(lo, hi, LEFT, LEFT + size)
     y = _Scale(lo, hi, TOP + size, TOP)
     parts = [
@@ -238,17 +271,18 @@ def scatter(
     for i, p in enumerate(points):
         color = PALETTE[i % len(PALETTE)]
         if p.x_err:
+            left, right = max(p.x - p.x_err, lo), min(p.x + p.x_err, hi)
             parts.append(
-                f'<line class="whisker" x1="{x(p.x - p.x_err):.1f}" x2="{x(p.x + p.x_err):.1f}" '
+                f'<line class="whisker" x1="{x(left):.1f}" x2="{x(right):.1f}" '
                 f'y1="{y(p.y):.1f}" y2="{y(p.y):.1f}" stroke="{color}"/>'
             )
         data = "".join(f' data-{k}="{_esc(v)}"' for k, v in p.data.items())
         parts.append(
             f'<circle class="point"{data} cx="{x(p.x):.1f}" cy="{y(p.y):.1f}" r="4" fill="{color}">'
-            f"<title>{_esc(p.label)}: predicted {p.x:.4g}, actual {p.y:.4g}</title></circle>"
+            f"<title>{_esc(p.label)}: predicted {plain(p.x)}, actual {plain(p.y)}</title></circle>"
         )
     parts.append(
-        f'<text x="{LEFT}" y="{TOP + size + 16}" font-size="10">{_esc(x_label)} ({lo:.4g} to {hi:.4g})</text>'
+        f'<text x="{LEFT}" y="{TOP + size + 16}" font-size="10">{_esc(x_label)} ({plain(lo)} to {plain(hi)})</text>'
         f'<text x="4" y="{TOP + 10}" font-size="10">{_esc(y_label)}</text></svg>'
     )
     return "".join(parts)

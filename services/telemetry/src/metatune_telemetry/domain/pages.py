@@ -109,6 +109,10 @@ def study_page(d: StudyDisclosure, trials: list[Trial], name: str | None = None)
     return _page(f"MetaTune study {name or d.study_id}", "".join(parts))
 
 
+# the range a metric lives in: a scatter of it never draws an axis past it
+METRIC_RANGES = {"accuracy": (0.0, 1.0), "macro_f1": (0.0, 1.0), "val_loss": (0.0, float("inf"))}
+
+
 def _actual(t: Trial) -> str:
     """The objective reached; an accuracy beside its dataset's majority-class baseline."""
     if t.metric_name == "accuracy" and t.actual is not None:
@@ -137,7 +141,11 @@ def _trials(trials: list[Trial]) -> str:
             )
     charts = "".join(
         scatter(
-            f"Predicted vs actual {name} per trial (whiskers: ±1 sd)", group, "predicted", "actual"
+            f"Predicted vs actual {name} per trial (whiskers: ±1 sd)",
+            group,
+            "predicted",
+            "actual",
+            bounds=METRIC_RANGES.get(name),
         )
         for name, group in sorted(points.items())
     ) or scatter("Predicted vs actual", [], "", "")
