@@ -29,4 +29,4 @@ def test_a_scatter_of_accuracy_never_runs_past_one() -> None:
     point = ScatterPoint("trial #4", 0.95, 0.9, 0.3, {})
     svg = scatter("Predicted vs actual accuracy", [point], "predicted", "actual", bounds=(0, 1))
     low, high = map(float, re.search(r"predicted \(([\d.]+) to ([\d.]+)\)", svg).groups())
-    assert 0 <= low and high <= 1
+    assert low >= 0 and high <= 1

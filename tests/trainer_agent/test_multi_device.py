@@ -131,3 +131,9 @@ def test_a_hook_that_fails_fails_the_run_and_leaves_no_process(
         on_two(request_for(intents_binary, cache=cache_dir), RunHooks(on_progress=broken))
     left = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
     assert not left  # torchrun and its workers are gone
+    workers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "metatune_trainer_agent.worker" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not workers  # none orphaned either
