@@ -708,7 +708,7 @@ def render_block(name: str, readme: Path) -> str:
 def _demo() -> list[str]:
     """The closing table of ``metatune demo --json`` and its summary line, cell for cell what the
     demo prints (the same functions render both)."""
-    from metatune.demo.view import CLOSING_COLUMNS, closing_rows, closing_summary
+    from metatune.demo.view import closing_summary, closing_table
 
     data = load_result("demo")
     summary = closing_summary(data)
@@ -716,7 +716,8 @@ def _demo() -> list[str]:
         summary = summary.removesuffix(".") + (
             f", {data['scripts_demo_s']:.0f} s for `./scripts/demo` in a fresh clone, set-up included."
         )
-    return [*table(list(CLOSING_COLUMNS), closing_rows(data)), "", summary, *source_note("demo")]
+    columns, rows = closing_table(data)
+    return [*table(columns, rows), "", summary, *source_note("demo")]
 
 
 def link(name: str) -> str:

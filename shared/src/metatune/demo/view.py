@@ -200,8 +200,20 @@ CLOSING_COLUMNS = (
 )
 
 
+def closing_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(columns, rows) of the closing table: what the demo prints and the README shows. The
+    grid-estimate column goes when no study has an informative estimate."""
+    columns, rows = list(CLOSING_COLUMNS), closing_rows(result)
+    grid = columns.index(CLOSING_COLUMNS[4])
+    if all(row[grid] == "-" for row in rows):
+        del columns[grid]
+        for row in rows:
+            del row[grid]
+    return columns, rows
+
+
 def closing_rows(result: dict[str, Any]) -> list[list[str]]:
-    """The closing table's cells, one row per study: what the demo prints and the README shows."""
+    """The closing table's cells, one row per study, every column."""
     rows = []
     for row in result["studies"]:
         disclosed = result["disclosure"].get(row["study_id"], {})
@@ -261,8 +273,9 @@ def closing(result: dict[str, Any]) -> Table:
         "the forecast intensity, as the agents charged it; realised: the disclosure, each hour the "
         "grid has since observed at its observed intensity)"
     )
-    for col in CLOSING_COLUMNS:
+    columns, rows = closing_table(result)
+    for col in columns:
         table.add_column(col, justify="left" if col == "study" else "right")
-    for cells in closing_rows(result):
+    for cells in rows:
         table.add_row(*cells)
     return table
