@@ -13,14 +13,28 @@ from tests.support.cli import run
 from tests.support.servers import free_port
 
 
-def test_unreachable_nats_gives_one_line_error_and_nonzero_exit(env_for) -> None:
+def test_unreachable_nats_gives_one_line_error_and_the_unavailable_exit_code(env_for) -> None:
     url = f"nats://127.0.0.1:{free_port()}"
     env = env_for(METATUNE_NATS_URL=url, METATUNE_CONNECT_TIMEOUT_S="0.5")
-    for args in (["status"], ["events"]):
+    for args in (["status"], ["events"], ["study", "list"]):
         result = run(args, env)
-        assert result.returncode == 2
+        assert result.returncode == 3, result.stderr  # unavailable, not a usage error (2)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and url in lines[0], result.stderr
+
+
+def test_unreachable_database_gives_one_line_error_not_a_traceback(env_for) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/metatune"
+    env = env_for(
+        METATUNE_DATABASE_URL=url,
+        METATUNE_NATS_URL=f"nats://127.0.0.1:{free_port()}",  # verify reads both
+        METATUNE_CONNECT_TIMEOUT_S="0.5",
+    )
+    for args in (["telemetry", "verify"], ["webhooks", "list"], ["report", "0000"]):
+        result = run(args, env)
+        assert result.returncode == 3, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
 
 
 def test_down_and_secrets_json_is_one_object_of_names_never_secrets(

@@ -5,19 +5,38 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Literal
+from collections.abc import Coroutine
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
+from nats.js.errors import NotFoundError
 from rich.console import Console
 from rich.table import Table
 
+from metatune.cli.connect import EXIT_NOT_FOUND, bus, fail, unavailable
 from metatune.cli.output import JSON_HELP, print_json
+from metatune.errors import BusUnavailable, DatabaseUnavailable
 from metatune.redaction import redact_url
 from metatune.settings import get_settings
 
 from .adapters.db import Database
 
 console = Console()
+
+
+T = TypeVar("T")
+
+
+def _run(main: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine; a database or bus that does not answer is one line, exit 3."""
+    try:
+        return asyncio.run(main)
+    except (DatabaseUnavailable, BusUnavailable) as exc:
+        raise unavailable(exc) from None
+    except NotFoundError as exc:  # JetStream answers, the stream does not exist
+        raise fail(
+            f"not on this NATS: {exc.description} (run `metatune bus-init`)", code=EXIT_NOT_FOUND
+        ) from None
 
 
 def _db() -> Database:
@@ -45,7 +64,7 @@ def report(
         finally:
             await db.close()
 
-    disclosure = asyncio.run(main())
+    disclosure = _run(main())
     if format == "json":
         typer.echo(disclosure.model_dump_json(indent=2))
     elif format == "csv":
@@ -86,7 +105,7 @@ def webhooks_list(
         finally:
             await db.close()
 
-    rows = asyncio.run(main())
+    rows = _run(main())
     if as_json:
         typer.echo(json.dumps(rows, default=str, indent=2))
         return
@@ -125,7 +144,7 @@ def webhooks_retry(
         finally:
             await db.close()
 
-    queued = asyncio.run(main())
+    queued = _run(main())
     if as_json:
         print_json({"queued": queued})
     else:
@@ -145,7 +164,7 @@ def webhooks_secret() -> None:
         finally:
             await db.close()
 
-    typer.echo(asyncio.run(main()))
+    typer.echo(_run(main()))
 
 
 @webhooks_app.command("public-key")
@@ -167,26 +186,20 @@ telemetry_app = typer.Typer(
 @telemetry_app.command("verify")
 def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Compare the JetStream streams with the database; exit 1 when a message is missing."""
-    import nats
-
-    from metatune.bus.connection import client_auth
 
     from .adapters.verify import verify
 
     s = get_settings()
 
     async def main():
-        nc = await nats.connect(
-            s.nats_url, connect_timeout=s.connect_timeout_s, **client_auth(s, "telemetry")
-        )
-        db = _db()
-        try:
-            return await verify(nc.jetstream(), db, [s.stream_name, s.status_stream_name])
-        finally:
-            await db.close()
-            await nc.close()
+        async with bus(s, "telemetry") as nc:
+            db = _db()
+            try:
+                return await verify(nc.jetstream(), db, [s.stream_name, s.status_stream_name])
+            finally:
+                await db.close()
 
-    checks = asyncio.run(main())
+    checks = _run(main())
     if as_json:
         typer.echo(
             json.dumps(
@@ -228,5 +241,5 @@ def telemetry_migrate() -> None:
         finally:
             await db.close()
 
-    applied, mode = asyncio.run(main())
+    applied, mode = _run(main())
     typer.echo(f"mode {mode}; applied: {', '.join(applied) or 'nothing (up to date)'}")

@@ -19,7 +19,7 @@ from rich.console import Console
 from ..bus import ADAPTERS_BUCKET, ObjectStore
 from ..errors import BusUnavailable, ObjectNotFound
 from ..settings import Settings, get_settings
-from .connect import bus, fail
+from .connect import bus, fail, unavailable
 from .study import load_studies, print_json
 from .validation import parse_id
 
@@ -61,7 +61,7 @@ def download(
         try:
             asyncio.run(fetch(archive))
         except BusUnavailable as exc:
-            raise fail(str(exc)) from None
+            raise unavailable(exc) from None
         except ObjectNotFound as exc:
             raise fail(str(exc), code=1) from None
         out.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from ..bus.streams import stream_for
 from ..contracts import JobCancelled, JobRequested
 from ..errors import BusUnavailable
 from ..settings import Settings, get_settings
-from .connect import bus, err_console, fail
+from .connect import bus, err_console, fail, unavailable
 from .eventlog import read_log
 from .output import JSON_HELP, print_json
 from .submit import platform_clock
@@ -56,7 +56,7 @@ def cancel(
     try:
         event = asyncio.run(run())
     except BusUnavailable as exc:
-        raise fail(str(exc)) from None
+        raise unavailable(exc) from None
     except ValueError as exc:
         raise fail(f"invalid cancellation: {exc}") from None
     if json_output:

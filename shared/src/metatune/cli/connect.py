@@ -16,9 +16,19 @@ from ..settings import Settings
 err_console = Console(stderr=True)
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
+# exit codes: 1 what was asked for does not exist (no such study, job, adapter), 2 bad input
+# (usage, options, a file), 3 a server the command needs does not answer (NATS, PostgreSQL)
+EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 1, 2, 3
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+def unavailable(exc: Exception) -> typer.Exit:
+    """One line for a server that does not answer, and exit code 3 (not a usage error)."""
+    return fail(str(exc), code=EXIT_UNAVAILABLE)
 
 
 @asynccontextmanager

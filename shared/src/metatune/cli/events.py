@@ -12,7 +12,7 @@ from rich.console import Console
 
 from ..errors import BusUnavailable
 from ..settings import get_settings
-from .connect import bus, fail
+from .connect import bus, unavailable
 
 console = Console()
 FORECASTS_PREFIX = "metatune.forecasts"
@@ -146,7 +146,7 @@ def events(
     try:
         asyncio.run(run())
     except BusUnavailable as exc:
-        raise fail(str(exc)) from None
+        raise unavailable(exc) from None
     except KeyboardInterrupt:
         pass
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..redaction import redact
-from .connect import err_console, fail
+from .connect import EXIT_UNAVAILABLE, err_console, fail
 from .output import JSON_HELP, print_json
 
 if TYPE_CHECKING:
@@ -90,7 +90,9 @@ def import_(
         raise fail("give a knowledge-base FILE, or --public DIR")
     try:
         reports = asyncio.run(_import(file, public))
-    except (KnowledgeBaseError, DatabaseUnavailable) as exc:
+    except DatabaseUnavailable as exc:
+        raise fail(redact(str(exc)), code=EXIT_UNAVAILABLE) from exc
+    except KnowledgeBaseError as exc:
         raise fail(redact(str(exc))) from exc
     if as_json:
         print_json({"reports": reports})
@@ -158,7 +160,9 @@ def stats(
 
     try:
         summary = file_stats(read_kb_file(kb).runs) if kb else asyncio.run(_stats())
-    except (KnowledgeBaseError, DatabaseUnavailable, OSError) as exc:
+    except DatabaseUnavailable as exc:
+        raise fail(redact(str(exc)), code=EXIT_UNAVAILABLE) from exc
+    except (KnowledgeBaseError, OSError) as exc:
         raise fail(redact(str(exc))) from exc
     if as_json:
         typer.echo(summary.model_dump_json())

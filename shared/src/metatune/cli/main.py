@@ -98,6 +98,9 @@ def _main(
     ),
 ) -> None:
     """MetaTune: carbon-aware LoRA fine-tuning."""
+    # a command reports a server that does not answer in one `error:` line (exit 3); the
+    # connection pool's own retry warnings would repeat it in several
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
 
 
 def _wants_plugins(argv: list[str]) -> bool:

@@ -38,7 +38,7 @@ from ..platform import ServiceSpec, platform_services
 from ..redaction import redact_url
 from ..settings import Settings, get_settings
 from ..webhook_seal import ensure_keypair, key_file
-from .connect import bus, fail
+from .connect import bus, fail, unavailable
 from .output import JSON_HELP, logs_to_stderr, print_json
 
 console = Console()
@@ -433,7 +433,7 @@ def _status_report(settings: Settings) -> dict:
     try:
         return _status_rows(settings)
     except BusUnavailable as exc:
-        raise fail(str(exc)) from None
+        raise unavailable(exc) from None
 
 
 def _report(settings: Settings, json_output: bool, **result: list[str]) -> None:
@@ -539,7 +539,7 @@ def bus_init(
     try:
         asyncio.run(_prepare_bus(settings, simulated))
     except BusUnavailable as exc:
-        raise fail(str(exc)) from None
+        raise unavailable(exc) from None
     if json_output:
         print_json(
             {

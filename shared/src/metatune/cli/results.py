@@ -22,7 +22,7 @@ from ..display import beside_baseline, trial_label
 from ..errors import BusUnavailable
 from ..registry import load_registry
 from ..settings import Settings, get_settings
-from .connect import bus, fail
+from .connect import bus, unavailable
 from .eventlog import read_log
 from .study import find_study, print_json
 
@@ -135,7 +135,7 @@ def load_observed(settings: Settings, regions: set[str]) -> Observed:
     try:
         return asyncio.run(run())
     except BusUnavailable as exc:
-        raise fail(str(exc)) from None
+        raise unavailable(exc) from None
 
 
 def realised(

@@ -13,7 +13,7 @@ from rich.table import Table
 from ..display import beside_baseline, trial_label
 from ..errors import BusUnavailable
 from ..settings import Settings, get_settings
-from .connect import bus, fail
+from .connect import bus, fail, unavailable
 from .eventlog import read_log
 from .output import print_json
 from .studies import Study, fold
@@ -37,7 +37,7 @@ def load_studies(settings: Settings) -> dict[UUID, Study]:
     try:
         return asyncio.run(run())
     except BusUnavailable as exc:
-        raise fail(str(exc)) from None
+        raise unavailable(exc) from None
 
 
 def find_study(settings: Settings, value: str) -> Study:

@@ -29,7 +29,7 @@ from ..contracts import (
 from ..errors import BusUnavailable, ConfigurationError
 from ..settings import get_settings
 from ..webhook_seal import seal_for_telemetry
-from .connect import bus, fail
+from .connect import bus, fail, unavailable
 from .output import JSON_HELP, print_json
 from .validation import (
     bad_parameter,
@@ -170,7 +170,7 @@ def submit(
     try:
         event = asyncio.run(run())
     except BusUnavailable as exc:
-        raise fail(str(exc)) from None
+        raise unavailable(exc) from None
     except ValueError as exc:  # contract validation of the user's options
         raise fail(f"invalid submission: {exc}") from None
     if json_output:
