@@ -153,7 +153,9 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     )
     human = run(["study", "list"], env)
     assert (
-        human.returncode == 0 and str(STUDY) in human.stdout and "finished (budget)" in human.stdout
+        human.returncode == 0
+        and str(STUDY)[:8] in human.stdout
+        and "finished (budget)" in human.stdout
     )
 
     shown = run(["study", "show", str(STUDY), "--json"], env)
@@ -197,6 +199,9 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     assert "1/2" in human.stdout and "forecast intensity" in human.stdout
 
     one_error_line(run(["study", "show", "not-a-study"], env), 2, "'not-a-study' is not a study id")
+    by_prefix = run(["study", "show", str(STUDY)[:8], "--json"], env)  # as `study list` shows it
+    assert by_prefix.returncode == 0 and json.loads(by_prefix.stdout)["study_id"] == str(STUDY)
+    one_error_line(run(["study", "show", "0000"], env), 1, "no study with an id starting '0000'")
     one_error_line(run(["results", str(uuid4())], env), 1, "no study")
 
 

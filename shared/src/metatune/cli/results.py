@@ -31,7 +31,9 @@ Observed = dict[tuple[str, datetime], tuple[datetime, float]]  # (region, hour) 
 
 
 def results(
-    study: str = typer.Argument(..., help="Study id, as `metatune submit` printed it"),
+    study: str = typer.Argument(
+        ..., help="Study id, or a unique prefix of it (as `study list` shows)"
+    ),
     raw: bool = typer.Option(False, "--json", help="Print JSON"),
 ) -> None:
     """STUDY's trials: configuration, metrics, energy (Wh), emissions as charged at the forecast

@@ -40,7 +40,22 @@ def load_studies(settings: Settings) -> dict[UUID, Study]:
         raise unavailable(exc) from None
 
 
+SHORT_ID = 8  # the leading hex digits `study list` shows; any unique prefix selects a study
+
+
 def find_study(settings: Settings, value: str) -> Study:
+    """The study whose id is ``value`` or starts with it (``study list`` shows the first 8
+    characters); a prefix must name exactly one study."""
+    text = value.strip().lower()
+    if len(text) < 36:
+        if not text or any(c not in "0123456789abcdef-" for c in text):
+            parse_id(value, "study")  # says what a study id looks like, and exits
+        studies = load_studies(settings)
+        matches = [s for sid, s in studies.items() if str(sid).startswith(text)]
+        if len(matches) != 1:
+            found = "no study" if not matches else f"{len(matches)} studies"
+            raise fail(f"{found} with an id starting {text!r} in the event log", code=1)
+        return matches[0]
     study_id = parse_id(value, "study")
     study = load_studies(settings).get(study_id)
     if study is None:
@@ -61,7 +76,7 @@ def list_studies(raw: bool = typer.Option(False, "--json", help="Print JSON")) -
     for s in studies:
         table.add_row(
             s["name"] or "-",
-            s["study_id"],
+            s["study_id"][:SHORT_ID],
             (s["submitted_at"] or "")[:16],
             s["dataset"] or "-",
             s["base_model"] or "-",
@@ -93,7 +108,9 @@ def _result(trial: dict[str, Any]) -> str:
 
 @study_app.command("show")
 def show(
-    study: str = typer.Argument(..., help="Study id, as `metatune submit` printed it"),
+    study: str = typer.Argument(
+        ..., help="Study id, or a unique prefix of it (as `study list` shows)"
+    ),
     raw: bool = typer.Option(False, "--json", help="Print JSON"),
 ) -> None:
     """One study: submission, profile, each trial with its prediction and outcome, and why it stopped."""
