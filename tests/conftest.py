@@ -51,6 +51,13 @@ def pytest_configure(config: pytest.Config) -> None:
         wait_for_sync(lambda: postgres_answers(url, 1.0), "embedded PostgreSQL answering")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, whose order it keeps otherwise
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` (minutes each) go first: under ``scripts/test``'s parallel workers
+    one starts at once instead of running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     for proc in reversed(_started):
         stop(proc)

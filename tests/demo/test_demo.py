@@ -47,7 +47,12 @@ from metatune.demo.runner import webhook_secret
 from metatune.demo.scenario import demo_registry
 from metatune.settings import Settings
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.long,
+    pytest.mark.timeout(1500),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 0
