@@ -7,13 +7,18 @@ by a kill is dropped (that run trains again). Nothing is trained twice, nothing 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import multiprocessing
 import os
 import platform
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -38,7 +43,7 @@ from metatune.models import EMBEDDED_MODEL
 from ..adapters.hardware import cpu_model
 from ..domain.errors import TrainingError
 from ..domain.request import TrainingRequest, TrainOptions
-from ..domain.run import RunOutcome, run_training, total_steps_for
+from ..domain.run import RunOutcome, Site, run_training, total_steps_for
 from .design import PlannedRun, plan_runs
 from .slices import DataSlice, dataset_name, make_slice
 
@@ -80,6 +85,9 @@ class BuildSettings:
     done_files: tuple[
         Path, ...
     ] = ()  # other knowledge-base files whose runs count as done (the other shards)
+    deadline: float | None = None  # epoch seconds after which no new run starts (a timed build)
+    idle_seconds: float = 1.0  # how long each run measures the idle power before training
+    note: str | None = None  # recorded in the file's header (how this build differs, if it does)
 
 
 @dataclass
@@ -152,7 +160,10 @@ def licences(data_dir: Path) -> dict[str, str]:
 
 
 def machine() -> str:
-    return f"{cpu_model() or platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+    """The machine a run trained on: its CPU, and its GPU where one is present."""
+    gpu = _gpu_model()
+    described = f"{cpu_model() or platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+    return f"{gpu}; {described}" if gpu else described
 
 
 # ----------------------------------------------------------------- profiling
@@ -274,6 +285,7 @@ def _seed_run(
     )
 
 
+@functools.cache
 def _gpu_model() -> str | None:
     import torch
 
@@ -353,24 +365,20 @@ def header(settings: BuildSettings, names: list[str], licence_of: dict[str, str]
                 },
             },
             "datasets": {name: {"licence": licence_of.get(name)} for name in names},
-            "note": "meta-features and results only; no dataset text",
+            "note": "meta-features and results only; no dataset text"
+            + (f"; {settings.note}" if settings.note else ""),
         }
     )
 
 
-def build(
-    settings: BuildSettings,
-    on_progress: Callable[[int, int, str], None] | None = None,
-) -> BuildReport:
-    """Train every planned run not yet in ``settings.out``; returns what was done."""
-    files = discover(settings)
-    names = [dataset_name(f) for f in files]
+def planned_runs(settings: BuildSettings, names: list[str]) -> list[PlannedRun]:
+    """Every run of the build's design on ``names``, in the order the build trains them."""
     budget = (
         Budget(max_steps=None, epochs=settings.epochs, max_seq_length=settings.max_seq_length)
         if settings.epochs is not None
         else Budget(max_steps=settings.max_steps, max_seq_length=settings.max_seq_length)
     )
-    planned = plan_runs(
+    return plan_runs(
         names,
         configs=settings.configs,
         local_configs=settings.local_configs,
@@ -381,15 +389,46 @@ def build(
         design_seed=settings.design_seed,
         seed=settings.seed,
     )
+
+
+def prepare(settings: BuildSettings, source: Path) -> tuple[DataSlice, MetaFeatures]:
+    """The dataset's slice and its meta-features (both cached in the work folder)."""
+    data = make_slice(
+        source,
+        settings.work_dir / "slices",
+        train_rows=settings.train_rows,
+        val_rows=settings.val_rows,
+    )
+    features = profile(
+        data.train_path,
+        settings.work_dir / "slices" / f"{data.name}.profile.json",
+        settings.base_model,
+        pair=data.task.value == "pair_classification",
+    )
+    return data, features
+
+
+def _start_file(settings: BuildSettings, names: list[str]) -> None:
+    settings.out.parent.mkdir(parents=True, exist_ok=True)
+    if not settings.out.exists() or settings.out.stat().st_size == 0:
+        header_line = header(settings, names, licences(settings.data_dir)).model_dump_json()
+        _append(settings.out, header_line)
+
+
+def build(
+    settings: BuildSettings,
+    on_progress: Callable[[int, int, str], None] | None = None,
+) -> BuildReport:
+    """Train every planned run not yet in ``settings.out``; returns what was done."""
+    files = discover(settings)
+    names = [dataset_name(f) for f in files]
     k, n = settings.shard
-    planned = [run for index, run in enumerate(planned) if index % n == k]
+    planned = [run for index, run in enumerate(planned_runs(settings, names)) if index % n == k]
     existing = read_existing(settings.out)
     for other in settings.done_files:
         existing.update(read_existing(other))
     licence_of = licences(settings.data_dir)
-    settings.out.parent.mkdir(parents=True, exist_ok=True)
-    if not settings.out.exists() or settings.out.stat().st_size == 0:
-        _append(settings.out, header(settings, names, licence_of).model_dump_json())
+    _start_file(settings, names)
     report = BuildReport(total=len(planned), done_before=sum(p.run_id in existing for p in planned))
     slices: dict[str, DataSlice] = {}
     features: dict[str, MetaFeatures] = {}
@@ -398,23 +437,13 @@ def build(
     for run in _todo(planned, existing):
         if settings.limit is not None and report.trained + report.failed >= settings.limit:
             break
+        if settings.deadline is not None and time.time() >= settings.deadline:
+            break
         if run.dataset in report.skipped_datasets:
             continue
         if run.dataset not in slices:
             try:
-                data = make_slice(
-                    by_name[run.dataset],
-                    settings.work_dir / "slices",
-                    train_rows=settings.train_rows,
-                    val_rows=settings.val_rows,
-                )
-                features[run.dataset] = profile(
-                    data.train_path,
-                    settings.work_dir / "slices" / f"{data.name}.profile.json",
-                    settings.base_model,
-                    pair=data.task.value == "pair_classification",
-                )
-                slices[run.dataset] = data
+                slices[run.dataset], features[run.dataset] = prepare(settings, by_name[run.dataset])
             except (ValueError, BuildError) as exc:
                 report.skipped_datasets[run.dataset] = str(exc)
                 continue
@@ -424,7 +453,7 @@ def build(
         request = training_request(settings, data, run)
         licence = licence_of.get(run.dataset)
         try:
-            outcome = run_training(request)
+            outcome = run_training(request, site=Site(idle_seconds=settings.idle_seconds))
             record = to_record(run, data, features[run.dataset], outcome, settings, licence)
             report.trained += 1
         except TrainingError as exc:
@@ -435,6 +464,76 @@ def build(
     if on_progress:
         on_progress(done, report.total, "")
     return report
+
+
+def build_parallel(
+    settings: BuildSettings,
+    workers: int,
+    on_progress: Callable[[int, int, str], None] | None = None,
+    poll_s: float = 2.0,
+) -> BuildReport:
+    """Train the build in ``workers`` processes at once, then merge their files into ``settings.out``.
+
+    For a machine that one run leaves idle (a GPU a small model cannot fill, many cores): each
+    process trains many runs, its shard of the plan (``k/workers``), into its own file in
+    ``work_dir/parts``; slices and profiles are made once, before the processes start. A killed
+    parallel build resumes: the parts are merged first and count as done."""
+    if workers <= 1:
+        return build(settings, on_progress)
+    if settings.shard != (0, 1):
+        raise BuildError("a parallel build shards the plan itself: leave the shard at 0/1")
+    files = discover(settings)
+    names = [dataset_name(f) for f in files]
+    parts_dir = settings.work_dir / "parts"
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    _start_file(settings, names)
+    merge_files(settings.out, sorted(p for p in parts_dir.glob("part-*.jsonl") if p.stat().st_size))
+    planned = planned_runs(settings, names)
+    existing = read_existing(settings.out)
+    for other in settings.done_files:
+        existing.update(read_existing(other))
+    report = BuildReport(total=len(planned), done_before=sum(p.run_id in existing for p in planned))
+    for path in files:  # the workers would otherwise write the same slice at once
+        try:
+            prepare(settings, path)
+        except (ValueError, BuildError) as exc:
+            report.skipped_datasets[dataset_name(path)] = str(exc)
+    shards = [
+        dataclasses.replace(
+            settings,
+            out=parts_dir / f"part-{k:02d}-of-{workers:02d}.jsonl",
+            shard=(k, workers),
+            done_files=(settings.out, *settings.done_files),
+            limit=None if settings.limit is None else -(-settings.limit // workers),
+        )
+        for k in range(workers)
+    ]
+    context = multiprocessing.get_context("spawn")  # a CUDA context cannot cross a fork
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = [pool.submit(build, shard) for shard in shards]
+        while not all(future.done() for future in futures):
+            if on_progress:
+                fresh = sum(_runs_in(shard.out) for shard in shards)
+                on_progress(report.done_before + fresh, report.total, "")
+            wait(futures, timeout=poll_s)
+        results = [future.result() for future in futures]  # a worker's error is raised here
+    merge_files(settings.out, [shard.out for shard in shards])
+    report.trained = sum(result.trained for result in results)
+    report.failed = sum(result.failed for result in results)
+    for result in results:
+        report.skipped_datasets.update(result.skipped_datasets)
+    if on_progress:
+        on_progress(report.done_before + report.trained + report.failed, report.total, "")
+    return report
+
+
+def _runs_in(path: Path) -> int:
+    """Complete run lines in a build file (its header not counted); 0 before it exists."""
+    try:
+        with path.open("rb") as handle:
+            return max(0, sum(1 for line in handle if line.endswith(b"\n")) - 1)
+    except FileNotFoundError:
+        return 0
 
 
 def training_request(settings: BuildSettings, data: DataSlice, run: PlannedRun) -> TrainingRequest:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -91,11 +92,28 @@ def build(
         list[Path] | None,
         typer.Option(help="another KB file whose runs count as done (repeatable)"),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="processes training at once, each many runs of its share of the plan (a GPU "
+            "that one small run leaves idle, many cores); their files are merged into --out",
+        ),
+    ] = 1,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(min=1, help="seconds after which no new run starts (resume later)"),
+    ] = None,
+    idle_seconds: Annotated[
+        float, typer.Option(min=0.0, help="seconds each run measures the idle power for")
+    ] = 1.0,
+    note: Annotated[
+        str | None, typer.Option(help="a remark recorded in the file's header provenance")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Train a space-filling design of LoRA configurations on each dataset; resume where a killed build stopped."""
-    from .build import BuildError, BuildSettings
-    from .build import build as run_build
+    from .build import BuildError, BuildSettings, build_parallel
 
     settings = BuildSettings(
         data_dir=data,
@@ -120,6 +138,9 @@ def build(
         limit=limit,
         shard=_shard(shard),
         done_files=tuple(done or ()),
+        deadline=None if time_limit is None else time.time() + time_limit,
+        idle_seconds=idle_seconds,
+        note=note,
     )
     console = Console(stderr=True)
     columns = (
@@ -137,7 +158,7 @@ def build(
             bar.update(task, completed=done, total=total, description=run_id or "kb build")
 
         try:
-            report = run_build(settings, on_progress=on_progress)
+            report = build_parallel(settings, workers, on_progress=on_progress)
         except BuildError as exc:
             console.print(f"[red]kb build:[/red] {exc}")
             raise typer.Exit(2) from exc
