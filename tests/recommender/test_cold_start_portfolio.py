@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 
 from metatune.contracts import LoraConfig
 from metatune.knowledge.files import read_kb_file
 from metatune.knowledge.portfolio import PortfolioEntry, greedy_portfolio
 from metatune_recommender.domain.cold_start import PORTFOLIO
-from metatune_recommender.flywheel import SEED_RESOURCE
+from metatune_recommender.flywheel import seed_path
 
 BUDGET = ("max_steps", "epochs", "max_seq_length", "seed")  # the seed's budget, not the choice
 
 
 @pytest.fixture(scope="module")
 def from_seed() -> list[PortfolioEntry]:
-    path = resources.files("metatune_recommender").joinpath(SEED_RESOURCE)
-    with resources.as_file(path) as seed:
-        return greedy_portfolio(read_kb_file(seed).runs, len(PORTFOLIO))
+    return greedy_portfolio(read_kb_file(seed_path()).runs, len(PORTFOLIO))
 
 
 def test_the_portfolio_is_the_seeds_greedy_portfolio(from_seed: list[PortfolioEntry]) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from metatune.knowledge.records import DatasetInfo, KbRun, Provenance
+from metatune.knowledge.records import DatasetInfo, Hardware, KbRun, Provenance
 from metatune.knowledge.space import LR_RANGE, RANKS, encode
 from metatune_recommender.domain.acquisition import select_batch
 from metatune_recommender.domain.history import Task
@@ -131,6 +131,7 @@ def test_flywheel_a_completed_run_changes_the_next_recommendation() -> None:
             metric_name="accuracy",
             metric=0.99 if i == 0 else 0.2,
             provenance=Provenance(source="platform"),
+            hardware=Hardware(device="cpu"),  # as the agents report it (kb_rows.completed_run)
         )
         for i, c in enumerate(design(8, seed=7))
     ]

@@ -63,8 +63,8 @@ def test_an_extrapolating_map_is_read_on_the_logit_scale(study) -> None:
     history = recommender.history(MODEL)
     prior = recommender.prior(MODEL)
     descriptors, _ = impute(feature_descriptors(profile), history)
-    budget = recommender._history_budget(MODEL)
-    taken = [recommender._as_history(c, budget) for c in configs[:2]]
+    budget = recommender.reference(MODEL)
+    taken = [recommender.at_reference(c, budget) for c in configs[:2]]
     scale = metric_scale("accuracy")
     linear = prior.condition(descriptors, taken, [0.70, 0.733])
     posterior = prior.condition(descriptors, taken, [scale.to_model(0.70), scale.to_model(0.733)])

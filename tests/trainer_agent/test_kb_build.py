@@ -1,5 +1,5 @@
 """`metatune kb build` trains for real, survives a kill (nothing lost, nothing trained twice) and
-its shards merge into one knowledge base; `kb fit-stopper` fits from the seed; `--json` reports each."""
+its shards (or a parallel build's workers) merge into one knowledge base; `kb fit-stopper` fits from the seed; `--json` reports each."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
+from metatune_trainer_agent.knowledge.build import BuildSettings, build
 from tests.support.waiting import wait_for_sync
 
 pytestmark = pytest.mark.slow  # builds a knowledge base by training
@@ -264,3 +266,51 @@ def test_an_epochs_budget_gives_every_batch_size_the_same_examples(
         assert run.steps == run.planned_steps == steps
         every = max(1, steps // 2)
         assert [p.step for p in run.curve] == sorted({0, *range(every, steps + 1, every), steps})
+
+
+def test_a_parallel_build_trains_each_planned_run_once_and_resumes(
+    data: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "kb.jsonl"
+    extra = ("--workers", "2", "--id-prefix", "seed-kb-test", "--work-dir", str(tmp_path / "w"))
+    for trained in (5, 0):  # 2 configurations on 2 datasets and 1 repeat; the second start: none
+        done = subprocess.run(
+            build_command(data, out, *extra, "--json"),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        report = json.loads(done.stdout)
+        assert (report["trained"], report["failed"], report["total"]) == (trained, 0, 5)
+    ids = sorted(run.run_id for run in runs_in(out))
+    assert ids == [
+        "seed-kb-test:alpha:c000:s13",
+        "seed-kb-test:alpha:c000:s14",
+        "seed-kb-test:alpha:c001:s13",
+        "seed-kb-test:beta:c000:s13",
+        "seed-kb-test:beta:c001:s13",
+    ]
+    parts = sorted((tmp_path / "w" / "parts").glob("part-*.jsonl"))
+    assert [p.name for p in parts] == ["part-00-of-02.jsonl", "part-01-of-02.jsonl"]
+    assert sum(len(runs_in(p)) for p in parts) == 5  # each run trained by one worker only
+
+
+def test_no_run_starts_after_the_deadline(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "kb.jsonl"
+    settings = BuildSettings(
+        data_dir=data,
+        out=out,
+        work_dir=tmp_path / "w",
+        configs=1,
+        max_steps=4,
+        train_rows=40,
+        val_rows=20,
+        repeat_configs=0,
+        deadline=time.time() - 1,
+    )
+    report = build(settings)
+    assert (report.total, report.trained, report.failed) == (2, 0, 0)
+    assert runs_in(out) == []  # the header only: a later start trains both

@@ -42,7 +42,7 @@ from metatune.settings import Settings
 
 from .domain.kb_rows import objective
 from .domain.recommender import COLD_START, TOP_K, Advice, Recommender, profile_descriptors
-from .flywheel import load_seed, register_flywheel
+from .flywheel import load_seeds, register_flywheel
 from .run_gate import accepted
 
 log = logging.getLogger("metatune.recommender")
@@ -103,7 +103,7 @@ def create_service(
         async def seed() -> (
             None
         ):  # a closure, not functools.partial: FastStream inspects the signature
-            await load_seed(store)
+            await load_seeds(store)
 
         service.app.on_startup(seed)
 

@@ -61,7 +61,8 @@ def recommend(
     ],
     base_model: Annotated[str, typer.Option(help="the base model to fine-tune")] = EMBEDDED_MODEL,
     kb: Annotated[
-        Path | None, typer.Option(help="knowledge-base file (default: the shipped seed)")
+        list[Path] | None,
+        typer.Option(help="knowledge-base file, repeatable (default: every shipped seed)"),
     ] = None,
     k: Annotated[int, typer.Option("--k", min=1, max=50, help="how many configurations")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
@@ -72,7 +73,7 @@ def recommend(
 
     from .domain.errors import RecommenderError
     from .domain.recommender import Recommender, profile_descriptors
-    from .flywheel import seed_path
+    from .flywheel import seed_paths
 
     err = Console(stderr=True)
     try:
@@ -86,9 +87,10 @@ def recommend(
             "[red]profile unreadable[/red]: expected a JSON object (of `metatune profile --json`)"
         )
         raise typer.Exit(2)
-    path = kb or seed_path()
+    runs = []
     try:
-        runs = read_kb_file(path).runs if path.is_file() else []
+        for path in kb or [p for p in seed_paths() if p.is_file()]:
+            runs += read_kb_file(path).runs
     except KnowledgeBaseError as exc:
         err.print(f"[red]knowledge base unreadable[/red]: {exc}")
         raise typer.Exit(2) from exc

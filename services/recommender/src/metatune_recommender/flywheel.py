@@ -10,7 +10,7 @@ Wiring (in the recommender's ``create_service``)::
 
     store = KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
     register_flywheel(service, store)  # migrates the store at start-up
-    service.app.on_startup(partial(load_seed, store))  # the shipped seed, idempotently
+    service.app.on_startup(partial(load_seeds, store))  # the shipped seeds, idempotently
     service.app.on_shutdown(store.close)
 
 Each consumer is durable with explicit acks (``Service.consume``): a handler that fails (the
@@ -42,12 +42,22 @@ log = logging.getLogger("metatune.recommender.flywheel")
 DURABLE_PROFILES = "recommender-kb-profiles"
 DURABLE_COMPLETED = "recommender-kb-completed"
 DURABLE_FAILED = "recommender-kb-failed"
-SEED_RESOURCE = "data/seed_kb.jsonl"
+# The seed knowledge bases shipped in this package (each built by ``metatune kb build``, with its
+# own run-id prefix): the first seed (64 steps on the CPU), the second (2 epochs on the CPU, being
+# built) and the GPU seed (2 epochs of 1,500 rows). Each row records its budget and hardware, which
+# the recommender takes as inputs.
+SEED_RESOURCES = ("data/seed_kb.jsonl", "data/seed_kb_v2.jsonl", "data/seed_kb_gpu.jsonl")
+
+
+def seed_paths() -> list[Path]:
+    """The shipped seed knowledge-base files, in :data:`SEED_RESOURCES` order."""
+    root = resources.files("metatune_recommender")
+    return [Path(str(root.joinpath(name))) for name in SEED_RESOURCES]
 
 
 def seed_path() -> Path:
-    """The seed knowledge base shipped in this package (built by ``metatune kb build``)."""
-    return Path(str(resources.files("metatune_recommender").joinpath(SEED_RESOURCE)))
+    """The first shipped seed (its header's budget is the brain bench's default)."""
+    return seed_paths()[0]
 
 
 async def load_seed(store: KnowledgeStore, path: Path | None = None) -> ImportReport | None:
@@ -64,6 +74,12 @@ async def load_seed(store: KnowledgeStore, path: Path | None = None) -> ImportRe
         return None
     log.info("seed knowledge base %s: %d runs, %d new", report.name, report.runs, report.added)
     return report
+
+
+async def load_seeds(store: KnowledgeStore) -> list[ImportReport]:
+    """Import every shipped seed (:func:`load_seed` each); those that cannot be read are skipped."""
+    reports = [await load_seed(store, path) for path in seed_paths()]
+    return [report for report in reports if report is not None]
 
 
 def register_flywheel(service: Service, store: KnowledgeStore) -> None:

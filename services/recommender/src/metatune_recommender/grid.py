@@ -42,8 +42,8 @@ def grid_estimate(recommender: Recommender, base_model: str, features: dict[str,
     history = recommender.history(used)
     prior = recommender.prior(used)
     descriptors, _ = impute(feature_descriptors(profile_descriptors(features)), history)
-    budget = recommender._history_budget(used)
-    configs = [recommender._as_history(c.model_dump(mode="json"), budget) for c in grid()]
+    budget = recommender.reference(used)
+    configs = [recommender.at_reference(c.model_dump(mode="json"), budget) for c in grid()]
     posterior = prior.condition(descriptors, [], [])
     mean, std = posterior.predict_inputs(prior.inputs(configs, descriptors))
     best = int(np.argmax(mean))

@@ -116,7 +116,11 @@ class Encoder:
             numeric.append(
                 _Numeric(key, log, float(transformed.mean()), std if std > 0 else 1.0, missing)
             )
-        categorical = sorted(key for key, n in counts.items() if n >= min_category_count)
+        categorical = sorted(
+            key
+            for key, n in counts.items()
+            if n >= min_category_count and n < len(canon)  # one value in every row says nothing
+        )
         return cls(numeric=numeric, categorical=categorical)
 
     @property

@@ -17,6 +17,7 @@ import numpy as np
 from metatune.knowledge.records import KbRun, RunStatus
 
 IGNORED_CONFIG_KEYS = ("seed",)
+RUN_BUDGET_KEYS = ("train_rows", "device")  # what :func:`run_budget` adds to a configuration
 # Meta-features that measure the sample as much as the dataset (they grow or shrink with the rows
 # profiled: the seed knowledge base profiled 2,000-row samples, a study may send 600 rows) or are
 # settings of the profiler, not properties of the data: left out of a task's descriptors, so two
@@ -81,9 +82,23 @@ def task_key(run: KbRun) -> str:
     return f"{run.dataset.name}|{run.base_model}|{run.task}"
 
 
+def run_budget(run: KbRun) -> dict[str, Any]:
+    """What a run's configuration leaves out of its budget and setting: the training rows its
+    epochs run over and the device it trained on. Inputs of the model beside the configuration's
+    own budget (``epochs`` or ``max_steps``, ``max_seq_length``), so short CPU runs and long GPU runs
+    of one dataset inform one another instead of being averaged."""
+    budget: dict[str, Any] = {}
+    if run.dataset.n_train:
+        budget["train_rows"] = run.dataset.n_train
+    if run.hardware is not None and run.hardware.device:
+        budget["device"] = run.hardware.device
+    return budget
+
+
 def tasks_from_runs(runs: Iterable[KbRun], *, min_runs: int = 2) -> list[Task]:
-    """Group runs into tasks (dataset x base model x task); repeats of a configuration with other
-    seeds are averaged; failed runs and runs without a metric are left out."""
+    """Group runs into tasks (dataset x base model x task); each configuration carries its run's
+    budget (:func:`run_budget`); repeats of a configuration with other seeds at one budget are
+    averaged; failed runs and runs without a metric are left out."""
     grouped: dict[str, list[KbRun]] = defaultdict(list)
     for run in runs:
         if run.metric is None or run.status is RunStatus.failed or not np.isfinite(run.metric):
@@ -91,16 +106,16 @@ def tasks_from_runs(runs: Iterable[KbRun], *, min_runs: int = 2) -> list[Task]:
         grouped[task_key(run)].append(run)
     tasks = []
     for _key, members in sorted(grouped.items()):
-        by_config: dict[str, list[KbRun]] = defaultdict(list)
+        by_config: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        metrics: dict[str, list[float]] = defaultdict(list)
         for run in members:
             config = {k: v for k, v in run.config.items() if k not in IGNORED_CONFIG_KEYS}
-            by_config[repr(sorted(config.items(), key=lambda kv: kv[0]))].append(run)
-        configs, values = [], []
-        for group in by_config.values():
-            configs.append(
-                {k: v for k, v in group[0].config.items() if k not in IGNORED_CONFIG_KEYS}
-            )
-            values.append(float(np.mean([run.metric for run in group])))
+            config.update(run_budget(run))
+            key = repr(sorted(config.items(), key=lambda kv: kv[0]))
+            by_config[key].append(config)
+            metrics[key].append(float(run.metric))  # type: ignore[arg-type]  # None left out above
+        configs = [group[0] for group in by_config.values()]
+        values = [float(np.mean(metrics[key])) for key in by_config]
         if len(configs) < min_runs:
             continue
         first = members[0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,14 @@ from .acquisition import Pick, select_batch
 from .cold_start import cold_start_trials
 from .costs import Throughput, estimate, measured_throughput
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
-from .history import Task, feature_descriptors, run_descriptors, tasks_from_runs
+from .history import (
+    RUN_BUDGET_KEYS,
+    Task,
+    feature_descriptors,
+    run_budget,
+    run_descriptors,
+    tasks_from_runs,
+)
 from .metric_scale import metric_scale
 from .prior import LearnedPrior, PriorSettings, TaskPosterior
 from .similarity import task_weights
@@ -44,6 +52,15 @@ EI_STOP_THRESHOLD = 0.01  # normal-score units: 1 % of a task's spread of result
 SOBOL_CANDIDATES = 512
 KNOWLEDGE_BASE = "knowledge-base"
 COLD_START = "cold-start"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The budget the history's candidates are scored at, with the rows and device it ran on."""
+
+    budget: Budget
+    train_rows: int | None = None
+    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -203,29 +220,45 @@ class Recommender:
             )
         return self._priors[base_model]
 
-    def _history_budget(self, base_model: str) -> Budget:
+    def reference(self, base_model: str) -> Reference:
+        """The budget candidates are scored at: the most common one among ``base_model``'s runs
+        (with several seed files, the largest build's), so predictions speak of a budget the
+        knowledge base measured most."""
         runs = [r for r in self.runs if r.base_model == base_model]
-        steps = [int(s) for r in runs if (s := r.config.get("max_steps"))]
-        lengths = [int(n) for r in runs if (n := r.config.get("max_seq_length"))]
-        return Budget(
-            max_steps=int(np.median(steps)) if steps else None,
-            epochs=1.0,
-            max_seq_length=int(np.median(lengths)) if lengths else 128,
+        counts = Counter(
+            (
+                r.config.get("max_steps"),
+                None if r.config.get("max_steps") else r.config.get("epochs"),
+                r.config.get("max_seq_length") or 128,
+                run_budget(r).get("train_rows"),
+                run_budget(r).get("device"),
+            )
+            for r in runs
         )
+        if not counts:
+            return Reference(Budget(max_steps=None, epochs=1.0, max_seq_length=128))
+        (steps, epochs, length, rows, device), _ = counts.most_common(1)[0]
+        budget = Budget(
+            max_steps=int(steps) if steps else None,
+            epochs=float(epochs) if epochs and not steps else 1.0,
+            max_seq_length=int(length),
+        )
+        return Reference(budget, rows, device)
 
     def _scored_configs(self, base_model: str) -> list[dict[str, Any]]:
-        """Candidates as the history's budget would have trained them (comparable with its runs)."""
-        budget = self._history_budget(base_model)
+        """Candidates as the reference budget would train them (comparable with the history)."""
+        reference = self.reference(base_model)
         points = qmc.Sobol(d=len(DIMENSIONS), scramble=True, seed=0).random(self.n_candidates)
-        configs = []
-        for point in points:
-            config = decode(point, budget=budget).model_dump(mode="json")
-            config.pop("seed", None)
-            configs.append(config)
+        configs = [
+            self.at_reference(
+                decode(point, budget=reference.budget).model_dump(mode="json"), reference
+            )
+            for point in points
+        ]
         seen = {repr(sorted(c.items())) for c in configs}
         for run in self.runs:
             if run.base_model == base_model:
-                config = {k: v for k, v in run.config.items() if k != "seed"}
+                config = self.at_reference(run.config, reference)
                 if repr(sorted(config.items())) not in seen:
                     seen.add(repr(sorted(config.items())))
                     configs.append(config)
@@ -270,21 +303,21 @@ class Recommender:
         scored = self._scored_configs(used)
         candidates = prior.inputs(scored, descriptors)
         scale = metric_scale(history[0].metric_name if history else "metric")
-        budget = self._history_budget(used)
+        reference = self.reference(used)
         throughput = measured_throughput([r for r in self.runs if r.base_model == used])
         try:
             posterior = prior.condition(
                 descriptors,
-                [self._as_history(c, budget) for c, _ in observed],
+                [self.at_reference(c, reference) for c, _ in observed],
                 [scale.to_model(v) for _, v in observed],
                 candidates,
             )
-            taken = [self._as_history(o, budget) for o, _ in observed] + [
-                self._as_history(p, budget) for p in pending
+            taken = [self.at_reference(o, reference) for o, _ in observed] + [
+                self.at_reference(p, reference) for p in pending
             ]
             exclude = {i for i, c in enumerate(scored) for o in taken if self._same(c, o)}
             for config in pending:
-                x_row = prior.inputs([self._as_history(config, budget)], descriptors)
+                x_row = prior.inputs([self.at_reference(config, reference)], descriptors)
                 mean, _ = posterior.predict_inputs(x_row)
                 posterior = posterior.with_observation(x_row[0], float(mean[0]))
             picks = select_batch(posterior, candidates, k, exclude=exclude)
@@ -340,14 +373,19 @@ class Recommender:
         return all(a.get(key) == b.get(key) for key in keys)
 
     @staticmethod
-    def _as_history(config: Mapping[str, Any], budget: Budget) -> dict[str, Any]:
+    def at_reference(config: Mapping[str, Any], reference: Reference) -> dict[str, Any]:
+        """``config`` as the history would have trained it: the reference budget, rows and device."""
         c = dict(config)
         c.pop("seed", None)
+        budget = reference.budget
         c.update(
             max_steps=budget.max_steps,
             epochs=None if budget.max_steps else budget.epochs,
             max_seq_length=budget.max_seq_length,
         )
+        for key, value in (("train_rows", reference.train_rows), ("device", reference.device)):
+            if value is not None:
+                c[key] = value
         return c
 
     def _recommendation(
@@ -363,8 +401,9 @@ class Recommender:
         acquisition: str,
     ) -> Recommendation:
         max_len = max(32, min(512, int(features.tokens_p95) + 2))
+        choice = {k: v for k, v in scored.items() if k not in RUN_BUDGET_KEYS}
         config = LoraConfig.model_validate(
-            {**scored, "max_steps": None, "epochs": 1.0, "max_seq_length": max_len}
+            {**choice, "max_steps": None, "epochs": 1.0, "max_seq_length": max_len}
         )
         predicted, std = self._to_metric(pick.mean, pick.std, posterior, history, weights)
         hours, energy = estimate(config, features, throughput)

@@ -87,6 +87,7 @@ class BuildSettings:
     ] = ()  # other knowledge-base files whose runs count as done (the other shards)
     deadline: float | None = None  # epoch seconds after which no new run starts (a timed build)
     idle_seconds: float = 1.0  # how long each run measures the idle power before training
+    id_prefix: str = "seed-kb"  # run ids' prefix: one per build, so several files load side by side
     note: str | None = None  # recorded in the file's header (how this build differs, if it does)
 
 
@@ -356,6 +357,7 @@ def header(settings: BuildSettings, names: list[str], licence_of: dict[str, str]
                 "and per dataset its own (seeded by its name)",
                 "configs": settings.configs,
                 "local_configs": settings.local_configs,
+                "id_prefix": settings.id_prefix,
                 "design_seed": settings.design_seed,
                 "seed": settings.seed,
                 "repeats": {
@@ -388,6 +390,7 @@ def planned_runs(settings: BuildSettings, names: list[str]) -> list[PlannedRun]:
         repeat_datasets=settings.repeat_datasets,
         design_seed=settings.design_seed,
         seed=settings.seed,
+        id_prefix=settings.id_prefix,
     )
 
 

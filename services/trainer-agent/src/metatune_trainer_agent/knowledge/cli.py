@@ -107,6 +107,12 @@ def build(
     idle_seconds: Annotated[
         float, typer.Option(min=0.0, help="seconds each run measures the idle power for")
     ] = 1.0,
+    id_prefix: Annotated[
+        str,
+        typer.Option(
+            help="run ids' prefix; give each build its own, so their files load side by side"
+        ),
+    ] = "seed-kb",
     note: Annotated[
         str | None, typer.Option(help="a remark recorded in the file's header provenance")
     ] = None,
@@ -140,6 +146,7 @@ def build(
         done_files=tuple(done or ()),
         deadline=None if time_limit is None else time.time() + time_limit,
         idle_seconds=idle_seconds,
+        id_prefix=id_prefix,
         note=note,
     )
     console = Console(stderr=True)

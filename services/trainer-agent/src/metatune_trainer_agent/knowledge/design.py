@@ -62,6 +62,7 @@ def plan_runs(
     repeat_datasets: int = 0,
     design_seed: int = 0,
     seed: int = 13,
+    id_prefix: str = "seed-kb",
 ) -> list[PlannedRun]:
     """Every run of the build, ordered so that any prefix covers every dataset evenly: shared
     configuration 0 on each dataset, then each dataset's own configuration 0, then shared 1, ...
@@ -69,7 +70,10 @@ def plan_runs(
     The repeats (the first ``repeat_configs`` shared configurations with each of ``repeat_seeds``, on
     the first ``repeat_datasets`` datasets) follow the shared configurations they repeat when the
     build has local configurations, so a partial build already measures the noise; without local
-    configurations they come last, as in the first seed's build (the same order, the same run ids)."""
+    configurations they come last, as in the first seed's build (the same order, the same run ids).
+
+    Run ids are ``{id_prefix}:{dataset}:{c|d}{index}:s{seed}``: give each build its own prefix, so
+    that knowledge-base files built apart can be loaded side by side (the store keys runs by id)."""
     shared = sobol_configs(configs, budget=budget, design_seed=design_seed, seed=seed)
     local = {
         name: sobol_configs(
@@ -82,7 +86,7 @@ def plan_runs(
     }
     repeats = [
         PlannedRun(
-            f"seed-kb:{name}:c{index:03d}:s{extra_seed}",
+            f"{id_prefix}:{name}:c{index:03d}:s{extra_seed}",
             name,
             index,
             extra_seed,
@@ -96,13 +100,15 @@ def plan_runs(
     for index in range(max(configs, local_configs)):
         if index < configs:
             runs += [
-                PlannedRun(f"seed-kb:{name}:c{index:03d}:s{seed}", name, index, seed, shared[index])
+                PlannedRun(
+                    f"{id_prefix}:{name}:c{index:03d}:s{seed}", name, index, seed, shared[index]
+                )
                 for name in datasets
             ]
         if index < local_configs:
             runs += [
                 PlannedRun(
-                    f"seed-kb:{name}:d{index:03d}:s{seed}",
+                    f"{id_prefix}:{name}:d{index:03d}:s{seed}",
                     name,
                     index,
                     seed,
