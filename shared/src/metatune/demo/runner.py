@@ -76,8 +76,8 @@ class Demo:
         self.scene, self.data, self.base, self.console = scene, data, base, console
         self.start_platform, self.restart = start_platform, restart
         self.outage: dict[str, Any] = {}
-        self.grid: dict[str, Any] = {}
-        self.grid_job: asyncio.Task[dict[str, Any]] | None = None
+        self.evidence: dict[str, Any] = {}
+        self.evidence_job: asyncio.Task[dict[str, Any]] | None = None
         self.folder = stack.demo_data_dir(base)
         self.settings: Settings | None = None
         self.receiver: WebhookReceiver | None = None
@@ -170,9 +170,9 @@ class Demo:
                 await asyncio.gather(reader, return_exceptions=True)
         finally:
             await admin.close()
-        with self.step("6. grid estimate", log="run"):
-            assert self.grid_job is not None
-            self.grid = await self.grid_job
+        with self.step("6. knowledge-base evidence", log="run"):
+            assert self.evidence_job is not None
+            self.evidence = await self.evidence_job
         with self.step("6. closing table", log="telemetry"):
             rows = await asyncio.to_thread(
                 closing_table,
@@ -309,7 +309,7 @@ class Demo:
                 240,
             )
             self.console.print(view.recommendations(self))
-            self.grid_job = asyncio.create_task(self._grid_estimate())
+            self.evidence_job = asyncio.create_task(self._evidence())
         with self.step("3. plan", log="scheduler"):
             await self._until(
                 "plan",
@@ -378,16 +378,16 @@ class Demo:
         s.remark(f"what-if over: {dc} is back")
         await asyncio.to_thread(self.restart, self.settings, f"trainer-agent.{dc}")
 
-    async def _grid_estimate(self) -> dict[str, Any]:
-        """The recommender's estimate of the best of the grid, from each study's profile (a program
-        of the recommender service, run beside the training at low priority)."""
+    async def _evidence(self) -> dict[str, Any]:
+        """What the knowledge base measured on the datasets nearest each study's (a program of the
+        recommender service, run beside the training at low priority)."""
         proc = await asyncio.create_subprocess_exec(
             "nice",
             "-n",
             "10",
             sys.executable,
             "-m",
-            "metatune_recommender.grid",
+            "metatune_recommender.evidence",
             *[str(s) for s in self.studies],
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -395,7 +395,7 @@ class Demo:
         out, err = await proc.communicate()
         if proc.returncode != 0:
             raise RuntimeError(
-                f"metatune_recommender.grid exited {proc.returncode}: {err.decode()[-2000:]}"
+                f"metatune_recommender.evidence exited {proc.returncode}: {err.decode()[-2000:]}"
             )
         return dict(json.loads(out))
 
@@ -459,7 +459,7 @@ class Demo:
                 }
                 for sid, d in disclosures.items()
             },
-            "grid_estimate": self.grid,
+            "evidence": self.evidence,
             "outage": self.outage,
             "pauses": self.state.pauses(),
             "migrations": self.state.migrations(),

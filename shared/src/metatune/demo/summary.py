@@ -43,6 +43,9 @@ class StudyRow:
     failed: int
     grid: int
     best_accuracy: float | None
+    # the prediction published for the best trial before it trained (metatune.jobs.requested)
+    best_predicted: float | None
+    best_predicted_std: float | None
     majority_baseline: float | None  # accuracy of always predicting the most common label
     energy_wh: float
     grid_energy_wh: float | None
@@ -160,7 +163,8 @@ def closing_table(
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         ids = [str(s) for s in studies]
         requests = conn.execute(
-            "SELECT r.job_id, r.study_id, r.requested_at, r.home_datacenter, s.spec "
+            "SELECT r.job_id, r.study_id, r.requested_at, r.home_datacenter, s.spec, "
+            "r.predicted_metric, r.predicted_metric_std "
             "FROM job_requests r JOIN studies s USING (study_id) WHERE r.study_id = ANY(%s::uuid[])",
             (ids,),
         ).fetchall()
@@ -206,11 +210,16 @@ def closing_table(
             for r in mine
             if r["status"] == "completed" and not r["early_stopped"]
         ]
-        accuracies = [
-            float(r["metrics"]["accuracy"])
+        scored = [
+            r
             for r in mine
             if r["status"] == "completed" and (r["metrics"] or {}).get("accuracy") is not None
         ]
+        best = max(scored, key=lambda r: float(r["metrics"]["accuracy"]), default=None)
+        published = next(  # the prediction published for the best trial when it was requested
+            (q for q in requests if best is not None and str(q["job_id"]) == str(best["job_id"])),
+            {},
+        )
         majority = [r["majority_baseline"] for r in mine if r["majority_baseline"] is not None]
         run_now = _total([run_now_of.get(j) for j in reqs if j in hours])
         greedy = _total([greedy_of.get(j) for j in reqs if j in hours])
@@ -223,7 +232,9 @@ def closing_table(
                 early_stopped=sum(bool(r["early_stopped"]) for r in mine),
                 failed=sum(r["status"] == "failed" for r in mine),
                 grid=GRID_SIZE,
-                best_accuracy=max(accuracies) if accuracies else None,
+                best_accuracy=None if best is None else float(best["metrics"]["accuracy"]),
+                best_predicted=published.get("predicted_metric"),
+                best_predicted_std=published.get("predicted_metric_std"),
                 majority_baseline=max(majority) if majority else None,
                 energy_wh=sum(float(e["energy_wh"]) for e in metered),
                 grid_energy_wh=GRID_SIZE * sum(full) / len(full) if full else None,

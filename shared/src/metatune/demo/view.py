@@ -184,13 +184,13 @@ def _observed(disclosed: dict[str, Any]) -> str:
     return "" if realised is None or forecast is None else f" ({realised}/{realised + forecast})"
 
 
-INFORMATIVE_SD = 0.05  # widest ±1 sd of the grid estimate the closing table shows
 CLOSING_COLUMNS = (
     "study",
     "trials run (early-stopped)",
     "grid",
     "best accuracy",
-    "grid's best (KB, where ±1 sd ≤ 0.05)",
+    "its prediction, published before training",
+    "nearest KB dataset: best measured",
     "energy Wh",
     "grid energy Wh",
     "gCO2eq",
@@ -201,15 +201,17 @@ CLOSING_COLUMNS = (
 
 
 def closing_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """(columns, rows) of the closing table: what the demo prints and the README shows. The
-    grid-estimate column goes when no study has an informative estimate."""
-    columns, rows = list(CLOSING_COLUMNS), closing_rows(result)
-    grid = columns.index(CLOSING_COLUMNS[4])
-    if all(row[grid] == "-" for row in rows):
-        del columns[grid]
-        for row in rows:
-            del row[grid]
-    return columns, rows
+    """(columns, rows) of the closing table: what the demo prints and the README shows."""
+    return list(CLOSING_COLUMNS), closing_rows(result)
+
+
+def nearest_measured(evidence: dict[str, Any]) -> str:
+    """'snips_intents 0.975 (48 runs)': the nearest knowledge-base dataset's best measured run."""
+    nearest = evidence.get("nearest") or []
+    if not nearest:
+        return "-"
+    first = nearest[0]
+    return f"{first['dataset']} {first['best_measured']:.3f} ({first['runs']} runs)"
 
 
 def closing_rows(result: dict[str, Any]) -> list[list[str]]:
@@ -217,24 +219,17 @@ def closing_rows(result: dict[str, Any]) -> list[list[str]]:
     rows = []
     for row in result["studies"]:
         disclosed = result["disclosure"].get(row["study_id"], {})
-        estimate = result.get("grid_estimate", {}).get(row["study_id"], {})
-        # the knowledge base's estimate of the grid's best, only where it informs: an interval
-        # of ±0.25 around 0.45 says nothing a reader can compare a run with
-        std = estimate.get("best_predicted_std")
-        grid_best = (
-            f"{estimate['best_predicted']:.3f} ± {std:.3f}"
-            if estimate.get("best_predicted") is not None
-            and std is not None
-            and std <= INFORMATIVE_SD
-            else "-"
-        )
+        evidence = result.get("evidence", {}).get(row["study_id"], {})
+        predicted = row.get("best_predicted")
+        std = row.get("best_predicted_std")
         rows.append(
             [
                 row["name"],
                 f"{row['trials']} ({row['early_stopped']})",
                 str(row["grid"]),
                 beside_baseline(row["best_accuracy"], row.get("majority_baseline")),
-                grid_best,
+                "-" if predicted is None else f"{predicted:.3f} ± {std or 0.0:.3f}",
+                nearest_measured(evidence),
                 f"{row['energy_wh']:.2f}",
                 _fmt(row["grid_energy_wh"], "{:.0f}"),
                 _g(row["emissions_g"]),
@@ -278,4 +273,16 @@ def closing(result: dict[str, Any]) -> Table:
         table.add_column(col, justify="left" if col == "study" else "right")
     for cells in rows:
         table.add_row(*cells)
+    table.caption = evidence_caption(result)
     return table
+
+
+def evidence_caption(result: dict[str, Any]) -> str:
+    """Where the knowledge-base column's figures come from: the budget those runs trained at."""
+    budgets = sorted({e["budget"] for e in result.get("evidence", {}).values() if e.get("budget")})
+    return (
+        f"nearest KB dataset: its best run at the knowledge base's budget ({'; '.join(budgets)}); "
+        "the study's own trials trained 1 epoch"
+        if budgets
+        else ""
+    )
