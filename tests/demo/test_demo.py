@@ -239,6 +239,22 @@ def _check_database(url: str, shown: dict) -> None:
             assert row["early_stopped"] == sum(bool(r["early_stopped"]) for r in results)
             accuracies = [r["metrics"]["accuracy"] for r in results if r["status"] == "completed"]
             assert row["best_accuracy"] == pytest.approx(max(accuracies))
+            # beside it: the prediction published for that trial before it trained, and what the
+            # knowledge base measured on the nearest other dataset (a run's figure, in [0, 1])
+            best = max(
+                (r for r in results if r["status"] == "completed"),
+                key=lambda r: r["metrics"]["accuracy"],
+            )
+            published = conn.execute(
+                "SELECT predicted_metric, predicted_metric_std FROM job_requests WHERE job_id = %s",
+                (best["job_id"],),
+            ).fetchone()
+            assert (row["best_predicted"], row["best_predicted_std"]) == (
+                published["predicted_metric"],
+                published["predicted_metric_std"],
+            )
+            nearest = shown["evidence"][sid]["nearest"]
+            assert nearest and all(0.0 <= n["best_measured"] <= 1.0 for n in nearest)
             baselines = conn.execute(
                 "SELECT max(majority_baseline) AS m FROM run_results WHERE study_id = %s", (sid,)
             ).fetchone()
