@@ -19,9 +19,6 @@ from metatune.redaction import redact
 from metatune.registry import Registry, default_registry, load_registry
 from metatune.settings import Settings, get_settings
 
-from .domain.observations import HOUR, hours_between
-from .domain.providers import ProviderUnavailable, Signal
-
 console = Console()
 forecaster_app = typer.Typer(
     help="The carbon-intensity forecaster: its store of observed intensity (backfill, CSV import).",
@@ -60,8 +57,10 @@ def backfill(
 ) -> None:
     """Store a region's observed hourly intensity from its registry source; hours already stored
     are skipped, so an interrupted backfill resumes where it stopped."""
+    # pandas, like the adapters, only when a command runs: `metatune --help` imports this module
     from .adapters.live import backfill as run_backfill
     from .adapters.live import region_sources
+    from .domain.providers import ProviderUnavailable
 
     settings = get_settings()
     start = _hour(from_, "--from")
@@ -139,6 +138,8 @@ def import_csv(
     """Import an Electricity Maps hourly export (its data portal's yearly files) into the
     observation store as the zone's average intensity; re-importing a file changes nothing."""
     from .adapters.em_csv import SOURCE, read_export
+    from .domain.observations import HOUR, hours_between
+    from .domain.providers import Signal
 
     try:
         export = read_export(file)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Coroutine
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
-from nats.js.errors import NotFoundError
 from rich.console import Console
 from rich.table import Table
 
@@ -19,7 +18,8 @@ from metatune.errors import BusUnavailable, DatabaseUnavailable
 from metatune.redaction import redact_url
 from metatune.settings import get_settings
 
-from .adapters.db import Database
+if TYPE_CHECKING:
+    from .adapters.db import Database
 
 console = Console()
 
@@ -29,6 +29,9 @@ T = TypeVar("T")
 
 def _run(main: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine; a database or bus that does not answer is one line, exit 3."""
+    # the NATS client only when a command runs: `metatune --help` imports this module
+    from nats.js.errors import NotFoundError
+
     try:
         return asyncio.run(main)
     except (DatabaseUnavailable, BusUnavailable) as exc:
@@ -40,6 +43,8 @@ def _run(main: Coroutine[Any, Any, T]) -> T:
 
 
 def _db() -> Database:
+    from .adapters.db import Database
+
     s = get_settings()
     return Database(s.database_url, connect_timeout_s=s.connect_timeout_s)
 

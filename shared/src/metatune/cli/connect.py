@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import typer
-from nats.aio.client import Client
 from rich.console import Console
 
-from ..bus.auth import ADMIN
-from ..bus.connection import connect_as
-from ..settings import Settings
+# every command imports this module, and `metatune --help` must not import the NATS client
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+
+    from ..settings import Settings
 
 err_console = Console(stderr=True)
 
@@ -32,9 +34,13 @@ def unavailable(exc: Exception) -> typer.Exit:
 
 
 @asynccontextmanager
-async def bus(settings: Settings, user: str = ADMIN) -> AsyncIterator[Client]:
-    """A connection as ``user`` (the admin for platform commands, the submitter for submit / cancel)."""
-    nc = await connect_as(settings, user)
+async def bus(settings: Settings, user: str | None = None) -> AsyncIterator[Client]:
+    """A connection as ``user`` (the admin, by default, for platform commands; the submitter for
+    submit / cancel)."""
+    from ..bus.auth import ADMIN
+    from ..bus.connection import connect_as
+
+    nc = await connect_as(settings, user or ADMIN)
     try:
         yield nc
     finally:

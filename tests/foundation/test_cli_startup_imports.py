@@ -1,0 +1,100 @@
+"""``metatune --help``, ``--version`` and a Tab completion import no heavy library: the commands,
+core and plugin, are imported when they run, so the CLI answers at once (bench/cli_startup_bench.py
+measures how fast)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import entry_points
+
+import pytest
+import typer
+
+from metatune.cli.main import CORE, app
+
+HEAVY = ("torch", "transformers", "gpytorch", "pandas", "sklearn", "faststream", "nats")
+
+# Runs the CLI as the `metatune` script does, then reports which heavy modules it imported.
+PROBE = f"""
+import json, sys
+from metatune.cli.main import app
+try:
+    app(prog_name="metatune")
+except SystemExit:
+    pass
+print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)
+"""
+
+COMPLETE_TOP_LEVEL = {
+    "_METATUNE_COMPLETE": "complete_bash",
+    "COMP_WORDS": "metatune ",
+    "COMP_CWORD": "1",
+}
+
+
+def plugin_names() -> list[str]:
+    return [ep.name for ep in entry_points(group="metatune.cli")]
+
+
+def run_probe(args: list[str], **env: str) -> tuple[str, list[str]]:
+    """The CLI's stdout and the heavy modules it imported."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("_METATUNE_")}
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        env={**base, "COLUMNS": "200", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout, json.loads(result.stderr.strip().splitlines()[-1])
+
+
+def test_the_plugins_are_installed() -> None:
+    # without them the checks below would pass vacuously
+    assert {"profile", "train", "recommend", "forecaster", "webhooks"} <= set(plugin_names())
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [(["--help"], {}), ([], {}), (["--version"], {}), ([], COMPLETE_TOP_LEVEL)],
+    ids=["help", "no-arguments", "version", "completion"],
+)
+def test_listing_the_commands_imports_no_heavy_library(
+    args: list[str], env: dict[str, str]
+) -> None:
+    _, imported = run_probe(args, **env)
+    assert imported == []
+
+
+def test_the_help_page_lists_every_core_and_plugin_command() -> None:
+    out, _ = run_probe(["--help"])
+    listed = {line.strip("│ ").split(" ")[0] for line in out.splitlines()}
+    assert {*CORE, *plugin_names()} <= listed
+
+
+def test_completion_offers_every_core_and_plugin_command() -> None:
+    out, _ = run_probe([], **COMPLETE_TOP_LEVEL)
+    assert set(out.split()) == {*CORE, *plugin_names()}
+
+
+def test_the_version_is_printed() -> None:
+    out, _ = run_probe(["--version"])
+    assert out.startswith("metatune ")
+
+
+def test_the_help_kept_for_core_commands_is_their_own() -> None:
+    """The one-line help main.py lists without importing a command is the first paragraph of the
+    command's help (its docstring): a changed docstring fails here until CORE follows."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    ctx = typer.Context(group)
+    for name, spec in CORE.items():
+        command = group.get_command(ctx, name)
+        assert command is not None and command.help is not None, name
+        first_paragraph = inspect.cleandoc(command.help).split("\n\n")[0]
+        assert " ".join(first_paragraph.split()) == spec.help, name
