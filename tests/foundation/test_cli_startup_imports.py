@@ -61,8 +61,14 @@ def test_the_plugins_are_installed() -> None:
 
 @pytest.mark.parametrize(
     ("args", "env"),
-    [(["--help"], {}), ([], {}), (["--version"], {}), ([], COMPLETE_TOP_LEVEL)],
-    ids=["help", "no-arguments", "version", "completion"],
+    [
+        (["--help"], {}),
+        ([], {}),
+        (["--version"], {}),
+        ([], COMPLETE_TOP_LEVEL),
+        (["kb", "--help"], {}),
+    ],
+    ids=["help", "no-arguments", "version", "completion", "kb-help"],
 )
 def test_listing_the_commands_imports_no_heavy_library(
     args: list[str], env: dict[str, str]
