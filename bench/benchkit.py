@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -23,6 +25,17 @@ from rich.progress import (
 )
 
 T = TypeVar("T")
+
+
+def machine() -> dict[str, Any]:
+    """Where and when a run was measured: the time, the CPUs and the platform (each bench adds the
+    load figure it reports)."""
+    return {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host_cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }
 
 
 def plain(value: Any) -> Any:

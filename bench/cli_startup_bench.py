@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import benchkit
 from benchkit import print_json
 from rich.console import Console
 from rich.table import Table
@@ -72,10 +73,7 @@ def measure(argv: list[str], runs: int, **env: str) -> tuple[float, float]:
 def machine() -> dict:
     """Where and when it was measured, and how busy the machine was."""
     return {
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host_cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
+        **benchkit.machine(),
         "python": platform.python_version(),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
     }

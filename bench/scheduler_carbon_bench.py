@@ -35,13 +35,13 @@ import dataclasses
 import hashlib
 import math
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid5
 
+import benchkit
 import highspy
 import numpy as np
 import pandas as pd
@@ -274,13 +274,7 @@ def greedy_delay(jobs: Jobs, grid: np.ndarray) -> float:
 
 def machine() -> dict:
     """Where and when a run was measured, and how busy the machine was (1-min load average)."""
-    return {
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host_cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-    }
+    return {**benchkit.machine(), "load_avg_1m": round(os.getloadavg()[0], 2)}
 
 
 def rolling(

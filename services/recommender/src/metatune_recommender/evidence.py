@@ -19,14 +19,14 @@ from uuid import UUID
 
 import numpy as np
 
-from metatune.knowledge.records import KbRun
 from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import get_settings
 
-from .domain.history import feature_descriptors, run_budget
+from .domain.history import feature_descriptors
 from .domain.recommender import (
     Recommender,
     Reference,
+    budget_key,
     impute,
     nearest_base_model,
     profile_descriptors,
@@ -34,20 +34,6 @@ from .domain.recommender import (
 from .domain.similarity import task_weights
 
 NEAREST = 2
-
-
-def at_reference(run: KbRun, reference: Reference) -> bool:
-    """Whether ``run`` trained at the reference budget, on the reference rows and device."""
-    budget = reference.budget
-    config = run.config
-    steps = config.get("max_steps")
-    return (
-        steps == budget.max_steps
-        and (steps is not None or config.get("epochs") == budget.epochs)
-        and config.get("max_seq_length") == budget.max_seq_length
-        and run_budget(run).get("train_rows") == reference.train_rows
-        and run_budget(run).get("device") == reference.device
-    )
 
 
 def describe(reference: Reference) -> str:
@@ -88,7 +74,7 @@ def nearest_measured(
     for index in np.argsort(-weights):
         task = history[int(index)]
         measured = [
-            run for run in task.runs if run.metric is not None and at_reference(run, reference)
+            run for run in task.runs if run.metric is not None and budget_key(run) == reference.key
         ]
         if measured:
             nearest.append(

@@ -186,17 +186,17 @@ def _observed(disclosed: dict[str, Any]) -> str:
 
 CLOSING_COLUMNS = (
     "study",
-    "trials run (early-stopped)",
+    "trials (early-stopped)",
     "grid",
     "best accuracy",
-    "its prediction, published before training",
-    "nearest KB dataset: best measured",
+    "predicted before training",
+    "nearest KB best run",
     "energy Wh",
-    "grid energy Wh",
+    "grid Wh",
     "gCO2eq",
     "run now at home g",
     "greedy g",
-    "realised gCO2eq (h observed)",
+    "realised g (h observed)",
 )
 
 
@@ -281,7 +281,7 @@ def evidence_caption(result: dict[str, Any]) -> str:
     """Where the knowledge-base column's figures come from: the budget those runs trained at."""
     budgets = sorted({e["budget"] for e in result.get("evidence", {}).values() if e.get("budget")})
     return (
-        f"nearest KB dataset: its best run at the knowledge base's budget ({'; '.join(budgets)}); "
+        f"nearest KB best run: the nearest dataset's best at the knowledge base's budget ({'; '.join(budgets)}); "
         "the study's own trials trained 1 epoch"
         if budgets
         else ""

@@ -62,6 +62,27 @@ class Reference:
     train_rows: int | None = None
     device: str | None = None
 
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """As :func:`budget_key` gives it for a run trained at this budget."""
+        steps = self.budget.max_steps
+        epochs = None if steps else self.budget.epochs
+        return (steps, epochs, self.budget.max_seq_length, self.train_rows, self.device)
+
+
+def budget_key(run: KbRun) -> tuple[Any, ...]:
+    """What a run was trained at: (max_steps, epochs without steps, max_seq_length, train rows,
+    device); runs with one key are comparable."""
+    measured_on = run_budget(run)
+    steps = run.config.get("max_steps")
+    return (
+        steps,
+        None if steps else run.config.get("epochs"),
+        run.config.get("max_seq_length") or 128,
+        measured_on.get("train_rows"),
+        measured_on.get("device"),
+    )
+
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -225,16 +246,7 @@ class Recommender:
         (with several seed files, the largest build's), so predictions speak of a budget the
         knowledge base measured most."""
         runs = [r for r in self.runs if r.base_model == base_model]
-        counts = Counter(
-            (
-                r.config.get("max_steps"),
-                None if r.config.get("max_steps") else r.config.get("epochs"),
-                r.config.get("max_seq_length") or 128,
-                run_budget(r).get("train_rows"),
-                run_budget(r).get("device"),
-            )
-            for r in runs
-        )
+        counts = Counter(budget_key(r) for r in runs)
         if not counts:
             return Reference(Budget(max_steps=None, epochs=1.0, max_seq_length=128))
         (steps, epochs, length, rows, device), _ = counts.most_common(1)[0]
