@@ -61,8 +61,9 @@ def test_a_file_of_another_schema_version_names_both_versions(tmp_path: Path) ->
         (b"", "empty"),
         (b"text,label\nhello,1\n", "first line is not JSON"),
         (b'{"text": "hello", "label": 1}\n', "no header line"),
-        (gzip.compress(b'{"kind": "something-else"}\n'), "no header line"),
+        (gzip.compress(b'{"kind": "something-else"}\n', mtime=0), "no header line"),
     ],
+    ids=["empty", "csv", "jsonl-without-header", "gzip-without-header"],
 )
 def test_a_file_that_is_not_a_knowledge_base_is_refused(
     tmp_path: Path, content: bytes, reason: str
