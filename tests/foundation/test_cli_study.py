@@ -62,6 +62,9 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
                 majority_baseline=0.6,
                 adapter_key=f"{TRAINED}.tar",
                 accounting=ACCOUNTING,
+                base_model=SPEC.base_model,
+                task=SPEC.task,
+                hardware=c.Hardware(device="cpu", cpu_model="Test CPU 9000", precision="fp32"),
             ),
         ),
         (
@@ -205,14 +208,16 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     one_error_line(run(["results", str(uuid4())], env), 1, "no study")
 
 
-async def test_adapter_download_gives_a_folder_peft_loads(
+async def test_adapter_download_gives_a_hub_ready_folder_peft_loads(
     module_nats: str, env, tmp_path: Path
 ) -> None:
     import torch
-    from peft import PeftModel
+    from huggingface_hub import metadata_load
+    from peft import PeftConfig, PeftModel
     from transformers import AutoModelForSequenceClassification
 
-    from metatune.models import embedded_model_dir
+    from metatune.model_card import ADAPTER_PATH, EMISSIONS_SOURCE
+    from metatune.models import EMBEDDED_HUB_ID, embedded_model_dir
     from metatune_trainer_agent.domain.adapter import pack_adapter
     from metatune_trainer_agent.domain.model import load_model
 
@@ -232,15 +237,48 @@ async def test_adapter_download_gives_a_folder_peft_loads(
     result = run(["adapter", "download", str(TRAINED), "--out", str(out), "--json"], env)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert "adapter_config.json" in report["files"] and report["metadata"] == {
-        "labels": ["neg", "pos"]
-    }
+    assert {"adapter_config.json", "README.md", "labels.json"} <= set(report["files"])
+    assert report["metadata"] == {"labels": ["neg", "pos"]} and report["labels"] == ["neg", "pos"]
     loaded = PeftModel.from_pretrained(
         AutoModelForSequenceClassification.from_pretrained(base, num_labels=2), out
     )
     want, got = trained.state_dict(), loaded.state_dict()
     lora = [k for k in want if "lora_" in k or "modules_to_save" in k]
     assert lora and all(torch.equal(want[k], got[k]) for k in lora)
+
+    # Hub-ready: the card's metadata (PEFT's template, naming this machine's path, replaced)
+    meta = metadata_load(out / "README.md")
+    assert meta is not None and meta["base_model"] == EMBEDDED_HUB_ID
+    assert meta["library_name"] == "peft" and meta["pipeline_tag"] == "text-classification"
+    assert meta["co2_eq_emissions"] == {
+        "emissions": ACCOUNTING.emissions_g,
+        "source": EMISSIONS_SOURCE,
+        "training_type": "fine-tuning",
+        "geographical_location": "osl1 (grid region NO)",
+        "hardware_used": "CPU (Test CPU 9000)",
+    }
+    accuracy = meta["model-index"][0]["results"][0]["metrics"][0]
+    assert (accuracy["type"], accuracy["value"]) == ("accuracy", 0.91)
+    assert json.loads((out / "labels.json").read_text()) == {
+        "id2label": {"0": "neg", "1": "pos"},
+        "label2id": {"neg": 0, "pos": 1},
+    }
+    # PEFT's config names the base on the Hub, not the agent's folder, and still loads quietly
+    # (warnings are errors here)
+    assert PeftConfig.from_pretrained(str(out)).base_model_name_or_path == EMBEDDED_HUB_ID
+    # the card's own loading example works: the Hub id swapped for the embedded copy of it
+    card = (out / "README.md").read_text()
+    example = card.split("```python\n", 1)[1].split("```", 1)[0]
+    names: dict[str, object] = {}
+    exec(example.replace(EMBEDDED_HUB_ID, base).replace(ADAPTER_PATH, str(out)), names)
+    example_model = names["model"]
+    assert isinstance(example_model, PeftModel)
+    assert example_model.config.id2label == {0: "neg", 1: "pos"}
+    got = example_model.state_dict()
+    assert all(torch.equal(want[k], got[k]) for k in lora)
+    human = run(["adapter", "download", str(TRAINED), "--out", str(tmp_path / "again")], env)
+    assert human.returncode == 0, human.stderr
+    assert "README.md" in human.stdout and "hf upload" in human.stdout
 
     one_error_line(
         run(["adapter", "download", str(TRAINED), "--out", str(out)], env),

