@@ -40,6 +40,8 @@ from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
 
+from .adapters.prior_cache import prior_cache
+from .domain.fitted import PriorStore
 from .domain.kb_rows import objective
 from .domain.recommender import COLD_START, TOP_K, Advice, Recommender, profile_descriptors
 from .flywheel import load_seeds, register_flywheel
@@ -71,8 +73,9 @@ def job_id_for(study_id: UUID, index: int) -> UUID:
 class RecommenderCache:
     """One :class:`Recommender` per knowledge-base state (run count): refitted when the flywheel adds runs."""
 
-    def __init__(self, store: KnowledgeStore) -> None:
+    def __init__(self, store: KnowledgeStore, priors: PriorStore | None = None) -> None:
         self.store = store
+        self.priors = priors  # fitted priors on disk: a restart or a second replica fits none again
         self._key: tuple[int, str] | None = None
         self._recommender: Recommender | None = None
         self._lock = asyncio.Lock()
@@ -82,7 +85,7 @@ class RecommenderCache:
         key = (len(runs), runs[-1].run_id if runs else "")
         async with self._lock:
             if self._recommender is None or key != self._key:
-                self._recommender, self._key = Recommender(runs), key
+                self._recommender, self._key = Recommender(runs, store=self.priors), key
             return self._recommender
 
 
@@ -111,7 +114,7 @@ def create_service(
         await store.close()
 
     service.app.on_shutdown(close)
-    cache = RecommenderCache(store)
+    cache = RecommenderCache(store, prior_cache(settings))
     decided: set[tuple[UUID, int]] = set()  # (study, trial index) already answered by this process
     requested: dict[
         UUID, dict[str, dict]

@@ -70,7 +70,9 @@ def recommend(
     """Recommend LoRA configurations for a profiled dataset from the knowledge base."""
     from metatune.knowledge.errors import KnowledgeBaseError
     from metatune.knowledge.files import read_kb_file
+    from metatune.settings import get_settings
 
+    from .adapters.prior_cache import prior_cache
     from .domain.errors import RecommenderError
     from .domain.recommender import Recommender, profile_descriptors
     from .flywheel import seed_paths
@@ -95,7 +97,8 @@ def recommend(
         err.print(f"[red]knowledge base unreadable[/red]: {exc}")
         raise typer.Exit(2) from exc
     try:
-        advice = Recommender(runs).recommend(base_model, profile_descriptors(features), k)
+        recommender = Recommender(runs, store=prior_cache(get_settings()))
+        advice = recommender.recommend(base_model, profile_descriptors(features), k)
     except RecommenderError as exc:
         err.print(f"[red]cannot recommend[/red]: {exc}")
         raise typer.Exit(2) from exc

@@ -22,6 +22,7 @@ import numpy as np
 from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import get_settings
 
+from .adapters.prior_cache import prior_cache
 from .domain.history import feature_descriptors
 from .domain.recommender import (
     Recommender,
@@ -103,7 +104,7 @@ async def evidence(study_ids: list[UUID]) -> dict[str, dict]:
     ) as store:
         runs = await store.runs()
         profiles = {s: await store.profile(s) for s in study_ids}
-    recommender = Recommender(runs)
+    recommender = Recommender(runs, store=prior_cache(settings))
     out: dict[str, dict] = {}
     for study_id, profile in profiles.items():
         if profile is None:

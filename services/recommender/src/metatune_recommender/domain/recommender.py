@@ -35,6 +35,7 @@ from .acquisition import Pick, select_batch
 from .cold_start import cold_start_trials
 from .costs import Throughput, estimate, measured_throughput
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
+from .fitted import PriorStore, prior_key
 from .history import (
     RUN_BUDGET_KEYS,
     Task,
@@ -219,11 +220,13 @@ class Recommender:
         settings: PriorSettings = PriorSettings(),
         candidates: int = SOBOL_CANDIDATES,
         ei_threshold: float = EI_STOP_THRESHOLD,
+        store: PriorStore | None = None,
     ) -> None:
         self.runs = [r for r in runs if is_lora(r.config)]
         self.settings = settings
         self.n_candidates = candidates
         self.ei_threshold = ei_threshold
+        self.store = store  # fitted priors kept between processes (None: fit in each)
         self._priors: dict[str, LearnedPrior] = {}
 
     # ------------------------------------------------------------------ history
@@ -234,12 +237,25 @@ class Recommender:
         return tasks_from_runs([r for r in self.runs if r.base_model == base_model], min_runs=3)
 
     def prior(self, base_model: str) -> LearnedPrior:
+        """The prior fitted on ``base_model``'s history: this object's, else the store's for the
+        same history, candidates and settings, else fitted now (and kept in the store)."""
         if base_model not in self._priors:
-            tasks = self.history(base_model)
-            self._priors[base_model] = LearnedPrior.fit(
-                tasks, self.settings, extra_configs=self._scored_configs(base_model)
-            )
+            key = self.prior_key(base_model) if self.store else ""
+            prior = self.store.load(key) if self.store else None
+            if prior is None:
+                prior = LearnedPrior.fit(
+                    self.history(base_model),
+                    self.settings,
+                    extra_configs=self._scored_configs(base_model),
+                )
+                if self.store:
+                    self.store.save(key, prior)
+            self._priors[base_model] = prior
         return self._priors[base_model]
+
+    def prior_key(self, base_model: str) -> str:
+        """What identifies ``base_model``'s fitted prior in a store (:func:`.fitted.prior_key`)."""
+        return prior_key(self.history(base_model), self.settings, self._scored_configs(base_model))
 
     def reference(self, base_model: str) -> Reference:
         """The budget candidates are scored at: the most common one among ``base_model``'s runs
