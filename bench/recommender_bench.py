@@ -13,10 +13,11 @@ same run:
              standardised values, 3 random initial rows, then EI over the remaining rows
   portfolio  the top-k-from-history portfolio alone: rows ordered by the mean normalised score of
              their nearest configuration on each history task
-  metatune   the recommender: a GP prior learned on the history tasks (HyperBO-style), its
-             top-3 by the learned mean and Kriging-believer EI, then EI conditioned on the task's
-             own results, the mean from then on the posteriors of the history tasks that measured
-             the task's configurations (if any), weighted by how they order its results
+  metatune   the recommender: a GP prior learned on the history tasks (HyperBO-style); with
+             history tasks that measured the task's configurations (sources), its top-3 is their
+             set cover and its mean their posteriors, weighted by how they order the task's
+             results; without, the top-3 by the learned mean and Kriging-believer EI; then EI
+             conditioned on the task's own results
 
 Figures: normalised regret (best - best found) / (best - worst) after 1, 3, 10, 50 evaluations;
 evaluations to reach a top-1 % / top-5 % row of the table (rank-based: at least one row, ties

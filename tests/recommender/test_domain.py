@@ -253,6 +253,11 @@ def test_only_tasks_of_the_same_search_space_are_sources() -> None:
     unseen = [{"learning_rate": float(v)} for v in np.logspace(-5.02, -3.02, 41)]
     alone = prior.condition({"size": 1.5}, [], [], pool=prior.inputs(unseen, {"size": 1.5}))
     assert alone.weights is None
+    # the service's pool: a design three times larger plus every measured configuration; the
+    # bimodal tasks' rows are all in it (less than half of it), so they are still sources
+    wide = [*pool, *unseen, *[{"learning_rate": float(v)} for v in np.logspace(-5.03, -3.03, 41)]]
+    served = prior.condition({"size": 1.5}, [], [], pool=prior.inputs(wide, {"size": 1.5}))
+    assert served.weights is not None and served.weights[:2].min() > 0
 
 
 def test_bootstrap_rank_weights_move_only_as_far_as_the_results_agree() -> None:
