@@ -1,4 +1,4 @@
-"""CLI commands telemetry contributes: ``metatune report``, ``metatune webhooks list|retry|secret``,
+"""CLI commands telemetry contributes: ``metatune report``, ``metatune webhooks list|retry|secret|rotate|endpoints``,
 ``metatune telemetry verify|migrate``."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def report(
 
 
 webhooks_app = typer.Typer(
-    help="The webhook outbox: list deliveries, retry dead ones, show the signing secret.",
+    help="The webhook outbox: list deliveries, retry dead ones, show and rotate signing secrets.",
     no_args_is_help=True,
 )
 
@@ -170,6 +170,62 @@ def webhooks_secret() -> None:
             await db.close()
 
     typer.echo(_run(main()))
+
+
+@webhooks_app.command("rotate")
+def webhooks_rotate(
+    url: Annotated[
+        str, typer.Argument(help="the receiver's webhook URL (credentials are ignored)")
+    ],
+    overlap_hours: Annotated[
+        float, typer.Option(min=0, help="hours the secrets before keep signing beside the new one")
+    ] = 24.0,
+) -> None:
+    """Give an endpoint a new whsec_ secret (printed once: keep it secret); until the overlap
+    ends, deliveries carry a signature by the old secret and one by the new."""
+    from .adapters.endpoint_secrets import rotate
+
+    async def main():
+        db = _db()
+        try:
+            await db.migrate()
+            return await rotate(db, url, overlap_hours * 3600)
+        finally:
+            await db.close()
+
+    typer.echo(_run(main()))
+
+
+@webhooks_app.command("endpoints")
+def webhooks_endpoints(
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Endpoints with secrets of their own: when each was made and retires (never the secrets)."""
+    from .adapters.endpoint_secrets import list_endpoints
+
+    async def main():
+        db = _db()
+        try:
+            return await list_endpoints(db)
+        finally:
+            await db.close()
+
+    rows = _run(main())
+    if as_json:
+        typer.echo(json.dumps(rows, default=str, indent=2))
+        return
+    table = Table()
+    for col in ("endpoint", "secret", "made", "retires", "live"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["endpoint"],
+            "default" if r["default_secret"] else "own",
+            f"{r['created_at']:%Y-%m-%d %H:%M:%S}",
+            f"{r['retires_at']:%Y-%m-%d %H:%M:%S}" if r["retires_at"] else "",
+            "yes" if r["live"] else "no",
+        )
+    console.print(table)
 
 
 @webhooks_app.command("public-key")

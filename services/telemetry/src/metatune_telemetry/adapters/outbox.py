@@ -30,6 +30,7 @@ from ..domain import signing
 from ..domain.retry import backoff_s
 from .db import Database
 from .delivery import MAX_REDIRECTS, Outcome, post
+from .endpoint_secrets import secrets_for
 
 log = logging.getLogger("metatune.telemetry.webhooks")
 
@@ -51,7 +52,8 @@ class Claimed:
 
 
 async def signing_secret(db: Database, configured: str) -> str:
-    """The configured secret, else the one generated at first use and kept in the database."""
+    """The default secret (endpoints without secrets of their own): the configured one, else the
+    one generated at first use and kept in the database."""
     if configured:
         signing.secret_key(configured)
         return configured
@@ -142,7 +144,12 @@ class OutboxWorker:
         self._in_flight.pop(url, None)
 
     async def _attempt(self, client: httpx.AsyncClient, secret: str, row: Claimed) -> None:
-        headers = signing.headers(secret, row.message_id, int(time.time()), row.body)
+        try:
+            secrets = await secrets_for(self.db, row.url, secret)
+        except DatabaseUnavailable as exc:  # the lease ends and the row is tried again
+            log.warning("webhook %s: its secrets not read (%s)", row.message_id, exc)
+            return
+        headers = signing.headers(secrets, row.message_id, int(time.time()), row.body)
         outcome = await post(
             client, row.url, row.body, headers, self.allow, self.settings.webhook_max_backoff_s
         )

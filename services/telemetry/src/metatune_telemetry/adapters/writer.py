@@ -23,16 +23,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
 from metatune.errors import DatabaseUnavailable
 from metatune.redaction import redact
 
+from ..domain.completion import ending_ref
 from ..domain.events import Accepted, Rejected, classify, clean_text
-from ..domain.notifications import notification_for, webhook_body
+from ..domain.notifications import Notification, notification_for, webhook_body
 from ..domain.rows import TypedRows
 from .binary_copy import target
+from .completion import study_endings
 from .db import Database
 from .provenance import judge
 
@@ -107,7 +110,7 @@ TRANSIENT_RETRIES = 5
 RESULT_COLUMNS = (
     "job_id, study_id, status, finished_at, datacenter, config, metrics, failure_reason, steps, "
     "early_stopped, tokens_seen, tokens_with_padding, energy_wh, gpu_hours, wall_seconds, power_source, "
-    "hardware, stop_reason, majority_baseline"
+    "hardware, stop_reason, majority_baseline, emissions_g, adapter_key"
 )
 
 OUTBOX_SQL = """
@@ -267,6 +270,7 @@ class EventWriter:
                 )
             for o in fresh:
                 result.notifications += await self._enqueue(cur, o)
+            result.notifications += await self._study_endings(cur, fresh)
             if result.rejected:
                 await cur.executemany(
                     "INSERT INTO event_rejects (stream, stream_seq, subject, code, reason, raw) "
@@ -370,6 +374,18 @@ class EventWriter:
                 f"ON CONFLICT (job_id) DO UPDATE SET {updates} WHERE run_results.status = 'failed'",
                 rows.run_results,
             )
+        if rows.study_stops:
+            await cur.executemany(
+                "INSERT INTO study_stops (study_id, stopped_at, trials_requested, metric_name) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                rows.study_stops,
+            )
+        if rows.job_cancellations:
+            await cur.executemany(
+                "INSERT INTO job_cancellations (job_id, study_id, cancelled_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                rows.job_cancellations,
+            )
         if rows.plans:
             await cur.executemany(
                 "INSERT INTO plans VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
@@ -406,16 +422,33 @@ class EventWriter:
         note = notification_for(accepted.event)
         if note is None:
             return 0
-        await cur.execute(
-            OUTBOX_SQL,
-            {
-                "entity": note.entity_id,
-                "state": note.state,
-                "ref": note.ref,
-                "message_id": note.message_id,
-                "event_id": note.event_id,
-                "event_type": note.event_type,
-                "body": webhook_body(note, accepted.subject, accepted.event),
-            },
-        )
-        return cur.rowcount if cur.rowcount > 0 else 0
+        return await _outbox(cur, note, webhook_body(note, accepted.subject, accepted.event))
+
+    async def _study_endings(self, cur: psycopg.AsyncCursor[Any], fresh: list[Accepted]) -> int:
+        """Queue ``study.completed`` for the studies the new events ended (see adapters/completion.py)."""
+        refs: dict[UUID, datetime] = {}
+        for o in fresh:
+            ref = ending_ref(o.event)
+            if ref is not None:
+                refs[ref] = max(o.event.occurred_at, refs.get(ref, o.event.occurred_at))
+        queued = 0
+        for note, body in await study_endings(cur, refs) if refs else []:
+            queued += await _outbox(cur, note, body)
+        return queued
+
+
+async def _outbox(cur: psycopg.AsyncCursor[Any], note: Notification, body: str) -> int:
+    """Queue ``note`` for its study's webhook, once per state change and message id."""
+    await cur.execute(
+        OUTBOX_SQL,
+        {
+            "entity": note.entity_id,
+            "state": note.state,
+            "ref": note.ref,
+            "message_id": note.message_id,
+            "event_id": note.event_id,
+            "event_type": note.event_type,
+            "body": body,
+        },
+    )
+    return cur.rowcount if cur.rowcount > 0 else 0

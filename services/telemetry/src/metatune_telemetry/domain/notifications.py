@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from metatune import contracts as c
@@ -75,13 +77,19 @@ def notification_for(event: c.Event) -> Notification | None:
 
 def webhook_body(notification: Notification, subject: str, event: c.Event) -> str:
     """The JSON body: Standard Webhooks shape, the event itself as ``data``."""
+    data = {"subject": subject, "event": json.loads(event.model_dump_json())}
+    return envelope(notification.event_type, event.occurred_at, data)
+
+
+def envelope(event_type: str, at: datetime, data: dict[str, Any]) -> str:
+    """A Standard Webhooks payload (``type``, ``timestamp``, ``data``) as compact, redacted JSON."""
     return redact(
         clean_text(
             json.dumps(
                 {
-                    "type": notification.event_type,
-                    "timestamp": event.occurred_at.isoformat().replace("+00:00", "Z"),
-                    "data": {"subject": subject, "event": json.loads(event.model_dump_json())},
+                    "type": event_type,
+                    "timestamp": at.isoformat().replace("+00:00", "Z"),
+                    "data": data,
                 },
                 separators=(",", ":"),
                 allow_nan=False,

@@ -38,6 +38,8 @@ class TypedRows:
     studies: list[tuple[Any, ...]] = field(default_factory=list)
     job_requests: list[tuple[Any, ...]] = field(default_factory=list)
     run_results: list[tuple[Any, ...]] = field(default_factory=list)
+    study_stops: list[tuple[Any, ...]] = field(default_factory=list)
+    job_cancellations: list[tuple[Any, ...]] = field(default_factory=list)
     plans: list[tuple[Any, ...]] = field(default_factory=list)
     plan_entries: list[tuple[Any, ...]] = field(default_factory=list)
     assignments: list[tuple[Any, ...]] = field(default_factory=list)
@@ -194,6 +196,8 @@ def _result(status: str) -> Callable[[TypedRows, c.RunCompleted | c.RunFailed], 
                 _json(done.hardware) if done and done.hardware else None,
                 clean_text(done.stop_reason) if done and done.stop_reason else None,
                 done.majority_baseline if done else None,
+                a.emissions_g,
+                clean_text(done.adapter_key) if done and done.adapter_key else None,
             )
         )
         _energy(rows, e.job_id, e.datacenter, e.occurred_at, a)
@@ -303,6 +307,15 @@ def _requested(rows: TypedRows, e: c.JobRequested) -> None:
     )
 
 
+def _stopped(rows: TypedRows, e: c.StudyStopped) -> None:
+    metric = clean_text(e.metric_name) if e.metric_name else None
+    rows.study_stops.append((e.study_id, e.occurred_at, e.trials_requested, metric))
+
+
+def _cancelled(rows: TypedRows, e: c.JobCancelled) -> None:
+    rows.job_cancellations.append((e.job_id, e.study_id, e.occurred_at))
+
+
 def _plan(rows: TypedRows, e: c.Plan) -> None:
     rows.plans.append(
         (
@@ -354,6 +367,8 @@ _HANDLERS: dict[type, Any] = {
     c.AgentStatus: _status,
     c.DatasetSubmitted: _submitted,
     c.JobRequested: _requested,
+    c.StudyStopped: _stopped,
+    c.JobCancelled: _cancelled,
     c.Plan: _plan,
     c.Assignment: _assignment,
 }

@@ -1,6 +1,12 @@
 """Standard Webhooks signatures (https://www.standardwebhooks.com): HMAC-SHA256 over
 ``{webhook-id}.{webhook-timestamp}.{body}`` with the base64 key of a ``whsec_`` secret, sent as
-``webhook-signature: v1,<base64>``. Receivers verify with any Standard Webhooks library."""
+``webhook-signature: v1,<base64>``. Receivers verify with any Standard Webhooks library.
+
+Each endpoint (a webhook URL without credentials) may have secrets of its own. Rotating one adds
+a secret and gives the ones before it a retirement time: until then every live secret signs (the
+header carries one ``v1,<base64>`` per secret, space-separated, newest first), so receivers
+verify with the old secret or the new one while they switch; after it only the new one signs. An
+endpoint without secrets of its own is signed with the default secret."""
 
 from __future__ import annotations
 
@@ -9,6 +15,9 @@ import binascii
 import hashlib
 import hmac
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from metatune.errors import ConfigurationError
 
@@ -38,10 +47,31 @@ def signature(secret: str, message_id: str, timestamp: int, body: str) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
-def headers(secret: str, message_id: str, timestamp: int, body: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class EndpointSecret:
+    secret: str | None  # None: the default secret, signing on while its endpoint switches
+    created_at: datetime
+    retires_at: datetime | None = None  # None: live until the next rotation
+
+
+def live_secrets(keys: Sequence[EndpointSecret], default: str, now: datetime) -> list[str]:
+    """The secrets that sign a delivery to an endpoint at ``now``: its secrets not yet retired,
+    newest first; the default where it has none."""
+    live = sorted(
+        (k for k in keys if k.retires_at is None or k.retires_at > now),
+        key=lambda k: k.created_at,
+        reverse=True,
+    )
+    return list(dict.fromkeys(k.secret or default for k in live)) or [default]
+
+
+def headers(secrets: Sequence[str], message_id: str, timestamp: int, body: str) -> dict[str, str]:
+    """The Standard Webhooks headers, signed with every one of ``secrets``."""
     return {
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature(secret, message_id, timestamp, body),
+        "webhook-signature": " ".join(
+            signature(secret, message_id, timestamp, body) for secret in secrets
+        ),
         "content-type": "application/json",
     }
