@@ -6,6 +6,7 @@ import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import typer
@@ -28,6 +29,7 @@ from ..contracts import (
 )
 from ..errors import BusUnavailable, ConfigurationError
 from ..settings import get_settings
+from ..study_file import StudyFileError, is_study_file, read_study_file
 from ..webhook_seal import seal_for_telemetry
 from .connect import bus, fail, unavailable
 from .output import JSON_HELP, print_json
@@ -61,6 +63,35 @@ def parse_deadline(text: str, now: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+DEFAULTS: dict[str, Any] = {
+    "base_model": "all-MiniLM-L6-v2",
+    "task": TaskType.classification,
+    "deadline": "24h",
+    "trials": 3,
+    "gpus_per_trial": 1,
+    "carbon_preference": CarbonPreference.greenest,
+}
+
+
+def resolve_submission(source: Path, flags: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """The dataset and the settings: the flags given, else the study file's (when ``source`` is
+    one), else the defaults. A study file that does not validate, or names a dataset that is not
+    a readable file, is one line (exit 2) before anything is uploaded."""
+    from_file: dict[str, Any] = {}
+    dataset = source
+    if is_study_file(source):
+        try:
+            study = read_study_file(source)
+        except StudyFileError as exc:
+            raise fail(str(exc)) from None
+        dataset = study.dataset_path(source)
+        if not dataset.is_file():
+            raise fail(f"{source}: dataset: {dataset} is not a readable file")
+        from_file = study.model_dump(exclude={"dataset"}, exclude_none=True)
+    chosen = {**DEFAULTS, **from_file, **{k: v for k, v in flags.items() if v is not None}}
+    return dataset, {key: chosen.get(key) for key in flags}
+
+
 async def platform_clock(js) -> Clock:
     """The platform's clock: the simulated one whose anchor is in KV, else real time."""
     anchor = await load_anchor(js)
@@ -68,26 +99,35 @@ async def platform_clock(js) -> Clock:
 
 
 def submit(
-    dataset: Path = typer.Argument(
+    source: Path = typer.Argument(
         ...,
         exists=True,
         dir_okay=False,
         readable=True,
-        help="CSV, JSON-lines, Parquet or text file",
+        help="CSV, JSON-lines, Parquet or text file, or a study file (.yaml/.yml) naming one",
+        metavar="DATASET|STUDY.yaml",
     ),
-    base_model: str = typer.Option(
-        "all-MiniLM-L6-v2", help="Embedded alias, local HF model dir or hub id"
+    base_model: str | None = typer.Option(
+        None,
+        help=f"Embedded alias, local HF model dir or hub id [default: {DEFAULTS['base_model']}]",
     ),
-    task: TaskType = typer.Option(
-        TaskType.classification, help="classification | pair_classification | causal_lm"
+    task: TaskType | None = typer.Option(
+        None, help="classification | pair_classification | causal_lm [default: classification]"
     ),
-    deadline: str = typer.Option("24h", help="24h / 3d from now, or an ISO time"),
+    deadline: str | None = typer.Option(
+        None, help="24h / 3d from now, or an ISO time [default: 24h]"
+    ),
     name: str | None = typer.Option(
         None, help="What to call the study (default: the dataset file's name, no suffix)"
     ),
-    trials: int = typer.Option(3, min=1, max=50, help="Configurations to train"),
-    gpus_per_trial: int = typer.Option(
-        1, min=1, max=64, help="GPUs each trial trains on, in one datacenter (torchrun + DDP)"
+    trials: int | None = typer.Option(
+        None, min=1, max=50, help="Configurations to train [default: 3]"
+    ),
+    gpus_per_trial: int | None = typer.Option(
+        None,
+        min=1,
+        max=64,
+        help="GPUs each trial trains on, in one datacenter (torchrun + DDP) [default: 1]",
     ),
     webhook: str | None = typer.Option(
         None, "--webhook", help="URL notified of the study's progress"
@@ -96,18 +136,42 @@ def submit(
         None, help="Data residency: EU, NA, APAC, SA, AF"
     ),
     home_datacenter: str | None = typer.Option(None, help="Your datacenter (the run-now baseline)"),
-    carbon_preference: CarbonPreference = typer.Option(
-        CarbonPreference.greenest,
+    carbon_preference: CarbonPreference | None = typer.Option(
+        None,
         help="greenest: wait for any saving up to the deadline; balanced: wait only for one above "
-        "3 gCO2eq/kWh per hour of delay; fastest: earliest finish, carbon breaking ties",
+        "3 gCO2eq/kWh per hour of delay; fastest: earliest finish, carbon breaking ties "
+        "[default: greenest]",
     ),
     text_column: str | None = typer.Option(None),
     text_pair_column: str | None = typer.Option(None),
     label_column: str | None = typer.Option(None),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Upload DATASET and request a study; prints the study id (with --json: also the dataset's
-    location and the event id)."""
+    """Upload a dataset and request a study; prints the study id (with --json: also the dataset's
+    location and the event id). Given a study file (docs/study.schema.json), its settings apply and
+    the flags given override them."""
+    flags = {
+        "base_model": base_model,
+        "task": task,
+        "deadline": deadline,
+        "name": name,
+        "trials": trials,
+        "gpus_per_trial": gpus_per_trial,
+        "webhook": webhook,
+        "region_group": region_group,
+        "home_datacenter": home_datacenter,
+        "carbon_preference": carbon_preference,
+        "text_column": text_column,
+        "text_pair_column": text_pair_column,
+        "label_column": label_column,
+    }
+    dataset, chosen = resolve_submission(source, flags)
+    base_model, task, deadline = chosen["base_model"], chosen["task"], chosen["deadline"]
+    name, trials, gpus_per_trial = chosen["name"], chosen["trials"], chosen["gpus_per_trial"]
+    webhook, region_group = chosen["webhook"], chosen["region_group"]
+    home_datacenter, carbon_preference = chosen["home_datacenter"], chosen["carbon_preference"]
+    text_column, text_pair_column = chosen["text_column"], chosen["text_pair_column"]
+    label_column = chosen["label_column"]
     settings = get_settings()
     study_id = uuid4()
     key = f"studies/{study_id}/{dataset.name}"
