@@ -33,6 +33,7 @@ def machine() -> dict[str, Any]:
     return {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host_cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
     }

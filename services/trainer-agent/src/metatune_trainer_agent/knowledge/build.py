@@ -163,7 +163,9 @@ def licences(data_dir: Path) -> dict[str, str]:
 def machine() -> str:
     """The machine a run trained on: its CPU, and its GPU where one is present."""
     gpu = _gpu_model()
-    described = f"{cpu_model() or platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    # the cores this process may use (a container's share), not the host's count
+    described = f"{cpu_model() or platform.machine()}, {cores} cores, {platform.system()}"
     return f"{gpu}; {described}" if gpu else described
 
 
