@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -24,8 +26,19 @@ EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 1, 2, 3
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    """One ``error:`` line on stderr, and, when the command was asked for ``--json``, one JSON
+    object on stdout too (``error``, ``exit_code``): a script reading stdout always gets one."""
     err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    if json_requested():
+        print(json.dumps({"error": message, "exit_code": code}), flush=True)
     return typer.Exit(code)
+
+
+def json_requested() -> bool:
+    """Whether the command line asks for ``--json`` (typer keeps its click context under no public
+    name, so the process's own arguments say it; before ``--`` only)."""
+    args = sys.argv[1:]
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 def unavailable(exc: Exception) -> typer.Exit:
