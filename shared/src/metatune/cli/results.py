@@ -24,6 +24,7 @@ from ..registry import load_registry
 from ..settings import Settings, get_settings
 from .connect import bus, unavailable
 from .eventlog import read_log
+from .studies import Study
 from .study import find_study, print_json
 
 console = Console()
@@ -39,7 +40,16 @@ def results(
     """STUDY's trials: configuration, metrics, energy (Wh), emissions as charged at the forecast
     intensity and realised (gCO2eq, observed hours re-priced)."""
     settings = get_settings()
-    found = find_study(settings, study).ordered_trials()
+    trials = trial_results(settings, find_study(settings, study))
+    if raw:
+        print_json(trials)
+        return
+    print_results(trials)
+
+
+def trial_results(settings: Settings, study: Study) -> list[dict[str, Any]]:
+    """Each trial's summary with its emissions as charged and as realised (``results --json``)."""
+    found = study.ordered_trials()
     region_of = {dc.name: dc.region for dc in load_registry(settings.registry_path).datacenters}
     accountings = [
         t.completed.accounting if t.completed else t.failed.accounting if t.failed else None
@@ -58,9 +68,11 @@ def results(
         summary = trial.summary()
         summary |= realised(accounting, region_of, observed, summary["datacenter"])
         trials.append(summary)
-    if raw:
-        print_json(trials)
-        return
+    return trials
+
+
+def print_results(trials: list[dict[str, Any]]) -> None:
+    """The results table ``metatune results`` prints."""
     table = Table(
         "trial",
         "job",

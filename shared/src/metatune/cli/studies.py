@@ -98,6 +98,13 @@ class Study:
             return study_state(None, unfinished)
         return "profiled" if self.profiled else "submitted"
 
+    @property
+    def finished(self) -> bool:
+        """The recommender requests no more trials and every trial it requested has ended."""
+        return self.stopped is not None and all(
+            t.status != "requested" for t in self.trials.values()
+        )
+
     def count(self, *statuses: str) -> int:
         return sum(1 for t in self.trials.values() if t.status.startswith(statuses))
 

@@ -33,6 +33,7 @@ from ..study_file import StudyFileError, is_study_file, read_study_file
 from ..webhook_seal import seal_for_telemetry
 from .connect import bus, fail, unavailable
 from .output import JSON_HELP, print_json
+from .results import print_results, trial_results
 from .validation import (
     bad_parameter,
     check_base_model,
@@ -41,6 +42,7 @@ from .validation import (
     check_home_in_group,
     one_line,
 )
+from .wait import wait_for_study
 
 console = Console()
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
@@ -145,6 +147,12 @@ def submit(
     text_column: str | None = typer.Option(None),
     text_pair_column: str | None = typer.Option(None),
     label_column: str | None = typer.Option(None),
+    wait: bool = typer.Option(
+        False, "--wait", help="Follow the study until it finishes, then print its results"
+    ),
+    wait_hours: float = typer.Option(
+        48.0, min=0.0, help="With --wait: give up after this many hours (exit 4; the study goes on)"
+    ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Upload a dataset and request a study; prints the study id (with --json: also the dataset's
@@ -237,13 +245,24 @@ def submit(
         raise unavailable(exc) from None
     except ValueError as exc:  # contract validation of the user's options
         raise fail(f"invalid submission: {exc}") from None
-    if json_output:
-        print_json(
-            {
-                "study_id": str(study_id),
-                "dataset": event.spec.dataset,
-                "event_id": str(event.event_id),
-            }
-        )
-    else:
+    receipt: dict[str, Any] = {
+        "study_id": str(study_id),
+        "dataset": event.spec.dataset,
+        "event_id": str(event.event_id),
+    }
+    if json_output and not wait:
+        print_json(receipt)
+        return
+    if not json_output:
         console.print(str(study_id))
+        if not wait:
+            return
+    progress = Console(stderr=json_output)
+    study = wait_for_study(
+        settings, study_id, wait_hours * 3600, lambda line: progress.print(line, highlight=False)
+    )
+    outcomes = trial_results(settings, study)
+    if json_output:
+        print_json(receipt | {"status": study.status, "results": outcomes})
+    else:
+        print_results(outcomes)
