@@ -170,8 +170,9 @@ CORE = {
     ),
     "submit": Core(
         "submit:submit",
-        "Upload DATASET and request a study; prints the study id (with --json: also the dataset's"
-        " location and the event id).",
+        "Upload a dataset and request a study; prints the study id (with --json: also the dataset's"
+        " location and the event id). Given a study file (docs/study.schema.json), its settings"
+        " apply and the flags given override them.",
     ),
     "cancel": Core(
         "cancel:cancel", "Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id."
