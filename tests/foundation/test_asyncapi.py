@@ -161,6 +161,19 @@ def test_operations_are_what_each_service_is_allowed_to_do(doc) -> None:
             ), name
 
 
+def test_every_server_says_how_a_client_authenticates(doc) -> None:
+    """Services, agents and the submitter sign with NKeys, the admin logs in with a password: an
+    outside publisher reads from the document what its server asks of it."""
+    schemes = doc["components"]["securitySchemes"]
+    assert {name: s["type"] for name, s in schemes.items()} == {
+        "nkey": "asymmetricEncryption",
+        "userPassword": "userPassword",
+    }
+    for server in doc["servers"].values():
+        refs = {item["$ref"].rsplit("/", 1)[-1] for item in server["security"]}
+        assert refs == set(schemes)
+
+
 def test_models_generated_from_the_document_parse_every_contract(
     doc, tmp_path: Path, monkeypatch
 ) -> None:

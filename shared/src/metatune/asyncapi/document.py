@@ -37,6 +37,27 @@ PARAMETERS = {
 }
 
 
+# How a client proves who it is to the NATS server; the server's auth.conf then grants each user
+# only the subjects the catalog lists for it (least privilege)
+SECURITY_SCHEMES: Doc = {
+    "nkey": {
+        "type": "asymmetricEncryption",
+        "description": "NATS NKey: each service, each datacenter's agent and the submitter sign the "
+        "server's nonce with their own Ed25519 seed (`metatune secrets` writes one file per user, "
+        "mode 0600, into METATUNE_NATS_SECRETS_DIR; the public key is in auth.conf)",
+    },
+    "userPassword": {
+        "type": "userPassword",
+        "description": "the admin (`metatune bus-init` and the platform commands): user `admin`, "
+        "its password from the secrets directory (`admin.password`); never a service",
+    },
+}
+SECURITY = [
+    {"$ref": "#/components/securitySchemes/nkey"},
+    {"$ref": "#/components/securitySchemes/userPassword"},
+]
+
+
 def build(settings: Settings, registry: Registry) -> Doc:
     streams = {config.name: config for config in stream_configs(settings)}
     by_model = {type(e.event): e for e in examples()}
@@ -64,11 +85,13 @@ def build(settings: Settings, registry: Registry) -> Doc:
                 "host": "127.0.0.1:4222",
                 "protocol": "nats",
                 "description": "`metatune up`: the configured NATS, or an embedded one with auth on",
+                "security": SECURITY,
             },
             "compose": {
                 "host": "nats:4222",
                 "protocol": "nats",
                 "description": "compose/docker-compose.yml: one NATS user per service, agent and submitter",
+                "security": SECURITY,
             },
         },
         "channels": {
@@ -78,6 +101,7 @@ def build(settings: Settings, registry: Registry) -> Doc:
             op for ch in CATALOG for op in _operations(ch, stream_for(ch.subject, settings))
         ),
         "components": {
+            "securitySchemes": SECURITY_SCHEMES,
             "schemas": _schemas(),
             "messages": {ch.model.__name__: _message(ch, by_model[ch.model]) for ch in CATALOG},
             "parameters": {
