@@ -1,13 +1,18 @@
 """The dashboard in headless Chromium (Debian ``chromium``; CI installs it in scripts/install)
-against a real database, served by uvicorn: every chart shows the recorded data."""
+against a real database, served by uvicorn: plotly draws every chart from the dashboard's own
+plotly.js (no network), each with titled axes, no label over another, the recorded data.
+
+``METATUNE_SCREENSHOTS=DIR`` also writes each page's screenshot into DIR (the README's are in
+docs/dashboard/, made so)."""
 
 from __future__ import annotations
 
 import asyncio
-import re
+import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -17,6 +22,8 @@ from metatune_telemetry.adapters.http import create_app
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for
 
+from .browser import Look, chromium, overlapping
+from .figures import figures, stored, titled, traces
 from .scenario import ACTUAL_KG, BASELINE_KG, DE, PLANNED_KG, record_dashboard
 from .test_storage import test_disclosure_of_a_recorded_run_equals_hand_computation as record_run
 
@@ -53,24 +60,23 @@ async def serving(db) -> AsyncIterator[str]:
         await task
 
 
-async def dom(url: str) -> str:
-    """The page as Chromium rendered it."""
-    proc = await asyncio.create_subprocess_exec(
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--dump-dom",
-        url,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    out, _ = await asyncio.wait_for(proc.communicate(), 120)
-    return out.decode()
+async def look(base: str, pages: dict[str, str], keep: bool = False) -> dict[str, Look]:
+    """Each page (name: path) as Chromium drew it; with ``keep``, its screenshot is saved as
+    NAME.png where METATUNE_SCREENSHOTS says."""
+    assert CHROMIUM is not None
+    seen = {}
+    with chromium(CHROMIUM) as browser:  # leaving kills it, which also ends a hung look
+        for name, path in pages.items():
+            seen[name] = await asyncio.wait_for(asyncio.to_thread(browser.look, base + path), 120)
+    if keep and (into := os.environ.get("METATUNE_SCREENSHOTS")):
+        Path(into).mkdir(parents=True, exist_ok=True)
+        for name, page in seen.items():
+            (Path(into) / f"{name}.png").write_bytes(page.png)
+    return seen
 
 
-def numbers(pattern: str, page: str) -> list[float]:
-    return [float(v) for v in re.findall(pattern, page)]
+def axes(page: Look) -> list[tuple[str | None, str | None, str | None]]:
+    return [(c["title"], c["x"], c["y"]) for c in page.charts]
 
 
 @needs_chromium
@@ -78,36 +84,80 @@ async def test_study_page_charts_show_data(db) -> None:
     await record_run(db)
     study = (await db.fetch("SELECT study_id FROM studies"))[0][0]
     async with serving(db) as base:
-        page = await dom(f"{base}/studies/{study}")
-    values = numbers(r'class="bar" data-value="([0-9.e+-]+)"', page)
+        page = (await look(base, {"study": f"/studies/{study}"}))["study"]
+    values = [v for f in figures(page.html) for v in stored(f)]
     # energy: two priced hours and one unpriced (0.6, 0.3, 0.12 kWh); emissions: the two priced hours
     assert sorted(values) == pytest.approx(sorted([0.6, 0.3, 0.12, 0.18, 0.03]))
-    assert "unpriced" in page
+    assert "unpriced" in page.html
+    assert all(c["boxes"] for c in page.charts) and len(page.charts) == 3
 
 
 @needs_chromium
-async def test_job_datacenter_and_trial_views_show_data(db) -> None:
+async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db) -> None:
     s = await record_dashboard(db)
     async with serving(db) as base:
-        job, datacenter, study = [
-            await dom(f"{base}{path}")
-            for path in (f"/jobs/{s.job}", "/datacenters/fra1", f"/studies/{s.study}")
-        ]
-    # the Gantt: 2 h run at osl1, the plan's 2 h there, the run-now baseline's 2 h at home
-    assert re.findall(
-        r'class="gantt-bar ([a-z]+)" data-datacenter="([a-z0-9]+)"[^>]* data-hours="(\d+)"', job
-    ) == [("ran", "osl1", "2"), ("planned", "osl1", "2"), ("baseline", "fra1", "2")]
-    assert 'class="gantt-mark" data-datacenter="osl1"' in job
-    assert numbers(r'class="bar" data-value="([0-9.e+-]+)"', job) == pytest.approx(
+        seen = await look(
+            base,
+            {
+                "index": "/",
+                "study": f"/studies/{s.study}",
+                "job": f"/jobs/{s.job}",
+                "datacenter": "/datacenters/fra1",
+            },
+            keep=True,
+        )
+    assert seen["index"].charts == [] and "intents-en" in seen["index"].html
+    trial = "intents-en, trial #1"
+    assert axes(seen["job"]) == [
+        (
+            f"{trial}: where and when it ran, was planned, would have run now",
+            "time (UTC)",
+            "datacenter",
+        ),
+        (f"{trial}: emissions against the run-now baseline", "emissions (gCO2eq)", None),
+    ]
+    assert axes(seen["study"]) == [
+        ("intents-en: facility energy per run-hour", "facility energy (Wh)", None),
+        ("intents-en: emissions per run-hour (priced hours)", "emissions (gCO2eq)", None),
+        (
+            "intents-en: predicted vs actual accuracy per trial (whiskers: ±1 sd)",
+            "predicted accuracy",
+            "actual accuracy",
+        ),
+        (
+            "intents-en: predicted vs actual val_loss per trial (whiskers: ±1 sd)",
+            "predicted val_loss",
+            "actual val_loss",
+        ),
+    ]
+    assert axes(seen["datacenter"]) == [
+        ("fra1: carbon intensity forecasts for DE, median and p10-p90", "time (UTC)", "gCO2eq/kWh")
+    ]
+    for name, page in seen.items():
+        for chart in page.charts:
+            assert len(chart["boxes"]) > 3, (name, chart["title"])  # ticks drawn
+            assert overlapping(chart["boxes"]) == [], (name, chart["title"])
+    # the numbers drawn are the recorded ones
+    job, study = seen["job"].html, seen["study"].html
+    assert stored(titled(job, "against the run-now baseline")) == pytest.approx(
         [BASELINE_KG, PLANNED_KG, ACTUAL_KG], rel=1e-5
     )
-    # the forecast: the median curve as recorded inside its p10-p90 band
-    medians = re.findall(r'class="median" data-label="[^"]*" data-values="([^"]+)"', datacenter)
-    assert [[float(v) for v in m.split()] for m in medians] == [DE]
-    assert re.search(r'<polygon class="band"[^>]* points="[^"]+"', datacenter)
-    # predicted against actual per trial
-    assert re.findall(
-        r'class="point" data-trial="(\d+)" data-metric="[a-z_]+" data-predicted="([0-9.]+)" '
-        r'data-actual="([0-9.]+)"',
-        study,
-    ) == [("0", "0.85", "0.8"), ("1", "0.4", "0.45")]
+    gantt = {t["name"]: t for t in traces(titled(job, "where and when it ran"), "bar")}
+    assert [(name, t["y"], [d["hours"] for d in t["customdata"]]) for name, t in gantt.items()] == [
+        ("ran", ["osl1"], ["2"]),
+        ("planned (latest plan)", ["osl1"], ["2"]),
+        ("run now at home (baseline)", ["fra1"], ["2"]),
+    ]
+    forecast = {
+        t["meta"]: t["y"] for t in traces(titled(seen["datacenter"].html, "forecasts"), "scatter")
+    }
+    assert forecast["median"] == DE
+    points = [
+        (d["trial"], d["predicted"], d["actual"])
+        for f in figures(study)
+        if "predicted vs actual" in f["layout"]["title"]["text"]
+        for t in traces(f, "scatter")
+        if t["name"] == "trial"
+        for d in t["customdata"]
+    ]
+    assert points == [("0", "0.85", "0.8"), ("1", "0.4", "0.45")]

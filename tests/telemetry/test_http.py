@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from uuid import uuid4
 
@@ -13,6 +12,7 @@ from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
 from tests.support.samples import NOW
 
+from .figures import stored, titled, traces
 from .scenario import ACTUAL_KG, BASELINE_KG, DE, PLANNED_KG, H, record_dashboard
 
 
@@ -27,6 +27,13 @@ async def test_api_report_totals_and_health(db) -> None:
         assert client.get("/api/totals").json()["runs_completed"] == 0
         assert client.get("/api/studies").json() == []
         assert "No study yet" in client.get("/").text  # the index answers before any study
+        # the charts' plotly.js comes from the dashboard itself (offline), never from a CDN
+        script = client.get("/static/plotly.min.js")
+        assert script.status_code == 200 and script.headers["content-type"].startswith(
+            "text/javascript"
+        )
+        assert "plotly.js v" in script.text[:2000]
+        assert '<script src="/static/plotly.min.js">' in client.get("/").text
         assert client.get("/api/studies/nope/report").status_code == 400
         assert client.get(f"/api/jobs/{uuid4()}/timeline").status_code == 404
         assert client.get("/jobs/nope").status_code == 400
@@ -52,14 +59,16 @@ async def test_job_timeline_against_the_run_now_baseline(db) -> None:
         t["baseline"]["kgco2eq"] == pytest.approx(BASELINE_KG) and t["baseline"]["missing"] is None
     )
     assert [(m["datacenter"], m["action"]) for m in t["assignments"]] == [("osl1", "start")]
-    assert re.search(
-        r'class="gantt-bar ran" data-datacenter="osl1"[^>]* data-hours="2" data-kwh="1.54"', page
-    )
-    assert re.search(r'class="gantt-bar planned" data-datacenter="osl1"', page)
-    assert 'class="gantt-mark" data-datacenter="osl1"' in page
+    timeline = titled(page, "where and when it ran")
+    assert timeline["layout"]["title"]["text"].startswith("intents-en, trial #")  # its study's name
+    bars = {t["name"]: t for t in traces(timeline, "bar")}
+    assert bars["ran"]["y"] == ["osl1"] and bars["ran"]["customdata"][0]["hours"] == "2"
+    assert bars["ran"]["customdata"][0]["kwh"] == "1.54"
+    assert bars["planned (latest plan)"]["y"] == ["osl1"]
+    assert [m["y"] for m in traces(timeline, "scatter")] == [["osl1"]]  # the assignment
     # the comparison bars: baseline, plan, actual
-    values = [float(v) for v in re.findall(r'class="bar" data-value="([0-9.e+-]+)"', page)]
-    assert values == pytest.approx([BASELINE_KG, PLANNED_KG, ACTUAL_KG], rel=1e-5)
+    compared = titled(page, "against the run-now baseline")
+    assert stored(compared) == pytest.approx([BASELINE_KG, PLANNED_KG, ACTUAL_KG], rel=1e-5)
 
 
 async def test_datacenter_forecast_curves_with_intervals(db) -> None:
@@ -74,9 +83,10 @@ async def test_datacenter_forecast_curves_with_intervals(db) -> None:
         lo < mid < hi
         for lo, mid, hi in zip(curve["p10_g_per_kwh"], DE, curve["p90_g_per_kwh"], strict=True)
     )
-    drawn = re.search(r'class="median" data-label="[^"]*" data-values="([^"]+)"', page)
-    assert drawn and [float(v) for v in drawn.group(1).split()] == DE
-    assert re.search(r'class="band" data-label="[^"]*" data-low="290" data-high="477"', page)
+    lines = {t["meta"]: t for t in traces(titled(page, "carbon intensity forecasts"), "scatter")}
+    assert lines["median"]["y"] == DE
+    assert (min(lines["low"]["y"]), max(lines["high"]["y"])) == (290, 477)
+    assert lines["high"]["fill"] == "tonexty"  # the p10-p90 band is shaded
 
 
 async def test_study_trials_predicted_against_actual(db) -> None:
@@ -101,10 +111,15 @@ async def test_study_trials_predicted_against_actual(db) -> None:
     ] == [(str(s.study), "intents-en", 2, 2)]
     assert listed[0]["best_accuracy"] == 0.8
     assert f'<a href="/studies/{s.study}">intents-en</a>' in index
-    points = re.findall(
-        r'class="point" data-trial="(\d+)" data-metric="([a-z_]+)" data-predicted="([0-9.]+)" '
-        r'data-actual="([0-9.]+)"',
-        page,
-    )
+    points = [
+        tuple(d.values())
+        for metric in ("accuracy", "val_loss")
+        for t in traces(titled(page, f"intents-en: predicted vs actual {metric}"), "scatter")
+        if t["name"] == "trial"
+        for d in t["customdata"]
+    ]
     assert points == [("0", "accuracy", "0.85", "0.8"), ("1", "val_loss", "0.4", "0.45")]
+    accuracy = titled(page, "predicted vs actual accuracy")
+    assert accuracy["layout"]["yaxis"]["range"] == [0, 1]
+    assert [t["y"] for t in accuracy["data"] if t.get("meta") == "baseline"] == [[0.85, 0.85]]
     assert f'href="/jobs/{s.job}"' in page

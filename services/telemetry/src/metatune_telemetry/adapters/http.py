@@ -2,14 +2,16 @@
 
 API: ``GET /api/studies/{id}/report`` (``?format=json|csv|md``), ``/api/studies/{id}/trials``,
 ``/api/jobs/{id}/timeline``, ``/api/datacenters/{name}/forecast``, ``/api/totals``,
-``/api/webhooks``, ``/healthz``. Pages (server-side SVG, no JavaScript): ``/studies/{id}``,
-``/jobs/{id}``, ``/datacenters/{name}``.
+``/api/webhooks``, ``/healthz``. Pages: ``/``, ``/studies/{id}``, ``/jobs/{id}``,
+``/datacenters/{name}``; their charts are drawn by the plotly.js the ``plotly`` package bundles,
+served from ``/static/plotly.min.js`` (offline, no CDN).
 """
 
 from __future__ import annotations
 
 from uuid import UUID
 
+from plotly.offline import get_plotlyjs
 from pydantic import BaseModel, TypeAdapter
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -43,6 +45,15 @@ def _json(model: BaseModel) -> Response:
 
 
 def create_app(db: Database, settings: Settings) -> Starlette:
+    plotly_js = get_plotlyjs()
+
+    async def plotly(request: Request) -> Response:
+        return Response(
+            plotly_js,
+            media_type="text/javascript",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+
     async def report(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
@@ -95,7 +106,11 @@ def create_app(db: Database, settings: Settings) -> Starlette:
         return (
             HTMLResponse("no such job", status_code=404)
             if found is None
-            else HTMLResponse(pages.job_page(found))
+            else HTMLResponse(
+                pages.job_page(
+                    found, await study_name(db, found.study_id) if found.study_id else None
+                )
+            )
         )
 
     async def forecast(request: Request) -> Response:
@@ -147,6 +162,7 @@ def create_app(db: Database, settings: Settings) -> Starlette:
     return Starlette(
         routes=[
             Route("/", index),
+            Route(pages.PLOTLY_JS, plotly),
             Route("/api/studies", studies),
             Route("/api/studies/{study}/report", report),
             Route("/api/studies/{study}/trials", trials),

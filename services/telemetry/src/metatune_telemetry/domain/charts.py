@@ -1,7 +1,9 @@
-"""Server-side SVG charts (no JavaScript, no CDN): the dashboard renders offline.
+"""The dashboard's charts as plotly figures (pure: numbers in, :class:`plotly.graph_objects.Figure` out).
 
-Every mark carries its numbers as ``data-*`` attributes and a ``<title>`` tooltip, so a reader
-can hover it and a test can read what was drawn.
+The page embeds each figure's JSON (:func:`embed`) and the plotly.js bundled with the ``plotly``
+package draws it in the browser, served by the dashboard itself: no CDN, it works offline.
+Every axis has a title with its unit, numbers read in plain decimals (never 1e-05) and every mark
+has a tooltip; the numbers drawn are the figure's data, so a test reads what a person sees.
 """
 
 from __future__ import annotations
@@ -9,13 +11,17 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
 
 PALETTE = ["#2b8a3e", "#1971c2", "#e8590c", "#862e9c", "#c92a2a", "#5c940d"]
-LEFT, TOP, BOTTOM = 70, 22, 28  # margins: row labels / axis values, title, time axis
-LABELLED_BARS = 8  # bar charts with at most this many bars print each label under its bar
-CHAR_PX = 6.0  # width of a 10 px label character: a label is printed only where it fits
+NUMBER = ",.3~r"  # d3-format: three significant figures, thousands separated, never scientific
+TIME = "%Y-%m-%d %H:%M"
+BAR_ROW_PX = 26  # a horizontal bar's row: one label per row, so labels never overlap
 # a unit and its smaller forms: values are shown in the first whose figures are >= 1
 SMALLER_UNITS = {
     "kWh": (("kWh", 1.0), ("Wh", 1e3), ("mWh", 1e6)),
@@ -38,68 +44,94 @@ def plain(value: float) -> str:
     return f"{value:,.{decimals}f}"
 
 
-def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
+def _utc(at: datetime) -> str:
+    """A time as plotly.js reads it on a date axis: naive, in UTC."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _open(title: str, width: int, height: int) -> str:
-    return (
-        f'<svg class="chart" role="img" aria-label="{_esc(title)}" width="{width}" height="{height}" '
-        f'xmlns="http://www.w3.org/2000/svg"><title>{_esc(title)}</title>'
-        f'<text x="4" y="14" font-size="12">{_esc(title)}</text>'
+def _number_axis(title: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title},
+        "tickformat": NUMBER,
+        "hoverformat": NUMBER,
+        "exponentformat": "none",
+        "ticks": "outside",  # ticks push their labels off the axis: two axes' 0 never collide
+        "automargin": True,
+        "rangemode": "tozero",
+    } | extra
+
+
+def _time_axis() -> dict[str, Any]:
+    return {
+        "title": {"text": "time (UTC)"},
+        "type": "date",
+        "tickformat": "%m-%d %H:%M",
+        "hoverformat": TIME,
+        "ticks": "outside",
+        "automargin": True,
+    }
+
+
+def _figure(title: str, height: int, **layout: Any) -> go.Figure:
+    return go.Figure(
+        layout={
+            "title": {"text": title, "x": 0, "xanchor": "left"},
+            "height": height,
+            "template": "plotly_white",
+            "font": {"size": 12},
+            "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+            "hovermode": "closest",
+        }
+        | layout
     )
 
 
-def _empty(title: str, width: int) -> str:
-    return f'<svg class="chart empty" width="{width}" height="40"><text x="4" y="24">{_esc(title)}: no data</text></svg>'
-
-
-@dataclass(frozen=True, slots=True)
-class _Scale:
-    """A linear map of [lo, hi] onto [a, b] pixels (a flat domain maps to the middle)."""
-
-    lo: float
-    hi: float
-    a: float
-    b: float
-
-    def __call__(self, value: float) -> float:
-        if self.hi == self.lo:
-            return (self.a + self.b) / 2
-        return self.a + (value - self.lo) * (self.b - self.a) / (self.hi - self.lo)
+def empty(title: str) -> go.Figure:
+    """A titled figure that says there is nothing to draw."""
+    return _figure(
+        f"{title}: no data",
+        120,
+        xaxis={"visible": False},
+        yaxis={"visible": False},
+    )
 
 
 def bar_chart(
-    title: str,
-    bars: Sequence[tuple[str, float, str | None]],
-    unit: str,
-    width: int = 640,
-    height: int = 220,
-) -> str:
-    """Bars of (label, value, series); a missing (unpriced) value is drawn as a hatched stub."""
+    title: str, bars: Sequence[tuple[str, float, str | None]], unit: str, what: str
+) -> go.Figure:
+    """Horizontal bars of (label, value, series), one row per label, coloured by series. Values
+    are drawn in the unit that shows them (:func:`readable_unit`); ``customdata`` keeps each value
+    in ``unit``."""
     if not bars:
-        return _empty(title, width)
-    top = max(v for _, v, _ in bars) or 1.0
-    step = (width - 60) / len(bars)
-    series = sorted({s or "" for _, _, s in bars})
-    shown, factor = readable_unit(top, unit)
-    parts = [_open(f"{title} ({shown}, max {plain(top * factor)})", width, height)]
-    for i, (label, value, s) in enumerate(bars):
-        h = (height - 50) * value / top
-        color = PALETTE[series.index(s or "") % len(PALETTE)]
-        text = f"{label}: {plain(value * factor)}"
-        parts.append(
-            f'<rect class="bar" data-value="{value:.6g}" x="{40 + i * step:.1f}" y="{height - 30 - h:.1f}" '
-            f'width="{max(1.0, step * 0.8):.1f}" height="{h:.1f}" fill="{color}">'
-            f"<title>{_esc(text)} {_esc(shown)}</title></rect>"
+        return empty(title)
+    shown, factor = readable_unit(max(v for _, v, _ in bars) or 1.0, unit)
+    fig = _figure(
+        title,
+        110 + BAR_ROW_PX * len(bars),
+        barmode="stack",
+        legend={"traceorder": "normal"},  # in the rows' order, not plotly's reversed stack order
+        xaxis=_number_axis(f"{what} ({shown})"),
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": [label for label, _, _ in bars],
+            "autorange": "reversed",
+            "automargin": True,
+        },
+    )
+    for i, series in enumerate(dict.fromkeys(s for _, _, s in bars)):
+        mine = [(label, value) for label, value, s in bars if s == series]
+        fig.add_bar(
+            name=series or what,
+            orientation="h",
+            y=[label for label, _ in mine],
+            x=[value * factor for _, value in mine],
+            customdata=[value for _, value in mine],
+            marker_color=PALETTE[i % len(PALETTE)],
+            hovertemplate=f"%{{y}}: %{{x:{NUMBER}}} {shown}<extra></extra>",
+            showlegend=series is not None,
         )
-        # under its bar only where it fits (else the tooltip carries it): no overlapping labels
-        if len(bars) <= LABELLED_BARS and len(text) * CHAR_PX <= step:
-            parts.append(
-                f'<text x="{40 + i * step:.1f}" y="{height - 16}" font-size="10">{_esc(text)}</text>'
-            )
-    parts.append("</svg>")
-    return "".join(parts)
+    return fig
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +139,9 @@ class GanttBar:
     row: str  # the datacenter
     start: datetime
     end: datetime
-    kind: str  # css class: ran (a filled bar) | planned | baseline (thin, dashed)
+    kind: str  # ran | planned | baseline
     label: str  # tooltip
-    data: dict[str, str]  # extra data-* attributes
+    data: dict[str, str] = field(default_factory=dict)  # the numbers behind it, kept as customdata
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,66 +151,60 @@ class GanttMark:
     label: str
 
 
-def gantt(
-    title: str,
-    bars: Sequence[GanttBar],
-    marks: Sequence[GanttMark] = (),
-    width: int = 720,
-    row_height: int = 30,
-) -> str:
-    """One row per datacenter, time across; other kinds sit thin and dashed under the ``ran`` bars."""
+GANTT_KINDS = {  # kind: (legend, fill, pattern)
+    "ran": ("ran", None, ""),
+    "planned": ("planned (latest plan)", None, "/"),
+    "baseline": ("run now at home (baseline)", "#868e96", "."),
+}
+
+
+def gantt(title: str, bars: Sequence[GanttBar], marks: Sequence[GanttMark] = ()) -> go.Figure:
+    """One row per datacenter, time across; in each row the kinds of bar sit side by side and
+    assignments are ticks."""
     if not bars and not marks:
-        return _empty(title, width)
+        return empty(title)
     rows = sorted({b.row for b in bars} | {m.row for m in marks})
-    times = [b.start for b in bars] + [b.end for b in bars] + [m.at for m in marks]
-    t0, t1 = (
-        min(times).astimezone(UTC),
-        max(max(times), min(times) + timedelta(hours=1)).astimezone(UTC),
+    fig = _figure(
+        title,
+        170 + 60 * len(rows),
+        barmode="group",
+        xaxis=_time_axis(),
+        yaxis={
+            "title": {"text": "datacenter"},
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": rows,
+            "automargin": True,
+        },
     )
-    x = _Scale(t0.timestamp(), t1.timestamp(), LEFT, width - 10)
-    height = TOP + row_height * len(rows) + BOTTOM
-    parts = [_open(title, width, height)]
-    for i, row in enumerate(rows):
-        y = TOP + i * row_height
-        parts.append(
-            f'<text class="row" x="4" y="{y + row_height * 0.6:.1f}" font-size="11">{_esc(row)}</text>'
-            f'<line x1="{LEFT}" x2="{width - 10}" y1="{y + row_height:.1f}" y2="{y + row_height:.1f}" '
-            f'stroke="#ddd"/>'
+    for kind, (legend, fill, pattern) in GANTT_KINDS.items():
+        mine = [b for b in bars if b.kind == kind]
+        if mine:
+            fig.add_bar(
+                name=legend,
+                orientation="h",
+                y=[b.row for b in mine],
+                base=[_utc(b.start) for b in mine],
+                x=[(b.end - b.start).total_seconds() * 1000 for b in mine],  # ms on a date axis
+                customdata=[b.data for b in mine],
+                hovertext=[b.label for b in mine],
+                hovertemplate="%{hovertext}<extra></extra>",
+                marker={
+                    "color": fill or [PALETTE[rows.index(b.row) % len(PALETTE)] for b in mine],
+                    "pattern": {"shape": pattern},
+                },
+            )
+    if marks:
+        fig.add_scatter(
+            name="assignment",
+            mode="markers",
+            y=[m.row for m in marks],
+            x=[_utc(m.at) for m in marks],
+            hovertext=[m.label for m in marks],
+            hovertemplate="%{hovertext}<extra></extra>",
+            marker={"symbol": "line-ns-open", "size": 24, "color": "#000", "line": {"width": 2}},
         )
-    for bar in bars:
-        y = TOP + rows.index(bar.row) * row_height
-        top, h = (
-            (y + 4, row_height * 0.55)
-            if bar.kind == "ran"
-            else (y + row_height * 0.65, row_height * 0.25)
-        )
-        color = "#888" if bar.kind == "baseline" else PALETTE[rows.index(bar.row) % len(PALETTE)]
-        style = (
-            f'fill="{color}"'
-            if bar.kind == "ran"
-            else f'fill="none" stroke="{color}" stroke-dasharray="3 2"'
-        )
-        data = "".join(f' data-{k}="{_esc(v)}"' for k, v in bar.data.items())
-        x0, x1 = x(bar.start.timestamp()), x(bar.end.timestamp())
-        parts.append(
-            f'<rect class="gantt-bar {_esc(bar.kind)}" data-datacenter="{_esc(bar.row)}" '
-            f'data-start="{bar.start.isoformat()}" data-end="{bar.end.isoformat()}"{data} x="{x0:.1f}" '
-            f'y="{top:.1f}" width="{max(1.0, x1 - x0):.1f}" height="{h:.1f}" {style}>'
-            f"<title>{_esc(bar.label)}</title></rect>"
-        )
-    for mark in marks:
-        y, mx = TOP + rows.index(mark.row) * row_height, x(mark.at.timestamp())
-        parts.append(
-            f'<line class="gantt-mark" data-datacenter="{_esc(mark.row)}" data-at="{mark.at.isoformat()}" '
-            f'x1="{mx:.1f}" x2="{mx:.1f}" y1="{y + 1}" y2="{y + row_height - 1}" stroke="#000" stroke-width="2">'
-            f"<title>{_esc(mark.label)}</title></line>"
-        )
-    axis_y = TOP + row_height * len(rows) + 16
-    parts.append(
-        f'<text x="{LEFT}" y="{axis_y}" font-size="10">{t0:%Y-%m-%d %H:%M} UTC</text>'
-        f'<text x="{width - 10}" y="{axis_y}" font-size="10" text-anchor="end">{t1:%Y-%m-%d %H:%M}</text></svg>'
-    )
-    return "".join(parts)
+    return fig
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,46 +216,36 @@ class BandCurve:
     high: Sequence[float]  # p90
 
 
-def band_chart(
-    title: str, curves: Sequence[BandCurve], unit: str, width: int = 720, height: int = 260
-) -> str:
-    """Median lines over shaded low-high bands; the first curve is drawn strongest (the latest)."""
+def band_chart(title: str, curves: Sequence[BandCurve], unit: str) -> go.Figure:
+    """Median lines over shaded p10-p90 bands; the first curve is drawn strongest (the latest)."""
     curves = [c for c in curves if c.times]
     if not curves:
-        return _empty(title, width)
-    t0 = min(c.times[0] for c in curves).timestamp()
-    t1 = max(c.times[-1] for c in curves).timestamp()
-    top = max(max(c.high) for c in curves) or 1.0
-    x = _Scale(t0, t1, LEFT, width - 10)
-    y = _Scale(0.0, top, height - BOTTOM, TOP)
-    parts = [_open(f"{title} ({unit}, max {plain(top)})", width, height)]
+        return empty(title)
+    fig = _figure(title, 380, xaxis=_time_axis(), yaxis=_number_axis(unit))
     for i, curve in reversed(list(enumerate(curves))):  # the latest on top
         color, opacity = PALETTE[i % len(PALETTE)], (0.25 if i == 0 else 0.08)
-        xs = [x(t.timestamp()) for t in curve.times]
-        band = [f"{px:.1f},{y(v):.1f}" for px, v in zip(xs, curve.high, strict=True)]
-        band += [
-            f"{px:.1f},{y(v):.1f}" for px, v in reversed(list(zip(xs, curve.low, strict=True)))
-        ]
-        parts.append(
-            f'<polygon class="band" data-label="{_esc(curve.label)}" data-low="{min(curve.low):.6g}" '
-            f'data-high="{max(curve.high):.6g}" points="{" ".join(band)}" fill="{color}" '
-            f'fill-opacity="{opacity}" stroke="none"><title>p10-p90, {_esc(curve.label)}</title></polygon>'
-        )
-        line = " ".join(f"{px:.1f},{y(v):.1f}" for px, v in zip(xs, curve.median, strict=True))
-        values = " ".join(f"{v:.6g}" for v in curve.median)
-        parts.append(
-            f'<polyline class="median" data-label="{_esc(curve.label)}" data-values="{values}" '
-            f'points="{line}" fill="none" stroke="{color}" stroke-width="{2 if i == 0 else 1}">'
-            f"<title>median, {_esc(curve.label)}</title></polyline>"
-        )
-    parts.append(
-        f'<text x="4" y="{y(top) + 4:.1f}" font-size="10">{plain(top)}</text>'
-        f'<text x="4" y="{y(0.0):.1f}" font-size="10">0</text>'
-        f'<text x="{LEFT}" y="{height - 8}" font-size="10">{datetime.fromtimestamp(t0, UTC):%Y-%m-%d %H:%M} UTC'
-        f'</text><text x="{width - 10}" y="{height - 8}" font-size="10" text-anchor="end">'
-        f"{datetime.fromtimestamp(t1, UTC):%Y-%m-%d %H:%M}</text></svg>"
-    )
-    return "".join(parts)
+        times = [_utc(t) for t in curve.times]
+        fig.add_scatter(
+            x=times, y=list(curve.low), mode="lines", line={"width": 0}, showlegend=False,
+            legendgroup=curve.label, name=f"p10, {curve.label}", meta="low",
+            hovertemplate=f"p10 %{{y:{NUMBER}}} {unit}<extra></extra>",
+        )  # fmt: skip
+        fig.add_scatter(
+            x=times, y=list(curve.high), mode="lines", line={"width": 0}, fill="tonexty",
+            fillcolor=_rgba(color, opacity), legendgroup=curve.label, name=f"p10-p90, {curve.label}",
+            meta="high", hovertemplate=f"p90 %{{y:{NUMBER}}} {unit}<extra></extra>",
+        )  # fmt: skip
+        fig.add_scatter(
+            x=times, y=list(curve.median), mode="lines", line={"color": color, "width": 2 if i == 0 else 1},
+            legendgroup=curve.label, name=f"median, {curve.label}", meta="median",
+            hovertemplate=f"median %{{y:{NUMBER}}} {unit}<extra></extra>",
+        )  # fmt: skip
+    return fig
+
+
+def _rgba(color: str, opacity: float) -> str:
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{opacity})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +254,8 @@ class ScatterPoint:
     x: float
     y: float
     x_err: float | None  # one standard deviation of x, drawn as a whisker
-    data: dict[str, str]
+    data: dict[str, str] = field(default_factory=dict)  # the numbers behind it, kept as customdata
+    baseline: float | None = None  # the majority-class baseline of y, marked as a line
 
 
 def scatter(
@@ -246,43 +263,67 @@ def scatter(
     points: Sequence[ScatterPoint],
     x_label: str,
     y_label: str,
-    size: int = 320,
     bounds: tuple[float, float] | None = None,
-) -> str:
-    """Points against the y = x diagonal (a perfect prediction sits on it). ``bounds``: the
-    metric's range (accuracy: 0 to 1); the axes never run past it, whiskers are cut at it."""
+) -> go.Figure:
+    """Points against the y = x diagonal (a perfect prediction sits on it), each with its
+    majority-class baseline marked. ``bounds``: the metric's range (accuracy: 0 to 1); a bounded
+    metric is drawn over its whole range, the axes never run past it, whiskers are cut at it."""
     if not points:
-        return _empty(title, size + 2 * LEFT)
-    values = [p.y for p in points] + [p.x + s * (p.x_err or 0.0) for p in points for s in (-1, 1)]
+        return empty(title)
+    lo, hi = _extent(points, bounds)
+    axis = {"range": [lo, hi], "rangemode": "normal"}
+    fig = _figure(
+        title,
+        460,
+        xaxis=_number_axis(x_label, **axis, constrain="domain"),
+        yaxis=_number_axis(y_label, **axis, scaleanchor="x", scaleratio=1, constrain="domain"),
+    )
+    fig.add_scatter(
+        name="y = x", x=[lo, hi], y=[lo, hi], mode="lines", hoverinfo="skip",
+        line={"color": "#aaa", "dash": "dash", "width": 1},
+    )  # fmt: skip
+    for value in sorted({p.baseline for p in points if p.baseline is not None}):
+        fig.add_scatter(
+            name=f"majority baseline {plain(value)}", x=[lo, hi], y=[value, value], mode="lines",
+            line={"color": "#c92a2a", "dash": "dot", "width": 1}, meta="baseline",
+            hovertemplate=f"majority-class baseline {plain(value)}<extra></extra>",
+        )  # fmt: skip
+    errors = [p.x_err or 0.0 for p in points]
+    fig.add_scatter(
+        name="trial",
+        mode="markers",
+        x=[p.x for p in points],
+        y=[p.y for p in points],
+        customdata=[p.data for p in points],
+        hovertext=[p.label for p in points],
+        hovertemplate=f"%{{hovertext}}: predicted %{{x:{NUMBER}}}, actual %{{y:{NUMBER}}}<extra></extra>",
+        marker={"size": 9, "color": [PALETTE[i % len(PALETTE)] for i in range(len(points))]},
+        error_x={
+            "type": "data",
+            "symmetric": False,
+            "array": [min(p.x + e, hi) - p.x for p, e in zip(points, errors, strict=True)],
+            "arrayminus": [p.x - max(p.x - e, lo) for p, e in zip(points, errors, strict=True)],
+            "thickness": 1,
+        },
+    )
+    return fig
+
+
+def _extent(
+    points: Sequence[ScatterPoint], bounds: tuple[float, float] | None
+) -> tuple[float, float]:
+    """The axes' common range: the metric's whole range where it is bounded, else the data's
+    (whiskers and baselines included) padded by 5 % and cut at the bounds."""
+    if bounds is not None and all(math.isfinite(b) for b in bounds):
+        return bounds
+    values = [p.y for p in points] + [p.baseline for p in points if p.baseline is not None]
+    values += [p.x + s * (p.x_err or 0.0) for p in points for s in (-1, 1)]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
     lo, hi = lo - pad, hi + pad
-    if bounds is not None:
-        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
-    x = _Scale(lo, hi, LEFT, LEFT + size)
-    y = _Scale(lo, hi, TOP + size, TOP)
-    parts = [
-        _open(title, size + 2 * LEFT, size + TOP + BOTTOM + 10),
-        (
-            f'<line class="diagonal" x1="{x(lo):.1f}" y1="{y(lo):.1f}" x2="{x(hi):.1f}" y2="{y(hi):.1f}" '
-            f'stroke="#aaa" stroke-dasharray="4 3"/>'
-        ),
-    ]
-    for i, p in enumerate(points):
-        color = PALETTE[i % len(PALETTE)]
-        if p.x_err:
-            left, right = max(p.x - p.x_err, lo), min(p.x + p.x_err, hi)
-            parts.append(
-                f'<line class="whisker" x1="{x(left):.1f}" x2="{x(right):.1f}" '
-                f'y1="{y(p.y):.1f}" y2="{y(p.y):.1f}" stroke="{color}"/>'
-            )
-        data = "".join(f' data-{k}="{_esc(v)}"' for k, v in p.data.items())
-        parts.append(
-            f'<circle class="point"{data} cx="{x(p.x):.1f}" cy="{y(p.y):.1f}" r="4" fill="{color}">'
-            f"<title>{_esc(p.label)}: predicted {plain(p.x)}, actual {plain(p.y)}</title></circle>"
-        )
-    parts.append(
-        f'<text x="{LEFT}" y="{TOP + size + 16}" font-size="10">{_esc(x_label)} ({plain(lo)} to {plain(hi)})</text>'
-        f'<text x="4" y="{TOP + 10}" font-size="10">{_esc(y_label)}</text></svg>'
-    )
-    return "".join(parts)
+    return (lo, hi) if bounds is None else (max(lo, bounds[0]), min(hi, bounds[1]))
+
+
+def embed(fig: go.Figure) -> str:
+    """The figure as an HTML element the page's script draws: its JSON in ``data-figure``."""
+    return f'<div class="chart" data-figure="{html.escape(pio.to_json(fig), quote=True)}"></div>'

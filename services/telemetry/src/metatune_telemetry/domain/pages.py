@@ -1,7 +1,8 @@
 """The dashboard's HTML pages (pure: view models in, HTML out; charts from :mod:`.charts`).
 
-Every page is complete without JavaScript; pages link each other (study -> its jobs -> the
-datacenters they ran at) so a reader can follow a trial from prediction to emissions.
+Tables and links need no JavaScript; the charts are drawn by plotly.js, which the dashboard
+serves itself at :data:`PLOTLY_JS` (offline, no CDN). Pages link each other (study -> its jobs
+-> the datacenters they ran at) so a reader can follow a trial from prediction to emissions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from .charts import (
     ScatterPoint,
     band_chart,
     bar_chart,
+    embed,
+    empty,
     gantt,
     scatter,
 )
@@ -26,11 +29,28 @@ from .formats import energy, run_rows
 from .formats import priced_at as _priced_at
 from .views import DatacenterForecast, JobTimeline, Stretch, StudyListing, Trial
 
-STYLE = "body{font-family:sans-serif;max-width:960px;margin:1em auto}td,th{text-align:left;padding:2px 8px}"
+STYLE = (
+    "body{font-family:sans-serif;max-width:960px;margin:1em auto}td,th{text-align:left;padding:2px 8px}"
+    ".chart{margin:1em 0}"
+)
+PLOTLY_JS = (
+    "/static/plotly.min.js"  # the route serving the plotly.js of the installed plotly package
+)
+# draws every figure a page embeds (charts.embed: its JSON is in the element's data-figure) and
+# marks it data-drawn once plotly has finished, for readers that wait on it (the browser test)
+DRAW = (
+    'for (const el of document.querySelectorAll("[data-figure]")) {'
+    "const f = JSON.parse(el.dataset.figure);"
+    "Plotly.newPlot(el, f.data, f.layout, {responsive: true, displaylogo: false})"
+    '.then(() => { el.dataset.drawn = ""; });}'
+)
 
 
 def _page(title: str, body: str) -> str:
-    return f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title><style>{STYLE}</style>{body}"
+    return (
+        f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title><style>{STYLE}</style>"
+        f'<script src="{PLOTLY_JS}"></script>{body}<script>{DRAW}</script>'
+    )
 
 
 def _kg(value: float | None, unknown: str = "unpriced") -> str:
@@ -66,6 +86,7 @@ def index_page(studies: list[StudyListing]) -> str:
 
 def study_page(d: StudyDisclosure, trials: list[Trial], name: str | None = None) -> str:
     title = f"{name} ({d.study_id})" if name else str(d.study_id)
+    study = name or str(d.study_id)
     parts = [
         f"<h1>Study {html.escape(title)}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
         f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
@@ -80,24 +101,29 @@ def study_page(d: StudyDisclosure, trials: list[Trial], name: str | None = None)
         for r in d.runs
         for h in r.hours
     ]
-    parts.append(bar_chart("Facility energy per run-hour", bars, "kWh"))
     parts.append(
-        bar_chart(
-            "Emissions per run-hour (priced hours)",
-            [
-                (
-                    f"trial {trial_label(r.trial_index)} {h.hour:%m-%d %H:%M}",
-                    h.kgco2eq,
-                    h.datacenter,
-                )
-                for r in d.runs
-                for h in r.hours
-                if h.kgco2eq is not None
-            ],
-            "kgCO2eq",
+        embed(bar_chart(f"{study}: facility energy per run-hour", bars, "kWh", "facility energy"))
+    )
+    parts.append(
+        embed(
+            bar_chart(
+                f"{study}: emissions per run-hour (priced hours)",
+                [
+                    (
+                        f"trial {trial_label(r.trial_index)} {h.hour:%m-%d %H:%M}",
+                        h.kgco2eq,
+                        h.datacenter,
+                    )
+                    for r in d.runs
+                    for h in r.hours
+                    if h.kgco2eq is not None
+                ],
+                "kgCO2eq",
+                "emissions",
+            )
         )
     )
-    parts.append(_trials(trials))
+    parts.append(_trials(trials, study))
     for run in d.runs:
         rows = "".join(
             f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in run_rows(run)
@@ -120,7 +146,7 @@ def _actual(t: Trial) -> str:
     return _num(t.actual)
 
 
-def _trials(trials: list[Trial]) -> str:
+def _trials(trials: list[Trial], study: str) -> str:
     """Predicted against actual objective: a scatter per objective of the finished trials, a table of all."""
     points: dict[str, list[ScatterPoint]] = {}
     for t in trials:
@@ -137,18 +163,21 @@ def _trials(trials: list[Trial]) -> str:
                         "predicted": f"{t.predicted:.6g}",
                         "actual": f"{t.actual:.6g}",
                     },
+                    t.majority_baseline if t.metric_name == "accuracy" else None,
                 )
             )
     charts = "".join(
-        scatter(
-            f"Predicted vs actual {name} per trial (whiskers: ±1 sd)",
-            group,
-            "predicted",
-            "actual",
-            bounds=METRIC_RANGES.get(name),
+        embed(
+            scatter(
+                f"{study}: predicted vs actual {name} per trial (whiskers: ±1 sd)",
+                group,
+                f"predicted {name}",
+                f"actual {name}",
+                bounds=METRIC_RANGES.get(name),
+            )
         )
         for name, group in sorted(points.items())
-    ) or scatter("Predicted vs actual", [], "", "")
+    ) or embed(empty(f"{study}: predicted vs actual"))
     rows = "".join(
         f'<tr><td><a href="/jobs/{t.job_id}">{trial_label(t.trial_index)}</a></td><td>{html.escape(t.status)}</td>'
         f"<td>{html.escape(t.metric_name)}</td><td>{_num(t.predicted)}"
@@ -173,15 +202,18 @@ def _bar(stretch: Stretch, kind: str) -> GanttBar:
     return GanttBar(stretch.datacenter, stretch.start, stretch.end, kind, label, data)
 
 
-def job_page(t: JobTimeline) -> str:
+def job_page(t: JobTimeline, study_name: str | None = None) -> str:
+    """A job's timeline by datacenter against its run-now baseline; ``study_name`` titles its charts."""
     b = t.baseline
     baseline = (
         [Stretch(datacenter=b.datacenter, start=b.hours[0], hours=len(b.hours))]
         if b.datacenter and b.hours
         else []
     )
+    title = f"Trial {trial_label(t.trial_index)}" if t.trial_index is not None else "Job"
+    named = f"{study_name}, {title.lower()}" if study_name else title
     chart = gantt(
-        "Where and when it ran (filled), was planned (dashed) and would have run now at home (grey)",
+        f"{named}: where and when it ran, was planned, would have run now",
         [_bar(s, "ran") for s in t.ran]
         + [_bar(s, "planned") for s in t.planned]
         + [_bar(s, "baseline") for s in baseline],
@@ -199,7 +231,11 @@ def job_page(t: JobTimeline) -> str:
         )
         if value is not None
     ]
-    study = f' of <a href="/studies/{t.study_id}">study {t.study_id}</a>' if t.study_id else ""
+    study = (
+        f' of <a href="/studies/{t.study_id}">study {html.escape(study_name or str(t.study_id))}</a>'
+        if t.study_id
+        else ""
+    )
     rows = [
         ("Status", html.escape(t.status)),
         ("Home datacenter", _dc_link(t.home_datacenter) if t.home_datacenter else "unknown"),
@@ -226,11 +262,14 @@ def job_page(t: JobTimeline) -> str:
         ),
     ]
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    title = f"Trial {trial_label(t.trial_index)}" if t.trial_index is not None else "Job"
     return _page(
         "MetaTune job",
-        f"<h1>{title} {t.job_id}</h1><p>job{study}</p><table>{table}</table>{chart}"
-        + bar_chart("Emissions against the run-now baseline", compared, "kgCO2eq"),
+        f"<h1>{title} {t.job_id}</h1><p>job{study}</p><table>{table}</table>{embed(chart)}"
+        + embed(
+            bar_chart(
+                f"{named}: emissions against the run-now baseline", compared, "kgCO2eq", "emissions"
+            )
+        ),
     )
 
 
@@ -250,8 +289,12 @@ def datacenter_page(f: DatacenterForecast) -> str:
     return _page(
         "MetaTune datacenter",
         f"<h1>Datacenter {html.escape(f.datacenter)}</h1><p>grid region {region}</p>"
-        + band_chart(
-            f"Carbon intensity forecasts for {region}, median and p10-p90", curves, "gCO2eq/kWh"
+        + embed(
+            band_chart(
+                f"{f.datacenter}: carbon intensity forecasts for {region}, median and p10-p90",
+                curves,
+                "gCO2eq/kWh",
+            )
         )
         + f"<ul>{issues}</ul>",
     )
