@@ -100,7 +100,7 @@ async def test_object_store_reads_outside_the_grants_are_refused(
 
 
 async def test_the_allowed_paths_work(secured: SecuredBus, admin, tmp_path) -> None:
-    """The submitter uploads and submits; the agent runtime (as trainer-agent.fra1) consumes its
+    """The submitter uploads, looks an upload up and submits; the agent runtime (as trainer-agent.fra1) consumes its
     assignment, reads the dataset, writes and reads a checkpoint, writes an adapter, heartbeats."""
     errors: list[Exception] = []
     async with secured.client("submitter", errors) as nc:
@@ -108,6 +108,8 @@ async def test_the_allowed_paths_work(secured: SecuredBus, admin, tmp_path) -> N
         await ObjectStore(js).put_bytes(
             DATASETS_BUCKET, "studies/s1/data.jsonl", b'{"text": "hi", "label": 1}\n'
         )
+        # a study file naming a dataset already uploaded: the submitter looks it up by its key
+        assert (await ObjectStore(js).stat(DATASETS_BUCKET, "studies/s1/data.jsonl"))[0] == 27
         await js.publish(subjects.DATASETS_SUBMITTED, b"{}", headers={"Nats-Msg-Id": str(uuid4())})
         await js.publish(subjects.JOBS_CANCELLED, b"{}", headers={"Nats-Msg-Id": str(uuid4())})
 

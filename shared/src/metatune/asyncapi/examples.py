@@ -43,6 +43,7 @@ class Example:
 
 
 SPEC = c.StudySpec(
+    tags=("nlp", "intents"),
     dataset=c.DatasetLocation(
         kind="object",
         ref=f"studies/{STUDY}/snips_intents_2k.jsonl",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 from pathlib import Path
 
 from nats.js import JetStreamContext
+from nats.js.api import ObjectInfo
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ..errors import ObjectNotFound
@@ -49,6 +52,15 @@ class ObjectStore:
 
     async def size(self, bucket: str, key: str) -> int:
         """Size in bytes, without downloading (to refuse an oversized object up front)."""
+        return int((await self._info(bucket, key)).size or 0)
+
+    async def stat(self, bucket: str, key: str) -> tuple[int, str | None]:
+        """Size in bytes and hex SHA-256 (from the object's digest, where it has one), without
+        downloading: a dataset already in the store, named by its key."""
+        info = await self._info(bucket, key)
+        return int(info.size or 0), _hex_sha256(info.digest)
+
+    async def _info(self, bucket: str, key: str) -> ObjectInfo:
         store = await self._js.object_store(bucket)
         try:
             info = await store.get_info(key)
@@ -56,7 +68,7 @@ class ObjectStore:
             raise ObjectNotFound(f"{bucket}/{key} is not in the object store") from exc
         if info.deleted:
             raise ObjectNotFound(f"{bucket}/{key} was deleted")
-        return int(info.size or 0)
+        return info
 
     async def exists(self, bucket: str, key: str) -> bool:
         store = await self._js.object_store(bucket)
@@ -73,3 +85,14 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _hex_sha256(digest: str | None) -> str | None:
+    """``SHA-256=<url-safe base64>`` (the object store's digest) as hex; None for any other."""
+    if not digest or not digest.upper().startswith("SHA-256="):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(digest.split("=", 1)[1])
+    except (binascii.Error, ValueError):
+        return None
+    return raw.hex() if len(raw) == 32 else None

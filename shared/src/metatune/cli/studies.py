@@ -120,6 +120,7 @@ class Study:
         return {
             "study_id": str(self.study_id),
             "name": spec.name if spec else None,
+            "tags": list(spec.tags) if spec else [],
             "status": self.status,
             "submitted_at": self.submitted.occurred_at.isoformat() if self.submitted else None,
             "dataset": spec.dataset.ref if spec else None,

@@ -64,18 +64,38 @@ def find_study(settings: Settings, value: str) -> Study:
 
 
 @study_app.command("list")
-def list_studies(raw: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+def list_studies(
+    tag: list[str] | None = typer.Option(
+        None,
+        "--tag",
+        metavar="TAG",
+        help="Only the studies filed under this tag (repeat: under every one)",
+    ),
+    raw: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
     """Every study in the event log, oldest first."""
-    studies = [s.summary() for s in load_studies(get_settings()).values()]
+    wanted = set(tag or ())
+    summaries = [s.summary() for s in load_studies(get_settings()).values()]
+    studies = [s for s in summaries if wanted <= set(s["tags"])]
     if raw:
         print_json(studies)
         return
     table = Table(
-        "name", "study", "submitted", "dataset", "model", "trials", "done", "failed", "status"
+        "name",
+        "tags",
+        "study",
+        "submitted",
+        "dataset",
+        "model",
+        "trials",
+        "done",
+        "failed",
+        "status",
     )
     for s in studies:
         table.add_row(
             s["name"] or "-",
+            ", ".join(s["tags"]) or "-",
             s["study_id"][:SHORT_ID],
             (s["submitted_at"] or "")[:16],
             s["dataset"] or "-",
@@ -85,7 +105,12 @@ def list_studies(raw: bool = typer.Option(False, "--json", help="Print JSON")) -
             str(s["trials_failed"]),
             s["status"],
         )
-    console.print(table if studies else "no studies in the event log")
+    if studies:
+        console.print(table)
+    elif wanted:
+        console.print(f"no studies tagged {', '.join(sorted(wanted))} in the event log")
+    else:
+        console.print("no studies in the event log")
 
 
 def _result(trial: dict[str, Any]) -> str:
@@ -120,6 +145,8 @@ def show(
         return
     title = f"{details['name']} ({details['study_id']})" if details["name"] else details["study_id"]
     console.print(f"[bold]study {title}[/bold]  {details['status']}", highlight=False)
+    if details["tags"]:
+        console.print(f"tags {', '.join(details['tags'])}", highlight=False)
     console.print(
         f"dataset {details['dataset']}  task {details['task']}  model {details['base_model']}  "
         f"deadline {details['deadline']}",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import re
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
 from typing import Any
 from uuid import uuid4
 
@@ -27,9 +27,11 @@ from ..contracts import (
     StudySpec,
     TaskType,
 )
-from ..errors import BusUnavailable, ConfigurationError
+from ..errors import BusUnavailable, ConfigurationError, ObjectNotFound
 from ..settings import get_settings
+from ..study_file import SUFFIXES as STUDY_SUFFIXES
 from ..study_file import StudyFileError, is_study_file, read_study_file
+from ..study_file import parse_deadline as deadline_at
 from ..webhook_seal import seal_for_telemetry
 from .connect import bus, fail, unavailable
 from .output import JSON_HELP, print_json
@@ -45,24 +47,14 @@ from .validation import (
 from .wait import wait_for_study
 
 console = Console()
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
 
 
 def parse_deadline(text: str, now: datetime) -> datetime:
     """``24h``, ``90m``, ``3d`` from now, or an ISO 8601 time with a zone."""
-    match = _RELATIVE.match(text)
-    if match:
-        value, unit = float(match.group(1)), match.group(2)
-        return now + timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: value})
     try:
-        moment = datetime.fromisoformat(text)
+        return deadline_at(text, now)
     except ValueError as exc:
-        raise typer.BadParameter(
-            f"{text!r}: use 24h / 90m / 3d or an ISO time with a zone"
-        ) from exc
-    if moment.tzinfo is None:
-        raise typer.BadParameter(f"{text!r} has no time zone (add Z or +01:00)")
-    return moment.astimezone(UTC)
+        raise typer.BadParameter(str(exc)) from None
 
 
 DEFAULTS: dict[str, Any] = {
@@ -75,23 +67,67 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def resolve_submission(source: Path, flags: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+@dataclass(frozen=True)
+class Submission:
+    """What to submit: the dataset (a local file to upload, or a key already in the datasets
+    bucket) and each setting, with where it came from (a flag, the study file, a default)."""
+
+    settings: dict[str, Any]
+    dataset: Path | None = None
+    object_key: str | None = None
+    study_file: Path | None = None
+    from_file: frozenset[str] = frozenset()
+
+    def where(self, field: str) -> str:
+        """What a message about ``field`` starts with: ``study.yaml: field: `` for the file's."""
+        return f"{self.study_file}: {field}: " if field in self.from_file else ""
+
+    def named(self, field: str) -> str:
+        """How a message names ``field``'s value: ``study.yaml: field:`` or its flag."""
+        return f"{self.study_file}: {field}:" if field in self.from_file else _flag(field)
+
+    def label(self, field: str) -> str:
+        return field if field in self.from_file else _flag(field)
+
+    @property
+    def dataset_name(self) -> str:
+        """The dataset's file name (for the upload's key and the study's default name)."""
+        if self.dataset is not None:
+            return self.dataset.name
+        return PurePosixPath(self.object_key or "dataset").name
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def resolve_submission(source: Path, flags: dict[str, Any]) -> Submission:
     """The dataset and the settings: the flags given, else the study file's (when ``source`` is
     one), else the defaults. A study file that does not validate, or names a dataset that is not
     a readable file, is one line (exit 2) before anything is uploaded."""
-    from_file: dict[str, Any] = {}
-    dataset = source
-    if is_study_file(source):
-        try:
-            study = read_study_file(source)
-        except StudyFileError as exc:
-            raise fail(str(exc)) from None
-        dataset = study.dataset_path(source)
+    given = {k: v for k, v in flags.items() if v is not None}
+    if not is_study_file(source):
+        chosen = {**DEFAULTS, **given}
+        return Submission({key: chosen.get(key) for key in flags}, dataset=source)
+    try:
+        study = read_study_file(source)
+    except StudyFileError as exc:
+        raise fail(str(exc)) from None
+    dataset = study.dataset_path(source)
+    if dataset is not None:
         if not dataset.is_file():
             raise fail(f"{source}: dataset: {dataset} is not a readable file")
-        from_file = study.model_dump(exclude={"dataset"}, exclude_none=True)
-    chosen = {**DEFAULTS, **from_file, **{k: v for k, v in flags.items() if v is not None}}
-    return dataset, {key: chosen.get(key) for key in flags}
+        if dataset.suffix.lower() in STUDY_SUFFIXES:
+            raise fail(f"{source}: dataset: {dataset} is a study file, not a dataset")
+    from_file = study.model_dump(exclude={"dataset"}, exclude_none=True)
+    chosen = {**DEFAULTS, **from_file, **given}
+    return Submission(
+        {key: chosen.get(key) for key in flags},
+        dataset=dataset,
+        object_key=study.object_key(),
+        study_file=source,
+        from_file=frozenset(from_file) - frozenset(given),
+    )
 
 
 async def platform_clock(js) -> Clock:
@@ -106,7 +142,8 @@ def submit(
         exists=True,
         dir_okay=False,
         readable=True,
-        help="CSV, JSON-lines, Parquet or text file, or a study file (.yaml/.yml) naming one",
+        help="CSV, JSON-lines, Parquet or text file, or a study file naming one (.yaml/.yml, or "
+        ".json holding one JSON object; docs/study.schema.json)",
         metavar="DATASET|STUDY.yaml",
     ),
     base_model: str | None = typer.Option(
@@ -121,6 +158,12 @@ def submit(
     ),
     name: str | None = typer.Option(
         None, help="What to call the study (default: the dataset file's name, no suffix)"
+    ),
+    tag: list[str] | None = typer.Option(
+        None,
+        "--tag",
+        metavar="TAG",
+        help="A label to file the study under (repeat for several; replaces a study file's tags)",
     ),
     trials: int | None = typer.Option(
         None, min=1, max=50, help="Configurations to train [default: 3]"
@@ -158,54 +201,57 @@ def submit(
     """Upload a dataset and request a study; prints the study id (with --json: also the dataset's
     location and the event id). Given a study file (docs/study.schema.json), its settings apply and
     the flags given override them."""
-    flags = {
-        "base_model": base_model,
-        "task": task,
-        "deadline": deadline,
-        "name": name,
-        "trials": trials,
-        "gpus_per_trial": gpus_per_trial,
-        "webhook": webhook,
-        "region_group": region_group,
-        "home_datacenter": home_datacenter,
-        "carbon_preference": carbon_preference,
-        "text_column": text_column,
-        "text_pair_column": text_pair_column,
-        "label_column": label_column,
-    }
-    dataset, chosen = resolve_submission(source, flags)
-    base_model, task, deadline = chosen["base_model"], chosen["task"], chosen["deadline"]
-    name, trials, gpus_per_trial = chosen["name"], chosen["trials"], chosen["gpus_per_trial"]
-    webhook, region_group = chosen["webhook"], chosen["region_group"]
-    home_datacenter, carbon_preference = chosen["home_datacenter"], chosen["carbon_preference"]
-    text_column, text_pair_column = chosen["text_column"], chosen["text_pair_column"]
-    label_column = chosen["label_column"]
+    sub = resolve_submission(
+        source,
+        {
+            "base_model": base_model,
+            "task": task,
+            "deadline": deadline,
+            "name": name,
+            "tags": tag or None,  # no --tag: the study file's tags, if any
+            "trials": trials,
+            "gpus_per_trial": gpus_per_trial,
+            "webhook": webhook,
+            "region_group": region_group,
+            "home_datacenter": home_datacenter,
+            "carbon_preference": carbon_preference,
+            "text_column": text_column,
+            "text_pair_column": text_pair_column,
+            "label_column": label_column,
+        },
+    )
+    chosen = sub.settings
     settings = get_settings()
     study_id = uuid4()
-    key = f"studies/{study_id}/{dataset.name}"
+    key = sub.object_key or f"studies/{study_id}/{sub.dataset_name}"
     # Every option is checked before anything is uploaded or published.
-    check_base_model(base_model)
-    if home_datacenter is not None:
-        check_datacenter(home_datacenter, settings)
-        if region_group is not None:
-            check_home_in_group(home_datacenter, region_group, settings)
-    check_gpus_per_trial(gpus_per_trial, settings)
+    check_base_model(chosen["base_model"], sub.where("base_model"))
+    home, group = chosen["home_datacenter"], chosen["region_group"]
+    if home is not None:
+        check_datacenter(home, settings, sub.where("home_datacenter"))
+        if group is not None:
+            home_name = sub.named("home_datacenter")
+            if "region_group" in sub.from_file and "home_datacenter" not in sub.from_file:
+                home_name = f"{sub.named('region_group')} {home_name}"
+            check_home_in_group(home, group, settings, home_name, sub.label("region_group"))
+    check_gpus_per_trial(chosen["gpus_per_trial"], settings, sub.named("gpus_per_trial"))
     try:
         draft = StudySpec(
-            name=name or dataset.name.split(".")[0],
+            name=chosen["name"] or sub.dataset_name.split(".")[0],
+            tags=chosen["tags"] or (),
             dataset=DatasetLocation(kind="object", ref=key),
-            task=task,
-            base_model=base_model,
-            deadline=parse_deadline(deadline, datetime.now(UTC)),
-            trials=trials,
-            gpus_per_trial=gpus_per_trial,
-            webhook_url=webhook,
-            region_group=region_group,
-            home_datacenter=home_datacenter,
-            carbon_preference=carbon_preference,
-            text_column=text_column,
-            text_pair_column=text_pair_column,
-            label_column=label_column,
+            task=chosen["task"],
+            base_model=chosen["base_model"],
+            deadline=parse_deadline(chosen["deadline"], datetime.now(UTC)),
+            trials=chosen["trials"],
+            gpus_per_trial=chosen["gpus_per_trial"],
+            webhook_url=chosen["webhook"],
+            region_group=group,
+            home_datacenter=home,
+            carbon_preference=chosen["carbon_preference"],
+            text_column=chosen["text_column"],
+            text_pair_column=chosen["text_pair_column"],
+            label_column=chosen["label_column"],
         )
         if draft.webhook_url is not None:  # its credentials leave sealed, for telemetry only
             public, sealed = seal_for_telemetry(str(draft.webhook_url), settings)
@@ -223,12 +269,21 @@ def submit(
         async with bus(settings, SUBMITTER) as nc:
             js = nc.jetstream()
             clock = await platform_clock(js)
-            sha = await ObjectStore(js).put_file(DATASETS_BUCKET, key, dataset)
-            location = DatasetLocation(
-                kind="object", ref=key, size_bytes=dataset.stat().st_size, sha256=sha
-            )
+            objects = ObjectStore(js)
+            if sub.dataset is not None:
+                sha: str | None = await objects.put_file(DATASETS_BUCKET, key, sub.dataset)
+                size = sub.dataset.stat().st_size
+            else:  # already in the bucket: checked, not uploaded again
+                try:
+                    size, sha = await objects.stat(DATASETS_BUCKET, key)
+                except ObjectNotFound as exc:
+                    raise fail(f"{sub.study_file}: dataset.object_key: {exc}") from None
+            location = DatasetLocation(kind="object", ref=key, size_bytes=size, sha256=sha)
             spec = draft.model_copy(
-                update={"dataset": location, "deadline": parse_deadline(deadline, clock.now())}
+                update={
+                    "dataset": location,
+                    "deadline": parse_deadline(chosen["deadline"], clock.now()),
+                }
             )
             event = DatasetSubmitted(occurred_at=clock.now(), study_id=study_id, spec=spec)
             await js.publish(

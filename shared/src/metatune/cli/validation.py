@@ -29,37 +29,45 @@ def parse_id(value: str, what: str) -> UUID:
         raise fail(f"{value!r} is not a {what} id (a UUID, as `metatune events` shows)") from None
 
 
-def check_datacenter(name: str, settings: Settings) -> str:
+# ``where`` and the ``*_name`` arguments say where a value came from: nothing and the flag by
+# default, ``study.yaml: field:`` for a study file's (metatune.study_file).
+def check_datacenter(name: str, settings: Settings, where: str = "") -> str:
     registry = load_registry(settings.registry_path)
     if name not in registry.names():
-        raise fail(f"unknown datacenter {name!r}; known: {', '.join(registry.names())}")
+        raise fail(f"{where}unknown datacenter {name!r}; known: {', '.join(registry.names())}")
     return name
 
 
-def check_home_in_group(home: str, group: RegionGroup, settings: Settings) -> None:
+def check_home_in_group(
+    home: str,
+    group: RegionGroup,
+    settings: Settings,
+    home_name: str = "--home-datacenter",
+    group_name: str = "--region-group",
+) -> None:
     """A home datacenter outside the study's residency group could never run its trials."""
     allowed = [dc.name for dc in load_registry(settings.registry_path).in_group(group)]
     if home not in allowed:
         raise fail(
-            f"--home-datacenter {home} is outside --region-group {group.value} "
+            f"{home_name} {home} is outside {group_name} {group.value} "
             f"({', '.join(allowed) or 'no datacenter'})"
         )
 
 
-def check_gpus_per_trial(gpus: int, settings: Settings) -> int:
+def check_gpus_per_trial(gpus: int, settings: Settings, name: str = "--gpus-per-trial") -> int:
     """A trial trains in one datacenter: some datacenter must have that many GPUs."""
     registry = load_registry(settings.registry_path)
-    largest = max(registry.get(name).gpus for name in registry.names())
+    largest = max(registry.get(dc).gpus for dc in registry.names())
     if gpus > largest:
-        raise fail(f"--gpus-per-trial {gpus}: the largest datacenter has {largest} GPUs")
+        raise fail(f"{name} {gpus}: the largest datacenter has {largest} GPUs")
     return gpus
 
 
-def check_base_model(name: str) -> str:
+def check_base_model(name: str, where: str = "") -> str:
     try:
         resolve_base_model(name)
     except UnknownBaseModel as exc:
-        raise fail(str(exc)) from None
+        raise fail(f"{where}{exc}") from None
     return name
 
 

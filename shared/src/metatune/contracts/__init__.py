@@ -12,6 +12,7 @@ from .datasets import (
     MetaFeatures,
     RegionGroup,
     StudySpec,
+    StudyTag,
     TaskType,
 )
 from .errors import ErrorEvent, ErrorKind
@@ -96,6 +97,7 @@ __all__ = [
     "StopReason",
     "StudySpec",
     "StudyStopped",
+    "StudyTag",
     "TaskType",
     "validation_summary",
 ]

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, HttpUrl, model_validator
+from pydantic import (
+    AwareDatetime,
+    Field,
+    HttpUrl,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from .base import Contract, Event, StudyId
 
@@ -39,6 +46,13 @@ class DatasetFormat(StrEnum):
     text = "text"
 
 
+StudyTag = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"),
+]
+"""A label a study is filed under: a letter or digit, then letters, digits and ``. _ : / -``."""
+
+
 class DatasetLocation(Contract):
     """Where a dataset lives: a key in the NATS object store, a local path or a URL."""
 
@@ -65,6 +79,12 @@ class StudySpec(Contract):
         pattern=r"^[^\x00-\x1f\x7f]+$",
         description="what people call the study (every view shows it beside the id); "
         "metatune submit defaults it to the dataset file's name without its suffix",
+    )
+    tags: tuple[StudyTag, ...] = Field(
+        (),
+        max_length=20,
+        description="labels a team files the study under (team, project, quarter...), in the "
+        "order given, each once; `metatune study list --tag` selects by them",
     )
     dataset: DatasetLocation = Field(description="where the training data is")
     task: TaskType = Field(description="what the adapter learns")
@@ -106,6 +126,11 @@ class StudySpec(Contract):
         description="the whole webhook URL, credentials included, sealed for telemetry's public "
         "key (base64 NaCl sealed box): only telemetry opens it (metatune.webhook_seal)",
     )
+
+    @field_validator("tags")
+    @classmethod
+    def _each_tag_once(cls, tags: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(tags))
 
     @model_validator(mode="after")
     def _sealed_has_a_url(self) -> StudySpec:
