@@ -564,7 +564,7 @@ class Bench:
 
 
 def _seed_path() -> Path:
-    from metatune_recommender.flywheel import seed_path
+    from metatune_recommender.adapters.flywheel import seed_path
 
     return seed_path()
 

@@ -17,7 +17,7 @@ import pytest
 from metatune.knowledge.files import read_kb_file, write_kb_file
 from metatune.knowledge.records import KbFileHeader
 from metatune.knowledge.space import Budget
-from metatune_recommender.flywheel import seed_path
+from metatune_recommender.adapters.flywheel import seed_path
 
 from .conftest import BENCH, load_bench
 

@@ -23,8 +23,8 @@ import nats
 import pytest
 
 from metatune import subjects
-from metatune.asyncapi import CATALOG
 from metatune.bus import DATASETS_BUCKET, ObjectStore
+from metatune.catalog import contract_for
 from metatune.clock import floor_hour
 from metatune.contracts import (
     CarbonForecast,
@@ -83,16 +83,6 @@ def binary_slice(tmp_path_factory: pytest.TempPathFactory, text_slice) -> Path:
     )
 
 
-def contract_of(subject: str) -> type[Event] | None:
-    import re
-
-    for doc in CATALOG:
-        pattern = "^" + re.sub(r"\\\{[a-z_]+\\\}", r"[A-Za-z0-9_-]+", re.escape(doc.subject)) + "$"
-        if re.match(pattern, subject):
-            return doc.model
-    return None
-
-
 async def stream_events(url: str, stream: str = "METATUNE") -> list[tuple[str, Any]]:
     """Every message of ``stream`` as (subject, contract or raw bytes when it does not validate)."""
     nc = await nats.connect(url)
@@ -106,7 +96,7 @@ async def stream_events(url: str, stream: str = "METATUNE") -> list[tuple[str, A
         try:
             while True:
                 msg = await sub.next_msg(timeout=5)
-                model = contract_of(msg.subject)
+                model = contract_for(msg.subject)
                 try:
                     out.append(
                         (msg.subject, model.model_validate_json(msg.data) if model else msg.data)

@@ -29,7 +29,7 @@ from metatune.knowledge import KbFileHeader, RunStatus, StudyBest, write_kb_file
 from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
-from metatune_recommender.flywheel import DURABLE_COMPLETED, load_seed, register_flywheel
+from metatune_recommender.adapters.flywheel import DURABLE_COMPLETED, load_seed, register_flywheel
 from tests.support.samples import record_assignment
 from tests.support.waiting import wait_for
 

@@ -7,8 +7,8 @@ import pytest
 from metatune.contracts import LoraConfig
 from metatune.knowledge.files import read_kb_file
 from metatune.knowledge.portfolio import PortfolioEntry, greedy_portfolio
+from metatune_recommender.adapters.flywheel import seed_path
 from metatune_recommender.domain.cold_start import PORTFOLIO
-from metatune_recommender.flywheel import seed_path
 
 BUDGET = ("max_steps", "epochs", "max_seq_length", "seed")  # the seed's budget, not the choice
 

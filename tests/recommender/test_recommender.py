@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -12,28 +11,19 @@ from metatune.contracts import (
     DatasetProfiled,
     JobRequested,
     PredictionSource,
-    RunCompleted,
-    RunMetrics,
     StudyStopped,
 )
 from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import Settings
-from metatune_recommender.app import create_service, job_id_for
+from metatune_recommender.adapters.loop_store import LoopStore
+from metatune_recommender.app import create_service
 from metatune_recommender.domain.cold_start import PORTFOLIO, cold_start_trials
-from tests.support.samples import ACCOUNTING, FEATURES, NOW, SPEC, record_assignment
+from metatune_recommender.domain.study_loop import job_id_for
+from tests.support.samples import FEATURES, NOW, SPEC, record_assignment
+from tests.support.studies import acked_through, completion, requests_stored
 from tests.support.waiting import received_on, wait_for
 
 from .synthetic import kb_runs
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[KnowledgeStore]:
-    kb = KnowledgeStore(Settings().database_url, schema=f"kb_r_{uuid.uuid4().hex[:10]}")
-    await kb.migrate()
-    try:
-        yield kb
-    finally:
-        await kb.drop_schema()
 
 
 def test_cold_start_portfolio_stays_the_documented_empty_base_answer() -> None:
@@ -54,13 +44,18 @@ async def test_profiled_three_jobs_one_completes_next_trial(
         requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
         stopped = await received_on(nc, subjects.STUDIES_STOPPED, StudyStopped)
         profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES)
-        for _ in range(2):  # redelivered profile: still three jobs
-            await service.js.publish(
+        for _ in range(2):  # redelivered profile: still three jobs, each published once
+            ack = await service.js.publish(
                 subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name
             )
         await wait_for(
-            lambda: len({r.job_id for r in requests}) >= 3 and len(requests) >= 6, timeout=120
+            lambda: acked_through(service.js, settings.stream_name, "recommender", ack.seq),
+            "both profiles handled",
+            timeout=120,
         )
+        assert await requests_stored(service.js, settings.stream_name) == 3
+        await wait_for(lambda: len(requests) >= 3, timeout=30)
+        assert len(requests) == 3  # the second profile published nothing, not even a duplicate
         first = {r.trial_index: r for r in requests}
         assert sorted(first) == [0, 1, 2]
         assert all(r.prediction_source is PredictionSource.knowledge_base for r in first.values())
@@ -69,18 +64,7 @@ async def test_profiled_three_jobs_one_completes_next_trial(
         )
         assert len({r.config.model_dump_json() for r in first.values()}) == 3
         done = first[0]
-        completed = RunCompleted(
-            occurred_at=NOW,
-            job_id=done.job_id,
-            study_id=study,
-            datacenter="fra1",
-            config=done.config,
-            metrics=RunMetrics(val_loss=0.9, accuracy=0.5),
-            steps=64,
-            accounting=ACCOUNTING,
-            base_model=spec.base_model,
-            task=spec.task,
-        )
+        completed = completion(done, accuracy=0.5)
         await record_assignment(service.js, done.job_id, "fra1")
         for _ in range(2):  # redelivered completion: one next trial
             await service.js.publish(
@@ -101,18 +85,18 @@ async def test_profiled_three_jobs_one_completes_next_trial(
             subjects.runs_completed("fra1"), second.to_bytes(), stream=settings.stream_name
         )
         await wait_for(lambda: bool(stopped), timeout=120)
-        info = await service.js.stream_info(
-            settings.stream_name, subjects_filter=subjects.JOBS_REQUESTED
-        )
+        stored = await requests_stored(service.js, settings.stream_name)
+        record, _ = await LoopStore(lambda: service.js).load(study)
+    # the study's loop state, durable in KV, keeps only that it stopped
+    assert record is not None and not record.outbox
+    assert record.loop.stopped is stopped[0].reason and record.loop.requested == {}
     # budget spent (4 requested) or, if the best EI already fell below the threshold, EI: either says why
     assert stopped[0].study_id == study and stopped[0].reason.value in {
         "budget",
         "expected_improvement",
     }
     assert stopped[0].best_metric == 0.5 and stopped[0].trials_finished == 2
-    assert (
-        info.state.subjects[subjects.JOBS_REQUESTED] == 4
-    )  # every job requested once in the stream
+    assert stored == 4  # every job requested once in the stream
 
 
 async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(

@@ -17,9 +17,8 @@ from metatune.bus.auth import principals
 from metatune.contracts import AgentStatus
 from metatune.redaction import redact
 from metatune.service import Service
+from tests.support.secured_bus import SecuredBus, violation
 from tests.support.waiting import wait_for
-
-from .conftest import SecuredBus, violation
 
 REFUSED = (nats.errors.TimeoutError, NoStreamResponseError)
 FRA1, OSL1 = "trainer-agent.fra1", "trainer-agent.osl1"

@@ -36,15 +36,15 @@ from metatune.knowledge import StudyBest
 from metatune.knowledge.store import KnowledgeStore
 from metatune.provenance import FOREIGN_RUN_EVENT
 from metatune.service import Service
-from metatune_recommender.flywheel import register_flywheel
+from metatune_recommender.adapters.flywheel import register_flywheel
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_telemetry.app import create_service as create_telemetry
 from tests.support.builders import small_registry
 from tests.support.databases import count, schema, store  # noqa: F401  (fixtures)
 from tests.support.samples import CONFIG, NOW, SPEC
+from tests.support.secured_bus import SecuredBus, violation
 from tests.support.waiting import wait_for
 
-from .conftest import SecuredBus, violation
 from .test_permissions import FRA1, OSL1, REFUSED
 
 JOB = UUID("004aea17-75ec-4dd9-9aad-724d18c9f7c4")  # fixed: it names a parametrized test

@@ -18,8 +18,10 @@ DAY_S = 24 * 3600.0
 
 HEALTH_BUCKET = "metatune_health"
 CLOCK_BUCKET = "metatune_clock"
-# Per-study state the recommender owns and agents read (key: study id; value: StudyBest JSON):
-# the best result so far, which the learning-curve early stop compares a running trial against.
+# Per-study state the recommender owns and agents read. Key <study id>: StudyBest JSON, the best
+# result so far, which the learning-curve early stop compares a running trial against. Key
+# <study id>.loop: the study loop's state (trials requested, stopped; metatune_recommender.
+# adapters.loop_store), so a restarted recommender neither loses nor repeats a trial.
 STUDIES_BUCKET = "metatune_studies"
 # Each job's latest assignment (key: job id; value: CurrentAssignment JSON), written by the
 # scheduler before it publishes the assignment; agents refuse anything older.

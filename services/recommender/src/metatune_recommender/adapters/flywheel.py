@@ -34,7 +34,7 @@ from metatune.knowledge.errors import KnowledgeBaseError
 from metatune.knowledge.store import ImportReport, KnowledgeStore
 from metatune.service import Service
 
-from .domain.kb_rows import completed_run, failed_run, study_best
+from ..domain.kb_rows import completed_run, failed_run, study_best
 from .run_gate import accepted
 
 log = logging.getLogger("metatune.recommender.flywheel")
