@@ -185,8 +185,9 @@ CORE = {
     "secrets": Core(
         "platform_cmds:secrets",
         "Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the"
-        " server's auth config) to METATUNE_NATS_SECRETS_DIR, mode 0600; prints file names, never"
-        " secrets.",
+        " server's auth config) to METATUNE_NATS_SECRETS_DIR, and the telemetry dashboard's read-only"
+        " token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600;"
+        " prints file names, never secrets.",
     ),
     "bus-init": Core(
         "platform_cmds:bus_init",

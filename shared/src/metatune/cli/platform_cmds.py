@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -16,8 +17,9 @@ from ..bus.clock import reset_anchor
 from ..bus.connection import client_auth
 from ..bus.credentials import NatsSecrets, generate, write_password
 from ..bus.streams import CLOCK_BUCKET, HEALTH_BUCKET, ensure_streams
-from ..clock import new_anchor
+from ..clock import RealClock, new_anchor
 from ..contracts import ServiceHealth
+from ..dashboard_tokens import DEFAULT_OVERLAP, tokens_dir, write_tokens
 from ..embedded import servers
 from ..embedded.probe import nats_answers, nats_requires_auth, postgres_answers
 from ..embedded.supervisor import (
@@ -498,12 +500,23 @@ def secrets(
         None,
         help="Also write a random database password here (compose: compose/secrets/db.password)",
     ),
+    token_overlap_hours: float = typer.Option(
+        DEFAULT_OVERLAP.total_seconds() / 3600,
+        min=0,
+        help="With --rotate: hours the previous dashboard token stays valid",
+    ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the
-    server's auth config) to METATUNE_NATS_SECRETS_DIR, mode 0600; prints file names, never secrets."""
+    server's auth config) to METATUNE_NATS_SECRETS_DIR, and the telemetry dashboard's read-only
+    token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600;
+    prints file names, never secrets."""
     settings = get_settings()
     store = nats_secrets(settings, rotate=rotate)
+    tokens = tokens_dir(settings)
+    write_tokens(
+        tokens, RealClock().now(), rotate=rotate, overlap=timedelta(hours=token_overlap_hours)
+    )
     result: dict = {
         "directory": str(store.directory),
         "rotated": rotate,
@@ -511,7 +524,9 @@ def secrets(
     }
     messages = [
         f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
-        f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})"
+        f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})",
+        f"dashboard token {'rotated' if rotate else 'ready'} in {tokens}"
+        + (f" (the previous one valid for {token_overlap_hours:g} h)" if rotate else ""),
     ]
     if db_password_file is not None:
         written = write_password(db_password_file, rotate=rotate)

@@ -2,65 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
-from uuid import UUID
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ..display import beside_baseline, trial_label
-from ..errors import BusUnavailable
-from ..settings import Settings, get_settings
-from .connect import bus, fail, unavailable
-from .eventlog import read_log
+from .calls import client
 from .output import print_json
-from .studies import Study, fold
-from .validation import parse_id
 
 console = Console()
 study_app = typer.Typer(
     help="Studies: what was submitted, profiled, requested, trained and stopped.",
     no_args_is_help=True,
 )
-
-
-def load_studies(settings: Settings) -> dict[UUID, Study]:
-    """Every study of the event log (one clear line and exit 2 when NATS does not answer)."""
-
-    async def run() -> dict[UUID, Study]:
-        async with bus(settings) as nc:
-            logged = await read_log(nc.jetstream(), settings.stream_name)
-        return fold([item.event for item in logged])
-
-    try:
-        return asyncio.run(run())
-    except BusUnavailable as exc:
-        raise unavailable(exc) from None
-
-
 SHORT_ID = 8  # the leading hex digits `study list` shows; any unique prefix selects a study
-
-
-def find_study(settings: Settings, value: str) -> Study:
-    """The study whose id is ``value`` or starts with it (``study list`` shows the first 8
-    characters); a prefix must name exactly one study."""
-    text = value.strip().lower()
-    if len(text) < 36:
-        if not text or any(c not in "0123456789abcdef-" for c in text):
-            parse_id(value, "study")  # says what a study id looks like, and exits
-        studies = load_studies(settings)
-        matches = [s for sid, s in studies.items() if str(sid).startswith(text)]
-        if len(matches) != 1:
-            found = "no study" if not matches else f"{len(matches)} studies"
-            raise fail(f"{found} with an id starting {text!r} in the event log", code=1)
-        return matches[0]
-    study_id = parse_id(value, "study")
-    study = load_studies(settings).get(study_id)
-    if study is None:
-        raise fail(f"no study {study_id} in the event log", code=1)
-    return study
 
 
 @study_app.command("list")
@@ -75,8 +32,8 @@ def list_studies(
 ) -> None:
     """Every study in the event log, oldest first."""
     wanted = set(tag or ())
-    summaries = [s.summary() for s in load_studies(get_settings()).values()]
-    studies = [s for s in summaries if wanted <= set(s["tags"])]
+    with client() as metatune:
+        studies = [s.model_dump(mode="json") for s in metatune.studies(wanted)]
     if raw:
         print_json(studies)
         return
@@ -139,7 +96,8 @@ def show(
     raw: bool = typer.Option(False, "--json", help="Print JSON"),
 ) -> None:
     """One study: submission, profile, each trial with its prediction and outcome, and why it stopped."""
-    details = find_study(get_settings(), study).details()
+    with client() as metatune:
+        details = metatune.study(study).model_dump(mode="json")
     if raw:
         print_json(details)
         return

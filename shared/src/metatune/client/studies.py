@@ -22,6 +22,7 @@ from ..contracts import (
     StudyStopped,
 )
 from ..display import EARLY_STOPPED, study_state, trial_outcome
+from .models import StudyDetail, StudySummary, TrialSummary
 
 
 @dataclass
@@ -51,34 +52,36 @@ class Trial:
             return "infeasible"
         return "requested"
 
-    def summary(self) -> dict[str, Any]:
-        """The trial as JSON: configuration, prediction, outcome, metrics, energy and emissions."""
+    def summary(self) -> TrialSummary:
+        """The trial: configuration, prediction, outcome, metrics, energy and emissions."""
         r, done, failed = self.requested, self.completed, self.failed
-        config = done.config if done else r.config if r else failed.config if failed else None
         accounting = done.accounting if done else failed.accounting if failed else None
-        return {
-            "job_id": str(self.job_id),
-            "trial_index": r.trial_index if r else None,
-            "status": self.status,
-            "config": config.model_dump(mode="json") if config else None,
-            "predicted_metric": r.predicted_metric if r else None,
-            "predicted_metric_std": r.predicted_metric_std if r else None,
-            "metric_name": r.metric_name if r else None,
-            "datacenter": end.datacenter if (end := done or failed) else None,
-            "metrics": done.metrics.model_dump(mode="json") if done else None,
-            "majority_baseline": done.majority_baseline if done else None,
-            "steps": done.steps if done else None,
-            "adapter_key": done.adapter_key if done else None,
-            "energy_wh": accounting.energy_wh if accounting else None,
-            "emissions_g": accounting.emissions_g if accounting else None,
-            "error": failed.message
-            if failed
-            else self.cancelled.reason
-            if self.cancelled
-            else self.infeasible.reason
-            if self.infeasible
-            else None,
-        }
+        return TrialSummary(
+            job_id=self.job_id,
+            trial_index=r.trial_index if r else None,
+            status=self.status,
+            config=done.config if done else r.config if r else failed.config if failed else None,
+            predicted_metric=r.predicted_metric if r else None,
+            predicted_metric_std=r.predicted_metric_std if r else None,
+            metric_name=r.metric_name if r else None,
+            datacenter=end.datacenter if (end := done or failed) else None,
+            metrics=done.metrics if done else None,
+            majority_baseline=done.majority_baseline if done else None,
+            steps=done.steps if done else None,
+            adapter_key=done.adapter_key if done else None,
+            energy_wh=accounting.energy_wh if accounting else None,
+            emissions_g=accounting.emissions_g if accounting else None,
+            error=self.error,
+        )
+
+    @property
+    def error(self) -> str | None:
+        """Why the trial failed, was cancelled or could not run."""
+        if self.failed:
+            return self.failed.message
+        if self.cancelled:
+            return self.cancelled.reason
+        return self.infeasible.reason if self.infeasible else None
 
 
 @dataclass
@@ -114,36 +117,39 @@ class Study:
             key=lambda t: (t.requested.trial_index if t.requested else 1 << 30, str(t.job_id)),
         )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> StudySummary:
+        return StudySummary(**self._summary_fields())
+
+    def _summary_fields(self) -> dict[str, Any]:
         dataset = self.submitted or self.profiled
         spec = dataset.spec if dataset else None
         return {
-            "study_id": str(self.study_id),
+            "study_id": self.study_id,
             "name": spec.name if spec else None,
             "tags": list(spec.tags) if spec else [],
             "status": self.status,
-            "submitted_at": self.submitted.occurred_at.isoformat() if self.submitted else None,
+            "submitted_at": self.submitted.occurred_at if self.submitted else None,
             "dataset": spec.dataset.ref if spec else None,
             "task": spec.task.value if spec else None,
             "base_model": spec.base_model if spec else None,
             "trials_budget": spec.trials if spec else None,
-            "deadline": spec.deadline.isoformat() if spec else None,
+            "deadline": spec.deadline if spec else None,
             "trials_requested": len(self.trials),
             "trials_completed": self.count("completed", EARLY_STOPPED),
             "trials_early_stopped": self.count(EARLY_STOPPED),
             "trials_failed": self.count("failed"),
         }
 
-    def details(self) -> dict[str, Any]:
-        """Everything ``study show --json`` prints."""
-        return {
-            **self.summary(),
-            "spec": self.submitted.spec.model_dump(mode="json") if self.submitted else None,
-            "profile": self.profiled.features.model_dump(mode="json") if self.profiled else None,
-            "rows_skipped": self.profiled.rows_skipped if self.profiled else None,
-            "trials": [t.summary() for t in self.ordered_trials()],
-            "stopped": self.stopped.model_dump(mode="json") if self.stopped else None,
-        }
+    def details(self) -> StudyDetail:
+        """Everything ``study show`` tells."""
+        return StudyDetail(
+            **self._summary_fields(),
+            spec=self.submitted.spec if self.submitted else None,
+            profile=self.profiled.features if self.profiled else None,
+            rows_skipped=self.profiled.rows_skipped if self.profiled else None,
+            trials=[t.summary() for t in self.ordered_trials()],
+            stopped=self.stopped,
+        )
 
 
 def fold(events: list[Event]) -> dict[UUID, Study]:

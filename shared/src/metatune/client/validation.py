@@ -1,17 +1,16 @@
-"""Checking what a user typed before anything is published: one line per mistake, never a traceback."""
+"""Checking what a caller asked for before anything is published: one line per mistake."""
 
 from __future__ import annotations
 
 from uuid import UUID
 
-import typer
 from pydantic import ValidationError
 
 from ..contracts import RegionGroup
 from ..models import UnknownBaseModel, resolve_base_model
 from ..registry import load_registry
 from ..settings import Settings
-from .connect import fail
+from .errors import InvalidRequest
 
 
 def one_line(exc: ValidationError) -> str:
@@ -22,44 +21,47 @@ def one_line(exc: ValidationError) -> str:
     )
 
 
-def parse_id(value: str, what: str) -> UUID:
+def parse_id(value: UUID | str, what: str) -> UUID:
+    """``value`` as a UUID, or :class:`InvalidRequest` saying what a ``what`` id looks like."""
+    if isinstance(value, UUID):
+        return value
     try:
         return UUID(value)
     except ValueError:
-        raise fail(f"{value!r} is not a {what} id (a UUID, as `metatune events` shows)") from None
+        raise InvalidRequest(
+            f"{value!r} is not a {what} id (a UUID, as `metatune events` shows)"
+        ) from None
 
 
-# ``where`` and the ``*_name`` arguments say where a value came from: nothing and the flag by
-# default, ``study.yaml: field:`` for a study file's (metatune.study_file).
+# ``where`` and the ``*_name`` arguments say where a value came from: nothing and the option's
+# name by default, ``study.yaml: field:`` for a study file's (metatune.study_file).
 def check_datacenter(name: str, settings: Settings, where: str = "") -> str:
     registry = load_registry(settings.registry_path)
     if name not in registry.names():
-        raise fail(f"{where}unknown datacenter {name!r}; known: {', '.join(registry.names())}")
+        raise InvalidRequest(
+            f"{where}unknown datacenter {name!r}; known: {', '.join(registry.names())}"
+        )
     return name
 
 
 def check_home_in_group(
-    home: str,
-    group: RegionGroup,
-    settings: Settings,
-    home_name: str = "--home-datacenter",
-    group_name: str = "--region-group",
+    home: str, group: RegionGroup, settings: Settings, home_name: str, group_name: str
 ) -> None:
     """A home datacenter outside the study's residency group could never run its trials."""
     allowed = [dc.name for dc in load_registry(settings.registry_path).in_group(group)]
     if home not in allowed:
-        raise fail(
+        raise InvalidRequest(
             f"{home_name} {home} is outside {group_name} {group.value} "
             f"({', '.join(allowed) or 'no datacenter'})"
         )
 
 
-def check_gpus_per_trial(gpus: int, settings: Settings, name: str = "--gpus-per-trial") -> int:
+def check_gpus_per_trial(gpus: int, settings: Settings, name: str) -> int:
     """A trial trains in one datacenter: some datacenter must have that many GPUs."""
     registry = load_registry(settings.registry_path)
     largest = max(registry.get(dc).gpus for dc in registry.names())
     if gpus > largest:
-        raise fail(f"{name} {gpus}: the largest datacenter has {largest} GPUs")
+        raise InvalidRequest(f"{name} {gpus}: the largest datacenter has {largest} GPUs")
     return gpus
 
 
@@ -67,9 +69,5 @@ def check_base_model(name: str, where: str = "") -> str:
     try:
         resolve_base_model(name)
     except UnknownBaseModel as exc:
-        raise fail(f"{where}{exc}") from None
+        raise InvalidRequest(f"{where}{exc}") from None
     return name
-
-
-def bad_parameter(exc: typer.BadParameter) -> typer.Exit:
-    return fail(exc.format_message().removeprefix("Invalid value: "))
