@@ -2,14 +2,21 @@
 
 Senders and receivers are what the services' ``app.py`` files publish and consume (the NATS users
 of :mod:`metatune.bus.auth` are granted the same; a test checks the two agree).
+
+:func:`contract_for` is the one subject -> contract look-up (every reader of the bus asks it,
+then keeps the contracts it follows); :func:`contract` insists on an answer and :func:`parse`
+validates a message by it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from . import contracts as c
 from . import subjects
+from .errors import MetaTuneError
 
 UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 HOUR_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:00:00\+00:00"
@@ -232,3 +239,42 @@ CATALOG = [
         ),
     ),
 ]
+
+
+class UnknownSubject(MetaTuneError):
+    """A subject that no channel of the catalog carries."""
+
+
+def _matcher(channel: Channel) -> re.Pattern[str]:
+    """A channel's subject as a regex: each ``{param}`` is one subject token or a ``*``."""
+    fixed = re.escape(channel.subject)
+    return re.compile("^" + re.sub(r"\\\{[a-z_]+\\\}", r"(?:[A-Za-z0-9_-]+|\\*)", fixed) + "$")
+
+
+_MATCHERS = [(_matcher(channel), channel.model) for channel in CATALOG]
+
+
+@lru_cache(maxsize=4096)  # one subject per job and datacenter: a dict look-up, not a dozen regexes
+def contract_for(subject: str) -> type[c.Event] | None:
+    """The contract of a message on ``subject`` (None: no MetaTune channel carries it).
+
+    ``subject`` is a concrete subject (``metatune.runs.dc-1.completed``) or a NATS filter whose
+    ``*`` tokens stand for a channel's variable ones (``metatune.runs.*.completed``)."""
+    for pattern, model in _MATCHERS:
+        if pattern.match(subject):
+            return model
+    return None
+
+
+def contract(subject: str) -> type[c.Event]:
+    """:func:`contract_for` a subject the catalog must know: :class:`UnknownSubject` if not."""
+    model = contract_for(subject)
+    if model is None:
+        raise UnknownSubject(f"no MetaTune contract for subject {subject!r}")
+    return model
+
+
+def parse(subject: str, data: bytes | str) -> c.Event:
+    """The message ``data`` on ``subject`` as its contract; :class:`UnknownSubject` when the
+    catalog has no channel for ``subject``, pydantic's ``ValidationError`` when it is invalid."""
+    return contract(subject).model_validate_json(data)

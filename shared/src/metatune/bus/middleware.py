@@ -25,6 +25,7 @@ from faststream.message import StreamMessage
 from faststream.nats.message import NatsMessage
 from pydantic import ValidationError
 
+from ..backoff import backoff_s
 from ..contracts import ErrorKind, validation_summary
 from ..settings import Settings
 
@@ -104,7 +105,7 @@ def contract_middleware(settings: Settings, report_error: ErrorReporter) -> type
                     log.exception("handler for %s failed", subject)
                     return None
                 if deliveries < settings.max_deliver:
-                    delay = settings.retry_backoff_s * 2 ** (deliveries - 1)
+                    delay = backoff_s(deliveries, settings.retry_backoff_s)
                     log.warning(
                         "handler for %s failed (delivery %d), retry in %.1fs: %r",
                         subject,

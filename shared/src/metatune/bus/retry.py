@@ -1,10 +1,13 @@
 """Retry a bus operation through a transient outage (NATS restarting, a leaf link down).
 
 A publish or an object-store upload that times out while the connection reconnects is not a
-failure of the work that produced it: it is retried with exponential backoff (capped) until a
-time budget runs out (``METATUNE_BUS_RETRY_BUDGET_S``, default 180 s, so an outage of a minute
-or two is ridden out). Re-sending is safe: events carry ``Nats-Msg-Id`` (JetStream stores one)
-and objects are overwritten whole under the same key.
+failure of the work that produced it: it is retried with exponential backoff (capped, from
+:mod:`metatune.backoff`) until a time budget runs out (``METATUNE_BUS_RETRY_BUDGET_S``, default
+180 s, so an outage of a minute or two is ridden out). Re-sending is safe: events carry
+``Nats-Msg-Id`` (JetStream stores one) and objects are overwritten whole under the same key.
+
+:func:`retrying` is the platform's one retry loop: HTTP providers and PostgreSQL reconnects use
+it too, with their own ``transient`` errors (and ``budget_s=math.inf`` to wait for ever).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import TypeVar
 import nats.errors
 import nats.js.errors
 
+from ..backoff import backoff_s
 from ..errors import BusUnavailable
 
 T = TypeVar("T")
@@ -51,17 +55,19 @@ async def retrying(
     transient: tuple[type[BaseException], ...] = TRANSIENT,
     wait_hint: Callable[[BaseException], float | None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    attempts: int | None = None,
 ) -> T:
     """Await ``operation()`` until it succeeds; on a transient error wait (doubling from
     ``initial_s`` up to ``max_delay_s``) and try again, for at most ``budget_s`` seconds.
 
     ``transient`` names the errors worth retrying (default: a bus that is down); ``wait_hint``
     may ask for a longer wait after a given error (an HTTP ``Retry-After``); ``clock`` and
-    ``sleep`` are injectable so tests run without waiting. Raises
-    :class:`~metatune.errors.BusUnavailable` once the budget is spent (the last error chained);
-    other errors propagate at once."""
+    ``sleep`` are injectable so tests run without waiting; ``attempts``, if given, also bounds
+    the number of tries (``budget_s`` may then be ``math.inf``). The waits are
+    :func:`metatune.backoff.backoff_s`. Raises :class:`~metatune.errors.BusUnavailable` once the
+    budget or the attempts are spent (the last error chained); other errors propagate at once."""
     deadline = clock() + budget_s
-    delay, attempt = initial_s, 1
+    attempt = 1
     while True:
         try:
             return await operation()
@@ -71,11 +77,15 @@ async def retrying(
                 raise BusUnavailable(
                     "the bus", f"{what}: no answer for {budget_s:.0f} s ({exc!r})"
                 ) from exc
+            if attempts is not None and attempt >= attempts:
+                raise BusUnavailable(
+                    "the bus", f"{what}: no answer after {attempt} attempt(s) ({exc!r})"
+                ) from exc
             hint = wait_hint(exc) if wait_hint is not None else None
-            wait = min(max(min(delay, max_delay_s), hint or 0.0), left)
+            wait = min(max(backoff_s(attempt, initial_s, max_delay_s), hint or 0.0), left)
             log.warning("%s failed (attempt %d, %r); retrying in %.1f s", what, attempt, exc, wait)
             await sleep(wait)
-            delay, attempt = delay * 2, attempt + 1
+            attempt += 1
 
 
 # What a caller that already retried treats as "the bus is down" (not a fault of the work): the

@@ -7,7 +7,6 @@ need from the past and the 168 h horizon. Weather data by Open-Meteo.com (CC BY 
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from datetime import datetime
@@ -15,6 +14,9 @@ from datetime import datetime
 import httpx
 import numpy as np
 import pandas as pd
+
+from metatune.bus.retry import retrying
+from metatune.errors import BusUnavailable
 
 from ..domain.providers import ProviderUnavailable, Site
 
@@ -25,6 +27,10 @@ VARIABLES = {
     "cloud_cover": "cloud_pct",
 }
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+
+
+class _Transient(Exception):
+    """A failure worth another try: a network error, 429 or a 5xx."""
 
 
 class OpenMeteoWeather:
@@ -84,18 +90,13 @@ class OpenMeteoWeather:
         return frame.reindex(index)
 
     async def _get(self, params: dict) -> dict:
-        last_error = "no attempt"
-        for attempt in range(self.retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+        async def attempt() -> dict:
             try:
                 response = await self._client.get(self.url, params=params)
             except httpx.HTTPError as exc:  # timeouts, refused connections, protocol errors
-                last_error = f"{type(exc).__name__}: {exc}"
-                continue
+                raise _Transient(f"{type(exc).__name__}: {exc}") from exc
             if response.status_code in RETRYABLE_STATUS:
-                last_error = f"HTTP {response.status_code}"
-                continue
+                raise _Transient(f"HTTP {response.status_code}")
             if response.status_code != 200:
                 raise ProviderUnavailable(
                     f"Open-Meteo answered HTTP {response.status_code}: {response.text[:200]}"
@@ -104,9 +105,21 @@ class OpenMeteoWeather:
                 return response.json()
             except ValueError as exc:
                 raise ProviderUnavailable(f"Open-Meteo sent invalid JSON: {exc}") from exc
-        raise ProviderUnavailable(
-            f"Open-Meteo did not answer after {self.retries + 1} attempts ({last_error})"
-        )
+
+        try:
+            return await retrying(
+                attempt,
+                what="Open-Meteo GET",
+                budget_s=math.inf,
+                attempts=self.retries + 1,
+                initial_s=self.backoff_s,
+                max_delay_s=math.inf,
+                transient=(_Transient,),
+            )
+        except BusUnavailable as exc:
+            raise ProviderUnavailable(
+                f"Open-Meteo did not answer after {self.retries + 1} attempts ({exc.__cause__})"
+            ) from exc.__cause__
 
 
 def parse_hourly(payload: dict) -> pd.DataFrame:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
 from typing import Any
 
 import httpx
 
+from metatune.backoff import retry_after_s
 from metatune.bus.retry import retrying
 from metatune.errors import BusUnavailable
 from metatune.redaction import redact
@@ -37,23 +37,6 @@ class _Transient(Exception):
     def __init__(self, reason: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
-
-
-def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (delta seconds or an HTTP date); None if absent
-    or unreadable."""
-    if not value:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 class ProviderHttp:

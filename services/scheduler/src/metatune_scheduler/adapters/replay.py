@@ -9,7 +9,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
 
-from metatune import subjects
+from metatune import catalog, subjects
 from metatune.contracts import (
     Assignment,
     CarbonForecast,
@@ -26,35 +26,29 @@ from metatune.contracts import (
 from metatune.provenance import RUN_EVENTS, mislabelled
 
 log = logging.getLogger("metatune.scheduler.replay")
-RUN_CONTRACTS: dict[str, type[Event]] = {
-    "progress": RunProgress,
-    "paused": RunPaused,
-    "completed": RunCompleted,
-    "failed": RunFailed,
-}
+# Every contract the service consumes on the event stream must be here, or a restart forgets it
+# (a test checks the service's consumers against this set).
+FOLDED: frozenset[type[Event]] = frozenset(
+    {
+        JobRequested,
+        JobCancelled,
+        JobInfeasible,
+        Plan,
+        CarbonForecast,
+        Assignment,
+        RunProgress,
+        RunPaused,
+        RunCompleted,
+        RunFailed,
+    }
+)
 
 
 def contract_for(subject: str) -> type[Event] | None:
-    """The contract of a subject the scheduler folds into its state (None: not ours).
-
-    Every subject the service consumes on the event stream must be here, or a restart forgets it
-    (a test checks the service's consumers against this table)."""
-    exact: dict[str, type[Event]] = {
-        subjects.JOBS_REQUESTED: JobRequested,
-        subjects.JOBS_CANCELLED: JobCancelled,
-        subjects.JOBS_INFEASIBLE: JobInfeasible,
-        subjects.PLANS: Plan,
-    }
-    if subject in exact:
-        return exact[subject]
-    parts = subject.split(".")
-    if subject.startswith("metatune.forecasts."):
-        return CarbonForecast
-    if subject.startswith("metatune.assignments."):
-        return Assignment
-    if subjects.run_event_datacenter(subject) is not None:
-        return RUN_CONTRACTS[parts[-1]]
-    return None
+    """The contract of a subject the scheduler folds into its state (None: not ours): the
+    catalog's (:func:`metatune.catalog.contract_for`), if it is one of :data:`FOLDED`."""
+    model = catalog.contract_for(subject)
+    return model if model in FOLDED else None
 
 
 async def replay(

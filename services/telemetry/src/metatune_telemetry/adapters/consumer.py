@@ -23,6 +23,7 @@ import contextlib
 import gc
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import nats.errors
@@ -33,6 +34,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from metatune.bus.retry import retrying
 from metatune.errors import DatabaseUnavailable
 
 from ..domain.events import Rejected
@@ -272,13 +274,11 @@ class StreamIngestor:
             await puller.stop()
 
     async def _store(self, batch: list[Incoming], replies: list[bytes]) -> WriteResult:
-        delay = 0.5
-        while True:
+        """Write the batch, through a PostgreSQL outage however long (the messages stay ours)."""
+
+        async def attempt() -> WriteResult:
             try:
-                result = await self.writer.write(batch)
-                if self.status.get("database") != "ok":
-                    self.status["database"] = "ok"
-                return result
+                return await self.writer.write(batch)
             except DatabaseUnavailable as exc:
                 if self.status.get("database") != "unavailable":
                     log.warning(
@@ -289,5 +289,16 @@ class StreamIngestor:
                     )
                 self.status["database"] = "unavailable"
                 await self.nc.reply_all(replies, IN_PROGRESS)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                raise
+
+        result = await retrying(
+            attempt,
+            what=f"{self.stream}: storing a batch",
+            budget_s=math.inf,
+            initial_s=0.5,
+            max_delay_s=5.0,
+            transient=(DatabaseUnavailable,),
+        )
+        if self.status.get("database") != "ok":
+            self.status["database"] = "ok"
+        return result

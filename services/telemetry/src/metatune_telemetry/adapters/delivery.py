@@ -20,11 +20,10 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 import httpx
 
+from metatune.backoff import retry_after_s
 from metatune.errors import DownloadFailed, InputNotAllowed
 from metatune.inputs import Network, check_scheme, resolve_checked
 from metatune.redaction import redact, redact_url
-
-from ..domain.retry import retry_after_s
 
 MAX_REDIRECTS = 3
 # httpx logs every request's full URL at INFO: a webhook URL's query may hold a token no redaction

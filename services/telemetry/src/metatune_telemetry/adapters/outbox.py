@@ -27,7 +27,7 @@ from metatune.redaction import redact_url
 from metatune.settings import Settings
 
 from ..domain import signing
-from ..domain.retry import backoff_s
+from ..domain.retry import next_attempt_in_s
 from .db import Database
 from .delivery import MAX_REDIRECTS, Outcome, post
 from .endpoint_secrets import secrets_for
@@ -183,15 +183,12 @@ class OutboxWorker:
             if self.on_dead is not None:
                 await self.on_dead(row, outcome)
             return
-        delay = (
-            outcome.retry_after_s
-            if outcome.retry_after_s is not None
-            else backoff_s(
-                row.attempts,
-                self.settings.webhook_backoff_s,
-                self.settings.webhook_max_backoff_s,
-                self._rng,
-            )
+        delay = next_attempt_in_s(
+            row.attempts,
+            outcome.retry_after_s,
+            self.settings.webhook_backoff_s,
+            self.settings.webhook_max_backoff_s,
+            self._rng,
         )
         await self.db.fetch(
             "UPDATE webhook_outbox SET state = 'pending', last_status = %s, last_error = %s, "

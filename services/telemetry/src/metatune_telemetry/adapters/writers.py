@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import multiprocessing
 import os
 import queue
@@ -26,6 +27,7 @@ from typing import Any
 from nats.js.api import ConsumerConfig
 
 from metatune.bus.connection import client_auth
+from metatune.bus.retry import retrying
 from metatune.errors import DatabaseUnavailable
 from metatune.redaction import RedactingFilter
 from metatune.settings import Settings
@@ -202,15 +204,14 @@ async def _serve(
         rejects.put([(m.stream, m.seq, m.subject, m.data, r.code, r.reason) for m, r in rejected])
 
     try:
-        delay = 0.5
-        while True:  # the service migrated before starting us; PostgreSQL may be restarting
-            try:
-                await db.load_mode()
-                break
-            except DatabaseUnavailable as exc:
-                log.warning("telemetry writer: %s; retrying", exc)
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, 5.0)
+        await retrying(  # the service migrated before starting us; PostgreSQL may be restarting
+            db.load_mode,
+            what="telemetry writer: reading the storage mode",
+            budget_s=math.inf,
+            initial_s=0.5,
+            max_delay_s=5.0,
+            transient=(DatabaseUnavailable,),
+        )
         ingestor = log_ingestor(
             nc, nc.jetstream(), EventWriter(db, opener(settings)), settings, relay
         )

@@ -2,7 +2,8 @@
 
 Pure functions (no bus, no database): :func:`classify` turns ``(subject, bytes)`` into an
 :class:`Accepted` event (the validated model plus the JSON to store) or a :class:`Rejected`
-message (a machine code and a reason). PostgreSQL's ``jsonb`` and ``text`` refuse the NUL
+message (a machine code and a reason), by the contract :func:`metatune.catalog.contract_for`
+gives the subject. PostgreSQL's ``jsonb`` and ``text`` refuse the NUL
 character (and lone UTF-16 surrogates), which a valid event may carry inside a string (an error
 event quoting a bad row does exactly that): such a payload is stored with those characters
 replaced by U+FFFD and its exact bytes kept beside it, so nothing is lost.
@@ -11,37 +12,15 @@ replaced by U+FFFD and its exact bytes kept beside it, so nothing is lost.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
 
-from metatune.catalog import CATALOG
+from metatune.catalog import contract_for
 from metatune.contracts import Event, validation_summary
 
 REPLACEMENT = "\ufffd"
-
-
-def _pattern(subject: str) -> re.Pattern[str]:
-    return re.compile("^" + re.sub(r"\\\{[a-z_]+\\\}", r"[A-Za-z0-9_-]+", re.escape(subject)) + "$")
-
-
-_CONTRACTS: list[tuple[re.Pattern[str], type[Event]]] = [
-    (_pattern(doc.subject), doc.model) for doc in CATALOG
-]
-
-
-@lru_cache(
-    maxsize=4096
-)  # one subject per job and datacenter: a dict look-up instead of a dozen regexes
-def contract_for(subject: str) -> type[Event] | None:
-    """The contract a message on ``subject`` must satisfy (None: not a MetaTune subject)."""
-    for pattern, model in _CONTRACTS:
-        if pattern.match(subject):
-            return model
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,32 +1,20 @@
-"""When to try a failed webhook delivery again: exponential backoff with full jitter in the upper
-half (so receivers that failed together do not all retry together), or the receiver's own
-``Retry-After`` (seconds or an HTTP date), both capped."""
+"""When to try a failed webhook delivery again. The outbox keeps the answer in the row's
+``next_attempt_at``, so this is a schedule of attempts, not a retry loop: the receiver's own
+``Retry-After`` if it sent one (read and capped by :func:`metatune.backoff.retry_after_s`), else
+the platform's exponential backoff jittered into the upper half, so that receivers that failed
+together do not all retry together."""
 
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+
+from metatune.backoff import backoff_s
 
 
-def backoff_s(attempt: int, base_s: float, cap_s: float, rng: random.Random | None = None) -> float:
-    """Delay after failed attempt number ``attempt`` (1-based)."""
-    ceiling = min(cap_s, base_s * 2.0 ** max(0, attempt - 1))
-    jitter: float = (rng or random).uniform(0.5, 1.0)
-    return ceiling * jitter
-
-
-def retry_after_s(value: str | None, now: datetime, cap_s: float) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (None: absent or unreadable), at most ``cap_s``."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return min(float(value), cap_s)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return min(max(0.0, (when - now).total_seconds()), cap_s)
+def next_attempt_in_s(
+    attempt: int, retry_after_s: float | None, base_s: float, cap_s: float, rng: random.Random
+) -> float:
+    """Seconds until the attempt after failed attempt number ``attempt`` (1-based)."""
+    if retry_after_s is not None:
+        return retry_after_s
+    return backoff_s(attempt, base_s, cap_s, jitter=rng)

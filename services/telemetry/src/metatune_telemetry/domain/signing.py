@@ -1,6 +1,7 @@
 """Standard Webhooks signatures (https://www.standardwebhooks.com): HMAC-SHA256 over
 ``{webhook-id}.{webhook-timestamp}.{body}`` with the base64 key of a ``whsec_`` secret, sent as
-``webhook-signature: v1,<base64>``. Receivers verify with any Standard Webhooks library.
+``webhook-signature: v1,<base64>``, computed by the ``standardwebhooks`` package (the reference
+implementation). Receivers verify with any Standard Webhooks library.
 
 Each endpoint (a webhook URL without credentials) may have secrets of its own. Rotating one adds
 a secret and gives the ones before it a retirement time: until then every live secret signs (the
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+
+from standardwebhooks import Webhook
 
 from metatune.errors import ConfigurationError
 
@@ -42,9 +43,9 @@ def secret_key(secret: str) -> bytes:
 
 
 def signature(secret: str, message_id: str, timestamp: int, body: str) -> str:
-    signed = f"{message_id}.{timestamp}.{body}".encode()
-    digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
+    """``v1,<base64>``: the ``standardwebhooks`` package's signature of one delivery."""
+    when = datetime.fromtimestamp(timestamp, UTC)
+    return Webhook(secret_key(secret)).sign(message_id, when, body)
 
 
 @dataclass(frozen=True)
