@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
-
-import pytest
 
 from metatune.contracts import AssignmentAction, Event, JobInfeasible, RegionGroup
 from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
@@ -145,25 +142,3 @@ def test_the_plan_uses_the_expected_intensity_not_the_median() -> None:
     (entry,) = sched.replan(NOW).plan.entries
     assert entry.datacenter == "fra1"
     assert entry.emissions_g == 2 * 1.0 * REGISTRY.get("fra1").pue * 150.0
-
-
-def test_under_a_simulated_clock_the_plan_publishes_metered_grams() -> None:
-    """A simulated hour of 36 real seconds meters 1 % of an hour at the job's power: the plan's
-    grams say so (the demo's plan and meter on one basis), and the plan itself is the same."""
-    real, simulated = scheduler(), scheduler()
-    simulated.state.pace = dataclasses.replace(simulated.state.pace, hour_wall_s=36.0)
-    decisions = []
-    for sched in (real, simulated):
-        for event in inputs():
-            sched.apply(event)
-        decisions.append(sched.replan(NOW).plan)
-    on_real, on_simulated = decisions
-    assert on_real is not None and on_simulated is not None
-    assert on_simulated.expected_emissions_g == pytest.approx(on_real.expected_emissions_g / 100)
-    assert on_simulated.baseline_emissions_g == pytest.approx(on_real.baseline_emissions_g / 100)
-    assert [(e.job_id, e.datacenter, e.hours) for e in on_simulated.entries] == [
-        (e.job_id, e.datacenter, e.hours) for e in on_real.entries
-    ]
-    assert [e.emissions_g for e in on_simulated.entries] == pytest.approx(
-        [e.emissions_g / 100 for e in on_real.entries]
-    )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
-from .. import subjects
+from ..catalog import contract_for
 from ..contracts import (
     Assignment,
     AssignmentAction,
@@ -29,32 +29,27 @@ from ..contracts import (
 )
 from ..display import EARLY_STOPPED, study_state, trial_label, trial_outcome
 
-_FIXED: dict[str, type[Event]] = {
-    subjects.DATASETS_PROFILED: DatasetProfiled,
-    subjects.JOBS_REQUESTED: JobRequested,
-    subjects.JOBS_INFEASIBLE: JobInfeasible,
-    subjects.PLANS: Plan,
-    subjects.STUDIES_STOPPED: StudyStopped,
-}
-_RUN_OUTCOMES: dict[str, type[Event]] = {
-    "completed": RunCompleted,
-    "failed": RunFailed,
-    "paused": RunPaused,
-}
+_SHOWN: frozenset[type[Event]] = frozenset(
+    {
+        DatasetProfiled,
+        JobRequested,
+        JobInfeasible,
+        Plan,
+        StudyStopped,
+        Assignment,
+        RunProgress,
+        RunCompleted,
+        RunFailed,
+        RunPaused,
+        ErrorEvent,
+    }
+)
 
 
 def contract_of(subject: str) -> type[Event] | None:
     """The contract of a subject the demo follows (None: one it does not show)."""
-    if subject in _FIXED:
-        return _FIXED[subject]
-    parts = subject.split(".")
-    if len(parts) == 3 and parts[1] == "assignments":
-        return Assignment
-    if subjects.run_event_datacenter(subject) is not None:
-        return RunProgress if parts[-1] == "progress" else _RUN_OUTCOMES[parts[-1]]
-    if len(parts) == 3 and parts[1] == "errors":
-        return ErrorEvent
-    return None
+    model = contract_for(subject)
+    return model if model in _SHOWN else None
 
 
 @dataclass
@@ -76,10 +71,38 @@ class JobView:
     emissions_g: float = 0.0
     stop_reason: str | None = None
     failure: str | None = None
+    # the plan's price of it where it first placed it: its estimated energy at the forecast
+    expected_g: float | None = None
+    first_planned: list[str] = field(default_factory=list)  # the datacenters of that placement
 
     @property
     def finished(self) -> bool:
         return self.status in ("completed", EARLY_STOPPED, "failed")
+
+    @property
+    def estimated_wh(self) -> float:
+        """IT energy its request estimated (the recommender's cost model): GPU-hours x power per
+        GPU, the energy the plan prices before the trial has run."""
+        r = self.request
+        return r.estimated_gpu_hours * r.power_kw / r.gpus * 1000.0
+
+    @property
+    def moved(self) -> bool:
+        """It trained somewhere its first placement did not put it (a re-plan, an outage)."""
+        return any(dc not in self.first_planned for dc in self.visited)
+
+
+@dataclass(frozen=True)
+class FirstPlan:
+    """The first plan version that placed trials of every study and every trial requested so
+    far: the plan's figures before the trials trained, on the meter's basis (energy x PUE x
+    forecast intensity)."""
+
+    version: int
+    expected_g: float
+    baseline_g: float
+    estimated_wh: float  # the energy of its trials as their requests estimated it
+    trials: int
 
 
 @dataclass
@@ -99,6 +122,7 @@ class DemoState:
     plan_version: int | None = None
     plan_expected_g: float | None = None
     plan_baseline_g: float | None = None
+    first_plan: FirstPlan | None = None
     infeasible: int = 0
     errors: list[ErrorEvent] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
@@ -154,12 +178,31 @@ class DemoState:
         for job_id in changed | set(event.removed_jobs):
             if job_id in self.jobs:
                 self.jobs[job_id].planned = []
+        placed: dict[UUID, float] = {}
         for entry in event.entries:
             if entry.job_id in self.jobs:
-                self.jobs[entry.job_id].planned.append((entry.datacenter, list(entry.hours)))
+                job = self.jobs[entry.job_id]
+                job.planned.append((entry.datacenter, list(entry.hours)))
+                if job.expected_g is None:  # its first placement (one version's entries)
+                    placed[entry.job_id] = placed.get(entry.job_id, 0.0) + entry.emissions_g
+                    job.first_planned.append(entry.datacenter)
+        for job_id, grams in placed.items():
+            self.jobs[job_id].expected_g = grams
         self.plan_version = event.plan_version
         self.plan_expected_g = event.expected_emissions_g
         self.plan_baseline_g = event.baseline_emissions_g
+        if (
+            self.first_plan is None
+            and all(study.jobs for study in self.studies.values())
+            and all(j.planned for j in self.jobs.values())
+        ):
+            self.first_plan = FirstPlan(
+                event.plan_version,
+                event.expected_emissions_g,
+                event.baseline_emissions_g,
+                sum(j.estimated_wh for j in self.jobs.values()),
+                len(self.jobs),
+            )
 
     def _on_Assignment(self, event: Assignment) -> None:
         job = self.jobs.get(event.job_id)

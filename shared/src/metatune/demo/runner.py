@@ -460,6 +460,7 @@ class Demo:
                 for sid, d in disclosures.items()
             },
             "evidence": self.evidence,
+            "plan": view.plan_figures(self.state),  # the plan against the meter, from the bus
             "outage": self.outage,
             "pauses": self.state.pauses(),
             "migrations": self.state.migrations(),

@@ -88,7 +88,7 @@ def recommendations(demo: Demo) -> Table:
                 f"{r.config.learning_rate:.2g}",
                 str(r.config.batch_size),
                 predicted,
-                f"{r.estimated_gpu_hours:.3f}",
+                f"{r.estimated_gpu_hours:.3g}",
                 source,
             )
     return table
@@ -104,14 +104,75 @@ def _hours(planned: list) -> str:
     return ", ".join(parts) or "-"
 
 
+def grams(value: float) -> str:
+    """gCO2eq to three significant digits: a demo's trials weigh milligrams."""
+    return f"{value:.3g} g"
+
+
+def plan_header(s: DemoState) -> str:
+    """The plan's figures: what it expects of the trials still to run; once every trial has
+    finished, what the meter measured beside what the plan first expected of them."""
+    if s.plan_version is None:
+        return "no plan yet"
+    jobs = list(s.jobs.values())
+    if jobs and s.done():
+        return (
+            f"plan v{s.plan_version}: empty, every trial finished; measured "
+            f"{grams(sum(j.emissions_g for j in jobs))} for {sum(j.energy_wh for j in jobs):.3g} Wh, "
+            f"first planned {grams(sum(j.expected_g or 0.0 for j in jobs))} for "
+            f"{sum(j.estimated_wh for j in jobs):.3g} Wh estimated"
+        )
+    if not any(j.planned and not j.finished for j in jobs):
+        return f"plan v{s.plan_version}: empty, no trial left to place yet"
+    return (
+        f"plan v{s.plan_version}: expected {grams(s.plan_expected_g or 0.0)} vs "
+        f"{grams(s.plan_baseline_g or 0.0)} running every job now at home"
+    )
+
+
+def plan_figures(s: DemoState) -> dict[str, Any]:
+    """The plan against the meter, from the bus: each trial priced where the plan first placed it
+    (its request's estimated energy x PUE x the forecast intensity of its planned hours) and as
+    its agent metered it (measured energy x PUE x the forecast intensity of the hours it ran)."""
+    jobs = list(s.jobs.values())
+    first = s.first_plan
+    return {
+        "expected_g": sum(j.expected_g or 0.0 for j in jobs),
+        "estimated_wh": sum(j.estimated_wh for j in jobs),
+        "measured_g": sum(j.emissions_g for j in jobs),
+        "measured_wh": sum(j.energy_wh for j in jobs),
+        "moved": sum(j.moved for j in jobs),
+        "trials": len(jobs),
+        "first_version": None if first is None else first.version,
+        "first_expected_g": None if first is None else first.expected_g,
+        "first_baseline_g": None if first is None else first.baseline_g,
+        "first_estimated_wh": None if first is None else first.estimated_wh,
+        "first_trials": None if first is None else first.trials,
+        "header": plan_header(s),
+    }
+
+
+def plan_against_meter(plan: dict[str, Any]) -> str:
+    """Why the plan's expected figure and the meter's differ: the energy (estimated against
+    measured) and, per Wh, the intensity of the hours and datacenters (planned against run)."""
+    est, wh = plan["estimated_wh"], plan["measured_wh"]
+    line = (
+        f"plan: {grams(plan['expected_g'])} expected at forecast intensity for {est:.3g} Wh "
+        f"estimated; measured {grams(plan['measured_g'])} for {wh:.3g} Wh"
+    )
+    if not est or not wh:
+        return line
+    planned, metered = plan["expected_g"] / est, plan["measured_g"] / wh
+    return line + (
+        f" (energy: measured {wh / est:.3g}x the cost model's estimate; per Wh: "
+        f"{planned * 1000:.3g} g/kWh planned, {metered * 1000:.3g} g/kWh metered, "
+        f"{plan['moved']} of {plan['trials']} trials ran away from where first planned)"
+    )
+
+
 def runs(demo: Demo) -> Table:
     s = demo.state
-    plan = (
-        f"plan v{s.plan_version}: expected {s.plan_expected_g:.1f} g vs {s.plan_baseline_g:.1f} g "
-        "running every job now at home"
-        if s.plan_version is not None
-        else "no plan yet"
-    )
+    plan = plan_header(s)
     table = Table(
         title=f"3-4. the plan and the runs ({plan}; simulated time {s.now:%d %b %H:%M})"
         if s.now
@@ -273,7 +334,10 @@ def closing(result: dict[str, Any]) -> Table:
         table.add_column(col, justify="left" if col == "study" else "right")
     for cells in rows:
         table.add_row(*cells)
-    table.caption = evidence_caption(result)
+    plan = result.get("plan")
+    table.caption = "\n".join(
+        part for part in (evidence_caption(result), plan and plan_against_meter(plan)) if part
+    )
     return table
 
 

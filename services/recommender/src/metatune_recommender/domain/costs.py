@@ -1,8 +1,12 @@
 """GPU-hours and energy of a configuration, from the throughput the knowledge base measured.
 
-Throughput = tokens with padding / seconds inside optimizer steps, power = energy / wall time,
-both summed over the history runs of the base model in use (GPU runs preferred where there are
-any; otherwise what was measured, and the device is named). A job's tokens = examples x padded
+Throughput = tokens with padding / seconds inside optimizer steps; power = the runs' metered
+energy / those same seconds (the whole run's energy, evaluations and loading included, as the
+agents' meter charges it, per second of training), so that hours x power = tokens x the metered
+energy per token: the energy the scheduler prices and the meter then measures, on one basis.
+Both are summed over the history runs of the base model in use, from the device the estimate is
+for: this platform's own runs first (a study's runs, on the hardware its agents train on), then
+GPU runs, then whatever was measured (the device is named). A job's tokens = examples x padded
 tokens per example (the profile's mean length over 1 - grouped padding) x epochs. Only when the
 knowledge base has no timed run at all does the documented assumption of the cold start apply.
 """
@@ -17,7 +21,9 @@ from metatune.knowledge.records import KbRun
 
 from .cold_start import ASSUMED_POWER_KW_PER_GPU, ASSUMED_TOKENS_PER_GPU_SECOND
 
-MIN_GPU_HOURS = 0.01
+# a millisecond: only keeps a request's GPU-hours positive; a floor of any size would inflate a
+# small job's energy (GPU-hours x power) above what its run meters
+MIN_GPU_HOURS = 1e-6 / 3.6
 
 
 @dataclass(frozen=True)
@@ -28,26 +34,31 @@ class Throughput:
     runs: int
 
 
+def _seconds(run: KbRun) -> float:
+    return run.train_seconds or run.wall_seconds
+
+
+def _device(runs: Sequence[KbRun]) -> str:
+    devices = sorted({r.hardware.device for r in runs if r.hardware is not None})
+    return "+".join(devices) or "unknown"
+
+
 def measured_throughput(runs: Sequence[KbRun]) -> Throughput:
-    timed = [
-        r for r in runs if r.tokens_with_padding > 0 and (r.train_seconds or r.wall_seconds) > 0
-    ]
+    timed = [r for r in runs if r.tokens_with_padding > 0 and _seconds(r) > 0]
+    fleet = [r for r in timed if r.study_id is not None]  # this platform's agents trained these
     gpu = [r for r in timed if r.hardware is not None and r.hardware.device == "cuda"]
-    chosen = gpu or timed
+    chosen = fleet or gpu or timed
     if not chosen:
         return Throughput(ASSUMED_TOKENS_PER_GPU_SECOND, ASSUMED_POWER_KW_PER_GPU, "assumed", 0)
     tokens = sum(r.tokens_with_padding for r in chosen)
-    seconds = sum(r.train_seconds or r.wall_seconds for r in chosen)
-    energy = [
-        (r.energy_wh, r.wall_seconds) for r in chosen if r.energy_wh > 0 and r.wall_seconds > 0
-    ]
+    seconds = sum(_seconds(r) for r in chosen)
+    metered = [r for r in chosen if r.energy_wh > 0]
     power = (
-        (sum(e for e, _ in energy) / (sum(s for _, s in energy) / 3600.0) / 1000.0)
-        if energy
+        sum(r.energy_wh for r in metered) / (sum(_seconds(r) for r in metered) / 3600.0) / 1000.0
+        if metered
         else ASSUMED_POWER_KW_PER_GPU
     )
-    device = "cuda" if gpu else (chosen[0].hardware.device if chosen[0].hardware else "unknown")
-    return Throughput(tokens / seconds, power, device, len(chosen))
+    return Throughput(tokens / seconds, power, _device(chosen), len(chosen))
 
 
 def padded_tokens_per_example(features: MetaFeatures, max_seq_length: int) -> float:

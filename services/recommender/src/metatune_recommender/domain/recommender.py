@@ -440,7 +440,7 @@ class Recommender:
             predicted,
             std,
             metric_name,
-            round(hours, 4),
+            float(f"{hours:.4g}"),  # 4 significant digits: a seconds-long job keeps its energy
             round(energy, 2),
             round(throughput.power_kw, 4),
             acquisition,

@@ -78,7 +78,7 @@ def place(
             continue
         _, d, hours = best
         used[d, hours] += job.gpus
-        grams = job.power_kw * sites[d].pue * intensity[d, hours]
+        grams = job.kwh_per_hour(len(hours)) * sites[d].pue * intensity[d, hours]
         placed[job.job_id] = PlannedJob(
             job.job_id,
             tuple(

@@ -108,14 +108,12 @@ def plan_events(
     expected_g: float | None = None,
     baseline_g: float | None = None,
     part_bytes: int = PART_BYTES,
-    energy_scale: float = 1.0,
 ) -> list[Plan]:
     """Version ``version`` of the plan as the changes from ``book``, in parts of at most
     ``part_bytes`` of JSON; [] when nothing changed within the same hour. ``changed``: only these
     jobs can have changed (the fast path: the rest of ``book`` stands, and its ``infeasible`` alone
-    is news); totals default to ``result``'s. ``energy_scale`` turns ``result``'s grams (power x
-    clock hours) into metered grams (see :meth:`.Scheduler.energy_scale`); totals passed in are
-    taken as metered already."""
+    is news); totals default to ``result``'s. Grams are the jobs' energy as the agents meter it
+    (the energy model: :meth:`.JobRecord.remaining_energy_kwh`) at the forecast intensity."""
     first = from_epoch_hour(result.first_hour)
     ids = result.jobs.keys() if changed is None else changed
     entries: list[PlanEntry] = []
@@ -128,7 +126,7 @@ def plan_events(
                 job_id=job_id,
                 datacenter=dc,
                 hours=[from_epoch_hour(h) for h in hours],
-                emissions_g=g * energy_scale,
+                emissions_g=g,
             )
             for dc, hours, g in stretches
         )
@@ -149,10 +147,8 @@ def plan_events(
         plan_version=version,
         horizon_start=first,
         entries=[],
-        expected_emissions_g=result.emissions_g * energy_scale
-        if expected_g is None
-        else expected_g,
-        baseline_emissions_g=result.baseline_g * energy_scale if baseline_g is None else baseline_g,
+        expected_emissions_g=result.emissions_g if expected_g is None else expected_g,
+        baseline_emissions_g=result.baseline_g if baseline_g is None else baseline_g,
         solve_seconds=result.solve_seconds,
         mip_gap=result.mip_gap,
         changes_only=True,

@@ -66,6 +66,17 @@ class JobSnapshot:
     preference: CarbonPreference = CarbonPreference.greenest
     # (epoch hour, datacenter) its previous plan gave it: credited for staying (hysteresis)
     kept: tuple[tuple[int, str], ...] = ()
+    # IT energy still to draw, kWh (the energy model: :meth:`.JobRecord.remaining_energy_kwh`);
+    # None: ``power_kw`` for each hour it runs
+    energy_kwh: float | None = None
+
+    def kwh_per_hour(self, hours: int | None = None) -> float:
+        """IT energy priced in each of the ``hours`` it is planned to run (default: the hours it
+        needs): its energy spread over them, as the agent will meter it, or its power for each
+        one where it has no energy estimate."""
+        if self.energy_kwh is None:
+            return self.power_kw
+        return self.energy_kwh / max(self.need_hours if hours is None else hours, 1)
 
 
 @dataclass(frozen=True)
@@ -662,8 +673,9 @@ def _read_plan(
     for j, job in enumerate(jobs):
         if not chosen[j]:
             continue
+        kwh = job.kwh_per_hour(len(chosen[j]))
         slots = tuple(
-            (h + first_hour, sites[d].name, job.power_kw * sites[d].pue * float(hourly[d, h]))
+            (h + first_hour, sites[d].name, kwh * sites[d].pue * float(hourly[d, h]))
             for h, d in sorted(chosen[j])
         )
         planned[job.job_id] = PlannedJob(job.job_id, slots)
@@ -674,5 +686,5 @@ def run_now_at_home(job: JobSnapshot, sites: Sequence[SiteSnapshot], hourly: np.
     """The baseline: the remaining hours at the submitter's datacenter, starting now."""
     for d, site in enumerate(sites):
         if site.name == job.home:
-            return float(job.power_kw * site.pue * hourly[d, : job.need_hours].sum())
+            return float(job.kwh_per_hour() * site.pue * hourly[d, : job.need_hours].sum())
     return 0.0

@@ -263,7 +263,7 @@ class Scheduler:
 
         last = self.state.last_plan
         version = 0 if last is None else last.plan_version + 1
-        plans = plan_events(result, last, version, now, energy_scale=self.energy_scale)
+        plans = plan_events(result, last, version, now)
         if not plans and last is not None:
             version = last.plan_version
         notices = [
@@ -334,10 +334,8 @@ class Scheduler:
             version,
             now,
             changed=placed,
-            expected_g=(book.expected_emissions_g if book else 0.0)
-            + result.emissions_g * self.energy_scale,
-            baseline_g=(book.baseline_emissions_g if book else 0.0) + baseline * self.energy_scale,
-            energy_scale=self.energy_scale,
+            expected_g=(book.expected_emissions_g if book else 0.0) + result.emissions_g,
+            baseline_g=(book.baseline_emissions_g if book else 0.0) + baseline,
         )
         return Decision(
             result, plans, diff(result, [jobs[job_id] for job_id in placed], now, version)
@@ -432,15 +430,6 @@ class Scheduler:
                 )
         return requests
 
-    @property
-    def energy_scale(self) -> float:
-        """Metered hours per planned hour. The planner prices a job at its power for each hour of
-        the clock it runs; on the real clock that is what the agent meters. Under a simulated
-        clock an hour lasts ``hour_wall_s`` real seconds, so the agent meters that share of it:
-        the plan's published grams carry this factor, so that expected and measured emissions are
-        on one basis and differ only by forecast and estimate error."""
-        return self.state.pace.hour_wall_s / 3600.0
-
     def _placement(self, job: JobRecord, known: set[str]) -> tuple[frozenset[str], str] | None:
         """The datacenters a job may use (its region group, with a forecast) and its home."""
         spec = job.request.spec
@@ -471,6 +460,8 @@ class Scheduler:
             need_hours=job.remaining_hours(now, pace),
             gpus=job.request.gpus,
             power_kw=job.power_kw,
+            # the plan's grams price this energy, as the agent meters it (one basis, any clock)
+            energy_kwh=job.remaining_energy_kwh(),
             deadline_hour=epoch_hour(job.deadline),
             allowed=allowed,
             home=home,

@@ -88,6 +88,26 @@ class JobRecord:
     reports_sessions: bool = False  # its agent reports session fields (checkpoints) at all
     session_start_step: int | None = None
     checkpoint_step: int | None = None
+    # The energy model (one basis with the agents' meter): IT energy per optimizer step as the
+    # agent metered it so far (the run's energy / its steps), and the steps it has left.
+    energy_per_step_wh: float | None = None
+    steps_left: int | None = None
+    total_steps: int | None = None
+
+    @property
+    def requested_energy_kwh(self) -> float:
+        """IT energy the request estimates for the whole job: its GPU-hours x power per GPU (the
+        recommender's cost model), whatever the clock."""
+        return self.request.estimated_gpu_hours * self.request.power_kw / self.request.gpus
+
+    def remaining_energy_kwh(self) -> float:
+        """IT energy still to draw: the steps left at the energy per step the agent metered, once
+        it has; before, the request's estimate for the share of steps left (all of it, unrun)."""
+        if self.steps_left is not None and self.energy_per_step_wh is not None:
+            return self.energy_per_step_wh * self.steps_left / 1000.0
+        if self.steps_left is not None and self.total_steps:
+            return self.requested_energy_kwh * self.steps_left / self.total_steps
+        return self.requested_energy_kwh
 
     @property
     def stopping(self) -> bool:
@@ -333,6 +353,9 @@ class SchedulerState:
             return
         gpus = job.request.gpus
         left_steps = max(event.total_steps - event.step, 0)
+        job.steps_left, job.total_steps = left_steps, event.total_steps
+        if event.step > 0 and event.accounting.energy_wh > 0:
+            job.energy_per_step_wh = event.accounting.energy_wh / event.step
         if event.steps_per_hour is not None:
             job.steps_per_hour = event.steps_per_hour
             job.remaining_gpu_hours = gpus * left_steps / event.steps_per_hour
