@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
+
+from metatune.dashboard_tokens import PREVIOUS_FILE, TOKEN_FILE
+from metatune_telemetry.adapters.auth import is_loopback
+from metatune_telemetry.adapters.metrics import Snapshot, families
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "compose" / "docker-compose.yml"
@@ -120,3 +125,73 @@ def test_the_gpu_override_gives_each_agent_its_own_gpus_on_the_cuda_image() -> N
     device = broken["services"]["trainer-agent-fra1"]["deploy"]["resources"]["reservations"]
     device["devices"][0]["capabilites"] = ["gpu"]  # misspelt: compose would refuse it
     assert _errors(broken)
+
+
+PROMETHEUS = REPO / "compose" / "prometheus" / "prometheus.yml"
+GRAFANA = REPO / "compose" / "grafana"
+
+
+def test_the_dashboard_is_published_behind_its_token() -> None:
+    compose = _compose()
+    telemetry, files = compose["services"]["telemetry"], compose["secrets"]
+    env = telemetry["environment"]
+    port = env["METATUNE_TELEMETRY_HTTP_PORT"]
+    assert f"{port}:{port}" in telemetry["ports"]
+    # off loopback: the app refuses to serve without the tokens, which it finds in its secrets
+    assert not is_loopback(env["METATUNE_TELEMETRY_HTTP_HOST"])
+    assert env["METATUNE_DASHBOARD_TOKENS_DIR"] == "/run/secrets"
+    for name in (TOKEN_FILE, PREVIOUS_FILE):  # mounted as /run/secrets/<name>
+        assert name in telemetry["secrets"]
+        assert files[name]["file"] == f"./secrets/nats/{name}"  # where `metatune secrets` writes
+    assert {s for s in telemetry["secrets"] if s.startswith("dashboard")} == {
+        TOKEN_FILE,
+        PREVIOUS_FILE,
+    }
+
+
+def _metric_names() -> set[str]:
+    """Every family /metrics can expose (a snapshot with a plan and a live agent)."""
+    plan = dict.fromkeys(
+        ("plan_version", "solve_seconds", "expected_emissions_g", "baseline_emissions_g"), 1
+    )
+    snapshot = Snapshot(
+        ingestion={"lag_s": 1.0, "stored": 1},
+        outbox={"pending": 0, "sending": 0, "dead": 0, "retrying": 0, "oldest_s": 0},
+        plan=plan | {"infeasible": 0, "at": 0, "jobs": 1},
+        agents={"fra1": (8, 2)},
+        datacenters=["fra1"],
+    )
+    return {family.name for family in families(snapshot)}
+
+
+def test_prometheus_scrapes_metrics_with_the_token_and_grafana_reads_it() -> None:
+    compose = _compose()
+    prometheus, telemetry = compose["services"]["prometheus"], compose["services"]["telemetry"]
+    assert prometheus["secrets"] == [TOKEN_FILE]  # the token and nothing else
+    assert "./prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prometheus["volumes"]
+    assert "ports" not in prometheus  # reached by Grafana inside the compose network only
+    (job,) = yaml.safe_load(PROMETHEUS.read_text())["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["authorization"] == {
+        "type": "Bearer",
+        "credentials_file": f"/run/secrets/{TOKEN_FILE}",
+    }
+    port = telemetry["environment"]["METATUNE_TELEMETRY_HTTP_PORT"]
+    assert job["static_configs"] == [{"targets": [f"telemetry:{port}"]}]
+    assert compose["services"]["grafana"]["depends_on"]["prometheus"]["condition"] == (
+        "service_healthy"
+    )
+    sources = yaml.safe_load(
+        (GRAFANA / "provisioning" / "datasources" / "metatune.yaml").read_text()
+    )
+    (source,) = [d for d in sources["datasources"] if d["type"] == "prometheus"]
+    assert source["url"] == "http://prometheus:9090"
+    # every panel of the metrics dashboard asks Prometheus for metrics /metrics exposes
+    board = json.loads((GRAFANA / "dashboards" / "metatune-metrics.json").read_text())
+    exposed, asked = _metric_names(), set()
+    for panel in board["panels"]:
+        assert panel["datasource"]["uid"] == source["uid"], panel["title"]
+        for target in panel["targets"]:
+            asked |= set(re.findall(r"\bmetatune_\w+", target["expr"]))
+    assert asked and asked <= exposed, asked - exposed
+    assert {"metatune_jobs", "metatune_gpus_busy", "metatune_plan_solve_seconds"} <= asked

@@ -65,7 +65,7 @@ def test_each_container_gets_only_its_own_nats_credential() -> None:
             for key in env
             if key.startswith("METATUNE_NATS")
         )
-        if name.startswith("nats") or name in {"timescaledb", "bus-init", "grafana"}:
+        if name.startswith("nats") or name in {"timescaledb", "bus-init", "grafana", "prometheus"}:
             continue
         (secret,) = [s for s in service["secrets"] if s.startswith("nats_")]
         user = Path(files[secret]).name.removesuffix(".nk")

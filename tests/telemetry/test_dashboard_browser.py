@@ -2,6 +2,9 @@
 against a real database, served by uvicorn: plotly draws every chart from the dashboard's own
 plotly.js (no network), each with titled axes, no label over another, the recorded data.
 
+Behind the dashboard's token, a browser opens a page once with ``?token=`` and then rides on the
+cookie that sets (index, study page and the page's own plotly.js alike).
+
 ``METATUNE_SCREENSHOTS=DIR`` also writes each page's screenshot into DIR (the README's are in
 docs/dashboard/, made so)."""
 
@@ -17,6 +20,8 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from metatune.clock import RealClock
+from metatune.dashboard_tokens import TOKEN_FILE, write_tokens
 from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
 from tests.support.servers import free_port
@@ -38,12 +43,12 @@ pytestmark = pytest.mark.slow  # drives headless Chromium
 
 
 @asynccontextmanager
-async def serving(db) -> AsyncIterator[str]:
+async def serving(db, settings: Settings | None = None) -> AsyncIterator[str]:
     """The dashboard on a free port; yields its base URL once uvicorn listens."""
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(db, Settings()),
+            create_app(db, settings or Settings()),
             host="127.0.0.1",
             port=port,
             log_level="warning",
@@ -161,3 +166,23 @@ async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db
         for d in t["customdata"]
     ]
     assert points == [("0", "0.85", "0.8"), ("1", "0.4", "0.45")]
+
+
+@needs_chromium
+async def test_the_index_behind_a_token_given_once_in_the_query_then_by_cookie(
+    db, tmp_path: Path
+) -> None:
+    s = await record_dashboard(db)
+    write_tokens(tmp_path / "secrets", RealClock().now())
+    token = (tmp_path / "secrets" / TOKEN_FILE).read_text().strip()
+    async with serving(db, Settings(dashboard_tokens_dir=tmp_path / "secrets")) as base:
+        refused = (await look(base, {"index": "/"}))["index"]  # a browser without the token
+        # one browser: the token in the first address only, the cookie it set for the next page
+        seen = await look(base, {"index": f"/?token={token}", "study": f"/studies/{s.study}"})
+    assert "a dashboard token is required" in refused.html and "intents-en" not in refused.html
+    index = seen["index"]
+    assert index.charts == [] and f'<a href="/studies/{s.study}">intents-en</a>' in index.html
+    assert "1 / 2" not in index.html and "2 / 2" in index.html  # both trials ended
+    assert token not in index.html
+    study = seen["study"]  # drawn: its plotly.js came through the cookie too
+    assert len(study.charts) == 4 and all(len(c["boxes"]) > 3 for c in study.charts)

@@ -360,6 +360,11 @@ class Settings(BaseSettings):
     telemetry_http_port: int = Field(
         8090, ge=0, le=65535, description="Port of the telemetry API and dashboard; 0: off"
     )
+    dashboard_tokens_dir: Path | None = Field(
+        None,
+        description="Where the dashboard's read-only tokens are (dashboard.token, dashboard.previous; "
+        "written by `metatune secrets`); default: the NATS secrets dir",
+    )
     webhook_secret: str = Field(
         "",
         description="Standard Webhooks signing secret (whsec_...); empty: one is generated and kept in the database",
@@ -392,6 +397,11 @@ class Settings(BaseSettings):
     )
     webhook_concurrency: int = Field(
         16, ge=1, description="Deliveries in flight at once (one per receiver URL)"
+    )
+    mlflow_tracking_uri: str | None = Field(
+        None,
+        description="MLflow tracking URI telemetry exports each study to when it completes "
+        "(needs `pip install metatune-telemetry[mlflow]`); unset: off",
     )
 
     # Embedded platform (`metatune up`)

@@ -1,22 +1,29 @@
 """Telemetry service: stores every event of both streams in PostgreSQL / TimescaleDB, notifies
 each study's webhook of its state changes from an outbox, and serves the API and dashboard.
 
-Three independent loops (background tasks of the service):
+Independent loops (background tasks of the service):
 
 * ingestion, one per stream (:class:`~.adapters.consumer.StreamIngestor`): validate, COPY,
   ack only what is committed; with ``telemetry_writers`` > 1, writer processes share the event
   log stream's durable consumer (:class:`~.adapters.writers.WriterPool`);
 * webhook delivery (:class:`~.adapters.outbox.OutboxWorker`): reads the outbox, never blocks
   ingestion;
-* the HTTP API and dashboard (uvicorn), when ``METATUNE_TELEMETRY_HTTP_PORT`` is not 0.
+* the HTTP API and dashboard (uvicorn), when ``METATUNE_TELEMETRY_HTTP_PORT`` is not 0;
+* the MLflow export (:class:`~.adapters.mlflow_export.ExportWorker`), when
+  ``METATUNE_MLFLOW_TRACKING_URI`` is set: each study that completes, exported once; a failure
+  is an error event and a later retry, never a delay to ingestion.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
+from uuid import UUID
 
 from metatune import subjects
+from metatune.bus import ADAPTERS_BUCKET
+from metatune.clock import RealClock
 from metatune.contracts import ErrorKind
 from metatune.errors import DatabaseUnavailable
 from metatune.provenance import FOREIGN_RUN_EVENT
@@ -25,9 +32,11 @@ from metatune.service import Service
 from metatune.settings import Settings
 from metatune.webhook_seal import opener
 
+from .adapters.auth import require_tokens
 from .adapters.consumer import StreamIngestor
 from .adapters.db import Database
 from .adapters.delivery import Outcome
+from .adapters.mlflow_export import ExportWorker
 from .adapters.outbox import Claimed, OutboxWorker
 from .adapters.writer import EventWriter, Incoming
 from .adapters.writers import RejectNote, WriterPool, connect_ingest, log_ingestor
@@ -169,7 +178,35 @@ def create_service(
         await ready.wait()
         await OutboxWorker(db, s, on_dead=report_dead).run()
 
+    if s.mlflow_tracking_uri:
+        tracking_uri = s.mlflow_tracking_uri
+
+        async def fetch_adapter(key: str, path: Path) -> None:
+            objects = service.objects
+            assert objects is not None  # set once connected, before any background loop runs
+            await objects.get_to_file(ADAPTERS_BUCKET, key, path)
+
+        async def report_export_failed(study: UUID, exc: Exception) -> None:
+            try:
+                await service.report_error(
+                    kind=ErrorKind.unavailable,
+                    code="mlflow_export_failed",
+                    message=f"MLflow export of study {study} to {redact_url(tracking_uri)} "
+                    f"failed (tried again later): {' '.join(str(exc).split())}",
+                    correlation_id=study,
+                    details={"study_id": str(study), "error": type(exc).__name__},
+                )
+            except Exception as error:  # the bus is down: the log keeps it, the export retries
+                log.warning("could not publish the MLflow export error of %s: %r", study, error)
+
+        @service.background
+        async def export_to_mlflow() -> None:
+            await ready.wait()
+            await ExportWorker(db, tracking_uri, fetch_adapter, report_export_failed).run()
+
     if s.telemetry_http_port:
+        # refused at start-up, not in the background: a non-loopback dashboard needs its tokens
+        require_tokens(s, RealClock().now)
 
         @service.background
         async def serve_http() -> None:

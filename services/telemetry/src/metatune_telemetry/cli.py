@@ -1,5 +1,5 @@
 """CLI commands telemetry contributes: ``metatune report``, ``metatune webhooks list|retry|secret|rotate|endpoints``,
-``metatune telemetry verify|migrate``."""
+``metatune telemetry verify|migrate|export-mlflow``."""
 
 from __future__ import annotations
 
@@ -240,7 +240,7 @@ def webhooks_public_key() -> None:
 
 
 telemetry_app = typer.Typer(
-    help="Telemetry storage: consistency check and migrations.", no_args_is_help=True
+    help="Telemetry storage: consistency check, migrations, export to MLflow.", no_args_is_help=True
 )
 
 
@@ -304,3 +304,63 @@ def telemetry_migrate() -> None:
 
     applied, mode = _run(main())
     typer.echo(f"mode {mode}; applied: {', '.join(applied) or 'nothing (up to date)'}")
+
+
+@telemetry_app.command("export-mlflow")
+def telemetry_export_mlflow(
+    study: Annotated[str, typer.Argument(help="study id (or a unique prefix)")],
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking URI (http://..., sqlite:///..., file:...); "
+            "default METATUNE_MLFLOW_TRACKING_URI",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Export the study's finished trials to MLflow: one experiment, one run per trial (params,
+    per-step metrics, energy and emissions, the adapter); a trial exported before is not again."""
+    from contextlib import AsyncExitStack
+    from pathlib import Path
+
+    from metatune.bus import ADAPTERS_BUCKET, ObjectStore
+
+    from .adapters.mlflow_export import ExportSummary, MlflowExportError, export_study
+    from .adapters.queries import find_study
+
+    s = get_settings()
+    uri = tracking_uri or s.mlflow_tracking_uri
+    if not uri:
+        raise fail("give --tracking-uri or set METATUNE_MLFLOW_TRACKING_URI")
+
+    async def main() -> ExportSummary:
+        async with AsyncExitStack() as stack:
+            db = _db()
+            stack.push_async_callback(db.close)
+            study_id = await find_study(db, study)
+            if study_id is None:
+                raise fail(f"no single study matches {study!r}", code=EXIT_NOT_FOUND)
+            stores: list[ObjectStore] = []
+
+            async def fetch(key: str, path: Path) -> None:  # the bus only for a study with adapters
+                if not stores:
+                    nc = await stack.enter_async_context(bus(s))  # as `adapter download`
+                    stores.append(ObjectStore(nc.jetstream()))
+                await stores[0].get_to_file(ADAPTERS_BUCKET, key, path)
+
+            return await export_study(db, study_id, uri, fetch)
+
+    try:
+        summary = _run(main())
+    except MlflowExportError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(summary.model_dump(mode="json"))
+        return
+    missing = f"; adapters not in the object store: {', '.join(summary.adapters_missing)}"
+    typer.echo(
+        f"experiment {summary.experiment!r} (id {summary.experiment_id}) at "
+        f"{summary.tracking_uri}: {summary.runs_created} run(s) exported, "
+        f"{summary.runs_existing} already there" + (missing if summary.adapters_missing else "")
+    )

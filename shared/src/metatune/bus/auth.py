@@ -233,9 +233,8 @@ def core_services(streams: Streams) -> list[Principal]:
             + kv_write(ASSIGNMENTS_BUCKET, ">"),
             streams,
         ),
-        _service(
-            "telemetry", whole_stream(ev), streams
-        ),  # reads everything, publishes its errors only
+        # reads everything, publishes its errors only; reads adapters for the MLflow export
+        _service("telemetry", whole_stream(ev) + object_read(ADAPTERS_BUCKET), streams),
     ]
 
 

@@ -2,35 +2,49 @@
 
 API: ``GET /api/studies/{id}/report`` (``?format=json|csv|md``), ``/api/studies/{id}/trials``,
 ``/api/jobs/{id}/timeline``, ``/api/datacenters/{name}/forecast``, ``/api/totals``,
-``/api/webhooks``, ``/healthz``. Pages: ``/``, ``/studies/{id}``, ``/jobs/{id}``,
-``/datacenters/{name}``; their charts are drawn by the plotly.js the ``plotly`` package bundles,
-served from ``/static/plotly.min.js`` (offline, no CDN).
+``/api/webhooks``, ``/healthz``; ``/metrics`` (Prometheus text format, :mod:`.metrics`) and
+``/openapi.json`` (the API's OpenAPI 3.1 document, :mod:`.openapi`). Pages: ``/``,
+``/studies/{id}``, ``/jobs/{id}``, ``/datacenters/{name}``; their charts are drawn by the
+plotly.js the ``plotly`` package bundles, served from ``/static/plotly.min.js`` (offline, no CDN).
+
+Everything but ``/healthz`` takes the dashboard's read-only token (:mod:`.auth`): required when
+telemetry listens on a non-loopback address (the app refuses to be built without tokens there);
+on loopback with no ``dashboard.token`` written, open as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from uuid import UUID
 
 from plotly.offline import get_plotlyjs
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, TypeAdapter
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from metatune.clock import RealClock
 from metatune.errors import DatabaseUnavailable
 from metatune.settings import Settings
 
 from ..domain import pages
 from ..domain.formats import to_csv, to_markdown
 from ..domain.views import StudyListing, Trial
+from .auth import TokenAuth, require_tokens
 from .dashboard import datacenter_forecast, job_timeline, study_index, study_trials
 from .db import Database
+from .metrics import MetricsEndpoint
+from .openapi import OutboxEntry, Totals, render
 from .outbox import list_outbox
 from .queries import priced_totals, site_facts, study_disclosure, study_name
 
 TRIALS = TypeAdapter(list[Trial])
 STUDIES = TypeAdapter(list[StudyListing])
+OUTBOX = TypeAdapter(list[OutboxEntry])
 
 
 def _uuid(request: Request, name: str) -> UUID | None:
@@ -44,8 +58,15 @@ def _json(model: BaseModel) -> Response:
     return Response(model.model_dump_json(), media_type="application/json")
 
 
-def create_app(db: Database, settings: Settings) -> Starlette:
+def create_app(
+    db: Database, settings: Settings, *, now: Callable[[], datetime] | None = None
+) -> Starlette:
+    """The app; ``now`` (default the wall clock) judges when a rotated token's overlap ends.
+    Raises ``ConfigurationError`` for a non-loopback ``telemetry_http_host`` without tokens."""
+    gate = require_tokens(settings, now or RealClock().now)
     plotly_js = get_plotlyjs()
+    metrics_endpoint = MetricsEndpoint(db, settings.agent_status_interval_s)
+    openapi_json = render()
 
     async def plotly(request: Request) -> Response:
         return Response(
@@ -135,22 +156,33 @@ def create_app(db: Database, settings: Settings) -> Starlette:
             "AS planned_kgco2eq_saved_latest_plan"
         )
         realised = await priced_totals(db, await site_facts(db))
-        return JSONResponse(
-            rows[0]
-            | {
-                "priced_kgco2eq": realised["kgco2eq"],  # realised where observed, else forecast
-                "realised_hours": realised["realised_hours"],
-                "forecast_priced_hours": realised["forecast_priced_hours"],
-            }
+        return _json(
+            Totals(
+                **rows[0],
+                priced_kgco2eq=realised["kgco2eq"],  # realised where observed, else forecast
+                realised_hours=realised["realised_hours"],
+                forecast_priced_hours=realised["forecast_priced_hours"],
+            )
         )
 
     async def webhooks(request: Request) -> Response:
-        return JSONResponse(
-            [
-                {k: (str(v) if v is not None else None) for k, v in r.items()}
-                for r in await list_outbox(db, request.query_params.get("state"))
-            ]
+        rows = [
+            {k: (str(v) if v is not None else None) for k, v in r.items()}
+            for r in await list_outbox(db, request.query_params.get("state"))
+        ]
+        return Response(
+            OUTBOX.dump_json(OUTBOX.validate_python(rows)), media_type="application/json"
         )
+
+    async def metrics(request: Request) -> Response:
+        try:
+            body = await metrics_endpoint.render()
+        except DatabaseUnavailable:
+            return PlainTextResponse("database unavailable", status_code=503)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    async def openapi(request: Request) -> Response:
+        return Response(openapi_json, media_type="application/json")
 
     async def healthz(request: Request) -> Response:
         try:
@@ -173,8 +205,11 @@ def create_app(db: Database, settings: Settings) -> Starlette:
             Route("/datacenters/{datacenter}", datacenter_page),
             Route("/api/totals", totals),
             Route("/api/webhooks", webhooks),
+            Route("/metrics", metrics),
+            Route("/openapi.json", openapi),
             Route("/healthz", healthz),
-        ]
+        ],
+        middleware=[Middleware(TokenAuth, gate=gate)],
     )
 
 

@@ -1,0 +1,163 @@
+"""Read-only token authentication of the dashboard, its read API, ``/metrics`` and
+``/openapi.json`` (``/healthz`` stays open).
+
+The tokens are the ones ``metatune secrets`` writes (:mod:`metatune.dashboard_tokens`: the
+current one, and after a rotation the previous one until its overlap ends), read again on every
+request so a rotation applies without a restart. A request is let in with:
+
+* ``Authorization: Bearer <token>`` (scripts, Prometheus' ``authorization.credentials_file``);
+* ``?token=<token>`` once, from a browser: the answer is a redirect to the same URL without it
+  that sets an HttpOnly, SameSite=Strict cookie, so the token leaves the address bar and history;
+* that cookie afterwards.
+
+Every comparison is constant-time (:func:`hmac.compare_digest`, against every valid token).
+
+Secure by default: telemetry listening on a non-loopback address requires the tokens
+(:func:`require_tokens` refuses to build the app without them). On a loopback address with no
+``dashboard.token`` written yet the dashboard stays open, as it was before tokens existed
+(``metatune up``, the demo and the tests run so); once the file exists, tokens are required there
+too. No token is ever logged or echoed in an answer.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from http.cookies import SimpleCookie
+from pathlib import Path
+from urllib.parse import urlencode
+
+from starlette.datastructures import URL, Headers, QueryParams
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from metatune.dashboard_tokens import TOKEN_FILE, read_tokens, tokens_dir
+from metatune.errors import ConfigurationError
+from metatune.settings import Settings
+
+COOKIE = "metatune_dashboard"
+QUERY = "token"
+OPEN_PATHS = frozenset({"/healthz"})
+CHALLENGE = 'Bearer realm="metatune-telemetry"'
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
+
+
+@dataclass(frozen=True, slots=True)
+class TokenGate:
+    """Which tokens let a request in now; ``open`` when no token is needed (loopback, none written)."""
+
+    directory: Path
+    loopback: bool
+    now: Callable[[], datetime]
+
+    def tokens(self) -> list[bytes] | None:
+        """The tokens valid now; None when no token is required."""
+        found = read_tokens(self.directory)
+        if found is None:
+            return None if self.loopback else []  # off loopback: nothing lets anyone in
+        return [t.encode() for t in found.valid(self.now())]
+
+    @staticmethod
+    def accepts(candidate: str, valid: list[bytes]) -> bool:
+        given = candidate.encode()
+        matched = False
+        for token in valid:  # every one compared, whichever matches
+            matched |= hmac.compare_digest(given, token)
+        return matched
+
+
+def require_tokens(settings: Settings, now: Callable[[], datetime]) -> TokenGate:
+    """The gate of the telemetry HTTP app; refuses (``ConfigurationError``) a non-loopback
+    ``telemetry_http_host`` without a ``dashboard.token``."""
+    directory = tokens_dir(settings)
+    gate = TokenGate(directory, is_loopback(settings.telemetry_http_host), now)
+    if not gate.loopback and read_tokens(directory) is None:
+        raise ConfigurationError(
+            f"telemetry listens on {settings.telemetry_http_host}, not loopback, and "
+            f"{directory / TOKEN_FILE} does not exist: run `metatune secrets` "
+            "(or set METATUNE_DASHBOARD_TOKENS_DIR)"
+        )
+    return gate
+
+
+def _bearer(headers: Headers) -> str | None:
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def _cookie(headers: Headers) -> str | None:
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(headers.get("cookie", ""))
+    except Exception:  # an unparsable Cookie header carries no token of ours
+        return None
+    morsel = jar.get(COOKIE)
+    return morsel.value if morsel is not None else None
+
+
+def _refused() -> Response:
+    return JSONResponse(
+        {
+            "error": "a dashboard token is required: send Authorization: Bearer <token>, or open "
+            "the page once with ?token=<token> (the dashboard.token `metatune secrets` wrote)"
+        },
+        status_code=401,
+        headers={"WWW-Authenticate": CHALLENGE},
+    )
+
+
+class TokenAuth:
+    """ASGI middleware: every HTTP request but :data:`OPEN_PATHS` shows a valid token."""
+
+    def __init__(self, app: ASGIApp, gate: TokenGate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        valid = self.gate.tokens()
+        if valid is None:
+            await self.app(scope, receive, send)
+            return
+        headers, url = Headers(scope=scope), URL(scope=scope)
+        query = QueryParams(scope["query_string"])
+        if (given := query.get(QUERY)) is not None:
+            if not self.gate.accepts(given, valid):
+                await _refused()(scope, receive, send)
+                return
+            # the token leaves the URL: the same address without it, with a cookie instead
+            rest = urlencode([(k, v) for k, v in query.multi_items() if k != QUERY])
+            answer = RedirectResponse(url.path + (f"?{rest}" if rest else ""), status_code=303)
+            answer.set_cookie(
+                COOKIE,
+                given,
+                httponly=True,
+                samesite="strict",
+                secure=url.scheme == "https",
+                path="/",
+            )
+            answer.headers["Cache-Control"] = "no-store"
+            await answer(scope, receive, send)
+            return
+        given = _bearer(headers) or _cookie(headers)
+        if given is None or not self.gate.accepts(given, valid):
+            await _refused()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+__all__ = ["COOKIE", "OPEN_PATHS", "TokenAuth", "TokenGate", "is_loopback", "require_tokens"]
