@@ -1,4 +1,5 @@
-"""A nats-server with auth on, as `metatune up` starts it, and clients that log in as one user each."""
+"""A nats-server with auth on, as `metatune up` starts it, and clients that log in as one user each
+(fixtures `secured` and `admin`, shared by the security tests and the client's)."""
 
 from __future__ import annotations
 
