@@ -4,7 +4,7 @@ with ``*`` tokens, and subjects no channel carries."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from uuid import uuid4
+from uuid import UUID
 
 import pytest
 from pydantic import ValidationError
@@ -25,7 +25,7 @@ from metatune.errors import MetaTuneError
         (subjects.agent_status("dc_2"), c.AgentStatus),
         (subjects.runs_completed("dc-1"), c.RunCompleted),
         (subjects.runs_paused("dc-1"), c.RunPaused),
-        (subjects.run_progress("dc-1", uuid4()), c.RunProgress),
+        (subjects.run_progress("dc-1", UUID(int=7)), c.RunProgress),
         (subjects.errors("trainer-agent"), c.ErrorEvent),
         (subjects.CLOCK_TICK, c.ClockTick),
         (subjects.RUNS_COMPLETED_ALL, c.RunCompleted),
