@@ -162,10 +162,10 @@ def test_file_too_large_and_decompression_bomb(tmp_path: Path) -> None:
 
 def test_unknown_base_model(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "d.jsonl", LABELLED)
-    with pytest.raises(errors.UnknownBaseModelError):
+    with pytest.raises(errors.ProfileUnknownBaseModel):
         profile(path, base_model="no-such-model")
     (tmp_path / "model").mkdir()
-    with pytest.raises(errors.UnknownBaseModelError):
+    with pytest.raises(errors.ProfileUnknownBaseModel):
         profile(path, base_model=str(tmp_path / "model"))
 
 

@@ -7,13 +7,17 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from itertools import count
 from typing import Any
+
+from tests.support.waiting import wait_for_sync
 
 WIDTH, HEIGHT = 1100, 900  # the window, in CSS pixels
 # the label boxes of a chart a person reads: tick labels, axis titles, legend texts, the title
@@ -62,6 +66,7 @@ class Chromium:
             pass_fds=(commands, replies),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its renderers and helpers in one group, killed together
         )
         os.close(commands)
         os.close(replies)
@@ -132,21 +137,36 @@ class Chromium:
         return Look(seen["charts"], seen["html"], base64.b64decode(shot["data"]))
 
     def close(self) -> None:
-        self.process.kill()
+        """Kill the whole process group: a helper process left behind would still write into the
+        profile folder while it is being removed."""
+        with suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         os.close(self._to)
         os.close(self._from)
 
 
+def _removed(folder: str) -> bool:
+    """Remove ``folder``; False while a killed helper's last write still lands in it."""
+    try:
+        shutil.rmtree(folder)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 @contextmanager
 def chromium(binary: str) -> Iterator[Chromium]:
     """A headless Chromium for the block; killed on the way out (which also ends a hung read)."""
-    with tempfile.TemporaryDirectory() as profile:
-        browser = Chromium(binary, profile)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    browser = Chromium(binary, profile)
+    try:
+        yield browser
+    finally:
+        browser.close()
+        wait_for_sync(lambda: _removed(profile), "chromium's profile folder removed", timeout=30)
 
 
 def overlapping(boxes: list[dict[str, Any]], slack: float = 1.0) -> list[tuple[str, str]]:

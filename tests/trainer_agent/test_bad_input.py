@@ -10,12 +10,13 @@ import pytest
 from pydantic import ValidationError
 
 from metatune.contracts import AssignmentAction, FailureReason, LoraConfig, TaskType
+from metatune.models import UnknownBaseModel
 from metatune_trainer_agent.domain.assignments import parse_assignment
 from metatune_trainer_agent.domain.errors import (
     DatasetMissing,
     EmptySplit,
     InvalidTrainingConfig,
-    UnknownModel,
+    TrainingUnknownBaseModel,
 )
 from metatune_trainer_agent.domain.request import (
     TrainingRequest,
@@ -59,9 +60,10 @@ def test_unknown_base_model_fails_before_training(intents_binary: Path) -> None:
     request = request_for(intents_binary).model_copy(
         update={"base_model": "no-such-model-anywhere"}
     )
-    with pytest.raises(UnknownModel) as info:
+    with pytest.raises(TrainingUnknownBaseModel) as info:
         run_training(request, site=FAST_SITE)
     assert info.value.reason == FailureReason.unknown_base_model
+    assert isinstance(info.value, UnknownBaseModel)  # the one name callers catch
 
 
 def test_missing_dataset_and_empty_split(tmp_path: Path) -> None:

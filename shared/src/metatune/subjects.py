@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from uuid import UUID
 
+from .errors import MetaTuneError
+
 PREFIX = "metatune"
 
 DATASETS_SUBMITTED = "metatune.datasets.submitted"
@@ -19,6 +21,11 @@ JOBS_CANCELLED = "metatune.jobs.cancelled"
 STUDIES_STOPPED = "metatune.studies.stopped"
 PLANS = "metatune.plans"
 CLOCK_TICK = "metatune.clock.tick"
+
+# Request/reply (core NATS, answered on the requester's inbox). Kept outside the event stream's
+# subjects: JetStream would store a request on ``metatune.jobs.>`` and answer it with its ack.
+JOBS_LOOKUP = "metatune.requests.jobs.lookup"
+DATASETS_VALIDATE = "metatune.requests.datasets.validate"
 
 # Wildcards for consumers that follow a whole family.
 FORECASTS_ALL = "metatune.forecasts.*"
@@ -50,7 +57,7 @@ STATUS_STREAM_SUBJECTS = ["metatune.agents.>", "metatune.clock.>"]
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-class InvalidSubjectToken(ValueError):
+class InvalidSubjectToken(MetaTuneError, ValueError):
     """A region, datacenter or service name that cannot be a NATS subject token."""
 
 

@@ -25,7 +25,7 @@ from nacl.encoding import Base64Encoder
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, PublicKey, SealedBox
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, MetaTuneError
 from .settings import Settings
 
 
@@ -51,7 +51,7 @@ def seal(url: str, public_key: str) -> tuple[str, str]:
     return bare(url), box.encrypt(url.encode(), encoder=Base64Encoder).decode()
 
 
-class SealedWebhookUnreadable(ValueError):
+class SealedWebhookUnreadable(MetaTuneError, ValueError):
     """A sealed webhook URL that this key cannot open (sealed for another telemetry, or damaged)."""
 
 

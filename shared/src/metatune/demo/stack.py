@@ -16,6 +16,7 @@ import socket
 from pathlib import Path
 
 from ..embedded.supervisor import alive, load_state, state_path, stop, write_private
+from ..errors import MetaTuneError
 from ..settings import Settings, get_settings
 from .scenario import DEMO_DATACENTERS, DemoScenario, demo_registry_path
 
@@ -33,7 +34,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class DemoAlreadyRunning(RuntimeError):
+class DemoAlreadyRunning(MetaTuneError, RuntimeError):
     """A demo platform started earlier still runs."""
 
 

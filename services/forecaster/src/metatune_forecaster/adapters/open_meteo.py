@@ -18,7 +18,7 @@ import pandas as pd
 from metatune.bus.retry import retrying
 from metatune.errors import BusUnavailable
 
-from ..domain.providers import ProviderUnavailable, Site
+from ..domain.providers import ProviderTransient, ProviderUnavailable, Site
 
 DEFAULT_URL = "https://api.open-meteo.com/v1/forecast"
 VARIABLES = {
@@ -27,10 +27,6 @@ VARIABLES = {
     "cloud_cover": "cloud_pct",
 }
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
-
-
-class _Transient(Exception):
-    """A failure worth another try: a network error, 429 or a 5xx."""
 
 
 class OpenMeteoWeather:
@@ -94,9 +90,9 @@ class OpenMeteoWeather:
             try:
                 response = await self._client.get(self.url, params=params)
             except httpx.HTTPError as exc:  # timeouts, refused connections, protocol errors
-                raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+                raise ProviderTransient(f"{type(exc).__name__}: {exc}") from exc
             if response.status_code in RETRYABLE_STATUS:
-                raise _Transient(f"HTTP {response.status_code}")
+                raise ProviderTransient(f"HTTP {response.status_code}")
             if response.status_code != 200:
                 raise ProviderUnavailable(
                     f"Open-Meteo answered HTTP {response.status_code}: {response.text[:200]}"
@@ -114,7 +110,7 @@ class OpenMeteoWeather:
                 attempts=self.retries + 1,
                 initial_s=self.backoff_s,
                 max_delay_s=math.inf,
-                transient=(_Transient,),
+                transient=(ProviderTransient,),
             )
         except BusUnavailable as exc:
             raise ProviderUnavailable(

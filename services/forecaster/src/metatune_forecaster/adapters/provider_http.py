@@ -26,17 +26,9 @@ from metatune.errors import BusUnavailable
 from metatune.redaction import redact
 
 from ..domain.hourly import utc
-from ..domain.providers import ProviderUnavailable, SourceMisconfigured
+from ..domain.providers import ProviderTransient, ProviderUnavailable, SourceMisconfigured
 
 Sleep = Callable[[float], Awaitable[None]]
-
-
-class _Transient(Exception):
-    """A failure worth another try (429, 5xx, a network error); ``retry_after`` in seconds."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
 
 
 class ProviderHttp:
@@ -93,7 +85,7 @@ class ProviderHttp:
                     path, params=params, headers=await headers() if headers else None, auth=auth
                 )
             except httpx.HTTPError as exc:  # timeouts, refused connections, protocol errors
-                raise _Transient(type(exc).__name__) from exc
+                raise ProviderTransient(type(exc).__name__) from exc
             status = response.status_code
             if status in (401, 403):
                 raise SourceMisconfigured(
@@ -103,7 +95,7 @@ class ProviderHttp:
             if status in absent:
                 return None
             if status == 429 or status >= 500:
-                raise _Transient(
+                raise ProviderTransient(
                     f"HTTP {status}", retry_after_s(response.headers.get("retry-after"))
                 )
             if status != 200:
@@ -124,7 +116,7 @@ class ProviderHttp:
                 initial_s=self.initial_s,
                 max_delay_s=self.max_delay_s,
                 sleep=self.sleep,
-                transient=(_Transient,),
+                transient=(ProviderTransient,),
                 wait_hint=lambda exc: getattr(exc, "retry_after", None),
                 clock=self.clock,
             )

@@ -22,6 +22,15 @@ class ProviderUnavailable(MetaTuneError):
     """A weather or intensity source did not answer (down, slow, or no data for those hours)."""
 
 
+class ProviderTransient(ProviderUnavailable):
+    """A failure worth another try (429, 5xx, a network error); ``retry_after`` in seconds, when
+    the provider said how long to wait."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
 @dataclass(frozen=True)
 class Site:
     """Where a region's weather is taken: its datacenter (or zone) coordinates."""

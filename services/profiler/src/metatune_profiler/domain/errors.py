@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from metatune.errors import MetaTuneError
+from metatune.models import UnknownBaseModel
 
 
 class ProfileError(MetaTuneError):
@@ -81,7 +82,9 @@ class DatasetNotFound(ProfileError):
     code = "dataset_not_found"
 
 
-class UnknownBaseModelError(ProfileError):
+class ProfileUnknownBaseModel(ProfileError, UnknownBaseModel):
+    """:class:`metatune.models.UnknownBaseModel` with the profiler's error ``code``."""
+
     code = "unknown_base_model"
 
 

@@ -10,7 +10,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from metatune.models import UnknownBaseModel, resolve_base_model
 
-from .errors import UnknownBaseModelError
+from .errors import ProfileUnknownBaseModel
 from .lexicon import words
 from .reader import Row
 
@@ -24,11 +24,11 @@ def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
     try:
         reference = resolve_base_model(base_model)
     except UnknownBaseModel as exc:
-        raise UnknownBaseModelError(str(exc)) from exc
+        raise ProfileUnknownBaseModel(str(exc)) from exc
     try:
         return AutoTokenizer.from_pretrained(reference, use_fast=True)
     except Exception as exc:  # OSError, ValueError, hub errors: all mean "cannot use this model"
-        raise UnknownBaseModelError(
+        raise ProfileUnknownBaseModel(
             f"cannot load the tokenizer of base model {base_model!r}: {exc}"
         ) from exc
 

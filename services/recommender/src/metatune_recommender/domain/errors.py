@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from metatune.errors import MetaTuneError
 
-class RecommenderError(Exception):
+
+class RecommenderError(MetaTuneError):
     """Base of the recommender's own errors."""
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from metatune.contracts import LoraConfig, LrSchedule
+from metatune.knowledge.errors import KnowledgeBaseError
 
 from .trainer import Evaluation, lr_lambda
 
@@ -45,7 +46,7 @@ SCALE_FLOOR = 0.01  # least residual size (one accuracy point): a flat curve sti
 LR_RESOLUTION = 200  # steps the schedule is sampled at to measure the learning rate still to come
 
 
-class CurveModelError(ValueError):
+class CurveModelError(KnowledgeBaseError, ValueError):
     """A curve-stop model file that cannot be used (another format, a broken file, too few runs to fit)."""
 
 

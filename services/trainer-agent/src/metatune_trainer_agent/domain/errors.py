@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from metatune.contracts import FailureReason
 from metatune.errors import MetaTuneError
+from metatune.models import UnknownBaseModel
 
 
 class TrainingError(MetaTuneError):
@@ -14,7 +15,9 @@ class TrainingError(MetaTuneError):
     reason: ClassVar[FailureReason] = FailureReason.internal
 
 
-class UnknownModel(TrainingError):
+class TrainingUnknownBaseModel(TrainingError, UnknownBaseModel):
+    """:class:`metatune.models.UnknownBaseModel` with the trainer's failure ``reason``."""
+
     reason = FailureReason.unknown_base_model
 
 

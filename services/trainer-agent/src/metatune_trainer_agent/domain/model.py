@@ -29,7 +29,7 @@ from transformers import (
 from metatune.contracts import LoraConfig, TaskType
 from metatune.models import UnknownBaseModel, resolve_base_model
 
-from .errors import InvalidTrainingConfig, UnknownModel
+from .errors import InvalidTrainingConfig, TrainingUnknownBaseModel
 
 log = logging.getLogger("metatune.agent.model")
 _LOADING = threading.Lock()
@@ -41,10 +41,12 @@ def load_tokenizer(base_model: str) -> tuple[Any, str]:
         with _LOADING:
             tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as exc:
-        raise UnknownModel(f"cannot load a tokenizer for {base_model!r}: {exc}") from exc
+        raise TrainingUnknownBaseModel(
+            f"cannot load a tokenizer for {base_model!r}: {exc}"
+        ) from exc
     if tokenizer.pad_token_id is None:
         if tokenizer.eos_token is None:
-            raise UnknownModel(
+            raise TrainingUnknownBaseModel(
                 f"tokenizer of {base_model!r} has neither a pad nor an end-of-sequence token"
             )
         tokenizer.pad_token = tokenizer.eos_token
@@ -87,7 +89,7 @@ def _load_model(
             )
             peft_task = PeftTaskType.SEQ_CLS
     except (OSError, ValueError, KeyError) as exc:
-        raise UnknownModel(f"cannot load {source!r} for {task.value}: {exc}") from exc
+        raise TrainingUnknownBaseModel(f"cannot load {source!r} for {task.value}: {exc}") from exc
 
     targets: list[str] | str | None = config.target_modules
     if targets == ["all-linear"]:  # peft's shorthand is a plain string, a list names modules
@@ -143,7 +145,7 @@ def _resolve(base_model: str) -> str:
     try:
         return resolve_base_model(base_model)
     except UnknownBaseModel as exc:
-        raise UnknownModel(str(exc)) from exc
+        raise TrainingUnknownBaseModel(str(exc)) from exc
 
 
 def device_for(name: str) -> torch.device:

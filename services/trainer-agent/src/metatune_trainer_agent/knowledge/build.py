@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from metatune.contracts import MetaFeatures
-from metatune.knowledge.errors import KbFileError, KbSchemaMismatch
+from metatune.knowledge.errors import KbFileError, KbSchemaMismatch, KnowledgeBaseError
 from metatune.knowledge.files import repair_kb_file
 from metatune.knowledge.records import (
     CurvePoint,
@@ -48,7 +48,7 @@ from .design import PlannedRun, plan_runs
 from .slices import DataSlice, dataset_name, make_slice
 
 
-class BuildError(RuntimeError):
+class BuildError(KnowledgeBaseError, RuntimeError):
     """The build cannot go on (an output file of another kind or version, a dataset folder without data)."""
 
 

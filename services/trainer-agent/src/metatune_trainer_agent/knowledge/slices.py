@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import IO
 
 from metatune.contracts import TaskType
+from metatune.knowledge.errors import KnowledgeBaseError
 
 
-class SliceError(ValueError):
+class SliceError(KnowledgeBaseError, ValueError):
     """A dataset file that cannot be sliced for the build (missing, unreadable, too small)."""
 
 
