@@ -145,7 +145,9 @@ def test_operations_are_what_each_service_is_allowed_to_do(doc) -> None:
 
     subject_of = {type(e.event): e.subject for e in examples()}
     for name, op in doc["operations"].items():
-        ch = next(ch for ch in CATALOG if ch.id == op["channel"]["$ref"].rsplit("/", 1)[1])
+        ch = next((ch for ch in CATALOG if ch.id == op["channel"]["$ref"].rsplit("/", 1)[1]), None)
+        if ch is None:  # a request/reply channel: tests/security/test_permissions.py checks it
+            continue
         service = op["tags"][0]["name"]
         subject = subjects.errors(service) if "{service}" in ch.subject else subject_of[ch.model]
         if op["action"] == "send":

@@ -12,6 +12,8 @@ import pytest
 from nats.js.errors import NoStreamResponseError
 
 from metatune import subjects
+from metatune.asyncapi import document
+from metatune.asyncapi.requests import REQUESTS
 from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, DATASETS_BUCKET, ObjectStore
 from metatune.bus.auth import principals
 from metatune.contracts import AgentStatus
@@ -136,6 +138,62 @@ async def test_the_allowed_paths_work(secured: SecuredBus, admin, tmp_path) -> N
         kv = await admin.jetstream().key_value("metatune_health")
         assert (await kv.get(FRA1)).value  # the first heartbeat is written at start-up
     assert not [e for e in errors if "violation" in str(e).lower()]
+
+
+async def test_the_submitter_asks_and_hears_back_but_still_reads_no_log(
+    secured: SecuredBus, admin
+) -> None:
+    """The scheduler and the profiler answer their requests (queue subscriptions, one reply to the
+    requester's inbox); the submitter asks both and hears back, and still reads nothing else."""
+    errors: list[Exception] = []
+    async with (
+        secured.client("scheduler", errors) as scheduler,
+        secured.client("profiler", errors) as profiler,
+        secured.client("submitter", errors) as nc,
+    ):
+        for responder, subject in (
+            (scheduler, subjects.JOBS_LOOKUP),
+            (profiler, subjects.DATASETS_VALIDATE),
+        ):
+
+            async def answer(msg, subject: str = subject) -> None:
+                await msg.respond(f"answer to {subject}".encode())
+
+            await responder.subscribe(subject, queue="responders", cb=answer)
+            await responder.flush()  # the server has the subscription before the request comes
+        for subject in (subjects.JOBS_LOOKUP, subjects.DATASETS_VALIDATE):
+            reply = await nc.request(subject, b"{}", timeout=5)
+            assert reply.data == f"answer to {subject}".encode()
+        assert not errors
+        with pytest.raises(REFUSED):  # the event log: no consumer of any subject
+            await nc.jetstream(timeout=1.0).subscribe(
+                subjects.JOBS_REQUESTED, stream="METATUNE", ordered_consumer=True
+            )
+        await nc.subscribe(subjects.errors("profiler"))  # nor a plain subscription
+        await wait_for(
+            violation(errors, f'subscription to "{subjects.errors("profiler")}"'), timeout=5
+        )
+    errors.clear()
+    async with secured.client(FRA1, errors) as agent:  # no one else may answer in their place
+        await agent.subscribe(subjects.JOBS_LOOKUP)
+        await wait_for(violation(errors, f'subscription to "{subjects.JOBS_LOOKUP}"'), timeout=5)
+
+
+def test_the_documented_requests_are_what_the_users_are_granted() -> None:
+    users = {p.name: p.permissions for p in principals()}
+    operations = document()["operations"]
+    for rc in REQUESTS:
+        for requester in rc.requesters:
+            assert operations[f"{requester}-request-{rc.id}"]["reply"]
+            assert rc.subject in users[requester].publish
+            assert rc.subject not in users[requester].subscribe
+        granted = users[rc.responder]
+        assert operations[f"{rc.responder}-reply-{rc.id}"]["action"] == "receive"
+        assert rc.subject in granted.subscribe and granted.responses
+    assert [n for n, p in users.items() if p is not None and p.responses] == [
+        "profiler",
+        "scheduler",
+    ]
 
 
 def _status() -> AgentStatus:

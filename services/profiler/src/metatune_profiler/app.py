@@ -14,7 +14,14 @@ from faststream.nats.annotations import NatsMessage
 
 from metatune import msgids, subjects
 from metatune.bus.keepalive import while_working
-from metatune.contracts import DatasetProfiled, DatasetSubmitted, ErrorKind, StudySpec
+from metatune.contracts import (
+    DatasetProfiled,
+    DatasetSubmitted,
+    DatasetValidation,
+    DatasetValidationReply,
+    ErrorKind,
+    StudySpec,
+)
 from metatune.service import Service
 from metatune.settings import Settings
 
@@ -22,6 +29,7 @@ from .adapters.fetch import DatasetFetcher
 from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
 from .domain.profile import ProfileOptions, ProfileResult, profile_file
+from .domain.validate import check_dataset, problem
 
 
 def options_for(spec: StudySpec, settings: Settings) -> ProfileOptions:
@@ -104,6 +112,18 @@ def create_service(settings: Settings | None = None) -> Service:
         await service.publish(
             subjects.DATASETS_PROFILED, profiled, msg_id=msgids.profiled(event.event_id)
         )
+
+    @service.broker.subscriber(subjects.DATASETS_VALIDATE, queue="profiler")
+    async def on_validate(request: DatasetValidation) -> DatasetValidationReply:
+        """Check a submission against its dataset before it is published (a core-NATS request,
+        answered on the requester's inbox): the checks profiling starts with, nothing published."""
+        options = options_for(request.spec, service.settings)
+        try:
+            async with fetcher().local_file(request.spec.dataset) as path:
+                problems = await asyncio.to_thread(check_dataset, path, options)
+        except ProfileError as exc:  # not there, not allowed, too large
+            problems = [problem(exc)]
+        return DatasetValidationReply(problems=problems)
 
     return service
 

@@ -17,6 +17,8 @@ from metatune.contracts import (
     CurrentAssignment,
     ErrorKind,
     JobCancelled,
+    JobLookup,
+    JobLookupReply,
     JobRequested,
     RunCompleted,
     RunFailed,
@@ -28,6 +30,7 @@ from metatune.registry import Registry, default_registry, load_registry
 from metatune.service import Service
 from metatune.settings import Settings
 
+from .adapters.lookup import lookup
 from .adapters.replay import replay
 from .adapters.runtime import Runtime
 from .domain import Pace, Planner, Scheduler
@@ -103,6 +106,13 @@ def create_service(
                 correlation_id=event.job_id,
                 message=f"job {event.job_id} has not been requested; it will not start if its request comes later",
             )
+
+    @service.broker.subscriber(subjects.JOBS_LOOKUP, queue="scheduler")
+    async def on_lookup(request: JobLookup) -> JobLookupReply:
+        """Where a job stands (a core-NATS request, answered on the requester's inbox), once the
+        log has been replayed: before that, no answer yet, and the requester goes on without."""
+        await runtime.ready.wait()
+        return lookup(runtime.scheduler.state, request.job_id)
 
     @service.consume(subjects.FORECASTS_ALL, durable="scheduler-forecasts")
     async def on_forecast(event: CarbonForecast) -> None:

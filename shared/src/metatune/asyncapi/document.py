@@ -16,6 +16,7 @@ from ..bus.streams import stream_configs, stream_for
 from ..catalog import CATALOG, SERVICES, Channel
 from ..registry import Registry
 from ..settings import Settings
+from . import requests
 from .examples import JOB, Example, examples
 
 Doc = dict[str, Any]
@@ -27,6 +28,7 @@ DESCRIPTION = """Events of the MetaTune carbon-aware LoRA fine-tuning platform, 
 * Publish into JetStream (not core NATS) with the header `Nats-Msg-Id`: the event's `event_id` unless the channel says how its producer derives it. A second publish with the same id inside the stream's de-duplication window is stored once.
 * Unknown fields are an error. Anything invalid comes back as an error event on `metatune.errors.<service>`.
 * Datasets, checkpoints and adapters are in the object store buckets `datasets`, `checkpoints` and `adapters`.
+* Two channels are core NATS request/reply instead (`metatune.requests.>`, never stored): a submitter asks the scheduler where a job stands and the profiler to check a submission, and hears back on its own inbox.
 """
 
 PARAMETERS = {
@@ -95,15 +97,22 @@ def build(settings: Settings, registry: Registry) -> Doc:
             },
         },
         "channels": {
-            ch.id: _channel(ch, streams[stream_for(ch.subject, settings)]) for ch in CATALOG
+            **{ch.id: _channel(ch, streams[stream_for(ch.subject, settings)]) for ch in CATALOG},
+            **requests.channels(),
         },
-        "operations": dict(
-            op for ch in CATALOG for op in _operations(ch, stream_for(ch.subject, settings))
-        ),
+        "operations": {
+            **dict(
+                op for ch in CATALOG for op in _operations(ch, stream_for(ch.subject, settings))
+            ),
+            **dict(requests.operations()),
+        },
         "components": {
             "securitySchemes": SECURITY_SCHEMES,
             "schemas": _schemas(),
-            "messages": {ch.model.__name__: _message(ch, by_model[ch.model]) for ch in CATALOG},
+            "messages": {
+                **{ch.model.__name__: _message(ch, by_model[ch.model]) for ch in CATALOG},
+                **requests.messages(),
+            },
             "parameters": {
                 name: {
                     "description": text,
@@ -244,7 +253,8 @@ def _message(ch: Channel, example: Example) -> Doc:
 
 
 def _schemas() -> Doc:
+    models = [ch.model for ch in CATALOG] + requests.models()
     _, top = models_json_schema(
-        [(ch.model, "validation") for ch in CATALOG], ref_template=SCHEMAS + "{model}"
+        [(model, "validation") for model in models], ref_template=SCHEMAS + "{model}"
     )
     return top["$defs"]

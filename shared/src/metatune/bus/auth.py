@@ -52,11 +52,15 @@ class Permissions(BaseModel):
 
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
+    # nats-server's ``allow_responses``: publish one reply to each request received (to the
+    # requester's inbox, which no allow-list names)
+    responses: bool = False
 
     def __add__(self, other: Permissions) -> Permissions:
         return Permissions(
             publish=_unique(self.publish + other.publish),
             subscribe=_unique(self.subscribe + other.subscribe),
+            responses=self.responses or other.responses,
         )
 
 
@@ -85,6 +89,11 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 def publish(*subject: str) -> Permissions:
     """Publishing events into JetStream (the ack comes back to the inbox)."""
     return Permissions(publish=subject)
+
+
+def respond(*subject: str) -> Permissions:
+    """Answer requests on ``subject`` (a queue subscription; each reply to the requester's inbox)."""
+    return Permissions(subscribe=subject, responses=True)
 
 
 def durable(stream: str, name: str, filter_subject: str) -> Permissions:
@@ -199,6 +208,7 @@ def core_services(streams: Streams) -> list[Principal]:
             "profiler",
             durable(ev, "profiler", subjects.DATASETS_SUBMITTED)
             + publish(subjects.DATASETS_PROFILED)
+            + respond(subjects.DATASETS_VALIDATE)  # a submission checked before it is published
             + object_read(DATASETS_BUCKET),
             streams,
         ),
@@ -230,7 +240,8 @@ def core_services(streams: Streams) -> list[Principal]:
             + whole_stream(ev)  # its state is rebuilt by replaying the event log
             + publish(subjects.ASSIGNMENTS_ALL, subjects.PLANS, subjects.JOBS_INFEASIBLE)
             + kv_read(ASSIGNMENTS_BUCKET)
-            + kv_write(ASSIGNMENTS_BUCKET, ">"),
+            + kv_write(ASSIGNMENTS_BUCKET, ">")
+            + respond(subjects.JOBS_LOOKUP),  # where a job stands, for a cancel to check first
             streams,
         ),
         # reads everything, publishes its errors only; reads adapters for the MLflow export
@@ -268,12 +279,15 @@ def agent(datacenter: str, region: str, streams: Streams) -> Principal:
 
 
 def submitter(streams: Streams) -> Principal:
-    """External systems and ``metatune submit`` / ``cancel``: upload a dataset, request, cancel."""
+    """External systems and ``metatune submit`` / ``cancel``: upload a dataset, request, cancel;
+    ask the profiler to check a submission and the scheduler where a job stands (the answers come
+    to its own inbox: it reads no subject)."""
     perms = (
         Permissions(publish=(f"{API}.INFO", f"{API}.STREAM.NAMES"))
         + _stream_metadata(streams.events)
         + kv_read(CLOCK_BUCKET)
         + publish(subjects.DATASETS_SUBMITTED, subjects.JOBS_CANCELLED)
+        + publish(subjects.DATASETS_VALIDATE, subjects.JOBS_LOOKUP)
         + object_write(DATASETS_BUCKET)
     )
     return Principal(name=SUBMITTER, role="submitter", permissions=perms)

@@ -94,13 +94,13 @@ def generate(directory: Path, principals: list[Principal], *, rotate: bool = Fal
 def nkey_user(principal: Principal, public: str) -> dict:
     """A user entry of the ``authorization`` block: the public key and its allow-lists."""
     perms = principal.permissions or Permissions()
-    return {
-        "nkey": public,
-        "permissions": {
-            "publish": {"allow": list(perms.publish)},
-            "subscribe": {"allow": [f"{inbox_prefix_of(public)}.>", *perms.subscribe]},
-        },
+    permissions: dict = {
+        "publish": {"allow": list(perms.publish)},
+        "subscribe": {"allow": [f"{inbox_prefix_of(public)}.>", *perms.subscribe]},
     }
+    if perms.responses:  # one reply per request received, to the requester's inbox
+        permissions["allow_responses"] = True
+    return {"nkey": public, "permissions": permissions}
 
 
 def render_authorization(users: list[dict]) -> str:

@@ -21,10 +21,19 @@ def cancel(
     ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id."""
+    """Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id (nothing is published
+    for a job that has already ended; one the scheduler does not know is an error, exit 1)."""
     with client() as metatune:
         done = metatune.cancel(job, reason)
-    if done.check_skipped:  # a submitter that may not read the log: the scheduler reports it
+    if done.event_id is None:  # the scheduler says it has ended: nothing to withdraw
+        ended = "finished" if done.state == "finished" else "been cancelled"
+        message = f"job {done.job_id} has already {ended}: nothing to cancel"
+        if json_output:
+            print_json({"event_id": None, "job_id": str(done.job_id), "state": done.state})
+        else:
+            console.print(message, highlight=False)
+        return
+    if done.check_skipped:  # the scheduler did not answer and the log could not be read
         err_console.print(
             f"warning: could not check that job {done.job_id} exists ({done.check_skipped})",
             highlight=False,

@@ -13,12 +13,14 @@ import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from nats.aio.client import Client as Nats
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
+from pydantic import BaseModel, ValidationError
 
 from .. import subjects
 from ..bus import ADAPTERS_BUCKET, DATASETS_BUCKET, ObjectStore, headers_for
@@ -27,7 +29,18 @@ from ..bus.clock import load_anchor
 from ..bus.connection import connect_as
 from ..bus.streams import stream_for
 from ..clock import Clock, RealClock, SimulatedClock
-from ..contracts import DatasetSubmitted, Event, JobCancelled, JobRequested
+from ..contracts import (
+    Contract,
+    DatasetSubmitted,
+    DatasetValidation,
+    DatasetValidationReply,
+    Event,
+    JobCancelled,
+    JobLookup,
+    JobLookupReply,
+    JobRequested,
+    StudySpec,
+)
 from ..errors import ObjectNotFound
 from ..registry import load_registry
 from ..settings import Settings, get_settings
@@ -52,6 +65,11 @@ from .validation import parse_id
 
 POLL_S = 3.0  # how often a wait reads the log again
 CANCEL_REASON = "cancelled by the user"
+LOOKUP_TIMEOUT_S = 1.0  # the scheduler answers from memory: silence means it is down
+VALIDATE_TIMEOUT_S = 5.0  # the profiler downloads the dataset first; silence: publish anyway
+ENDED = ("finished", "cancelled")  # a job in these states has nothing left to cancel
+
+Reply = TypeVar("Reply", bound=BaseModel)
 
 
 class AsyncClient:
@@ -134,8 +152,35 @@ class AsyncClient:
             event = DatasetSubmitted(occurred_at=clock.now(), study_id=checked.study_id, spec=spec)
         except ValueError as exc:  # contract validation of the caller's options
             raise InvalidRequest(f"invalid submission: {exc}") from None
+        await self._validate(spec)
         await self._publish(js, subjects.DATASETS_SUBMITTED, event)
         return Receipt(study_id=checked.study_id, dataset=spec.dataset, event_id=event.event_id)
+
+    async def _validate(self, spec: StudySpec) -> None:
+        """The profiler checks the dataset against the spec (columns, format) before anything is
+        published: its problems are :class:`InvalidRequest`. No answer in time: it checks again
+        when the submission arrives and reports on ``metatune.errors.profiler``."""
+        checked = await self._request(
+            subjects.DATASETS_VALIDATE,
+            DatasetValidation(spec=spec),
+            DatasetValidationReply,
+            VALIDATE_TIMEOUT_S,
+        )
+        if checked is not None and checked.problems:
+            raise InvalidRequest("\n".join(checked.problems))
+
+    async def _request(
+        self, subject: str, request: Contract, reply: type[Reply], timeout_s: float
+    ) -> Reply | None:
+        """A core-NATS request as the submitter (the answer comes to its own inbox); None when no
+        one answers in time (no responder, a timeout, a reply that is not ``reply``)."""
+        await self._js(SUBMITTER)  # opens the connection
+        nc = self._connections[SUBMITTER]
+        try:
+            msg = await nc.request(subject, request.model_dump_json().encode(), timeout=timeout_s)
+            return reply.model_validate_json(msg.data)
+        except (NatsError, TimeoutError, ValidationError):
+            return None
 
     async def _publish(self, js: JetStreamContext, subject: str, event: Event) -> None:
         await js.publish(
@@ -250,18 +295,38 @@ class AsyncClient:
     # -- cancelling -------------------------------------------------------------------------------
 
     async def cancel(self, job: UUID | str, reason: str = CANCEL_REASON) -> Cancellation:
-        """Withdraw a requested job (the scheduler stops it wherever it runs). A job the log never
-        requested is :class:`NotFound`; a caller who may not read the log (an external submitter)
-        cannot check, and ``check_skipped`` says why."""
-        job_id = parse_id(job, "job")
-        js = await self._js(SUBMITTER)
-        skipped = await self._check_requested(js, job_id)
-        cancellation = await self._cancel(js, job_id, reason)
-        return cancellation.model_copy(update={"check_skipped": skipped})
+        """Withdraw a requested job (the scheduler stops it wherever it runs).
 
-    async def _check_requested(self, js: JetStreamContext, job_id: UUID) -> str | None:
+        The scheduler is asked first where the job stands: one it has never seen requested is
+        :class:`NotFound` (a caller that may read the event log looks there too: the scheduler may
+        not have folded a request of an instant ago); one that has already ended is not cancelled
+        again (``event_id`` None, ``state`` says how it ended). When the scheduler does not
+        answer, the event log is read instead, unless this process logs in as one user that may
+        not read it (an external submitter); then nothing is checked, and ``check_skipped`` says
+        why."""
+        job_id = parse_id(job, "job")
+        found = await self._request(
+            subjects.JOBS_LOOKUP, JobLookup(job_id=job_id), JobLookupReply, LOOKUP_TIMEOUT_S
+        )
+        if found is not None and not found.known and not _reads_log(self.settings):
+            raise NotFound(f"no job {job_id}: the scheduler has never seen it requested")
+        if found is not None and found.state in ENDED:
+            return Cancellation(event_id=None, job_id=job_id, reason=reason, state=found.state)
+        skipped = None
+        if found is None or not found.known:  # no answer, or a request not folded yet?
+            skipped = await self._check_requested(job_id)
+        js = await self._js(SUBMITTER)
+        cancellation = await self._cancel(js, job_id, reason)
+        state = found.state if found else None
+        return cancellation.model_copy(update={"check_skipped": skipped, "state": state})
+
+    async def _check_requested(self, job_id: UUID) -> str | None:
+        """Look for the job's request in the log (as the admin); why not, when it cannot."""
+        if not _reads_log(self.settings):
+            return "no answer from the scheduler, and the submitter may not read the event log"
         wanted: dict[str, type[Event]] = {subjects.JOBS_REQUESTED: JobRequested}
         try:
+            js = await self._js(ADMIN)
             requested = await events_of(js, self.settings.stream_name, wanted)
         except (NatsError, TimeoutError) as exc:
             return type(exc).__name__
@@ -330,6 +395,18 @@ class AsyncClient:
             card=CARD,
             labels=labels,
         )
+
+
+def _reads_log(settings: Settings) -> bool:
+    """Whether this process may read the event log: not when it logs in as one fixed user other
+    than the admin (an nkey file: the submitter's; a user named in the URL or the settings), whose
+    read the server refuses only after a timeout."""
+    if settings.nats_nkey_file:
+        return False
+    named = urlsplit(settings.nats_url).username or (
+        settings.nats_user if settings.nats_password_file else ""
+    )
+    return not named or named == ADMIN
 
 
 async def platform_clock(js: JetStreamContext) -> Clock:

@@ -97,12 +97,13 @@ class StudyDetail(StudySummary):
 
 
 class Cancellation(View):
-    """A JobCancelled as published."""
+    """A JobCancelled as published (``event_id`` None: not published, the job had ended)."""
 
-    event_id: UUID
+    event_id: UUID | None
     job_id: UUID
     reason: str
     check_skipped: str | None = None  # why the job could not be looked up in the log first
+    state: str | None = None  # where the job stood, as the scheduler said (None: no answer)
 
 
 class StudyCancellation(View):

@@ -31,6 +31,13 @@ from .jobs import (
     StopReason,
     StudyStopped,
 )
+from .requests import (
+    DatasetValidation,
+    DatasetValidationReply,
+    JobLookup,
+    JobLookupReply,
+    JobState,
+)
 from .runs import (
     MAX_POINTS_PER_EVENT,
     CurvePoint,
@@ -65,6 +72,8 @@ __all__ = [
     "DatasetLocation",
     "DatasetProfiled",
     "DatasetSubmitted",
+    "DatasetValidation",
+    "DatasetValidationReply",
     "ErrorEvent",
     "ErrorKind",
     "Event",
@@ -76,7 +85,10 @@ __all__ = [
     "InfeasibleSituation",
     "JobCancelled",
     "JobInfeasible",
+    "JobLookup",
+    "JobLookupReply",
     "JobRequested",
+    "JobState",
     "LoraConfig",
     "LrSchedule",
     "MetaFeatures",

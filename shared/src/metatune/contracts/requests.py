@@ -1,0 +1,60 @@
+"""Request/reply contracts: what a submitter may ask the platform before it publishes.
+
+Requests go over core NATS (not JetStream) and are answered on the requester's own inbox, so an
+outside publisher that may read no subject still hears back (see :mod:`metatune.bus.auth`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from .base import Contract
+from .datasets import StudySpec
+
+JobState = Literal[
+    "requested", "assigned", "running", "paused", "finished", "cancelled", "infeasible"
+]
+
+
+class JobLookup(Contract):
+    """Where a job stands, asked of the scheduler (``metatune cancel`` checks before it cancels)."""
+
+    job_id: UUID = Field(description="the job (trial) to look up")
+
+
+class JobLookupReply(Contract):
+    """The scheduler's answer: whether it knows the job, its study and where it stands."""
+
+    job_id: UUID = Field(description="the job looked up")
+    known: bool = Field(description="False: the scheduler has never seen this job requested")
+    study_id: UUID | None = Field(None, description="the job's study (None: an unknown job)")
+    state: JobState | None = Field(None, description="where the job stands (None: an unknown job)")
+
+
+class DatasetValidation(Contract):
+    """A submission's draft, checked by the profiler against its dataset before it is published."""
+
+    spec: StudySpec = Field(
+        description="the study as it would be submitted; its dataset is already uploaded"
+    )
+
+
+class DatasetValidationReply(Contract):
+    """The profiler's answer: what would make it refuse the submission (empty: none found)."""
+
+    problems: list[str] = Field(
+        default_factory=list,
+        description="one line each, starting with the field it is about (e.g. label_column)",
+    )
+
+
+__all__ = [
+    "DatasetValidation",
+    "DatasetValidationReply",
+    "JobLookup",
+    "JobLookupReply",
+    "JobState",
+]
