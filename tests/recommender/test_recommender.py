@@ -40,7 +40,7 @@ async def test_profiled_three_jobs_one_completes_next_trial(
     study = uuid.uuid4()
     spec = SPEC.model_copy(update={"trials": 4})
     async with service.running():
-        nc = service.broker.config.connection_state.connection
+        nc = service.broker.connection
         requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
         stopped = await received_on(nc, subjects.STUDIES_STOPPED, StudyStopped)
         profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES)
@@ -106,7 +106,7 @@ async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(
     service = create_service(settings, store=store, load_seed_kb=False)
     study = uuid.uuid4()
     async with service.running():
-        nc = service.broker.config.connection_state.connection
+        nc = service.broker.connection
         requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
         # trials on two devices each: the job holds two GPUs and draws the power of both
         spec = SPEC.model_copy(update={"gpus_per_trial": 2})

@@ -143,3 +143,30 @@ def test_the_state_round_trips_through_json() -> None:
     loop = opened(5)
     again = StudyLoop.model_validate_json(loop.model_dump_json())
     assert again == loop and sorted(again.requested) == [0, 1, 2]
+
+
+def test_a_cancelled_study_stops_once_and_requests_nothing_more() -> None:
+    loop = opened(6)
+    finished = [done(loop, 0), done(loop, 1)]
+    stop = loop.cancel()
+    assert stop == Stop(StopReason.cancelled, 3)
+    loop = loop.after(stop)
+    assert loop.stopped is StopReason.cancelled and loop.requested == {}
+    assert loop.cancel() is None  # a redelivered cancellation stops nothing twice
+    assert loop.next(finished) is None  # a trial finishing afterwards requests nothing
+    assert loop.opening() is None
+
+
+def test_a_study_cancelled_before_its_profile_never_opens() -> None:
+    loop = StudyLoop.new(uuid.uuid4(), 0)  # no profile yet: its budget is unknown
+    stop = loop.cancel()
+    assert stop == Stop(StopReason.cancelled, 0)
+    loop = loop.after(stop)
+    assert loop.opening() is None and loop.cancel() is None
+
+
+def test_a_study_stopped_already_is_not_stopped_again_by_its_cancellation() -> None:
+    loop = opened(2)
+    stop = loop.next([done(loop, 0)])
+    assert stop == Stop(StopReason.budget, 2)
+    assert loop.after(stop).cancel() is None

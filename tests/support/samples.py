@@ -99,6 +99,10 @@ def samples() -> list[tuple[str, c.Event]]:
             c.JobCancelled(occurred_at=NOW, job_id=JOB, study_id=STUDY, reason="budget cut"),
         ),
         (
+            subjects.STUDIES_CANCELLED,
+            c.StudyCancelled(occurred_at=NOW, study_id=STUDY, reason="no longer needed"),
+        ),
+        (
             subjects.STUDIES_STOPPED,
             c.StudyStopped(
                 occurred_at=NOW,

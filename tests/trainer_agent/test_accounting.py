@@ -128,3 +128,14 @@ def test_pacer_waits_for_the_next_simulated_hour_once_the_budget_is_spent() -> N
     assert (
         40 * 60 - 5 < pacer.wait_seconds() <= 40 * 60
     )  # 11:00 is 40 simulated = real minutes away
+
+
+def test_an_hour_is_priced_at_the_forecast_s_expected_value_as_the_plan_prices_it() -> None:
+    """A skewed band (spikes go up): the meter charges the band's expected value, not its median,
+    the same intensity the scheduler's plan prices the hour at."""
+    skewed = forecast(T0, [100.0]).model_copy(
+        update={"p10_g_per_kwh": [90.0] * 168, "p90_g_per_kwh": [300.0] * 168}
+    )
+    expected = float(skewed.expected_g_per_kwh()[0])
+    assert expected == pytest.approx(0.3 * 90 + 0.4 * 100 + 0.3 * 300)
+    assert ForecastIntensity(skewed)(T0 + timedelta(minutes=20)) == pytest.approx(expected)

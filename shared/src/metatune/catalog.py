@@ -117,9 +117,17 @@ CATALOG = [
         event_id(),
     ),
     Channel(
+        subjects.STUDIES_CANCELLED,
+        c.StudyCancelled,
+        "A whole study withdrawn: the recommender requests no more of its trials.",
+        (SUBMITTER,),
+        (_r("recommender", "recommender-cancelled"), LOG),
+        event_id(),
+    ),
+    Channel(
         subjects.STUDIES_STOPPED,
         c.StudyStopped,
-        "The recommender requests no more trials for a study: budget spent or best EI below threshold.",
+        "The recommender requests no more trials for a study: budget spent, best EI below threshold or cancelled.",
         ("recommender",),
         (LOG,),
         event_id("uuid5 of the study: a study stops once"),

@@ -30,10 +30,12 @@ def trial_outcome(
 
 def study_state(stop_reason: str | None, unfinished: int) -> str:
     """Where a study stands: trials are still being requested; the recommender requests no more
-    (its budget, expected improvement) while ``unfinished`` trials run; or finished (every
+    (its budget, expected improvement; or the study was cancelled) while ``unfinished`` trials run; or finished (every
     trial ended)."""
     if stop_reason is None:
         return "requesting trials"
+    if stop_reason == "cancelled":  # StopReason.cancelled: its trials are withdrawn too
+        return f"cancelled; {unfinished} still to stop" if unfinished else "cancelled"
     if unfinished:
         return f"{NO_MORE_TRIALS} ({stop_reason}); {unfinished} still to finish"
     return f"finished ({stop_reason})"

@@ -36,6 +36,8 @@ from faststream import FastStream
 from faststream.middlewares import AckPolicy
 from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsBroker, PullSub
 from faststream.nats.security import NatsSecurity
+from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
 
 from . import __version__, msgids, subjects
@@ -91,6 +93,7 @@ class Service:
         self._tick_handlers: list[Callable[[ClockTick], Awaitable[None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._last_tick: datetime | None = None
+        self._js: tuple[Client, JetStreamContext] | None = None  # see js
         self.durables: list[
             tuple[str, str, str]
         ] = []  # (stream, durable, subject): what its NATS user must be granted
@@ -203,8 +206,13 @@ class Service:
         return event
 
     @property
-    def js(self):  # nats.js.JetStreamContext of the broker's connection
-        return self.broker.config.connection_state.stream
+    def js(self) -> JetStreamContext:
+        """JetStream over the broker's connection (FastStream's public ``broker.connection``), one
+        context per connection: a reconnect keeps the connection, a restart of the broker not."""
+        nc = self.broker.connection
+        if self._js is None or self._js[0] is not nc:
+            self._js = (nc, nc.jetstream())
+        return self._js[1]
 
     # ----------------------------------------------------------------- lifecycle
     async def _ensure_layout(self) -> None:

@@ -19,6 +19,7 @@ JOBS_REQUESTED = "metatune.jobs.requested"
 JOBS_INFEASIBLE = "metatune.jobs.infeasible"
 JOBS_CANCELLED = "metatune.jobs.cancelled"
 STUDIES_STOPPED = "metatune.studies.stopped"
+STUDIES_CANCELLED = "metatune.studies.cancelled"
 PLANS = "metatune.plans"
 CLOCK_TICK = "metatune.clock.tick"
 

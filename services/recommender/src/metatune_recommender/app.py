@@ -7,6 +7,8 @@
   budget (``spec.trials``) is not spent, the next trial by Expected Improvement conditioned on the
   study's finished runs; when the budget is spent or the best EI falls below the threshold, one
   ``metatune.studies.stopped``.
+* ``metatune.studies.cancelled``: the study stops (``metatune.studies.stopped``, reason
+  ``cancelled``) and no later event of it requests a trial.
 
 The decisions are :class:`~.domain.study_loop.StudyLoop`'s; its state is kept per study in KV
 (:mod:`.adapters.loop_store`), so a restart loses and doubles nothing. Ids are stable: job =
@@ -20,7 +22,7 @@ from __future__ import annotations
 from faststream.nats.annotations import NatsMessage
 
 from metatune import subjects
-from metatune.contracts import DatasetProfiled, RunCompleted, RunFailed
+from metatune.contracts import DatasetProfiled, RunCompleted, RunFailed, StudyCancelled
 from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
@@ -75,5 +77,10 @@ def create_service(
     async def on_failed(event: RunFailed, message: NatsMessage) -> None:
         """A failed trial uses up its slot of the budget; the next one is still chosen."""
         await runtime.failed(event, message.raw_message.subject)
+
+    @service.consume(subjects.STUDIES_CANCELLED, durable="recommender-cancelled")
+    async def on_cancelled(event: StudyCancelled) -> None:
+        """The study stops: one StudyStopped (cancelled), nothing requested afterwards."""
+        await runtime.cancelled(event)
 
     return service

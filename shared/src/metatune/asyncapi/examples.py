@@ -205,6 +205,17 @@ def examples() -> list[Example]:
             ),
         ),
         Example(
+            "cancel-study",
+            "A user withdraws the whole study",
+            s.STUDIES_CANCELLED,
+            c.StudyCancelled(
+                event_id=_id(5),
+                occurred_at=NOW + timedelta(hours=2),
+                study_id=STUDY,
+                reason="wrong label column",
+            ),
+        ),
+        Example(
             "budget-spent",
             "The study's three trials are done",
             s.STUDIES_STOPPED,

@@ -220,6 +220,7 @@ def core_services(streams: Streams) -> list[Principal]:
             + durable(ev, "recommender-kb-completed", subjects.RUNS_COMPLETED_ALL)
             + durable(ev, "recommender-next-trial-failed", subjects.RUNS_FAILED_ALL)
             + durable(ev, "recommender-kb-failed", subjects.RUNS_FAILED_ALL)
+            + durable(ev, "recommender-cancelled", subjects.STUDIES_CANCELLED)
             + publish(subjects.JOBS_REQUESTED, subjects.STUDIES_STOPPED)
             + kv_read(STUDIES_BUCKET)
             + kv_read(ASSIGNMENTS_BUCKET)  # where each job runs: run events from elsewhere refused
@@ -286,7 +287,7 @@ def submitter(streams: Streams) -> Principal:
         Permissions(publish=(f"{API}.INFO", f"{API}.STREAM.NAMES"))
         + _stream_metadata(streams.events)
         + kv_read(CLOCK_BUCKET)
-        + publish(subjects.DATASETS_SUBMITTED, subjects.JOBS_CANCELLED)
+        + publish(subjects.DATASETS_SUBMITTED, subjects.JOBS_CANCELLED, subjects.STUDIES_CANCELLED)
         + publish(subjects.DATASETS_VALIDATE, subjects.JOBS_LOOKUP)
         + object_write(DATASETS_BUCKET)
     )

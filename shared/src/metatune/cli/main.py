@@ -175,7 +175,10 @@ CORE = {
         " apply and the flags given override them.",
     ),
     "cancel": Core(
-        "cancel:cancel", "Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id."
+        "cancel:cancel",
+        "Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id (nothing is published"
+        " for a job that has already ended; one the scheduler does not know is an error, exit 1)."
+        " With --study: publish metatune.studies.cancelled, then cancel each trial not ended.",
     ),
     "events": Core(
         "events:events",

@@ -39,6 +39,7 @@ from ..contracts import (
     JobLookup,
     JobLookupReply,
     JobRequested,
+    StudyCancelled,
     StudySpec,
 )
 from ..errors import ObjectNotFound
@@ -346,16 +347,25 @@ class AsyncClient:
     async def cancel_study(
         self, study: UUID | str, reason: str = CANCEL_REASON
     ) -> StudyCancellation:
-        """Withdraw every trial of the study that has not ended (read from the log as the admin).
-        A trial the recommender requests afterwards is not covered."""
+        """Cancel a whole study: a StudyCancelled first (the recommender requests none of its
+        trials afterwards and stops it, reason ``cancelled``), then a JobCancelled for every
+        trial that has not ended (read from the log as the admin)."""
         found = await self._find(study)
         js = await self._js(SUBMITTER)
+        clock = await platform_clock(js)
+        try:
+            event = StudyCancelled(occurred_at=clock.now(), study_id=found.study_id, reason=reason)
+        except ValueError as exc:
+            raise InvalidRequest(f"invalid cancellation: {exc}") from None
+        await self._publish(js, subjects.STUDIES_CANCELLED, event)
         cancelled = [
             await self._cancel(js, t.job_id, reason)
             for t in found.ordered_trials()
             if t.status == "requested"
         ]
-        return StudyCancellation(study_id=found.study_id, cancelled=cancelled)
+        return StudyCancellation(
+            event_id=event.event_id, study_id=found.study_id, reason=reason, cancelled=cancelled
+        )
 
     # -- adapters ---------------------------------------------------------------------------------
 

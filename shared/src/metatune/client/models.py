@@ -107,9 +107,12 @@ class Cancellation(View):
 
 
 class StudyCancellation(View):
-    """The trials of a study that were cancelled (those that had not ended)."""
+    """A StudyCancelled as published (``event_id``), and the trials of the study that were
+    cancelled with it (those that had not ended)."""
 
+    event_id: UUID
     study_id: UUID
+    reason: str
     cancelled: list[Cancellation]
 
 

@@ -29,6 +29,7 @@ from .jobs import (
     LrSchedule,
     PredictionSource,
     StopReason,
+    StudyCancelled,
     StudyStopped,
 )
 from .requests import (
@@ -107,6 +108,7 @@ __all__ = [
     "RunProgress",
     "ServiceHealth",
     "StopReason",
+    "StudyCancelled",
     "StudySpec",
     "StudyStopped",
     "StudyTag",

@@ -173,6 +173,21 @@ class StopReason(StrEnum):
     expected_improvement = (
         "expected_improvement"  # the best EI fell below the recommender's threshold
     )
+    cancelled = "cancelled"  # a user cancelled the whole study (StudyCancelled)
+
+
+class StudyCancelled(Event):
+    """A user or another system cancels a whole study: the recommender requests no more of its
+    trials (one ``StudyStopped``, reason ``cancelled``); the trials not ended are withdrawn each
+    by its own ``JobCancelled``."""
+
+    study_id: StudyId
+    reason: str | None = Field(
+        None,
+        min_length=1,
+        max_length=2000,
+        description="why, kept in the log (None: not given)",
+    )
 
 
 class StudyStopped(Event):
@@ -180,7 +195,8 @@ class StudyStopped(Event):
 
     study_id: StudyId
     reason: StopReason = Field(
-        description="budget: spec.trials spent; expected_improvement: best EI under threshold"
+        description="budget: spec.trials spent; expected_improvement: best EI under threshold; "
+        "cancelled: the study was cancelled (StudyCancelled)"
     )
     trials_requested: int = Field(
         ge=0, description="trials the recommender requested for the study"

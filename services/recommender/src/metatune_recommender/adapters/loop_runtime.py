@@ -19,6 +19,7 @@ from metatune.contracts import (
     PredictionSource,
     RunCompleted,
     RunFailed,
+    StudyCancelled,
     StudySpec,
     StudyStopped,
 )
@@ -84,6 +85,22 @@ class LoopRuntime:
             self.service, event, subject, report=False
         ):
             await self._finished(event.study_id, event.job_id, subject, None)
+
+    async def cancelled(self, event: StudyCancelled) -> None:
+        """The study stops (``cancelled``) and requests nothing more; one cancelled before its
+        profile arrived gets a stopped loop, so its profile requests nothing (budget unknown yet,
+        and never used once stopped)."""
+        async with self._lock(event.study_id):
+            record, revision = await self._settled(event.study_id)
+            loop = record.loop if record else StudyLoop.new(event.study_id, 0)
+            stop = loop.cancel()
+            if stop is None:  # stopped already: a redelivery, or a study that had ended
+                return
+            runs = await self.store.study_runs(event.study_id)
+            finished = [FinishedTrial.of(r) for r in runs]
+            stopped = self._stopped(event.study_id, stop, finished, None, None)
+            done = LoopRecord(loop=loop.after(stop), stop=stopped)
+            await self._flush(done, await self.records.save(done, revision))
 
     # ----------------------------------------------------------------- the loop
     async def _finished(

@@ -10,6 +10,8 @@ The rules:
   after the knowledge base already holds later results catches up instead of skipping an index;
 * a slot freed once every trial is requested ends the study (``budget``); so does a best expected
   improvement below the threshold once the first batch's results are in (``expected_improvement``);
+* a cancelled study stops (``cancelled``) whatever it stands at, once: a study cancelled before
+  its profile arrived stops before its opening batch, which is then never requested;
 * once stopped, nothing more is requested and the requested configurations are dropped: the loop
   keeps only that it stopped, so a late event changes nothing.
 
@@ -127,6 +129,13 @@ class StudyLoop(BaseModel):
         if freed > self.budget:
             return Stop(StopReason.budget, len(self.requested))
         return None
+
+    def cancel(self) -> Stop | None:
+        """The study's stop on its cancellation (None: it has stopped already, a redelivered
+        cancellation or one after the study ended)."""
+        if self.stopped is not None:
+            return None
+        return Stop(StopReason.cancelled, len(self.requested))
 
     def pending(self, finished: Sequence[FinishedTrial]) -> list[dict[str, Any]]:
         """The configurations of the trials requested and not finished (fantasised by the GP)."""

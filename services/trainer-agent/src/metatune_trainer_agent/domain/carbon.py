@@ -1,5 +1,9 @@
 """Carbon accounting: energy per clock hour and site, priced at that hour's forecast intensity.
 
+The intensity is the forecast's expected value (``expected_intensity`` of its 10th, 50th and 90th
+percentiles, :mod:`metatune.contracts.forecasts`), the one the scheduler's plan prices hours at, so
+the plan's "expected" and the meter's "measured" differ only by forecast revisions and energy.
+
 emissions (gCO2eq) = sum over (hour, datacenter) of energy_wh / 1000 x PUE x g_per_kwh(hour).
 
 Each hour takes the intensity of the latest forecast known while the run spent energy in it;
@@ -18,6 +22,7 @@ from typing import Any
 
 from metatune.clock import HOUR, floor_hour
 from metatune.contracts import CarbonForecast, HourlyEnergy
+from metatune.contracts.forecasts import expected_intensity
 
 IntensityLookup = Callable[[datetime], float | None]
 
@@ -42,7 +47,13 @@ class ForecastIntensity:
             return None
         index = int((floor_hour(hour) - forecast.start) / HOUR)
         if 0 <= index < len(forecast.g_per_kwh):
-            return forecast.g_per_kwh[index]
+            return float(
+                expected_intensity(
+                    forecast.p10_g_per_kwh[index],
+                    forecast.g_per_kwh[index],
+                    forecast.p90_g_per_kwh[index],
+                )
+            )
         return None
 
 
