@@ -28,7 +28,7 @@ def load_bench(name: str) -> ModuleType:
 def write_trace(
     folder: Path, zone: str, start: str, hours: int, level: float, seed: int = 0
 ) -> Path:
-    """An ``em_hourly/<zone>.csv.gz`` file as in ../shared/data/carbon: a daily cycle plus noise."""
+    """An ``em_hourly/<zone>.csv.gz`` file as in a carbon data folder the benches read: a daily cycle plus noise."""
     times = pd.date_range(start, periods=hours, freq="h", tz="UTC")
     rng = np.random.default_rng(seed)
     ci = level * (1 + 0.3 * np.sin(2 * np.pi * np.arange(hours) / 24)) + rng.normal(0, 5, hours)

@@ -362,8 +362,8 @@ class Settings(BaseSettings):
     )
     dashboard_tokens_dir: Path | None = Field(
         None,
-        description="Where the dashboard's read-only tokens are (dashboard.token, dashboard.previous; "
-        "written by `metatune secrets`); default: the NATS secrets dir",
+        description="Folder of the dashboard's read-only tokens (`metatune secrets` writes them); "
+        "default: the NATS secrets dir",
     )
     webhook_secret: str = Field(
         "",
