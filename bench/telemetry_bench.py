@@ -58,8 +58,8 @@ from psycopg.types.json import Jsonb
 from rich.console import Console
 from rich.table import Table
 
+from metatune import catalog, subjects
 from metatune import contracts as c
-from metatune import subjects
 from metatune.bus import ensure_streams
 from metatune.embedded import servers
 from metatune.settings import Settings
@@ -367,7 +367,7 @@ async def insert_path(url: str, schema: str, stream: list[Message]) -> dict:
 
 
 async def insert_one(conn: psycopg.AsyncConnection, stream: str, m) -> None:
-    e = c.RunProgress.model_validate_json(m.data)
+    e = catalog.parse(m.subject, m.data)  # the jobs' starts first, then their progress
     cur = await conn.execute(
         "INSERT INTO event_log (occurred_at, event_id, subject, correlation_id, stream, stream_seq, payload) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",

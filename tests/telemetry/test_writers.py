@@ -9,13 +9,16 @@ cannot publish the error event itself.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 import pytest
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune_telemetry.adapters.consumer import stream_seq
+from metatune.bus import ensure_streams
+from metatune_telemetry.adapters.consumer import delivery, stream_seq
+from metatune_telemetry.adapters.writers import LOG_DURABLE, log_consumer_config
 from metatune_telemetry.app import create_service
 from tests.support.samples import NOW, started
 from tests.support.waiting import wait_for
@@ -89,9 +92,42 @@ async def test_writer_processes_share_the_stream_and_store_each_event_once(
         await wait_for(lambda: sum(service.writers.stored) > 0, "events stored by the writers")
 
 
-def test_stream_sequence_is_read_from_both_ack_subject_forms() -> None:
+async def test_a_backlog_read_by_several_writers_keeps_every_genuine_run_event(
+    tsettings, schema, js
+) -> None:
+    """Starts and progress already in the stream when the writers start: a run event may be
+    judged while another process still holds its job's start uncommitted. It is redelivered
+    until that start is stored, never refused for it; a forgery is still refused, once."""
+    settings = tsettings.model_copy(update={"telemetry_writers": 3, "telemetry_batch_size": 7})
+    jobs = [uuid4() for _ in range(6)]
+    events = [(job, e) for job in jobs for e in progress(job, 30)]
+    await ensure_streams(js, settings)
+    for job in jobs:  # each job's start, then its progress, all before telemetry reads any
+        await publish(js, settings, *started(job))
+        for event in progress(job, 30):
+            await publish(js, settings, subjects.run_progress("fra1", job), event)
+    forged = progress(uuid4(), 1)[0]  # a job no one assigned
+    await publish(js, settings, subjects.run_progress("fra1", forged.job_id), forged)
+    # the shared consumer paused until every writer process pulls, so all three take batches
+    until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await js.add_consumer(
+        settings.stream_name, config=log_consumer_config(settings), pause_until=until
+    )
+    service = create_service(settings, schema=schema)
+    async with service.running():
+        await wait_for(lambda: service.writers.started.value >= 2, "both writer processes pulling")
+        await js.resume_consumer(settings.stream_name, LOG_DURABLE)
+        await no_gap(js, service.db, settings)
+        db = service.db
+        assert await count(db, "SELECT count(*) FROM run_metrics") == len(events)
+        rejects = await db.fetch("SELECT code, raw FROM event_rejects")
+        assert rejects == [("foreign_run_event", forged.to_bytes())]
+
+
+def test_stream_sequence_and_delivery_are_read_from_both_ack_subject_forms() -> None:
     assert stream_seq("$JS.ACK.METATUNE.telemetry-log.1.42.40.1700000000000000000.7") == 42
-    v2 = "$JS.ACK._.ACCOUNTHASH.METATUNE.telemetry-log.1.42.40.1700000000000000000.7.tok"
+    v2 = "$JS.ACK._.ACCOUNTHASH.METATUNE.telemetry-log.3.42.40.1700000000000000000.7.tok"
     assert stream_seq(v2) == 42
+    assert delivery(v2) == (42, 3)
     with pytest.raises(ValueError, match="not a JetStream ack subject"):
         stream_seq("_INBOX.abc")

@@ -71,7 +71,7 @@ def create_service(
         max_size=s.telemetry_pool_size,
         connect_timeout_s=s.connect_timeout_s,
     )
-    writer = EventWriter(db, opener(s))
+    writer = EventWriter(db, opener(s), concurrent=s.telemetry_writers > 1)
     ready = asyncio.Event()
     service.db = db
     service.ready = ready

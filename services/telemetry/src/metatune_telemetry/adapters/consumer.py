@@ -38,6 +38,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from metatune.backoff import backoff_s
 from metatune.bus.retry import retrying
 from metatune.errors import DatabaseUnavailable
 
@@ -52,6 +53,7 @@ WAIT_S = 1.0  # how long a pull waits for a first message when the stream is idl
 # single message is never larger: NATS' max_payload is 1 MiB by default)
 MAX_PULL_BYTES = 4 << 20
 ACK = b"+ACK"
+DEFER_INITIAL_S = 1.0  # a deferred run event's first redelivery delay, doubling after
 IN_PROGRESS = b"+WPI"
 
 
@@ -67,15 +69,31 @@ async def reply_all(nc: Client, msgs: list[Msg], payload: bytes) -> None:
         await nc.publish(msg.reply, payload)
 
 
-def stream_seq(reply: str) -> int:
-    """The stream sequence in a JetStream ack subject (``$JS.ACK.<stream>.<consumer>.<delivered>.
-    <sseq>...``, or the v2 form with domain and account hash before the stream)."""
+def delivery(reply: str) -> tuple[int, int]:
+    """The stream sequence and delivery count in a JetStream ack subject (``$JS.ACK.<stream>.
+    <consumer>.<delivered>.<sseq>...``, or the v2 form with domain and account hash before the
+    stream)."""
     tokens = reply.split(".")
     if len(tokens) == 9:
-        return int(tokens[5])
+        return int(tokens[5]), int(tokens[4])
     if len(tokens) >= 11 and tokens[0] == "$JS" and tokens[1] == "ACK":
-        return int(tokens[7])
+        return int(tokens[7]), int(tokens[6])
     raise ValueError(f"not a JetStream ack subject: {reply!r}")
+
+
+def stream_seq(reply: str) -> int:
+    """The stream sequence in a JetStream ack subject."""
+    return delivery(reply)[0]
+
+
+def nak_after(delay_s: float) -> bytes:
+    """A negative ack asking JetStream to redeliver the message after ``delay_s``."""
+    return b"-NAK " + json.dumps({"delay": int(delay_s * 1e9)}).encode()
+
+
+def incoming(stream: str, msg: Msg) -> Incoming:
+    seq, delivered = delivery(msg.reply)
+    return Incoming(stream, seq, msg.subject, msg.data, delivered)
 
 
 def consumer_config(durable: str, max_ack_pending: int) -> ConsumerConfig:
@@ -225,10 +243,18 @@ class StreamIngestor:
                     continue
                 if not msgs:
                     continue
-                stream = self.stream
-                batch = [Incoming(stream, stream_seq(m.reply), m.subject, m.data) for m in msgs]
+                batch = [incoming(self.stream, m) for m in msgs]
                 result = await self._store(batch, msgs)
-                await reply_all(nc, msgs, ACK)  # only now: everything in the batch is committed
+                if result.deferred:  # judged again on a later delivery (provenance.judge)
+                    later = {m.seq for m in result.deferred}
+                    for item, msg in zip(batch, msgs, strict=True):
+                        if item.seq in later:
+                            delay = backoff_s(item.delivered, DEFER_INITIAL_S)
+                            await nc.publish(msg.reply, nak_after(delay))
+                    msgs = [
+                        msg for item, msg in zip(batch, msgs, strict=True) if item.seq not in later
+                    ]
+                await reply_all(nc, msgs, ACK)  # only now: everything else is committed
                 self.stored += result.stored
                 if result.rejected and self.on_rejected is not None:
                     await self.on_rejected(result.rejected)

@@ -11,14 +11,18 @@ anywhere else becomes a reject with code ``foreign_run_event`` (kept, with its b
 webhook comes of it.
 
 With several writer processes (``telemetry_writers`` > 1) batches are written concurrently: a run
-event judged while another writer still holds the batch with its job's start, uncommitted, would
-be refused. An agent starts training seconds after its assignment, so this needs a backlog read by
-several writers at once; one writer (the default) judges the log strictly in order.
+event may be judged while another writer still holds the batch with its job's assignment,
+uncommitted (a backlog read by several writers at once). So there a refusal is not final at once:
+the event is handed back (``deferred``) and redelivered after a delay until it has been delivered
+:data:`FINAL_DELIVERY` times; by then the concurrent batch has committed or been redelivered
+itself, and the judgement is the one a single writer makes. One writer (the default) judges the
+log strictly in order and refuses at the first delivery.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -29,6 +33,9 @@ from metatune.provenance import FOREIGN_RUN_EVENT, RUN_EVENTS, foreign
 
 from ..domain.events import Accepted, Rejected, clean_text
 
+# the delivery at which a concurrent writer's refusal is final (redelivered after 1, 2, 4 s)
+FINAL_DELIVERY = 4
+
 # the job's latest assignment stored before ``stream_seq`` of ``stream``
 LATEST_ASSIGNMENTS = (
     "SELECT DISTINCT ON (a.job_id) a.job_id, a.datacenter FROM assignments a "
@@ -38,15 +45,26 @@ LATEST_ASSIGNMENTS = (
 )
 
 
+@dataclass
+class Judgement:
+    keep: list[tuple[Any, Accepted]] = field(default_factory=list)  # to store
+    refused: list[tuple[Any, Rejected]] = field(default_factory=list)  # foreign run events
+    deferred: list[Any] = field(default_factory=list)  # refusals not final yet (to redeliver)
+
+
 async def judge(
-    cur: psycopg.AsyncCursor[Any], accepted: Sequence[tuple[Any, Accepted]]
-) -> tuple[list[tuple[Any, Accepted]], list[tuple[Any, Rejected]]]:
-    """Split ``accepted`` (messages with ``stream`` and ``seq``, in any order) into the events to
-    store and the run events refused as foreign."""
+    cur: psycopg.AsyncCursor[Any],
+    accepted: Sequence[tuple[Any, Accepted]],
+    *,
+    concurrent: bool = False,
+) -> Judgement:
+    """Split ``accepted`` (messages with ``stream``, ``seq`` and ``delivered``, in any order) into
+    the events to store and the run events refused as foreign; with ``concurrent`` writers, a
+    refusal before the message's :data:`FINAL_DELIVERY` is deferred instead."""
     ordered = sorted(accepted, key=lambda item: (item[0].stream, item[0].seq))
     runs = [(m, o) for m, o in ordered if isinstance(o.event, RUN_EVENTS)]
     if not runs:
-        return list(accepted), []
+        return Judgement(keep=list(accepted))
     assigned: dict[tuple[str, UUID], str] = {}
     for stream in {m.stream for m, _ in runs}:
         first = min(m.seq for m, _ in ordered if m.stream == stream)
@@ -54,18 +72,20 @@ async def judge(
         await cur.execute(LATEST_ASSIGNMENTS, (jobs, stream, first))
         for job_id, datacenter in await cur.fetchall():
             assigned[(stream, job_id)] = datacenter
-    keep: list[tuple[Any, Accepted]] = []
-    refused: list[tuple[Any, Rejected]] = []
+    out = Judgement()
     for m, o in ordered:
         event = o.event
         if isinstance(event, Assignment):
             assigned[(m.stream, event.job_id)] = event.datacenter
         elif isinstance(event, RUN_EVENTS):
             refusal = foreign(event, assigned.get((m.stream, event.job_id)), m.subject)
+            if refusal is not None and concurrent and m.delivered < FINAL_DELIVERY:
+                out.deferred.append(m)
+                continue
             if refusal is not None:
-                refused.append(
+                out.refused.append(
                     (m, Rejected(m.subject, FOREIGN_RUN_EVENT, clean_text(refusal.message)))
                 )
                 continue
-        keep.append((m, o))
-    return keep, refused
+        out.keep.append((m, o))
+    return out

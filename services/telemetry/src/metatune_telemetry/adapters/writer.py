@@ -141,6 +141,7 @@ class Incoming:
     seq: int
     subject: str
     data: bytes
+    delivered: int = 1  # how often JetStream has delivered it (this time included)
 
 
 @dataclass
@@ -149,12 +150,20 @@ class WriteResult:
     duplicates: int = 0  # valid events already stored (redeliveries)
     rejected: list[tuple[Incoming, Rejected]] = field(default_factory=list)
     notifications: int = 0
+    deferred: list[Incoming] = field(default_factory=list)  # to redeliver, not ack (provenance)
 
 
 class EventWriter:
-    def __init__(self, db: Database, unseal: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        unseal: Callable[[str], str] | None = None,
+        *,
+        concurrent: bool = False,
+    ) -> None:
         self.db = db
         self.unseal = unseal  # opens sealed webhook URLs (metatune.webhook_seal)
+        self.concurrent = concurrent  # other writers share the stream (provenance.judge)
         self._partitions: set[tuple[str, datetime]] = set()  # known to exist (committed)
 
     async def write(self, batch: Sequence[Incoming]) -> WriteResult:
@@ -190,6 +199,7 @@ class EventWriter:
                 total.duplicates += one.duplicates
                 total.rejected += one.rejected
                 total.notifications += one.notifications
+                total.deferred += one.deferred
             return total
 
     async def _retrying(
@@ -228,8 +238,10 @@ class EventWriter:
                 set()
             )  # (stream, sequence) of the messages whose event was new
             if accepted:
-                accepted, foreign = await judge(cur, accepted)
-                result.rejected += foreign
+                judged = await judge(cur, accepted, concurrent=self.concurrent)
+                accepted = judged.keep
+                result.rejected += judged.refused
+                result.deferred = judged.deferred
             if accepted:
                 await cur.execute(STAGE_DDL)
                 await self._ensure_partitions(

@@ -212,9 +212,8 @@ async def _serve(
             max_delay_s=5.0,
             transient=(DatabaseUnavailable,),
         )
-        ingestor = log_ingestor(
-            nc, nc.jetstream(), EventWriter(db, opener(settings)), settings, relay
-        )
+        writer = EventWriter(db, opener(settings), concurrent=True)  # one of several
+        ingestor = log_ingestor(nc, nc.jetstream(), writer, settings, relay)
         base = stored[index - 1]  # a restarted writer adds to what its predecessor stored
 
         async def report() -> None:  # until the service is gone
