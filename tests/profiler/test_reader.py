@@ -170,7 +170,7 @@ def test_unknown_base_model(tmp_path: Path) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(errors.DatasetNotFound):
+    with pytest.raises(errors.ProfileDatasetNotFound):
         profile(tmp_path / "nothing.jsonl")
 
 

@@ -13,9 +13,9 @@ from metatune.contracts import AssignmentAction, FailureReason, LoraConfig, Task
 from metatune.models import UnknownBaseModel
 from metatune_trainer_agent.domain.assignments import parse_assignment
 from metatune_trainer_agent.domain.errors import (
-    DatasetMissing,
     EmptySplit,
     InvalidTrainingConfig,
+    TrainingDatasetNotFound,
     TrainingUnknownBaseModel,
 )
 from metatune_trainer_agent.domain.request import (
@@ -67,7 +67,7 @@ def test_unknown_base_model_fails_before_training(intents_binary: Path) -> None:
 
 
 def test_missing_dataset_and_empty_split(tmp_path: Path) -> None:
-    with pytest.raises(DatasetMissing) as missing:
+    with pytest.raises(TrainingDatasetNotFound) as missing:
         run_training(request_for(tmp_path / "absent.jsonl"), site=FAST_SITE)
     assert missing.value.reason == FailureReason.dataset_missing
     only_test = tmp_path / "test-only.jsonl"

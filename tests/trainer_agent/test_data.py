@@ -16,7 +16,11 @@ from metatune.contracts import TaskType
 from metatune_trainer_agent.domain.batching import BatchPlan, Collator
 from metatune_trainer_agent.domain.dataset import Examples, load_examples, split_examples
 from metatune_trainer_agent.domain.encoding import EncodedSplit
-from metatune_trainer_agent.domain.errors import DatasetMissing, EmptySplit, InvalidTrainingConfig
+from metatune_trainer_agent.domain.errors import (
+    EmptySplit,
+    InvalidTrainingConfig,
+    TrainingDatasetNotFound,
+)
 
 ROWS = [
     {"text": f"example number {i} " + "word " * (i % 7), "label": "pos" if i % 3 else "neg"}
@@ -86,7 +90,7 @@ def test_a_split_column_is_respected(tmp_path: Path) -> None:
 
 
 def test_missing_dataset_missing_column_and_empty_split_are_typed(tmp_path: Path) -> None:
-    with pytest.raises(DatasetMissing):
+    with pytest.raises(TrainingDatasetNotFound):
         load_examples(tmp_path / "nope.jsonl", TaskType.classification)
     path = tmp_path / "d.jsonl"
     path.write_text('{"text": "a", "label": "x"}\n')

@@ -15,8 +15,8 @@ from metatune.clock import RealClock
 from metatune_trainer_agent.adapters.multi_device import MultiDeviceRun
 from metatune_trainer_agent.domain.carbon import no_intensity
 from metatune_trainer_agent.domain.errors import (
-    DatasetMissing,
     InvalidTrainingConfig,
+    TrainingDatasetNotFound,
     TrainingError,
 )
 from metatune_trainer_agent.domain.run import Control, Progress, RunHooks, Site, run_training
@@ -113,7 +113,7 @@ def test_a_failure_in_the_processes_reaches_the_caller_as_its_own_error(
     intents_binary: Path, tmp_path: Path
 ) -> None:
     missing = request_for(tmp_path / "absent.jsonl", cache=tmp_path / "cache")
-    with pytest.raises(DatasetMissing, match="does not exist"):
+    with pytest.raises(TrainingDatasetNotFound, match="does not exist"):
         on_two(missing)
     # a batch smaller than the devices cannot be split: refused before any step
     with pytest.raises(InvalidTrainingConfig, match="cannot be split"):

@@ -14,7 +14,12 @@ Exception hierarchy::
       BusUnavailable: NATS did not answer at the configured URL
       DatabaseUnavailable: PostgreSQL did not answer at the configured URL
       ObjectNotFound: a dataset, checkpoint or adapter key is not in the object store
+      DatasetNotFound: a dataset's object key, path or URL resolves to no file
+        ProfileDatasetNotFound (also ProfileError): profiler: with its error ``code``
+        TrainingDatasetNotFound (also TrainingError): trainer: with its failure ``reason``
       InputNotAllowed: a user-supplied location points where the platform must not go
+        ProfileInputNotAllowed (also ProfileError): profiler: with its error ``code``
+        TrainingInputNotAllowed (also TrainingError): trainer: with its failure ``reason``
       DownloadFailed: a URL could not be fetched within the limits
       EmbeddedServerError: an embedded NATS or PostgreSQL could not be started
       StudyFileError (also ValueError): a study file that cannot be read or does not validate
@@ -47,12 +52,8 @@ Exception hierarchy::
         MalformedRows: rows that do not parse
         MissingValues: rows whose text or label cell is empty or null
         UnreadableDataset: not in the declared or detected format at all
-        DatasetNotFound: the object-store key, path or URL does not resolve to a file
-        LocationNotAllowed: a dataset location kind this deployment does not accept
       TrainingError: trainer: a run stopped for a reason the submitter can act on; ``reason``
         InvalidTrainingConfig: a LoRA or training configuration that cannot run
-        DatasetMissing: the dataset file (or object) is absent or unreadable
-        DatasetNotAllowed: a path outside the data roots or a URL the agent must not fetch
         EmptySplit: no usable rows for the split a run needs
         SmokeTestFailed: the smoke test (a step on the longest batch) failed
         OutOfMemory: even a micro-batch of one example does not fit on the device
@@ -99,6 +100,10 @@ class DatabaseUnavailable(MetaTuneError):
 
 class ObjectNotFound(MetaTuneError):
     """A dataset, checkpoint or adapter key is not in the object store."""
+
+
+class DatasetNotFound(MetaTuneError):
+    """A dataset's object key, path or URL resolves to no file (or to one that cannot be read)."""
 
 
 class InputNotAllowed(MetaTuneError):

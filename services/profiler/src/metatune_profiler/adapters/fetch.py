@@ -20,7 +20,7 @@ from metatune.errors import DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
 from metatune.settings import Settings
 
-from ..domain.errors import DatasetNotFound, FileTooLarge, LocationNotAllowed
+from ..domain.errors import FileTooLarge, ProfileDatasetNotFound, ProfileInputNotAllowed
 
 
 def _local_name(ref: str) -> str:
@@ -65,25 +65,27 @@ class DatasetFetcher:
         try:
             path = resolve_under_roots(ref, self._settings.dataset_root_paths())
         except InputNotAllowed as exc:
-            raise LocationNotAllowed(str(exc)) from exc
+            raise ProfileInputNotAllowed(str(exc)) from exc
         if not path.is_file():
-            raise DatasetNotFound(f"no dataset file at {ref}")
+            raise ProfileDatasetNotFound(f"no dataset file at {ref}")
         return path
 
     async def _from_object_store(self, key: str, target: Path) -> None:
         if self._objects is None:
-            raise LocationNotAllowed("this profiler has no object store (not connected to NATS)")
+            raise ProfileInputNotAllowed(
+                "this profiler has no object store (not connected to NATS)"
+            )
         try:
             size = await self._objects.size(DATASETS_BUCKET, key)
             if size > self._max_bytes:
                 raise _too_large(size, self._max_bytes)
             await self._objects.get_to_file(DATASETS_BUCKET, key, target)
         except ObjectNotFound as exc:
-            raise DatasetNotFound(str(exc)) from exc
+            raise ProfileDatasetNotFound(str(exc)) from exc
 
     async def _from_url(self, url: str, target: Path) -> None:
         if not self._settings.allow_url_datasets:
-            raise LocationNotAllowed("URL datasets are disabled (METATUNE_ALLOW_URL_DATASETS)")
+            raise ProfileInputNotAllowed("URL datasets are disabled (METATUNE_ALLOW_URL_DATASETS)")
         limits = DownloadLimits(
             max_bytes=self._max_bytes,
             timeout_s=self._settings.url_timeout_s,
@@ -92,8 +94,8 @@ class DatasetFetcher:
         try:
             await download(url, target, limits)
         except InputNotAllowed as exc:
-            raise LocationNotAllowed(str(exc)) from exc
+            raise ProfileInputNotAllowed(str(exc)) from exc
         except DownloadFailed as exc:
             if "over the limit" in str(exc):
                 raise FileTooLarge(str(exc), details={"limit_bytes": self._max_bytes}) from exc
-            raise DatasetNotFound(str(exc)) from exc
+            raise ProfileDatasetNotFound(str(exc)) from exc

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from metatune.errors import MetaTuneError
+from metatune.errors import DatasetNotFound, InputNotAllowed, MetaTuneError
 from metatune.models import UnknownBaseModel
 
 
@@ -76,8 +76,8 @@ class UnreadableDataset(ProfileError):
     code = "unreadable_dataset"
 
 
-class DatasetNotFound(ProfileError):
-    """The object-store key, path or URL does not resolve to a file."""
+class ProfileDatasetNotFound(ProfileError, DatasetNotFound):
+    """:class:`metatune.errors.DatasetNotFound` with the profiler's error ``code``."""
 
     code = "dataset_not_found"
 
@@ -88,8 +88,9 @@ class ProfileUnknownBaseModel(ProfileError, UnknownBaseModel):
     code = "unknown_base_model"
 
 
-class LocationNotAllowed(ProfileError):
-    """A dataset location kind this deployment does not accept (e.g. paths outside the data dir)."""
+class ProfileInputNotAllowed(ProfileError, InputNotAllowed):
+    """:class:`metatune.errors.InputNotAllowed` (a location kind this deployment does not accept,
+    a path outside the data roots) with the profiler's error ``code``."""
 
     code = "location_not_allowed"
 

@@ -23,12 +23,12 @@ from metatune.contracts import DatasetFormat
 
 from .columns import ColumnMap, ColumnRequest, resolve_columns
 from .errors import (
-    DatasetNotFound,
     EmptyDataset,
     FileTooLarge,
     MalformedRows,
     MissingValues,
     NotUtf8,
+    ProfileDatasetNotFound,
     RowTooLarge,
     UnreadableDataset,
 )
@@ -189,7 +189,7 @@ class Dataset:
     ) -> None:
         self.path, self.limits = path, limits
         if not path.is_file():
-            raise DatasetNotFound(f"no dataset file at {path}")
+            raise ProfileDatasetNotFound(f"no dataset file at {path}")
         size = path.stat().st_size
         if size == 0:
             raise EmptyDataset(f"{path.name} is empty (0 bytes)")

@@ -25,7 +25,7 @@ from metatune.errors import DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
 from metatune.settings import Settings
 
-from ..domain.errors import DatasetMissing, DatasetNotAllowed
+from ..domain.errors import TrainingDatasetNotFound, TrainingInputNotAllowed
 
 
 def _suffixes(ref: str) -> str:
@@ -51,9 +51,9 @@ class DatasetFetcher:
             try:
                 path = resolve_under_roots(location.ref, self._settings.dataset_root_paths())
             except InputNotAllowed as exc:
-                raise DatasetNotAllowed(str(exc)) from exc
+                raise TrainingInputNotAllowed(str(exc)) from exc
             if not path.is_file():
-                raise DatasetMissing(f"no dataset file at {location.ref}")
+                raise TrainingDatasetNotFound(f"no dataset file at {location.ref}")
             return path
         self._dir.mkdir(parents=True, exist_ok=True)
         if location.kind == "object":
@@ -64,9 +64,11 @@ class DatasetFetcher:
         try:
             info = await (await self._js.object_store(DATASETS_BUCKET)).get_info(key)
         except (ObjectNotFoundError, NotFoundError) as exc:
-            raise DatasetMissing(f"{DATASETS_BUCKET}/{key} is not in the object store") from exc
+            raise TrainingDatasetNotFound(
+                f"{DATASETS_BUCKET}/{key} is not in the object store"
+            ) from exc
         if info.size and info.size > self._max_bytes:
-            raise DatasetMissing(
+            raise TrainingDatasetNotFound(
                 f"{DATASETS_BUCKET}/{key} is {info.size:,} bytes, over the limit of {self._max_bytes:,}"
             )
         digest = hashlib.sha256(f"{key}\0{info.digest}".encode()).hexdigest()[:24]
@@ -77,13 +79,13 @@ class DatasetFetcher:
         try:
             await self._objects.get_to_file(DATASETS_BUCKET, key, partial)
         except ObjectNotFound as exc:
-            raise DatasetMissing(str(exc)) from exc
+            raise TrainingDatasetNotFound(str(exc)) from exc
         os.replace(partial, target)
         return target
 
     async def _from_url(self, url: str) -> Path:
         if not self._settings.allow_url_datasets:
-            raise DatasetNotAllowed("URL datasets are disabled (METATUNE_ALLOW_URL_DATASETS)")
+            raise TrainingInputNotAllowed("URL datasets are disabled (METATUNE_ALLOW_URL_DATASETS)")
         target = self._dir / f"{hashlib.sha256(url.encode()).hexdigest()[:24]}{_suffixes(url)}"
         limits = DownloadLimits(
             max_bytes=self._max_bytes,
@@ -93,6 +95,6 @@ class DatasetFetcher:
         try:
             return await download(url, target, limits)
         except InputNotAllowed as exc:
-            raise DatasetNotAllowed(str(exc)) from exc
+            raise TrainingInputNotAllowed(str(exc)) from exc
         except DownloadFailed as exc:
-            raise DatasetMissing(str(exc)) from exc
+            raise TrainingDatasetNotFound(str(exc)) from exc

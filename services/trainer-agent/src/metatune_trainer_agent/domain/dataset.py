@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from metatune.contracts import DatasetFormat, TaskType
 
-from .errors import DatasetMissing, EmptySplit, InvalidTrainingConfig
+from .errors import EmptySplit, InvalidTrainingConfig, TrainingDatasetNotFound
 
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "content", "document")
 PAIR_COLUMNS = ("text_pair", "sentence2", "hypothesis")
@@ -86,11 +86,11 @@ def load_examples(
 ) -> Examples:
     """Read ``path`` and keep the rows the task can use (a text, and a label for classification)."""
     if not path.is_file():
-        raise DatasetMissing(f"dataset {path} does not exist")
+        raise TrainingDatasetNotFound(f"dataset {path} does not exist")
     try:
         rows = list(_read_rows(path, fmt or detect_format(path)))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error, ValueError) as exc:
-        raise DatasetMissing(f"dataset {path} cannot be read: {exc}") from exc
+        raise TrainingDatasetNotFound(f"dataset {path} cannot be read: {exc}") from exc
     if not rows:
         raise EmptySplit(f"dataset {path} has no rows")
     columns = set().union(*(row.keys() for row in rows[:1000]))

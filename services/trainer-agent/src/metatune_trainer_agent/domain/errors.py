@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from metatune.contracts import FailureReason
-from metatune.errors import MetaTuneError
+from metatune.errors import DatasetNotFound, InputNotAllowed, MetaTuneError
 from metatune.models import UnknownBaseModel
 
 
@@ -25,14 +25,16 @@ class InvalidTrainingConfig(TrainingError):
     reason = FailureReason.invalid_config
 
 
-class DatasetMissing(TrainingError):
-    """The dataset file (or object) is absent or unreadable."""
+class TrainingDatasetNotFound(TrainingError, DatasetNotFound):
+    """:class:`metatune.errors.DatasetNotFound` (absent or unreadable) with the trainer's
+    failure ``reason``."""
 
     reason = FailureReason.dataset_missing
 
 
-class DatasetNotAllowed(TrainingError):
-    """The assignment points at a path outside the data roots or a URL the agent must not fetch."""
+class TrainingInputNotAllowed(TrainingError, InputNotAllowed):
+    """:class:`metatune.errors.InputNotAllowed` (a path outside the data roots, a URL the agent
+    must not fetch) with the trainer's failure ``reason``."""
 
     reason = FailureReason.dataset_not_allowed
 

@@ -29,7 +29,7 @@ from .checkpoint import Accumulated, Checkpoint, fingerprint
 from .distributed import SINGLE, Group
 from .encoding import encode_dataset
 from .energy import DEFAULT_WATTS_PER_CORE, EnergyMeter, Lap, detect_counter
-from .errors import DatasetMissing, InvalidTrainingConfig, OutOfMemory, SmokeTestFailed
+from .errors import InvalidTrainingConfig, OutOfMemory, SmokeTestFailed, TrainingDatasetNotFound
 from .model import count_parameters, device_for, load_model, load_tokenizer
 from .pacing import StepPacer
 from .plateau import PlateauDetector
@@ -203,7 +203,7 @@ class _Run:
         self.taken_up = taken_up or (self.clock.now(), time.monotonic())
         self.checkpoint_step: int | None = None
         if not self.request.dataset.is_file():
-            raise DatasetMissing(f"dataset {self.request.dataset} does not exist")
+            raise TrainingDatasetNotFound(f"dataset {self.request.dataset} does not exist")
         if self.options.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         if self.group.world > self.config.batch_size:
