@@ -210,3 +210,20 @@ async def test_postgres_restart_mid_stream_loses_and_doubles_nothing(
         assert await count(service.db, "SELECT count(*) FROM event_log") == 601  # and its start
         assert await count(service.db, "SELECT count(*) FROM run_metrics") == 600
         assert await count(service.db, "SELECT count(DISTINCT step) FROM run_metrics") == 600
+
+
+async def test_telemetry_started_before_postgres_migrates_once_it_answers(
+    tsettings, js, private_postgres
+) -> None:
+    url, start, stop = private_postgres
+    stop()  # PostgreSQL is down when telemetry starts (a compose stack starting in any order)
+    settings = tsettings.model_copy(update={"database_url": url})
+    job = uuid4()
+    service = create_service(settings)
+    async with service.running():
+        await publish(js, settings, *started(job))
+        assert not service.ready.is_set()
+        start()
+        await wait_for(service.ready.is_set, "the schema migrated once PostgreSQL answers")
+        await no_gap(js, service.db, settings)
+        assert await count(service.db, "SELECT count(*) FROM assignments") == 1

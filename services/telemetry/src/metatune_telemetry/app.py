@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from pathlib import Path
 from uuid import UUID
 
 from metatune import subjects
 from metatune.bus import ADAPTERS_BUCKET
+from metatune.bus.retry import retrying
 from metatune.clock import RealClock
 from metatune.contracts import ErrorKind
 from metatune.errors import DatabaseUnavailable
@@ -110,19 +112,18 @@ def create_service(
 
     @service.background
     async def migrate() -> None:
-        delay = 0.5
-        while True:
-            try:
-                applied = await db.migrate()
-                service.status_details["storage_mode"] = db.mode or ""
-                if applied:
-                    log.info("telemetry migrations applied: %s", ", ".join(applied))
-                ready.set()
-                return
-            except DatabaseUnavailable as exc:
-                log.warning("telemetry: %s; retrying", exc)
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, 5.0)
+        applied = await retrying(  # PostgreSQL may start after us: wait for it, however long
+            db.migrate,
+            what="telemetry: migrating the schema",
+            budget_s=math.inf,
+            initial_s=0.5,
+            max_delay_s=5.0,
+            transient=(DatabaseUnavailable,),
+        )
+        service.status_details["storage_mode"] = db.mode or ""
+        if applied:
+            log.info("telemetry migrations applied: %s", ", ".join(applied))
+        ready.set()
 
     name = s.service_name or "telemetry"
 
