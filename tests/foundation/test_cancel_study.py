@@ -65,6 +65,7 @@ async def test_cancel_study_publishes_the_study_cancellation_first_then_each_tri
     )
     jobs = await logged(private_nats, subjects.JOBS_CANCELLED)
     assert {p["event_id"] for p in jobs} == {j["event_id"] for j in out["cancelled_jobs"]}
+    assert {p["study_id"] for p in jobs} == {str(study)}  # each trial's cancellation names it
 
     # the recommender stops the study as cancelled: every view reads so
     stop = c.StudyStopped(

@@ -335,10 +335,14 @@ class AsyncClient:
             raise NotFound(f"no job {job_id} in the event log")
         return None
 
-    async def _cancel(self, js: JetStreamContext, job_id: UUID, reason: str) -> Cancellation:
+    async def _cancel(
+        self, js: JetStreamContext, job_id: UUID, reason: str, study_id: UUID | None = None
+    ) -> Cancellation:
         clock = await platform_clock(js)
         try:
-            event = JobCancelled(occurred_at=clock.now(), job_id=job_id, reason=reason)
+            event = JobCancelled(
+                occurred_at=clock.now(), job_id=job_id, study_id=study_id, reason=reason
+            )
         except ValueError as exc:
             raise InvalidRequest(f"invalid cancellation: {exc}") from None
         await self._publish(js, subjects.JOBS_CANCELLED, event)
@@ -359,7 +363,7 @@ class AsyncClient:
             raise InvalidRequest(f"invalid cancellation: {exc}") from None
         await self._publish(js, subjects.STUDIES_CANCELLED, event)
         cancelled = [
-            await self._cancel(js, t.job_id, reason)
+            await self._cancel(js, t.job_id, reason, found.study_id)
             for t in found.ordered_trials()
             if t.status == "requested"
         ]
