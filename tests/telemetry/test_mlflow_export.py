@@ -194,6 +194,23 @@ async def test_each_finished_trial_is_one_run_and_a_second_export_adds_none(
     assert len(client.search_runs([again.experiment_id])) == 3
 
 
+async def test_two_exports_of_a_study_at_once_leave_one_run_per_trial(
+    db, js, tsettings, mlflow_uri, tmp_path
+) -> None:
+    """The command and the service exporting the same study at the same moment."""
+    await ensure_streams(js, tsettings)
+    await put_adapter(js, tmp_path, "adapters/a0.tar")
+    sid, jobs, events = recorded_study()
+    await store(db, events)
+
+    async def fetch(key: str, path: Path) -> None:
+        await ObjectStore(js).get_to_file(ADAPTERS_BUCKET, key, path)
+
+    both = await asyncio.gather(*(export_study(db, sid, mlflow_uri, fetch) for _ in range(2)))
+    assert sorted((e.runs_created, e.runs_existing) for e in both) == [(0, 3), (3, 0)]
+    assert len(tracking(mlflow_uri).search_runs([both[0].experiment_id])) == len(jobs)
+
+
 async def test_a_run_an_interrupted_export_left_is_made_again(
     db, js, tsettings, mlflow_uri
 ) -> None:

@@ -7,7 +7,9 @@ telemetry works without it). The client blocks, so it runs in a worker thread.
 
 Idempotent: a trial's run is found again by its job-id tag, and a run is tagged complete only
 once everything of it is logged; a run an interrupted export left incomplete is deleted and made
-again, so exporting a study twice leaves one run per trial.
+again, so exporting a study twice leaves one run per trial. Two exports of one study at once (the
+command beside the service, two telemetry replicas) take turns: each holds a PostgreSQL advisory
+lock on the study for its whole export, so the second finds the first's runs.
 
 :class:`ExportWorker` is the service's automatic path (``METATUNE_MLFLOW_TRACKING_URI``): it
 polls for studies that have ended (the ``study.completed`` state the writer records in
@@ -22,8 +24,8 @@ import logging
 import random
 import tarfile
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -68,6 +70,7 @@ TAG_ADAPTER_MISSING = "metatune.adapter_missing"
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000
 POLL_S = 5.0  # how often the worker looks for studies that have ended
 RETRY_S, MAX_RETRY_S = 30.0, 3600.0  # a failed export's next try: doubling, capped
+EXPORT_LOCK = 1952803943  # advisory lock class of a study's export (with the study's hash)
 
 FetchAdapter = Callable[[str, Path], Awaitable[object]]
 """Writes the adapter object of a key (bucket ``adapters``) to a path; raises
@@ -299,10 +302,30 @@ async def adapter_files(key: str, fetch: FetchAdapter, folder: Path) -> Path | N
     return out
 
 
+@asynccontextmanager
+async def exporting(db: Database, study_id: UUID) -> AsyncIterator[None]:
+    """One export of ``study_id`` at a time, across processes: a session advisory lock on one
+    pooled connection, released when the export ends (or the process, and its connection, dies)."""
+    key = (EXPORT_LOCK, str(study_id))
+    async with db.connection() as conn:
+        await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
+        try:
+            yield
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+
+
 async def export_study(
     db: Database, study_id: UUID, tracking_uri: str, fetch_adapter: FetchAdapter
 ) -> ExportSummary:
     """Export every finished trial of ``study_id`` not yet in MLflow at ``tracking_uri``."""
+    async with exporting(db, study_id):
+        return await _export_study(db, study_id, tracking_uri, fetch_adapter)
+
+
+async def _export_study(
+    db: Database, study_id: UUID, tracking_uri: str, fetch_adapter: FetchAdapter
+) -> ExportSummary:
     study = await study_trials(db, study_id)
     client = await asyncio.to_thread(connect, tracking_uri)
     with refused(tracking_uri):
