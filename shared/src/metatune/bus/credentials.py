@@ -24,6 +24,7 @@ import bcrypt
 import nkeys
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import InputNotAllowed
 from .auth import ADMIN, Permissions, Principal
 
 AUTH_CONF = "auth.conf"
@@ -147,6 +148,27 @@ def write_password(path: Path, *, rotate: bool = False) -> bool:
     return True
 
 
+def share_with_containers(files: list[Path], ours: set[Path]) -> None:
+    """Make secret ``files`` readable by a container's unprivileged user (mode 0644) while their
+    folders stay the owner's alone (0700), so on the host no one else reaches them. Compose's file
+    secrets are bind mounts that keep the host's owner and mode, and the images run as uid 10001:
+    a 0600 file of the host user would be unreadable there.
+
+    A folder is tightened to 0700 only if it is one of ``ours`` (made for secrets); another folder
+    open to other users is :class:`~metatune.errors.InputNotAllowed`, before anything changes."""
+    folders = {path.parent for path in files}
+    open_to_others = sorted(d for d in folders if d.stat().st_mode & 0o077 and d not in ours)
+    if open_to_others:
+        raise InputNotAllowed(
+            f"{open_to_others[0]} is open to other users: keep the secrets in a folder only you "
+            f"may open (chmod 700 {open_to_others[0]})"
+        )
+    for folder in folders:
+        folder.chmod(0o700)
+    for path in files:
+        path.chmod(0o644)
+
+
 def _write_secret(path: Path, text: str) -> None:
     """Write with mode 0600 from the start (never world-readable, even for an instant)."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -166,5 +188,6 @@ __all__ = [
     "public_key",
     "render_authorization",
     "render_leaf_credentials",
+    "share_with_containers",
     "write_password",
 ]

@@ -15,7 +15,7 @@ from rich.table import Table
 from ..bus.auth import ADMIN, Streams, principals
 from ..bus.clock import reset_anchor
 from ..bus.connection import client_auth
-from ..bus.credentials import NatsSecrets, generate, write_password
+from ..bus.credentials import NatsSecrets, generate, share_with_containers, write_password
 from ..bus.streams import CLOCK_BUCKET, HEALTH_BUCKET, ensure_streams
 from ..clock import RealClock, new_anchor
 from ..contracts import ServiceHealth
@@ -35,7 +35,7 @@ from ..embedded.supervisor import (
     stop,
     write_private,
 )
-from ..errors import BusUnavailable
+from ..errors import BusUnavailable, InputNotAllowed
 from ..platform import ServiceSpec, platform_services
 from ..redaction import redact_url
 from ..settings import Settings, get_settings
@@ -505,6 +505,11 @@ def secrets(
         min=0,
         help="With --rotate: hours the previous dashboard token stays valid",
     ),
+    container_readable: bool = typer.Option(
+        False,
+        "--container-readable",
+        help="For compose: files 0644 in 0700 folders, readable by the images' unprivileged user",
+    ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the
@@ -512,6 +517,10 @@ def secrets(
     token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600;
     prints file names, never secrets."""
     settings = get_settings()
+    # folders this command creates hold only secrets: --container-readable may close them (0700)
+    made: set[Path] = set()
+    if db_password_file is not None and not db_password_file.parent.exists():
+        made.add(db_password_file.parent)
     store = nats_secrets(settings, rotate=rotate)
     tokens = tokens_dir(settings)
     write_tokens(
@@ -533,6 +542,20 @@ def secrets(
         result |= {"db_password_file": str(db_password_file), "db_password_written": written}
         messages.append(
             f"database password {'written to' if written else 'kept in'} {db_password_file}"
+        )
+    if container_readable:  # compose bind-mounts each file with the host's owner and mode
+        files = [p for p in sorted(store.directory.iterdir()) if p.is_file()]
+        files += [p for p in sorted(tokens.iterdir()) if p.is_file()]
+        if db_password_file is not None:
+            files.append(db_password_file)
+        try:
+            share_with_containers(sorted(set(files)), ours={store.directory, tokens, *made})
+        except InputNotAllowed as exc:
+            raise fail(f"--container-readable: {exc}") from None
+        result["container_readable"] = len(set(files))
+        messages.append(
+            f"{len(set(files))} files readable by the containers' user (0644), in folders only "
+            "you may open (0700)"
         )
     if json_output:
         print_json(result)
