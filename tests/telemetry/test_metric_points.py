@@ -15,7 +15,7 @@ from yoyo import get_backend, read_migrations
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune_telemetry.adapters.db import yoyo_uri
+from metatune.postgres import yoyo_uri
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.app import create_service
 from tests.support.samples import NOW, started

@@ -24,36 +24,26 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
-from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 from uuid import UUID
 
-import psycopg
 from psycopg import sql
-from psycopg.abc import QueryNoTemplate
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import Field
 
 from metatune.contracts import Contract, MetaFeatures, StudySpec
-from metatune.errors import DatabaseUnavailable
-from metatune.redaction import redact, redact_url
+from metatune.postgres import Migrations, Postgres
 
-from .errors import KnowledgeBaseError
 from .files import read_kb_file
 from .records import DatasetInfo, Hardware, KbRun, Provenance, RunStatus, StudyProfile
 from .stats import KbStats, summarize
 
-MIGRATIONS_PACKAGE = "metatune.knowledge"
-MIGRATIONS_DIR = "migrations"
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+MIGRATIONS = Migrations("metatune.knowledge")
 _DATASET_SUFFIXES = (".gz", ".jsonl", ".json", ".csv", ".parquet", ".txt", ".tsv")
 
 _RUN_COLUMNS = (
@@ -134,23 +124,6 @@ def dataset_name_of(spec: StudySpec) -> str:
     return name
 
 
-def yoyo_uri(url: str, schema: str | None = None, connect_timeout_s: float | None = None) -> str:
-    """``url`` as yoyo wants it: its psycopg 3 backend, and the schema as a ``schema`` argument."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgres", "postgresql", "postgresql+psycopg"):
-        raise KnowledgeBaseError(
-            f"METATUNE_DATABASE_URL must be a postgresql:// URL for the knowledge base, not {redact_url(url)!r}"
-        )
-    query = dict(parse_qsl(parts.query))
-    if schema:
-        query["schema"] = schema
-    if connect_timeout_s and "connect_timeout" not in query:
-        query["connect_timeout"] = str(max(1, round(connect_timeout_s)))
-    return urlunsplit(
-        ("postgresql+psycopg", parts.netloc, parts.path, urlencode(query), parts.fragment)
-    )
-
-
 def _row_params(run: KbRun) -> tuple[Any, ...]:
     dataset = run.dataset.model_dump(mode="json", exclude={"features"})
     features = run.dataset.features.model_dump(mode="json") if run.dataset.features else None
@@ -228,9 +201,10 @@ def _run_from_row(row: dict[str, Any]) -> KbRun:
     )
 
 
-class KnowledgeStore:
-    """Async access to the knowledge base. ``schema``: a PostgreSQL schema of its own (tests), else
-    the connection's default (``public``)."""
+class KnowledgeStore(Postgres):
+    """Async access to the knowledge base over the platform's PostgreSQL layer
+    (:mod:`metatune.postgres`). ``schema``: a PostgreSQL schema of its own (tests), else the
+    connection's default (``public``)."""
 
     def __init__(
         self,
@@ -240,131 +214,16 @@ class KnowledgeStore:
         connect_timeout_s: float = 2.0,
         max_connections: int = 4,
     ) -> None:
-        if schema is not None and not _SCHEMA_NAME.match(schema):
-            raise KnowledgeBaseError(
-                f"schema name {schema!r}: lower-case letters, digits and _ only"
-            )
-        self.url = url
-        self.schema = schema
-        self.connect_timeout_s = connect_timeout_s
-        self._max_connections = max_connections
-        self._pool: AsyncConnectionPool | None = None
-        self._opening = asyncio.Lock()
-
-    # ----------------------------------------------------------------- connections
-    def _where(self) -> str:
-        return redact_url(self.url)
-
-    def _unavailable(self, exc: Exception) -> DatabaseUnavailable:
-        return DatabaseUnavailable(self._where(), redact(str(exc).strip()))
-
-    async def _ensure_schema(self) -> None:
-        if self.schema is None:
-            return
-        try:
-            async with await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout_s))
-            ) as conn:
-                await conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-                )
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
-
-    async def _get_pool(self) -> AsyncConnectionPool:
-        if self._pool is not None:
-            return self._pool
-        async with self._opening:
-            if self._pool is None:
-                kwargs: dict[str, Any] = {
-                    "autocommit": True,
-                    "connect_timeout": max(1, round(self.connect_timeout_s)),
-                }
-                if self.schema:
-                    kwargs["options"] = f"-c search_path={self.schema}"
-                pool = AsyncConnectionPool(
-                    self.url,
-                    kwargs=kwargs,
-                    min_size=1,
-                    max_size=self._max_connections,
-                    open=False,
-                    check=AsyncConnectionPool.check_connection,
-                    timeout=max(5.0, 3 * self.connect_timeout_s),
-                    reconnect_timeout=60.0,
-                    name="metatune-kb",
-                )
-                try:
-                    await pool.open(wait=True, timeout=max(5.0, 3 * self.connect_timeout_s))
-                except PoolTimeout as exc:
-                    await pool.close()
-                    raise DatabaseUnavailable(
-                        self._where(), "no connection within the timeout"
-                    ) from exc
-                self._pool = pool
-        return self._pool
-
-    async def _fetch(
-        self, query: QueryNoTemplate, params: Sequence[Any] = ()
-    ) -> list[dict[str, Any]]:
-        pool = await self._get_pool()
-        try:
-            async with pool.connection() as conn:
-                cur = conn.cursor(row_factory=dict_row)
-                await cur.execute(query, params)
-                return await cur.fetchall() if cur.description else []
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise self._unavailable(exc) from exc
-
-    async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
-
-    async def __aenter__(self) -> KnowledgeStore:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    # ----------------------------------------------------------------- schema
-    async def migrate(self) -> list[str]:
-        """Apply the knowledge base's migrations not yet applied (safe to call at every start, from
-        several processes: yoyo's lock serialises them); returns the ids applied now."""
-        await self._ensure_schema()
-        return await asyncio.to_thread(self._migrate_sync)
-
-    def _migrate_sync(self) -> list[str]:
-        from yoyo import get_backend, read_migrations
-        from yoyo.exceptions import LockTimeout
-
-        uri = yoyo_uri(self.url, self.schema, self.connect_timeout_s)
-        backend = None
-        for attempt in range(
-            3
-        ):  # two processes creating yoyo's own tables at once: one loses, retries
-            try:
-                backend = get_backend(uri)
-                break
-            except psycopg.OperationalError as exc:
-                raise self._unavailable(exc) from exc
-            except psycopg.Error:
-                if attempt == 2:
-                    raise
-        assert backend is not None
-        try:
-            with resources.as_file(
-                resources.files(MIGRATIONS_PACKAGE).joinpath(MIGRATIONS_DIR)
-            ) as folder:
-                migrations = read_migrations(str(folder))
-                try:
-                    with backend.lock(timeout=60):
-                        todo = backend.to_apply(migrations)
-                        backend.apply_migrations(todo)
-                except LockTimeout as exc:
-                    raise KnowledgeBaseError(f"knowledge-base migrations: {exc}") from exc
-                return [migration.id for migration in todo]
-        finally:
-            backend.connection.close()
+        super().__init__(
+            url,
+            migrations=MIGRATIONS,
+            schema=schema,
+            max_size=max_connections,
+            connect_timeout_s=connect_timeout_s,
+            name="metatune-kb",
+            wait_s=max(5.0, 3 * connect_timeout_s),
+            reconnect_timeout_s=60.0,
+        )
 
     # ----------------------------------------------------------------- runs
     async def add_run(self, run: KbRun) -> bool:
@@ -377,18 +236,14 @@ class KnowledgeStore:
         params = [_row_params(run) for run in runs]
         if not params:
             return 0
-        pool = await self._get_pool()
         added = 0
-        try:
-            async with pool.connection() as conn, conn.transaction():
-                cur = conn.cursor()
-                await cur.executemany(_INSERT_RUN, params, returning=True)
-                while True:
-                    added += len(await cur.fetchall())
-                    if not cur.nextset():
-                        break
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise self._unavailable(exc) from exc
+        async with self.connection() as conn, conn.transaction():
+            cur = conn.cursor()
+            await cur.executemany(_INSERT_RUN, params, returning=True)
+            while True:
+                added += len(await cur.fetchall())
+                if not cur.nextset():
+                    break
         return added
 
     async def runs(
@@ -422,15 +277,15 @@ class KnowledgeStore:
         if where:
             query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(where)
         query += sql.SQL(" ORDER BY run_id")
-        return [_run_from_row(row) for row in await self._fetch(query, params)]
+        return [_run_from_row(row) for row in await self.fetch_dicts(query, params)]
 
     async def run(self, run_id: str) -> KbRun | None:
-        rows = await self._fetch("SELECT * FROM kb_runs WHERE run_id = %s", (run_id,))
+        rows = await self.fetch_dicts("SELECT * FROM kb_runs WHERE run_id = %s", (run_id,))
         return _run_from_row(rows[0]) if rows else None
 
     async def study_runs(self, study_id: UUID | str) -> list[KbRun]:
         """Every run of a platform study (failed ones too), in the order they were stored."""
-        rows = await self._fetch(
+        rows = await self.fetch_dicts(
             "SELECT * FROM kb_runs WHERE study_id = %s ORDER BY stored_at, run_id", (str(study_id),)
         )
         return [_run_from_row(row) for row in rows]
@@ -447,44 +302,36 @@ class KnowledgeStore:
         """Keep a study's profile (the latest wins) and fill its runs stored without one; returns how
         many runs were filled."""
         name = dataset_name_of(spec)
-        pool = await self._get_pool()
-        try:
-            async with pool.connection() as conn, conn.transaction():
-                await conn.execute(
-                    "INSERT INTO kb_study_profiles (study_id, dataset_name, base_model, task, spec, features, "
-                    "profiled_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (study_id) DO UPDATE SET "
-                    "dataset_name = EXCLUDED.dataset_name, base_model = EXCLUDED.base_model, task = EXCLUDED.task, "
-                    "spec = EXCLUDED.spec, features = EXCLUDED.features, profiled_at = EXCLUDED.profiled_at, "
-                    "stored_at = now()",
-                    (
-                        str(study_id),
-                        name,
-                        spec.base_model,
-                        spec.task.value,
-                        Jsonb(spec.model_dump(mode="json")),
-                        Jsonb(features.model_dump(mode="json")),
-                        profiled_at,
-                    ),
-                )
-                cur = await conn.execute(_FILL_FROM_PROFILE, (str(study_id),))
-                return cur.rowcount
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise self._unavailable(exc) from exc
+        async with self.connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO kb_study_profiles (study_id, dataset_name, base_model, task, spec, features, "
+                "profiled_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (study_id) DO UPDATE SET "
+                "dataset_name = EXCLUDED.dataset_name, base_model = EXCLUDED.base_model, task = EXCLUDED.task, "
+                "spec = EXCLUDED.spec, features = EXCLUDED.features, profiled_at = EXCLUDED.profiled_at, "
+                "stored_at = now()",
+                (
+                    str(study_id),
+                    name,
+                    spec.base_model,
+                    spec.task.value,
+                    Jsonb(spec.model_dump(mode="json")),
+                    Jsonb(features.model_dump(mode="json")),
+                    profiled_at,
+                ),
+            )
+            cur = await conn.execute(_FILL_FROM_PROFILE, (str(study_id),))
+            return cur.rowcount
 
     async def fill_from_profile(self, study_id: UUID | str) -> int:
         """Fill the study's runs stored without a profile from its stored profile, if there is one
         now; returns how many were filled. (A completion stored while its profile was being saved
         is caught by one of the two: this call after the insert, or save_profile's update.)"""
-        pool = await self._get_pool()
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(_FILL_FROM_PROFILE, (str(study_id),))
-                return cur.rowcount
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise self._unavailable(exc) from exc
+        async with self.connection() as conn:
+            cur = await conn.execute(_FILL_FROM_PROFILE, (str(study_id),))
+            return cur.rowcount
 
     async def profile(self, study_id: UUID | str) -> StudyProfile | None:
-        rows = await self._fetch(
+        rows = await self.fetch_dicts(
             "SELECT * FROM kb_study_profiles WHERE study_id = %s", (str(study_id),)
         )
         if not rows:
@@ -507,7 +354,7 @@ class KnowledgeStore:
         kb = await asyncio.to_thread(read_kb_file, path)
         digest = await asyncio.to_thread(lambda: hashlib.sha256(path.read_bytes()).hexdigest())
         added = await self.add_runs(kb.runs)
-        await self._fetch(
+        await self.fetch_dicts(
             "INSERT INTO kb_imports (sha256, name, runs, added, header) VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (sha256) DO UPDATE SET imported_at = now()",
             (digest, path.name, len(kb.runs), added, Jsonb(kb.header.model_dump(mode="json"))),
@@ -526,22 +373,9 @@ class KnowledgeStore:
     async def stats(self) -> KbStats:
         """What the store holds; per dataset, the share of runs beating the baseline and the
         noise between seeds against the spread between configurations (see :mod:`.stats`)."""
-        rows = await self._fetch(
+        rows = await self.fetch_dicts(
             "SELECT dataset_name, base_model, source, status, metric, majority_baseline, profile_missing, "
             "md5((config - 'seed')::text) AS config_key FROM kb_runs"
         )
-        profiles = (await self._fetch("SELECT count(*) AS n FROM kb_study_profiles"))[0]["n"]
+        profiles = (await self.fetch_dicts("SELECT count(*) AS n FROM kb_study_profiles"))[0]["n"]
         return summarize(rows, profiles)
-
-    async def drop_schema(self) -> None:
-        """Drop this store's own schema and everything in it (tests); refuses the default schema."""
-        if self.schema is None:
-            raise KnowledgeBaseError("drop_schema() needs a store created with its own schema")
-        await self.close()
-        try:
-            async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-                await conn.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
-                )
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc

@@ -30,7 +30,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from metatune.errors import ConfigurationError, DatabaseUnavailable
-from metatune.knowledge.store import yoyo_uri
+from metatune.postgres import yoyo_uri
 from metatune.redaction import redact, redact_url
 
 from ..domain.observations import hourly
