@@ -80,6 +80,10 @@ async def look(base: str, pages: dict[str, str], keep: bool = False) -> dict[str
     return seen
 
 
+def title(figure) -> str:
+    return figure["layout"]["title"]["text"]
+
+
 def axes(page: Look) -> list[tuple[str | None, str | None, str | None]]:
     return [(c["title"], c["x"], c["y"]) for c in page.charts]
 
@@ -90,11 +94,17 @@ async def test_study_page_charts_show_data(db) -> None:
     study = (await db.fetch("SELECT study_id FROM studies"))[0][0]
     async with serving(db) as base:
         page = (await look(base, {"study": f"/studies/{study}"}))["study"]
-    values = [v for f in figures(page.html) for v in stored(f)]
+    values = [v for f in figures(page.html) if "where and when" not in title(f) for v in stored(f)]
     # energy: two priced hours and one unpriced (0.6, 0.3, 0.12 kWh); emissions: the two priced hours
     assert sorted(values) == pytest.approx(sorted([0.6, 0.3, 0.12, 0.18, 0.03]))
     assert "unpriced" in page.html
-    assert all(c["boxes"] for c in page.charts) and len(page.charts) == 3
+    assert all(c["boxes"] for c in page.charts), [c["title"] for c in page.charts]
+    assert [c["title"].split(": ", 1)[1] for c in page.charts] == [
+        "where and when each trial ran, against running it now at home",
+        "facility energy per run-hour",
+        "emissions per run-hour (priced hours)",
+        "predicted vs actual: no data",
+    ]
 
 
 @needs_chromium
@@ -122,6 +132,11 @@ async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db
         (f"{trial}: emissions against the run-now baseline", "emissions (gCO2eq)", None),
     ]
     assert axes(seen["study"]) == [
+        (
+            "intents-en: where and when each trial ran, against running it now at home",
+            "time (UTC)",
+            "datacenter",
+        ),
         ("intents-en: facility energy per run-hour", "facility energy (Wh)", None),
         ("intents-en: emissions per run-hour (priced hours)", "emissions (gCO2eq)", None),
         (
@@ -152,6 +167,12 @@ async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db
         ("ran", ["osl1"], ["2"]),
         ("planned (latest plan)", ["osl1"], ["2"]),
         ("run now at home (baseline)", ["fra1"], ["2"]),
+    ]
+    # the study's timeline: each trial's run and its run-now hours, a row per datacenter and trial
+    timeline = traces(titled(study, "where and when each trial ran"), "bar")
+    assert [(t["name"], t["y"], [d["hours"] for d in t["customdata"]]) for t in timeline] == [
+        ("ran", ["osl1 · trial #1"], ["2"]),
+        ("run now at home (baseline)", ["fra1 · trial #1", "fra1 · trial #2"], ["2", "1"]),
     ]
     forecast = {
         t["meta"]: t["y"] for t in traces(titled(seen["datacenter"].html, "forecasts"), "scatter")
@@ -185,4 +206,4 @@ async def test_the_index_behind_a_token_given_once_in_the_query_then_by_cookie(
     assert "1 / 2" not in index.html and "2 / 2" in index.html  # both trials ended
     assert token not in index.html
     study = seen["study"]  # drawn: its plotly.js came through the cookie too
-    assert len(study.charts) == 4 and all(len(c["boxes"]) > 3 for c in study.charts)
+    assert len(study.charts) == 5 and all(len(c["boxes"]) > 3 for c in study.charts)

@@ -102,11 +102,14 @@ def create_app(
     async def study_page(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return HTMLResponse("not a study id", status_code=400)
+        trials = await study_trials(db, study)
+        timelines = [await job_timeline(db, t.job_id) for t in trials]
         return HTMLResponse(
             pages.study_page(
                 await study_disclosure(db, study),
-                await study_trials(db, study),
+                trials,
                 await study_name(db, study),
+                [t for t in timelines if t is not None],
             )
         )
 

@@ -8,6 +8,9 @@ serves itself at :data:`PLOTLY_JS` (offline, no CDN). Pages link each other (stu
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from metatune.display import beside_baseline, trial_label
@@ -28,6 +31,9 @@ from .disclosure import StudyDisclosure
 from .formats import energy, run_rows
 from .formats import priced_at as _priced_at
 from .views import DatacenterForecast, JobTimeline, Stretch, StudyListing, Trial
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 STYLE = (
     "body{font-family:sans-serif;max-width:960px;margin:1em auto}td,th{text-align:left;padding:2px 8px}"
@@ -84,13 +90,21 @@ def index_page(studies: list[StudyListing]) -> str:
     return _page("MetaTune studies", f"<h1>Studies</h1>{table}")
 
 
-def study_page(d: StudyDisclosure, trials: list[Trial], name: str | None = None) -> str:
+def study_page(
+    d: StudyDisclosure,
+    trials: list[Trial],
+    name: str | None = None,
+    timelines: Sequence[JobTimeline] = (),
+) -> str:
+    """A study: its energy and emissions per run-hour, where and when each trial ran against
+    running it now at home (``timelines``, one per trial), predicted against actual."""
     title = f"{name} ({d.study_id})" if name else str(d.study_id)
     study = name or str(d.study_id)
     parts = [
         f"<h1>Study {html.escape(title)}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
         f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
-        f"forecast intensity: {_kg(d.forecast_kgco2eq)} kgCO2eq)</p>"
+        f"forecast intensity: {_kg(d.forecast_kgco2eq)} kgCO2eq)</p>",
+        embed(study_timeline(study, timelines)),
     ]
     bars = [
         (
@@ -202,14 +216,35 @@ def _bar(stretch: Stretch, kind: str) -> GanttBar:
     return GanttBar(stretch.datacenter, stretch.start, stretch.end, kind, label, data)
 
 
+def _baseline_stretch(t: JobTimeline) -> list[Stretch]:
+    """The hours the job would have run now at its home datacenter (none when unknown)."""
+    b = t.baseline
+    if not (b.datacenter and b.hours):
+        return []
+    return [Stretch(datacenter=b.datacenter, start=b.hours[0], hours=len(b.hours))]
+
+
+def study_timeline(study: str, timelines: Sequence[JobTimeline]) -> go.Figure:
+    """Every trial of a study by datacenter: where and when it ran, and, beside it, the hours it
+    would have taken run now at home (a row per datacenter and trial, so parallel trials at one
+    datacenter do not hide each other)."""
+    bars = []
+    for t in sorted(timelines, key=lambda t: (t.trial_index is None, t.trial_index or 0)):
+        trial = f"trial {trial_label(t.trial_index)}"
+        for stretch, kind in [(s, "ran") for s in t.ran] + [
+            (s, "baseline") for s in _baseline_stretch(t)
+        ]:
+            bar = _bar(stretch, kind)
+            bars.append(
+                replace(bar, row=f"{stretch.datacenter} · {trial}", label=f"{trial}: {bar.label}")
+            )
+    return gantt(f"{study}: where and when each trial ran, against running it now at home", bars)
+
+
 def job_page(t: JobTimeline, study_name: str | None = None) -> str:
     """A job's timeline by datacenter against its run-now baseline; ``study_name`` titles its charts."""
     b = t.baseline
-    baseline = (
-        [Stretch(datacenter=b.datacenter, start=b.hours[0], hours=len(b.hours))]
-        if b.datacenter and b.hours
-        else []
-    )
+    baseline = _baseline_stretch(t)
     title = f"Trial {trial_label(t.trial_index)}" if t.trial_index is not None else "Job"
     named = f"{study_name}, {title.lower()}" if study_name else title
     chart = gantt(
