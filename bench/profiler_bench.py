@@ -1,4 +1,5 @@
-"""Profiler benchmark: streaming ``profile_file`` vs a naive pandas baseline on a large JSON-lines file.
+"""Profiler benchmark: streaming ``profile_file`` vs its row-at-a-time reference and a naive pandas
+baseline on a large JSON-lines file.
 
 The file is built under ``--work-dir`` (default /tmp/metatune-profiler-bench, never the
 repository) by cycling through every ``*.jsonl.gz`` dataset of ``--data`` (a folder laid out like
@@ -8,7 +9,13 @@ the sources, so another folder never reuses it. Each contender runs in its own s
 RSS (getrusage ru_maxrss) is its own; RSS right after loading the tokenizer is reported too, since
 importing torch/transformers costs the same in both. ``--json`` prints one object with the figures.
 
-    nice python bench/profiler_bench.py --data ../shared/data/text --size-mb 1024 --baseline-size-mb 128
+Contenders: ``streaming`` is ``profile_file`` (column batches, pyarrow JSON blocks, words as ids);
+``reference`` is ``profile_file_by_rows`` (one row and one word string at a time, the code path
+``profile_file`` had before the batches) on the same files, and every pair of streaming and
+reference runs on one file is checked for identical features (``comparisons``); ``pandas`` loads the
+whole file first (``--baseline-size-mb`` only).
+
+    nice python bench/profiler_bench.py --data $DATA/text --size-mb 1024 --baseline-size-mb 128
 """
 
 from __future__ import annotations
@@ -95,22 +102,51 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_streaming(path: Path) -> dict:
-    from metatune_profiler.domain.profile import ProfileOptions, profile_file
+def run_streaming(path: Path, *, by_rows: bool = False) -> dict:
+    from metatune_profiler.domain.profile import (
+        ProfileOptions,
+        profile_file,
+        profile_file_by_rows,
+    )
     from metatune_profiler.domain.tokenizer import load_tokenizer
 
     load_tokenizer(ProfileOptions().base_model)
     ready = _rss_mb()
     start = time.perf_counter()
-    result = profile_file(path, ProfileOptions(sample_size=SAMPLE_SIZE))
+    cpu = time.process_time()
+    profile = profile_file_by_rows if by_rows else profile_file
+    result = profile(path, ProfileOptions(sample_size=SAMPLE_SIZE))
     return {
         "seconds": time.perf_counter() - start,
+        "cpu_seconds": time.process_time() - cpu,
         "rss_ready_mb": ready,
         "peak_rss_mb": _rss_mb(),
         "n_examples": result.features.n_examples,
         "ttr": result.features.ttr,
+        "mattr": result.features.mattr,
         "zipf_alpha": result.features.zipf_alpha,
+        "features": result.model_dump(mode="json"),
     }
+
+
+def run_reference(path: Path) -> dict:
+    return run_streaming(path, by_rows=True)
+
+
+def compare(streaming: dict, reference: dict) -> dict:
+    """Whether two runs' profiles (features, skips, columns) are equal, and the fields that differ."""
+    a, b = streaming["features"], reference["features"]
+    differing = {
+        key: {"streaming": a["features"].get(key), "reference": b["features"].get(key)}
+        for key in sorted(set(a["features"]) | set(b["features"]))
+        if a["features"].get(key) != b["features"].get(key)
+    }
+    differing |= {
+        key: {"streaming": a.get(key), "reference": b.get(key)}
+        for key in sorted(set(a) | set(b))
+        if key != "features" and a.get(key) != b.get(key)
+    }
+    return {"identical_features": not differing, "differing": differing}
 
 
 def run_pandas(path: Path) -> dict:
@@ -168,6 +204,9 @@ def _above_load(result: dict) -> float:
     return result["peak_rss_mb"] - result["rss_ready_mb"]
 
 
+RUNNERS = {"streaming": run_streaming, "reference": run_reference, "pandas": run_pandas}
+
+
 def _in_subprocess(kind: str, path: Path) -> dict:
     done = subprocess.run(
         [sys.executable, __file__, "--worker", kind, str(path)],
@@ -196,7 +235,11 @@ def main() -> None:
         help="where the large file is built",
     )
     parser.add_argument(
-        "--size-mb", type=int, nargs="+", default=[1024], help="streaming file sizes (MiB)"
+        "--size-mb",
+        type=int,
+        nargs="+",
+        default=[1024],
+        help="file sizes (MiB) for the streaming and reference contenders",
     )
     parser.add_argument(
         "--baseline-size-mb", type=int, default=256, help="file size for the pandas baseline"
@@ -206,12 +249,11 @@ def main() -> None:
         action="store_true",
         help="print one JSON object with the figures (progress to stderr)",
     )
-    parser.add_argument("--worker", choices=["streaming", "pandas"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
     parser.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        runner = run_streaming if args.worker == "streaming" else run_pandas
-        print(json.dumps(runner(args.path)))
+        print(json.dumps(RUNNERS[args.worker](args.path)))
         return
 
     from rich.console import Console
@@ -226,16 +268,30 @@ def main() -> None:
         Console(stderr=True).print(f"[yellow]skipped[/yellow] {line}")
     if not files:
         parser.error(f"no usable *.jsonl.gz dataset in {args.data}")
-    runs = [("streaming", size) for size in args.size_mb]
+    runs = [(kind, size) for size in args.size_mb for kind in ("streaming", "reference")]
     runs += [("streaming", args.baseline_size_mb), ("pandas", args.baseline_size_mb)]
     runs = list(dict.fromkeys(runs))
     results = {}
+    profiles = {}
     for kind, size in progress(runs, "runs"):
         path = build_file(files, size, args.work_dir)
-        results[kind, size] = _in_subprocess(kind, path) | {"mb": path.stat().st_size / 1024**2}
+        result = _in_subprocess(kind, path) | {"mb": path.stat().st_size / 1024**2}
+        if "features" in result:
+            profiles[kind, size] = result.pop("features")
+        results[kind, size] = result
         Console(stderr=True).print(f"{kind} {size} MiB: {results[kind, size]}")
+    comparisons = [
+        {
+            "size_mb": size,
+            **compare(
+                {"features": profiles["streaming", size]}, {"features": profiles["reference", size]}
+            ),
+        }
+        for size in args.size_mb
+        if ("streaming", size) in profiles and ("reference", size) in profiles
+    ]
 
-    table = Table(title="profiler: streaming vs pandas (one process each)")
+    table = Table(title="profiler: streaming vs reference vs pandas (one process each)")
     for column in (
         "contender",
         "file MiB",
@@ -290,8 +346,33 @@ def main() -> None:
                         }
                         for (kind, size), r in results.items()
                     ],
+                    "comparisons": comparisons,
+                    "speedups": [
+                        {
+                            "size_mb": size,
+                            "streaming_over_reference": results["reference", size]["seconds"]
+                            / results["streaming", size]["seconds"],
+                        }
+                        for size in args.size_mb
+                        if "error" not in results.get(("streaming", size), {"error": ""})
+                        and "error" not in results.get(("reference", size), {"error": ""})
+                    ],
                 }
             )
+        )
+    for size in args.size_mb:
+        fast, slow = results.get(("streaming", size)), results.get(("reference", size))
+        if fast and slow and "error" not in fast and "error" not in slow:
+            out.print(
+                f"at {size} MiB: streaming / reference throughput = "
+                f"{slow['seconds'] / fast['seconds']:.2f}x, peak RSS "
+                f"{fast['peak_rss_mb']:.0f} vs {slow['peak_rss_mb']:.0f} MiB"
+            )
+    for comparison in comparisons:
+        verdict = "identical" if comparison["identical_features"] else "DIFFERENT"
+        out.print(
+            f"at {comparison['size_mb']} MiB: streaming and reference profiles are {verdict}"
+            + ("" if comparison["identical_features"] else f": {comparison['differing']}")
         )
     if stream and naive and "error" not in stream and "error" not in naive:
         out.print(

@@ -225,10 +225,17 @@ def rate(value: float | None) -> str:
 # profiler ---------------------------------------------------------------------------
 
 
+PROFILER_CONTENDERS = {
+    "streaming": "streaming `profile_file` (column batches)",
+    "reference": "row by row (`profile_file_by_rows`, the previous path)",
+    "pandas": "pandas baseline",
+}
+
+
 def profiler_rows(name: str) -> list[list[str]]:
     rows = []
     for run in load_result(name)["runs"]:
-        label = "streaming `profile_file`" if run["contender"] == "streaming" else "pandas baseline"
+        label = PROFILER_CONTENDERS.get(run["contender"], run["contender"])
         rows.append(
             [
                 label,
@@ -262,12 +269,22 @@ def _profiler() -> list[str]:
     header = ["contender", "file", "rows", "seconds", "MB/s", "peak RSS", "RSS after tokenizer"]
     header.append("peak − load")
     out = table(header, profiler_rows("profiler_bench"))
-    big = max(load_result("profiler_bench")["runs"], key=lambda r: r["size_mb"])
+    result = load_result("profiler_bench")
+    streaming = [r for r in result["runs"] if r["contender"] == "streaming"]
+    big = max(streaming, key=lambda r: r["size_mb"])
     out += [
         "",
         f"At {big['size_mb']:,} MiB the streaming profiler peaks at {big['peak_rss_mb']:,.0f} MiB; "
         f"{peak_ratio('profiler_bench')}.",
     ]
+    for speedup, same in zip(
+        result.get("speedups", []), result.get("comparisons", []), strict=False
+    ):
+        out[-1] += (
+            f" At {speedup['size_mb']:,} MiB the column batches take "
+            f"{1 / speedup['streaming_over_reference']:.0%} of the row-by-row path's time"
+            + (", with identical features." if same.get("identical_features") else ".")
+        )
     out += source_note("profiler_bench")
     if (RESULTS / "profiler_bench.small.json").is_file():
         out += ["", *table(header, profiler_rows("profiler_bench.small"))]

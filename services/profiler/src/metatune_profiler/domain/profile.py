@@ -4,13 +4,20 @@ The single implementation behind the service, the CLI and the knowledge-base bui
 new upload and a knowledge-base dataset are described by the same function. One streaming
 pass computes every count exactly (examples, labels, word lengths, types, MATTR, duplicates,
 scripts); tokenizer features come from a seeded reservoir sample of ``sample_size`` rows.
+
+The pass reads the rows in column batches (``Dataset.batches``) and counts words as 64-bit ids
+(``lexicon.word_ids``, ``TypeTable``). ``profile_file_by_rows`` is the same profile computed
+one row and one word string at a time, the reference the batched pass is tested (and
+benchmarked) against.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,8 +29,8 @@ from metatune.models import EMBEDDED_MODEL
 from . import stats
 from .columns import ColumnMap, ColumnRequest
 from .errors import SKIP_REASON_ERRORS, EmptyDataset, OneClassLabel, ProfileError
-from .lexicon import Mattr, TypeCounter, words
-from .reader import Dataset, ReadLimits, Row, Skip
+from .lexicon import Mattr, TypeCounter, TypeTable, WordIds, word_ids, words
+from .reader import Dataset, ReadLimits, Row, RowBatch, Skip
 from .sampling import DuplicateCounter, Reservoir
 from .scripts import script_counts, script_mix
 from .tokenizer import count_tokens, load_tokenizer, model_max_length
@@ -83,7 +90,7 @@ class _Pass:
     """Everything one streaming pass accumulates."""
 
     def __init__(self, options: ProfileOptions) -> None:
-        self.types = TypeCounter(options.max_types)
+        self.types: TypeCounter | TypeTable = TypeCounter(options.max_types)
         self.mattr = Mattr(options.mattr_window)
         self.duplicates = DuplicateCounter(options.max_fingerprints)
         self.sample: Reservoir[Row] = Reservoir(options.sample_size, options.seed)
@@ -121,11 +128,87 @@ class _Pass:
             entry.first_rows.append(skip.row)
 
     def flush(self) -> None:
+        assert isinstance(self.types, TypeCounter)
         self.types.update(self._batch_tokens)
         self.mattr.update(self._batch_tokens)
-        counts = script_counts("".join(self._batch_text))
-        self.scripts = counts if not self.scripts.size else self.scripts + counts
+        self._add_scripts("".join(self._batch_text))
         self._batch_tokens, self._batch_text = [], []
+
+    def _add_scripts(self, text: str) -> None:
+        counts = script_counts(text)
+        self.scripts = counts if not self.scripts.size else self.scripts + counts
+
+
+class _Prepared(NamedTuple):
+    """A batch with what can be computed from it alone (in the reading thread)."""
+
+    batch: RowBatch
+    words: WordIds
+    scripts: np.ndarray
+
+
+def _prepare(batch: RowBatch) -> _Prepared:
+    texts, pairs = batch.texts, batch.pairs
+    parts = texts if pairs is None else [x for pair in zip(texts, pairs, strict=True) for x in pair]
+    # newlines are whitespace, not counted
+    return _Prepared(batch, word_ids(parts), script_counts("\n".join(parts)))
+
+
+def _prepared(batches: Iterator[RowBatch]) -> Iterator[_Prepared]:
+    """``_prepare`` of each batch, one batch ahead in a second thread: the JSON parser, the word
+    split's numpy work and the accumulators' numpy work release the GIL, so two cores share them."""
+
+    def read() -> _Prepared | None:
+        batch = next(batches, None)
+        return None if batch is None else _prepare(batch)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="profile-read") as pool:
+        ahead = pool.submit(read)
+        while (item := ahead.result()) is not None:
+            ahead = pool.submit(read)
+            yield item
+
+
+class _BatchPass(_Pass):
+    """The same accumulators fed a batch of rows at a time, words counted as ids."""
+
+    def __init__(self, options: ProfileOptions) -> None:
+        super().__init__(options)
+        self.types = TypeTable(options.max_types)
+
+    def add_batch(self, prepared: _Prepared) -> None:
+        batch, found = prepared.batch, prepared.words
+        for skip in batch.skips:
+            self.skip(skip)
+        texts, pairs, n = batch.texts, batch.pairs, len(batch.texts)
+        if not n:
+            return
+        self.examples += n
+        per_row = found.counts if pairs is None else found.counts[0::2] + found.counts[1::2]
+        lengths, rows = np.unique(per_row, return_counts=True)
+        self.word_lengths.update(dict(zip(lengths.tolist(), rows.tolist(), strict=True)))
+        if batch.labels is not None:
+            self.labels.update(batch.labels)
+        self.duplicates.add_many(texts, pairs)
+        self.sample.add_many(n, batch.row)
+        chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+        if pairs is not None:
+            chars += np.fromiter(map(len, pairs), dtype=np.int64, count=n)
+        longest = int(np.argmax(chars))  # the first of the longest, as row by row
+        if self.longest is None or chars[longest] > _chars(self.longest):
+            self.longest = batch.row(longest)
+        assert isinstance(self.types, TypeTable)
+        self.types.update(found)
+        self.mattr.update_ids(found.ids)
+        self.scripts = (
+            prepared.scripts if not self.scripts.size else self.scripts + prepared.scripts
+        )
+
+    def flush(self) -> None:
+        assert isinstance(self.types, TypeTable)
+        self.types.update(word_ids([]))  # the type table's final check, as row by row
+        if not self.scripts.size:
+            self._add_scripts("")
 
 
 def _chars(row: Row) -> int:
@@ -165,6 +248,25 @@ def profile_file(
     """Profile one dataset file; raises a :class:`~.errors.ProfileError` subclass when it is unusable.
 
     ``on_rows(n)`` is told the rows read so far every few thousand rows (a CLI's progress bar)."""
+    return _profile(path, options, on_rows, batched=True)
+
+
+def profile_file_by_rows(
+    path: str | Path,
+    options: ProfileOptions | None = None,
+    on_rows: Callable[[int], None] | None = None,
+) -> ProfileResult:
+    """:func:`profile_file` computed one row at a time with word strings: the reference."""
+    return _profile(path, options, on_rows, batched=False)
+
+
+def _profile(
+    path: str | Path,
+    options: ProfileOptions | None,
+    on_rows: Callable[[int], None] | None,
+    *,
+    batched: bool,
+) -> ProfileResult:
     options = options or ProfileOptions()
     tokenizer = load_tokenizer(options.base_model)  # fail fast on an unknown model, before reading
     dataset = Dataset(
@@ -173,14 +275,25 @@ def profile_file(
         ReadLimits(options.max_file_bytes, options.max_row_bytes),
         options.format,
     )
-    acc = _Pass(options)
-    for read, item in enumerate(dataset.rows(), start=1):
-        if isinstance(item, Row):
-            acc.add(item)
-        else:
-            acc.skip(item)
-        if on_rows is not None and read % PROGRESS_EVERY_ROWS == 0:
-            on_rows(read)
+    acc: _Pass
+    if batched:
+        acc = batch_pass = _BatchPass(options)
+        read = reported = 0
+        for prepared in _prepared(dataset.batches()):
+            batch_pass.add_batch(prepared)
+            read += len(prepared.batch.texts) + len(prepared.batch.skips)
+            if on_rows is not None and read // PROGRESS_EVERY_ROWS > reported:
+                reported = read // PROGRESS_EVERY_ROWS
+                on_rows(read)
+    else:
+        acc = _Pass(options)
+        for read, item in enumerate(dataset.rows(), start=1):
+            if isinstance(item, Row):
+                acc.add(item)
+            else:
+                acc.skip(item)
+            if on_rows is not None and read % PROGRESS_EVERY_ROWS == 0:
+                on_rows(read)
     acc.flush()
     skipped = _check_skips(acc, options.max_skipped_fraction)
     if dataset.columns.label is not None and len(acc.labels) < 2:
@@ -274,4 +387,11 @@ def _features(
     )
 
 
-__all__ = ["ProfileError", "ProfileOptions", "ProfileResult", "SkippedRows", "profile_file"]
+__all__ = [
+    "ProfileError",
+    "ProfileOptions",
+    "ProfileResult",
+    "SkippedRows",
+    "profile_file",
+    "profile_file_by_rows",
+]

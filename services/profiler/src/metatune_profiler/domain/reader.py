@@ -1,9 +1,17 @@
 """Stream the rows of a CSV, JSON-lines, Parquet or plain-text dataset with bounded memory.
 
-Files may be gzip-compressed (detected from the magic bytes). Rows are read one at a time
-(Parquet: one record batch at a time); a row that cannot be used becomes a :class:`Skip`
-with its reason code and 1-based row number (the physical line where it starts, for text
-formats; the record index, for Parquet) instead of stopping the read.
+Files may be gzip-compressed (detected from the magic bytes). ``Dataset.rows()`` yields rows one
+at a time (Parquet: read one record batch at a time); ``Dataset.batches()`` yields the same rows
+as columns of a few thousand (:class:`RowBatch`). A row that cannot be used becomes a
+:class:`Skip` with its reason code and 1-based row number (the physical line where it starts,
+for text formats; the record index, for Parquet) instead of stopping the read.
+
+JSON lines in batches: the file is cut into blocks of whole lines (``JSONL_BLOCK_BYTES``), each
+parsed by pyarrow's JSON reader (C++, multi-threaded) when it is plain: every line a JSON object
+starting with ``{`` and within ``max_row_bytes``, valid UTF-8, one record per line, and the wanted
+columns strings (a label may also be integers or booleans, which read as ``str()`` does). Any
+other block (a bad line, a blank line, mixed types, duplicate keys...) is read line by line by
+the ``rows()`` code, so skips, row numbers and values are the same either way.
 """
 
 from __future__ import annotations
@@ -13,11 +21,13 @@ import gzip
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
+
+import numpy as np
 
 from metatune.contracts import DatasetFormat
 
@@ -41,6 +51,8 @@ PARQUET_MAGIC = b"PAR1"
 TEXT_FIELD = "text"
 PEEK_ROWS = 100  # rows read ahead to find the field names of a JSON-lines file
 PARQUET_BATCH_ROWS = 2048
+BATCH_ROWS = 4096  # rows per RowBatch from formats read row by row
+JSONL_BLOCK_BYTES = 1 << 18  # JSON lines parsed together by pyarrow (256 KiB)
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of invalid UTF-8
 _EXTENSIONS = {
     ".csv": DatasetFormat.csv,
@@ -73,6 +85,37 @@ class Skip(NamedTuple):
     reason: (
         str  # an error code from .errors (not_utf8, row_too_large, malformed_row, missing_value)
     )
+
+
+@dataclass
+class RowBatch:
+    """Consecutive rows as columns (``pairs`` / ``labels`` None when the columns are not used),
+    and the skips met among them."""
+
+    numbers: list[int]
+    texts: list[str]
+    pairs: list[str] | None
+    labels: list[str] | None
+    skips: list[Skip]
+
+    def row(self, i: int) -> Row:
+        return Row(
+            self.numbers[i],
+            self.texts[i],
+            self.pairs[i] if self.pairs is not None else None,
+            self.labels[i] if self.labels is not None else None,
+        )
+
+    @classmethod
+    def of(cls, items: list[Row | Skip], columns: ColumnMap) -> RowBatch:
+        rows = [r for r in items if isinstance(r, Row)]
+        return cls(
+            [r.row for r in rows],
+            [r.text for r in rows],
+            [r.text_pair or "" for r in rows] if columns.text_pair else None,
+            [r.label or "" for r in rows] if columns.label else None,
+            [s for s in items if isinstance(s, Skip)],
+        )
 
 
 @dataclass
@@ -213,7 +256,7 @@ class Dataset:
 
     # ---------------------------------------------------------------- JSON lines
     def _open_jsonl(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
-        records = self._jsonl_records()
+        records = self._peek_source = self._jsonl_records()
         peeked: list[tuple[int, dict[str, Any] | str]] = []
         fields: list[str] | None = None
         for item in records:
@@ -240,26 +283,44 @@ class Dataset:
 
         return columns, rows()
 
-    def _jsonl_records(self) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    def _jsonl_records(self) -> Generator[tuple[int, dict[str, Any] | str]]:
         """(line, object) or (line, skip reason); blank lines are not rows."""
         with open_binary(self.path, self.limits) as fh:
-            for number, line in _lines(fh, self.limits.max_row_bytes):
-                if line is None:
-                    yield number, RowTooLarge.code
+            yield from _jsonl_lines(fh, self.limits.max_row_bytes)
+
+    def batches(self) -> Iterator[RowBatch]:
+        """The rows of :meth:`rows` (which must not have been iterated), as column batches."""
+        if self.format is DatasetFormat.jsonl:
+            self._peek_source.close()  # the column peek's file; batches read it from the start
+            yield from self._jsonl_batches()
+            return
+        items: list[Row | Skip] = []
+        for item in self._rows:
+            items.append(item)
+            if len(items) >= BATCH_ROWS:
+                yield RowBatch.of(items, self.columns)
+                items = []
+        if items:
+            yield RowBatch.of(items, self.columns)
+
+    def _jsonl_batches(self) -> Iterator[RowBatch]:
+        limit = self.limits.max_row_bytes
+        with open_binary(self.path, self.limits) as fh:
+            for first_line, block in _line_blocks(fh, limit):
+                if isinstance(block, Skip):
+                    yield RowBatch([], [], None, None, [block])
                     continue
-                try:
-                    decoded = line.decode("utf-8")
-                except UnicodeDecodeError:
-                    yield number, NotUtf8.code
-                    continue
-                if not decoded.strip():
-                    continue
-                try:
-                    record = json.loads(decoded)
-                except ValueError:
-                    yield number, MalformedRows.code
-                    continue
-                yield (number, record) if isinstance(record, dict) else (number, MalformedRows.code)
+                batch = _arrow_batch(block, first_line, limit, self.columns)
+                if batch is None:
+                    items: list[Row | Skip] = []
+                    for number, record in _jsonl_lines(io.BytesIO(block), limit, first_line - 1):
+                        items.append(
+                            _to_row(number, record, self.columns)
+                            if isinstance(record, dict)
+                            else Skip(number, record)
+                        )
+                    batch = RowBatch.of(items, self.columns)
+                yield batch
 
     # ---------------------------------------------------------------- plain text
     def _open_text(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
@@ -379,6 +440,122 @@ class Dataset:
                         yield _to_row(number, record, columns)
 
         return columns, rows()
+
+
+def _jsonl_lines(
+    fh: BinaryIO, max_row_bytes: int, offset: int = 0
+) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """(line + offset, object) or (line + offset, skip reason) for each non-blank line."""
+    for number, line in _lines(fh, max_row_bytes):
+        number += offset
+        if line is None:
+            yield number, RowTooLarge.code
+            continue
+        try:
+            decoded = line.decode("utf-8")
+        except UnicodeDecodeError:
+            yield number, NotUtf8.code
+            continue
+        if not decoded.strip():
+            continue
+        try:
+            record = json.loads(decoded)
+        except ValueError:
+            yield number, MalformedRows.code
+            continue
+        yield (number, record) if isinstance(record, dict) else (number, MalformedRows.code)
+
+
+def _line_blocks(fh: BinaryIO, max_row_bytes: int) -> Iterator[tuple[int, bytes | Skip]]:
+    """(number of the first line, about JSONL_BLOCK_BYTES of whole lines), in file order; a line
+    over ``max_row_bytes`` that outgrows a block is passed over unread, as a Skip."""
+    number, pending = 1, b""
+    while True:
+        block = fh.read(JSONL_BLOCK_BYTES)
+        if not block:
+            if pending:
+                yield number, pending
+            return
+        data = pending + block
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield number, data[:cut]
+            number += data.count(b"\n", 0, cut)
+        pending = data[cut:]
+        if len(pending) > max_row_bytes:  # a line already too long: skip to its end, as _lines does
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield number, Skip(number, RowTooLarge.code)
+            number, pending = number + 1, b""
+
+
+_OPEN_BRACE = ord("{")
+_NEWLINE = ord("\n")
+
+
+def _arrow_batch(
+    block: bytes, first_line: int, max_row_bytes: int, columns: ColumnMap
+) -> RowBatch | None:
+    """The rows of a block of whole JSON lines parsed by pyarrow, or None when the block is not
+    plain (see the module's docstring) and must be read line by line."""
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    view = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(view == _NEWLINE)
+    if not block.endswith(b"\n"):
+        ends = np.append(ends, len(block))
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    if (
+        (ends - starts).max() > max_row_bytes
+        or (view[starts] != _OPEN_BRACE).any()  # blank lines, a BOM, leading spaces, not objects
+    ):
+        return None
+    try:
+        block.decode("utf-8")  # pyarrow does not check every string of every field
+        table = pa_json.read_json(pa.py_buffer(block), memory_pool=pa.system_memory_pool())
+    except (pa.ArrowException, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    if table.num_rows != starts.size:  # several objects on one line
+        return None
+    wanted = [columns.text, columns.text_pair, columns.label]
+    cells: list[list[str | None] | None] = []
+    for name in wanted:
+        if name is None:
+            cells.append(None)
+            continue
+        if name not in table.column_names:
+            return None
+        column = table.column(name)
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            cells.append(column.to_pylist())
+        elif name == columns.label and (
+            pa.types.is_int64(column.type) or pa.types.is_boolean(column.type)
+        ):
+            cells.append(column.cast(pa.string()).to_pylist())  # str(int); "true" / "false"
+        else:
+            return None
+    texts, pairs, labels = cells
+    assert texts is not None
+    if all(
+        column is None or all(v is not None and v.strip() for v in column)
+        for column in (texts, pairs, labels)
+    ):
+        numbers = list(range(first_line, first_line + len(texts)))
+        return RowBatch(numbers, texts, pairs, labels, [])  # type: ignore[arg-type]
+    keep = [
+        i
+        for i in range(len(texts))
+        if all(c is None or (c[i] is not None and c[i].strip()) for c in (texts, pairs, labels))  # type: ignore[union-attr]
+    ]
+    kept = set(keep)
+    return RowBatch(
+        [first_line + i for i in keep],
+        [texts[i] for i in keep],  # type: ignore[misc]
+        [pairs[i] for i in keep] if pairs is not None else None,  # type: ignore[misc]
+        [labels[i] for i in keep] if labels is not None else None,  # type: ignore[misc]
+        [Skip(first_line + i, MissingValues.code) for i in range(len(texts)) if i not in kept],
+    )
 
 
 def _first_row_error(reason: str, row: int, fmt: DatasetFormat) -> Exception:

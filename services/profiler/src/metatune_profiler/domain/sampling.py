@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import random
 from array import array
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 import numpy as np
 
 Item = TypeVar("Item")
+COMPACT_CHUNK = 1 << 18  # fingerprints tested at a time when compacting
 
 
 class Reservoir(Generic[Item]):
@@ -30,6 +32,20 @@ class Reservoir(Generic[Item]):
         slot = self._random.randrange(self.seen)
         if slot < self.size:
             self.items[slot] = item
+
+    def add_many(self, count: int, make: Callable[[int], Item]) -> None:
+        """``add(make(i))`` for i in range(count), calling ``make`` only for the items kept."""
+        items, size, randrange = self.items, self.size, self._random.randrange
+        seen = self.seen
+        for i in range(count):
+            seen += 1
+            if len(items) < size:
+                items.append(make(i))
+                continue
+            slot = randrange(seen)
+            if slot < size:
+                items[slot] = make(i)
+        self.seen = seen
 
 
 class DuplicateCounter:
@@ -59,13 +75,46 @@ class DuplicateCounter:
         if len(self._fingerprints) > self.max_fingerprints:
             self._compact()
 
+    def add_many(self, texts: Sequence[str], pairs: Sequence[str] | None) -> None:
+        """``add`` of each (text, pair), with the same fingerprints, sampling and compactions."""
+        keys = (
+            texts if pairs is None else [f"{t}\x00{p}" for t, p in zip(texts, pairs, strict=True)]
+        )
+        blake2b = hashlib.blake2b
+        values = np.array(
+            [
+                int.from_bytes(
+                    blake2b(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
+                )
+                for k in keys
+            ],
+            dtype=np.uint64,
+        )
+        self.rows += values.size
+        while values.size:
+            kept = np.flatnonzero((values & np.uint64((1 << self.level) - 1)) == 0)
+            room = self.max_fingerprints - len(self._fingerprints)  # appends before a compaction
+            if kept.size <= room:
+                self._fingerprints.frombytes(values[kept].tobytes())
+                return
+            self._fingerprints.frombytes(values[kept[: room + 1]].tobytes())
+            self._compact()  # as add() does when the store first holds max_fingerprints + 1
+            values = values[kept[room] + 1 :]
+
     def _compact(self) -> None:
-        while len(self._fingerprints) > self.max_fingerprints // 2:
+        kept = np.frombuffer(self._fingerprints, dtype=np.uint64)
+        while kept.size > self.max_fingerprints // 2:
             self.level += 1
             mask = np.uint64((1 << self.level) - 1)
-            kept = np.frombuffer(self._fingerprints, dtype=np.uint64)
-            kept = kept[(kept & mask) == 0]
-            self._fingerprints = array("Q", kept.tobytes())
+            keep = np.empty(kept.size, dtype=bool)
+            for start in range(0, kept.size, COMPACT_CHUNK):  # no full-size temporary
+                chunk = kept[start : start + COMPACT_CHUNK]
+                keep[start : start + COMPACT_CHUNK] = (chunk & mask) == 0
+            kept = kept[keep]
+        fingerprints = array("Q")
+        fingerprints.frombytes(kept.data.cast("B"))  # no intermediate copy
+        del kept  # releases the old array's buffer
+        self._fingerprints = fingerprints
 
     def rate(self) -> float:
         """(examples - distinct examples) / examples."""

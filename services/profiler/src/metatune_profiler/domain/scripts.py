@@ -72,7 +72,8 @@ _WHITESPACE = [
 
 
 def _table() -> np.ndarray:
-    table = np.full(_TABLE_SIZE, SCRIPTS.index("other"), dtype=np.uint8)
+    """The class of every code point (0..0x10FFFF; "other" from _TABLE_SIZE on)."""
+    table = np.full(0x110000, SCRIPTS.index("other"), dtype=np.uint8)
     for name, ranges in _RANGES.items():  # later entries win: emoji over punct_symbol
         for lo, hi in ranges:
             table[lo : hi + 1] = SCRIPTS.index(name)
@@ -87,9 +88,7 @@ _LOOKUP = _table()
 def script_counts(text: str) -> np.ndarray:
     """Characters of ``text`` per class of :data:`SCRIPTS` (whitespace not counted)."""
     code_points = np.frombuffer(text.encode("utf-32-le", errors="surrogatepass"), dtype=np.uint32)
-    classes = _LOOKUP[np.minimum(code_points, _TABLE_SIZE - 1)]
-    classes[code_points >= _TABLE_SIZE] = SCRIPTS.index("other")
-    return np.bincount(classes, minlength=_SPACE + 1)[:_SPACE]
+    return np.bincount(_LOOKUP[code_points], minlength=_SPACE + 1)[:_SPACE]
 
 
 def script_mix(counts: np.ndarray) -> dict[str, float]:
