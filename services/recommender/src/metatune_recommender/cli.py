@@ -72,8 +72,8 @@ def recommend(
     from metatune.knowledge.files import read_kb_file
     from metatune.settings import get_settings
 
-    from .adapters.flywheel import seed_paths
     from .adapters.prior_cache import prior_cache
+    from .adapters.seeds import seed_paths
     from .domain.errors import RecommenderError
     from .domain.recommender import Recommender, profile_descriptors
 

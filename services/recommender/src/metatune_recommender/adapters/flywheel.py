@@ -21,7 +21,6 @@ id, profiles by study id).
 from __future__ import annotations
 
 import logging
-from importlib import resources
 from pathlib import Path
 from uuid import UUID
 
@@ -36,28 +35,13 @@ from metatune.service import Service
 
 from ..domain.kb_rows import completed_run, failed_run, study_best
 from .run_gate import accepted
+from .seeds import seed_path, seed_paths
 
 log = logging.getLogger("metatune.recommender.flywheel")
 
 DURABLE_PROFILES = "recommender-kb-profiles"
 DURABLE_COMPLETED = "recommender-kb-completed"
 DURABLE_FAILED = "recommender-kb-failed"
-# The seed knowledge bases shipped in this package (each built by ``metatune kb build``, with its
-# own run-id prefix): the first seed (64 steps on the CPU), the second (2 epochs on the CPU, being
-# built) and the GPU seed (2 epochs of 1,500 rows). Each row records its budget and hardware, which
-# the recommender takes as inputs.
-SEED_RESOURCES = ("data/seed_kb.jsonl", "data/seed_kb_v2.jsonl", "data/seed_kb_gpu.jsonl")
-
-
-def seed_paths() -> list[Path]:
-    """The shipped seed knowledge-base files, in :data:`SEED_RESOURCES` order."""
-    root = resources.files("metatune_recommender")
-    return [Path(str(root.joinpath(name))) for name in SEED_RESOURCES]
-
-
-def seed_path() -> Path:
-    """The first shipped seed (its header's budget is the brain bench's default)."""
-    return seed_paths()[0]
 
 
 async def load_seed(store: KnowledgeStore, path: Path | None = None) -> ImportReport | None:

@@ -8,13 +8,48 @@ so its EI collapses: the batch spreads by value and uncertainty, not by an arbit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
-import torch
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri
 
-from .prior import TaskPosterior
+from .prior_settings import PriorSettings
+
+_SQRT_2PI = math.sqrt(2 * math.pi)  # scipy.stats.norm's pdf constant: the same values as norm.pdf
+
+
+class ScoringPrior(Protocol):
+    """What the batch selection reads of a prior (``LearnedPrior``, or its NumPy ``PriorScorer``)."""
+
+    @property
+    def settings(self) -> PriorSettings: ...
+
+    def source_predictions(self, xc: Any) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def noise_level(self) -> float: ...
+
+
+class Posterior(Protocol):
+    """What the batch selection reads of a task's posterior (``TaskPosterior``, or the pre-result
+    ``ScorerPosterior``); candidates are its inputs (a torch tensor or a NumPy array)."""
+
+    @property
+    def prior(self) -> ScoringPrior: ...
+
+    @property
+    def weights(self) -> np.ndarray | None: ...
+
+    @property
+    def observed(self) -> int: ...
+
+    @property
+    def best_z(self) -> float: ...
+
+    def predict_inputs(self, xc: Any) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def with_observation(self, x_row: Any, z: float) -> Posterior: ...
 
 
 def expected_improvement(
@@ -23,7 +58,7 @@ def expected_improvement(
     sd = np.maximum(sd, 1e-12)
     gap = mu - best - xi
     t = gap / sd
-    return np.asarray(gap * norm.cdf(t) + sd * norm.pdf(t))
+    return np.asarray(gap * ndtr(t) + sd * (np.exp(-(t**2) / 2.0) / _SQRT_2PI))
 
 
 COVER_FLOOR = 0.01  # a pick adding less chance of covering the related tasks than this: by EI
@@ -38,8 +73,8 @@ class Pick:
 
 
 def select_batch(
-    posterior: TaskPosterior,
-    candidates: torch.Tensor,
+    posterior: Posterior,
+    candidates: Any,
     k: int,
     exclude: set[int] | frozenset[int] = frozenset(),
 ) -> list[Pick]:
@@ -71,8 +106,8 @@ def select_batch(
 
 
 def select_cover(
-    posterior: TaskPosterior,
-    candidates: torch.Tensor,
+    posterior: Posterior,
+    candidates: Any,
     k: int,
     exclude: set[int] | frozenset[int] = frozenset(),
 ) -> list[Pick]:
@@ -88,9 +123,9 @@ def select_cover(
     prior = posterior.prior
     mu0, sd0 = posterior.predict_inputs(candidates)
     means, sds = prior.source_predictions(candidates)
-    noise = float(prior.likelihood.noise.detach().reshape(-1)[0])
-    threshold = float(norm.ppf(1 - prior.settings.top_quantile))
-    hit = norm.cdf((means - threshold) / np.sqrt(sds**2 + noise))
+    noise = prior.noise_level()
+    threshold = float(ndtri(1 - prior.settings.top_quantile))
+    hit = ndtr((means - threshold) / np.sqrt(sds**2 + noise))
     weights = np.asarray(posterior.weights)
     miss = np.ones(len(weights))
     taken = set(exclude)

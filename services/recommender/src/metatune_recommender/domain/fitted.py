@@ -4,6 +4,11 @@ Pre-training the prior on a knowledge base of hundreds of runs takes minutes on 
 answer depends only on the history tasks, the candidates their encoders were fitted with and the
 settings. :func:`prior_key` digests exactly those, so a store can hand a fitted prior back to any
 process that would fit the same one, and a knowledge base that gained a run asks for a new one.
+
+A prior's :class:`~.scoring.PriorScorer` (its numbers and candidates, for the pre-result path) is
+kept beside it under :func:`scorer_key`: a digest of what the candidates and the prior are derived
+from (the history tasks, every run's configuration with the budget it was measured at, how many
+Sobol candidates, the settings), so reading it back needs neither torch nor the Sobol design.
 """
 
 from __future__ import annotations
@@ -12,10 +17,14 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .history import Task
-from .prior import LearnedPrior, PriorSettings
+from .prior_settings import PriorSettings
+from .scoring import PriorScorer
+
+if TYPE_CHECKING:  # the prior needs torch; its store's callers need not import it
+    from .prior import LearnedPrior
 
 
 class PriorStore(Protocol):
@@ -24,6 +33,10 @@ class PriorStore(Protocol):
     def load(self, key: str) -> LearnedPrior | None: ...
 
     def save(self, key: str, prior: LearnedPrior) -> None: ...
+
+    def load_scorer(self, key: str) -> PriorScorer | None: ...
+
+    def save_scorer(self, key: str, scorer: PriorScorer) -> None: ...
 
 
 def prior_key(
@@ -40,6 +53,29 @@ def prior_key(
             for t in tasks
         ],
         "candidates": list(extra_configs),
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def scorer_key(
+    tasks: Sequence[Task],
+    settings: PriorSettings,
+    measured: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+    candidates: int,
+) -> str:
+    """A digest of what a :class:`~.scoring.PriorScorer` is derived from: the history tasks (as
+    :func:`prior_key` digests them), each run's (budget key, configuration) in order (they decide
+    the reference budget and the measured candidates), the number of Sobol candidates and the
+    settings."""
+    payload = {
+        "settings": asdict(settings),
+        "tasks": [
+            [t.name, dict(t.descriptors), list(t.configs), [float(v) for v in t.values]]
+            for t in tasks
+        ],
+        "measured": [[list(budget), dict(config)] for budget, config in measured],
+        "sobol": candidates,
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -12,6 +12,9 @@ dataset's meta-features, get configurations with a predicted metric ± std and t
   through the history tasks' quantiles (p = Phi(mu): each task's p-quantile, weighted by how close
   its meta-features are to the dataset's; the ± includes how much those tasks' scales disagree);
   after, through the affine map the posterior learned (``a + b z``).
+* A study's opening batch (no result, nothing pending) is scored by the prior's NumPy form
+  (:class:`~.scoring.PriorScorer`, kept in the store beside the prior): the same top-k and
+  predictions without importing torch; results and pending trials condition the torch prior.
 """
 
 from __future__ import annotations
@@ -22,20 +25,20 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from scipy.stats import norm, qmc
+from scipy.special import ndtr
 
 from metatune.contracts import LoraConfig, MetaFeatures
 from metatune.knowledge.records import KbRun
 from metatune.knowledge.space import DIMENSIONS, Budget, decode
 
-from .acquisition import Pick, select_batch
+from .acquisition import Pick, Posterior, select_batch
 from .cold_start import cold_start_trials
 from .costs import Throughput, estimate, measured_throughput
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
-from .fitted import PriorStore, prior_key
+from .fitted import PriorStore, prior_key, scorer_key
 from .history import (
     RUN_BUDGET_KEYS,
     Task,
@@ -45,14 +48,32 @@ from .history import (
     tasks_from_runs,
 )
 from .metric_scale import metric_scale
-from .prior import LearnedPrior, PriorSettings, TaskPosterior
+from .prior_settings import PriorSettings
+from .scoring import PriorScorer
 from .similarity import task_weights
+
+if TYPE_CHECKING:  # torch and gpytorch: imported where a prior is fitted, loaded or conditioned
+    from .prior import LearnedPrior
 
 TOP_K = 3
 EI_STOP_THRESHOLD = 0.01  # normal-score units: 1 % of a task's spread of results
 SOBOL_CANDIDATES = 512
 KNOWLEDGE_BASE = "knowledge-base"
 COLD_START = "cold-start"
+DEFAULT_SETTINGS = PriorSettings()
+
+
+class TaskModel(Posterior, Protocol):
+    """A task's posterior as the recommendation reads it: :class:`~.acquisition.Posterior` and
+    the affine map ``a + b z`` from its normalised scale to the metric."""
+
+    @property
+    def a(self) -> float: ...
+
+    @property
+    def b(self) -> float: ...
+
+    def with_observation(self, x_row: Any, z: float) -> TaskModel: ...
 
 
 @dataclass(frozen=True)
@@ -217,7 +238,7 @@ class Recommender:
         self,
         runs: Sequence[KbRun],
         *,
-        settings: PriorSettings = PriorSettings(),
+        settings: PriorSettings = DEFAULT_SETTINGS,
         candidates: int = SOBOL_CANDIDATES,
         ei_threshold: float = EI_STOP_THRESHOLD,
         store: PriorStore | None = None,
@@ -228,6 +249,7 @@ class Recommender:
         self.ei_threshold = ei_threshold
         self.store = store  # fitted priors kept between processes (None: fit in each)
         self._priors: dict[str, LearnedPrior] = {}
+        self._scorers: dict[str, PriorScorer | None] = {}
 
     # ------------------------------------------------------------------ history
     def base_models(self) -> list[str]:
@@ -243,6 +265,8 @@ class Recommender:
             key = self.prior_key(base_model) if self.store else ""
             prior = self.store.load(key) if self.store else None
             if prior is None:
+                from .prior import LearnedPrior
+
                 prior = LearnedPrior.fit(
                     self.history(base_model),
                     self.settings,
@@ -252,6 +276,25 @@ class Recommender:
                     self.store.save(key, prior)
             self._priors[base_model] = prior
         return self._priors[base_model]
+
+    def scorer(self, base_model: str) -> PriorScorer | None:
+        """The pre-result path's NumPy form of ``base_model``'s prior with its candidates: this
+        object's, else the store's (read without torch), else made from :meth:`prior` (and kept);
+        None when the prior has none (a multi-task prior)."""
+        if base_model not in self._scorers:
+            key = self.scorer_key(base_model) if self.store else ""
+            scorer = self.store.load_scorer(key) if self.store else None
+            if scorer is None:
+                scorer = self.prior(base_model).scorer(self._scored_configs(base_model))
+                if self.store and scorer is not None:
+                    self.store.save_scorer(key, scorer)
+            self._scorers[base_model] = scorer
+        return self._scorers[base_model]
+
+    def scorer_key(self, base_model: str) -> str:
+        """What identifies ``base_model``'s scorer in a store (:func:`.fitted.scorer_key`)."""
+        measured = [(budget_key(r), r.config) for r in self.runs if r.base_model == base_model]
+        return scorer_key(self.history(base_model), self.settings, measured, self.n_candidates)
 
     def prior_key(self, base_model: str) -> str:
         """What identifies ``base_model``'s fitted prior in a store (:func:`.fitted.prior_key`)."""
@@ -275,6 +318,8 @@ class Recommender:
 
     def _scored_configs(self, base_model: str) -> list[dict[str, Any]]:
         """Candidates as the reference budget would train them (comparable with the history)."""
+        from scipy.stats import qmc  # seconds to import: only where candidates are made
+
         reference = self.reference(base_model)
         points = qmc.Sobol(d=len(DIMENSIONS), scramble=True, seed=0).random(self.n_candidates)
         configs = [
@@ -316,8 +361,10 @@ class Recommender:
                 f"no knowledge-base runs for base model {base_model!r}: using the nearest family, {used!r}"
             )
         history = self.history(used)
+        # before the study's first result or pending trial, the NumPy scorer answers (no torch)
         try:
-            prior = self.prior(used)
+            scorer = None if observed or pending else self.scorer(used)
+            prior: LearnedPrior | PriorScorer = scorer or self.prior(used)
         except (EmptyHistory, SurrogateFailure) as exc:
             return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
         # the model compares datasets on what the history's tasks are described by (no
@@ -328,26 +375,33 @@ class Recommender:
             features = features_with(measured, profile)
         except ValueError as exc:
             raise RecommenderError(f"profile unusable: {exc}") from exc
-        scored = self._scored_configs(used)
-        candidates = prior.inputs(scored, descriptors)
+        scored = scorer.scored if scorer else self._scored_configs(used)
         scale = metric_scale(history[0].metric_name if history else "metric")
         reference = self.reference(used)
         throughput = measured_throughput([r for r in self.runs if r.base_model == used])
         try:
-            posterior = prior.condition(
-                descriptors,
-                [self.at_reference(c, reference) for c, _ in observed],
-                [scale.to_model(v) for _, v in observed],
-                candidates,
-            )
-            taken = [self.at_reference(o, reference) for o, _ in observed] + [
-                self.at_reference(p, reference) for p in pending
-            ]
-            exclude = {i for i, c in enumerate(scored) for o in taken if self._same(c, o)}
-            for config in pending:
-                x_row = prior.inputs([self.at_reference(config, reference)], descriptors)
-                mean, _ = posterior.predict_inputs(x_row)
-                posterior = posterior.with_observation(x_row[0], float(mean[0]))
+            posterior: TaskModel
+            candidates: Any  # the prior's inputs: a NumPy array (scorer) or a torch tensor
+            if isinstance(prior, PriorScorer):
+                candidates = prior.inputs(scored, descriptors)
+                posterior = prior.condition(descriptors, [], [], candidates)
+                exclude: set[int] = set()
+            else:
+                candidates = prior.inputs(scored, descriptors)
+                posterior = prior.condition(
+                    descriptors,
+                    [self.at_reference(c, reference) for c, _ in observed],
+                    [scale.to_model(v) for _, v in observed],
+                    candidates,
+                )
+                taken = [self.at_reference(o, reference) for o, _ in observed] + [
+                    self.at_reference(p, reference) for p in pending
+                ]
+                exclude = {i for i, c in enumerate(scored) for o in taken if self._same(c, o)}
+                for config in pending:
+                    x_row = prior.inputs([self.at_reference(config, reference)], descriptors)
+                    mean, _ = posterior.predict_inputs(x_row)
+                    posterior = posterior.with_observation(x_row[0], float(mean[0]))
             picks = select_batch(posterior, candidates, k, exclude=exclude)
         except SurrogateFailure as exc:
             return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
@@ -420,7 +474,7 @@ class Recommender:
         self,
         scored: Mapping[str, Any],
         pick: Pick,
-        posterior: TaskPosterior,
+        posterior: TaskModel,
         history: Sequence[Task],
         weights: np.ndarray,
         features: MetaFeatures,
@@ -449,7 +503,11 @@ class Recommender:
 
     @staticmethod
     def _to_metric(
-        mu: float, sd: float, posterior: TaskPosterior, history: Sequence[Task], weights: np.ndarray
+        mu: float,
+        sd: float,
+        posterior: TaskModel,
+        history: Sequence[Task],
+        weights: np.ndarray,
     ) -> tuple[float, float]:
         """Normal score -> metric units. Before two results the task's scale is unknown: each history
         task reads the score on its own scale, weighted by similarity, and the ± holds both the
@@ -461,7 +519,7 @@ class Recommender:
             return scale.interval(posterior.a + posterior.b * mu, posterior.b * sd)
 
         def values(z: float) -> np.ndarray:
-            p = float(norm.cdf(z))
+            p = float(ndtr(z))
             return np.array([np.quantile(t.values, p) for t in history])
 
         at_mean = values(mu)
