@@ -39,6 +39,21 @@ class PriorStore(Protocol):
     def save_scorer(self, key: str, scorer: PriorScorer) -> None: ...
 
 
+def _digest(settings: PriorSettings, tasks: Sequence[Task], **more: Any) -> str:
+    """SHA-256 of the settings, the tasks (name, descriptors, configurations and values, in
+    order) and ``more``, as canonical JSON."""
+    payload = {
+        "settings": asdict(settings),
+        "tasks": [
+            [t.name, dict(t.descriptors), list(t.configs), [float(v) for v in t.values]]
+            for t in tasks
+        ],
+        **more,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def prior_key(
     tasks: Sequence[Task],
     settings: PriorSettings,
@@ -46,16 +61,7 @@ def prior_key(
 ) -> str:
     """A digest of everything :meth:`LearnedPrior.fit` reads: the tasks (name, descriptors,
     configurations and values, in order), the candidates and the settings."""
-    payload = {
-        "settings": asdict(settings),
-        "tasks": [
-            [t.name, dict(t.descriptors), list(t.configs), [float(v) for v in t.values]]
-            for t in tasks
-        ],
-        "candidates": list(extra_configs),
-    }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _digest(settings, tasks, candidates=list(extra_configs))
 
 
 def scorer_key(
@@ -68,14 +74,9 @@ def scorer_key(
     :func:`prior_key` digests them), each run's (budget key, configuration) in order (they decide
     the reference budget and the measured candidates), the number of Sobol candidates and the
     settings."""
-    payload = {
-        "settings": asdict(settings),
-        "tasks": [
-            [t.name, dict(t.descriptors), list(t.configs), [float(v) for v in t.values]]
-            for t in tasks
-        ],
-        "measured": [[list(budget), dict(config)] for budget, config in measured],
-        "sobol": candidates,
-    }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _digest(
+        settings,
+        tasks,
+        measured=[[list(budget), dict(config)] for budget, config in measured],
+        sobol=candidates,
+    )

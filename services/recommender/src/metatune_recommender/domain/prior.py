@@ -37,8 +37,15 @@ from .errors import EmptyHistory, SurrogateFailure
 from .history import Task
 from .normalise import affine_to_prior, copula_scores
 from .prior_settings import PriorSettings
-from .scoring import Layer, PriorScorer, ScorerSource
-from .similarity import descriptor_similarity
+from .scoring import (
+    Incumbent,
+    Layer,
+    PriorScorer,
+    ScorerSource,
+    array_config_keys,
+    overlap_shares,
+    similarity_weights,
+)
 
 DTYPE = torch.float64
 DEFAULT_SETTINGS = PriorSettings()
@@ -328,10 +335,9 @@ class LearnedPrior:
         if pool is None:
             return np.zeros(len(self.sources), dtype=bool)
         wanted = config_keys(pool, self.config_encoder.dim)
-        share = [
-            len(wanted & s.configs) / max(1, min(len(wanted), len(s.configs))) for s in self.sources
-        ]
-        return np.array(share) >= self.settings.source_overlap
+        return overlap_shares(
+            wanted, [s.configs for s in self.sources], self.settings.source_overlap
+        )
 
     def source_weights(
         self,
@@ -352,11 +358,9 @@ class LearnedPrior:
         shared = self.shared_space(pool)
         if not shared.any():
             return None
-        similar = np.zeros(len(self.sources))
-        similar[shared] = descriptor_similarity(
-            descriptors, [s.descriptors for s, ok in zip(self.sources, shared, strict=True) if ok]
+        weights = similarity_weights(
+            descriptors, [s.descriptors for s in self.sources], shared, self.settings.own_weight
         )
-        weights = np.append((1 - self.settings.own_weight) * similar, self.settings.own_weight)
         if len(y) >= 2:
             mu, _ = self.source_predictions(x)
             if self.settings.rank_bootstrap > 0:
@@ -554,9 +558,8 @@ class LearnedPrior:
 
 
 def config_keys(x: torch.Tensor, config_dim: int) -> frozenset[bytes]:
-    """The distinct configurations among ``x``'s rows (encoded configuration columns, rounded so
-    that one configuration encoded twice compares equal), as hashable keys."""
-    return frozenset(r.tobytes() for r in np.round(x[:, : max(1, config_dim)].numpy(), 9))
+    """:func:`.scoring.array_config_keys` of a tensor."""
+    return array_config_keys(x.numpy(), config_dim)
 
 
 def misordered_pairs(mu: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -603,7 +606,7 @@ def _cholesky(cov: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class TaskPosterior:
+class TaskPosterior(Incumbent):
     """A task's GP posterior on the prior's normalised scale; ``a + b z`` is the raw metric.
 
     ``kernel`` / ``noise``: the task's own (adapted) hyperparameters, else the pre-trained ones."""
@@ -636,14 +639,6 @@ class TaskPosterior:
             return kernel(x1, x2).to_dense()
         noise = self.noise if self.noise is not None else self.prior.likelihood.noise
         return kernel(x1).to_dense() + noise * torch.eye(len(x1), dtype=DTYPE)
-
-    @property
-    def observed(self) -> int:
-        return len(self.z)
-
-    @property
-    def best_z(self) -> float:
-        return float(self.z.max()) if len(self.z) else -math.inf
 
     def predict_inputs(self, xc: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():

@@ -36,6 +36,50 @@ from .similarity import descriptor_similarity
 Array = NDArray[np.float64]
 
 
+def array_config_keys(x: Array, config_dim: int) -> frozenset[bytes]:
+    """The distinct configurations among ``x``'s rows (encoded configuration columns, rounded so
+    that one configuration encoded twice compares equal), as hashable keys."""
+    return frozenset(r.tobytes() for r in np.round(x[:, : max(1, config_dim)], 9))
+
+
+def overlap_shares(
+    wanted: frozenset[bytes], sources: Sequence[frozenset[bytes]], threshold: float
+) -> NDArray[np.bool_]:
+    """Which sources share the search space of ``wanted``: at least ``threshold`` of the smaller
+    of the two sets of configurations is in both."""
+    share = [len(wanted & s) / max(1, min(len(wanted), len(s))) for s in sources]
+    return np.array(share) >= threshold
+
+
+def similarity_weights(
+    descriptors: Mapping[str, Any],
+    sources: Sequence[Mapping[str, Any]],
+    shared: NDArray[np.bool_],
+    own_weight: float,
+) -> Array:
+    """The sources' weights by descriptor similarity (0 where not ``shared``), then the learned
+    mean's ``own_weight``: unnormalised."""
+    similar = np.zeros(len(sources))
+    similar[shared] = descriptor_similarity(
+        descriptors, [d for d, ok in zip(sources, shared, strict=True) if ok]
+    )
+    return np.append((1 - own_weight) * similar, own_weight)
+
+
+class Incumbent:
+    """What a posterior with observations ``z`` reports about them (its subclasses set ``z``)."""
+
+    z: Any
+
+    @property
+    def observed(self) -> int:
+        return len(self.z)
+
+    @property
+    def best_z(self) -> float:
+        return float(self.z.max()) if len(self.z) else -math.inf
+
+
 @dataclass(frozen=True)
 class Layer:
     """One linear layer, ``x @ weight.T + bias`` (torch.nn.Linear's layout)."""
@@ -169,11 +213,10 @@ class PriorScorer:
         """As :meth:`.prior.LearnedPrior.shared_space`."""
         if self.settings.source_overlap <= 0:
             return np.ones(len(self.sources), dtype=bool)
-        wanted = _config_keys(pool, self.config_encoder.dim)
-        share = [
-            len(wanted & s.configs) / max(1, min(len(wanted), len(s.configs))) for s in self.sources
-        ]
-        return np.array(share) >= self.settings.source_overlap
+        wanted = array_config_keys(pool, self.config_encoder.dim)
+        return overlap_shares(
+            wanted, [s.configs for s in self.sources], self.settings.source_overlap
+        )
 
     def source_weights(self, descriptors: Mapping[str, Any], pool: Array) -> Array | None:
         """As :meth:`.prior.LearnedPrior.source_weights` for a task without results."""
@@ -182,11 +225,9 @@ class PriorScorer:
         shared = self.shared_space(pool)
         if not shared.any():
             return None
-        similar = np.zeros(len(self.sources))
-        similar[shared] = descriptor_similarity(
-            descriptors, [s.descriptors for s, ok in zip(self.sources, shared, strict=True) if ok]
+        weights = similarity_weights(
+            descriptors, [s.descriptors for s in self.sources], shared, self.settings.own_weight
         )
-        weights = np.append((1 - self.settings.own_weight) * similar, self.settings.own_weight)
         return np.asarray(weights / weights.sum())
 
     def condition(
@@ -205,7 +246,7 @@ class PriorScorer:
 
 
 @dataclass(frozen=True)
-class ScorerPosterior:
+class ScorerPosterior(Incumbent):
     """A task's posterior before its results, with fantasised observations (Kriging believer);
     :class:`~.prior.TaskPosterior`'s interface as :mod:`.acquisition` uses it."""
 
@@ -215,14 +256,6 @@ class ScorerPosterior:
     weights: Array | None
     a: float = 0.0
     b: float = 1.0
-
-    @property
-    def observed(self) -> int:
-        return len(self.z)
-
-    @property
-    def best_z(self) -> float:
-        return float(self.z.max()) if len(self.z) else -math.inf
 
     def _mean(self, x: Array) -> Array:
         if self.weights is None:
@@ -256,11 +289,6 @@ class ScorerPosterior:
             self.a,
             self.b,
         )
-
-
-def _config_keys(x: Array, config_dim: int) -> frozenset[bytes]:
-    """As :func:`.prior.config_keys`."""
-    return frozenset(r.tobytes() for r in np.round(x[:, : max(1, config_dim)], 9))
 
 
 def _solve_lower(lower: Array, rhs: Array) -> Array:
