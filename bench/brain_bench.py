@@ -67,8 +67,8 @@ from metatune.knowledge.space import DIMENSIONS, Budget, decode
 from metatune.models import EMBEDDED_MODEL
 
 if TYPE_CHECKING:  # the trainer (torch) loads only when something trains
-    from metatune_trainer_agent.knowledge.build import BuildSettings
-    from metatune_trainer_agent.knowledge.slices import DataSlice
+    from metatune_trainer_agent.tools.knowledge.build import BuildSettings
+    from metatune_trainer_agent.tools.knowledge.slices import DataSlice
 
 ARMS = ("top3", "portfolio3", "random")
 TOP = 3
@@ -353,7 +353,7 @@ class Bench:
         self.loads: list[float] = []  # the 1-minute load before each run this session trained
 
     def _build_settings(self) -> BuildSettings:
-        from metatune_trainer_agent.knowledge.build import BuildSettings
+        from metatune_trainer_agent.tools.knowledge.build import BuildSettings
 
         budget = self.budget
         extra: dict[str, Any] = {"epochs": float(budget["epochs"])} if budget.get("epochs") else {}
@@ -417,8 +417,8 @@ class Bench:
         return plan
 
     def prepare(self, files: list[Path]) -> tuple[list[Dataset], dict[str, str]]:
-        from metatune_trainer_agent.knowledge.build import BuildError, profile
-        from metatune_trainer_agent.knowledge.slices import dataset_name, make_slice
+        from metatune_trainer_agent.tools.knowledge.build import BuildError, profile
+        from metatune_trainer_agent.tools.knowledge.slices import dataset_name, make_slice
 
         slices = self.work.root / "slices"
         prepared: list[Dataset] = []
@@ -473,12 +473,12 @@ class Bench:
     def _train_one(self, dataset: Dataset, key: str) -> KbRun:
         from metatune_trainer_agent.domain.errors import TrainingError
         from metatune_trainer_agent.domain.run import run_training
-        from metatune_trainer_agent.knowledge.build import (
+        from metatune_trainer_agent.tools.knowledge.build import (
             failed_record,
             to_record,
             training_request,
         )
-        from metatune_trainer_agent.knowledge.design import PlannedRun
+        from metatune_trainer_agent.tools.knowledge.design import PlannedRun
 
         config = LoraConfig.model_validate(dataset.plan.configs[key])
         planned = PlannedRun(key, dataset.name, 0, config.seed, config)
@@ -496,7 +496,7 @@ class Bench:
 
     # ------------------------------------------------------------------ the whole run
     def run(self) -> dict[str, Any]:
-        from metatune_trainer_agent.knowledge.build import (
+        from metatune_trainer_agent.tools.knowledge.build import (
             BuildError,
             discover,
             machine,

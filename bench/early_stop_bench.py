@@ -49,7 +49,7 @@ from metatune_trainer_agent.domain.curve_stop import (
     TrainingCurve,
 )
 from metatune_trainer_agent.domain.plateau import PlateauDetector
-from metatune_trainer_agent.knowledge.stopper import read_runs
+from metatune_trainer_agent.tools.knowledge.stopper import read_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import progress

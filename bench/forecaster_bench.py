@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from metatune_forecaster.adapters.carbon_folder import load_folder
+from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.domain.baselines import BASELINES
 from metatune_forecaster.domain.blend import PROVIDER_WEIGHT
 from metatune_forecaster.domain.evaluation import Score, coverage, improvement, mape
@@ -42,8 +43,7 @@ from metatune_forecaster.domain.model import LEAD_BUCKETS, CarbonModel, bucket_o
 from metatune_forecaster.domain.samples import issue_positions
 from metatune_forecaster.domain.served import served_forecasts
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
-from metatune_forecaster.resources import WEATHER_ERROR_PATH
-from metatune_forecaster.train import calibrate_weather_error, train
+from metatune_forecaster.tools.train import calibrate_weather_error, train
 
 BUCKET_NAMES = [f"{lo}-{hi}" for lo, hi in LEAD_BUCKETS]
 SEASONAL = ("naive-24h", "naive-168h")

@@ -56,11 +56,11 @@ from metatune.contracts.forecasts import expected_intensity
 from metatune.errors import ConfigurationError
 from metatune.registry import Registry, load_registry
 from metatune_forecaster.adapters.carbon_folder import load_em
+from metatune_forecaster.adapters.package_data import MODEL_PATH, WEATHER_ERROR_PATH
 from metatune_forecaster.domain.features import RegionArrays
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.served import served_forecasts
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
-from metatune_forecaster.resources import MODEL_PATH, WEATHER_ERROR_PATH
 from metatune_scheduler.domain import (
     Aggregation,
     HighsModelSolver,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from metatune_forecaster.adapters.package_data import MODEL_PATH
 from metatune_forecaster.domain.model import CarbonModel
-from metatune_forecaster.resources import MODEL_PATH
 from tests.support.plugin import TEST_DATA
 
 from .conftest import BENCH, load_bench

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from metatune_forecaster.adapters.package_data import MODEL_PATH
 from metatune_forecaster.adapters.replay import ReplayData
 from metatune_forecaster.domain.model import CarbonModel
-from metatune_forecaster.resources import MODEL_PATH
 
 
 @pytest.fixture(scope="session")

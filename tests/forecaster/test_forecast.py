@@ -10,6 +10,7 @@ import pytest
 
 from metatune.contracts import CarbonForecast
 from metatune.registry import default_registry
+from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
 from metatune_forecaster.domain.features import HISTORY_HOURS
 from metatune_forecaster.domain.forecast import (
@@ -21,7 +22,6 @@ from metatune_forecaster.domain.forecast import (
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.providers import Site
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
-from metatune_forecaster.resources import WEATHER_ERROR_PATH
 
 ISSUE = datetime(2025, 3, 14, 6, tzinfo=UTC)
 NOW = ISSUE + timedelta(minutes=3)

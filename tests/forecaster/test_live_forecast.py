@@ -22,7 +22,9 @@ from metatune.settings import Settings
 from metatune_forecaster.adapters.carbon_aware_sdk import CarbonAwareSdkSource
 from metatune_forecaster.adapters.electricity_maps import ElectricityMapsSource
 from metatune_forecaster.adapters.live import LiveIntensity, LiveSource, region_sources
+from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
+from metatune_forecaster.adapters.runtime import RegionForecaster, sites_of
 from metatune_forecaster.adapters.store import ObservationStore
 from metatune_forecaster.adapters.uk_carbon_intensity import UkCarbonIntensitySource
 from metatune_forecaster.adapters.watttime import WattTimeSource
@@ -31,8 +33,6 @@ from metatune_forecaster.domain.features import HISTORY_HOURS
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
-from metatune_forecaster.forecasting import RegionForecaster, sites_of
-from metatune_forecaster.resources import WEATHER_ERROR_PATH
 from tests.support.builders import small_registry
 from tests.support.waiting import received_on, wait_for
 

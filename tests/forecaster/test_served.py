@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 
 from metatune_forecaster.adapters.carbon_folder import load_em
+from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.domain.features import RegionArrays
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.served import served_forecasts
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
-from metatune_forecaster.resources import WEATHER_ERROR_PATH
 from tests.support.plugin import TEST_DATA
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metatune_forecaster import train as train_module
 from metatune_forecaster.adapters.carbon_folder import load_carboncast, load_em
+from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.domain.baselines import seasonal_naive_24h, seasonal_naive_168h
 from metatune_forecaster.domain.evaluation import mape, wmape
 from metatune_forecaster.domain.features import RegionArrays
@@ -23,8 +23,8 @@ from metatune_forecaster.domain.model import (
 from metatune_forecaster.domain.samples import build_grid, issue_positions
 from metatune_forecaster.domain.series import RegionSeries
 from metatune_forecaster.domain.weather_error import WeatherErrorModel
-from metatune_forecaster.resources import WEATHER_ERROR_PATH
-from metatune_forecaster.train import train
+from metatune_forecaster.tools import train as train_module
+from metatune_forecaster.tools.train import train
 from tests.support.plugin import TEST_DATA
 
 TRAIN_UNTIL = pd.Timestamp("2022-04-01", tz="UTC")

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 from metatune.settings import Settings
+from metatune_forecaster.adapters.package_data import REPLAY_PATH
 from metatune_forecaster.adapters.store import ObservationStore
 from metatune_forecaster.domain.providers import ProviderUnavailable, Signal
-from metatune_forecaster.resources import REPLAY_PATH
 
 
 @cache

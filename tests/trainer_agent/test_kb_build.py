@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
-from metatune_trainer_agent.knowledge.build import BuildSettings, build
+from metatune_trainer_agent.tools.knowledge.build import BuildSettings, build
 from tests.support.waiting import wait_for_sync
 
 pytestmark = pytest.mark.slow  # builds a knowledge base by training

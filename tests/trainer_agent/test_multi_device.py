@@ -134,6 +134,6 @@ def test_a_hook_that_fails_fails_the_run_and_leaves_no_process(
     workers = [
         p
         for p in psutil.process_iter(["cmdline"])
-        if "metatune_trainer_agent.worker" in " ".join(p.info["cmdline"] or [])
+        if "metatune_trainer_agent.adapters.worker" in " ".join(p.info["cmdline"] or [])
     ]
     assert not workers  # none orphaned either

@@ -15,13 +15,13 @@ from metatune.settings import Settings, get_settings
 
 from .adapters.live import LiveIntensity, LiveSource, region_sources
 from .adapters.open_meteo import OpenMeteoWeather
+from .adapters.package_data import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
 from .adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
+from .adapters.runtime import RegionForecaster, sites_of
 from .adapters.store import ObservationStore
 from .domain.model import CarbonModel
 from .domain.providers import IntensityProvider, WeatherProvider
 from .domain.weather_error import WeatherErrorModel
-from .forecasting import RegionForecaster, sites_of
-from .resources import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
 
 
 def weather_provider(settings: Settings, data: ReplayData) -> WeatherProvider:

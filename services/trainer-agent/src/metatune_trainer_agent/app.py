@@ -1,8 +1,8 @@
 """The trainer-agent service of one datacenter (``metatune-trainer-agent --datacenter NAME``).
 
-Thin handlers over :class:`~metatune_trainer_agent.agent.TrainerAgent`: assignments of this datacenter
-(durable consumer ``trainer-agent-<dc>``), the region's carbon forecasts, and a status
-heartbeat on ``metatune.agents.<dc>.status``.
+Thin handlers over :class:`~metatune_trainer_agent.adapters.runtime.TrainerAgent`: assignments of
+this datacenter (durable consumer ``trainer-agent-<dc>``), the region's carbon forecasts, and a
+status heartbeat on ``metatune.agents.<dc>.status``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from metatune.registry import default_registry, load_registry
 from metatune.service import Service
 from metatune.settings import Settings, get_settings
 
-from .agent import TrainerAgent
+from .adapters.runtime import TrainerAgent
 
 SERVICE_NAME = "trainer-agent"
 

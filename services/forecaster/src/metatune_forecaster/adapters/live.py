@@ -29,7 +29,7 @@ from metatune.settings import Settings
 
 from ..domain.observations import hours_between, runs
 from ..domain.providers import IntensityProvider, IntensitySource, ProviderUnavailable, Signal
-from ..resources import REPLAY_PATH
+from .package_data import REPLAY_PATH
 from .replay import ReplayData
 from .store import ObservationStore, Upserted
 

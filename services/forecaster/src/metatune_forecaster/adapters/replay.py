@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..domain.providers import ProviderUnavailable, Signal, Site
 from ..domain.weather_error import WeatherErrorModel
-from ..resources import REPLAY_PATH
+from .package_data import REPLAY_PATH
 
 REPLAY_START = pd.Timestamp("2023-01-01", tz="UTC")
 REPLAY_DAYS = 364  # 52 whole weeks: weekdays line up when the replay wraps

@@ -3,8 +3,8 @@
 The agent keeps one code path for every run: :func:`~..domain.run.run_training` with its hooks.
 For a job on ``n > 1`` devices, :class:`MultiDeviceRun` (the agent's side) starts PyTorch's own
 launcher, ``python -m torch.distributed.run --standalone --nproc-per-node n``, on
-:mod:`metatune_trainer_agent.worker`. Every worker joins the process group (NCCL on GPUs, gloo on
-CPUs); rank 0 opens a Unix socket in a private folder (mode 0700) with a random key the agent
+:mod:`metatune_trainer_agent.adapters.worker`. Every worker joins the process group (NCCL on
+GPUs, gloo on CPUs); rank 0 opens a Unix socket in a private folder (mode 0700) with a random key the agent
 passed in its environment, the agent connects, sends the run's arguments, and serves rank 0's
 calls for the run's lifetime: the clock, the carbon intensity, progress, checkpoints, the pause /
 stop control and the early-stop hook. The outcome (or the exception the run raised) comes back
@@ -100,7 +100,7 @@ class MultiDeviceRun:
                 "--standalone",
                 f"--nproc-per-node={self.processes}",
                 "-m",
-                "metatune_trainer_agent.worker",
+                "metatune_trainer_agent.adapters.worker",
                 address,
                 device.type,
             ]
@@ -229,7 +229,7 @@ class _AgentClock(Clock):
 
 
 def run_worker(address: str, device_type: str) -> None:
-    """One rank of a multi-device run (the body of :mod:`metatune_trainer_agent.worker`)."""
+    """One rank of a multi-device run (the body of :mod:`metatune_trainer_agent.adapters.worker`)."""
     authkey = bytes.fromhex(os.environ.pop(AUTHKEY_ENV, ""))
     group = Group.from_env()
     device = torch.device(device_type)

@@ -1,15 +1,9 @@
-"""Paths of the files the forecaster ships with (model, weather-error calibration, replay extract),
-and the command line of the tools that build them."""
+"""The command line the forecaster's tools share."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-DATA_DIR = Path(__file__).resolve().parent / "data"
-MODEL_PATH = DATA_DIR / "model.joblib"
-WEATHER_ERROR_PATH = DATA_DIR / "weather_error.json"
-REPLAY_PATH = DATA_DIR / "replay.parquet"
 
 
 def data_folder_parser(doc: str, folder_help: str) -> argparse.ArgumentParser:

@@ -14,11 +14,11 @@ from metatune.contracts import CarbonForecast
 from metatune.errors import ConfigurationError
 from metatune.registry import Registry
 
-from .domain.blend import labelled
-from .domain.features import HISTORY_HOURS
-from .domain.forecast import InsufficientHistory, make_forecast, shift_stale, with_observed
-from .domain.model import CarbonModel
-from .domain.providers import (
+from ..domain.blend import labelled
+from ..domain.features import HISTORY_HOURS
+from ..domain.forecast import InsufficientHistory, make_forecast, shift_stale, with_observed
+from ..domain.model import CarbonModel
+from ..domain.providers import (
     IntensityProvider,
     ProviderUnavailable,
     Site,

@@ -40,10 +40,10 @@ from metatune.knowledge.records import (
 from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
 
-from ..adapters.hardware import cpu_model
-from ..domain.errors import TrainingError
-from ..domain.request import TrainingRequest, TrainOptions
-from ..domain.run import RunOutcome, Site, run_training, total_steps_for
+from ...adapters.hardware import cpu_model
+from ...domain.errors import TrainingError
+from ...domain.request import TrainingRequest, TrainOptions
+from ...domain.run import RunOutcome, Site, run_training, total_steps_for
 from .design import PlannedRun, plan_runs
 from .slices import DataSlice, dataset_name, make_slice
 

@@ -1,4 +1,4 @@
-"""Build the replay extract the service ships with: ``python -m metatune_forecaster.extract --data DIR``.
+"""Build the replay extract the service ships with: ``python -m metatune_forecaster.tools.extract --data DIR``.
 
 One year (2023, 52 weeks) of Electricity Maps carbon intensity and Open-Meteo observed weather
 for every region of the datacenter registry, as one small Parquet file. See data/PROVENANCE.md.
@@ -12,9 +12,10 @@ import pandas as pd
 
 from metatune.registry import default_registry
 
-from .adapters.carbon_folder import load_em
-from .adapters.replay import REPLAY_DAYS, REPLAY_START
-from .resources import REPLAY_PATH, data_folder_parser
+from ..adapters.carbon_folder import load_em
+from ..adapters.package_data import REPLAY_PATH
+from ..adapters.replay import REPLAY_DAYS, REPLAY_START
+from .arguments import data_folder_parser
 
 
 def build_extract(folder: Path, regions: list[str]) -> pd.DataFrame:

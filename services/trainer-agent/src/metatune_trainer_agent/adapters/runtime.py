@@ -60,17 +60,13 @@ from metatune.registry import Datacenter
 from metatune.service import Service
 from metatune.settings import Settings
 
-from .adapters.datasets import DatasetFetcher
-from .adapters.hardware import cpu_model, detect
-from .adapters.multi_device import MultiDeviceRun
-from .adapters.uploads import LatestUploader, with_retries
-from .domain.assignments import parse_assignment
-from .domain.carbon import ForecastIntensity
-from .domain.curve_stop import CurveModelError, CurveStopper, RunShape, stop_hook
-from .domain.errors import InvalidTrainingConfig, TrainingError
-from .domain.points import StepBuffer
-from .domain.request import TrainingRequest, TrainOptions
-from .domain.run import (
+from ..domain.assignments import parse_assignment
+from ..domain.carbon import ForecastIntensity
+from ..domain.curve_stop import CurveModelError, CurveStopper, RunShape, stop_hook
+from ..domain.errors import InvalidTrainingConfig, TrainingError
+from ..domain.points import StepBuffer
+from ..domain.request import TrainingRequest, TrainOptions
+from ..domain.run import (
     Control,
     Progress,
     RunHooks,
@@ -79,9 +75,13 @@ from .domain.run import (
     Site,
     run_training,
 )
-from .domain.trainer import Evaluation
-from .domain.versions import SeenVersions, superseded
-from .knowledge.stopper import shipped_model_path
+from ..domain.trainer import Evaluation
+from ..domain.versions import SeenVersions, superseded
+from .datasets import DatasetFetcher
+from .hardware import cpu_model, detect
+from .multi_device import MultiDeviceRun
+from .package_data import shipped_model_path
+from .uploads import LatestUploader, with_retries
 
 log = logging.getLogger("metatune.agent")
 CHECKPOINT_UPLOAD_TIMEOUT_S = 300.0

@@ -1,4 +1,4 @@
-"""Train the forecaster's model: ``python -m metatune_forecaster.train --data DIR``.
+"""Train the forecaster's model: ``python -m metatune_forecaster.tools.train --data DIR``.
 
 Reads a folder laid out like the team's ``carbon/`` data, builds feature rows from every region
 with a time split (no training row looks at a target hour at or after ``--train-until``),
@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .adapters.carbon_folder import load_folder
-from .domain.features import FEATURE_NAMES, RegionArrays
-from .domain.model import (
+from ..adapters.carbon_folder import load_folder
+from ..adapters.package_data import MODEL_PATH, WEATHER_ERROR_PATH
+from ..domain.features import FEATURE_NAMES, RegionArrays
+from ..domain.model import (
     BLOCK_CAPACITY,
     BLOCK_EXCLUDED_FEATURES,
     ENSEMBLE_SIZE,
@@ -27,10 +28,10 @@ from .domain.model import (
     CarbonModel,
     fit,
 )
-from .domain.samples import build_grid, issue_positions
-from .domain.series import RegionSeries
-from .domain.weather_error import WeatherErrorModel, calibrate
-from .resources import MODEL_PATH, WEATHER_ERROR_PATH, data_folder_parser
+from ..domain.samples import build_grid, issue_positions
+from ..domain.series import RegionSeries
+from ..domain.weather_error import WeatherErrorModel, calibrate
+from .arguments import data_folder_parser
 
 CALIBRATION_SHARE = (
     0.15  # latest share of each region's training issues kept to calibrate intervals

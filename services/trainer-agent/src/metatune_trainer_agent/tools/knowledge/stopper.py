@@ -10,7 +10,6 @@ import gzip
 import hashlib
 import json
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,16 +20,12 @@ from metatune.cli.output import JSON_HELP, print_json
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
 
 if TYPE_CHECKING:  # the predictor imports torch (through the trainer): only when a command runs
-    from ..domain.curve_stop import CurveStopper, TrainingCurve
-
-
-def shipped_model_path() -> Path:
-    return Path(str(resources.files("metatune_trainer_agent") / "data" / "curve_stopper.json"))
+    from ...domain.curve_stop import CurveStopper, TrainingCurve
 
 
 def read_runs(path: Path) -> list[KbRun]:
     """The runs of a knowledge-base file, read only (a line still being written is left out)."""
-    from ..domain.curve_stop import CurveModelError
+    from ...domain.curve_stop import CurveModelError
 
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
@@ -53,13 +48,13 @@ def read_runs(path: Path) -> list[KbRun]:
 
 
 def training_curves(runs: list[KbRun], metric: str = "accuracy") -> list[TrainingCurve]:
-    from ..domain.curve_stop import TrainingCurve
+    from ...domain.curve_stop import TrainingCurve
 
     return [c for c in (TrainingCurve.of_kb_run(r, metric) for r in runs) if c is not None]
 
 
 def fit_from_kb(path: Path, metric: str = "accuracy") -> CurveStopper:
-    from ..domain.curve_stop import DEFAULT_GRID, CurveStopper
+    from ...domain.curve_stop import DEFAULT_GRID, CurveStopper
 
     runs = read_runs(path)
     curves = training_curves(runs, metric)
@@ -88,7 +83,7 @@ def fit_stopper(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Fit the learning-curve early-stop predictor (final metric with a conformal upper bound) from KB curves."""
-    from ..domain.curve_stop import CurveModelError
+    from ...domain.curve_stop import CurveModelError
 
     console = Console(stderr=True)
     try:
