@@ -387,7 +387,7 @@ class Demo:
             "10",
             sys.executable,
             "-m",
-            "metatune_recommender.evidence",
+            "metatune_recommender.tools.evidence",
             *[str(s) for s in self.studies],
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -395,7 +395,7 @@ class Demo:
         out, err = await proc.communicate()
         if proc.returncode != 0:
             raise RuntimeError(
-                f"metatune_recommender.evidence exited {proc.returncode}: {err.decode()[-2000:]}"
+                f"metatune_recommender.tools.evidence exited {proc.returncode}: {err.decode()[-2000:]}"
             )
         return dict(json.loads(out))
 

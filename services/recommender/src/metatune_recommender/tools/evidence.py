@@ -1,6 +1,6 @@
 """What the knowledge base has measured on datasets like a study's: the evidence beside a prediction.
 
-``python -m metatune_recommender.evidence STUDY_ID...`` reads the knowledge base and each study's
+``python -m metatune_recommender.tools.evidence STUDY_ID...`` reads the knowledge base and each study's
 profile from the configured database and answers, per study, its nearest datasets in the
 knowledge base (by the recommender's similarity of task descriptors, :func:`task_weights`), each
 with the best accuracy its runs measured at the knowledge base's reference budget (the budget most
@@ -22,9 +22,9 @@ import numpy as np
 from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import get_settings
 
-from .adapters.prior_cache import prior_cache
-from .domain.history import feature_descriptors
-from .domain.recommender import (
+from ..adapters.prior_cache import prior_cache
+from ..domain.history import feature_descriptors
+from ..domain.recommender import (
     Recommender,
     Reference,
     budget_key,
@@ -32,7 +32,7 @@ from .domain.recommender import (
     nearest_base_model,
     profile_descriptors,
 )
-from .domain.similarity import task_weights
+from ..domain.similarity import task_weights
 
 NEAREST = 2
 
@@ -122,7 +122,7 @@ async def evidence(study_ids: list[UUID]) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m metatune_recommender.evidence",
+        prog="python -m metatune_recommender.tools.evidence",
         description="The best accuracy the knowledge base measured on the datasets nearest a study's",
     )
     parser.add_argument("studies", nargs="+", type=UUID, help="study ids (profiled)")
