@@ -49,6 +49,12 @@ from .redaction import redact, redact_url
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # the driver's and the pool's ways of saying the database is not there
 UNAVAILABLE = (psycopg.OperationalError, psycopg.errors.AdminShutdown, PoolTimeout)
+# a transaction PostgreSQL rolled back for its own reasons (SQLSTATE class 40): worth running again
+ROLLED_BACK = (
+    psycopg.errors.TransactionRollback,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+)
 MIGRATION_LOCK_S = 60  # how long a process waits for another's migrations
 
 
@@ -150,11 +156,16 @@ class Postgres:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A pooled connection; database outages surface as :class:`DatabaseUnavailable`."""
+        """A pooled connection; database outages surface as :class:`DatabaseUnavailable`. A
+        transaction PostgreSQL rolled back for a deadlock or a serialization failure is no outage
+        (psycopg files it under OperationalError too): it propagates as itself, for the caller
+        to run the transaction again."""
         pool = await self.pool()
         try:
             async with pool.connection() as conn:
                 yield conn
+        except ROLLED_BACK:
+            raise
         except UNAVAILABLE as exc:
             raise self.unavailable(exc) from exc
 
@@ -245,4 +256,4 @@ class Postgres:
             backend.connection.close()
 
 
-__all__ = ["SCHEMA_NAME", "UNAVAILABLE", "Migrations", "Postgres", "yoyo_uri"]
+__all__ = ["ROLLED_BACK", "SCHEMA_NAME", "UNAVAILABLE", "Migrations", "Postgres", "yoyo_uri"]
