@@ -17,10 +17,12 @@ failed session (the job's last checkpoint stays where it was).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +51,7 @@ AUTHKEY_ENV = "METATUNE_RUN_AUTHKEY"
 SOCKET_NAME = "rank0.sock"
 CONNECT_TIMEOUT_S = 600.0  # the workers import torch and load the model before rank 0 listens
 POLL_S = 0.2
+GROUP_EXIT_S = 10.0  # how long the stopped group may take to be gone (reaped)
 LOG_TAIL_CHARS = 4000
 
 
@@ -110,6 +113,7 @@ class MultiDeviceRun:
                     env={**os.environ, AUTHKEY_ENV: authkey.hex()},
                     stdout=output,
                     stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: torchrun and its workers
                 )
                 try:
                     conn = _connect(address, authkey, process)
@@ -124,13 +128,32 @@ class MultiDeviceRun:
                         )
                     return outcome
                 finally:
-                    if process.poll() is None:
-                        process.terminate()
-                        try:
-                            process.wait(timeout=30)
-                        except subprocess.TimeoutExpired:
-                            process.kill()
-                            process.wait()
+                    _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """torchrun and every process it started (its elastic agent, the workers), which share its
+    process group: asked to stop, then killed, and waited for, so none outlives the run."""
+    group = process.pid  # start_new_session: the group's id is torchrun's pid
+    if process.poll() is None:
+        _signal_group(group, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # then killed below
+            process.wait(timeout=30)
+    _signal_group(group, signal.SIGKILL)  # whatever is left of it, torchrun gone or not
+    if process.poll() is None:
+        process.wait()
+    deadline = time.monotonic() + GROUP_EXIT_S
+    while _signal_group(group, 0) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+
+
+def _signal_group(group: int, signum: int) -> bool:
+    """Send ``signum`` to the process group; False when no process is left in it."""
+    try:
+        os.killpg(group, signum)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _connect(address: str, authkey: bytes, process: subprocess.Popen[bytes]) -> Connection:
