@@ -1,6 +1,7 @@
-"""kill -9 the recommender while it holds a study's first results, before it is done with them,
-start it again: the study ends with exactly its budget of trials requested, none twice, and
-one stop.
+"""kill -9 the recommender while it holds a study's first results (taken while its database is
+away, so it cannot have decided anything on them), start it again: the study ends with exactly
+its budget of trials requested, none twice, the continuations chosen by expected improvement,
+and one stop.
 
 The recommender runs as a process of its own (``python -m`` this module: the service as
 ``python -m metatune_recommender`` runs it, without the shipped seeds, whose prior takes minutes
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -112,31 +114,30 @@ async def test_a_killed_recommender_requests_the_budget_once_and_stops_once(
         opening = await wait_for(
             lambda: _requested(url, study, 3), "the opening batch", timeout=240
         )
-        # the first results, all at once, each from the datacenter its job is assigned to: two
-        # completions and a failure (with three scores in, this small base's expected improvement
-        # would end the study early, rightly; one failure keeps the budget the rule that ends it)
-        seqs: dict[str, int] = {}
-        for job in sorted(opening, key=lambda r: r.trial_index):
+        for job in opening:  # each result comes from the datacenter its job is assigned to
             await record_assignment(js, job.job_id, "fra1")
-            subject, result = _result(job)
-            ack = await js.publish(
-                subject, result.to_bytes(), headers={"Nats-Msg-Id": str(result.event_id)}
+        by_index = {job.trial_index: job for job in opening}
+        # the database goes away: the two completions are taken and held (nothing can be decided
+        # without the study's profile), and the process is killed with them in hand
+        with refusing_connections(knowledge):
+            seqs = {NEXT_TRIAL: 0}
+            for index in (0, 1):
+                seqs[NEXT_TRIAL] = await _publish_result(js, by_index[index])
+            await wait_for(
+                lambda: _delivered(js, stream, NEXT_TRIAL, seqs[NEXT_TRIAL]),
+                "the completions taken",
+                timeout=120,
             )
-            seqs[_durable(subject)] = ack.seq
-        await wait_for(
-            lambda: _delivered(js, stream, NEXT_TRIAL, seqs[NEXT_TRIAL]),
-            "the first results taken",
-            timeout=120,
-        )
-        child.kill9()
-        before = await stream_events(url)
-        # the kill landed before the study was done with: the restart has trials to request
-        done_before = len(_of_study(of(before, JobRequested), study)) == BUDGET and _of_study(
-            of(before, StudyStopped), study
-        )
-        assert not done_before
+            child.kill9()
+        before = _of_study(of(await stream_events(url), JobRequested), study)
+        assert len(before) == 3  # nothing decided before the kill: the restart has it all to do
 
         child = spawn(__name__, env, log)
+        # each completion frees a slot (three scores in, this small base's expected improvement
+        # would end the study early, rightly: so the third result is a failure, and the budget
+        # is the rule that ends it)
+        await wait_for(lambda: _requested(url, study, BUDGET), "the next trials", timeout=240)
+        seqs[f"{NEXT_TRIAL}-failed"] = await _publish_result(js, by_index[2])
         await wait_for(lambda: _stopped(url, study), "the study's stop", timeout=240)
         for durable, seq in seqs.items():  # nothing left that could request more
             await wait_for(
@@ -160,6 +161,33 @@ async def test_a_killed_recommender_requests_the_budget_once_and_stops_once(
     assert len(stops) == 1
     assert stops[0].reason is StopReason.budget and stops[0].trials_requested == BUDGET
     assert stops[0].trials_finished == 3 and stops[0].best_metric == pytest.approx(0.51)
+
+
+@contextmanager
+def refusing_connections(database_url: str) -> Iterator[None]:
+    """The database refuses connections (its open ones are ended) until the block exits."""
+    admin = Settings().database_url
+    name = sql.Identifier(urlsplit(database_url).path.lstrip("/"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(name))
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            (urlsplit(database_url).path.lstrip("/"),),
+        )
+    try:
+        yield
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(name))
+
+
+async def _publish_result(js, job: JobRequested) -> int:
+    """Publish the job's result; its stream sequence."""
+    subject, result = _result(job)
+    ack = await js.publish(
+        subject, result.to_bytes(), headers={"Nats-Msg-Id": str(result.event_id)}
+    )
+    return ack.seq
 
 
 def _of_study(events: list, study: uuid.UUID) -> list:
@@ -187,11 +215,6 @@ def _result(job: JobRequested) -> tuple[str, RunCompleted | RunFailed]:
             message="chaos",
         )
     return subjects.runs_completed("fra1"), completion(job, accuracy=0.5 + 0.01 * job.trial_index)
-
-
-def _durable(subject: str) -> str:
-    """The recommender's next-trial consumer of a run event's subject."""
-    return NEXT_TRIAL if subject.endswith(".completed") else f"{NEXT_TRIAL}-failed"
 
 
 async def _delivered(js, stream: str, durable: str, seq: int) -> bool:

@@ -8,11 +8,12 @@ from datetime import UTC, datetime
 
 from metatune import subjects
 from metatune.contracts import DatasetLocation, LoraConfig
+from metatune.knowledge.records import RunStatus
 from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import Settings
 from metatune_recommender.adapters.loop_store import LoopRecord, LoopStore
 from metatune_recommender.app import create_service
-from metatune_recommender.domain.study_loop import StudyLoop, job_id_for
+from metatune_recommender.domain.study_loop import FinishedTrial, StudyLoop, job_id_for
 from tests.support.builders import job_request
 from tests.support.samples import FEATURES, record_assignment
 from tests.support.studies import acked_through, completion, requests_stored
@@ -41,11 +42,20 @@ async def test_an_unpublished_decision_is_published_once_at_the_next_event(
         )
         for i in range(4)
     ]
-    # as a process killed after writing its decision (trial 3) and before publishing it left it
+    # as a process killed after writing its decision (trial 3, for trial 0's completion) and
+    # before publishing it left it
+    first = FinishedTrial(
+        str(jobs[0].job_id),
+        jobs[0].config.model_dump(mode="json"),
+        0.5,
+        "accuracy",
+        RunStatus.completed,
+    )
     loop = StudyLoop(
         study_id=study,
         budget=BUDGET,
         requested={j.trial_index: j.config.model_dump(mode="json") for j in jobs},
+        finished={first.run_id: first},
     )
     service = create_service(settings, store=store, load_seed_kb=False)
     async with service.running():
@@ -66,7 +76,8 @@ async def test_an_unpublished_decision_is_published_once_at_the_next_event(
         )
         stored = await requests_stored(service.js, settings.stream_name)
         record, _ = await records.load(study)
-    # the written decision went out, and the completion (whose slot it was) asked for nothing more
+    # the written decision went out, and the completion (redelivered: the decision was its own)
+    # asked for nothing more
     assert stored == 1
     assert record is not None and not record.outbox
     assert record.loop == loop

@@ -139,10 +139,39 @@ def test_expected_improvement_stops_only_a_continuation_from_the_knowledge_base(
     assert isinstance(first, Request)  # the opening batch never stops by EI
 
 
-def test_the_state_round_trips_through_json() -> None:
+def test_the_loop_counts_its_finished_trials_without_waiting_for_the_knowledge_base() -> None:
+    """The knowledge base's consumer is another durable: a result's event can be handled before
+    the rows of earlier results are stored. The count is the loop's own, so the last result of
+    the budget stops the study even when the knowledge base holds none of them yet."""
     loop = opened(5)
+    for index in (0, 1):  # each handled with nothing stored
+        loop = loop.counting([done(loop, index)])
+        ask = loop.next(list(loop.finished.values()))
+        assert isinstance(ask, Ask) and ask.start == 3 + index
+        assert len(ask.observed) == 1 + index  # the earlier completion still scores
+        loop = requested(loop, ask)
+    loop = loop.counting([done(loop, 2, metric=None)])
+    stop = loop.next(list(loop.finished.values()))
+    assert stop == Stop(StopReason.budget, 5)
+    assert loop.after(stop).finished == {}  # the stopped state shrinks
+
+
+def test_a_counted_trial_keeps_its_score_and_takes_the_knowledge_bases() -> None:
+    loop = opened(5)
+    scored = done(loop, 0)
+    failed_first = FinishedTrial.failed(job_id_for(loop.study_id, 0))
+    # the knowledge base's row replaces an unscored record of the trial, never a scored one
+    assert loop.counting([failed_first, scored]).finished == {scored.run_id: scored}
+    assert loop.counting([scored, failed_first]).finished == {scored.run_id: scored}
+    assert loop.counting([scored]).counting([scored]) == loop.counting([scored])  # redelivered
+
+
+def test_the_state_round_trips_through_json() -> None:
+    loop = opened(5).counting([])
+    loop = loop.counting([done(loop, 0), done(loop, 1, metric=None)])
     again = StudyLoop.model_validate_json(loop.model_dump_json())
     assert again == loop and sorted(again.requested) == [0, 1, 2]
+    assert again.finished[str(job_id_for(loop.study_id, 0))].status is RunStatus.completed
 
 
 def test_a_cancelled_study_stops_once_and_requests_nothing_more() -> None:

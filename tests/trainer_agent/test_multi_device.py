@@ -4,6 +4,7 @@ number of devices from the same checkpoint."""
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
 from pathlib import Path
 from statistics import mean
@@ -121,10 +122,14 @@ def test_a_failure_in_the_processes_reaches_the_caller_as_its_own_error(
 
 
 def test_a_hook_that_fails_fails_the_run_and_leaves_no_process(
-    intents_binary: Path, cache_dir: Path
+    intents_binary: Path, cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(progress: Progress) -> None:
         raise RuntimeError("the bus is gone")
+
+    # the run's folder (rank 0's socket, named on every process's command line) under this
+    # test's own: another test file may run on two devices at the same time
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     before = {child.pid for child in psutil.Process().children(recursive=True)}  # servers
     with pytest.raises(TrainingError, match="the bus is gone"):
@@ -134,6 +139,6 @@ def test_a_hook_that_fails_fails_the_run_and_leaves_no_process(
     workers = [
         p
         for p in psutil.process_iter(["cmdline"])
-        if "metatune_trainer_agent.adapters.worker" in " ".join(p.info["cmdline"] or [])
+        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
     ]
     assert not workers  # none orphaned either

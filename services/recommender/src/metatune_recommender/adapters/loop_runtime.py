@@ -114,19 +114,18 @@ class LoopRuntime:
             if record is None:
                 log.warning("study %s: no loop state (not requested by this recommender)", study_id)
                 return
-            runs = {r.run_id: FinishedTrial.of(r) for r in await self.store.study_runs(study_id)}
-            if this_run is not None:
-                runs.setdefault(this_run.run_id, this_run)
-            runs.setdefault(str(job_id), FinishedTrial.failed(job_id))
-            finished = list(runs.values())
-            step = record.loop.next(finished)
+            stored = [FinishedTrial.of(r) for r in await self.store.study_runs(study_id)]
+            this = this_run if this_run is not None else FinishedTrial.failed(job_id)
+            loop = record.loop.counting([*stored, this])
+            finished = list(loop.finished.values())
+            step = loop.next(finished)
             if isinstance(step, Stop):
-                await self._commit(record.loop, revision, step, profile.spec, finished, None)
+                await self._commit(loop, revision, step, profile.spec, finished, None)
             elif isinstance(step, Ask):
                 features = profile_descriptors(profile.features)
-                await self._decide(
-                    record.loop, revision, step, profile.spec, features, finished, subject
-                )
+                await self._decide(loop, revision, step, profile.spec, features, finished, subject)
+            elif loop != record.loop:  # counted, nothing to request yet
+                await self.records.save(LoopRecord(loop=loop), revision)
 
     async def _decide(
         self,

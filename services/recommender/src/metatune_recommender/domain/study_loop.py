@@ -8,6 +8,9 @@ The rules:
   first + n)`` trials are requested in all. The next index is the count of those requested, never
   derived from the event at hand, so a redelivered event requests nothing, and an event handled
   after the knowledge base already holds later results catches up instead of skipping an index;
+* the finished trials are counted by the loop itself (with the knowledge base's rows as they
+  arrive), so a result handled before the knowledge base's consumer stored earlier ones still
+  counts them: the study's last result always ends it;
 * a slot freed once every trial is requested ends the study (``budget``); so does a best expected
   improvement below the threshold once the first batch's results are in (``expected_improvement``);
 * a cancelled study stops (``cancelled``) whatever it stands at, once: a study cancelled before
@@ -95,6 +98,9 @@ class StudyLoop(BaseModel):
     study_id: UUID
     budget: int  # spec.trials
     requested: dict[int, dict[str, Any]] = {}  # emptied once the study stopped
+    # the finished trials the loop has counted, by run id: the count never waits on the knowledge
+    # base's own consumer having stored an earlier result (emptied once the study stopped)
+    finished: dict[str, FinishedTrial] = {}
     stopped: StopReason | None = None
 
     @classmethod
@@ -110,6 +116,17 @@ class StudyLoop(BaseModel):
         if self.stopped is not None or self.requested:
             return None
         return Ask(0, self.first_batch, [], [], continuation=False)
+
+    def counting(self, trials: Sequence[FinishedTrial]) -> StudyLoop:
+        """The state with ``trials`` counted as finished: a trial already counted keeps the
+        first record of it unless the new one is scored (the knowledge base's row of a
+        completion the loop had counted from its event)."""
+        merged = dict(self.finished)
+        for trial in trials:
+            known = merged.get(trial.run_id)
+            if known is None or (known.metric is None and trial.metric is not None):
+                merged[trial.run_id] = trial
+        return self.model_copy(update={"finished": merged})
 
     def next(self, finished: Sequence[FinishedTrial]) -> Ask | Stop | None:
         """What the study's finished trials call for: more trials, the budget's stop, or nothing
@@ -158,7 +175,9 @@ class StudyLoop(BaseModel):
     def after(self, outcome: Outcome) -> StudyLoop:
         """The state once ``outcome`` is published."""
         if isinstance(outcome, Stop):
-            return self.model_copy(update={"requested": {}, "stopped": outcome.reason})
+            return self.model_copy(
+                update={"requested": {}, "finished": {}, "stopped": outcome.reason}
+            )
         added = {index: rec.config.model_dump(mode="json") for index, rec in outcome.trials}
         return self.model_copy(update={"requested": {**self.requested, **added}})
 
