@@ -5,7 +5,7 @@ Times ``metatune --version``, ``metatune --help`` and one Tab completion of the 
 script beside this Python, else the same import through ``python -c``), the median of ``--runs``
 after one unmeasured warm-up, with each run's peak resident memory (``os.wait4``). The baseline,
 ``eager_import_s``, is a process that imports every command module, core and plugin (the entry
-points of ``metatune.cli`` and ``metatune.cli.kb``): what each of these cost before the CLI loaded
+points of ``metatune_cli.cli`` and ``metatune_cli.cli.kb``): what each of these cost before the CLI loaded
 its commands lazily.
 
     python bench/cli_startup_bench.py [--runs 5] [--json]
@@ -31,11 +31,15 @@ from rich.table import Table
 
 SCRIPT = Path(sys.executable).with_name("metatune")
 # what the installed script does, for an environment without it
-LAUNCHER = [sys.executable, "-c", "from metatune.cli.main import app; app(prog_name='metatune')"]
+LAUNCHER = [
+    sys.executable,
+    "-c",
+    "from metatune_cli.cli.main import app; app(prog_name='metatune')",
+]
 COMPLETION = {"_METATUNE_COMPLETE": "complete_bash", "COMP_WORDS": "metatune ", "COMP_CWORD": "1"}
 EAGER = """
 from importlib.metadata import entry_points
-from metatune.cli.main import CORE
+from metatune_cli.cli.main import CORE
 for spec in CORE.values():
     spec.load()
 for group in ("metatune.cli", "metatune.cli.kb"):

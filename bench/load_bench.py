@@ -41,6 +41,7 @@ import numpy as np
 from metatune import subjects
 from metatune.clock import floor_hour
 from metatune.contracts import (
+    AgentStatus,
     Assignment,
     CarbonForecast,
     DatasetLocation,
@@ -51,10 +52,10 @@ from metatune.contracts import (
     StudySpec,
     TaskType,
 )
-from metatune.embedded import servers
-from metatune.embedded.probe import nats_answers_sync
 from metatune.registry import default_registry
 from metatune.settings import Settings
+from metatune_cli.embedded import servers
+from metatune_cli.embedded.probe import nats_answers_sync
 from metatune_scheduler.app import create_service
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -74,14 +75,20 @@ class Result:
     placements: int = 0  # fast-path decisions (each places every job requested since the last)
 
     def row(self) -> dict:
-        lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([np.nan])
+        lat = np.asarray(self.latencies_ms)
+
+        def ms(value: float) -> float:
+            return round(float(value), 1)
+
+        # percentiles are None when nothing was planned (JSON has no NaN)
+
         return {
             "submitted": self.submitted,
             "planned": self.planned,
             "throughput_per_s": round(self.planned / self.seconds, 1) if self.seconds else None,
-            "p50_ms": round(float(np.percentile(lat, 50)), 1),
-            "p99_ms": round(float(np.percentile(lat, 99)), 1),
-            "max_ms": round(float(lat.max()), 1),
+            "p50_ms": ms(np.percentile(lat, 50)) if lat.size else None,
+            "p99_ms": ms(np.percentile(lat, 99)) if lat.size else None,
+            "max_ms": ms(lat.max()) if lat.size else None,
             "solves": self.solves,
             "fast_path_decisions": self.placements,
         }
@@ -109,6 +116,24 @@ def forecasts(now: datetime, seed: int) -> list[CarbonForecast]:
             )
         )
     return out
+
+
+def heartbeats(now: datetime) -> list[AgentStatus]:
+    """One agent per datacenter of the registry, all its GPUs free (the agents' status as the
+    scheduler hears it; the lease the bench sets outlasts the run)."""
+    return [
+        AgentStatus(
+            occurred_at=now,
+            datacenter=dc.name,
+            region=dc.region,
+            gpus_total=dc.gpus,
+            gpus_free=dc.gpus,
+            gpu_model=dc.gpu_model,
+            power_per_gpu_w=dc.gpu_power_w,
+            pue=dc.pue,
+        )
+        for dc in default_registry().datacenters
+    ]
 
 
 def job(now: datetime, rng: random.Random) -> JobRequested:
@@ -184,6 +209,8 @@ async def run_load(
                 stream=settings.stream_name,
                 headers={"Nats-Msg-Id": str(forecast.event_id)},
             )
+        for status in heartbeats(now):  # capacity goes only to datacenters an agent reports
+            await js.publish(subjects.agent_status(status.datacenter), status.to_bytes())
         await asyncio.wait_for(service.runtime.ready.wait(), 60)
         solves_before, placements_before = service.runtime.solves, service.runtime.placements
         events = [job(now, rng) for _ in range(n)]

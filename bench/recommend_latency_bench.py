@@ -52,7 +52,11 @@ from rich.console import Console
 from rich.table import Table
 
 SCRIPT = Path(sys.executable).with_name("metatune")
-LAUNCHER = [sys.executable, "-c", "from metatune.cli.main import app; app(prog_name='metatune')"]
+LAUNCHER = [
+    sys.executable,
+    "-c",
+    "from metatune_cli.cli.main import app; app(prog_name='metatune')",
+]
 
 
 def metatune(*args: str) -> list[str]:

@@ -61,8 +61,8 @@ from rich.table import Table
 from metatune import catalog, subjects
 from metatune import contracts as c
 from metatune.bus import ensure_streams
-from metatune.embedded import servers
 from metatune.settings import Settings
+from metatune_cli.embedded import servers
 from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.writers import LOG_DURABLE, log_consumer_config
 from metatune_telemetry.app import create_service

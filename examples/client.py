@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from metatune.client import Client, MetaTuneError, Progress
+from metatune_cli.client import Client, MetaTuneError, Progress
 
 HERE = Path(__file__).resolve().parent
 

@@ -16,6 +16,7 @@ import grimp
 
 PACKAGES = (
     "metatune",
+    "metatune_cli",
     "metatune_profiler",
     "metatune_recommender",
     "metatune_forecaster",

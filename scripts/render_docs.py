@@ -725,7 +725,7 @@ def render_block(name: str, readme: Path) -> str:
 def _demo() -> list[str]:
     """The closing table of ``metatune demo --json`` and its summary line, cell for cell what the
     demo prints (the same functions render both)."""
-    from metatune.demo.view import closing_summary, closing_table
+    from metatune_cli.demo.view import closing_summary, closing_table
 
     data = load_result("demo")
     summary = closing_summary(data)

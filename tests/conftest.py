@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from metatune.embedded import servers
-from metatune.embedded.probe import nats_answers_sync, postgres_answers
+from metatune_cli.embedded import servers
+from metatune_cli.embedded.probe import nats_answers_sync, postgres_answers
 
 from .support.servers import free_port, start_secured_nats, stop, wait_until_serving
 from .support.waiting import wait_for_sync

@@ -1,4 +1,4 @@
-"""deptry on shared and on each service (configured by ``[tool.deptry]`` in its pyproject.toml,
+"""deptry on shared, on the tools package (cli) and on each service (configured by ``[tool.deptry]`` in its pyproject.toml,
 the same run as scripts/deps): every import is declared in the package that makes it, and nothing
 is declared that the package does not import."""
 
@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = [REPO / "shared", *sorted(p.parent for p in REPO.glob("services/*/pyproject.toml"))]
+PACKAGES = [
+    REPO / "shared",
+    REPO / "cli",
+    *sorted(p.parent for p in REPO.glob("services/*/pyproject.toml")),
+]
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda path: path.name)

@@ -1,14 +1,15 @@
 """The production images, checked without a Docker engine: one name per service from folder to
 package to image, multi-stage builds that install from requirements.lock and run unprivileged, and
-no embedded NATS or PostgreSQL in them (those are metatune-shared's ``embedded`` extra, which
-development installs and the images leave out)."""
+no embedded NATS or PostgreSQL in them (those are metatune-cli's ``embedded`` extra, which
+development installs and the images leave out), and no tool: the CLI, the client, the demo and
+their console libraries are metatune-cli's, which no image installs."""
 
 from __future__ import annotations
 
 import ast
 import re
 import subprocess
-from importlib.metadata import requires
+from importlib.metadata import metadata, requires
 from pathlib import Path
 
 import pytest
@@ -122,14 +123,47 @@ def test_the_trainer_agent_s_cuda_variant_swaps_only_torch_for_the_same_version(
 
 
 def test_the_embedded_servers_are_an_extra_no_service_asks_for() -> None:
-    shared = requires("metatune-shared") or []
+    tools = requires("metatune-cli") or []
     for name in EMBEDDED:
-        (requirement,) = [r for r in shared if r.startswith(name)]
+        (requirement,) = [r for r in tools if r.startswith(name)]
         assert 'extra == "embedded"' in requirement, requirement
     for folder in SERVICES:
         for requirement in requires(_distribution(folder)) or []:
             assert "embedded" not in requirement.split(";")[0], (folder.name, requirement)
             assert not requirement.startswith(EMBEDDED), (folder.name, requirement)
+
+
+# what only the tools need: the CLI's console, study files, the Hub's model cards, process tables
+TOOLS_ONLY = {"metatune-cli", "typer", "rich", "pyyaml", "huggingface-hub", "psutil"}
+
+
+def _direct(distribution: str) -> set[str]:
+    """What ``distribution`` itself declares, without extras."""
+    return {
+        canonicalize_name(Requirement(text).name)
+        for text in requires(distribution) or []
+        if Requirement(text).marker is None
+    }
+
+
+@pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
+def test_an_image_installs_no_tool(folder: Path) -> None:
+    """The image's ``pip install ./shared ./services/<name>``: neither package declares a tool's
+    distribution (the service's CLI commands are its ``cli`` extra, which the CLI's install adds);
+    what is left comes from a library the service runs (transformers brings the Hub's client
+    and, through it, typer), and a service that runs none of those installs no tool at all."""
+    closure = _closure(_distribution(folder))
+    assert "metatune-cli" not in closure
+    assert (_direct(_distribution(folder)) | _direct("metatune-shared")) & TOOLS_ONLY == set()
+    if not closure & {"transformers", "peft"}:
+        assert closure & TOOLS_ONLY == set()
+    commands = "metatune.cli" in (folder / "pyproject.toml").read_text()
+    assert commands == ("cli" in (metadata(_distribution(folder)).get_all("Provides-Extra") or []))
+
+
+def test_the_core_package_installs_no_tool() -> None:
+    assert _closure("metatune-shared") & TOOLS_ONLY == set()
+    assert {"typer", "rich", "pyyaml"} <= _closure("metatune-cli")  # the check reads real metadata
 
 
 def _module_level_imports(path: Path) -> set[str]:
@@ -150,10 +184,10 @@ def _module_level_imports(path: Path) -> set[str]:
 def test_no_module_imports_pgserver_at_import_time() -> None:
     """An image without the extra can import everything: pgserver only inside the function that
     starts an embedded PostgreSQL."""
-    sources = [*(REPO / "shared" / "src").rglob("*.py")]
+    sources = [*(REPO / "shared" / "src").rglob("*.py"), *(REPO / "cli" / "src").rglob("*.py")]
     for folder in SERVICES:
         sources += (folder / "src").rglob("*.py")
     offenders = [path for path in sources if "pgserver" in _module_level_imports(path)]
     assert offenders == []
-    servers = REPO / "shared" / "src" / "metatune" / "embedded" / "servers.py"
+    servers = REPO / "cli" / "src" / "metatune_cli" / "embedded" / "servers.py"
     assert "import pgserver" in servers.read_text()  # the check above looks at the right code

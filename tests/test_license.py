@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = [REPO / "shared", *sorted(p.parent for p in REPO.glob("services/*/pyproject.toml"))]
+PACKAGES = [
+    REPO / "shared",
+    REPO / "cli",
+    *sorted(p.parent for p in REPO.glob("services/*/pyproject.toml")),
+]
 
 
 def test_the_license_file_is_the_apache_license_2() -> None:

@@ -13,7 +13,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
-PYPROJECTS = [REPO / "shared" / "pyproject.toml", *sorted(REPO.glob("services/*/pyproject.toml"))]
+PYPROJECTS = [
+    REPO / "shared" / "pyproject.toml",
+    REPO / "cli" / "pyproject.toml",
+    *sorted(REPO.glob("services/*/pyproject.toml")),
+]
 
 
 def _locked() -> dict[str, Version]:

@@ -43,10 +43,10 @@ from metatune.contracts import (
     StudyStopped,
 )
 from metatune.contracts.forecasts import expected_intensity
-from metatune.demo import scenario
-from metatune.demo.runner import webhook_secret
-from metatune.demo.scenario import demo_registry
 from metatune.settings import Settings
+from metatune_cli.demo import scenario
+from metatune_cli.demo.runner import webhook_secret
+from metatune_cli.demo.scenario import demo_registry
 
 pytestmark = [
     pytest.mark.integration,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.demo.observer import DemoState, StudyView
-from metatune.demo.view import plan_against_meter, plan_figures, plan_header
+from metatune_cli.demo.observer import DemoState, StudyView
+from metatune_cli.demo.view import plan_against_meter, plan_figures, plan_header
 from tests.support.samples import JOB, NOW, STUDY, samples
 
 

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from metatune.cli.main import app
 from metatune.settings import Settings, get_settings
+from metatune_cli.cli.main import app
 from metatune_forecaster.adapters.live import LiveSource, backfill
 from metatune_forecaster.adapters.store import ObservationStore
 from metatune_forecaster.domain.providers import ProviderUnavailable, Signal

@@ -17,11 +17,11 @@ from referencing import Registry, Resource
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.asyncapi import CATALOG, document
-from metatune.asyncapi.examples import examples
 from metatune.bus.auth import principals
 from metatune.bus.streams import stream_for
 from metatune.settings import Settings
+from metatune_cli.asyncapi import CATALOG, document
+from metatune_cli.asyncapi.examples import examples
 from tests.support.samples import samples
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from uuid import uuid4
 
 from metatune import subjects
 from metatune.bus import headers_for
-from metatune.client import AsyncClient
 from metatune.contracts import Assignment, AssignmentAction, JobLookup, JobLookupReply
+from metatune_cli.client import AsyncClient
 from metatune_scheduler.app import create_service
 from tests.support.builders import small_registry
 from tests.support.cli import run

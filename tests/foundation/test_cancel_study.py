@@ -11,8 +11,8 @@ import nats
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.client import AsyncClient
 from metatune.settings import Settings
+from metatune_cli.client import AsyncClient
 from tests.support.cli import run
 
 from .test_cli_study import FAILED, TRAINED, one_error_line, publish, study_events

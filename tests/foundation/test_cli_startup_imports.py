@@ -14,14 +14,14 @@ from importlib.metadata import entry_points
 import pytest
 import typer
 
-from metatune.cli.main import CORE, app
+from metatune_cli.cli.main import CORE, app
 
 HEAVY = ("torch", "transformers", "gpytorch", "pandas", "sklearn", "faststream", "nats")
 
 # Runs the CLI as the `metatune` script does, then reports which heavy modules it imported.
 PROBE = f"""
 import json, sys
-from metatune.cli.main import app
+from metatune_cli.cli.main import app
 try:
     app(prog_name="metatune")
 except SystemExit:

@@ -15,9 +15,9 @@ import pytest
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.asyncapi.examples import ACCOUNTING, CONFIG, NOW, SPEC
 from metatune.bus import ADAPTERS_BUCKET, DATASETS_BUCKET, ObjectStore, ensure_streams, headers_for
 from metatune.settings import Settings
+from metatune_cli.asyncapi.examples import ACCOUNTING, CONFIG, NOW, SPEC
 from tests.support.cli import run
 
 STUDY, TRAINED, FAILED = uuid4(), uuid4(), uuid4()
@@ -216,8 +216,8 @@ async def test_adapter_download_gives_a_hub_ready_folder_peft_loads(
     from peft import PeftConfig, PeftModel
     from transformers import AutoModelForSequenceClassification
 
-    from metatune.model_card import ADAPTER_PATH, EMISSIONS_SOURCE
     from metatune.models import EMBEDDED_HUB_ID, embedded_model_dir
+    from metatune_cli.model_card import ADAPTER_PATH, EMISSIONS_SOURCE
     from metatune_trainer_agent.domain.adapter import pack_adapter
     from metatune_trainer_agent.domain.model import load_model
 

@@ -1,4 +1,4 @@
-"""`metatune.client` from Python: submit, list and show, follow a study to its end, results,
+"""`metatune_cli.client` from Python: submit, list and show, follow a study to its end, results,
 cancel a job or a whole study, and each failure as its MetaTuneError. Real NATS; the platform's
 events are published as the recommender and the agents would (as the CLI's own tests do)."""
 
@@ -15,9 +15,10 @@ import nats
 import pytest
 
 from metatune import subjects
-from metatune.asyncapi.examples import SPEC
 from metatune.bus import DATASETS_BUCKET, headers_for
-from metatune.client import (
+from metatune.settings import Settings
+from metatune_cli.asyncapi.examples import SPEC
+from metatune_cli.client import (
     AsyncClient,
     BusUnavailable,
     Client,
@@ -26,7 +27,6 @@ from metatune.client import (
     Progress,
     StillRunning,
 )
-from metatune.settings import Settings
 from tests.support.secured_bus import SecuredBus, admin, secured  # noqa: F401 (fixtures)
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for

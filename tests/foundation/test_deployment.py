@@ -6,10 +6,10 @@ from pathlib import Path
 
 import yaml
 
-from metatune.asyncapi import CATALOG, render
-from metatune.platform import CORE_SERVICES
 from metatune.registry import default_registry
 from metatune.settings import settings_field_names
+from metatune_cli.asyncapi import CATALOG, render
+from metatune_cli.platform import CORE_SERVICES
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "compose" / "docker-compose.yml"
@@ -65,7 +65,7 @@ def test_every_service_and_three_datacenter_agents_are_deployed_with_healthcheck
 def test_asyncapi_document_is_up_to_date() -> None:
     committed = (REPO / "docs" / "asyncapi.json").read_text()
     assert committed == render(), (
-        "docs/asyncapi.json is stale: run `python -m metatune.asyncapi > docs/asyncapi.json`"
+        "docs/asyncapi.json is stale: run `python -m metatune_cli.asyncapi > docs/asyncapi.json`"
     )
 
 

@@ -1,4 +1,4 @@
-"""The model card `metatune adapter download` writes (metatune.model_card): its metadata reads back
+"""The model card `metatune adapter download` writes (metatune_cli.model_card): its metadata reads back
 with huggingface_hub as the Hub reads it, with the job's own numbers; the body says what a reader
 needs to use the adapter."""
 
@@ -12,15 +12,15 @@ import pytest
 from huggingface_hub import ModelCard, metadata_load
 
 from metatune import contracts as c
-from metatune.asyncapi.examples import CONFIG, NOW, SPEC
-from metatune.model_card import (
+from metatune.models import EMBEDDED_HUB_ID, hub_model_id
+from metatune_cli.asyncapi.examples import CONFIG, NOW, SPEC
+from metatune_cli.model_card import (
     EMISSIONS_SOURCE,
     dataset_name,
     hardware_used,
     label_maps,
     model_card,
 )
-from metatune.models import EMBEDDED_HUB_ID, hub_model_id
 
 REGIONS = {"fra1": "DE", "osl1": "NO"}
 

@@ -18,7 +18,7 @@ from nats.js import JetStreamContext
 from metatune import subjects
 from metatune.bus import DATASETS_BUCKET, ensure_streams
 from metatune.settings import Settings
-from metatune.study_file import (
+from metatune_cli.study_file import (
     StudyFileError,
     is_study_file,
     read_study_file,
@@ -47,7 +47,7 @@ def test_the_published_schema_is_the_model_s() -> None:
     committed = (REPO / "docs" / "study.schema.json").read_text()
     assert committed == study_file_schema(), (
         "docs/study.schema.json is stale: run "
-        "`.venv/bin/python -m metatune.study_file > docs/study.schema.json`"
+        "`.venv/bin/python -m metatune_cli.study_file > docs/study.schema.json`"
     )
 
 

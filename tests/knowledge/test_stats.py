@@ -69,7 +69,7 @@ async def test_the_store_measures_what_the_file_does(store: KnowledgeStore) -> N
 
 def kb_stats(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "metatune.cli", "kb", "stats", *args],
+        [sys.executable, "-m", "metatune_cli.cli", "kb", "stats", *args],
         capture_output=True,
         text=True,
         timeout=300,

@@ -195,7 +195,7 @@ async def test_stats(store: KnowledgeStore) -> None:
 def cli(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "METATUNE_DATABASE_URL": database_url}
     return subprocess.run(
-        [sys.executable, "-m", "metatune.cli", "kb", *args],
+        [sys.executable, "-m", "metatune_cli.cli", "kb", *args],
         capture_output=True,
         text=True,
         env=env,

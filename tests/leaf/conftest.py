@@ -15,8 +15,8 @@ from metatune.bus.auth import agent_user
 from metatune.bus.connection import client_auth
 from metatune.bus.credentials import NatsSecrets
 from metatune.bus.leafnodes import TlsFiles, hub_config, leaf_config
-from metatune.embedded import servers
 from metatune.settings import Settings
+from metatune_cli.embedded import servers
 from tests.support.servers import accepts, free_port, nats_secrets, stop
 from tests.support.waiting import wait_for, wait_for_sync
 

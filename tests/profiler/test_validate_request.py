@@ -11,7 +11,6 @@ import nats
 import pytest
 
 from metatune import subjects
-from metatune.client import AsyncClient, InvalidRequest
 from metatune.contracts import (
     DatasetLocation,
     DatasetValidation,
@@ -20,6 +19,7 @@ from metatune.contracts import (
     TaskType,
 )
 from metatune.settings import Settings
+from metatune_cli.client import AsyncClient, InvalidRequest
 from metatune_profiler.app import create_service
 from tests.support.requests import answer
 

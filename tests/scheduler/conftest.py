@@ -19,7 +19,7 @@ from metatune.contracts import (
     StudySpec,
     TaskType,
 )
-from metatune.embedded import servers
+from metatune_cli.embedded import servers
 from metatune_scheduler.domain import Scheduler
 from tests.support.builders import heartbeat
 from tests.support.servers import free_port, stop, wait_until_serving

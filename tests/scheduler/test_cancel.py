@@ -196,7 +196,7 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
                     [
                         sys.executable,
                         "-m",
-                        "metatune.cli",
+                        "metatune_cli.cli",
                         "cancel",
                         str(job),
                         "--reason",

@@ -14,7 +14,7 @@ import yaml
 from metatune.bus.auth import agent_user, principals
 from metatune.bus.credentials import generate
 from metatune.bus.leafnodes import leaf_config
-from metatune.embedded.servers import nats_server_binary
+from metatune_cli.embedded.servers import nats_server_binary
 
 COMPOSE = Path(__file__).resolve().parents[2] / "compose"
 LEAF_CREDENTIALS = (

@@ -12,13 +12,13 @@ import pytest
 from nats.js.errors import NoStreamResponseError
 
 from metatune import subjects
-from metatune.asyncapi import document
-from metatune.asyncapi.requests import REQUESTS
 from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, DATASETS_BUCKET, ObjectStore
 from metatune.bus.auth import principals
 from metatune.contracts import AgentStatus
 from metatune.redaction import redact
 from metatune.service import Service
+from metatune_cli.asyncapi import document
+from metatune_cli.asyncapi.requests import REQUESTS
 from tests.support.secured_bus import SecuredBus, violation
 from tests.support.waiting import wait_for
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-METATUNE = [sys.executable, "-m", "metatune.cli"]
+METATUNE = [sys.executable, "-m", "metatune_cli.cli"]
 
 
 def run(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from metatune.bus.auth import principals
 from metatune.bus.credentials import NatsSecrets, generate
-from metatune.embedded import servers
-from metatune.embedded.probe import nats_answers_sync
+from metatune_cli.embedded import servers
+from metatune_cli.embedded.probe import nats_answers_sync
 
 from .waiting import wait_for_sync
 

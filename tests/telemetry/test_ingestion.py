@@ -15,9 +15,9 @@ import pytest
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.embedded import servers
-from metatune.embedded.probe import postgres_answers
 from metatune.settings import Settings
+from metatune_cli.embedded import servers
+from metatune_cli.embedded.probe import postgres_answers
 from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.verify import verify
 from metatune_telemetry.app import create_service

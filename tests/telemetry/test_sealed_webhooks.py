@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from uuid import uuid4
 
@@ -19,6 +22,7 @@ from metatune import subjects
 from metatune.webhook_seal import ensure_keypair, key_file, seal_for_telemetry
 from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
+from tests.support.cli import run
 from tests.support.samples import CONFIG, NOW, SPEC
 from tests.support.waiting import wait_for
 
@@ -134,3 +138,23 @@ async def test_credentials_leave_sealed_and_only_telemetry_delivers_with_them(
     for record in caplog.records:
         line = record.getMessage()
         assert PASSWORD not in line and TOKEN not in line
+
+
+def test_the_container_and_the_cli_print_the_same_public_key(tmp_path: Path) -> None:
+    """Telemetry's image has no ``metatune`` CLI: ``python -m metatune.webhook_seal`` prints the
+    key there, the same the CLI prints, and the key pair is made once."""
+    env = {**os.environ, "METATUNE_WEBHOOK_KEY_FILE": str(tmp_path / "telemetry" / "webhook.key")}
+    bare = subprocess.run(
+        [sys.executable, "-m", "metatune.webhook_seal"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    printed = run(["webhooks", "public-key"], env)
+    assert printed.returncode == 0, printed.stderr
+    key = bare.stdout.strip()
+    assert printed.stdout.strip() == key
+    assert len(base64.b64decode(key)) == 32  # an X25519 public key
+    assert (tmp_path / "telemetry" / "webhook.pub").read_text().strip() == key

@@ -204,7 +204,7 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(
         }
         done = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "metatune.cli", "webhooks", "retry", "--all-dead", "--json"],
+            [sys.executable, "-m", "metatune_cli.cli", "webhooks", "retry", "--all-dead", "--json"],
             env=env,
             capture_output=True,
             text=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from metatune.cli.main import app
+from metatune_cli.cli.main import app
 
 
 @pytest.fixture

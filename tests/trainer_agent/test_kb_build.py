@@ -43,7 +43,7 @@ def build_command(data: Path, out: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "metatune.cli",
+        "metatune_cli.cli",
         "kb",
         "build",
         "--data",
@@ -172,7 +172,7 @@ def test_sharded_builds_merge_into_one_knowledge_base(data: Path, tmp_path: Path
             [
                 sys.executable,
                 "-m",
-                "metatune.cli",
+                "metatune_cli.cli",
                 "kb",
                 "merge",
                 str(merged),
@@ -200,7 +200,7 @@ def test_fit_stopper_json_names_what_it_fitted(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "metatune.cli",
+            "metatune_cli.cli",
             "kb",
             "fit-stopper",
             "--kb",

@@ -130,3 +130,21 @@ def opener(settings: Settings) -> Callable[[str], str]:
     """Telemetry's way to open sealed webhook URLs (its key pair made on first use)."""
     key = ensure_keypair(key_file(settings))
     return lambda sealed: unseal(sealed, key)
+
+
+def own_public_key(settings: Settings) -> str:
+    """Telemetry's public key (not secret), its key pair made on first use: what submitters
+    elsewhere set as METATUNE_WEBHOOK_PUBLIC_KEY."""
+    path = key_file(settings)
+    ensure_keypair(path)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+def main() -> None:
+    """``python -m metatune.webhook_seal``: print it, in telemetry's container (where the key file
+    is; the image has no ``metatune`` CLI)."""
+    print(own_public_key(Settings()))
+
+
+if __name__ == "__main__":
+    main()

@@ -12,12 +12,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from metatune.cli.connect import fail
-from metatune.cli.output import JSON_HELP, logs_to_stderr, print_json
 from metatune.errors import ConfigurationError, DatabaseUnavailable
 from metatune.redaction import redact
 from metatune.registry import Registry, default_registry, load_registry
 from metatune.settings import Settings, get_settings
+from metatune_cli.cli.connect import fail
+from metatune_cli.cli.output import JSON_HELP, logs_to_stderr, print_json
 
 console = Console()
 forecaster_app = typer.Typer(

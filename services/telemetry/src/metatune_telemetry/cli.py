@@ -12,11 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from metatune.cli.connect import EXIT_NOT_FOUND, bus, fail, unavailable
-from metatune.cli.output import JSON_HELP, print_json
 from metatune.errors import BusUnavailable, DatabaseUnavailable
 from metatune.redaction import redact_url
 from metatune.settings import get_settings
+from metatune_cli.cli.connect import EXIT_NOT_FOUND, bus, fail, unavailable
+from metatune_cli.cli.output import JSON_HELP, print_json
 
 if TYPE_CHECKING:
     from .adapters.db import Database
@@ -232,11 +232,9 @@ def webhooks_endpoints(
 def webhooks_public_key() -> None:
     """Telemetry's public key (not secret): submitters elsewhere set METATUNE_WEBHOOK_PUBLIC_KEY
     to it, so a webhook URL's credentials leave sealed for telemetry alone."""
-    from metatune.webhook_seal import ensure_keypair, key_file
+    from metatune.webhook_seal import own_public_key
 
-    path = key_file(get_settings())
-    ensure_keypair(path)
-    typer.echo(path.with_suffix(".pub").read_text().strip())
+    typer.echo(own_public_key(get_settings()))
 
 
 telemetry_app = typer.Typer(

@@ -178,7 +178,7 @@ def profile(path: Path, cache: Path, base_model: str, pair: bool) -> MetaFeature
     command = [
         sys.executable,
         "-m",
-        "metatune.cli",
+        "metatune_cli.cli",
         "profile",
         str(path),
         "--json",

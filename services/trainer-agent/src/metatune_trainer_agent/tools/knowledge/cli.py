@@ -18,8 +18,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from metatune.cli.output import JSON_HELP, print_json
 from metatune.models import EMBEDDED_MODEL
+from metatune_cli.cli.output import JSON_HELP, print_json
 
 
 def _shard(value: str) -> tuple[int, int]:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from metatune.cli.output import JSON_HELP, print_json
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
+from metatune_cli.cli.output import JSON_HELP, print_json
 
 if TYPE_CHECKING:  # the predictor imports torch (through the trainer): only when a command runs
     from ...domain.curve_stop import CurveStopper, TrainingCurve

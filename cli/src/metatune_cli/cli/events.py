@@ -1,0 +1,181 @@
+"""``metatune events``: the bus, pretty-printed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+
+import typer
+from nats.js.api import ConsumerConfig, DeliverPolicy
+from rich.console import Console
+
+from metatune.errors import BusUnavailable
+from metatune.settings import get_settings
+
+from .connect import bus, unavailable
+
+console = Console()
+FORECASTS_PREFIX = "metatune.forecasts"
+
+_STYLE = {
+    "errors": "red",
+    "datasets": "cyan",
+    "jobs": "magenta",
+    "forecasts": "blue",
+    "plans": "yellow",
+    "assignments": "green",
+    "runs": "bright_green",
+    "agents": "dim",
+    "clock": "dim",
+}
+
+
+def summarize(subject: str, payload: dict) -> str:
+    """One line per event: the fields a person reads first."""
+    keys = (
+        "code",
+        "message",
+        "study_id",
+        "job_id",
+        "region",
+        "datacenter",
+        "action",
+        "step",
+        "reason",
+        "expected_emissions_g",
+        "hour",
+    )
+    parts = [f"{k}={payload[k]}" for k in keys if payload.get(k) not in (None, "", [])]
+    return " ".join(parts)[:200]
+
+
+class StudyFilter:
+    """Keeps the events of one study: those naming it, and those of its jobs (a job's events carry
+    only its ``job_id``; the job belongs to the study whose ``JobRequested`` named it)."""
+
+    def __init__(self, study: str | None) -> None:
+        self.study = study
+        self.jobs: set[str] = set()
+
+    def __call__(self, payload: dict) -> bool:
+        if self.study is None:
+            return True
+        if (
+            str(payload.get("study_id")) == self.study
+            or payload.get("correlation_id") == self.study
+        ):
+            if payload.get("job_id"):
+                self.jobs.add(str(payload["job_id"]))
+            return True
+        return str(payload.get("job_id")) in self.jobs or payload.get("correlation_id") in self.jobs
+
+
+def events(
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events"),
+    last: int = typer.Option(
+        20, min=0, help="Events of history to show first (counted after the filters)"
+    ),
+    subject: str = typer.Option("metatune.>", help="Subject filter"),
+    study: str | None = typer.Option(
+        None, "--study", help="Only this study's events (its jobs' events included)"
+    ),
+    status_stream: bool = typer.Option(
+        False, "--status", help="Tail heartbeats and clock ticks instead"
+    ),
+    raw: bool = typer.Option(False, "--json", help="Print each event as JSON"),
+    hide: list[str] = typer.Option(
+        [], "--hide", help="Subject prefix to leave out, e.g. metatune.plans (repeatable)"
+    ),
+    kind: list[str] = typer.Option(
+        [],
+        "--kind",
+        help="Only these kinds (the subject's second part): datasets, jobs, plans, assignments, "
+        "runs, studies, forecasts, errors ... (repeatable)",
+    ),
+    forecasts: bool = typer.Option(
+        False, "--forecasts", help="Include the hourly carbon forecasts (left out by default)"
+    ),
+) -> None:
+    """Tail the event log (stream METATUNE), newest last. The hourly forecasts are left out
+    unless asked for (--forecasts, --kind forecasts or a forecasts --subject)."""
+    settings = get_settings()
+    stream = settings.status_stream_name if status_stream else settings.stream_name
+    keep = StudyFilter(study)
+    asked_for_forecasts = (
+        forecasts or "forecasts" in kind or subject.startswith(f"{FORECASTS_PREFIX}.")
+    )
+
+    def wanted(subject_name: str, payload: dict) -> bool:
+        family = _kind(subject_name)
+        if kind and family not in kind:
+            return False
+        if family == "forecasts" and not asked_for_forecasts:
+            return False
+        return not any(subject_name.startswith(prefix) for prefix in hide) and keep(payload)
+
+    async def run() -> None:
+        async with bus(settings) as nc:
+            js = nc.jetstream()
+            info = await js.stream_info(stream)
+            history: deque[tuple[str, dict]] = deque(maxlen=max(last, 0) or None)
+            sub = await js.subscribe(
+                subject,
+                stream=stream,
+                ordered_consumer=True,
+                config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+            )
+            caught_up = info.state.messages == 0
+            while not caught_up:  # the filters apply before counting the last N
+                try:
+                    msg = await sub.next_msg(timeout=2.0)
+                except TimeoutError:
+                    break
+                payload = _decode(msg.data)
+                if wanted(msg.subject, payload):
+                    history.append((msg.subject, payload))
+                caught_up = msg.metadata.num_pending == 0
+            if last:
+                for subject_name, payload in history:
+                    _print(subject_name, payload, raw)
+            while follow:
+                msg = await sub.next_msg(timeout=None)
+                payload = _decode(msg.data)
+                if wanted(msg.subject, payload):
+                    _print(msg.subject, payload, raw)
+
+    try:
+        asyncio.run(run())
+    except BusUnavailable as exc:
+        raise unavailable(exc) from None
+    except KeyboardInterrupt:
+        pass
+
+
+def _kind(subject: str) -> str:
+    """``metatune.runs.fra1.completed`` -> ``runs``."""
+    parts = subject.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _decode(data: bytes) -> dict:
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        return {"raw": data[:200].decode(errors="replace")}
+    return payload if isinstance(payload, dict) else {"value": payload}
+
+
+def _print(subject: str, payload: dict, raw: bool) -> None:
+    if raw:
+        record = {**payload, "subject": subject}  # the subject it was published on
+        if "subject" in payload:  # an error's own field: the subject of what caused it
+            record["cause_subject"] = payload["subject"]
+        print(json.dumps(record))
+        return
+    style = _STYLE.get(_kind(subject), "white")
+    when = str(payload.get("occurred_at", ""))[:19]
+    console.print(
+        f"[dim]{when}[/dim] [{style}]{subject}[/{style}] {summarize(subject, payload)}",
+        highlight=False,
+    )

@@ -1,0 +1,242 @@
+"""``metatune kb ...``: the knowledge base of fine-tuning runs.
+
+Core sub-commands live here; services contribute more through the ``metatune.cli.kb`` entry-point
+group (the trainer-agent's ``build``, which trains), so this module never imports a service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from metatune.redaction import redact
+
+from .connect import EXIT_UNAVAILABLE, err_console, fail
+from .output import JSON_HELP, print_json
+
+if TYPE_CHECKING:
+    from metatune.knowledge.stats import KbStats
+    from metatune.knowledge.store import ImportReport
+
+kb_app = typer.Typer(
+    help="The knowledge base of fine-tuning runs: build, import, stats.", no_args_is_help=True
+)
+
+
+def _store():
+    from metatune.knowledge.store import KnowledgeStore
+    from metatune.settings import get_settings
+
+    settings = get_settings()
+    return KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
+
+
+async def _import(file: Path | None, public: Path | None) -> list[ImportReport]:
+    from metatune.knowledge.public import import_public
+    from metatune.knowledge.store import ImportReport
+
+    reports: list[ImportReport] = []
+    async with _store() as store:
+        await store.migrate()
+        if file is not None:
+            report = await store.import_file(file)
+            if report.torn:
+                err_console.print(
+                    f"[yellow]{file}: its last line was cut short and was skipped[/yellow]"
+                )
+            reports.append(report)
+        if public is not None:
+            imported = await asyncio.to_thread(import_public, public)
+            by_table: dict[str, list] = {}
+            for run in imported.runs:
+                by_table.setdefault(run.provenance.source, []).append(run)
+            for source, runs in by_table.items():
+                added = await store.add_runs(runs)
+                reports.append(
+                    ImportReport(
+                        name=source,
+                        runs=len(runs),
+                        added=added,
+                        existed=len(runs) - added,
+                        sources={source: len(runs)},
+                    )
+                )
+    return reports
+
+
+@kb_app.command("import")
+def import_(
+    file: Annotated[
+        Path | None, typer.Argument(help="knowledge-base file (.jsonl or .jsonl.gz)")
+    ] = None,
+    public: Annotated[
+        Path | None,
+        typer.Option(
+            help="public HPO folder (nmt_hpo/, deberta_mnli/, peft_metamathqa/, tasks.csv)"
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Load a knowledge-base file, or the public HPO tables, into the configured database; each run
+    once (by run id), so importing again adds nothing."""
+    from metatune.errors import DatabaseUnavailable
+    from metatune.knowledge.errors import KnowledgeBaseError
+
+    if file is None and public is None:
+        raise fail("give a knowledge-base FILE, or --public DIR")
+    try:
+        reports = asyncio.run(_import(file, public))
+    except DatabaseUnavailable as exc:
+        raise fail(redact(str(exc)), code=EXIT_UNAVAILABLE) from exc
+    except KnowledgeBaseError as exc:
+        raise fail(redact(str(exc))) from exc
+    if as_json:
+        print_json({"reports": reports})
+        return
+    table = Table("file / table", "runs", "added", "already there")
+    for report in reports:
+        table.add_row(report.name, str(report.runs), str(report.added), str(report.existed))
+    Console().print(table)
+
+
+@kb_app.command("portfolio")
+def portfolio(
+    kb: Annotated[Path, typer.Option(help="knowledge-base file (.jsonl or .jsonl.gz)")],
+    k: Annotated[int, typer.Option(min=1, help="configurations in the portfolio")] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """The configurations that do well across the file's datasets, chosen greedily so that they
+    complement one another: the cold-start portfolio and, its first entry, the trainer's defaults."""
+    from metatune.knowledge.errors import KnowledgeBaseError
+    from metatune.knowledge.files import read_kb_file
+    from metatune.knowledge.portfolio import greedy_portfolio
+
+    try:
+        runs = read_kb_file(kb).runs
+    except (KnowledgeBaseError, OSError) as exc:
+        raise fail(str(exc)) from exc
+    entries = greedy_portfolio(runs, k)
+    if as_json:
+        print_json({"kb": kb.name, "runs": len(runs), "portfolio": [vars(e) for e in entries]})
+        return
+    table = Table("#", "configuration", "mean score", "portfolio score", "datasets")
+    for i, entry in enumerate(entries, 1):
+        config = ", ".join(f"{key}={value}" for key, value in entry.config.items())
+        table.add_row(
+            str(i),
+            config,
+            f"{entry.mean_score:.3f}",
+            f"{entry.portfolio_score:.3f}",
+            str(entry.datasets),
+        )
+    Console().print(table)
+
+
+async def _stats():
+    async with _store() as store:
+        await store.migrate()
+        return await store.stats()
+
+
+@kb_app.command("stats")
+def stats(
+    kb: Annotated[
+        Path | None,
+        typer.Option(help="a knowledge-base file to describe instead of the database"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """What the knowledge base holds: runs, datasets, configurations per dataset, sources, and how
+    many datasets' best run beats the majority-class baseline; per dataset, the share of runs that
+    beat it and the noise between seeds against the spread between configurations."""
+    from metatune.errors import DatabaseUnavailable
+    from metatune.knowledge.errors import KnowledgeBaseError
+    from metatune.knowledge.files import read_kb_file
+    from metatune.knowledge.stats import file_stats
+
+    try:
+        summary = file_stats(read_kb_file(kb).runs) if kb else asyncio.run(_stats())
+    except DatabaseUnavailable as exc:
+        raise fail(redact(str(exc)), code=EXIT_UNAVAILABLE) from exc
+    except (KnowledgeBaseError, OSError) as exc:
+        raise fail(redact(str(exc))) from exc
+    if as_json:
+        typer.echo(summary.model_dump_json())
+        return
+    console = Console()
+    table = Table("", "value", title="knowledge base", show_header=False)
+    table.add_row(
+        "runs",
+        f"{summary.runs} ({summary.runs_completed} completed, {summary.runs_early_stopped} "
+        f"early-stopped, {summary.runs_failed} failed)",
+    )
+    table.add_row("datasets", str(summary.datasets))
+    table.add_row(
+        "configurations per dataset",
+        f"min {summary.configs_per_dataset_min}, median "
+        f"{summary.configs_per_dataset_median:g}, max {summary.configs_per_dataset_max}",
+    )
+    table.add_row("base models", str(summary.base_models))
+    table.add_row(
+        "study profiles",
+        f"{summary.study_profiles} ({summary.runs_profile_missing} runs await one)",
+    )
+    if summary.datasets_with_majority_baseline:
+        table.add_row(
+            "best run beats the majority class",
+            f"{summary.datasets_beating_majority_baseline} of {summary.datasets_with_majority_baseline} datasets, "
+            f"median margin {summary.median_margin_over_majority_baseline:+.3f}, "
+            f"worst {summary.min_margin_over_majority_baseline:+.3f}",
+        )
+    if summary.repeated_configs:
+        table.add_row(
+            "noise between seeds",
+            f"metric std median {summary.seed_noise_std_median:.3f}, max "
+            f"{summary.seed_noise_std_max:.3f} over {summary.repeated_configs} repeated configurations",
+        )
+    console.print(table)
+    sources = Table("source", "runs", "datasets", title="by source")
+    for source, runs in summary.runs_per_source.items():
+        sources.add_row(source, str(runs), str(summary.datasets_per_source.get(source, 0)))
+    console.print(sources)
+    if summary.per_dataset:
+        console.print(_quality_table(summary))
+
+
+def _quality_table(summary: KbStats) -> Table:
+    """Per dataset: does it learn, and do its configurations differ beyond the noise between seeds?"""
+    table = Table(
+        "dataset",
+        "runs",
+        "configs",
+        "majority",
+        "beat it",
+        "best margin",
+        "spread (std)",
+        "seed std",
+        "seed std <= spread/3",
+        title=f"per dataset: seed noise within a third of the spread on "
+        f"{summary.datasets_noise_within_spread} of {summary.datasets_noise_measured} measured",
+    )
+
+    def figure(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    for q in summary.per_dataset:
+        table.add_row(
+            q.dataset,
+            str(q.runs),
+            str(q.configs),
+            f"{q.majority_baseline:.3f}",
+            f"{q.beats_baseline_share:.0%}",
+            f"{q.best_margin:+.3f}",
+            figure(q.config_spread),
+            figure(q.seed_std) + (f" ({q.repeated_configs})" if q.repeated_configs else ""),
+            {None: "-", True: "yes", False: "no"}[q.noise_within_spread],
+        )
+    return table

@@ -1,0 +1,141 @@
+"""``metatune study list`` and ``metatune study show STUDY``: the studies as the event log tells them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from metatune.display import beside_baseline, trial_label
+
+from .calls import client
+from .output import print_json
+
+console = Console()
+study_app = typer.Typer(
+    help="Studies: what was submitted, profiled, requested, trained and stopped.",
+    no_args_is_help=True,
+)
+SHORT_ID = 8  # the leading hex digits `study list` shows; any unique prefix selects a study
+
+
+@study_app.command("list")
+def list_studies(
+    tag: list[str] | None = typer.Option(
+        None,
+        "--tag",
+        metavar="TAG",
+        help="Only the studies filed under this tag (repeat: under every one)",
+    ),
+    raw: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Every study in the event log, oldest first."""
+    wanted = set(tag or ())
+    with client() as metatune:
+        studies = [s.model_dump(mode="json") for s in metatune.studies(wanted)]
+    if raw:
+        print_json(studies)
+        return
+    table = Table(
+        "name",
+        "tags",
+        "study",
+        "submitted",
+        "dataset",
+        "model",
+        "trials",
+        "done",
+        "failed",
+        "status",
+    )
+    for s in studies:
+        table.add_row(
+            s["name"] or "-",
+            ", ".join(s["tags"]) or "-",
+            s["study_id"][:SHORT_ID],
+            (s["submitted_at"] or "")[:16],
+            s["dataset"] or "-",
+            s["base_model"] or "-",
+            f"{s['trials_requested']}/{s['trials_budget'] or '-'}",
+            str(s["trials_completed"]),
+            str(s["trials_failed"]),
+            s["status"],
+        )
+    if studies:
+        console.print(table)
+    elif wanted:
+        console.print(f"no studies tagged {', '.join(sorted(wanted))} in the event log")
+    else:
+        console.print("no studies in the event log")
+
+
+def _result(trial: dict[str, Any]) -> str:
+    """A trial's outcome as a person reads it: its accuracy beside the majority baseline, the
+    validation loss (or perplexity); the reason where it failed or never ran."""
+    metrics = trial["metrics"]
+    if not metrics:
+        return trial["error"] or "-"
+    parts = []
+    if metrics.get("accuracy") is not None:
+        parts.append(f"accuracy {beside_baseline(metrics['accuracy'], trial['majority_baseline'])}")
+    if metrics.get("macro_f1") is not None:
+        parts.append(f"macro F1 {metrics['macro_f1']:.3f}")
+    if metrics.get("perplexity") is not None:
+        parts.append(f"perplexity {metrics['perplexity']:.2f}")
+    if metrics.get("val_loss") is not None:
+        parts.append(f"val loss {metrics['val_loss']:.3f}")
+    return ", ".join(parts) or "-"
+
+
+@study_app.command("show")
+def show(
+    study: str = typer.Argument(
+        ..., help="Study id, or a unique prefix of it (as `study list` shows)"
+    ),
+    raw: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """One study: submission, profile, each trial with its prediction and outcome, and why it stopped."""
+    with client() as metatune:
+        details = metatune.study(study).model_dump(mode="json")
+    if raw:
+        print_json(details)
+        return
+    title = f"{details['name']} ({details['study_id']})" if details["name"] else details["study_id"]
+    console.print(f"[bold]study {title}[/bold]  {details['status']}", highlight=False)
+    if details["tags"]:
+        console.print(f"tags {', '.join(details['tags'])}", highlight=False)
+    console.print(
+        f"dataset {details['dataset']}  task {details['task']}  model {details['base_model']}  "
+        f"deadline {details['deadline']}",
+        highlight=False,
+    )
+    if details["profile"]:
+        p = details["profile"]
+        console.print(
+            f"profile: {p['n_examples']} examples, {p['n_classes']} classes, {p['tokens_mean']:.1f} tokens "
+            f"on average, {details['rows_skipped']} rows skipped",
+            highlight=False,
+        )
+    table = Table("trial", "job", "rank", "lr", "predicted", "status", "result")
+    for t in details["trials"]:
+        config = t["config"] or {}
+        predicted = (
+            f"{t['predicted_metric']:.3f} ± {t['predicted_metric_std'] or 0:.3f}"
+            if t["predicted_metric"] is not None
+            else "-"
+        )
+        result = _result(t)
+        table.add_row(
+            trial_label(t["trial_index"]),
+            t["job_id"],
+            str(config.get("rank", "-")),
+            str(config.get("learning_rate", "-")),
+            predicted,
+            t["status"],
+            result,
+        )
+    console.print(table)
+    if details["stopped"]:
+        console.print(f"stopped: {details['stopped']['reason']}", highlight=False)

@@ -1,0 +1,130 @@
+"""``metatune submit``: upload a dataset to the object store and request a study
+(:mod:`metatune_cli.client` does it; this module reads the flags and prints)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from metatune.contracts import CarbonPreference, RegionGroup, TaskType
+
+from ..client.submission import DEFAULTS, draft, resolve
+from .calls import client
+from .output import JSON_HELP, print_json
+from .results import print_results
+
+console = Console()
+
+
+def flag(field: str) -> str:
+    """How a message names a setting given on the command line: its flag."""
+    return "--" + field.replace("_", "-")
+
+
+def submit(
+    source: Path = typer.Argument(
+        ...,
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="CSV, JSON-lines, Parquet or text file, or a study file naming one (.yaml/.yml, or "
+        ".json holding one JSON object; docs/study.schema.json)",
+        metavar="DATASET|STUDY.yaml",
+    ),
+    base_model: str | None = typer.Option(
+        None,
+        help=f"Embedded alias, local HF model dir or hub id [default: {DEFAULTS['base_model']}]",
+    ),
+    task: TaskType | None = typer.Option(
+        None, help="classification | pair_classification | causal_lm [default: classification]"
+    ),
+    deadline: str | None = typer.Option(
+        None, help="24h / 3d from now, or an ISO time [default: 24h]"
+    ),
+    name: str | None = typer.Option(
+        None, help="What to call the study (default: the dataset file's name, no suffix)"
+    ),
+    tag: list[str] | None = typer.Option(
+        None,
+        "--tag",
+        metavar="TAG",
+        help="A label to file the study under (repeat for several; replaces a study file's tags)",
+    ),
+    trials: int | None = typer.Option(
+        None, min=1, max=50, help="Configurations to train [default: 3]"
+    ),
+    gpus_per_trial: int | None = typer.Option(
+        None,
+        min=1,
+        max=64,
+        help="GPUs each trial trains on, in one datacenter (torchrun + DDP) [default: 1]",
+    ),
+    webhook: str | None = typer.Option(
+        None, "--webhook", help="URL notified of the study's progress"
+    ),
+    region_group: RegionGroup | None = typer.Option(
+        None, help="Data residency: EU, NA, APAC, SA, AF"
+    ),
+    home_datacenter: str | None = typer.Option(None, help="Your datacenter (the run-now baseline)"),
+    carbon_preference: CarbonPreference | None = typer.Option(
+        None,
+        help="greenest: wait for any saving up to the deadline; balanced: wait only for one above "
+        "3 gCO2eq/kWh per hour of delay; fastest: earliest finish, carbon breaking ties "
+        "[default: greenest]",
+    ),
+    text_column: str | None = typer.Option(None),
+    text_pair_column: str | None = typer.Option(None),
+    label_column: str | None = typer.Option(None),
+    wait: bool = typer.Option(
+        False, "--wait", help="Follow the study until it finishes, then print its results"
+    ),
+    wait_hours: float = typer.Option(
+        48.0, min=0.0, help="With --wait: give up after this many hours (exit 4; the study goes on)"
+    ),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Upload a dataset and request a study; prints the study id (with --json: also the dataset's
+    location and the event id). Given a study file (docs/study.schema.json), its settings apply and
+    the flags given override them."""
+    flags = {
+        "base_model": base_model,
+        "task": task,
+        "deadline": deadline,
+        "name": name,
+        "tags": tag or None,  # no --tag: the study file's tags, if any
+        "trials": trials,
+        "gpus_per_trial": gpus_per_trial,
+        "webhook": webhook,
+        "region_group": region_group,
+        "home_datacenter": home_datacenter,
+        "carbon_preference": carbon_preference,
+        "text_column": text_column,
+        "text_pair_column": text_pair_column,
+        "label_column": label_column,
+    }
+    progress = Console(stderr=json_output)
+    with client() as metatune:
+        # every option is checked before anything is uploaded or published
+        checked = draft(resolve(source, None, flags, flag), metatune.settings)
+        receipt = metatune.submit_draft(checked)
+        printed: dict[str, Any] = receipt.model_dump(mode="json")
+        if json_output and not wait:
+            print_json(printed)
+            return
+        if not json_output:
+            console.print(str(receipt.study_id))
+            if not wait:
+                return
+        study = metatune.wait(
+            receipt.study_id,
+            timeout_s=wait_hours * 3600,
+            on_progress=lambda update: progress.print(update.line, highlight=False),
+        )
+        outcomes = [t.model_dump(mode="json") for t in metatune.results(receipt.study_id)]
+    if json_output:
+        print_json(printed | {"status": study.status, "results": outcomes})
+    else:
+        print_results(outcomes)

@@ -1,0 +1,353 @@
+"""Rich renderings of the demo: live tables while the studies run, the closing table at the end."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from metatune.contracts import PredictionSource
+from metatune.display import EARLY_STOPPED, beside_baseline, trial_label
+
+from .observer import DemoState
+from .receiver import WebhookReceiver
+
+
+class Demo(Protocol):
+    """What the tables read: the state folded from the bus, the receiver, the KB count."""
+
+    state: DemoState
+    receiver: WebhookReceiver | None
+    kb_runs: int
+
+
+PROFILE_FEATURES = (
+    ("rows", "n_examples", "{:.0f}"),
+    ("classes", "n_classes", "{:.0f}"),
+    ("label entropy", "label_entropy_norm", "{:.2f}"),
+    ("tokens p50/p95", None, ""),
+    ("unknown tokens", "unk_rate", "{:.1%}"),
+    ("fertility", "fertility", "{:.2f}"),
+    ("MATTR", "mattr", "{:.2f}"),
+    ("Zipf alpha", "zipf_alpha", "{:.2f}"),
+    ("pair", "is_pair", "{}"),
+)
+
+
+def _fmt(value: Any, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def profiles(demo: Demo) -> Table:
+    table = Table(title="1. datasets as the profiler measured them (metatune.datasets.profiled)")
+    table.add_column("study")
+    for label, _, _ in PROFILE_FEATURES:
+        table.add_column(label, justify="right")
+    table.add_column("script")
+    for study in demo.state.studies.values():
+        if study.profile is None:
+            table.add_row(study.name, *["…"] * (len(PROFILE_FEATURES) + 1))
+            continue
+        f = study.profile.features
+        cells = []
+        for _label, name, pattern in PROFILE_FEATURES:
+            if name is None:
+                cells.append(f"{f.tokens_p50:.0f}/{f.tokens_p95:.0f}")
+            else:
+                cells.append(_fmt(getattr(f, name), pattern))
+        script = max(f.script_mix, key=lambda k: f.script_mix[k]) if f.script_mix else "-"
+        table.add_row(study.name, *cells, script)
+    return table
+
+
+def recommendations(demo: Demo) -> Table:
+    table = Table(
+        title="2. trials the recommender chose (metatune.jobs.requested): predicted accuracy, cost, source"
+    )
+    for col in ("trial", "how", "rank", "lr", "batch", "predicted", "GPU-h", "source"):
+        table.add_column(col, justify="right" if col in ("rank", "batch", "GPU-h") else "left")
+    for study in demo.state.studies.values():
+        for job_id in study.jobs:
+            job = demo.state.jobs[job_id]
+            r = job.request
+            predicted = (
+                "-"
+                if r.predicted_metric is None
+                else f"{r.predicted_metric:.3f} ± {r.predicted_metric_std or 0:.3f}"
+            )
+            source = (
+                "knowledge base"
+                if r.prediction_source == PredictionSource.knowledge_base
+                else "cold-start portfolio"
+            )
+            table.add_row(
+                f"{study.name}{trial_label(job.trial_index)}",
+                r.acquisition or "-",
+                str(r.config.rank),
+                f"{r.config.learning_rate:.2g}",
+                str(r.config.batch_size),
+                predicted,
+                f"{r.estimated_gpu_hours:.3g}",
+                source,
+            )
+    return table
+
+
+def _hours(planned: list) -> str:
+    parts = []
+    for dc, hours in planned:
+        if hours:
+            first, last = min(hours), max(hours)
+            span = f"{first:%H}h" if first == last else f"{first:%H}-{last:%H}h"
+            parts.append(f"{dc} {span} ({len(hours)} h)")
+    return ", ".join(parts) or "-"
+
+
+def grams(value: float) -> str:
+    """gCO2eq to three significant digits: a demo's trials weigh milligrams."""
+    return f"{value:.3g} g"
+
+
+def plan_header(s: DemoState) -> str:
+    """The plan's figures: what it expects of the trials still to run; once every trial has
+    finished, what the meter measured beside what the plan first expected of them."""
+    if s.plan_version is None:
+        return "no plan yet"
+    jobs = list(s.jobs.values())
+    if jobs and s.done():
+        return (
+            f"plan v{s.plan_version}: empty, every trial finished; measured "
+            f"{grams(sum(j.emissions_g for j in jobs))} for {sum(j.energy_wh for j in jobs):.3g} Wh, "
+            f"first planned {grams(sum(j.expected_g or 0.0 for j in jobs))} for "
+            f"{sum(j.estimated_wh for j in jobs):.3g} Wh estimated"
+        )
+    if not any(j.planned and not j.finished for j in jobs):
+        return f"plan v{s.plan_version}: empty, no trial left to place yet"
+    return (
+        f"plan v{s.plan_version}: expected {grams(s.plan_expected_g or 0.0)} vs "
+        f"{grams(s.plan_baseline_g or 0.0)} running every job now at home"
+    )
+
+
+def plan_figures(s: DemoState) -> dict[str, Any]:
+    """The plan against the meter, from the bus: each trial priced where the plan first placed it
+    (its request's estimated energy x PUE x the forecast intensity of its planned hours) and as
+    its agent metered it (measured energy x PUE x the forecast intensity of the hours it ran)."""
+    jobs = list(s.jobs.values())
+    first = s.first_plan
+    return {
+        "expected_g": sum(j.expected_g or 0.0 for j in jobs),
+        "estimated_wh": sum(j.estimated_wh for j in jobs),
+        "measured_g": sum(j.emissions_g for j in jobs),
+        "measured_wh": sum(j.energy_wh for j in jobs),
+        "moved": sum(j.moved for j in jobs),
+        "trials": len(jobs),
+        "first_version": None if first is None else first.version,
+        "first_expected_g": None if first is None else first.expected_g,
+        "first_baseline_g": None if first is None else first.baseline_g,
+        "first_estimated_wh": None if first is None else first.estimated_wh,
+        "first_trials": None if first is None else first.trials,
+        "header": plan_header(s),
+    }
+
+
+def plan_against_meter(plan: dict[str, Any]) -> str:
+    """Why the plan's expected figure and the meter's differ: the energy (estimated against
+    measured) and, per Wh, the intensity of the hours and datacenters (planned against run)."""
+    est, wh = plan["estimated_wh"], plan["measured_wh"]
+    line = (
+        f"plan: {grams(plan['expected_g'])} expected at forecast intensity for {est:.3g} Wh "
+        f"estimated; measured {grams(plan['measured_g'])} for {wh:.3g} Wh"
+    )
+    if not est or not wh:
+        return line
+    planned, metered = plan["expected_g"] / est, plan["measured_g"] / wh
+    return line + (
+        f" (energy: measured {wh / est:.3g}x the cost model's estimate; per Wh: "
+        f"{planned * 1000:.3g} g/kWh planned, {metered * 1000:.3g} g/kWh metered, "
+        f"{plan['moved']} of {plan['trials']} trials ran away from where first planned)"
+    )
+
+
+def runs(demo: Demo) -> Table:
+    s = demo.state
+    plan = plan_header(s)
+    table = Table(
+        title=f"3-4. the plan and the runs ({plan}; simulated time {s.now:%d %b %H:%M})"
+        if s.now
+        else f"3-4. the plan and the runs ({plan})"
+    )
+    for col in (
+        "trial",
+        "planned (datacenter, hours)",
+        "status",
+        "where",
+        "step",
+        "accuracy",
+        "Wh",
+        "gCO2eq",
+        "pauses",
+        "moves",
+    ):
+        table.add_column(
+            col,
+            justify="right"
+            if col in ("step", "accuracy", "Wh", "gCO2eq", "pauses", "moves")
+            else "left",
+        )
+    for study in s.studies.values():
+        for job_id in study.jobs:
+            job = s.jobs[job_id]
+            step = f"{job.step}/{job.total_steps}" if job.total_steps else "-"
+            status = job.status
+            if job.status == EARLY_STOPPED and job.stop_reason:
+                status += (
+                    " (curve)" if job.stop_reason.startswith("learning curve") else " (plateau)"
+                )
+            table.add_row(
+                f"{study.name}{trial_label(job.trial_index)}",
+                _hours(job.planned),
+                status,
+                " -> ".join(job.visited) or "-",
+                step,
+                _fmt(job.metric, "{:.3f}"),
+                f"{job.energy_wh:.2f}",
+                f"{job.emissions_g:.3f}",
+                str(job.pauses),
+                str(job.migrations),
+            )
+    return table
+
+
+def footer(demo: Demo) -> Text:
+    s = demo.state
+    deliveries, verified = demo.receiver.counts() if demo.receiver else (0, 0)
+    line = (
+        f"5. pauses {s.pauses()} · migrations {s.migrations()} · early stops {s.early_stops()} · "
+        f"completions {s.completions()} · in the knowledge base {demo.kb_runs} · "
+        f"webhooks {deliveries} received, {verified} signature-verified · errors {len(s.errors)}"
+    )
+    return Text(line)
+
+
+def training(demo: Demo) -> Group:
+    log = Text("\n".join(demo.state.log[-8:]), style="dim")
+    return Group(runs(demo), footer(demo), log)
+
+
+def _g(value: float | None) -> str:
+    return "unpriced" if value is None else f"{value:.4f}"
+
+
+def _observed(disclosed: dict[str, Any]) -> str:
+    realised, forecast = disclosed.get("realised_hours"), disclosed.get("forecast_priced_hours")
+    return "" if realised is None or forecast is None else f" ({realised}/{realised + forecast})"
+
+
+CLOSING_COLUMNS = (
+    "study",
+    "trials (early-stopped)",
+    "grid",
+    "best accuracy",
+    "predicted before training",
+    "nearest KB best run",
+    "energy Wh",
+    "grid Wh",
+    "gCO2eq",
+    "run now at home g",
+    "greedy g",
+    "realised g (h observed)",
+)
+
+
+def closing_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(columns, rows) of the closing table: what the demo prints and the README shows."""
+    return list(CLOSING_COLUMNS), closing_rows(result)
+
+
+def nearest_measured(evidence: dict[str, Any]) -> str:
+    """'snips_intents 0.975 (48 runs)': the nearest knowledge-base dataset's best measured run."""
+    nearest = evidence.get("nearest") or []
+    if not nearest:
+        return "-"
+    first = nearest[0]
+    return f"{first['dataset']} {first['best_measured']:.3f} ({first['runs']} runs)"
+
+
+def closing_rows(result: dict[str, Any]) -> list[list[str]]:
+    """The closing table's cells, one row per study, every column."""
+    rows = []
+    for row in result["studies"]:
+        disclosed = result["disclosure"].get(row["study_id"], {})
+        evidence = result.get("evidence", {}).get(row["study_id"], {})
+        predicted = row.get("best_predicted")
+        std = row.get("best_predicted_std")
+        rows.append(
+            [
+                row["name"],
+                f"{row['trials']} ({row['early_stopped']})",
+                str(row["grid"]),
+                beside_baseline(row["best_accuracy"], row.get("majority_baseline")),
+                "-" if predicted is None else f"{predicted:.3f} ± {std or 0.0:.3f}",
+                nearest_measured(evidence),
+                f"{row['energy_wh']:.2f}",
+                _fmt(row["grid_energy_wh"], "{:.0f}"),
+                _g(row["emissions_g"]),
+                _g(row["run_now_g"]),
+                _g(row["greedy_g"]),
+                _g(None if disclosed.get("kgco2eq") is None else disclosed["kgco2eq"] * 1000)
+                + _observed(disclosed),
+            ]
+        )
+    return rows
+
+
+def closing_summary(result: dict[str, Any]) -> str:
+    """The line under the closing table: all studies against the grid, run-now and greedy."""
+    studies = result["studies"]
+    total = {k: sum(r[k] or 0.0 for r in studies) for k in ("emissions_g", "run_now_g", "greedy_g")}
+    saved = (
+        f" ({1 - total['emissions_g'] / total['run_now_g']:.0%} less)" if total["run_now_g"] else ""
+    )
+    webhooks = result["webhooks"]
+    return (
+        f"All studies: {sum(r['trials'] for r in studies)} trials instead of "
+        f"{sum(r['grid'] for r in studies)}; {total['emissions_g']:.4f} gCO2eq against "
+        f"{total['run_now_g']:.4f} run now at home{saved} and {total['greedy_g']:.4f} placed "
+        f"greedily. {result['pauses']} pauses, {result['migrations']} migration(s) through a "
+        f"checkpoint, {result['early_stops']} early stops ({result['curve_stops']} by the "
+        f"learning-curve predictor); {webhooks['deliveries']} webhook deliveries, "
+        f"{webhooks['verified']} signature-verified; {result['elapsed_s']:.0f} s from the command "
+        "to the table."
+    )
+
+
+def closing(result: dict[str, Any]) -> Table:
+    table = Table(
+        title="6. what MetaTune saved (from the database; gCO2eq, run now and greedy: each hour at "
+        "the forecast intensity, as the agents charged it; realised: the disclosure, each hour the "
+        "grid has since observed at its observed intensity)"
+    )
+    columns, rows = closing_table(result)
+    for col in columns:
+        table.add_column(col, justify="left" if col == "study" else "right")
+    for cells in rows:
+        table.add_row(*cells)
+    plan = result.get("plan")
+    table.caption = "\n".join(
+        part for part in (evidence_caption(result), plan and plan_against_meter(plan)) if part
+    )
+    return table
+
+
+def evidence_caption(result: dict[str, Any]) -> str:
+    """Where the knowledge-base column's figures come from: the budget those runs trained at."""
+    budgets = sorted({e["budget"] for e in result.get("evidence", {}).values() if e.get("budget")})
+    return (
+        f"nearest KB best run: the nearest dataset's best at the knowledge base's budget ({'; '.join(budgets)}); "
+        "the study's own trials trained 1 epoch"
+        if budgets
+        else ""
+    )
