@@ -112,7 +112,8 @@ def test_the_gpu_override_gives_each_agent_its_own_gpus_on_the_cuda_image() -> N
         assert "deploy" not in base["services"][name]  # the CPU default reserves no GPU
         service = merged["services"][name]
         assert service["image"] == "metatune/trainer-agent:cuda"
-        assert service["build"]["dockerfile"] == "services/trainer-agent/Dockerfile"
+        assert service["build"]["dockerfile"] == "Dockerfile"
+        assert service["build"]["target"] == "trainer-agent"
         assert service["build"]["args"]["TORCH_VARIANT"].startswith("cu")
         (device,) = service["deploy"]["resources"]["reservations"]["devices"]
         assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]

@@ -1,5 +1,6 @@
-"""The production images, checked without a Docker engine: one name per service from folder to
-package to image, multi-stage builds that install from requirements.lock and run unprivileged, and
+"""The production images, checked without a Docker engine: one Dockerfile, one target per service,
+one name from folder to package to target to image, builds that install from requirements.lock
+and run unprivileged, and
 no embedded NATS or PostgreSQL in them (those are metatune-cli's ``embedded`` extra, which
 development installs and the images leave out), and no tool: the CLI, the client, the demo and
 their console libraries are metatune-cli's, which no image installs."""
@@ -30,38 +31,66 @@ def _distribution(folder: Path) -> str:
     return "metatune-" + folder.name
 
 
+DOCKERFILE = REPO / "Dockerfile"
+
+
+def _stages() -> dict[str, tuple[str, str]]:
+    """The Dockerfile's stages: name -> (the image or stage it starts from, its instructions)."""
+    stages = {}
+    for block in re.split(r"^FROM ", DOCKERFILE.read_text(), flags=re.MULTILINE)[1:]:
+        head, _, body = block.partition("\n")
+        base, _, name = head.partition(" AS ")
+        stages[name.strip()] = (base.strip(), body)
+    return stages
+
+
+def _compose_builds() -> dict[str, dict]:
+    """Each image compose builds (image -> its build section), from both compose files."""
+    builds: dict[str, dict] = {}
+    for path in (REPO / "compose").glob("docker-compose*.yml"):
+        document = yaml.safe_load(path.read_text())
+        for section in (document.get("services") or {}).values():
+            if "build" in section:
+                builds.setdefault(section["image"], section["build"])
+    return builds
+
+
 @pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
-def test_one_name_from_folder_to_package_to_image(folder: Path) -> None:
+def test_one_name_from_folder_to_package_to_target_to_image(folder: Path) -> None:
     package = _package(folder)
     assert (folder / "src" / package / "__main__.py").is_file()
     pyproject = (folder / "pyproject.toml").read_text()
     assert f'name = "{_distribution(folder)}"' in pyproject
-    dockerfile = (folder / "Dockerfile").read_text()
-    assert dockerfile.startswith(f"# Image metatune/{folder.name}:")
-    assert f'CMD ["python", "-m", "{package}"]' in dockerfile
-    compose = yaml.safe_load((REPO / "compose" / "docker-compose.yml").read_text())
-    built = [
-        service
-        for service in compose["services"].values()
-        if service.get("build", {}).get("dockerfile") == f"services/{folder.name}/Dockerfile"
-        and "image" in service
-    ]
-    assert built, f"compose deploys no metatune/{folder.name}"
-    assert {service["image"] for service in built} == {f"metatune/{folder.name}"}
+    base, body = _stages()[folder.name]
+    assert base == "runtime"
+    assert f'CMD ["python", "-m", "{package}"]' in body
+    build = _compose_builds()[f"metatune/{folder.name}"]
+    assert build == {
+        "context": "..",
+        "dockerfile": "Dockerfile",
+        "target": folder.name,
+        "args": {"SOURCE": f"services/{folder.name}"},
+    }
 
 
-@pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
-def test_the_image_builds_from_the_lock_in_two_stages_and_runs_unprivileged(folder: Path) -> None:
-    dockerfile = (folder / "Dockerfile").read_text()
-    stages = re.split(r"^FROM ", dockerfile, flags=re.MULTILINE)[1:]
-    assert len(stages) == 2 and stages[0].startswith("python:3.11-slim AS builder")
-    builder, runtime = stages
-    assert "pip install -c requirements.lock ./shared ./services/" + folder.name in builder
-    assert "COPY --from=builder /opt/metatune /opt/metatune" in runtime
-    assert "pip install" not in runtime  # nothing resolved outside the lock
-    users = re.findall(r"^USER (\S+)$", runtime, flags=re.MULTILINE)
-    assert users and users[-1] not in {"root", "0"}
-    assert not any(name in dockerfile for name in (*EMBEDDED, "[embedded]"))
+def test_the_images_build_from_the_lock_in_two_stages_and_run_unprivileged() -> None:
+    stages = _stages()
+    build_base, build = stages["build"]
+    runtime_base, runtime = stages["runtime"]
+    assert build_base == runtime_base == "python:3.11-slim"
+    assert "pip install -c requirements.lock ./shared ./${SOURCE}" in build
+    assert "COPY --from=build /opt/metatune /opt/metatune" in runtime
+    targets = {name for name, (base, _) in stages.items() if base == "runtime"}
+    assert targets == {folder.name for folder in SERVICES} | {"cli"}
+    for name in ("runtime", *targets):
+        body = stages[name][1]
+        assert "pip install" not in body  # nothing resolved outside the lock
+        users = re.findall(r"^USER (\S+)$", body, flags=re.MULTILINE)
+        assert name != "runtime" or users  # the base sets the user; a target that changes it
+        assert not users or users[-1] not in {"root", "0"}  # ends unprivileged
+    assert not any(name in DOCKERFILE.read_text() for name in (*EMBEDDED, "[embedded]"))
+    tools = _compose_builds()["metatune/cli"]
+    assert tools["target"] == "cli" and tools["args"] == {"SOURCE": "cli"}
 
 
 def _closure(distribution: str) -> set[str]:
@@ -84,24 +113,22 @@ def _closure(distribution: str) -> set[str]:
     return {name for name, _ in seen}
 
 
-@pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
-def test_an_image_that_needs_torch_gets_its_cpu_build(folder: Path) -> None:
-    """The lock pins torch 2.13.0+cpu, which only the PyTorch CPU index serves (the default of an
-    image with a CUDA variant too)."""
-    dockerfile = (folder / "Dockerfile").read_text()
-    needs_torch = "torch" in _closure(_distribution(folder))
-    index = re.search(r"--extra-index-url https://download\.pytorch\.org/whl/(\S+)", dockerfile)
-    assert needs_torch == (index is not None), f"{folder.name}: torch needed={needs_torch}"
-    if index is not None and index.group(1) != "cpu":
-        assert index.group(1) == "${TORCH_VARIANT}"
-        assert re.search(r"^ARG TORCH_VARIANT=cpu$", dockerfile, flags=re.MULTILINE)
+def test_an_image_that_needs_torch_gets_its_cpu_build() -> None:
+    """The lock pins torch 2.13.0+cpu, which only the PyTorch CPU index serves: the build stage
+    installs with that index (TORCH_VARIANT, cpu by default), and the services that need torch
+    are the ones that install it."""
+    _, build = _stages()["build"]
+    assert re.search(r"^ARG TORCH_VARIANT=cpu$", build, flags=re.MULTILINE)
+    assert "--extra-index-url https://download.pytorch.org/whl/${TORCH_VARIANT}" in build
+    with_torch = {f.name for f in SERVICES if "torch" in _closure(_distribution(f))}
+    assert with_torch == {"profiler", "recommender", "trainer-agent"}
 
 
 def test_the_trainer_agent_s_cuda_variant_swaps_only_torch_for_the_same_version() -> None:
     """TORCH_VARIANT=cu128 builds the CUDA image: the lock's torch pin becomes the same version's
     CUDA wheel (from that build's index), every other pin stays, and NVML is reachable."""
-    dockerfile = (REPO / "services" / "trainer-agent" / "Dockerfile").read_text()
-    builder, runtime = re.split(r"^FROM ", dockerfile, flags=re.MULTILINE)[1:]
+    stages = _stages()
+    builder, runtime = stages["build"][1], stages["trainer-agent"][1]
     (expression,) = re.findall(r'^RUN sed -i "(.+)" requirements\.lock$', builder, re.MULTILINE)
     lock = (REPO / "requirements.lock").read_text()
     for variant in ("cpu", "cu128"):  # run the image's own sed on the lock, as the build does
