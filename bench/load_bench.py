@@ -53,10 +53,10 @@ from metatune.contracts import (
     TaskType,
 )
 from metatune.registry import default_registry
-from metatune.settings import Settings
 from metatune_cli.embedded import servers
 from metatune_cli.embedded.probe import nats_answers_sync
 from metatune_scheduler.app import create_service
+from metatune_scheduler.settings import SchedulerSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import print_json, stdout_to_stderr
@@ -172,7 +172,7 @@ async def run_load(
     wait_s: float,
     fast_s: float | None = 0.05,
 ) -> Result:
-    settings = Settings(
+    settings = SchedulerSettings(
         nats_url=url,
         data_dir=Path(tempfile.mkdtemp(prefix="load-bench-")),
         heartbeat_s=1.0,

@@ -67,6 +67,7 @@ from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.writers import LOG_DURABLE, log_consumer_config
 from metatune_telemetry.app import create_service
 from metatune_telemetry.domain.rows import TypedRows
+from metatune_telemetry.settings import TelemetrySettings
 
 Message = tuple[str, bytes, dict[str, str]]  # subject, payload, headers
 
@@ -223,7 +224,7 @@ def start_nats(url: str, tmp: Path) -> subprocess.Popen[bytes]:
 
 
 @contextlib.asynccontextmanager
-async def bus(stream: list[Message]) -> AsyncIterator[tuple[Settings, nats.NATS, int]]:
+async def bus(stream: list[Message]) -> AsyncIterator[tuple[TelemetrySettings, nats.NATS, int]]:
     """A private nats-server whose event log stream already holds ``stream``."""
     with tempfile.TemporaryDirectory(prefix="telemetry-bench-") as tmp:
         port = free_port()
@@ -235,7 +236,7 @@ async def bus(stream: list[Message]) -> AsyncIterator[tuple[Settings, nats.NATS,
                     break
                 await asyncio.sleep(0.05)
             nc = await nats.connect(url, connect_timeout=5)
-            settings = Settings(nats_url=url, telemetry_http_port=0)
+            settings = TelemetrySettings(nats_url=url, telemetry_http_port=0)
             js = nc.jetstream()
             await ensure_streams(js, settings)
             for i, (subject, data, headers) in enumerate(stream):

@@ -36,7 +36,15 @@ RESULTS = ROOT / "docs" / "results"
 
 # Every pydantic-settings class of the platform, as "module:Class"; tests/docs checks that no
 # BaseSettings subclass in shared/ or services/ is missing here.
-SETTINGS_CLASSES = ["metatune.settings:Settings"]
+SETTINGS_CLASSES = [  # the platform's, then each service's own (subclasses: their own fields only)
+    "metatune.settings:Settings",
+    "metatune_profiler.settings:ProfilerSettings",
+    "metatune_forecaster.settings:ForecasterSettings",
+    "metatune_scheduler.settings:SchedulerSettings",
+    "metatune_telemetry.settings:TelemetrySettings",
+    "metatune_trainer_agent.settings:AgentSettings",
+    "metatune_cli.settings:CliSettings",
+]
 
 BLOCK = re.compile(
     r"(<!-- BEGIN GENERATED: (?P<name>[\w/.-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED: (?P=name) -->)",
@@ -127,28 +135,49 @@ def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def settings_rows() -> Iterator[tuple[str, str, str, str]]:
-    """(variable, type, default, description) of every setting; an undocumented one raises."""
-    missing = []
-    for cls in settings_classes():
-        for name, field in cls.model_fields.items():
-            if not (field.description or "").strip():
-                missing.append(f"{cls.__module__}.{cls.__name__}.{name}")
-                continue
-            yield (
-                f"`{env_name(cls, name, field)}`",
-                type_text(field.annotation),
-                default_text(name, field),
-                field.description or "",
-            )
-    if missing:
-        raise DocsError(f"settings without a description (Field(description=...)): {missing}")
+def own_fields(cls: type[BaseSettings], platform: type[BaseSettings]) -> dict[str, FieldInfo]:
+    """The fields ``cls`` declares itself: a service's settings class without the platform's."""
+    inherited = (
+        set(platform.model_fields) if cls is not platform and issubclass(cls, platform) else set()
+    )
+    return {name: field for name, field in cls.model_fields.items() if name not in inherited}
+
+
+def settings_rows(
+    cls: type[BaseSettings], platform: type[BaseSettings]
+) -> Iterator[tuple[str, str, str, str]]:
+    """(variable, type, default, description) of each of ``cls``'s own settings."""
+    for name, field in own_fields(cls, platform).items():
+        yield (
+            f"`{env_name(cls, name, field)}`",
+            type_text(field.annotation),
+            default_text(name, field),
+            field.description or "",
+        )
 
 
 def render_settings() -> str:
-    lines = ["| variable | type | default | description |", "|---|---|---|---|"]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in settings_rows()]
-    return "\n".join(lines) + "\n"
+    """A table per settings class, captioned by its docstring's first line; an undocumented
+    setting raises."""
+    classes = settings_classes()
+    platform = classes[0]  # the others subclass it
+    missing = [
+        f"{cls.__module__}.{cls.__name__}.{name}"
+        for cls in classes
+        for name, field in own_fields(cls, platform).items()
+        if not (field.description or "").strip()
+    ]
+    if missing:
+        raise DocsError(f"settings without a description (Field(description=...)): {missing}")
+    blocks = []
+    for cls in classes:
+        caption = (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+        lines = [f"**{caption}**", f"(`{cls.__module__}.{cls.__name__}`)", ""]
+        lines += ["| variable | type | default | description |", "|---|---|---|---|"]
+        rows = settings_rows(cls, platform)
+        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
 
 
 # ---------------------------------------------------------------- results tables

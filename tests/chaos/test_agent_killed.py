@@ -23,10 +23,11 @@ from metatune.contracts import (
     RunFailed,
     RunProgress,
 )
-from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
+from metatune_scheduler.settings import SchedulerSettings
 from metatune_trainer_agent.app import create_service as create_agent
 from metatune_trainer_agent.domain.run import run_training
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import (
     FAST_SITE,
     TINY_TRAINING,
@@ -53,8 +54,8 @@ LEASE_S = 3.0
 ACK_WAIT_S = 4.0
 
 
-def agent_settings(url: str, data_dir: Path) -> Settings:
-    return Settings(
+def agent_settings(url: str, data_dir: Path) -> AgentSettings:
+    return AgentSettings(
         nats_url=url,
         data_dir=data_dir,
         heartbeat_s=0.5,
@@ -75,7 +76,7 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
     url = chaos_nats.url
     dataset = await upload(url, binary_slice)
     scheduler = create_scheduler(
-        settings=Settings(
+        settings=SchedulerSettings(
             nats_url=url,
             data_dir=tmp_path / "scheduler",
             heartbeat_s=0.5,

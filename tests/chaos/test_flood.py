@@ -25,10 +25,12 @@ from metatune.contracts import (
     LoraConfig,
     RunCompleted,
 )
-from metatune.settings import Settings
 from metatune_profiler.app import create_service as create_profiler
+from metatune_profiler.settings import ProfilerSettings
 from metatune_scheduler.app import create_service as create_scheduler
+from metatune_scheduler.settings import SchedulerSettings
 from metatune_trainer_agent.app import create_service as create_agent
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import TINY_TRAINING, job_request, small_registry
 from tests.support.waiting import wait_for
 
@@ -116,13 +118,13 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
         "dataset_roots": [tmp_path / "roots"],
     }
     scheduler = create_scheduler(
-        settings=Settings(data_dir=tmp_path / "s", **common),
+        settings=SchedulerSettings(data_dir=tmp_path / "s", **common),
         registry=small_registry("fra1", "osl1", "lon1", "sjc1"),
         debounce_s=0.2,
     )
     agent, _ = create_agent(
         "fra1",
-        Settings(
+        AgentSettings(
             data_dir=tmp_path / "a",
             agent_idle_seconds=0.05,
             agent_curve_stop=False,
@@ -130,7 +132,7 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
             **common,
         ),
     )
-    profiler = create_profiler(Settings(data_dir=tmp_path / "p", **common))
+    profiler = create_profiler(ProfilerSettings(data_dir=tmp_path / "p", **common))
     valid = job_request(dataset, max_steps=2)
     flood_subjects: set[str] = set()
     async with scheduler.running(), agent.running(), profiler.running():

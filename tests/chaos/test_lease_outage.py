@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from metatune.contracts import ErrorEvent
-from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
+from metatune_scheduler.settings import SchedulerSettings
 from metatune_trainer_agent.app import create_service as create_agent
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import small_registry
 from tests.support.waiting import wait_for
 
@@ -25,17 +26,14 @@ OUTAGE_S = 4 * LEASE_S
 AGENTS = ("fra1", "osl1")
 
 
-def _settings(url: str, data_dir: Path) -> Settings:
-    return Settings(
-        nats_url=url,
-        data_dir=data_dir,
-        heartbeat_s=0.5,
-        agent_lease_s=LEASE_S,
-        agent_status_interval_s=0.5,
-        retry_backoff_s=0.2,
-        bus_retry_budget_s=120.0,
-        bus_retry_max_s=1.0,
-    )
+def _common(url: str, data_dir: Path) -> dict:
+    return {
+        "nats_url": url,
+        "data_dir": data_dir,
+        "heartbeat_s": 0.5,
+        "agent_status_interval_s": 0.5,
+        "retry_backoff_s": 0.2,
+    }
 
 
 async def test_a_bus_outage_longer_than_the_lease_declares_no_healthy_agent_lost(
@@ -43,11 +41,19 @@ async def test_a_bus_outage_longer_than_the_lease_declares_no_healthy_agent_lost
 ) -> None:
     url = chaos_nats.url
     scheduler = create_scheduler(
-        settings=_settings(url, tmp_path / "scheduler"),
+        settings=SchedulerSettings(**_common(url, tmp_path / "scheduler"), agent_lease_s=LEASE_S),
         registry=small_registry(*AGENTS),
         debounce_s=0.2,
     )
-    agents = [create_agent(dc, _settings(url, tmp_path / dc))[0] for dc in AGENTS]
+    agents = [
+        create_agent(
+            dc,
+            AgentSettings(
+                **_common(url, tmp_path / dc), bus_retry_budget_s=120.0, bus_retry_max_s=1.0
+            ),
+        )[0]
+        for dc in AGENTS
+    ]
     runtime = scheduler.runtime
     async with scheduler.running(), agents[0].running(), agents[1].running():
         await wait_for(

@@ -22,8 +22,8 @@ from metatune.contracts import (
     RunPaused,
     RunProgress,
 )
-from metatune.settings import Settings
 from metatune_trainer_agent.app import create_service as create_agent
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import TINY_TRAINING, job_request
 from tests.support.waiting import wait_for
 
@@ -39,7 +39,7 @@ async def test_a_60_s_nats_outage_mid_training_loses_nothing(
 ) -> None:
     url = chaos_nats.url
     dataset = await upload(url, binary_slice)
-    settings = Settings(
+    settings = AgentSettings(
         nats_url=url,
         data_dir=tmp_path / "fra1",
         heartbeat_s=0.5,

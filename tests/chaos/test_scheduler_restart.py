@@ -23,9 +23,9 @@ from metatune.contracts import (
     RunPaused,
 )
 from metatune.registry import default_registry
-from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_scheduler.domain import JobStatus
+from metatune_scheduler.settings import SchedulerSettings
 from tests.support.builders import heartbeat, job_request
 from tests.support.waiting import wait_for
 
@@ -146,7 +146,7 @@ async def test_a_killed_scheduler_restarts_with_the_same_plan_and_nothing_resurr
 
     before = await stream_events(url)
     last_plan = max(of(before, Plan), key=lambda plan: plan.plan_version)
-    settings = Settings(
+    settings = SchedulerSettings(
         nats_url=url,
         data_dir=tmp_path / "scheduler",
         clock="simulated",

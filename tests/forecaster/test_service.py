@@ -12,10 +12,10 @@ from metatune import subjects
 from metatune.contracts import CarbonForecast, ErrorEvent, ErrorKind
 from metatune.errors import ConfigurationError
 from metatune.registry import Registry, default_registry
-from metatune.settings import Settings
 from metatune_forecaster.adapters.open_meteo import OpenMeteoWeather
 from metatune_forecaster.adapters.replay import ReplayData, ReplayWeather
 from metatune_forecaster.app import create_service, weather_provider
+from metatune_forecaster.settings import ForecasterSettings
 from tests.support.builders import small_registry
 from tests.support.waiting import received_on, wait_for
 
@@ -23,7 +23,7 @@ SIM_START = datetime(2025, 6, 2, 0, tzinfo=UTC)
 
 
 async def collect(
-    settings: Settings, service_kwargs: dict, until
+    settings: ForecasterSettings, service_kwargs: dict, until
 ) -> tuple[list[CarbonForecast], list[ErrorEvent]]:
     nc = await nats.connect(settings.nats_url)
     forecasts: list[CarbonForecast] = await received_on(nc, subjects.FORECASTS_ALL, CarbonForecast)
@@ -39,7 +39,7 @@ async def collect(
 
 @pytest.mark.asyncio
 async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -> None:
-    settings = Settings(
+    settings = ForecasterSettings(
         nats_url=module_nats,
         clock="simulated",
         sim_seconds_per_hour=2.0,
@@ -71,7 +71,7 @@ async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -
 
 @pytest.mark.asyncio
 async def test_provider_down_means_an_error_event_and_no_fresh_forecast(module_nats: str) -> None:
-    settings = Settings(
+    settings = ForecasterSettings(
         nats_url=module_nats,
         clock="simulated",
         sim_seconds_per_hour=2.0,
@@ -104,10 +104,11 @@ def test_settings_choose_the_model_and_the_weather_provider(tmp_path) -> None:
     broken.write_bytes(b"not a model")
     with pytest.raises(ConfigurationError, match=r"model\.joblib"):
         create_service(
-            settings=Settings(forecaster_model_path=broken), registry=small_registry("fra1")
+            settings=ForecasterSettings(forecaster_model_path=broken),
+            registry=small_registry("fra1"),
         )
 
-    settings = Settings(
+    settings = ForecasterSettings(
         forecaster_weather="open-meteo",
         open_meteo_url="http://127.0.0.1:9/v1/forecast",
         open_meteo_retries=1,
@@ -120,4 +121,4 @@ def test_settings_choose_the_model_and_the_weather_provider(tmp_path) -> None:
         1,
         0.5,
     )
-    assert isinstance(weather_provider(Settings(), ReplayData()), ReplayWeather)
+    assert isinstance(weather_provider(ForecasterSettings(), ReplayData()), ReplayWeather)

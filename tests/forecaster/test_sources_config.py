@@ -12,10 +12,10 @@ import pytest
 
 from metatune.errors import ConfigurationError
 from metatune.registry import INTENSITY_SOURCES, default_registry, load_registry
-from metatune.settings import Settings
 from metatune_forecaster.adapters.intensity_sources import LIVE_SOURCES, intensity_source
 from metatune_forecaster.adapters.provider_http import retry_after_s
 from metatune_forecaster.domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
+from metatune_forecaster.settings import ForecasterSettings
 
 from .provider_api import FakeClock
 
@@ -89,7 +89,7 @@ def test_an_unknown_source_or_two_feeds_for_one_region_is_a_clear_error(tmp_path
         )
 
 
-def settings(tmp_path: Path, **overrides: object) -> Settings:
+def settings(tmp_path: Path, **overrides: object) -> ForecasterSettings:
     (tmp_path / "em-token").write_text(TOKEN + "\n")
     (tmp_path / "wt-password").write_text(PASSWORD)
     values: dict[str, object] = {
@@ -100,7 +100,7 @@ def settings(tmp_path: Path, **overrides: object) -> Settings:
         "intensity_retry_budget_s": 5.0,
         **overrides,
     }
-    return Settings(**values)  # type: ignore[arg-type]
+    return ForecasterSettings(**values)  # type: ignore[arg-type]
 
 
 def test_every_live_source_of_the_registry_can_be_built(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from metatune.bus.credentials import NatsSecrets
 from metatune.bus.leafnodes import TlsFiles, hub_config, leaf_config
 from metatune.settings import Settings
 from metatune_cli.embedded import servers
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.servers import accepts, free_port, nats_secrets, stop
 from tests.support.waiting import wait_for, wait_for_sync
 
@@ -32,10 +33,10 @@ class LeafSite:
     def hub_admin_url(self) -> str:
         return self.secrets.admin_url(self.hub)
 
-    def agent_settings(self, **overrides) -> Settings:
+    def agent_settings(self, **overrides) -> AgentSettings:
         """The datacenter's agent, logged in to its local leaf node."""
         seed = self.secrets.seed_file(agent_user(self.datacenter))
-        return Settings(nats_url=self.leaf, nats_nkey_file=seed, **overrides)
+        return AgentSettings(nats_url=self.leaf, nats_nkey_file=seed, **overrides)
 
 
 @contextmanager

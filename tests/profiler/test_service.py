@@ -24,8 +24,8 @@ from metatune.contracts import (
     StudySpec,
     TaskType,
 )
-from metatune.settings import Settings
 from metatune_profiler.app import create_service
+from metatune_profiler.settings import ProfilerSettings
 from tests.support.waiting import wait_for
 
 from .conftest import write_jsonl
@@ -92,7 +92,7 @@ def submission(
 
 @pytest.fixture
 async def running(nats_url: str, tmp_path: Path) -> AsyncIterator[tuple[Outcomes, object]]:
-    settings = Settings(
+    settings = ProfilerSettings(
         nats_url=nats_url,
         data_dir=tmp_path / "data",
         heartbeat_s=0.5,
@@ -220,7 +220,7 @@ async def test_partially_bad_file_is_profiled_and_skips_are_reported(
 async def test_a_long_profile_is_not_redelivered(nats_url: str, tmp_path: Path) -> None:
     """Profiling that outlasts ack_wait (150k rows: several seconds, against 1 s) keeps the message in
     progress instead of getting it redelivered."""
-    settings = Settings(
+    settings = ProfilerSettings(
         nats_url=nats_url,
         data_dir=tmp_path / "data",
         heartbeat_s=0.5,

@@ -26,10 +26,10 @@ from metatune.contracts import (
     RegionGroup,
     RunFailed,
 )
-from metatune.settings import Settings
 from metatune_scheduler.app import create_service
 from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
 from metatune_scheduler.domain.state import JobStatus
+from metatune_scheduler.settings import SchedulerSettings
 from tests.support.builders import small_registry
 from tests.support.waiting import received_on, wait_for
 
@@ -154,7 +154,7 @@ def test_a_cancellation_needs_a_reason() -> None:
 async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_reported(
     module_nats: str, tmp_path
 ) -> None:
-    settings = Settings(
+    settings = SchedulerSettings(
         nats_url=module_nats,
         clock="simulated",
         sim_seconds_per_hour=3600.0,

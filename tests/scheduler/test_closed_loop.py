@@ -45,7 +45,9 @@ from metatune.contracts import (
 from metatune.registry import default_registry
 from metatune.settings import Settings
 from metatune_scheduler.app import create_service as create_scheduler
+from metatune_scheduler.settings import SchedulerSettings
 from metatune_trainer_agent.app import create_service as create_agent
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import TINY_TRAINING
 from tests.support.waiting import received_on, wait_for
 
@@ -121,7 +123,7 @@ async def test_every_trial_progresses_between_pauses_completes_and_is_reported_l
         "registry_path": registry_file(tmp_path / "registry.toml", gpus=2),
     }
     scheduler = create_scheduler(
-        settings=Settings(
+        settings=SchedulerSettings(
             **common,
             data_dir=tmp_path / "scheduler",
             scheduler_min_run_h=1.0,
@@ -131,7 +133,7 @@ async def test_every_trial_progresses_between_pauses_completes_and_is_reported_l
     )
     agent_service, _ = create_agent(
         "fra1",
-        Settings(
+        AgentSettings(
             **common,
             data_dir=tmp_path / "fra1",
             agent_checkpoint_every=CHECKPOINT_EVERY,

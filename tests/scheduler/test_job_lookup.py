@@ -20,8 +20,8 @@ from metatune.contracts import (
     JobLookupReply,
     RunFailed,
 )
-from metatune.settings import Settings
 from metatune_scheduler.app import create_service
+from metatune_scheduler.settings import SchedulerSettings
 from tests.support.builders import small_registry
 from tests.support.requests import answer
 
@@ -57,7 +57,7 @@ def log() -> list[tuple[str, Event]]:
 
 @pytest.mark.asyncio
 async def test_the_scheduler_answers_where_a_job_stands(module_nats: str) -> None:
-    settings = Settings(
+    settings = SchedulerSettings(
         nats_url=module_nats,
         clock="simulated",
         sim_seconds_per_hour=3600.0,

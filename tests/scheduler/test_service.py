@@ -9,8 +9,8 @@ import pytest
 from metatune import subjects
 from metatune.bus import publish_event  # noqa: F401  (the service publishes through it)
 from metatune.contracts import Assignment, AssignmentAction, Plan, RegionGroup
-from metatune.settings import Settings
 from metatune_scheduler.app import create_service
+from metatune_scheduler.settings import SchedulerSettings
 from tests.support.builders import small_registry
 from tests.support.waiting import wait_for
 
@@ -28,7 +28,7 @@ async def _publish(js, subject: str, event) -> None:
 async def test_requested_job_reaches_its_datacenter_and_survives_a_restart(
     module_nats: str,
 ) -> None:
-    settings = Settings(
+    settings = SchedulerSettings(
         nats_url=module_nats,
         clock="simulated",
         sim_seconds_per_hour=3600.0,

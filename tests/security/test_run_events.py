@@ -38,6 +38,7 @@ from metatune.provenance import FOREIGN_RUN_EVENT
 from metatune.service import Service
 from metatune_recommender.adapters.flywheel import register_flywheel
 from metatune_scheduler.app import create_service as create_scheduler
+from metatune_scheduler.settings import SchedulerSettings
 from metatune_telemetry.app import create_service as create_telemetry
 from tests.support.builders import small_registry
 from tests.support.databases import count, schema, store  # noqa: F401  (fixtures)
@@ -145,7 +146,7 @@ async def test_forged_run_events_are_refused_by_every_consumer_and_the_genuine_o
 
     await admin.subscribe(subjects.ERRORS_ALL, cb=on_error)
     scheduler = create_scheduler(
-        secured.settings("scheduler", agent_lease_s=600.0),
+        secured.settings("scheduler", SchedulerSettings, agent_lease_s=600.0),
         registry=small_registry("osl1"),
         solve_in_process=False,
     )

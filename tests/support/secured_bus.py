@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import nats
 import pytest
@@ -16,16 +17,17 @@ from metatune.bus.credentials import NatsSecrets
 from metatune.settings import Settings
 from tests.support.servers import nats_secrets, start_secured_nats, stop, wait_until_serving
 
+S = TypeVar("S", bound=Settings)
+
 
 class SecuredBus:
     def __init__(self, address: str, admin_url: str, secrets: NatsSecrets) -> None:
         self.address, self.admin_url, self.secrets = address, admin_url, secrets
 
-    def settings(self, user: str, **overrides) -> Settings:
-        """Settings of a process that logs in as ``user`` (its nkey file, no credentials in the URL)."""
-        return Settings(
-            nats_url=self.address, nats_nkey_file=self.secrets.seed_file(user), **overrides
-        )
+    def settings(self, user: str, kind: type[S] = Settings, **overrides) -> S:
+        """Settings of a process that logs in as ``user`` (its nkey file, no credentials in the
+        URL); ``kind``: a service's settings class, for overrides of its own fields."""
+        return kind(nats_url=self.address, nats_nkey_file=self.secrets.seed_file(user), **overrides)
 
     @asynccontextmanager
     async def client(

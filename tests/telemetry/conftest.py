@@ -10,8 +10,8 @@ import pytest
 
 from metatune.bus import headers_for, stream_for
 from metatune.contracts import Event
-from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
+from metatune_telemetry.settings import TelemetrySettings
 from tests.support.databases import count, schema
 
 __all__ = ["count", "schema"]
@@ -19,15 +19,15 @@ __all__ = ["count", "schema"]
 
 @pytest.fixture
 async def db(schema: str) -> AsyncIterator[Database]:
-    database = Database(Settings().database_url, schema=schema)
+    database = Database(TelemetrySettings().database_url, schema=schema)
     await database.migrate()
     yield database
     await database.close()
 
 
 @pytest.fixture
-def tsettings(private_nats: str) -> Settings:
-    return Settings(
+def tsettings(private_nats: str) -> TelemetrySettings:
+    return TelemetrySettings(
         nats_url=private_nats,
         telemetry_http_port=0,
         heartbeat_s=0.5,
@@ -41,14 +41,14 @@ def tsettings(private_nats: str) -> Settings:
 
 
 @pytest.fixture
-async def js(tsettings: Settings):
+async def js(tsettings: TelemetrySettings):
     nc = await nats.connect(tsettings.nats_url)
     yield nc.jetstream()
     await nc.close()
 
 
 async def publish(
-    js, settings: Settings, subject: str, event: Event | bytes, *, dedup: bool = True
+    js, settings: TelemetrySettings, subject: str, event: Event | bytes, *, dedup: bool = True
 ) -> None:
     """Publish an event (with its Nats-Msg-Id unless ``dedup`` is False) or raw bytes."""
     if isinstance(event, bytes):

@@ -15,10 +15,10 @@ from starlette.testclient import TestClient
 from metatune.clock import FixedClock
 from metatune.dashboard_tokens import TOKEN_FILE, read_tokens, write_tokens
 from metatune.errors import ConfigurationError
-from metatune.settings import Settings
 from metatune_telemetry.adapters.auth import COOKIE
 from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.app import create_service
+from metatune_telemetry.settings import TelemetrySettings
 from tests.support.cli import run
 
 T0 = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
@@ -44,7 +44,7 @@ def tokens(tmp_path: Path) -> Path:
 
 
 def client_for(db, directory: Path | None, clock: FixedClock, **settings) -> TestClient:
-    s = Settings(dashboard_tokens_dir=directory, **settings)
+    s = TelemetrySettings(dashboard_tokens_dir=directory, **settings)
     return TestClient(create_app(db, s, now=clock.now))
 
 
@@ -118,10 +118,10 @@ async def test_the_previous_token_stays_valid_for_the_overlap_only(db, tokens: P
 async def test_off_loopback_tokens_are_mandatory_on_loopback_optional(db, tmp_path: Path) -> None:
     empty = tmp_path / "none"
     with pytest.raises(ConfigurationError, match=r"0\.0\.0\.0, not loopback.*metatune secrets"):
-        create_app(db, Settings(dashboard_tokens_dir=empty, telemetry_http_host="0.0.0.0"))
+        create_app(db, TelemetrySettings(dashboard_tokens_dir=empty, telemetry_http_host="0.0.0.0"))
     with pytest.raises(ConfigurationError, match="not loopback"):  # the service refuses to start
         create_service(
-            Settings(
+            TelemetrySettings(
                 dashboard_tokens_dir=empty, telemetry_http_host="0.0.0.0", telemetry_http_port=8090
             )
         )

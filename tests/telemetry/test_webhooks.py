@@ -23,11 +23,11 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from metatune import contracts as c
 from metatune import subjects
 from metatune.inputs import parse_networks
-from metatune.settings import Settings
 from metatune_telemetry.adapters.delivery import post
 from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
 from metatune_telemetry.domain.signing import new_secret
+from metatune_telemetry.settings import TelemetrySettings
 from tests.support.samples import CONFIG, NOW, SPEC, started
 from tests.support.waiting import wait_for
 
@@ -197,7 +197,7 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(
             rows["broken"]["last_status"] == 500 and rows["moved"]["last_status"] == 404
         )  # a 3xx is no delivery
         receiver.script["/broken"] = [(204, {})]
-        url = Settings().database_url  # the CLI, in this test's schema
+        url = TelemetrySettings().database_url  # the CLI, in this test's schema
         env = {
             **os.environ,
             "METATUNE_DATABASE_URL": f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}",

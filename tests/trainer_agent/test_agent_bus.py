@@ -35,9 +35,9 @@ from metatune.contracts import (
     StudySpec,
     TaskType,
 )
-from metatune.settings import Settings
 from metatune_trainer_agent.app import create_service
 from metatune_trainer_agent.domain.run import run_training
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import FAST_SITE, request_for
 from tests.support.waiting import wait_for
 
@@ -59,8 +59,8 @@ def nats_url(module_nats: str) -> str:
 
 
 @pytest.fixture
-def settings(nats_url: str, tmp_path: Path) -> Settings:
-    return Settings(
+def settings(nats_url: str, tmp_path: Path) -> AgentSettings:
+    return AgentSettings(
         nats_url=nats_url,
         data_dir=tmp_path / "data",
         heartbeat_s=0.5,
@@ -72,7 +72,7 @@ def settings(nats_url: str, tmp_path: Path) -> Settings:
 class Bus:
     """A plain client: publishes assignments and forecasts, records what the agents publish."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
         self.events: list[Any] = []
 
@@ -172,13 +172,13 @@ def assignment(
 
 
 @pytest.fixture
-async def agent_fra1(settings: Settings) -> AsyncIterator[Any]:
+async def agent_fra1(settings: AgentSettings) -> AsyncIterator[Any]:
     service, agent = create_service("fra1", settings.model_copy(update=AGENT))
     async with service.running():
         yield agent
 
 
-async def upload_dataset(settings: Settings, path: Path) -> DatasetLocation:
+async def upload_dataset(settings: AgentSettings, path: Path) -> DatasetLocation:
     nc = await nats.connect(settings.nats_url)
     await ObjectStore(nc.jetstream()).put_file(DATASETS_BUCKET, DATASET_KEY, path)
     await nc.close()
@@ -204,7 +204,7 @@ async def publish_forecast(bus: Bus, region: str, g_per_kwh: float) -> None:
 
 
 async def test_agent_trains_an_assignment_and_survives_bad_ones(
-    settings: Settings, agent_fra1: Any, intents_binary: Path
+    settings: AgentSettings, agent_fra1: Any, intents_binary: Path
 ) -> None:
     async with Bus(settings) as bus:
         dataset = await upload_dataset(settings, intents_binary)
@@ -283,7 +283,7 @@ async def test_agent_trains_an_assignment_and_survives_bad_ones(
     ids=["one-device", "two-devices"],
 )
 async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(
-    settings: Settings, intents_binary: Path, gpus: int, tolerance: float
+    settings: AgentSettings, intents_binary: Path, gpus: int, tolerance: float
 ) -> None:
     fra1, _ = create_service("fra1", settings.model_copy(update=AGENT))
     osl1, _ = create_service("osl1", settings.model_copy(update=AGENT))
@@ -320,7 +320,7 @@ async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(
 
 
 async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
-    settings: Settings, intents_binary: Path, tmp_path: Path
+    settings: AgentSettings, intents_binary: Path, tmp_path: Path
 ) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")},
@@ -362,7 +362,7 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
 
 
 async def test_steps_between_progress_events_ride_on_the_next_and_a_pause_sends_the_rest(
-    settings: Settings, intents_binary: Path
+    settings: AgentSettings, intents_binary: Path
 ) -> None:
     """With a long progress interval only evaluations (every 4th of 40 steps) are published; the
     steps between arrive as their points, and the steps after the last one when the run pauses:

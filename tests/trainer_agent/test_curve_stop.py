@@ -16,7 +16,6 @@ import torch
 from metatune.bus import STUDIES_BUCKET
 from metatune.contracts import AssignmentAction, RunCompleted
 from metatune.knowledge import StudyBest
-from metatune.settings import Settings
 from metatune_trainer_agent.app import create_service
 from metatune_trainer_agent.domain.checkpoint import Checkpoint
 from metatune_trainer_agent.domain.curve_stop import (
@@ -30,6 +29,7 @@ from metatune_trainer_agent.domain.curve_stop import (
 )
 from metatune_trainer_agent.domain.run import Control, RunHooks, run_training
 from metatune_trainer_agent.domain.trainer import Evaluation
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import FAST_SITE, request_for
 
 from .test_agent_bus import AGENT, Bus, assignment, spec, upload_dataset
@@ -254,7 +254,7 @@ async def test_the_agent_stops_a_trial_that_cannot_beat_its_study_best(
 ) -> None:
     model = tmp_path / "stopper.json"
     stopper.save(model)
-    settings = Settings(
+    settings = AgentSettings(
         nats_url=nats_url,
         data_dir=tmp_path / "data",
         heartbeat_s=0.5,

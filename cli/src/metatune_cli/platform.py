@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from metatune.settings import Settings
+from .settings import CliSettings
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ CORE_SERVICES = [
 AGENT_MODULE = "metatune_trainer_agent"
 
 
-def platform_services(settings: Settings) -> list[ServiceSpec]:
+def platform_services(settings: CliSettings) -> list[ServiceSpec]:
     """Every process of a local platform: the core services and one trainer-agent per local datacenter."""
     specs = [ServiceSpec(name, module, name) for name, module in CORE_SERVICES]
     specs += [

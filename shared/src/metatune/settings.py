@@ -1,14 +1,16 @@
-"""All MetaTune settings, read from ``METATUNE_*`` environment variables (and a ``.env`` file).
-
-One class for the whole platform so that every service, the CLI and the compose file agree on
-names; a service reads only the fields it needs. The README's configuration table lists them.
+"""The platform's settings, read from ``METATUNE_*`` environment variables (and a ``.env`` file):
+what every service and the CLI read (infrastructure, credentials, the bus, the clock, identity,
+limits on input, datacenters). Each service adds its own in a subclass (its ``settings.py``:
+``ProfilerSettings``, ``ForecasterSettings``, ``SchedulerSettings``, ``TelemetrySettings``,
+``AgentSettings``; the CLI's ``CliSettings``), under the same prefix, so one environment
+configures them all. The README's configuration table lists them, class by class.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from pydantic import AwareDatetime, Field, model_validator
@@ -29,6 +31,8 @@ def with_password(url: str, password: str) -> str:
 
 
 class Settings(BaseSettings):
+    """What every service and the CLI read."""
+
     model_config = SettingsConfigDict(env_prefix="METATUNE_", env_file=".env", extra="ignore")
 
     @model_validator(mode="after")
@@ -148,215 +152,16 @@ class Settings(BaseSettings):
         30.0, gt=0, description="Seconds without progress before a download fails"
     )
 
-    # Profiler
-    profiler_sample_size: int = Field(
-        4096, ge=1, description="Reservoir rows behind tokenizer features"
-    )
-    profiler_seed: int = Field(
-        0, description="Seed of the reservoir sample and of the padding simulation"
-    )
-    profiler_mattr_window: int = Field(500, ge=1, description="Tokens per MATTR window")
-    profiler_max_skipped_fraction: float = Field(
-        0.1, ge=0, le=1, description="Share of bad rows that fails a file"
-    )
-
-    # Transient bus errors (uploads and publishes that must not be lost)
-    bus_retry_budget_s: float = Field(
-        180.0,
-        gt=0,
-        description="Seconds an upload or publish is retried through a bus outage before it counts as failed",
-    )
-    bus_retry_initial_s: float = Field(
-        0.5, gt=0, description="First retry delay of a failed upload or publish; doubles"
-    )
-    bus_retry_max_s: float = Field(
-        10.0, gt=0, description="Longest delay between two retries of an upload or publish"
-    )
-
-    # Trainer agent (one process per datacenter)
+    # Datacenters and their agents
     datacenter: str = Field("", description="Datacenter this trainer-agent serves")
     registry_path: Path | None = Field(
         None, description="Datacenter registry file (default: the embedded one)"
     )
-    agent_device: str = Field(
-        "auto", description="torch device for runs: auto (CUDA when present), cpu, cuda"
-    )
-    agent_checkpoint_every: int = Field(
-        50, ge=1, description="Optimizer steps between checkpoints to the object store"
-    )
-    agent_progress_interval_s: float = Field(
-        2.0, ge=0, description="Least real seconds between two progress events"
-    )
     agent_status_interval_s: float = Field(
         5.0, gt=0, description="Real seconds between agent status heartbeats"
     )
-    agent_idle_seconds: float = Field(
-        1.0, ge=0, description="Seconds the idle power baseline is measured per run"
-    )
-    agent_watts_per_core: float = Field(
-        12.0, gt=0, description="CPU power model (W per busy core) when RAPL is unreadable"
-    )
-    agent_max_eval_examples: int = Field(
-        512, ge=1, description="Held-out examples per periodic evaluation"
-    )
-    agent_curve_stop: bool = Field(
-        True, description="Stop a trial whose predicted final metric cannot beat its study's best"
-    )
-    agent_curve_stop_confidence: float = Field(
-        0.95,
-        gt=0,
-        lt=1,
-        description="Confidence of the predicted final metric's upper bound the curve stopper compares",
-    )
-    agent_curve_stop_margin: float = Field(
-        0.0, ge=0, description="Stop only when the upper bound is below best - margin"
-    )
-    agent_curve_stop_model: Path | None = Field(
-        None,
-        description="Curve-stop model file (default: the one shipped in the trainer-agent package)",
-    )
 
-    # Forecaster
-    forecaster_weather: Literal["replay", "open-meteo"] = Field(
-        "replay",
-        description="Forecaster weather source: the embedded replay extract, or the Open-Meteo API",
-    )
-    forecaster_model_path: Path | None = Field(
-        None,
-        description="Forecaster model artifact (default: the one embedded in the forecaster package)",
-    )
-    forecaster_replay_path: Path | None = Field(
-        None,
-        description="Replay extract of intensity history and weather (default: the embedded one)",
-    )
-    forecaster_weather_error_path: Path | None = Field(
-        None, description="Forecast-error model of the replayed weather (default: the embedded one)"
-    )
-    open_meteo_url: str = Field(
-        "https://api.open-meteo.com/v1/forecast", description="Open-Meteo forecast endpoint"
-    )
-    open_meteo_timeout_s: float = Field(10.0, gt=0, description="Seconds per Open-Meteo request")
-    open_meteo_retries: int = Field(
-        3, ge=0, description="Retries of a failed Open-Meteo request (timeouts, 429, 5xx)"
-    )
-    open_meteo_backoff_s: float = Field(
-        1.0, ge=0, description="First Open-Meteo retry delay in seconds, doubled per retry"
-    )
-
-    # Live intensity sources (which one feeds a region: intensity_source in the registry)
-    electricitymaps_url: str = Field(
-        "https://api.electricitymaps.com", description="Electricity Maps API base URL"
-    )
-    electricitymaps_token_file: Path | None = Field(
-        None, description="File holding the Electricity Maps API token (auth-token header)"
-    )
-    electricitymaps_forecast: bool = Field(
-        False, description="Read Electricity Maps' own forecast (plans that include /forecast)"
-    )
-    watttime_url: str = Field("https://api.watttime.org", description="WattTime API base URL")
-    watttime_username: str = Field("", description="WattTime API user name")
-    watttime_password_file: Path | None = Field(
-        None, description="File holding the password of watttime_username"
-    )
-    uk_carbon_intensity_url: str = Field(
-        "https://api.carbonintensity.org.uk",
-        description="GB Carbon Intensity API base URL (free, no key)",
-    )
-    carbon_aware_sdk_url: str = Field(
-        "http://127.0.0.1:8080", description="Base URL of a Carbon Aware SDK WebAPI you run"
-    )
-    carbon_aware_sdk_signal: Literal["average", "marginal"] = Field(
-        "marginal",
-        description="What the Carbon Aware SDK's data source measures: marginal (WattTime) or average (Electricity Maps)",
-    )
-    intensity_timeout_s: float = Field(
-        10.0, gt=0, description="Seconds per request to an intensity source"
-    )
-    intensity_retry_budget_s: float = Field(
-        60.0,
-        ge=0,
-        description="Seconds a failing intensity request (429, 5xx, timeouts) is retried before the source counts as down",
-    )
-    intensity_retry_initial_s: float = Field(
-        1.0, gt=0, description="First retry delay of an intensity request; doubles"
-    )
-    intensity_retry_max_s: float = Field(
-        30.0,
-        gt=0,
-        description="Longest backoff between two intensity requests (Retry-After may ask more)",
-    )
-
-    # Scheduler
-    agent_lease_s: float = Field(
-        20.0,
-        gt=0,
-        description="Real seconds an agent may stay silent (no status heartbeat) before the scheduler declares it lost and re-plans its jobs from their checkpoints",
-    )
-    scheduler_anticipate_h: int = Field(
-        0,
-        ge=0,
-        le=72,
-        description="Hours ahead the scheduler keeps room for expected jobs (requests of past days at the same hours); "
-        "0: none (see the scheduler README)",
-    )
-    scheduler_anticipation_days: int = Field(
-        1,
-        ge=1,
-        le=14,
-        description="Past days whose requests, each counted 1/N, make the expected demand of an hour",
-    )
-    scheduler_anticipated_quantile: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="An expected job's unplanned hour costs this quantile of its usable hours "
-        "(1: the dearest); lower: fewer requested jobs displaced",
-    )
-
-    scheduler_delay_premium: float = Field(
-        0.03,
-        ge=0,
-        description="gCO2eq/kWh added to the forecast per hour of delay, so of two nearly as clean hours the earlier wins",
-    )
-    scheduler_hysteresis_share: float = Field(
-        0.05,
-        ge=0,
-        lt=1,
-        description="A job whose planned start is near keeps it unless a re-plan moving it saves more than this share of its emissions; 0: no hysteresis",
-    )
-    scheduler_hysteresis_near_h: int = Field(
-        6,
-        ge=0,
-        le=168,
-        description="Hours ahead within which a job's planned start counts as near (scheduler hysteresis)",
-    )
-    scheduler_min_run_h: float = Field(
-        1.0,
-        ge=0,
-        description="Clock hours a started or resumed job runs, on top of its measured start-up, before it may be paused or moved (and not before a new checkpoint)",
-    )
-    scheduler_startup_wall_s: float = Field(
-        30.0,
-        ge=0,
-        description="Real seconds a start or resume is assumed to cost (loading model and data) until an agent has measured one (converted to clock hours)",
-    )
-
-    # Telemetry (event log, webhooks, dashboard)
-    telemetry_batch_size: int = Field(
-        2000, ge=1, le=10000, description="Events the telemetry writer stores per COPY batch"
-    )
-    telemetry_writers: int = Field(
-        1,
-        ge=1,
-        le=32,
-        description="Processes that store the event log stream, sharing its durable consumer; each one more uses another CPU core",
-    )
-    telemetry_pool_size: int = Field(
-        4, ge=2, le=64, description="PostgreSQL connections of the telemetry service"
-    )
-    telemetry_http_host: str = Field(
-        "127.0.0.1", description="Address the telemetry API and dashboard listen on"
-    )
+    # Telemetry's address and keys, which the CLI and submitters read too
     telemetry_http_port: int = Field(
         8090, ge=0, le=65535, description="Port of the telemetry API and dashboard; 0: off"
     )
@@ -364,10 +169,6 @@ class Settings(BaseSettings):
         None,
         description="Folder of the dashboard's read-only tokens (`metatune secrets` writes them); "
         "default: the NATS secrets dir",
-    )
-    webhook_secret: str = Field(
-        "",
-        description="Standard Webhooks signing secret (whsec_...); empty: one is generated and kept in the database",
     )
     webhook_key_file: Path | None = Field(
         None,
@@ -379,41 +180,16 @@ class Settings(BaseSettings):
         description="Telemetry's public key a submitter seals a webhook URL's credentials with; "
         "empty: the webhook.pub beside webhook_key_file",
     )
-    webhook_allowed_networks: list[str] = Field(
-        default_factory=list,
-        description="CIDR networks webhooks may reach besides public addresses (e.g. 127.0.0.1/32 in tests)",
-    )
-    webhook_timeout_s: float = Field(
-        10.0, gt=0, description="Seconds a webhook receiver has to answer one delivery"
-    )
-    webhook_max_attempts: int = Field(
-        8, ge=1, description="Delivery attempts before a notification is dead-lettered"
-    )
-    webhook_backoff_s: float = Field(
-        5.0, gt=0, description="First webhook retry delay; doubles per attempt, with jitter"
-    )
-    webhook_max_backoff_s: float = Field(
-        3600.0, gt=0, description="Longest wait between two attempts (Retry-After too)"
-    )
-    webhook_concurrency: int = Field(
-        16, ge=1, description="Deliveries in flight at once (one per receiver URL)"
-    )
-    mlflow_tracking_uri: str | None = Field(
-        None,
-        description="MLflow tracking URI telemetry exports each study to when it completes "
-        "(needs `pip install metatune-telemetry[mlflow]`); unset: off",
-    )
 
-    # Embedded platform (`metatune up`)
-    local_datacenters: list[str] = Field(
-        ["fra1", "osl1", "sjc1"],
-        description="Datacenters whose trainer-agent `metatune up` starts locally",
-    )
-
-    # CLI
-    up_timeout_s: float = Field(
-        60.0, gt=0, description="Seconds `metatune up` waits for services to be healthy"
-    )
+    @classmethod
+    def of(cls, settings: Settings | None) -> Self:
+        """``settings`` as this class: a service handed the platform's settings (a test's, the
+        CLI's) keeps their values and reads its own fields from the environment."""
+        if isinstance(settings, cls):
+            return settings
+        if settings is None:
+            return cls()
+        return cls(**settings.model_dump())
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()

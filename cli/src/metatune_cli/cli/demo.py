@@ -7,15 +7,14 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from metatune.settings import Settings, get_settings
-
+from ..settings import CliSettings
 from .connect import fail
 from .output import JSON_HELP, logs_to_stderr, print_json
 from .platform_cmds import _restart, _start_all
 from .platform_cmds import console as platform_console
 
 
-def _start_platform(settings: Settings) -> None:
+def _start_platform(settings: CliSettings) -> None:
     """``metatune up --simulate`` with the demo's settings, its messages on the demo's stream."""
     with logs_to_stderr(platform_console, True):
         try:
@@ -24,7 +23,7 @@ def _start_platform(settings: Settings) -> None:
             raise RuntimeError("the platform did not start (reason above)") from exc
 
 
-def _restart_instance(settings: Settings, instance: str) -> None:
+def _restart_instance(settings: CliSettings, instance: str) -> None:
     """``metatune restart INSTANCE`` with the demo's settings (not waiting for its heartbeat)."""
     with logs_to_stderr(platform_console, True):
         _restart(settings, instance, wait=False)
@@ -54,7 +53,7 @@ def demo(
     from ..demo.stack import cli_env
 
     if env:
-        exports = cli_env(get_settings())
+        exports = cli_env(CliSettings())
         if exports is None:
             raise fail("no demo is running (start one with `metatune demo`)", code=1)
         typer.echo(exports, nl=False)
@@ -66,7 +65,7 @@ def demo(
     if not console.is_terminal:  # a log or a pipe: wide enough for the tables
         console = Console(stderr=json_output, width=160)
     runner = Demo(
-        scenario(seed, fast), data, get_settings(), console, _start_platform, _restart_instance
+        scenario(seed, fast), data, CliSettings(), console, _start_platform, _restart_instance
     )
     try:
         result = runner.run()

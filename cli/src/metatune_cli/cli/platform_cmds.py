@@ -22,7 +22,6 @@ from metatune.contracts import ServiceHealth
 from metatune.dashboard_tokens import DEFAULT_OVERLAP, tokens_dir, write_tokens
 from metatune.errors import BusUnavailable, InputNotAllowed
 from metatune.redaction import redact_url
-from metatune.settings import Settings, get_settings
 from metatune.webhook_seal import ensure_keypair, key_file
 
 from ..embedded import servers
@@ -41,6 +40,7 @@ from ..embedded.supervisor import (
     write_private,
 )
 from ..platform import ServiceSpec, platform_services
+from ..settings import CliSettings
 from .connect import bus, fail, unavailable
 from .output import JSON_HELP, logs_to_stderr, print_json
 
@@ -56,7 +56,7 @@ def _wait(check, timeout_s: float, what: str) -> None:
     raise fail(f"{what} did not come up within {timeout_s:.0f} s")
 
 
-def nats_secrets(settings: Settings, rotate: bool = False) -> NatsSecrets:
+def nats_secrets(settings: CliSettings, rotate: bool = False) -> NatsSecrets:
     """The embedded server's credentials: every user of the registry's datacenters, kept across
     runs (``rotate`` replaces them all)."""
     streams = Streams(events=settings.stream_name, status=settings.status_stream_name)
@@ -65,7 +65,7 @@ def nats_secrets(settings: Settings, rotate: bool = False) -> NatsSecrets:
     )
 
 
-def _start_nats(settings: Settings, started: list[ManagedProcess]) -> tuple[bool, bool]:
+def _start_nats(settings: CliSettings, started: list[ManagedProcess]) -> tuple[bool, bool]:
     """(embedded, auth): a NATS that answers at the URL is used as it is (with the admin's
     credentials when it asks for some); otherwise we start one with auth on."""
     url, shown = settings.nats_url, redact_url(settings.nats_url)
@@ -99,7 +99,7 @@ def _start_nats(settings: Settings, started: list[ManagedProcess]) -> tuple[bool
 
 
 def _start_infrastructure(
-    settings: Settings, started: list[ManagedProcess]
+    settings: CliSettings, started: list[ManagedProcess]
 ) -> tuple[bool, bool, bool]:
     logs = run_dir(settings)
     data = settings.resolved_data_dir()
@@ -115,7 +115,7 @@ def _start_infrastructure(
     return nats_embedded, nats_auth, pg_embedded
 
 
-async def _prepare_bus(settings: Settings, simulate: bool) -> None:
+async def _prepare_bus(settings: CliSettings, simulate: bool) -> None:
     async with bus(settings) as nc:
         js = nc.jetstream()
         await ensure_streams(js, settings)
@@ -136,7 +136,7 @@ def up(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Start the platform: NATS and PostgreSQL (embedded if none answers), then every service."""
-    settings = get_settings()
+    settings = CliSettings()
     with logs_to_stderr(console, json_output):
         existing = load_state(settings)
         if existing and any(alive(p.pid) for p in existing.processes):
@@ -146,7 +146,7 @@ def up(
         _report(settings, json_output, started=started)
 
 
-def _start_all(settings: Settings, simulate: bool, wait: bool) -> list[str]:
+def _start_all(settings: CliSettings, simulate: bool, wait: bool) -> list[str]:
     """``up`` from nothing: infrastructure (unless it answers), the bus layout, every service."""
     missing = [s.module for s in platform_services(settings) if not s.installed()]
     if missing:
@@ -191,7 +191,7 @@ def _start_all(settings: Settings, simulate: bool, wait: bool) -> list[str]:
     return [p.name for p in started]
 
 
-def _service_env(settings: Settings, state: RunState, spec: ServiceSpec) -> dict[str, str]:
+def _service_env(settings: CliSettings, state: RunState, spec: ServiceSpec) -> dict[str, str]:
     """The environment ``up`` gives one service process (``restart`` gives the same)."""
     env = {
         "METATUNE_NATS_URL": state.nats_url,
@@ -211,7 +211,7 @@ def _service_env(settings: Settings, state: RunState, spec: ServiceSpec) -> dict
     return env
 
 
-def database_reference(settings: Settings) -> tuple[str, str | None]:
+def database_reference(settings: CliSettings) -> tuple[str, str | None]:
     """The database URL without its password, and the file that holds the password: the one
     settings name, or (a password written into METATUNE_DATABASE_URL) ``run/database.password``,
     owner-only. The run state and the services' environment carry the file's path, never the
@@ -231,7 +231,7 @@ def _dead_infrastructure(state: RunState) -> list[str]:
     return [p.name for p in state.processes if p.role != "service" and not alive(p.pid)]
 
 
-def _start_missing(settings: Settings, state: RunState, simulate: bool, wait: bool) -> list[str]:
+def _start_missing(settings: CliSettings, state: RunState, simulate: bool, wait: bool) -> list[str]:
     """``up`` while the platform runs: start only the services that are not running (a crashed one,
     one added to METATUNE_LOCAL_DATACENTERS), leaving the rest alone."""
     dead = _dead_infrastructure(state)
@@ -266,7 +266,7 @@ def _start_missing(settings: Settings, state: RunState, simulate: bool, wait: bo
     return [spec.instance for spec in missing]
 
 
-def _replace_process(settings: Settings, state: RunState, process: ManagedProcess) -> RunState:
+def _replace_process(settings: CliSettings, state: RunState, process: ManagedProcess) -> RunState:
     processes = [p for p in state.processes if p.name != process.name] + [process]
     state = state.model_copy(update={"processes": processes})
     save_state(settings, state)
@@ -283,13 +283,13 @@ def restart(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Restart one service (or one agent instance) of the running platform; the rest keep running."""
-    settings = get_settings()
+    settings = CliSettings()
     with logs_to_stderr(console, json_output):
         restarted = _restart(settings, service, wait)
         _report(settings, json_output, restarted=restarted)
 
 
-def _restart(settings: Settings, service: str, wait: bool) -> list[str]:
+def _restart(settings: CliSettings, service: str, wait: bool) -> list[str]:
     state = load_state(settings)
     if state is None:
         raise fail("the platform is not up here: run `metatune up`")
@@ -316,7 +316,7 @@ def _restart(settings: Settings, service: str, wait: bool) -> list[str]:
     return sorted(names)
 
 
-def _wait_healthy(settings: Settings, state: RunState, only: set[str] | None = None) -> None:
+def _wait_healthy(settings: CliSettings, state: RunState, only: set[str] | None = None) -> None:
     """Until every wanted instance heartbeats from the process we started (its pid, so a heartbeat
     left by the process it replaced does not count)."""
     wanted = only or {s.instance for s in platform_services(settings)}
@@ -350,7 +350,7 @@ def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> N
     """Stop what `metatune up` or `metatune demo` started (and nothing else)."""
     from ..demo.stack import CLI_ENV_FILE, clean, demo_settings
 
-    settings = get_settings()
+    settings = CliSettings()
     stopped: list[str] = []
     found = False
     for where in (settings, demo_settings(settings)):  # `up`'s platform, then `demo`'s
@@ -373,7 +373,7 @@ def down(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> N
         console.print(message)
 
 
-async def _read_health(settings: Settings) -> list[ServiceHealth]:
+async def _read_health(settings: CliSettings) -> list[ServiceHealth]:
     async with bus(settings) as nc:
         js = nc.jetstream()
         try:
@@ -392,11 +392,11 @@ async def _read_health(settings: Settings) -> list[ServiceHealth]:
         return result
 
 
-def _fresh(health: ServiceHealth, settings: Settings) -> bool:
+def _fresh(health: ServiceHealth, settings: CliSettings) -> bool:
     return time.time() - health.heartbeat_at < 3 * settings.heartbeat_s + 2
 
 
-def _status_rows(settings: Settings) -> dict:
+def _status_rows(settings: CliSettings) -> dict:
     state = load_state(settings)
     health = {h.instance: h for h in asyncio.run(_read_health(settings))}
     expected = [s.instance for s in platform_services(settings)] if state else []
@@ -432,14 +432,14 @@ def _status_rows(settings: Settings) -> dict:
     }
 
 
-def _status_report(settings: Settings) -> dict:
+def _status_report(settings: CliSettings) -> dict:
     try:
         return _status_rows(settings)
     except BusUnavailable as exc:
         raise unavailable(exc) from None
 
 
-def _report(settings: Settings, json_output: bool, **result: list[str]) -> None:
+def _report(settings: CliSettings, json_output: bool, **result: list[str]) -> None:
     """What ``up`` / ``restart`` print at the end: the status tables, or one JSON object of
     ``result`` (the instances started) and the status."""
     if json_output:
@@ -448,7 +448,7 @@ def _report(settings: Settings, json_output: bool, **result: list[str]) -> None:
         _print_status(settings, json_output=False)
 
 
-def _print_status(settings: Settings, json_output: bool) -> bool:
+def _print_status(settings: CliSettings, json_output: bool) -> bool:
     report = _status_report(settings)
     all_healthy = bool(report["services"]) and all(r["healthy"] for r in report["services"])
     if json_output:
@@ -517,7 +517,7 @@ def secrets(
     server's auth config) to METATUNE_NATS_SECRETS_DIR, and the telemetry dashboard's read-only
     token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600;
     prints file names, never secrets."""
-    settings = get_settings()
+    settings = CliSettings()
     # folders this command creates hold only secrets: --container-readable may close them (0700)
     made: set[Path] = set()
     if db_password_file is not None and not db_password_file.parent.exists():
@@ -573,7 +573,7 @@ def bus_init(
 ) -> None:
     """Create the streams, KV buckets and object stores, and set the clock, as the admin: services
     run without the right to create them (compose runs this once before the services)."""
-    settings = get_settings()
+    settings = CliSettings()
     simulated = simulate or settings.clock == "simulated"
     try:
         asyncio.run(_prepare_bus(settings, simulated))
@@ -594,6 +594,6 @@ def bus_init(
 
 def status(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """Show infrastructure and service health; exit 1 when a service is down, 2 when NATS is unreachable."""
-    settings = get_settings()
+    settings = CliSettings()
     if not _print_status(settings, json_output):
         raise typer.Exit(1)

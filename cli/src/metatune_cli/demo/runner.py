@@ -38,6 +38,7 @@ from metatune.contracts import DatasetLocation, DatasetSubmitted, StudySpec
 from metatune.errors import MetaTuneError
 from metatune.settings import Settings
 
+from ..settings import CliSettings
 from . import stack, view
 from .observer import DemoState, JobView, StudyView, contract_of
 from .receiver import WebhookReceiver
@@ -69,8 +70,8 @@ class Demo:
         data: Path,
         base: Settings,
         console: Console,
-        start_platform: Callable[[Settings], None],
-        restart: Callable[[Settings, str], None],
+        start_platform: Callable[[CliSettings], None],
+        restart: Callable[[CliSettings, str], None],
     ) -> None:
         """``start_platform``: what ``metatune up --simulate`` does, with the demo's settings;
         ``restart``: what ``metatune restart INSTANCE`` does."""
@@ -80,7 +81,7 @@ class Demo:
         self.evidence: dict[str, Any] = {}
         self.evidence_job: asyncio.Task[dict[str, Any]] | None = None
         self.folder = stack.demo_data_dir(base)
-        self.settings: Settings | None = None
+        self.settings: CliSettings | None = None
         self.receiver: WebhookReceiver | None = None
         self.studies: dict[UUID, DemoStudy] = {scene.study_id(s): s for s in scene.studies}
         self.state = DemoState(

@@ -19,6 +19,7 @@ from metatune.errors import MetaTuneError
 from metatune.settings import Settings, get_settings
 
 from ..embedded.supervisor import alive, load_state, state_path, stop, write_private
+from ..settings import CliSettings
 from .scenario import DEMO_DATACENTERS, DemoScenario, demo_registry_path
 
 DEMO_FOLDER = "demo"
@@ -115,12 +116,12 @@ def cli_env(base: Settings) -> str | None:
     return path.read_text()
 
 
-def apply(env: dict[str, str]) -> Settings:
+def apply(env: dict[str, str]) -> CliSettings:
     """Put ``env`` into this process (the services inherit it) and read the settings it gives
     (afresh: ``get_settings`` caches what it read first)."""
     os.environ.update(env)
     get_settings.cache_clear()
-    settings = get_settings()
+    settings = CliSettings()
     if (
         settings.nats_url != env["METATUNE_NATS_URL"]
         or str(settings.resolved_data_dir()) != env["METATUNE_DATA_DIR"]

@@ -11,7 +11,7 @@ from metatune import msgids, subjects
 from metatune.contracts import ClockTick, ErrorKind
 from metatune.registry import Registry, default_registry
 from metatune.service import Service
-from metatune.settings import Settings, get_settings
+from metatune.settings import Settings
 
 from .adapters.live import LiveIntensity, LiveSource, region_sources
 from .adapters.open_meteo import OpenMeteoWeather
@@ -22,9 +22,10 @@ from .adapters.store import ObservationStore
 from .domain.model import CarbonModel
 from .domain.providers import IntensityProvider, WeatherProvider
 from .domain.weather_error import WeatherErrorModel
+from .settings import ForecasterSettings
 
 
-def weather_provider(settings: Settings, data: ReplayData) -> WeatherProvider:
+def weather_provider(settings: ForecasterSettings, data: ReplayData) -> WeatherProvider:
     if settings.forecaster_weather == "open-meteo":
         return OpenMeteoWeather(
             settings.open_meteo_url,
@@ -51,7 +52,7 @@ def create_service(
     ``intensity_source``/``intensity_zone``); regions without one replay the embedded extract.
     With any live region, history is served from the observation ``store`` (default: the one at
     ``database_url``), extended from the source each hour."""
-    settings = settings or get_settings()
+    settings = ForecasterSettings.of(settings)
     registry = registry or default_registry()
     data = ReplayData(settings.forecaster_replay_path or REPLAY_PATH)
     replay = ReplayIntensity(data)

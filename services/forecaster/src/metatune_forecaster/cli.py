@@ -15,9 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from metatune.errors import ConfigurationError, DatabaseUnavailable
 from metatune.redaction import redact
 from metatune.registry import Registry, default_registry, load_registry
-from metatune.settings import Settings, get_settings
+from metatune.settings import Settings
 from metatune_cli.cli.connect import fail
 from metatune_cli.cli.output import JSON_HELP, logs_to_stderr, print_json
+
+from .settings import ForecasterSettings
 
 console = Console()
 forecaster_app = typer.Typer(
@@ -62,7 +64,7 @@ def backfill(
     from .adapters.live import region_sources
     from .domain.providers import ProviderUnavailable
 
-    settings = get_settings()
+    settings = ForecasterSettings()
     start = _hour(from_, "--from")
     end = _hour(to, "--to") if to else datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     if end <= start:
@@ -147,7 +149,7 @@ def import_csv(
         raise fail(str(exc)) from exc
     if export.zone is not None and export.zone != zone:
         raise fail(f"{file} holds zone {export.zone}, not {zone}")
-    settings = get_settings()
+    settings = ForecasterSettings()
 
     async def main():
         async with _store(settings) as store:

@@ -30,9 +30,10 @@ from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
 from .domain.profile import ProfileOptions, ProfileResult, profile_file
 from .domain.validate import check_dataset, problem
+from .settings import ProfilerSettings
 
 
-def options_for(spec: StudySpec, settings: Settings) -> ProfileOptions:
+def options_for(spec: StudySpec, settings: ProfilerSettings) -> ProfileOptions:
     return ProfileOptions(
         base_model=spec.base_model,
         columns=ColumnRequest(
@@ -52,14 +53,15 @@ def options_for(spec: StudySpec, settings: Settings) -> ProfileOptions:
 
 
 def create_service(settings: Settings | None = None) -> Service:
+    settings = ProfilerSettings.of(settings)
     service = Service("profiler", settings=settings)
 
     def fetcher() -> DatasetFetcher:
         return DatasetFetcher(
             objects=service.objects,
-            download_dir=service.settings.resolved_data_dir() / "profiler" / "downloads",
-            max_bytes=service.settings.max_dataset_bytes,
-            settings=service.settings,
+            download_dir=settings.resolved_data_dir() / "profiler" / "downloads",
+            max_bytes=settings.max_dataset_bytes,
+            settings=settings,
         )
 
     async def report_skips(event: DatasetSubmitted, result: ProfileResult) -> None:
@@ -78,16 +80,14 @@ def create_service(settings: Settings | None = None) -> Service:
     @service.consume(subjects.DATASETS_SUBMITTED, durable="profiler")
     async def on_submitted(event: DatasetSubmitted, message: NatsMessage) -> None:
         """Profile a submitted dataset into meta-features."""
-        options = options_for(event.spec, service.settings)
+        options = options_for(event.spec, settings)
 
         async def fetch_and_profile() -> ProfileResult:
             async with fetcher().local_file(event.spec.dataset) as path:
                 return await asyncio.to_thread(profile_file, path, options)
 
         try:
-            result = await while_working(
-                message, fetch_and_profile(), service.settings.ack_wait_s / 3
-            )
+            result = await while_working(message, fetch_and_profile(), settings.ack_wait_s / 3)
         except ProfileError as exc:
             await service.report_error(
                 code=exc.code,
@@ -117,7 +117,7 @@ def create_service(settings: Settings | None = None) -> Service:
     async def on_validate(request: DatasetValidation) -> DatasetValidationReply:
         """Check a submission against its dataset before it is published (a core-NATS request,
         answered on the requester's inbox): the checks profiling starts with, nothing published."""
-        options = options_for(request.spec, service.settings)
+        options = options_for(request.spec, settings)
         try:
             async with fetcher().local_file(request.spec.dataset) as path:
                 problems = await asyncio.to_thread(check_dataset, path, options)

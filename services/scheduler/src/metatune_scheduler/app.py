@@ -34,6 +34,7 @@ from .adapters.lookup import lookup
 from .adapters.replay import replay
 from .adapters.runtime import Runtime
 from .domain import Pace, Planner, Scheduler
+from .settings import SchedulerSettings
 
 
 def create_service(
@@ -47,23 +48,22 @@ def create_service(
     """``debounce_s``: how long a full solve waits for a burst of events to settle; ``fast_s``:
     how long the fast path gathers new requests before placing them (None: no fast path);
     ``solve_in_process``: full solves run in a solver process (else a worker thread)."""
+    settings = SchedulerSettings.of(settings)
     service = Service("scheduler", settings=settings)
     registry = registry or (
-        load_registry(service.settings.registry_path)
-        if service.settings.registry_path
-        else default_registry()
+        load_registry(settings.registry_path) if settings.registry_path else default_registry()
     )
     planner = planner or Planner(
-        anticipated_quantile=service.settings.scheduler_anticipated_quantile,
-        delay_premium=service.settings.scheduler_delay_premium,
-        hysteresis_share=service.settings.scheduler_hysteresis_share,
-        hysteresis_near_h=service.settings.scheduler_hysteresis_near_h,
+        anticipated_quantile=settings.scheduler_anticipated_quantile,
+        delay_premium=settings.scheduler_delay_premium,
+        hysteresis_share=settings.scheduler_hysteresis_share,
+        hysteresis_near_h=settings.scheduler_hysteresis_near_h,
     )
     scheduler = Scheduler(
         registry,
         planner,
-        anticipate_h=service.settings.scheduler_anticipate_h,
-        anticipation_days=service.settings.scheduler_anticipation_days,
+        anticipate_h=settings.scheduler_anticipate_h,
+        anticipation_days=settings.scheduler_anticipation_days,
     )
 
     async def record(assignment: Assignment) -> None:
@@ -78,7 +78,7 @@ def create_service(
         service.publish,
         lambda: service.clock.now(),
         debounce_s,
-        lease_s=service.settings.agent_lease_s,
+        lease_s=settings.agent_lease_s,
         record=record,
         fast_s=fast_s,
         solve_in_process=solve_in_process,
@@ -166,12 +166,12 @@ def create_service(
             # the clock is known once connected (a simulated one's speed is in KV): start-up in its hours
             hour_wall_s = service.clock.wall_seconds(timedelta(hours=1))
             runtime.scheduler.state.pace = Pace(
-                min_run_h=service.settings.scheduler_min_run_h,
-                startup_h=service.settings.scheduler_startup_wall_s / hour_wall_s,
+                min_run_h=settings.scheduler_min_run_h,
+                startup_h=settings.scheduler_startup_wall_s / hour_wall_s,
                 hour_wall_s=hour_wall_s,
                 await_checkpoint=True,
             )
-            count = await replay(service.js, service.settings.stream_name, runtime.scheduler.apply)
+            count = await replay(service.js, settings.stream_name, runtime.scheduler.apply)
             service.status_details["replayed_events"] = str(count)
             runtime.ready.set()
         await runtime.loop()

@@ -43,6 +43,7 @@ from .adapters.outbox import Claimed, OutboxWorker
 from .adapters.writer import EventWriter, Incoming
 from .adapters.writers import RejectNote, WriterPool, connect_ingest, log_ingestor
 from .domain.events import Rejected
+from .settings import TelemetrySettings
 
 log = logging.getLogger("metatune.telemetry")
 EXCERPT_BYTES = 2048
@@ -65,8 +66,8 @@ class TelemetryService(Service):
 def create_service(
     settings: Settings | None = None, *, schema: str | None = None
 ) -> TelemetryService:
-    service = TelemetryService("telemetry", settings=settings)
-    s = service.settings
+    s = TelemetrySettings.of(settings)
+    service = TelemetryService("telemetry", settings=s)
     db = Database(
         s.database_url,
         schema=schema,

@@ -14,9 +14,10 @@ from rich.table import Table
 
 from metatune.errors import BusUnavailable, DatabaseUnavailable
 from metatune.redaction import redact_url
-from metatune.settings import get_settings
 from metatune_cli.cli.connect import EXIT_NOT_FOUND, bus, fail, unavailable
 from metatune_cli.cli.output import JSON_HELP, print_json
+
+from .settings import TelemetrySettings
 
 if TYPE_CHECKING:
     from .adapters.db import Database
@@ -45,7 +46,7 @@ def _run(main: Coroutine[Any, Any, T]) -> T:
 def _db() -> Database:
     from .adapters.db import Database
 
-    s = get_settings()
+    s = TelemetrySettings()
     return Database(s.database_url, connect_timeout_s=s.connect_timeout_s)
 
 
@@ -165,7 +166,7 @@ def webhooks_secret() -> None:
         db = _db()
         try:
             await db.migrate()
-            return await signing_secret(db, get_settings().webhook_secret)
+            return await signing_secret(db, TelemetrySettings().webhook_secret)
         finally:
             await db.close()
 
@@ -234,7 +235,7 @@ def webhooks_public_key() -> None:
     to it, so a webhook URL's credentials leave sealed for telemetry alone."""
     from metatune.webhook_seal import own_public_key
 
-    typer.echo(own_public_key(get_settings()))
+    typer.echo(own_public_key(TelemetrySettings()))
 
 
 telemetry_app = typer.Typer(
@@ -248,7 +249,7 @@ def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -
 
     from .adapters.verify import verify
 
-    s = get_settings()
+    s = TelemetrySettings()
 
     async def main():
         async with bus(s, "telemetry") as nc:
@@ -327,7 +328,7 @@ def telemetry_export_mlflow(
     from .adapters.mlflow_export import ExportSummary, MlflowExportError, export_study
     from .adapters.queries import find_study
 
-    s = get_settings()
+    s = TelemetrySettings()
     uri = tracking_uri or s.mlflow_tracking_uri
     if not uri:
         raise fail("give --tracking-uri or set METATUNE_MLFLOW_TRACKING_URI")

@@ -17,9 +17,10 @@ from metatune import subjects
 from metatune.contracts import CarbonForecast
 from metatune.registry import default_registry, load_registry
 from metatune.service import Service
-from metatune.settings import Settings, get_settings
+from metatune.settings import Settings
 
 from .adapters.runtime import TrainerAgent
+from .settings import AgentSettings
 
 SERVICE_NAME = "trainer-agent"
 
@@ -27,7 +28,7 @@ SERVICE_NAME = "trainer-agent"
 def create_service(
     datacenter: str, settings: Settings | None = None
 ) -> tuple[Service, TrainerAgent]:
-    settings = settings or get_settings()
+    settings = AgentSettings.of(settings)
     registry = (
         load_registry(settings.registry_path) if settings.registry_path else default_registry()
     )
@@ -37,7 +38,7 @@ def create_service(
         instance=settings.service_name or f"{SERVICE_NAME}.{dc.name}",
         settings=settings,
     )
-    agent = TrainerAgent(service, dc, service.settings)
+    agent = TrainerAgent(service, dc, settings)
 
     @service.consume(subjects.assignments(dc.name), durable=f"{SERVICE_NAME}-{dc.name}")
     async def on_assignment(body: dict[str, Any], message: NatsMessage) -> None:

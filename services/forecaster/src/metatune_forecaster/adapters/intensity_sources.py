@@ -19,9 +19,9 @@ import httpx
 from pydantic import SecretStr
 
 from metatune.registry import INTENSITY_SOURCES
-from metatune.settings import Settings
 
 from ..domain.providers import IntensitySource, Signal, SourceMisconfigured
+from ..settings import ForecasterSettings
 from .carbon_aware_sdk import CarbonAwareSdkSource
 from .electricity_maps import TOKEN_SETTING, ElectricityMapsSource
 from .provider_http import ProviderHttp, Sleep
@@ -49,7 +49,7 @@ def read_secret(path: Path | None, setting: str, what: str) -> SecretStr:
 
 def intensity_source(
     name: str,
-    settings: Settings,
+    settings: ForecasterSettings,
     transport: httpx.AsyncBaseTransport | None = None,
     *,
     sleep: Sleep = asyncio.sleep,

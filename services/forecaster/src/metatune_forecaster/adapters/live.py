@@ -25,10 +25,10 @@ import pandas as pd
 
 from metatune.errors import ConfigurationError, DatabaseUnavailable
 from metatune.registry import Registry
-from metatune.settings import Settings
 
 from ..domain.observations import hours_between, runs
 from ..domain.providers import IntensityProvider, IntensitySource, ProviderUnavailable, Signal
+from ..settings import ForecasterSettings
 from .package_data import REPLAY_PATH
 from .replay import ReplayData
 from .store import ObservationStore, Upserted
@@ -73,7 +73,7 @@ class ReplaySource:
         return None
 
 
-def build_source(name: str, settings: Settings) -> IntensitySource:
+def build_source(name: str, settings: ForecasterSettings) -> IntensitySource:
     """The source a registry entry names: the replay extract, or a live provider's adapter
     (``intensity_sources.py``) configured from settings."""
     if name == "replay":
@@ -85,11 +85,11 @@ def build_source(name: str, settings: Settings) -> IntensitySource:
 
 def region_sources(
     registry: Registry,
-    settings: Settings,
+    settings: ForecasterSettings,
     *,
     include_replay: bool = False,
     only: str | None = None,
-    build: Callable[[str, Settings], IntensitySource] = build_source,
+    build: Callable[[str, ForecasterSettings], IntensitySource] = build_source,
 ) -> dict[str, LiveSource]:
     """The source of each region whose registry entry names a live one (``intensity_source``,
     ``intensity_zone``: the zone defaults to the region); with ``include_replay`` also the regions

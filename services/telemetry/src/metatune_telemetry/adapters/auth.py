@@ -36,7 +36,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metatune.dashboard_tokens import TOKEN_FILE, read_tokens, tokens_dir
 from metatune.errors import ConfigurationError
-from metatune.settings import Settings
+
+from ..settings import TelemetrySettings
 
 COOKIE = "metatune_dashboard"
 QUERY = "token"
@@ -78,7 +79,7 @@ class TokenGate:
         return matched
 
 
-def require_tokens(settings: Settings, now: Callable[[], datetime]) -> TokenGate:
+def require_tokens(settings: TelemetrySettings, now: Callable[[], datetime]) -> TokenGate:
     """The gate of the telemetry HTTP app; refuses (``ConfigurationError``) a non-loopback
     ``telemetry_http_host`` without a ``dashboard.token``."""
     directory = tokens_dir(settings)

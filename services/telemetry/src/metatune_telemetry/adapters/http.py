@@ -34,6 +34,7 @@ from metatune.settings import Settings
 from ..domain import pages
 from ..domain.formats import to_csv, to_markdown
 from ..domain.views import StudyListing, Trial
+from ..settings import TelemetrySettings
 from .auth import TokenAuth, require_tokens
 from .dashboard import datacenter_forecast, job_timeline, study_index, study_trials
 from .db import Database
@@ -63,6 +64,7 @@ def create_app(
 ) -> Starlette:
     """The app; ``now`` (default the wall clock) judges when a rotated token's overlap ends.
     Raises ``ConfigurationError`` for a non-loopback ``telemetry_http_host`` without tokens."""
+    settings = TelemetrySettings.of(settings)
     gate = require_tokens(settings, now or RealClock().now)
     plotly_js = get_plotlyjs()
     metrics_endpoint = MetricsEndpoint(db, settings.agent_status_interval_s)

@@ -24,10 +24,10 @@ import httpx
 from metatune.errors import DatabaseUnavailable
 from metatune.inputs import parse_networks
 from metatune.redaction import redact_url
-from metatune.settings import Settings
 
 from ..domain import signing
 from ..domain.retry import next_attempt_in_s
+from ..settings import TelemetrySettings
 from .db import Database
 from .delivery import MAX_REDIRECTS, Outcome, post
 from .endpoint_secrets import secrets_for
@@ -71,7 +71,7 @@ class OutboxWorker:
     def __init__(
         self,
         db: Database,
-        settings: Settings,
+        settings: TelemetrySettings,
         *,
         on_dead: Callable[[Claimed, Outcome], Awaitable[None]] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,

@@ -30,10 +30,10 @@ from metatune.bus.connection import client_auth
 from metatune.bus.retry import retrying
 from metatune.errors import DatabaseUnavailable
 from metatune.redaction import RedactingFilter
-from metatune.settings import Settings
 from metatune.webhook_seal import opener
 
 from ..domain.events import Rejected
+from ..settings import TelemetrySettings
 from .consumer import IngestClient, StreamIngestor, consumer_config
 from .db import Database
 from .writer import EventWriter, Incoming
@@ -45,17 +45,17 @@ RESTART_DELAY_S = 1.0
 RejectNote = tuple[str, int, str, bytes, str, str]
 
 
-def max_ack_pending(settings: Settings) -> int:
+def max_ack_pending(settings: TelemetrySettings) -> int:
     """Room for every writer of the log stream to hold a batch in hand and one arriving."""
     return max(1000, 2 * (settings.telemetry_writers + 1) * settings.telemetry_batch_size)
 
 
-def log_consumer_config(settings: Settings) -> ConsumerConfig:
+def log_consumer_config(settings: TelemetrySettings) -> ConsumerConfig:
     """The durable consumer the service and its writers share (what a benchmark may pre-create)."""
     return consumer_config(LOG_DURABLE, max_ack_pending(settings))
 
 
-async def connect_ingest(settings: Settings, name: str) -> IngestClient:
+async def connect_ingest(settings: TelemetrySettings, name: str) -> IngestClient:
     """A NATS connection of its own for ingestion (see :class:`IngestClient`), with the service's
     credential; it reconnects for ever, as the broker's does."""
     options: dict[str, Any] = {
@@ -74,7 +74,7 @@ def log_ingestor(
     nc: IngestClient,
     js: Any,
     writer: EventWriter,
-    settings: Settings,
+    settings: TelemetrySettings,
     on_rejected: Callable[[list[tuple[Incoming, Rejected]]], Awaitable[None]] | None,
     status: dict[str, str] | None = None,
 ) -> StreamIngestor:
@@ -95,7 +95,7 @@ def log_ingestor(
 class WriterPool:
     """``count`` writer processes, kept running until :meth:`stop`."""
 
-    def __init__(self, settings: Settings, schema: str | None, count: int) -> None:
+    def __init__(self, settings: TelemetrySettings, schema: str | None, count: int) -> None:
         self.settings = settings
         self.schema = schema
         self.count = count
@@ -160,7 +160,7 @@ class WriterPool:
 
 
 def _main(
-    settings: Settings,
+    settings: TelemetrySettings,
     schema: str | None,
     index: int,
     rejects: multiprocessing.Queue,
@@ -179,7 +179,7 @@ def _main(
 
 
 async def _serve(
-    settings: Settings,
+    settings: TelemetrySettings,
     schema: str | None,
     index: int,
     rejects: multiprocessing.Queue,

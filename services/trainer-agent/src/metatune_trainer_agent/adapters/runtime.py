@@ -58,7 +58,6 @@ from metatune.contracts import (
 from metatune.knowledge import StudyBest
 from metatune.registry import Datacenter
 from metatune.service import Service
-from metatune.settings import Settings
 
 from ..domain.assignments import parse_assignment
 from ..domain.carbon import ForecastIntensity
@@ -77,6 +76,7 @@ from ..domain.run import (
 )
 from ..domain.trainer import Evaluation
 from ..domain.versions import SeenVersions, superseded
+from ..settings import AgentSettings
 from .datasets import DatasetFetcher
 from .hardware import cpu_model, detect
 from .multi_device import MultiDeviceRun
@@ -156,7 +156,7 @@ class Job:
 
 
 class TrainerAgent:
-    def __init__(self, service: Service, datacenter: Datacenter, settings: Settings) -> None:
+    def __init__(self, service: Service, datacenter: Datacenter, settings: AgentSettings) -> None:
         self.service = service
         self.dc = datacenter
         self.settings = settings

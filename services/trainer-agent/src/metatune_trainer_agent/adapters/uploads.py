@@ -15,13 +15,16 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from metatune.bus.retry import retrying
-from metatune.settings import Settings
+
+from ..settings import AgentSettings
 
 T = TypeVar("T")
 log = logging.getLogger("metatune.agent.uploads")
 
 
-async def with_retries(settings: Settings, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+async def with_retries(
+    settings: AgentSettings, what: str, operation: Callable[[], Awaitable[T]]
+) -> T:
     return await retrying(
         operation,
         what=what,
@@ -35,7 +38,7 @@ class LatestUploader:
     """One job's checkpoint uploads, run on the event loop; :meth:`offer` is called there."""
 
     def __init__(
-        self, upload: Callable[[bytes], Awaitable[None]], settings: Settings, what: str
+        self, upload: Callable[[bytes], Awaitable[None]], settings: AgentSettings, what: str
     ) -> None:
         self._upload = upload
         self._settings = settings
