@@ -563,7 +563,7 @@ def _load() -> list[str]:
     return [
         *table(header, rows),
         "",
-        f"{data['rate_per_s']} submissions per second.{note}",
+        f"{data['rate_per_s']:g} submissions per second.{note}",
         *source_note("load_bench"),
     ]
 
@@ -835,7 +835,7 @@ def _summary() -> list[str]:
     rows.append(
         [
             "scheduler under [load](#load)",
-            f"{load['submitted']:,} submissions at {load['rate_per_s']}/s, {load['planned']:,} planned, "
+            f"{load['submitted']:,} submissions at {load['rate_per_s']:g}/s, {load['planned']:,} planned, "
             f"first decision p99 {load['p99_ms']:.0f} ms",
             link("load_bench"),
         ]
