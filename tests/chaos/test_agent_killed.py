@@ -86,7 +86,7 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
         registry=small_registry("fra1", "osl1", "lon1"),  # lon1: no agent
         debounce_s=0.2,
     )
-    fra1, _ = create_agent("fra1", agent_settings(url, tmp_path / "fra1"))
+    fra1 = create_agent("fra1", agent_settings(url, tmp_path / "fra1"))
     nc = await nats.connect(url)
     progress: list[RunProgress] = []
     osl1 = spawn(
@@ -145,7 +145,8 @@ async def test_killed_agent_s_job_resumes_elsewhere_from_its_checkpoint(
             await wait_for(lambda: _completed(url, job.job_id), "completed at fra1", timeout=120)
 
             # the killed agent comes back: capacity again; its redelivered start is stale and ignored
-            osl1_back, osl1_agent = create_agent("osl1", agent_settings(url, tmp_path / "osl1"))
+            osl1_back = create_agent("osl1", agent_settings(url, tmp_path / "osl1"))
+            osl1_agent = osl1_back.runtime
             async with osl1_back.running():
                 await wait_for(
                     lambda: "osl1" not in scheduler.runtime.scheduler.lost,

@@ -122,7 +122,7 @@ async def test_a_flood_of_bad_messages_gives_one_typed_error_each_and_service_go
         registry=small_registry("fra1", "osl1", "lon1", "sjc1"),
         debounce_s=0.2,
     )
-    agent, _ = create_agent(
+    agent = create_agent(
         "fra1",
         AgentSettings(
             data_dir=tmp_path / "a",

@@ -51,7 +51,7 @@ async def test_a_bus_outage_longer_than_the_lease_declares_no_healthy_agent_lost
             AgentSettings(
                 **_common(url, tmp_path / dc), bus_retry_budget_s=120.0, bus_retry_max_s=1.0
             ),
-        )[0]
+        )
         for dc in AGENTS
     ]
     runtime = scheduler.runtime

@@ -53,7 +53,8 @@ async def test_a_60_s_nats_outage_mid_training_loses_nothing(
         bus_retry_budget_s=180.0,
         bus_retry_max_s=2.0,
     )
-    agent_service, agent = create_agent("fra1", settings)
+    agent_service = create_agent("fra1", settings)
+    agent = agent_service.runtime
     request = job_request(dataset, max_steps=STEPS)
     job_id: UUID = request.job_id
     assignment = Assignment(

@@ -7,9 +7,15 @@ from pathlib import Path
 import yaml
 
 from metatune.registry import default_registry
-from metatune.settings import settings_field_names
+from metatune.settings import Settings, settings_field_names
 from metatune_cli.asyncapi import CATALOG, render
 from metatune_cli.platform import CORE_SERVICES
+from metatune_cli.settings import CliSettings
+from metatune_forecaster.settings import ForecasterSettings
+from metatune_profiler.settings import ProfilerSettings
+from metatune_scheduler.settings import SchedulerSettings
+from metatune_telemetry.settings import TelemetrySettings
+from metatune_trainer_agent.settings import AgentSettings
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "compose" / "docker-compose.yml"
@@ -33,12 +39,27 @@ def test_every_build_context_dockerfile_and_config_file_exists() -> None:
                 assert (COMPOSE.parent / source).exists(), f"{name}: {source} missing"
 
 
-def test_service_environments_name_only_known_settings() -> None:
-    known = settings_field_names()
+SETTINGS_OF_IMAGE = {  # what each image's process reads
+    "metatune/profiler": ProfilerSettings,
+    "metatune/recommender": Settings,
+    "metatune/forecaster": ForecasterSettings,
+    "metatune/scheduler": SchedulerSettings,
+    "metatune/telemetry": TelemetrySettings,
+    "metatune/trainer-agent": AgentSettings,
+    "metatune/cli": CliSettings,
+}
+
+
+def test_service_environments_name_only_settings_their_process_reads() -> None:
     for name, service in compose()["services"].items():
         env = service.get("environment", {})
-        ours = [key for key in env if key.startswith("METATUNE_")]
-        assert set(ours) <= known, f"{name}: unknown settings {set(ours) - known}"
+        ours = {key for key in env if key.startswith("METATUNE_")}
+        if not ours:
+            continue
+        known = settings_field_names(SETTINGS_OF_IMAGE[service["image"]])
+        assert ours <= known, f"{name}: settings its process does not read {ours - known}"
+    # another service's setting is refused: the scheduler does not read telemetry's host
+    assert "METATUNE_TELEMETRY_HTTP_HOST" not in settings_field_names(SchedulerSettings)
 
 
 def test_every_service_and_three_datacenter_agents_are_deployed_with_healthchecks() -> None:

@@ -1,6 +1,7 @@
 """Every service is laid out like the others (the scheduler is the model): its package root holds
-``app.py`` (``create_service``: the bus wired to the domain), ``__main__.py``, an optional
-``cli.py``, and the subpackages ``domain/`` (pure), ``adapters/`` (bus, database, HTTP, files; the
+``app.py`` (``create_service``: the bus wired to the domain, returning the ``Service``),
+``__main__.py``, optional ``cli.py`` (its ``metatune`` commands) and ``settings.py`` (its own
+settings class), and the subpackages ``domain/`` (pure), ``adapters/`` (bus, database, HTTP, files; the
 runtime) and ``tools/`` (offline tools), with the non-Python folders ``data/`` and
 ``migrations/``; ``domain/`` imports nothing from its service's adapters, app or tools.
 
@@ -16,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ROOT / "services"
 
-MODULES = {"__init__.py", "__main__.py", "app.py", "cli.py"}
+MODULES = {"__init__.py", "__main__.py", "app.py", "cli.py", "settings.py"}
 SUBPACKAGES = {"domain", "adapters", "tools"}
 FOLDERS = {"data", "migrations"}  # package data and yoyo migrations, not Python packages
 IGNORED = {"__pycache__"}
@@ -108,8 +109,12 @@ def test_app_defines_create_service(package: Path) -> None:
     app = package / "app.py"
     assert app.is_file()
     tree = ast.parse(app.read_text(encoding="utf-8"), filename=str(app))
-    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assert "create_service" in functions
+    (create,) = [
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "create_service"
+    ]
+    # one kind of thing everywhere: the Service (telemetry's subclass adds its database)
+    assert create.returns is not None
+    assert ast.unparse(create.returns) in {"Service", "TelemetryService"}
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)

@@ -77,7 +77,7 @@ async def test_a_job_runs_through_the_datacenter_s_leaf_node(
         completed = await received_on(hub, subjects.runs_completed("fra1"), RunCompleted)
 
         await linked(settings)
-        service, _ = create_agent("fra1", settings)
+        service = create_agent("fra1", settings)
         async with service.running():
             await wait_for(lambda: statuses, timeout=60)  # the agent's heartbeat crossed the link
             await js.publish(

@@ -131,7 +131,7 @@ async def test_every_trial_progresses_between_pauses_completes_and_is_reported_l
         ),
         debounce_s=0.2,
     )
-    agent_service, _ = create_agent(
+    agent_service = create_agent(
         "fra1",
         AgentSettings(
             **common,

@@ -34,7 +34,7 @@ def test_a_services_durables_are_granted(name: str) -> None:
 
 def test_an_agents_durables_are_granted() -> None:
     app = importlib.import_module("metatune_trainer_agent.app")
-    service, _ = app.create_service("fra1", Settings(datacenter="fra1"))
+    service = app.create_service("fra1", Settings(datacenter="fra1"))
     granted = _granted("trainer-agent.fra1")
     assert service.durables
     for stream, durable, subject in service.durables:

@@ -173,7 +173,8 @@ def assignment(
 
 @pytest.fixture
 async def agent_fra1(settings: AgentSettings) -> AsyncIterator[Any]:
-    service, agent = create_service("fra1", settings.model_copy(update=AGENT))
+    service = create_service("fra1", settings.model_copy(update=AGENT))
+    agent = service.runtime
     async with service.running():
         yield agent
 
@@ -285,8 +286,8 @@ async def test_agent_trains_an_assignment_and_survives_bad_ones(
 async def test_pause_on_one_agent_and_resume_on_another_continues_exactly(
     settings: AgentSettings, intents_binary: Path, gpus: int, tolerance: float
 ) -> None:
-    fra1, _ = create_service("fra1", settings.model_copy(update=AGENT))
-    osl1, _ = create_service("osl1", settings.model_copy(update=AGENT))
+    fra1 = create_service("fra1", settings.model_copy(update=AGENT))
+    osl1 = create_service("osl1", settings.model_copy(update=AGENT))
     async with Bus(settings) as bus, fra1.running(), osl1.running():
         dataset = await upload_dataset(settings, intents_binary)
         job = uuid4()
@@ -351,7 +352,7 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
         before = bus.of(RunProgress, job)
         killed_at = max(p.step for p in before)
 
-        service, _ = create_service("fra1", settings.model_copy(update=AGENT))
+        service = create_service("fra1", settings.model_copy(update=AGENT))
         async with service.running():
             completed = await bus.wait_for(RunCompleted, job)
         restarted = bus.of(RunProgress, job)[len(before) :]
@@ -368,7 +369,7 @@ async def test_steps_between_progress_events_ride_on_the_next_and_a_pause_sends_
     steps between arrive as their points, and the steps after the last one when the run pauses:
     every step once, before the pause event."""
     quiet = {**AGENT, "agent_progress_interval_s": 3600.0, "agent_checkpoint_every": 1000}
-    service, _ = create_service("fra1", settings.model_copy(update=quiet))
+    service = create_service("fra1", settings.model_copy(update=quiet))
     async with Bus(settings) as bus, service.running():
         dataset = await upload_dataset(settings, intents_binary)
         job = uuid4()

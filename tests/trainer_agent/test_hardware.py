@@ -29,7 +29,7 @@ def test_a_cpu_agent_s_heartbeat_reports_its_cpu_and_the_datacenter_s_gpus(tmp_p
     assert (hardware.device, hardware.gpus, hardware.memory_mib) == ("cpu", 0, None)
     assert hardware.model == (cpu_model() or platform.machine())
 
-    _, agent = create_service("fra1", Settings(data_dir=tmp_path))
+    agent = create_service("fra1", Settings(data_dir=tmp_path)).runtime
     status = agent.status()
     fra1 = default_registry().get("fra1")
     assert (status.device, status.device_model) == ("cpu", hardware.model)

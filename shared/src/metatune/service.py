@@ -61,6 +61,9 @@ class Service:
     ) -> None:
         self.name = subjects.token(name)
         self.settings = settings or get_settings()
+        # the adapter a service's handlers call into (the scheduler's Runtime, an agent's
+        # TrainerAgent), set by its create_service: what tests, benches and tools read
+        self.runtime: Any = None
         self.instance = instance or self.settings.service_name or name
         auth = client_auth(self.settings, self.instance)
         tls = auth.pop("tls", None)  # FastStream takes the TLS context as its security option

@@ -214,9 +214,10 @@ def get_settings() -> Settings:
     return Settings()
 
 
-def settings_field_names() -> set[str]:
-    """Environment variable names the code knows (used by the compose-file check)."""
-    return {f"METATUNE_{name.upper()}" for name in Settings.model_fields}
+def settings_field_names(cls: type[Settings] = Settings) -> set[str]:
+    """The environment variables ``cls`` reads (the compose-file check: a service's settings
+    class, the platform's and its own)."""
+    return {f"METATUNE_{name.upper()}" for name in cls.model_fields}
 
 
 __all__ = ["Settings", "get_settings", "settings_field_names"]

@@ -83,7 +83,7 @@ def create_service(
         fast_s=fast_s,
         solve_in_process=solve_in_process,
     )
-    service.runtime = runtime  # type: ignore[attr-defined]  # tests and the CLI read its counters
+    service.runtime = runtime
     # its own outage is not the agents' silence: leases wait while it is cut off from NATS
     service.on_connection_change(down=runtime.bus_down, up=runtime.bus_up)
 

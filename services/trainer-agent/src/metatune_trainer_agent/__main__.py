@@ -21,8 +21,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--datacenter (or METATUNE_DATACENTER) is required")
     from .app import create_service
 
-    service, _ = create_service(args.datacenter)
-    service.run()
+    create_service(args.datacenter).run()
 
 
 if __name__ == "__main__":

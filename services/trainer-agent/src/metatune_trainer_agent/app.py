@@ -25,9 +25,8 @@ from .settings import AgentSettings
 SERVICE_NAME = "trainer-agent"
 
 
-def create_service(
-    datacenter: str, settings: Settings | None = None
-) -> tuple[Service, TrainerAgent]:
+def create_service(datacenter: str, settings: Settings | None = None) -> Service:
+    """The agent of ``datacenter``; its :class:`TrainerAgent` is ``service.runtime``."""
     settings = AgentSettings.of(settings)
     registry = (
         load_registry(settings.registry_path) if settings.registry_path else default_registry()
@@ -38,7 +37,7 @@ def create_service(
         instance=settings.service_name or f"{SERVICE_NAME}.{dc.name}",
         settings=settings,
     )
-    agent = TrainerAgent(service, dc, settings)
+    agent = service.runtime = TrainerAgent(service, dc, settings)
 
     @service.consume(subjects.assignments(dc.name), durable=f"{SERVICE_NAME}-{dc.name}")
     async def on_assignment(body: dict[str, Any], message: NatsMessage) -> None:
@@ -63,4 +62,4 @@ def create_service(
             await asyncio.sleep(agent.settings.agent_status_interval_s)
 
     service.app.on_shutdown(agent.shutdown)
-    return service, agent
+    return service
