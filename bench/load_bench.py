@@ -121,19 +121,7 @@ def forecasts(now: datetime, seed: int) -> list[CarbonForecast]:
 def heartbeats(now: datetime) -> list[AgentStatus]:
     """One agent per datacenter of the registry, all its GPUs free (the agents' status as the
     scheduler hears it; the lease the bench sets outlasts the run)."""
-    return [
-        AgentStatus(
-            occurred_at=now,
-            datacenter=dc.name,
-            region=dc.region,
-            gpus_total=dc.gpus,
-            gpus_free=dc.gpus,
-            gpu_model=dc.gpu_model,
-            power_per_gpu_w=dc.gpu_power_w,
-            pue=dc.pue,
-        )
-        for dc in default_registry().datacenters
-    ]
+    return [dc.idle_status(now) for dc in default_registry().datacenters]
 
 
 def job(now: datetime, rng: random.Random) -> JobRequested:

@@ -10,7 +10,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from metatune.contracts import AgentStatus, AssignmentAction, CarbonPreference, JobRequested
+from metatune.contracts import AssignmentAction, CarbonPreference, JobRequested
 from metatune_scheduler.domain import (
     Aggregation,
     HighsModelSolver,
@@ -121,18 +121,7 @@ def _scheduler() -> Scheduler:
     """fra1 alone, with a live agent: 300 g/kWh for 4 h, then 50."""
     scheduler = Scheduler(small_registry("fra1"))
     for dc in scheduler.registry.datacenters:
-        scheduler.apply(
-            AgentStatus(
-                occurred_at=NOW,
-                datacenter=dc.name,
-                region=dc.region,
-                gpus_total=dc.gpus,
-                gpus_free=dc.gpus,
-                gpu_model=dc.gpu_model,
-                power_per_gpu_w=dc.gpu_power_w,
-                pue=dc.pue,
-            )
-        )
+        scheduler.apply(dc.idle_status(NOW))
         scheduler.apply(forecast(dc.region, dirty_now(250, 4)))
     return scheduler
 

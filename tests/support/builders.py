@@ -33,17 +33,7 @@ def small_registry(*names: str) -> Registry:
 def heartbeat(dc: Datacenter, gpus: int | None = None, at: datetime | None = None) -> AgentStatus:
     """What the agent of ``dc`` reports: ``gpus`` GPUs (the registry's figure by default), all
     free; for tests of the scheduler without agents of their own."""
-    count = dc.gpus if gpus is None else gpus
-    return AgentStatus(
-        occurred_at=at or datetime.now(UTC),
-        datacenter=dc.name,
-        region=dc.region,
-        gpus_total=count,
-        gpus_free=count,
-        gpu_model=dc.gpu_model,
-        power_per_gpu_w=dc.gpu_power_w,
-        pue=dc.pue,
-    )
+    return dc.idle_status(at or datetime.now(UTC), gpus)
 
 
 def job_request(

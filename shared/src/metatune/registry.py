@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import tomllib
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
 from pydantic import Field, ValidationError, field_validator
 
-from .contracts import Contract, RegionGroup
+from .contracts import AgentStatus, Contract, RegionGroup
 from .errors import ConfigurationError
 from .subjects import token
 
@@ -56,6 +57,21 @@ class Datacenter(Contract):
                 f"unknown intensity_source {value!r}; known: {', '.join(INTENSITY_SOURCES)}"
             )
         return value
+
+    def idle_status(self, at: datetime, gpus: int | None = None) -> AgentStatus:
+        """What this datacenter's agent reports with ``gpus`` GPUs (the registry's figure by
+        default), all free: for benches and tests of the scheduler without agents of their own."""
+        count = self.gpus if gpus is None else gpus
+        return AgentStatus(
+            occurred_at=at,
+            datacenter=self.name,
+            region=self.region,
+            gpus_total=count,
+            gpus_free=count,
+            gpu_model=self.gpu_model,
+            power_per_gpu_w=self.gpu_power_w,
+            pue=self.pue,
+        )
 
     @property
     def zone(self) -> str:
