@@ -261,7 +261,7 @@ async def test_the_agent_stops_a_trial_that_cannot_beat_its_study_best(
         ack_wait_s=3.0,
         retry_backoff_s=0.2,
     )
-    service, _ = create_service(
+    service = create_service(
         "fra1", settings.model_copy(update={**AGENT, "agent_curve_stop_model": model})
     )
     async with Bus(settings) as bus, service.running():
