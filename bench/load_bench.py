@@ -76,19 +76,14 @@ class Result:
 
     def row(self) -> dict:
         lat = np.asarray(self.latencies_ms)
-
-        def ms(value: float) -> float:
-            return round(float(value), 1)
-
-        # percentiles are None when nothing was planned (JSON has no NaN)
-
+        planned = lat.size > 0  # else the latencies are None (JSON has no NaN)
         return {
             "submitted": self.submitted,
             "planned": self.planned,
             "throughput_per_s": round(self.planned / self.seconds, 1) if self.seconds else None,
-            "p50_ms": ms(np.percentile(lat, 50)) if lat.size else None,
-            "p99_ms": ms(np.percentile(lat, 99)) if lat.size else None,
-            "max_ms": ms(lat.max()) if lat.size else None,
+            "p50_ms": round(float(np.percentile(lat, 50)), 1) if planned else None,
+            "p99_ms": round(float(np.percentile(lat, 99)), 1) if planned else None,
+            "max_ms": round(float(lat.max()), 1) if planned else None,
             "solves": self.solves,
             "fast_path_decisions": self.placements,
         }
