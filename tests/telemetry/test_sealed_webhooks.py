@@ -158,3 +158,19 @@ def test_the_container_and_the_cli_print_the_same_public_key(tmp_path: Path) -> 
     assert printed.stdout.strip() == key
     assert len(base64.b64decode(key)) == 32  # an X25519 public key
     assert (tmp_path / "telemetry" / "webhook.pub").read_text().strip() == key
+
+
+def test_a_key_file_that_cannot_be_made_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    env = {**os.environ, "METATUNE_WEBHOOK_KEY_FILE": str(blocker / "webhook.key")}
+    run_ = subprocess.run(
+        [sys.executable, "-m", "metatune.webhook_seal"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run_.returncode == 1 and run_.stdout == ""
+    assert run_.stderr.strip().startswith("cannot read or make the key pair at")
+    assert "Traceback" not in run_.stderr

@@ -143,7 +143,13 @@ def own_public_key(settings: Settings) -> str:
 def main() -> None:
     """``python -m metatune.webhook_seal``: print it, in telemetry's container (where the key file
     is; the image has no ``metatune`` CLI)."""
-    print(own_public_key(Settings()))
+    settings = Settings()
+    try:
+        print(own_public_key(settings))
+    except OSError as exc:  # a key file that cannot be read or made: one line, exit 1
+        raise SystemExit(
+            f"cannot read or make the key pair at {key_file(settings)}: {exc}"
+        ) from None
 
 
 if __name__ == "__main__":
