@@ -82,6 +82,7 @@ def test_submit_wait_gives_up_past_its_limit(private_nats: str, env_for, tmp_pat
     result = run(["submit", str(data), "--wait", "--wait-hours", "0"], env)
     assert result.returncode == 4, result.stderr
     study_id = str(UUID(result.stdout.splitlines()[0]))  # the id first, then the progress
-    (line,) = result.stderr.strip().splitlines()
+    warning, line = result.stderr.strip().splitlines()
+    assert warning.startswith("warning: validation skipped: ")  # no profiler runs here
     assert line.startswith("error: ") and "has not finished" in line
     assert f"metatune study show {study_id}" in line

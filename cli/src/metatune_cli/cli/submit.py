@@ -17,6 +17,7 @@ from .output import JSON_HELP, print_json
 from .results import print_results
 
 console = Console()
+warnings = Console(stderr=True, highlight=False)
 
 
 def flag(field: str) -> str:
@@ -87,8 +88,8 @@ def submit(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Upload a dataset and request a study; prints the study id (with --json: also the dataset's
-    location and the event id). Given a study file (docs/study.schema.json), its settings apply and
-    the flags given override them."""
+    location, the event id and whether the profiler checked the dataset first). Given a study file
+    (docs/study.schema.json), its settings apply and the flags given override them."""
     flags = {
         "base_model": base_model,
         "task": task,
@@ -110,6 +111,8 @@ def submit(
         # every option is checked before anything is uploaded or published
         checked = draft(resolve(source, None, flags, flag), metatune.settings)
         receipt = metatune.submit_draft(checked)
+        if receipt.validation_note:  # published unchecked: one line, stdout stays the receipt
+            warnings.print(f"[yellow]warning:[/yellow] {receipt.validation_note}", soft_wrap=True)
         printed: dict[str, Any] = receipt.model_dump(mode="json")
         if json_output and not wait:
             print_json(printed)

@@ -8,6 +8,7 @@ and kept until :meth:`AsyncClient.aclose` (``async with`` closes them).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
@@ -19,6 +20,7 @@ from uuid import UUID
 
 from nats.aio.client import Client as Nats
 from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
 from nats.js import JetStreamContext
 from pydantic import BaseModel, ValidationError
 
@@ -40,7 +42,6 @@ from metatune.contracts import (
     JobLookupReply,
     JobRequested,
     StudyCancelled,
-    StudySpec,
 )
 from metatune.errors import ObjectNotFound
 from metatune.registry import load_registry
@@ -143,46 +144,66 @@ class AsyncClient:
             except ObjectNotFound as exc:
                 raise InvalidRequest(f"{checked.missing_key}{exc}") from None
         try:
-            spec = checked.spec.model_copy(
-                update={
-                    "dataset": checked.spec.dataset.model_copy(
-                        update={"size_bytes": size, "sha256": sha}
-                    ),
-                    "deadline": parse_deadline(checked.deadline, clock.now()),
-                }
-            )
-            event = DatasetSubmitted(occurred_at=clock.now(), study_id=checked.study_id, spec=spec)
-        except ValueError as exc:  # contract validation of the caller's options
-            raise InvalidRequest(f"invalid submission: {exc}") from None
-        await self._validate(spec)
+            event = _submission(checked, size, sha, clock)
+            skipped = await self._validate(event)
+        except InvalidRequest:
+            if checked.dataset is not None:  # refused: what this call uploaded does not stay
+                await _discard(objects, key)
+            raise
         await self._publish(js, subjects.DATASETS_SUBMITTED, event)
-        return Receipt(study_id=checked.study_id, dataset=spec.dataset, event_id=event.event_id)
+        return Receipt(
+            study_id=checked.study_id,
+            dataset=event.spec.dataset,
+            event_id=event.event_id,
+            validation="skipped" if skipped else "passed",
+            validation_note=skipped,
+        )
 
-    async def _validate(self, spec: StudySpec) -> None:
+    async def _validate(self, event: DatasetSubmitted) -> str | None:
         """The profiler checks the dataset against the spec (columns, format) before anything is
-        published: its problems are :class:`InvalidRequest`. No answer in time: it checks again
-        when the submission arrives and reports on ``metatune.errors.profiler``."""
-        checked = await self._request(
+        published: its problems are :class:`InvalidRequest`. Without an answer in time (a dataset
+        too large to download and check in :data:`VALIDATE_TIMEOUT_S`, no profiler running) the
+        check is skipped, and this says so in one line: the profiler checks the dataset when it
+        takes the submission and reports on ``metatune.errors.profiler``."""
+        checked = await self._ask(
             subjects.DATASETS_VALIDATE,
-            DatasetValidation(spec=spec),
+            DatasetValidation(spec=event.spec),
             DatasetValidationReply,
             VALIDATE_TIMEOUT_S,
         )
-        if checked is not None and checked.problems:
+        if isinstance(checked, str):
+            return (
+                f"validation skipped: {checked}; the dataset is published unchecked and the profiler "
+                f"checks it when it takes the submission (its problems: metatune events --study "
+                f"{event.study_id} --kind errors)"
+            )
+        if checked.problems:
             raise InvalidRequest("\n".join(checked.problems))
+        return None
 
     async def _request(
         self, subject: str, request: Contract, reply: type[Reply], timeout_s: float
     ) -> Reply | None:
         """A core-NATS request as the submitter (the answer comes to its own inbox); None when no
         one answers in time (no responder, a timeout, a reply that is not ``reply``)."""
+        answered = await self._ask(subject, request, reply, timeout_s)
+        return None if isinstance(answered, str) else answered
+
+    async def _ask(
+        self, subject: str, request: Contract, reply: type[Reply], timeout_s: float
+    ) -> Reply | str:
+        """:meth:`_request`, saying why there is no answer instead of None."""
         await self._js(SUBMITTER)  # opens the connection
         nc = self._connections[SUBMITTER]
         try:
             msg = await nc.request(subject, request.model_dump_json().encode(), timeout=timeout_s)
             return reply.model_validate_json(msg.data)
-        except (NatsError, TimeoutError, ValidationError):
-            return None
+        except NoRespondersError:
+            return f"no one answers on {subject}"
+        except (NatsError, TimeoutError):
+            return f"no answer on {subject} within {timeout_s:g} s"
+        except ValidationError:
+            return f"the answer on {subject} is not a {reply.__name__}"
 
     async def _publish(self, js: JetStreamContext, subject: str, event: Event) -> None:
         await js.publish(
@@ -422,6 +443,30 @@ def _reads_log(settings: Settings) -> bool:
         settings.nats_user if settings.nats_password_file else ""
     )
     return not named or named == ADMIN
+
+
+def _submission(checked: Draft, size: int, sha: str | None, clock: Clock) -> DatasetSubmitted:
+    """The submission of ``checked``, its dataset's size and digest as stored, its deadline read
+    against the platform's clock; a value the contract refuses is :class:`InvalidRequest`."""
+    try:
+        spec = checked.spec.model_copy(
+            update={
+                "dataset": checked.spec.dataset.model_copy(
+                    update={"size_bytes": size, "sha256": sha}
+                ),
+                "deadline": parse_deadline(checked.deadline, clock.now()),
+            }
+        )
+        return DatasetSubmitted(occurred_at=clock.now(), study_id=checked.study_id, spec=spec)
+    except ValueError as exc:  # contract validation of the caller's options
+        raise InvalidRequest(f"invalid submission: {exc}") from None
+
+
+async def _discard(objects: ObjectStore, key: str) -> None:
+    """Remove a refused submission's upload (the submitter's write grant on the datasets bucket
+    covers it). When the bus fails meanwhile the refusal still stands; the object stays."""
+    with contextlib.suppress(NatsError, TimeoutError):
+        await objects.delete(DATASETS_BUCKET, key)
 
 
 async def platform_clock(js: JetStreamContext) -> Clock:

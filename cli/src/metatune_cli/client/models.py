@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
@@ -31,11 +31,15 @@ class View(BaseModel):
 
 
 class Receipt(View):
-    """A submission as published: the study's id, where its dataset is, the event's id."""
+    """A submission as published: the study's id, where its dataset is, the event's id, and whether
+    the profiler checked the dataset first (``skipped``: it did not answer in time, so the dataset
+    went unchecked; ``validation_note`` says why and where its problems will show)."""
 
     study_id: UUID
     dataset: DatasetLocation
     event_id: UUID
+    validation: Literal["passed", "skipped"] = "passed"
+    validation_note: str | None = None
 
 
 class StudySummary(View):

@@ -70,6 +70,16 @@ class ObjectStore:
             raise ObjectNotFound(f"{bucket}/{key} was deleted")
         return info
 
+    async def delete(self, bucket: str, key: str) -> bool:
+        """Remove ``key`` (a delete marker on its meta, its chunks purged); False when it was not
+        there. The user needs the bucket's write grant (:func:`metatune.bus.auth.object_write`)."""
+        store = await self._js.object_store(bucket)
+        try:
+            await store.delete(key)
+        except (ObjectNotFoundError, NotFoundError):
+            return False
+        return True
+
     async def exists(self, bucket: str, key: str) -> bool:
         store = await self._js.object_store(bucket)
         try:
