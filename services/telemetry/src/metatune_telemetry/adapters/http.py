@@ -1,9 +1,11 @@
 """The telemetry HTTP API and dashboard (Starlette).
 
 API: ``GET /api/studies/{id}/report`` (``?format=json|csv|md``), ``/api/studies/{id}/trials``,
-``/api/jobs/{id}/timeline``, ``/api/datacenters/{name}/forecast``, ``/api/totals``,
-``/api/webhooks``, ``/healthz``; ``/metrics`` (Prometheus text format, :mod:`.metrics`) and
-``/openapi.json`` (the API's OpenAPI 3.1 document, :mod:`.openapi`). Pages: ``/``,
+``/api/studies/{id}/records`` (each trial's request, outcome and metered hours),
+``/api/jobs/{id}/timeline``, ``/api/datacenters/{name}/forecast``,
+``/api/regions/{region}/forecasts?from=&to=`` (every forecast issue's points for those hours),
+``/api/totals``, ``/api/webhooks``, ``/healthz``; ``/metrics`` (Prometheus text format,
+:mod:`.metrics`) and ``/openapi.json`` (the API's OpenAPI 3.1 document, :mod:`.openapi`). Pages: ``/``,
 ``/studies/{id}``, ``/jobs/{id}``, ``/datacenters/{name}``; their charts are drawn by the
 plotly.js the ``plotly`` package bundles, served from ``/static/plotly.min.js`` (offline, no CDN).
 
@@ -33,6 +35,7 @@ from metatune.settings import Settings
 
 from ..domain import pages
 from ..domain.formats import to_csv, to_markdown
+from ..domain.records import window
 from ..domain.views import StudyListing, Trial
 from ..settings import TelemetrySettings
 from .auth import TokenAuth, require_tokens
@@ -42,6 +45,7 @@ from .metrics import MetricsEndpoint
 from .openapi import OutboxEntry, Totals, render
 from .outbox import list_outbox
 from .queries import priced_totals, site_facts, study_disclosure, study_name
+from .records import region_forecasts, study_records_of
 
 TRIALS = TypeAdapter(list[Trial])
 STUDIES = TypeAdapter(list[StudyListing])
@@ -101,6 +105,11 @@ def create_app(
             TRIALS.dump_json(await study_trials(db, study)), media_type="application/json"
         )
 
+    async def records(request: Request) -> Response:
+        if (study := _uuid(request, "study")) is None:
+            return JSONResponse({"error": "not a study id"}, status_code=400)
+        return _json(await study_records_of(db, study))
+
     async def study_page(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return HTMLResponse("not a study id", status_code=400)
@@ -143,6 +152,12 @@ def create_app(
         return _json(
             await datacenter_forecast(db, request.path_params["datacenter"], _issues(request))
         )
+
+    async def region_history(request: Request) -> Response:
+        start, end = _instant(request, "from"), _instant(request, "to")
+        if (problem := window(start, end)) is not None or start is None or end is None:
+            return JSONResponse({"error": problem}, status_code=400)
+        return _json(await region_forecasts(db, request.path_params["region"], start, end))
 
     async def datacenter_page(request: Request) -> Response:
         found = await datacenter_forecast(db, request.path_params["datacenter"], _issues(request))
@@ -203,11 +218,13 @@ def create_app(
             Route("/api/studies", studies),
             Route("/api/studies/{study}/report", report),
             Route("/api/studies/{study}/trials", trials),
+            Route("/api/studies/{study}/records", records),
             Route("/studies/{study}", study_page),
             Route("/api/jobs/{job}/timeline", timeline),
             Route("/jobs/{job}", job_page),
             Route("/api/datacenters/{datacenter}/forecast", forecast),
             Route("/datacenters/{datacenter}", datacenter_page),
+            Route("/api/regions/{region}/forecasts", region_history),
             Route("/api/totals", totals),
             Route("/api/webhooks", webhooks),
             Route("/metrics", metrics),
@@ -224,3 +241,12 @@ def _issues(request: Request) -> int:
         return min(24, max(1, int(request.query_params.get("issues", "3"))))
     except ValueError:
         return 3
+
+
+def _instant(request: Request, name: str) -> datetime | None:
+    """``?from=`` / ``?to=``: an ISO 8601 instant (None: absent or not one; a ``+`` of its offset
+    that reached us unescaped, as a space, is read as the ``+`` it was)."""
+    try:
+        return datetime.fromisoformat(request.query_params[name].replace(" ", "+"))
+    except (KeyError, ValueError):
+        return None

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from ..domain.disclosure import StudyDisclosure
+from ..domain.records import MAX_WINDOW, ForecastHistory, StudyRecords
 from ..domain.views import DatacenterForecast, JobTimeline, StudyListing, Trial
 
 REF = "#/components/schemas/{model}"
@@ -87,6 +88,10 @@ def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any
     }
 
 
+def _instant(name: str, description: str) -> dict[str, Any]:
+    return _query(name, description, {"type": "string", "format": "date-time"}) | {"required": True}
+
+
 STUDY = _path("study", "the study id (a UUID)")
 ENDPOINTS = (
     Endpoint("/api/studies", "The latest studies, newest first", StudyListing, many=True),
@@ -113,6 +118,13 @@ ENDPOINTS = (
         errors=(400,),
     ),
     Endpoint(
+        "/api/studies/{study}/records",
+        "A study's trials as recorded: request, outcome, metered energy and emissions per hour",
+        StudyRecords,
+        params=(STUDY,),
+        errors=(400,),
+    ),
+    Endpoint(
         "/api/jobs/{job}/timeline",
         "Where and when a job ran, was planned, and would have run now",
         JobTimeline,
@@ -131,6 +143,20 @@ ENDPOINTS = (
                 {"type": "integer", "minimum": 1, "maximum": 24, "default": 3},
             ),
         ),
+    ),
+    Endpoint(
+        "/api/regions/{region}/forecasts",
+        "Every carbon-intensity forecast issue of a grid region for a window of hours",
+        ForecastHistory,
+        params=(
+            _path("region", "the grid region (as the registry names it, e.g. DE)"),
+            _instant("from", "the first hour wanted (ISO 8601 with a timezone)"),
+            _instant(
+                "to",
+                f"the hour after the last one wanted (at most {MAX_WINDOW.days * 24} h after from)",
+            ),
+        ),
+        errors=(400,),
     ),
     Endpoint("/api/totals", "Platform-wide totals", Totals),
     Endpoint(
@@ -154,7 +180,11 @@ ENDPOINTS = (
     ),
     Endpoint("/healthz", "Whether the database answers", Health, errors=(503,), open=True),
 )
-ERRORS = {400: "not a valid id", 404: "nothing recorded of it", 503: "the database is unavailable"}
+ERRORS = {
+    400: "not a valid id or window",
+    404: "nothing recorded of it",
+    503: "the database is unavailable",
+}
 SECURITY = {
     "bearer": {"type": "http", "scheme": "bearer", "description": "the dashboard.token"},
     "cookie": {
@@ -201,8 +231,9 @@ def document() -> dict[str, Any]:
         "info": {
             "title": "MetaTune telemetry read API",
             "version": API_VERSION,
-            "description": "Read-only: studies, trials, job timelines, forecasts, totals, the "
-            "webhook outbox, metrics. Every path but /healthz needs the dashboard token.",
+            "description": "Read-only: studies, trials and their records, job timelines, "
+            "forecasts and their history, totals, the webhook outbox, metrics. Every path but "
+            "/healthz needs the dashboard token.",
         },
         "paths": {e.path: _operation(e, schemas) for e in ENDPOINTS},
         "components": {"schemas": defs.get("$defs", {}), "securitySchemes": SECURITY},
