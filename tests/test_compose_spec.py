@@ -197,3 +197,26 @@ def test_prometheus_scrapes_metrics_with_the_token_and_grafana_reads_it() -> Non
             asked |= set(re.findall(r"\bmetatune_\w+", target["expr"]))
     assert asked and asked <= exposed, asked - exposed
     assert {"metatune_jobs", "metatune_gpus_busy", "metatune_plan_solve_seconds"} <= asked
+
+
+SECRETS_GID = r"\$\{METATUNE_SECRETS_GID:\?[^}]+\}"
+
+
+def test_every_container_that_mounts_a_secret_runs_in_the_secrets_group() -> None:
+    """Compose mounts a file secret with its host owner, group and mode (it cannot change them for a
+    file) and `metatune secrets --group GID` makes the files 0640 and the group's: each container
+    that mounts one runs in that group, and no other. The `:?` form makes compose refuse to start
+    without METATUNE_SECRETS_GID rather than run containers that cannot read their secrets."""
+    compose = _compose()
+    services = compose["services"]
+    with_secrets = {name for name, service in services.items() if service.get("secrets")}
+    assert {name for name, service in services.items() if "group_add" in service} == with_secrets
+    assert {"profiler", "bus-init", "prometheus", "grafana", "trainer-agent-fra1"} <= with_secrets
+    for name in with_secrets:
+        (group,) = services[name]["group_add"]
+        assert re.fullmatch(SECRETS_GID, group), name
+    text = COMPOSE.read_text()
+    assert "metatune secrets --group" in text  # the header says how the files are made
+    interpolated = yaml.safe_load(re.sub(SECRETS_GID, "1000", text))  # as compose would
+    assert _errors(interpolated) == []
+    assert {tuple(s["group_add"]) for s in interpolated["services"].values()} == {("1000",)}

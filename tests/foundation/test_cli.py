@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 
 import psutil
@@ -170,36 +169,3 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(
         if str(data_dir) in " ".join(p.info["cmdline"] or []) and p.info["pid"] != os.getpid()
     ]
     assert leftovers == []
-
-
-def test_secrets_for_containers_are_readable_inside_folders_only_the_owner_opens(
-    env_for, tmp_path: Path
-) -> None:
-    """Compose mounts each secret file with the host's owner and mode; the images run as another
-    user, so ``--container-readable`` makes the files 0644 and their folders 0700."""
-    secrets_dir = tmp_path / "compose" / "secrets"
-    env = env_for(METATUNE_NATS_SECRETS_DIR=str(secrets_dir / "nats"))
-    args = [
-        "secrets",
-        "--container-readable",
-        "--db-password-file",
-        str(secrets_dir / "db.password"),
-    ]
-    made = run([*args, "--json"], env)
-    assert made.returncode == 0, made.stderr
-    files = [*(secrets_dir / "nats").iterdir(), secrets_dir / "db.password"]
-    assert json.loads(made.stdout)["container_readable"] == len(files)
-    assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o644}
-    for folder in (secrets_dir, secrets_dir / "nats"):
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    without = run(["secrets", "--rotate"], env)  # rotated without the flag: owner-only again
-    assert without.returncode == 0, without.stderr
-    assert stat.S_IMODE((secrets_dir / "nats" / "dashboard.token").stat().st_mode) == 0o600
-
-    shared = tmp_path / "shared"  # a folder other users may open is refused, nothing changed
-    shared.mkdir(mode=0o755)
-    shared.chmod(0o755)
-    refused = run([*args[:2], "--db-password-file", str(shared / "db.password")], env)
-    assert refused.returncode == 2 and "open to other users" in refused.stderr
-    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
-    assert stat.S_IMODE((shared / "db.password").stat().st_mode) == 0o600

@@ -15,7 +15,13 @@ from rich.table import Table
 from metatune.bus.auth import ADMIN, Streams, principals
 from metatune.bus.clock import reset_anchor
 from metatune.bus.connection import client_auth
-from metatune.bus.credentials import NatsSecrets, generate, share_with_containers, write_password
+from metatune.bus.credentials import (
+    NatsSecrets,
+    check_group,
+    generate,
+    share_with_group,
+    write_password,
+)
 from metatune.bus.streams import CLOCK_BUCKET, HEALTH_BUCKET, ensure_streams
 from metatune.clock import RealClock, new_anchor
 from metatune.contracts import ServiceHealth
@@ -506,19 +512,27 @@ def secrets(
         min=0,
         help="With --rotate: hours the previous dashboard token stays valid",
     ),
-    container_readable: bool = typer.Option(
-        False,
-        "--container-readable",
-        help="For compose: files 0644 in 0700 folders, readable by the images' unprivileged user",
+    group: int | None = typer.Option(
+        None,
+        "--group",
+        min=0,
+        metavar="GID",
+        help="For compose: the files 0640 and owned by this group (yours: $(id -g)), their folders "
+        "0700; compose adds the containers to it (METATUNE_SECRETS_GID). Give it on every run",
     ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the
     server's auth config) to METATUNE_NATS_SECRETS_DIR, and the telemetry dashboard's read-only
-    token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600;
-    prints file names, never secrets."""
+    token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600
+    (--group: 0640, that group's); prints file names, never secrets."""
     settings = CliSettings()
-    # folders this command creates hold only secrets: --container-readable may close them (0700)
+    if group is not None:
+        try:
+            check_group(group)  # before anything is written
+        except InputNotAllowed as exc:
+            raise fail(f"--group: {exc}") from None
+    # folders this command creates hold only secrets: --group may close them (0700)
     made: set[Path] = set()
     if db_password_file is not None and not db_password_file.parent.exists():
         made.add(db_password_file.parent)
@@ -544,19 +558,19 @@ def secrets(
         messages.append(
             f"database password {'written to' if written else 'kept in'} {db_password_file}"
         )
-    if container_readable:  # compose bind-mounts each file with the host's owner and mode
+    if group is not None:  # compose bind-mounts each file with the host's owner, group and mode
         files = [p for p in sorted(store.directory.iterdir()) if p.is_file()]
         files += [p for p in sorted(tokens.iterdir()) if p.is_file()]
         if db_password_file is not None:
             files.append(db_password_file)
         try:
-            share_with_containers(sorted(set(files)), ours={store.directory, tokens, *made})
+            share_with_group(sorted(set(files)), group, ours={store.directory, tokens, *made})
         except InputNotAllowed as exc:
-            raise fail(f"--container-readable: {exc}") from None
-        result["container_readable"] = len(set(files))
+            raise fail(f"--group: {exc}") from None
+        result |= {"group": group, "group_readable": len(set(files))}
         messages.append(
-            f"{len(set(files))} files readable by the containers' user (0644), in folders only "
-            "you may open (0700)"
+            f"{len(set(files))} files readable by group {group} (0640), in folders only you may "
+            f"open (0700); compose: METATUNE_SECRETS_GID={group}"
         )
     if json_output:
         print_json(result)

@@ -1,7 +1,8 @@
 """NATS credentials on disk: one nkey seed per principal, the admin's password, and the server's
 ``authorization`` block built from :mod:`metatune.bus.auth`.
 
-Layout of a secrets directory (every file mode 0600, the directory 0700)::
+Layout of a secrets directory (every file mode 0600, or 0640 for a group: :func:`share_with_group`;
+the directory 0700)::
 
     admin.password        the admin's password (the server config holds only its bcrypt hash)
     <user>.nk             an nkey seed per service / agent / submitter (the server holds the public key)
@@ -148,14 +149,30 @@ def write_password(path: Path, *, rotate: bool = False) -> bool:
     return True
 
 
-def share_with_containers(files: list[Path], ours: set[Path]) -> None:
-    """Make secret ``files`` readable by a container's unprivileged user (mode 0644) while their
-    folders stay the owner's alone (0700), so on the host no one else reaches them. Compose's file
-    secrets are bind mounts that keep the host's owner and mode, and the images run as uid 10001:
-    a 0600 file of the host user would be unreadable there.
+def check_group(gid: int) -> None:
+    """:class:`~metatune.errors.InputNotAllowed` unless this process may give files to group
+    ``gid``: one it is in (root: any)."""
+    if os.geteuid() != 0 and gid != os.getegid() and gid not in os.getgroups():
+        raise InputNotAllowed(
+            f"group {gid}: you may give files only to a group you are in (`id -G` lists them)"
+        )
+
+
+def share_with_group(files: list[Path], gid: int, ours: set[Path]) -> None:
+    """Make secret ``files`` readable by the group ``gid`` (group ``gid``, mode 0640) while their
+    folders stay the owner's alone (0700), so on the host no one else reaches them.
+
+    For compose: its file secrets are bind mounts that keep the host's owner, group and mode
+    (compose cannot change them for a file), and the containers run as other users (the images as
+    uid 10001, Prometheus as nobody, Grafana as 472): a 0600 file of the host user is unreadable
+    there. Compose adds each container that mounts a secret to ``gid`` (``group_add``), so inside
+    a container its own files are readable by its user and no one else but root, and a container
+    sees only the files it mounts.
 
     A folder is tightened to 0700 only if it is one of ``ours`` (made for secrets); another folder
-    open to other users is :class:`~metatune.errors.InputNotAllowed`, before anything changes."""
+    open to other users, or a group this user may not give files to, is
+    :class:`~metatune.errors.InputNotAllowed`, before anything changes."""
+    check_group(gid)
     folders = {path.parent for path in files}
     open_to_others = sorted(d for d in folders if d.stat().st_mode & 0o077 and d not in ours)
     if open_to_others:
@@ -165,8 +182,9 @@ def share_with_containers(files: list[Path], ours: set[Path]) -> None:
         )
     for folder in folders:
         folder.chmod(0o700)
-    for path in files:
-        path.chmod(0o644)
+    for path in files:  # 0600 until the group is the right one
+        os.chown(path, -1, gid)
+        path.chmod(0o640)
 
 
 def _write_secret(path: Path, text: str) -> None:
@@ -181,6 +199,7 @@ def _write_secret(path: Path, text: str) -> None:
 
 __all__ = [
     "NatsSecrets",
+    "check_group",
     "generate",
     "inbox_prefix_of",
     "new_user_seed",
@@ -188,6 +207,6 @@ __all__ = [
     "public_key",
     "render_authorization",
     "render_leaf_credentials",
-    "share_with_containers",
+    "share_with_group",
     "write_password",
 ]
