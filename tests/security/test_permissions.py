@@ -185,15 +185,52 @@ def test_the_documented_requests_are_what_the_users_are_granted() -> None:
     for rc in REQUESTS:
         for requester in rc.requesters:
             assert operations[f"{requester}-request-{rc.id}"]["reply"]
-            assert rc.subject in users[requester].publish
-            assert rc.subject not in users[requester].subscribe
+            perms = users[requester]
+            if perms is None:  # the admin: everything (its tools, the demo)
+                continue
+            assert rc.subject in perms.publish
+            assert rc.subject not in perms.subscribe
         granted = users[rc.responder]
         assert operations[f"{rc.responder}-reply-{rc.id}"]["action"] == "receive"
         assert rc.subject in granted.subscribe and granted.responses
     assert [n for n, p in users.items() if p is not None and p.responses] == [
         "profiler",
+        "recommender",
         "scheduler",
     ]
+    # only the admin asks the knowledge base: no other user may publish the request
+    asking = [
+        n
+        for n, p in users.items()
+        if p is None or any(s in p.publish for s in (subjects.KNOWLEDGE_RUNS, "metatune.>", ">"))
+    ]
+    assert asking == ["admin"]
+
+
+async def test_the_recommender_alone_answers_the_knowledge_base_count(
+    secured: SecuredBus, admin
+) -> None:
+    """The recommender may answer on metatune.requests.knowledge.runs and the admin hears back;
+    the submitter may not ask, and no one else may answer in the recommender's place."""
+    errors: list[Exception] = []
+    async with secured.client("recommender", errors) as recommender:
+
+        async def answer(msg) -> None:
+            await msg.respond(b"counted")
+
+        await recommender.subscribe(subjects.KNOWLEDGE_RUNS, queue="recommender", cb=answer)
+        await recommender.flush()
+        assert (await admin.request(subjects.KNOWLEDGE_RUNS, b"{}", timeout=5)).data == b"counted"
+        assert not errors
+    for user in ("submitter", "scheduler"):
+        errors.clear()
+        async with secured.client(user, errors) as nc:
+            await nc.publish(subjects.KNOWLEDGE_RUNS, b"{}")
+            await wait_for(violation(errors, f'publish to "{subjects.KNOWLEDGE_RUNS}"'), timeout=5)
+    errors.clear()
+    async with secured.client(FRA1, errors) as agent:
+        await agent.subscribe(subjects.KNOWLEDGE_RUNS)
+        await wait_for(violation(errors, f'subscription to "{subjects.KNOWLEDGE_RUNS}"'), timeout=5)
 
 
 def _status() -> AgentStatus:

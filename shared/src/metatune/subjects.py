@@ -27,6 +27,7 @@ CLOCK_TICK = "metatune.clock.tick"
 # subjects: JetStream would store a request on ``metatune.jobs.>`` and answer it with its ack.
 JOBS_LOOKUP = "metatune.requests.jobs.lookup"
 DATASETS_VALIDATE = "metatune.requests.datasets.validate"
+KNOWLEDGE_RUNS = "metatune.requests.knowledge.runs"
 
 # Wildcards for consumers that follow a whole family.
 FORECASTS_ALL = "metatune.forecasts.*"

@@ -29,7 +29,7 @@ DESCRIPTION = """Events of the MetaTune carbon-aware LoRA fine-tuning platform, 
 * Publish into JetStream (not core NATS) with the header `Nats-Msg-Id`: the event's `event_id` unless the channel says how its producer derives it. A second publish with the same id inside the stream's de-duplication window is stored once.
 * Unknown fields are an error. Anything invalid comes back as an error event on `metatune.errors.<service>`.
 * Datasets, checkpoints and adapters are in the object store buckets `datasets`, `checkpoints` and `adapters`.
-* Two channels are core NATS request/reply instead (`metatune.requests.>`, never stored): a submitter asks the scheduler where a job stands and the profiler to check a submission, and hears back on its own inbox.
+* Three channels are core NATS request/reply instead (`metatune.requests.>`, never stored): a submitter asks the scheduler where a job stands and the profiler to check a submission, and hears back on its own inbox; the admin's tools (the demo) ask the recommender how many runs of a study its knowledge base holds.
 """
 
 PARAMETERS = {
@@ -136,6 +136,7 @@ def build(settings: Settings, registry: Registry) -> Doc:
 
 def _participants() -> list[str]:
     names = [n for ch in CATALOG for n in (*ch.senders, *(r.service for r in ch.receivers))]
+    names += [n for rc in requests.REQUESTS for n in (*rc.requesters, rc.responder)]
     return sorted(set(names))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from metatune import contracts as c
 from metatune import subjects
+from metatune.bus.auth import ADMIN
 from metatune.catalog import SUBMITTER
 
 from .examples import JOB, SPEC, STUDY
@@ -57,6 +58,17 @@ REQUESTS = [
         (SUBMITTER,),
         "profiler",
         "a label column the dataset does not have",
+    ),
+    RequestChannel(
+        "knowledge-runs",
+        subjects.KNOWLEDGE_RUNS,
+        c.KnowledgeRuns(study_ids=[STUDY]),
+        c.KnowledgeRunsReply(runs={STUDY: 3}),
+        "How many runs of these studies the knowledge base holds: `metatune demo` waits until "
+        "every finished trial has landed there.",
+        (ADMIN,),
+        "recommender",
+        "a study whose three trials are in the knowledge base",
     ),
 ]
 

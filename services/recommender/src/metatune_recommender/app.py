@@ -9,6 +9,8 @@
   ``metatune.studies.stopped``.
 * ``metatune.studies.cancelled``: the study stops (``metatune.studies.stopped``, reason
   ``cancelled``) and no later event of it requests a trial.
+* ``metatune.requests.knowledge.runs`` (core NATS request/reply): how many runs of the studies
+  asked the knowledge base holds, so no tool reads the recommender's tables.
 
 The decisions are :class:`~.domain.study_loop.StudyLoop`'s; its state is kept per study in KV
 (:mod:`.adapters.loop_store`), so a restart loses and doubles nothing. Ids are stable: job =
@@ -22,13 +24,20 @@ from __future__ import annotations
 from faststream.nats.annotations import NatsMessage
 
 from metatune import subjects
-from metatune.contracts import DatasetProfiled, RunCompleted, RunFailed, StudyCancelled
+from metatune.contracts import (
+    DatasetProfiled,
+    KnowledgeRuns,
+    KnowledgeRunsReply,
+    RunCompleted,
+    RunFailed,
+    StudyCancelled,
+)
 from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
 
 from .adapters.advisor import Advisor, RecommenderCache
-from .adapters.flywheel import load_seeds, register_flywheel
+from .adapters.flywheel import count_runs, load_seeds, register_flywheel
 from .adapters.loop_runtime import LoopRuntime
 from .adapters.loop_store import LoopStore
 from .adapters.prior_cache import prior_cache
@@ -82,5 +91,11 @@ def create_service(
     async def on_cancelled(event: StudyCancelled) -> None:
         """The study stops: one StudyStopped (cancelled), nothing requested afterwards."""
         await runtime.cancelled(event)
+
+    @service.broker.subscriber(subjects.KNOWLEDGE_RUNS, queue="recommender")
+    async def on_knowledge_runs(request: KnowledgeRuns) -> KnowledgeRunsReply:
+        """How many runs of these studies the knowledge base holds (a core-NATS request, answered
+        on the requester's inbox; the store is migrated before the service subscribes)."""
+        return await count_runs(store, request)
 
     return service

@@ -222,6 +222,7 @@ def core_services(streams: Streams) -> list[Principal]:
             + durable(ev, "recommender-kb-failed", subjects.RUNS_FAILED_ALL)
             + durable(ev, "recommender-cancelled", subjects.STUDIES_CANCELLED)
             + publish(subjects.JOBS_REQUESTED, subjects.STUDIES_STOPPED)
+            + respond(subjects.KNOWLEDGE_RUNS)  # runs of a study in its knowledge base (the demo)
             + kv_read(STUDIES_BUCKET)
             + kv_read(ASSIGNMENTS_BUCKET)  # where each job runs: run events from elsewhere refused
             + kv_write(STUDIES_BUCKET, ">"),

@@ -38,6 +38,8 @@ from .requests import (
     JobLookup,
     JobLookupReply,
     JobState,
+    KnowledgeRuns,
+    KnowledgeRunsReply,
 )
 from .runs import (
     MAX_POINTS_PER_EVENT,
@@ -90,6 +92,8 @@ __all__ = [
     "JobLookupReply",
     "JobRequested",
     "JobState",
+    "KnowledgeRuns",
+    "KnowledgeRunsReply",
     "LoraConfig",
     "LrSchedule",
     "MetaFeatures",

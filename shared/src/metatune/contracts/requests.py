@@ -1,4 +1,5 @@
-"""Request/reply contracts: what a submitter may ask the platform before it publishes.
+"""Request/reply contracts: what a submitter may ask the platform before it publishes, and what
+the platform's tools ask a service of what only it holds (the recommender's knowledge base).
 
 Requests go over core NATS (not JetStream) and are answered on the requester's own inbox, so an
 outside publisher that may read no subject still hears back (see :mod:`metatune.bus.auth`).
@@ -51,10 +52,28 @@ class DatasetValidationReply(Contract):
     )
 
 
+class KnowledgeRuns(Contract):
+    """How many runs of these studies the knowledge base holds, asked of the recommender (the demo
+    waits until every finished trial has landed there)."""
+
+    study_ids: list[UUID] = Field(
+        min_length=1, max_length=1000, description="the platform studies to count runs of"
+    )
+
+
+class KnowledgeRunsReply(Contract):
+    """The recommender's answer: per study asked, its runs in the knowledge base (failed ones
+    too; a study with none: 0)."""
+
+    runs: dict[UUID, int] = Field(description="study id -> runs stored")
+
+
 __all__ = [
     "DatasetValidation",
     "DatasetValidationReply",
     "JobLookup",
     "JobLookupReply",
     "JobState",
+    "KnowledgeRuns",
+    "KnowledgeRunsReply",
 ]

@@ -290,6 +290,20 @@ class KnowledgeStore(Postgres):
         )
         return [_run_from_row(row) for row in rows]
 
+    async def study_run_counts(self, study_ids: Iterable[UUID | str]) -> dict[str, int]:
+        """How many runs (failed ones too) each of these platform studies has stored, by study id
+        as text; a study with none is 0."""
+        ids = list(dict.fromkeys(str(s) for s in study_ids))
+        counts = dict.fromkeys(ids, 0)
+        if ids:
+            rows = await self.fetch(
+                "SELECT study_id::text, count(*) FROM kb_runs WHERE study_id = ANY(%s::uuid[]) "
+                "GROUP BY 1",
+                (ids,),
+            )
+            counts.update((study, int(n)) for study, n in rows)
+        return counts
+
     # ----------------------------------------------------------------- study profiles
     async def save_profile(
         self,

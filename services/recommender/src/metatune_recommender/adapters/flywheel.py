@@ -1,7 +1,8 @@
 """The flywheel: every run the platform finishes becomes a knowledge-base row.
 
 The recommender owns the knowledge base (it is the service that learns from it); other services
-reach it only through the bus: the profiler's ``metatune.datasets.profiled``, the agents'
+reach it only through the bus (the tools ask how many runs of a study it holds on
+``metatune.requests.knowledge.runs``): the profiler's ``metatune.datasets.profiled``, the agents'
 ``metatune.runs.<dc>.completed`` / ``.failed`` (from the job's datacenter only: a run event from
 anywhere else is a ``foreign_run_event`` error and no row), and the study's best result so far, written back to the
 KV bucket ``metatune_studies`` for the agents' learning-curve early stop.
@@ -28,7 +29,13 @@ from faststream.nats.annotations import NatsMessage
 
 from metatune import subjects
 from metatune.bus import STUDIES_BUCKET
-from metatune.contracts import DatasetProfiled, RunCompleted, RunFailed
+from metatune.contracts import (
+    DatasetProfiled,
+    KnowledgeRuns,
+    KnowledgeRunsReply,
+    RunCompleted,
+    RunFailed,
+)
 from metatune.knowledge.errors import KnowledgeBaseError
 from metatune.knowledge.store import ImportReport, KnowledgeStore
 from metatune.service import Service
@@ -64,6 +71,13 @@ async def load_seeds(store: KnowledgeStore) -> list[ImportReport]:
     """Import every shipped seed (:func:`load_seed` each); those that cannot be read are skipped."""
     reports = [await load_seed(store, path) for path in seed_paths()]
     return [report for report in reports if report is not None]
+
+
+async def count_runs(store: KnowledgeStore, request: KnowledgeRuns) -> KnowledgeRunsReply:
+    """``metatune.requests.knowledge.runs``: how many runs of each study asked the knowledge base
+    holds (read only)."""
+    counts = await store.study_run_counts(request.study_ids)
+    return KnowledgeRunsReply(runs={UUID(study): n for study, n in counts.items()})
 
 
 def register_flywheel(service: Service, store: KnowledgeStore) -> None:
