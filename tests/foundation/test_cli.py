@@ -12,29 +12,58 @@ import pytest
 from tests.support.cli import run
 from tests.support.servers import free_port
 
+JOB = "00000000-0000-0000-0000-000000000001"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-def test_unreachable_nats_gives_one_line_error_and_the_unavailable_exit_code(env_for) -> None:
+
+def test_unreachable_nats_gives_one_line_error_and_the_unavailable_exit_code(
+    env_for, tmp_path: Path
+) -> None:
     url = f"nats://127.0.0.1:{free_port()}"
     env = env_for(METATUNE_NATS_URL=url, METATUNE_CONNECT_TIMEOUT_S="0.5")
-    for args in (["status"], ["events"], ["study", "list"]):
+    for args in (
+        ["status"],
+        ["events"],
+        ["study", "list"],
+        ["study", "show", "abcd"],
+        ["results", "abcd"],
+        ["submit", str(EXAMPLES / "study.yaml")],
+        ["cancel", JOB],
+        ["cancel", "--study", "abcd"],
+        ["adapter", "download", JOB, "--out", str(tmp_path / "adapter")],
+        ["bus-init"],
+    ):
         result = run(args, env)
-        assert result.returncode == 3, result.stderr  # unavailable, not a usage error (2)
+        assert result.returncode == 3, (args, result.stderr)  # unavailable, not usage (2)
         lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and url in lines[0], result.stderr
+        assert len(lines) == 1 and url in lines[0], (args, result.stderr)
+        assert result.stdout == "", args
 
 
-def test_unreachable_database_gives_one_line_error_not_a_traceback(env_for) -> None:
+def test_unreachable_database_gives_one_line_error_not_a_traceback(env_for, tmp_path: Path) -> None:
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/metatune"
     env = env_for(
         METATUNE_DATABASE_URL=url,
         METATUNE_NATS_URL=f"nats://127.0.0.1:{free_port()}",  # verify reads both
         METATUNE_CONNECT_TIMEOUT_S="0.5",
     )
-    for args in (["telemetry", "verify"], ["webhooks", "list"], ["report", "0000"]):
+    export = tmp_path / "DE_2024_hourly.csv"
+    export.write_text(
+        "Datetime (UTC),Carbon Intensity gCO2eq/kWh (direct)\n2024-01-01 00:00:00,300\n"
+    )
+    for args in (
+        ["telemetry", "verify"],
+        ["webhooks", "list"],
+        ["report", "0000"],
+        ["kb", "stats"],  # psycopg's reason runs over two lines
+        ["forecaster", "backfill", "--region", "DE", "--from", "2024-01-01", "--to", "2024-01-02"],
+        ["forecaster", "import-csv", str(export), "--zone", "DE"],
+    ):
         result = run(args, env)
-        assert result.returncode == 3, result.stderr
+        assert result.returncode == 3, (args, result.stderr)
         lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
+        assert result.stdout == "", (args, result.stdout)  # no progress bar before it
 
 
 def test_down_and_secrets_json_is_one_object_of_names_never_secrets(

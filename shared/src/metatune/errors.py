@@ -93,6 +93,7 @@ class DatabaseUnavailable(MetaTuneError):
 
     def __init__(self, url: str, reason: str = "") -> None:
         self.url = url
+        reason = " ".join(reason.split())  # psycopg's reasons run over lines: one line
         super().__init__(
             f"PostgreSQL is not reachable at {url}" + (f": {reason}" if reason else "")
         )

@@ -16,7 +16,7 @@ from metatune.errors import ConfigurationError, DatabaseUnavailable
 from metatune.redaction import redact
 from metatune.registry import Registry, default_registry, load_registry
 from metatune.settings import Settings
-from metatune_cli.cli.connect import fail
+from metatune_cli.cli.connect import fail, unavailable
 from metatune_cli.cli.output import JSON_HELP, logs_to_stderr, print_json
 
 from .settings import ForecasterSettings
@@ -80,6 +80,7 @@ def backfill(
 
     async def main():
         async with _store(settings) as store:
+            await store.ready()  # a database that does not answer: one line, before the bar
             with (
                 logs_to_stderr(console, as_json),
                 Progress(
@@ -101,7 +102,9 @@ def backfill(
 
     try:
         report = asyncio.run(main())
-    except (ProviderUnavailable, DatabaseUnavailable, ValueError) as exc:
+    except DatabaseUnavailable as exc:
+        raise unavailable(exc) from exc
+    except (ProviderUnavailable, ValueError) as exc:
         raise fail(
             f"backfill of {region} stopped: {redact(str(exc))} (what was stored is kept; run it "
             "again to resume)",
@@ -159,7 +162,7 @@ def import_csv(
     try:
         stored = asyncio.run(main())
     except DatabaseUnavailable as exc:
-        raise fail(str(exc), 1) from exc
+        raise unavailable(exc) from exc
     series = export.intensity
     first = series.index[0] if len(series) else None
     last = series.index[-1] if len(series) else None
