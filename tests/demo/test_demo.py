@@ -226,7 +226,8 @@ def _check_database(url: str, shown: dict) -> None:
         for row in shown["studies"]:
             sid = row["study_id"]
             results = conn.execute(
-                "SELECT job_id, status, early_stopped, metrics FROM run_results WHERE study_id = %s",
+                "SELECT r.job_id, r.status, r.early_stopped, r.metrics, q.trial_index "
+                "FROM run_results r JOIN job_requests q USING (job_id) WHERE r.study_id = %s",
                 (sid,),
             ).fetchall()
             # 5. every completion landed in the knowledge base, keyed by its job
@@ -242,11 +243,12 @@ def _check_database(url: str, shown: dict) -> None:
             assert row["early_stopped"] == sum(bool(r["early_stopped"]) for r in results)
             accuracies = [r["metrics"]["accuracy"] for r in results if r["status"] == "completed"]
             assert row["best_accuracy"] == pytest.approx(max(accuracies))
-            # beside it: the prediction published for that trial before it trained, and what the
-            # knowledge base measured on the nearest other dataset (a run's figure, in [0, 1])
+            # beside it: the prediction published for that trial before it trained (of equally
+            # accurate trials, the earliest's), and what the knowledge base measured on the
+            # nearest other dataset (a run's figure, in [0, 1])
             best = max(
                 (r for r in results if r["status"] == "completed"),
-                key=lambda r: r["metrics"]["accuracy"],
+                key=lambda r: (r["metrics"]["accuracy"], -r["trial_index"]),
             )
             published = conn.execute(
                 "SELECT predicted_metric, predicted_metric_std FROM job_requests WHERE job_id = %s",

@@ -1,5 +1,6 @@
 """``metatune demo``, step by step: start the platform, submit three studies, follow them on the
-bus until every trial has finished, then the closing table from the database.
+bus until every trial has finished, then the closing table from what the platform recorded,
+asked through the services' interfaces (telemetry's read API, the recommender on the bus).
 
 Each step has a name and the log of the service it waits on; a step that fails raises
 :class:`DemoStepFailed` naming both, so the user knows where to look.
@@ -22,6 +23,8 @@ from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 import httpx
+from nats.aio.client import Client
+from nats.errors import NoRespondersError
 from nats.js.api import DeliverPolicy
 from nats.js.client import JetStreamContext
 from rich.console import Console
@@ -34,7 +37,14 @@ from metatune.bus.clock import load_anchor
 from metatune.bus.connection import connect_as
 from metatune.bus.streams import stream_for
 from metatune.clock import SimulatedClock
-from metatune.contracts import DatasetLocation, DatasetSubmitted, StudySpec
+from metatune.contracts import (
+    DatasetLocation,
+    DatasetSubmitted,
+    KnowledgeRuns,
+    KnowledgeRunsReply,
+    StudySpec,
+)
+from metatune.dashboard_tokens import read_tokens, tokens_dir
 from metatune.errors import MetaTuneError
 from metatune.settings import Settings
 
@@ -89,6 +99,8 @@ class Demo:
         )
         self.timings: dict[str, float] = {}
         self.kb_runs = 0
+        self.kb_counts: dict[str, int] = {}  # study id -> its runs in the knowledge base
+        self.bus: Client | None = None  # the admin's connection while the studies run
         self.started = time.monotonic()
 
     # ----------------------------------------------------------------- helpers
@@ -158,6 +170,7 @@ class Demo:
         assert self.settings is not None
         settings = self.settings
         admin = await connect_as(settings, ADMIN)
+        self.bus = admin
         try:
             js = admin.jetstream()
             stop = asyncio.Event()
@@ -171,18 +184,20 @@ class Demo:
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
         finally:
+            self.bus = None
             await admin.close()
         with self.step("6. knowledge-base evidence", log="run"):
             assert self.evidence_job is not None
             self.evidence = await self.evidence_job
         with self.step("6. closing table", log="telemetry"):
-            rows = await asyncio.to_thread(
-                closing_table,
-                settings.database_url,
-                {sid: s.name for sid, s in self.studies.items()},
-                demo_registry(),
-            )
-            disclosures = await self._disclosures(settings)
+            async with self._telemetry() as client:
+                rows = await closing_table(
+                    client,
+                    {sid: s.name for sid, s in self.studies.items()},
+                    demo_registry(),
+                    self.kb_counts,
+                )
+                disclosures = await self._disclosures(client)
         result = self._result(rows, disclosures)
         (self.folder / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         return result
@@ -402,19 +417,19 @@ class Demo:
         return dict(json.loads(out))
 
     async def _kb_complete(self) -> bool:
-        import psycopg
-
-        assert self.settings is not None
-        ids = [str(k) for k in self.studies]
-
-        def count() -> int:
-            with psycopg.connect(self.settings.database_url) as conn:  # type: ignore[union-attr]
-                row = conn.execute(
-                    "SELECT count(*) FROM kb_runs WHERE study_id = ANY(%s::uuid[])", (ids,)
-                ).fetchone()
-                return int(row[0]) if row else 0
-
-        self.kb_runs = await asyncio.to_thread(count)
+        """Every finished trial is a row of the knowledge base, as the recommender counts them
+        (``metatune.requests.knowledge.runs``; no answer yet: not yet)."""
+        assert self.bus is not None
+        request = KnowledgeRuns(study_ids=list(self.studies))
+        try:
+            msg = await self.bus.request(
+                subjects.KNOWLEDGE_RUNS, request.model_dump_json().encode(), timeout=10
+            )
+        except (NoRespondersError, TimeoutError):  # nats' own timeout is one
+            return False
+        counts = KnowledgeRunsReply.model_validate_json(msg.data).runs
+        self.kb_counts = {str(study): n for study, n in counts.items()}
+        self.kb_runs = sum(counts.values())
         return self.kb_runs >= sum(1 for j in self.state.jobs.values() if j.finished)
 
     def _webhooks_complete(self) -> bool:
@@ -427,16 +442,25 @@ class Demo:
         }
         return all(str(j) in got for j, v in self.state.jobs.items() if v.finished)
 
-    async def _disclosures(self, settings: Settings) -> dict[str, Any]:
-        url = f"http://127.0.0.1:{settings.telemetry_http_port}"
+    def _telemetry(self) -> httpx.AsyncClient:
+        """A client of telemetry's read API, with the dashboard token where one is written."""
+        assert self.settings is not None
+        tokens = read_tokens(tokens_dir(self.settings))
+        headers = (
+            {}
+            if tokens is None
+            else {"Authorization": f"Bearer {tokens.current.get_secret_value()}"}
+        )
+        return httpx.AsyncClient(base_url=self.dashboard_url(), headers=headers, timeout=30)
+
+    async def _disclosures(self, client: httpx.AsyncClient) -> dict[str, Any]:
         out = {}
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-            for study_id in self.studies:
-                response = await client.get(
-                    f"/api/studies/{study_id}/report", params={"format": "json"}
-                )
-                response.raise_for_status()
-                out[str(study_id)] = response.json()
+        for study_id in self.studies:
+            response = await client.get(
+                f"/api/studies/{study_id}/report", params={"format": "json"}
+            )
+            response.raise_for_status()
+            out[str(study_id)] = response.json()
         return out
 
     def dashboard_url(self) -> str:

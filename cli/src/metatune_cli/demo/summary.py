@@ -1,36 +1,47 @@
-"""The demo's closing table, computed from the database (telemetry's tables and the knowledge
-base), not from what the demo saw on the bus.
+"""The demo's closing table, computed from what the platform recorded (telemetry's read API and the
+recommender's knowledge base, each asked through its own interface), not from what the demo saw
+on the bus.
 
 Per study:
 
 * **trials** run (completed, early-stopped, failed) against **the grid** of the same search space
   a user would otherwise sweep (:func:`metatune.knowledge.space.grid`, :data:`GRID_SIZE`
   configurations); its energy is the grid's size x the study's mean energy per full-length trial.
-* **best** accuracy of the study's runs; **energy** (IT Wh) and **kgCO2eq** as metered hour by hour
-  (``job_energy``).
+* **best** accuracy of the study's runs (of equally accurate ones, the earliest trial's, whose
+  published prediction stands beside it); **energy** (IT Wh) and **gCO2eq** as metered hour by
+  hour (telemetry's ``/api/studies/{id}/records``).
 * **run now at home** and **greedy**: the same measured energy, hour by hour, priced as if each
   trial had run without a break from the hour it was requested at the study's home datacenter
   (run now at home: the user's own cluster, no queue), or, taking the trials in the order they
   were requested, at the datacenter with the least emissions among those its residency allows
   that have a GPU free from the earliest hour one does (greedy: the platform's GPUs, no look-ahead),
-  each at that site's PUE and the median intensity of the forecast in force at the request.
+  each at that site's PUE and the median intensity of the forecast in force at the request
+  (telemetry's ``/api/regions/{region}/forecasts``).
+* **kb runs**: the study's runs in the knowledge base, as the recommender counts them
+  (``metatune.requests.knowledge.runs``), passed in.
+
+No database is read here: the tools meet the services only through their interfaces.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import psycopg
-from psycopg.rows import dict_row
+import httpx
 
+from metatune.contracts import RegionGroup
 from metatune.knowledge.space import grid
 from metatune.registry import Registry
 
 GRID_SIZE = len(grid())
+GREEDY_DELAYS_H = 24 * 7  # how many start hours the greedy placement tries
+HISTORY_CHUNK = timedelta(days=14)  # the most telemetry answers of a forecast history at once
+HOUR = timedelta(hours=1)
 
 
 @dataclass
@@ -56,21 +67,88 @@ class StudyRow:
     datacenters: list[str] = field(default_factory=list)
 
 
-def _hours(rows: list[dict[str, Any]]) -> dict[str, list[tuple[datetime, float]]]:
-    """Each job's IT energy per clock hour, in order (a migration hour summed over both sites)."""
-    energy: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
-    for row in rows:
-        energy[str(row["job_id"])][row["hour"]] += float(row["energy_wh"])
-    return {job: sorted(hours.items()) for job, hours in energy.items()}
+@dataclass(frozen=True)
+class Metered:
+    """One metered job-hour at one datacenter (``EnergyHour`` of telemetry's records)."""
+
+    hour: datetime
+    datacenter: str
+    energy_wh: float
+    emissions_g: float | None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A trial as telemetry recorded it (``TrialRecord`` of ``/api/studies/{id}/records``)."""
+
+    job_id: str
+    study_id: str
+    trial_index: int | None
+    requested_at: datetime | None
+    home_datacenter: str | None
+    region_group: RegionGroup | None
+    predicted_metric: float | None
+    predicted_metric_std: float | None
+    status: str | None
+    early_stopped: bool
+    accuracy: float | None
+    energy_wh: float | None
+    majority_baseline: float | None
+    hours: list[Metered]
+
+    @classmethod
+    def of(cls, study_id: str, record: Mapping[str, Any]) -> Trial:
+        requested, group = record["requested_at"], record["region_group"]
+        return cls(
+            job_id=record["job_id"],
+            study_id=study_id,
+            trial_index=record["trial_index"],
+            requested_at=None if requested is None else datetime.fromisoformat(requested),
+            home_datacenter=record["home_datacenter"],
+            region_group=None if group is None else RegionGroup(group),
+            predicted_metric=record["predicted_metric"],
+            predicted_metric_std=record["predicted_metric_std"],
+            status=record["status"],
+            early_stopped=record["early_stopped"],
+            accuracy=record["metrics"].get("accuracy"),
+            energy_wh=record["energy_wh"],
+            majority_baseline=record["majority_baseline"],
+            hours=[
+                Metered(
+                    hour=datetime.fromisoformat(h["hour"]),
+                    datacenter=h["datacenter"],
+                    energy_wh=h["energy_wh"],
+                    emissions_g=h["emissions_g"],
+                )
+                for h in record["hours"]
+            ],
+        )
+
+    @property
+    def requested(self) -> bool:
+        return self.requested_at is not None
+
+    @property
+    def ended(self) -> bool:
+        return self.status is not None
+
+
+def _profile(trial: Trial) -> list[tuple[datetime, float]]:
+    """The trial's IT energy per clock hour, in order (a migration hour summed over both sites)."""
+    energy: dict[datetime, float] = defaultdict(float)
+    for h in trial.hours:
+        energy[h.hour] += h.energy_wh
+    return sorted(energy.items())
 
 
 class Forecasts:
     """Median intensity per region and hour as known at a moment (latest issue at or before it)."""
 
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
+    def __init__(self, rows: list[tuple[str, datetime, datetime, float]]) -> None:
+        """``rows``: (region, hour, issued at, median g/kWh)."""
         self.points: dict[tuple[str, datetime], list[tuple[datetime, float]]] = defaultdict(list)
-        for row in rows:
-            self.points[(row["region"], row["hour"])].append((row["issued_at"], row["g_per_kwh"]))
+        for region, hour, issued_at, g_per_kwh in rows:
+            self.points[(region, hour)].append((issued_at, g_per_kwh))
         for issues in self.points.values():
             issues.sort()
 
@@ -110,7 +188,7 @@ def _total(values: list[float | None]) -> float | None:
 
 
 def _baselines(
-    requests: list[dict[str, Any]],
+    requests: list[Trial],
     hours: dict[str, list[tuple[datetime, float]]],
     registry: Registry,
     forecasts: Forecasts,
@@ -119,18 +197,16 @@ def _baselines(
     run_now: dict[str, float | None] = {}
     greedy: dict[str, float | None] = {}
     busy: dict[tuple[str, datetime], int] = defaultdict(int)
-    for req in sorted(requests, key=lambda r: (r["requested_at"], str(r["job_id"]))):
-        job = str(req["job_id"])
+    for req in sorted(requests, key=lambda r: (r.requested_at, r.job_id)):
+        job, known = req.job_id, req.requested_at
         profile = hours.get(job)
-        if not profile:
+        if not profile or known is None or req.home_datacenter is None:
             continue
-        spec, known = req["spec"], req["requested_at"]
         start = _floor_hour(known)
-        home = req["home_datacenter"] or spec.get("home_datacenter")
-        run_now[job] = _priced(profile, start, known, home, registry, forecasts)
-        allowed = registry.in_group(spec.get("region_group"))
+        run_now[job] = _priced(profile, start, known, req.home_datacenter, registry, forecasts)
+        allowed = registry.in_group(req.region_group)
         span = range(len(profile))
-        for delay in range(24 * 7):
+        for delay in range(GREEDY_DELAYS_H):
             first = start + timedelta(hours=delay)
             free = [
                 dc
@@ -156,93 +232,123 @@ def _baselines(
     return run_now, greedy
 
 
-def closing_table(
-    database_url: str, studies: dict[UUID, str], registry: Registry
+async def _get(client: httpx.AsyncClient, path: str, **params: str) -> Any:
+    response = await client.get(path, params=params)
+    response.raise_for_status()
+    return response.json()
+
+
+async def study_trials(client: httpx.AsyncClient, studies: list[UUID]) -> list[Trial]:
+    """Every trial of ``studies`` as telemetry recorded it."""
+    out = []
+    for study in studies:
+        records = await _get(client, f"/api/studies/{study}/records")
+        out += [Trial.of(str(study), record) for record in records["trials"]]
+    return out
+
+
+async def forecasts_for(
+    client: httpx.AsyncClient, trials: list[Trial], registry: Registry
+) -> Forecasts:
+    """The forecast history of every region of ``registry`` over the hours the baselines price:
+    from the first request's hour to the last one's plus the greedy placement's delays and the
+    longest run."""
+    requested = [t.requested_at for t in trials if t.requested_at is not None]
+    if not requested:
+        return Forecasts([])
+    longest = max((len(_profile(t)) for t in trials), default=0)
+    start = _floor_hour(min(requested))
+    end = _floor_hour(max(requested)) + (GREEDY_DELAYS_H + longest) * HOUR
+    rows: list[tuple[str, datetime, datetime, float]] = []
+    for region in registry.regions():
+        at = start
+        while at < end:
+            upto = min(end, at + HISTORY_CHUNK)
+            history = await _get(
+                client,
+                f"/api/regions/{region}/forecasts",
+                **{"from": at.isoformat()},
+                to=upto.isoformat(),
+            )
+            for curve in history["curves"]:
+                issued = datetime.fromisoformat(curve["issued_at"])
+                rows += [
+                    (region, datetime.fromisoformat(hour), issued, g)
+                    for hour, g in zip(curve["hours"], curve["g_per_kwh"], strict=True)
+                ]
+            at = upto
+    return Forecasts(rows)
+
+
+async def closing_table(
+    client: httpx.AsyncClient,
+    studies: dict[UUID, str],
+    registry: Registry,
+    kb_runs: Mapping[str, int],
 ) -> list[StudyRow]:
-    """One row per study (``studies``: id -> name), from the database."""
-    with psycopg.connect(database_url, row_factory=dict_row) as conn:
-        ids = [str(s) for s in studies]
-        requests = conn.execute(
-            "SELECT r.job_id, r.study_id, r.requested_at, r.home_datacenter, s.spec, "
-            "r.predicted_metric, r.predicted_metric_std "
-            "FROM job_requests r JOIN studies s USING (study_id) WHERE r.study_id = ANY(%s::uuid[])",
-            (ids,),
-        ).fetchall()
-        results = conn.execute(
-            "SELECT job_id, study_id, status, early_stopped, metrics, energy_wh, majority_baseline "
-            "FROM run_results WHERE study_id = ANY(%s::uuid[])",
-            (ids,),
-        ).fetchall()
-        energy_rows = conn.execute(
-            "SELECT job_id, hour, datacenter, energy_wh, emissions_g FROM job_energy "
-            "WHERE job_id = ANY(%s::uuid[])",
-            ([str(r["job_id"]) for r in requests],),
-        ).fetchall()
-        forecasts = Forecasts(
-            conn.execute(
-                "SELECT region, hour, issued_at, g_per_kwh FROM forecast_points WHERE region = ANY(%s)",
-                (registry.regions(),),
-            ).fetchall()
-        )
-        kb = {
-            r["study_id"]: r["count"]
-            for r in conn.execute(
-                "SELECT study_id::text AS study_id, count(*) AS count FROM kb_runs "
-                "WHERE study_id = ANY(%s::uuid[]) GROUP BY 1",
-                (ids,),
-            ).fetchall()
-        }
-    hours = _hours(energy_rows)
+    """One row per study (``studies``: id -> name), from telemetry's read API (``client``: its
+    base URL and token); ``kb_runs``: each study's runs in the knowledge base, by id as text."""
+    trials = await study_trials(client, list(studies))
+    return study_rows(
+        trials, await forecasts_for(client, trials, registry), studies, registry, kb_runs
+    )
+
+
+def _rank(trial: Trial) -> tuple[float, int]:
+    """The best trial: the highest accuracy, of equal ones the earliest trial."""
+    index = trial.trial_index if trial.trial_index is not None else 1 << 30
+    return (trial.accuracy or 0.0, -index)
+
+
+def study_rows(
+    trials: list[Trial],
+    forecasts: Forecasts,
+    studies: dict[UUID, str],
+    registry: Registry,
+    kb_runs: Mapping[str, int],
+) -> list[StudyRow]:
+    """The rows of :func:`closing_table` from what it fetched (no I/O)."""
+    requests = [t for t in trials if t.requested]
+    hours = {t.job_id: p for t in requests if (p := _profile(t))}
     run_now_of, greedy_of = _baselines(requests, hours, registry, forecasts)
     rows: list[StudyRow] = []
     for study_id, name in studies.items():
         sid = str(study_id)
-        mine = [r for r in results if str(r["study_id"]) == sid]
-        reqs = {str(r["job_id"]) for r in requests if str(r["study_id"]) == sid}
-        metered = [e for e in energy_rows if str(e["job_id"]) in reqs]
+        mine = [t for t in trials if t.study_id == sid and t.ended]
+        reqs = [t for t in requests if t.study_id == sid]
+        metered = [h for t in reqs for h in t.hours]
         emissions = (
             None
-            if any(e["emissions_g"] is None for e in metered)
-            else sum(e["emissions_g"] for e in metered)
+            if any(h.emissions_g is None for h in metered)
+            else sum(h.emissions_g or 0.0 for h in metered)
         )
-        full = [
-            float(r["energy_wh"])
-            for r in mine
-            if r["status"] == "completed" and not r["early_stopped"]
-        ]
-        scored = [
-            r
-            for r in mine
-            if r["status"] == "completed" and (r["metrics"] or {}).get("accuracy") is not None
-        ]
-        best = max(scored, key=lambda r: float(r["metrics"]["accuracy"]), default=None)
-        published = next(  # the prediction published for the best trial when it was requested
-            (q for q in requests if best is not None and str(q["job_id"]) == str(best["job_id"])),
-            {},
-        )
-        majority = [r["majority_baseline"] for r in mine if r["majority_baseline"] is not None]
-        run_now = _total([run_now_of.get(j) for j in reqs if j in hours])
-        greedy = _total([greedy_of.get(j) for j in reqs if j in hours])
+        full = [t.energy_wh or 0.0 for t in mine if t.status == "completed" and not t.early_stopped]
+        scored = [t for t in mine if t.status == "completed" and t.accuracy is not None]
+        best = max(scored, key=_rank, default=None)
+        # the prediction published for the best trial when it was requested
+        published = next((t for t in reqs if best is not None and t.job_id == best.job_id), None)
+        majority = [t.majority_baseline for t in mine if t.majority_baseline is not None]
+        ids = [t.job_id for t in reqs if t.job_id in hours]
         rows.append(
             StudyRow(
                 study_id=sid,
                 name=name,
                 trials=len(mine),
-                completed=sum(r["status"] == "completed" for r in mine),
-                early_stopped=sum(bool(r["early_stopped"]) for r in mine),
-                failed=sum(r["status"] == "failed" for r in mine),
+                completed=sum(t.status == "completed" for t in mine),
+                early_stopped=sum(t.early_stopped for t in mine),
+                failed=sum(t.status == "failed" for t in mine),
                 grid=GRID_SIZE,
-                best_accuracy=None if best is None else float(best["metrics"]["accuracy"]),
-                best_predicted=published.get("predicted_metric"),
-                best_predicted_std=published.get("predicted_metric_std"),
+                best_accuracy=None if best is None else best.accuracy,
+                best_predicted=None if published is None else published.predicted_metric,
+                best_predicted_std=None if published is None else published.predicted_metric_std,
                 majority_baseline=max(majority) if majority else None,
-                energy_wh=sum(float(e["energy_wh"]) for e in metered),
+                energy_wh=sum(h.energy_wh for h in metered),
                 grid_energy_wh=GRID_SIZE * sum(full) / len(full) if full else None,
                 emissions_g=emissions,
-                run_now_g=run_now,
-                greedy_g=greedy,
-                kb_runs=int(kb.get(sid, 0)),
-                datacenters=sorted({e["datacenter"] for e in metered}),
+                run_now_g=_total([run_now_of.get(j) for j in ids]),
+                greedy_g=_total([greedy_of.get(j) for j in ids]),
+                kb_runs=int(kb_runs.get(sid, 0)),
+                datacenters=sorted({h.datacenter for h in metered}),
             )
         )
     return rows
