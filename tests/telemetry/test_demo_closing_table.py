@@ -12,20 +12,11 @@ import pytest
 from metatune.dashboard_tokens import TOKEN_FILE, write_tokens
 from metatune_cli.demo.scenario import demo_registry
 from metatune_cli.demo.summary import GRID_SIZE, closing_table
-from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.settings import TelemetrySettings
-from tests.support.databases import schema  # noqa: F401 (fixture)
 from tests.support.samples import NOW
-from tests.telemetry.scenario import DE, NO, RUN_PUE, RUN_WH, record_dashboard
 
-
-@pytest.fixture
-async def db(schema: str):  # noqa: F811 (the fixture above)
-    database = Database(TelemetrySettings().database_url, schema=schema)
-    await database.migrate()
-    yield database
-    await database.close()
+from .scenario import DE, NO, RUN_PUE, RUN_WH, record_dashboard
 
 
 async def test_the_closing_table_from_telemetrys_read_api(db, tmp_path: Path) -> None:
