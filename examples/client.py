@@ -13,9 +13,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from metatune.display import trial_label
 from metatune_cli.client import Client, MetaTuneError, Progress
 
 HERE = Path(__file__).resolve().parent
+
+
+def figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def main() -> int:
@@ -39,8 +44,9 @@ def main() -> int:
             for trial in client.results(study.study_id):
                 accuracy = trial.metrics.accuracy if trial.metrics else None
                 print(
-                    f"  trial {trial.trial_index}: {trial.status}, accuracy {accuracy}, "
-                    f"{trial.energy_wh} Wh, {trial.realised_emissions_g} gCO2eq realised"
+                    f"  trial {trial_label(trial.trial_index)}: {trial.status}, "
+                    f"accuracy {figure(accuracy)}, {figure(trial.energy_wh)} Wh, "
+                    f"{figure(trial.realised_emissions_g)} gCO2eq realised"
                 )
     except MetaTuneError as exc:  # NATS not there, a bad option, a study still running
         print(f"error: {exc}", file=sys.stderr)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -21,6 +23,7 @@ from metatune_cli.asyncapi.examples import ACCOUNTING, CONFIG, NOW, SPEC
 from tests.support.cli import run
 
 STUDY, TRAINED, FAILED = uuid4(), uuid4(), uuid4()
+REPO = Path(__file__).resolve().parents[2]
 
 
 def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
@@ -276,8 +279,30 @@ async def test_adapter_download_gives_a_hub_ready_folder_peft_loads(
     assert example_model.config.id2label == {0: "neg", 1: "pos"}
     got = example_model.state_dict()
     assert all(torch.equal(want[k], got[k]) for k in lora)
-    human = run(["adapter", "download", str(TRAINED), "--out", str(tmp_path / "again")], env)
+    # examples/load_adapter.py, the README's command, loads it as well and classifies alike
+    texts = ["a fine film", "a dull film"]
+    script = REPO / "examples" / "load_adapter.py"
+    loaded_by_script = subprocess.run(
+        [sys.executable, str(script), str(out), *texts], capture_output=True, text=True, timeout=600
+    )
+    assert loaded_by_script.returncode == 0, loaded_by_script.stderr
+    tokenizer = names["tokenizer"]
+    with torch.no_grad():
+        predicted = [
+            example_model(**tokenizer(t, return_tensors="pt", truncation=True)).logits.argmax(-1)
+            for t in texts
+        ]
+    assert loaded_by_script.stdout.splitlines() == [
+        f"{example_model.config.id2label[p.item()]}\t{t}"
+        for p, t in zip(predicted, texts, strict=True)
+    ]
+    # by the job id's first characters, as a narrow terminal shows `results`' job column
+    again = tmp_path / "again"
+    human = run(["adapter", "download", str(TRAINED)[:8], "--out", str(again)], env)
     assert human.returncode == 0, human.stderr
+    assert (again / "adapter_model.safetensors").read_bytes() == (
+        out / "adapter_model.safetensors"
+    ).read_bytes()
     assert "README.md" in human.stdout and "hf upload" in human.stdout
 
     one_error_line(
@@ -293,6 +318,11 @@ async def test_adapter_download_gives_a_hub_ready_folder_peft_loads(
     )
     one_error_line(
         run(["adapter", "download", str(uuid4()), "--out", str(tmp_path / "y")], env), 1, "no job"
+    )
+    one_error_line(
+        run(["adapter", "download", "0000", "--out", str(tmp_path / "z")], env),
+        1,
+        "no job with an id starting '0000'",
     )
 
 

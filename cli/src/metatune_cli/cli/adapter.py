@@ -17,7 +17,10 @@ adapter_app = typer.Typer(help="Trained LoRA adapters.", no_args_is_help=True)
 
 @adapter_app.command("download")
 def download(
-    job: str = typer.Argument(..., help="Job (trial) id, as `metatune study show` lists it"),
+    job: str = typer.Argument(
+        ...,
+        help="Job (trial) id, as `metatune results` lists it, or a prefix naming one job",
+    ),
     out: Path = typer.Option(..., "--out", help="Directory to write the adapter to (new or empty)"),
     raw: bool = typer.Option(False, "--json", help="Print JSON"),
 ) -> None:

@@ -222,20 +222,29 @@ class AsyncClient:
     async def _find(self, value: UUID | str) -> Study:
         """The study whose id is ``value`` or starts with it (``study list`` shows the first 8
         characters); a prefix must name exactly one study."""
-        text = str(value).strip().lower()
-        if len(text) < 36:
-            if not text or any(c not in "0123456789abcdef-" for c in text):
-                parse_id(str(value), "study")  # says what a study id looks like
-            matches = [s for sid, s in (await self._studies()).items() if str(sid).startswith(text)]
-            if len(matches) != 1:
-                found = "no study" if not matches else f"{len(matches)} studies"
-                raise NotFound(f"{found} with an id starting {text!r} in the event log")
-            return matches[0]
-        study_id = parse_id(value, "study")
-        study = (await self._studies()).get(study_id)
+        wanted = _id_or_prefix(value, "study")
+        studies = await self._studies()
+        if isinstance(wanted, str):
+            matches = [s for sid, s in studies.items() if str(sid).startswith(wanted)]
+            return _one(matches, wanted, "study", "studies")
+        study = studies.get(wanted)
         if study is None:
-            raise NotFound(f"no study {study_id} in the event log")
+            raise NotFound(f"no study {wanted} in the event log")
         return study
+
+    async def _find_job(self, value: UUID | str) -> tuple[Study, UUID]:
+        """The study of the job whose id is ``value`` or starts with it (a narrow terminal shows
+        only the first characters of ``results``' job column), and the job's id; a prefix must
+        name exactly one job."""
+        wanted = _id_or_prefix(value, "job")
+        jobs = [(s, job) for s in (await self._studies()).values() for job in s.trials]
+        if isinstance(wanted, str):
+            matches = [(s, job) for s, job in jobs if str(job).startswith(wanted)]
+            return _one(matches, wanted, "job", "jobs")
+        found = next((s for s, job in jobs if job == wanted), None)
+        if found is None:
+            raise NotFound(f"no job {wanted} in the event log")
+        return found, wanted
 
     async def studies(self, tags: Iterable[str] = ()) -> list[StudySummary]:
         """Every study in the event log, oldest first; with ``tags``, those filed under all."""
@@ -401,10 +410,7 @@ class AsyncClient:
         out = Path(out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise InvalidRequest(f"{out} exists and is not an empty directory")
-        job_id = parse_id(job, "job")
-        study = next((s for s in (await self._studies()).values() if job_id in s.trials), None)
-        if study is None:
-            raise NotFound(f"no job {job_id} in the event log")
+        study, job_id = await self._find_job(job)
         trial = study.trials[job_id]
         run = trial.completed
         if run is None or run.adapter_key is None:
@@ -431,6 +437,29 @@ class AsyncClient:
             card=CARD,
             labels=labels,
         )
+
+
+def _id_or_prefix(value: UUID | str, what: str) -> UUID | str:
+    """``value`` as a whole id, or, shorter, the prefix of one (lower case); anything else is
+    :class:`InvalidRequest` saying what a ``what`` id looks like."""
+    text = str(value).strip().lower()
+    if len(text) >= 36:
+        return parse_id(value, what)
+    if not text or any(c not in "0123456789abcdef-" for c in text):
+        parse_id(str(value), what)  # raises, saying what an id looks like
+    return text
+
+
+Found = TypeVar("Found")
+
+
+def _one(matches: list[Found], prefix: str, one: str, many: str) -> Found:
+    """The one match of an id prefix; none or several (``one``, ``many``: what they are) is
+    :class:`NotFound`."""
+    if len(matches) != 1:
+        found = f"no {one}" if not matches else f"{len(matches)} {many}"
+        raise NotFound(f"{found} with an id starting {prefix!r} in the event log")
+    return matches[0]
 
 
 def _reads_log(settings: Settings) -> bool:
