@@ -5,6 +5,7 @@ deletes in no other bucket)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +24,6 @@ from metatune.contracts import (
 from metatune_cli.client import AsyncClient, InvalidRequest
 from metatune_profiler.app import create_service
 from metatune_profiler.settings import ProfilerSettings
-from tests.profiler.conftest import write_jsonl
 from tests.support.requests import answer
 from tests.support.secured_bus import SecuredBus, violation
 from tests.support.waiting import wait_for
@@ -50,7 +50,8 @@ async def stored(admin, bucket: str) -> tuple[list[str], int]:
 async def test_a_refused_upload_is_removed_and_an_accepted_one_stays(
     secured: SecuredBus, admin, tmp_path: Path
 ) -> None:
-    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     profiler = create_service(
         secured.settings(
             "profiler", ProfilerSettings, data_dir=tmp_path / "data", dataset_roots=[tmp_path]

@@ -172,8 +172,8 @@ CORE = {
     "submit": Core(
         "submit:submit",
         "Upload a dataset and request a study; prints the study id (with --json: also the dataset's"
-        " location and the event id). Given a study file (docs/study.schema.json), its settings"
-        " apply and the flags given override them.",
+        " location, the event id and whether the profiler checked the dataset first). Given a study"
+        " file (docs/study.schema.json), its settings apply and the flags given override them.",
     ),
     "cancel": Core(
         "cancel:cancel",
@@ -190,7 +190,8 @@ CORE = {
         "platform_cmds:secrets",
         "Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the"
         " server's auth config) to METATUNE_NATS_SECRETS_DIR, and the telemetry dashboard's read-only"
-        " token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600;"
+        " token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600"
+        " (--group: 0640, that group's);"
         " prints file names, never secrets.",
     ),
     "bus-init": Core(
