@@ -198,6 +198,10 @@ class Demo:
                     self.kb_counts,
                 )
                 disclosures = await self._disclosures(client)
+            for row in rows:
+                profile = self.state.studies[UUID(row.study_id)].profile
+                classes = profile.features.n_classes if profile is not None else 0
+                row.chance_baseline = 1 / classes if classes else None
         result = self._result(rows, disclosures)
         (self.folder / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         return result

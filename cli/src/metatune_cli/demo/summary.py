@@ -65,6 +65,8 @@ class StudyRow:
     greedy_g: float | None
     kb_runs: int  # this study's runs in the knowledge base
     datacenters: list[str] = field(default_factory=list)
+    # 1 / the classes the profiler counted (metatune.datasets.profiled): guessing uniformly
+    chance_baseline: float | None = None
 
 
 @dataclass(frozen=True)
