@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from metatune.display import beside_baseline, study_state, trial_label, trial_outcome
+from metatune.display import (
+    beside_baseline,
+    chance_baseline,
+    study_state,
+    trial_label,
+    trial_outcome,
+)
 
 
 def test_an_early_stop_never_reads_completed() -> None:
@@ -28,6 +34,15 @@ def test_an_accuracy_stands_beside_its_majority_baseline() -> None:
     assert beside_baseline(0.317, 0.4) == "0.317 (below majority 0.400)"
     assert beside_baseline(0.4, 0.4) == "0.400 (below majority 0.400)"  # ties do not beat it
     assert beside_baseline(0.5, None) == "0.500" and beside_baseline(None, 0.5) == "-"
+
+
+def test_an_accuracy_stands_beside_chance_too() -> None:
+    assert beside_baseline(0.733, 0.6, 0.25) == "0.733 (majority 0.600, chance 0.250)"
+    assert beside_baseline(0.317, 0.4, 0.25) == "0.317 (below majority 0.400, chance 0.250)"
+    assert beside_baseline(0.2, 0.4, 0.25) == "0.200 (below majority 0.400, below chance 0.250)"
+    assert beside_baseline(0.8, None, 0.5, digits=4) == "0.8000 (chance 0.5000)"
+    # chance is 1 / the classes the profiler counted; a causal LM (0 classes) has none
+    assert [chance_baseline(n) for n in (4, 2, 0, None)] == [0.25, 0.5, None, None]
 
 
 def test_trials_are_numbered_from_one() -> None:

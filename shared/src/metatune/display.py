@@ -41,13 +41,28 @@ def study_state(stop_reason: str | None, unfinished: int) -> str:
     return f"finished ({stop_reason})"
 
 
-def beside_baseline(accuracy: float | None, majority: float | None, digits: int = 3) -> str:
-    """An accuracy with its dataset's majority-class baseline beside it, saying when the run
-    does not beat it: ``0.733 (majority 0.600)``, ``0.317 (below majority 0.400)``."""
+def chance_baseline(n_classes: int | None) -> float | None:
+    """The accuracy of guessing a label uniformly at random: 1 / the number of classes the
+    profiler counted; None where there are none (a causal LM) or the count is unknown."""
+    return 1 / n_classes if n_classes else None
+
+
+def beside_baseline(
+    accuracy: float | None,
+    majority: float | None,
+    chance: float | None = None,
+    *,
+    digits: int = 3,
+) -> str:
+    """An accuracy with its dataset's baselines beside it, the majority-class one (always predicting
+    the most common label) and chance (1 / classes), saying which the run does not beat:
+    ``0.733 (majority 0.600, chance 0.250)``, ``0.317 (below majority 0.400, chance 0.250)``."""
     if accuracy is None:
         return "-"
     shown = f"{accuracy:.{digits}f}"
-    if majority is None:
-        return shown
-    word = "majority" if accuracy > majority else "below majority"
-    return f"{shown} ({word} {majority:.{digits}f})"
+    beside = [
+        f"{'' if accuracy > value else 'below '}{name} {value:.{digits}f}"
+        for name, value in (("majority", majority), ("chance", chance))
+        if value is not None
+    ]
+    return f"{shown} ({', '.join(beside)})" if beside else shown
