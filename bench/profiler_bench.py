@@ -9,7 +9,9 @@ the sources, so another folder never reuses it. Each contender runs in its own s
 RSS (getrusage ru_maxrss) is its own; RSS right after loading the tokenizer is reported too, since
 importing torch/transformers costs the same in both. ``--json`` prints one object with the figures.
 
-Contenders: ``streaming`` is ``profile_file`` (column batches, pyarrow JSON blocks, words as ids);
+Contenders: ``streaming`` is ``profile_file`` with its blocks counted in worker processes (one per
+usable core) and merged in order; ``streaming-1`` is the same pass in one process (column batches,
+pyarrow JSON blocks, words as ids, a read-ahead thread: the code before the workers);
 ``reference`` is ``profile_file_by_rows`` (one row and one word string at a time, the code path
 ``profile_file`` had before the batches) on the same files, and every pair of streaming and
 reference runs on one file is checked for identical features (``comparisons``); ``pandas`` loads the
@@ -102,7 +104,9 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_streaming(path: Path, *, by_rows: bool = False) -> dict:
+def run_streaming(path: Path, *, by_rows: bool = False, workers: int | None = None) -> dict:
+    """``workers`` None: the usable cores; 1: in this process."""
+    from metatune_profiler.adapters.block_pool import ProcessBlockMap, usable_cores
     from metatune_profiler.domain.profile import (
         ProfileOptions,
         profile_file,
@@ -114,13 +118,21 @@ def run_streaming(path: Path, *, by_rows: bool = False) -> dict:
     ready = _rss_mb()
     start = time.perf_counter()
     cpu = time.process_time()
-    profile = profile_file_by_rows if by_rows else profile_file
-    result = profile(path, ProfileOptions(sample_size=SAMPLE_SIZE))
+    options = ProfileOptions(sample_size=SAMPLE_SIZE)
+    count = workers or usable_cores()
+    if by_rows:
+        result = profile_file_by_rows(path, options)
+    else:
+        blocks = ProcessBlockMap(count) if count > 1 else None
+        result = profile_file(path, options, map_blocks=blocks)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "seconds": time.perf_counter() - start,
-        "cpu_seconds": time.process_time() - cpu,
+        "cpu_seconds": time.process_time() - cpu + children.ru_utime + children.ru_stime,
+        "workers": 1 if by_rows else count,
         "rss_ready_mb": ready,
         "peak_rss_mb": _rss_mb(),
+        "worker_peak_rss_mb": children.ru_maxrss / 1024,
         "n_examples": result.features.n_examples,
         "ttr": result.features.ttr,
         "mattr": result.features.mattr,
@@ -131,6 +143,10 @@ def run_streaming(path: Path, *, by_rows: bool = False) -> dict:
 
 def run_reference(path: Path) -> dict:
     return run_streaming(path, by_rows=True)
+
+
+def run_one_process(path: Path) -> dict:
+    return run_streaming(path, workers=1)
 
 
 def compare(streaming: dict, reference: dict) -> dict:
@@ -204,7 +220,12 @@ def _above_load(result: dict) -> float:
     return result["peak_rss_mb"] - result["rss_ready_mb"]
 
 
-RUNNERS = {"streaming": run_streaming, "reference": run_reference, "pandas": run_pandas}
+RUNNERS = {
+    "streaming": run_streaming,
+    "streaming-1": run_one_process,
+    "reference": run_reference,
+    "pandas": run_pandas,
+}
 
 
 def _in_subprocess(kind: str, path: Path) -> dict:
@@ -268,7 +289,8 @@ def main() -> None:
         Console(stderr=True).print(f"[yellow]skipped[/yellow] {line}")
     if not files:
         parser.error(f"no usable *.jsonl.gz dataset in {args.data}")
-    runs = [(kind, size) for size in args.size_mb for kind in ("streaming", "reference")]
+    contenders = ("streaming", "streaming-1", "reference")
+    runs = [(kind, size) for size in args.size_mb for kind in contenders]
     runs += [("streaming", args.baseline_size_mb), ("pandas", args.baseline_size_mb)]
     runs = list(dict.fromkeys(runs))
     results = {}
@@ -283,12 +305,14 @@ def main() -> None:
     comparisons = [
         {
             "size_mb": size,
+            "contender": kind,
             **compare(
-                {"features": profiles["streaming", size]}, {"features": profiles["reference", size]}
+                {"features": profiles[kind, size]}, {"features": profiles["reference", size]}
             ),
         }
         for size in args.size_mb
-        if ("streaming", size) in profiles and ("reference", size) in profiles
+        for kind in ("streaming", "streaming-1")
+        if (kind, size) in profiles and ("reference", size) in profiles
     ]
 
     table = Table(title="profiler: streaming vs reference vs pandas (one process each)")
@@ -371,7 +395,8 @@ def main() -> None:
     for comparison in comparisons:
         verdict = "identical" if comparison["identical_features"] else "DIFFERENT"
         out.print(
-            f"at {comparison['size_mb']} MiB: streaming and reference profiles are {verdict}"
+            f"at {comparison['size_mb']} MiB: {comparison['contender']} and reference profiles are "
+            f"{verdict}"
             + ("" if comparison["identical_features"] else f": {comparison['differing']}")
         )
     if stream and naive and "error" not in stream and "error" not in naive:

@@ -21,7 +21,7 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -379,18 +379,33 @@ class TypeTable:
         self._crcs = np.empty(0, dtype=np.uint32)
 
     def update(self, words: WordIds) -> None:
-        self.tokens += words.ids.size
-        if words.ids.size:
-            ids, counts = np.unique(words.ids, return_counts=True)
+        ids, counts = np.unique(words.ids, return_counts=True)
+
+        def crc32s(new: np.ndarray) -> np.ndarray:
+            order = np.argsort(words.ids)
+            some = order[np.searchsorted(words.ids[order], ids[new])]  # an occurrence of each
+            return words.crc32s(some)
+
+        self.add_types(words.ids.size, ids, counts, crc32s)
+
+    def add_types(
+        self,
+        tokens: int,
+        ids: np.ndarray,
+        counts: np.ndarray,
+        crc32s: Callable[[np.ndarray], np.ndarray],
+    ) -> None:
+        """``update`` given the words' distinct ``ids`` (sorted), their ``counts`` and
+        ``crc32s(indices)``, the CRC-32 of the types at those indices of ``ids``."""
+        self.tokens += tokens
+        if tokens:
             at = np.searchsorted(self._ids, ids)
             known = at < self._ids.size
             known[known] = self._ids[at[known]] == ids[known]
             self._counts[at[known]] += counts[known]
             new = np.flatnonzero(~known)
             if new.size:
-                order = np.argsort(words.ids)
-                some = order[np.searchsorted(words.ids[order], ids[new])]  # an occurrence of each
-                crcs = words.crc32s(some)
+                crcs = crc32s(new)
                 kept = (crcs & ((1 << self.level) - 1)) == 0
                 new, crcs = new[kept], crcs[kept]
                 placed = at[new] + np.arange(new.size)  # where the new types go, in order
@@ -474,6 +489,23 @@ class Mattr:
         self._distinct_sum += _window_distinct_sum(stream, self.window, first_end)
         self._carry = stream[-(self.window - 1) :] if self.window > 1 else stream[:0]
 
+    def add_block(self, tokens: int, head: np.ndarray, tail: np.ndarray, inner: int) -> None:
+        """``update_ids(ids)`` given only ``len(ids)``, ``head`` = ``ids[:window - 1]``, ``tail`` =
+        ``ids[-(window - 1):]`` and ``inner`` = :func:`mattr_inner_sum` of ``ids``: the windows
+        that start in earlier chunks are counted here, those inside ``ids`` were counted apart."""
+        if not tokens:
+            return
+        self.tokens += tokens
+        head = np.concatenate([self._carry, head.view(np.int64)])
+        self._distinct_sum += inner + _window_distinct_sum(
+            head, self.window, max(self._carry.size, self.window - 1)
+        )
+        if self.window == 1:
+            return
+        self._carry = (
+            tail.view(np.int64) if tokens >= self.window - 1 else head[-(self.window - 1) :]
+        )
+
     def value(self, ttr_if_short: float) -> float:
         windows = self.tokens - self.window + 1
         if windows <= 0:
@@ -482,6 +514,11 @@ class Mattr:
 
     def effective_window(self) -> int:
         return min(self.window, self.tokens) or 1
+
+
+def mattr_inner_sum(ids: np.ndarray, window: int) -> int:
+    """The distinct ids summed over the windows of ``window`` tokens lying wholly in ``ids``."""
+    return _window_distinct_sum(ids.view(np.int64), window, window - 1)
 
 
 def _window_distinct_sum(ids: np.ndarray, window: int, first_end: int) -> int:

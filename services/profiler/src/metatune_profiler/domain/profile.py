@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,6 +28,13 @@ from metatune.contracts import DatasetFormat, MetaFeatures
 from metatune.models import EMBEDDED_MODEL
 
 from . import stats
+from .block_counts import (
+    BlockCounts,
+    count_block,
+    longest_row,
+    words_and_scripts,
+    words_per_example,
+)
 from .columns import ColumnMap, ColumnRequest
 from .errors import SKIP_REASON_ERRORS, EmptyDataset, OneClassLabel, ProfileError
 from .lexicon import Mattr, TypeCounter, TypeTable, WordIds, word_ids, words
@@ -148,10 +156,7 @@ class _Prepared(NamedTuple):
 
 
 def _prepare(batch: RowBatch) -> _Prepared:
-    texts, pairs = batch.texts, batch.pairs
-    parts = texts if pairs is None else [x for pair in zip(texts, pairs, strict=True) for x in pair]
-    # newlines are whitespace, not counted
-    return _Prepared(batch, word_ids(parts), script_counts("\n".join(parts)))
+    return _Prepared(batch, *words_and_scripts(batch))
 
 
 def _prepared(batches: Iterator[RowBatch]) -> Iterator[_Prepared]:
@@ -184,25 +189,45 @@ class _BatchPass(_Pass):
         if not n:
             return
         self.examples += n
-        per_row = found.counts if pairs is None else found.counts[0::2] + found.counts[1::2]
-        lengths, rows = np.unique(per_row, return_counts=True)
+        lengths, rows = np.unique(words_per_example(batch, found), return_counts=True)
         self.word_lengths.update(dict(zip(lengths.tolist(), rows.tolist(), strict=True)))
         if batch.labels is not None:
             self.labels.update(batch.labels)
         self.duplicates.add_many(texts, pairs)
         self.sample.add_many(n, batch.row)
-        chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-        if pairs is not None:
-            chars += np.fromiter(map(len, pairs), dtype=np.int64, count=n)
-        longest = int(np.argmax(chars))  # the first of the longest, as row by row
-        if self.longest is None or chars[longest] > _chars(self.longest):
+        longest, chars = longest_row(batch)  # the first of the longest, as row by row
+        if self.longest is None or chars > _chars(self.longest):
             self.longest = batch.row(longest)
         assert isinstance(self.types, TypeTable)
         self.types.update(found)
         self.mattr.update_ids(found.ids)
-        self.scripts = (
-            prepared.scripts if not self.scripts.size else self.scripts + prepared.scripts
+        self._add_block_scripts(prepared.scripts)
+
+    def add_counts(self, counts: BlockCounts) -> None:
+        """``add_batch`` of a block counted apart (:func:`~.block_counts.count_block`)."""
+        for skip in counts.skips:
+            self.skip(skip)
+        n = counts.n
+        if not n:
+            return
+        self.examples += n
+        self.word_lengths.update(counts.word_lengths)
+        self.labels.update(counts.label_counts)
+        self.duplicates.add_fingerprints(counts.fingerprints)
+        self.sample.add_many(n, counts.row)
+        if self.longest is None or counts.longest_chars > _chars(self.longest):
+            self.longest = counts.row(counts.longest)
+        assert isinstance(self.types, TypeTable)
+        self.types.add_types(
+            counts.tokens, counts.type_ids, counts.type_counts, counts.type_crcs.__getitem__
         )
+        self.mattr.add_block(
+            counts.tokens, counts.mattr_head, counts.mattr_tail, counts.mattr_inner
+        )
+        self._add_block_scripts(counts.scripts)
+
+    def _add_block_scripts(self, counts: np.ndarray) -> None:
+        self.scripts = counts if not self.scripts.size else self.scripts + counts
 
     def flush(self) -> None:
         assert isinstance(self.types, TypeTable)
@@ -240,15 +265,25 @@ def _check_skips(acc: _Pass, max_fraction: float) -> int:
 PROGRESS_EVERY_ROWS = 5000
 
 
+BlockMap = Callable[
+    [Callable[[tuple[int, bytes | Skip]], BlockCounts], Iterator[tuple[int, bytes | Skip]]],
+    Iterator[BlockCounts],
+]
+"""``map(count, blocks)`` in order, e.g. in worker processes (``adapters.block_pool``)."""
+
+
 def profile_file(
     path: str | Path,
     options: ProfileOptions | None = None,
     on_rows: Callable[[int], None] | None = None,
+    map_blocks: BlockMap | None = None,
 ) -> ProfileResult:
     """Profile one dataset file; raises a :class:`~.errors.ProfileError` subclass when it is unusable.
 
-    ``on_rows(n)`` is told the rows read so far every few thousand rows (a CLI's progress bar)."""
-    return _profile(path, options, on_rows, batched=True)
+    ``on_rows(n)`` is told the rows read so far every few thousand rows (a CLI's progress bar).
+    With ``map_blocks``, the blocks of a JSON-lines file are counted by it (e.g. in other
+    processes) and merged in order: the same profile as without."""
+    return _profile(path, options, on_rows, batched=True, map_blocks=map_blocks)
 
 
 def profile_file_by_rows(
@@ -266,6 +301,7 @@ def _profile(
     on_rows: Callable[[int], None] | None,
     *,
     batched: bool,
+    map_blocks: BlockMap | None = None,
 ) -> ProfileResult:
     options = options or ProfileOptions()
     tokenizer = load_tokenizer(options.base_model)  # fail fast on an unknown model, before reading
@@ -276,7 +312,22 @@ def _profile(
         options.format,
     )
     acc: _Pass
-    if batched:
+    if batched and map_blocks is not None and dataset.format is DatasetFormat.jsonl:
+        acc = batch_pass = _BatchPass(options)
+        count = partial(
+            count_block,
+            max_row_bytes=options.max_row_bytes,
+            columns=dataset.columns,
+            window=options.mattr_window,
+        )
+        read = reported = 0
+        for counts in map_blocks(count, dataset.jsonl_blocks()):
+            batch_pass.add_counts(counts)
+            read += counts.n + len(counts.skips)
+            if on_rows is not None and read // PROGRESS_EVERY_ROWS > reported:
+                reported = read // PROGRESS_EVERY_ROWS
+                on_rows(read)
+    elif batched:
         acc = batch_pass = _BatchPass(options)
         read = reported = 0
         for prepared in _prepared(dataset.batches()):

@@ -305,22 +305,15 @@ class Dataset:
 
     def _jsonl_batches(self) -> Iterator[RowBatch]:
         limit = self.limits.max_row_bytes
+        for first_line, block in self.jsonl_blocks():
+            yield parse_jsonl_block(first_line, block, limit, self.columns)
+
+    def jsonl_blocks(self) -> Iterator[tuple[int, bytes | Skip]]:
+        """The blocks of whole lines :meth:`batches` parses, in file order, as (first line, block)
+        (JSON lines only; :meth:`rows` must not have been iterated)."""
+        self._peek_source.close()
         with open_binary(self.path, self.limits) as fh:
-            for first_line, block in _line_blocks(fh, limit):
-                if isinstance(block, Skip):
-                    yield RowBatch([], [], None, None, [block])
-                    continue
-                batch = _arrow_batch(block, first_line, limit, self.columns)
-                if batch is None:
-                    items: list[Row | Skip] = []
-                    for number, record in _jsonl_lines(io.BytesIO(block), limit, first_line - 1):
-                        items.append(
-                            _to_row(number, record, self.columns)
-                            if isinstance(record, dict)
-                            else Skip(number, record)
-                        )
-                    batch = RowBatch.of(items, self.columns)
-                yield batch
+            yield from _line_blocks(fh, self.limits.max_row_bytes)
 
     # ---------------------------------------------------------------- plain text
     def _open_text(self, request: ColumnRequest) -> tuple[ColumnMap, Iterator[Row | Skip]]:
@@ -491,6 +484,26 @@ def _line_blocks(fh: BinaryIO, max_row_bytes: int) -> Iterator[tuple[int, bytes 
 
 _OPEN_BRACE = ord("{")
 _NEWLINE = ord("\n")
+
+
+def parse_jsonl_block(
+    first_line: int, block: bytes | Skip, max_row_bytes: int, columns: ColumnMap
+) -> RowBatch:
+    """The rows of one block of :meth:`Dataset.jsonl_blocks`: by pyarrow when the block is plain,
+    else line by line (the same rows, skips and values either way)."""
+    if isinstance(block, Skip):
+        return RowBatch([], [], None, None, [block])
+    batch = _arrow_batch(block, first_line, max_row_bytes, columns)
+    if batch is None:
+        items: list[Row | Skip] = []
+        for number, record in _jsonl_lines(io.BytesIO(block), max_row_bytes, first_line - 1):
+            items.append(
+                _to_row(number, record, columns)
+                if isinstance(record, dict)
+                else Skip(number, record)
+            )
+        batch = RowBatch.of(items, columns)
+    return batch
 
 
 def _arrow_batch(

@@ -48,6 +48,21 @@ class Reservoir(Generic[Item]):
         self.seen = seen
 
 
+def fingerprints(texts: Sequence[str], pairs: Sequence[str] | None) -> np.ndarray:
+    """The 64-bit BLAKE2b fingerprint of each example (text, or text and pair), as uint64."""
+    keys = texts if pairs is None else [f"{t}\x00{p}" for t, p in zip(texts, pairs, strict=True)]
+    blake2b = hashlib.blake2b
+    return np.array(
+        [
+            int.from_bytes(
+                blake2b(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
+            )
+            for k in keys
+        ],
+        dtype=np.uint64,
+    )
+
+
 class DuplicateCounter:
     """Exact-duplicate rate from 64-bit BLAKE2b fingerprints of each example.
 
@@ -77,19 +92,10 @@ class DuplicateCounter:
 
     def add_many(self, texts: Sequence[str], pairs: Sequence[str] | None) -> None:
         """``add`` of each (text, pair), with the same fingerprints, sampling and compactions."""
-        keys = (
-            texts if pairs is None else [f"{t}\x00{p}" for t, p in zip(texts, pairs, strict=True)]
-        )
-        blake2b = hashlib.blake2b
-        values = np.array(
-            [
-                int.from_bytes(
-                    blake2b(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
-                )
-                for k in keys
-            ],
-            dtype=np.uint64,
-        )
+        self.add_fingerprints(fingerprints(texts, pairs))
+
+    def add_fingerprints(self, values: np.ndarray) -> None:
+        """``add_many`` given the examples' :func:`fingerprints` (uint64)."""
         self.rows += values.size
         while values.size:
             kept = np.flatnonzero((values & np.uint64((1 << self.level) - 1)) == 0)
