@@ -19,7 +19,7 @@ from metatune import contracts as c
 from metatune import subjects
 from metatune.bus import ADAPTERS_BUCKET, DATASETS_BUCKET, ObjectStore, ensure_streams, headers_for
 from metatune.settings import Settings
-from metatune_cli.asyncapi.examples import ACCOUNTING, CONFIG, NOW, SPEC
+from metatune_cli.asyncapi.examples import ACCOUNTING, CONFIG, FEATURES, NOW, SPEC
 from tests.support.cli import run
 
 STUDY, TRAINED, FAILED = uuid4(), uuid4(), uuid4()
@@ -95,6 +95,14 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
     ]
 
 
+def profiled(study: UUID = STUDY) -> tuple[str, c.Event]:
+    """The study's profile: four classes, so chance is 0.25."""
+    features = FEATURES.model_copy(update={"n_classes": 4})
+    return subjects.DATASETS_PROFILED, c.DatasetProfiled(
+        occurred_at=NOW, study_id=study, spec=SPEC, features=features
+    )
+
+
 OBSERVED_G = 20.0  # osl1's grid (NO) observed in the run's first hour; its second is not yet
 
 
@@ -141,7 +149,7 @@ def one_error_line(result, code: int, *words: str) -> None:
 async def test_study_list_show_and_results_tell_the_study_from_the_log(
     module_nats: str, env
 ) -> None:
-    await publish(module_nats, study_events())
+    await publish(module_nats, [*study_events(), profiled()])
 
     listed = run(["study", "list", "--json"], env)
     assert listed.returncode == 0, listed.stderr
@@ -180,6 +188,8 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
         human.returncode == 0 and str(FAILED) in human.stdout and "OOM at batch 16" in human.stdout
     )
     assert "early-stopped (plateau, step 113)" in human.stdout and "#1" in human.stdout
+    assert "accuracy 0.910 (majority 0.600, chance 0.250)" in human.stdout
+    assert [t["chance_baseline"] for t in details["trials"]] == [0.25, 0.25]
 
     results = run(["results", str(STUDY), "--json"], env)
     assert results.returncode == 0, results.stderr
@@ -201,7 +211,8 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     human = run(["results", str(STUDY)], env)
     assert human.returncode == 0 and "0.91" in human.stdout and "38.5" in human.stdout
     assert "early-stopped (plateau, step 113)" in human.stdout
-    assert trained["majority_baseline"] == 0.6 and "0.910 (majority 0.600)" in human.stdout
+    assert (trained["majority_baseline"], trained["chance_baseline"]) == (0.6, 0.25)
+    assert "0.910 (majority 0.600, chance 0.250)" in human.stdout
     assert "1/2" in human.stdout and "forecast intensity" in human.stdout
 
     one_error_line(run(["study", "show", "not-a-study"], env), 2, "'not-a-study' is not a study id")

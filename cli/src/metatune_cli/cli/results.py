@@ -68,7 +68,9 @@ def print_results(trials: list[dict[str, Any]]) -> None:
                     config.get("learning_rate"),
                     config.get("batch_size"),
                     metrics.get("val_loss"),
-                    beside_baseline(metrics.get("accuracy"), t["majority_baseline"]),
+                    beside_baseline(
+                        metrics.get("accuracy"), t["majority_baseline"], t["chance_baseline"]
+                    ),
                     t["energy_wh"],
                     t["emissions_g"],
                     t["realised_emissions_g"],

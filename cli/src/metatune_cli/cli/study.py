@@ -72,14 +72,17 @@ def list_studies(
 
 
 def _result(trial: dict[str, Any]) -> str:
-    """A trial's outcome as a person reads it: its accuracy beside the majority baseline, the
+    """A trial's outcome as a person reads it: its accuracy beside the majority and chance baselines, the
     validation loss (or perplexity); the reason where it failed or never ran."""
     metrics = trial["metrics"]
     if not metrics:
         return trial["error"] or "-"
     parts = []
     if metrics.get("accuracy") is not None:
-        parts.append(f"accuracy {beside_baseline(metrics['accuracy'], trial['majority_baseline'])}")
+        shown = beside_baseline(
+            metrics["accuracy"], trial["majority_baseline"], trial["chance_baseline"]
+        )
+        parts.append(f"accuracy {shown}")
     if metrics.get("macro_f1") is not None:
         parts.append(f"macro F1 {metrics['macro_f1']:.3f}")
     if metrics.get("perplexity") is not None:

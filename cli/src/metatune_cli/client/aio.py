@@ -280,7 +280,7 @@ class AsyncClient:
         observed = await load_observed(js, self.settings.stream_name, regions)
         results = []
         for trial, accounting in zip(found, accountings, strict=True):
-            summary = trial.summary()
+            summary = trial.summary(study.chance_baseline)
             extra = realised(accounting, region_of, observed, summary.datacenter)
             results.append(TrialResult(**dict(summary), **extra))
         return results

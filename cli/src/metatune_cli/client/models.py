@@ -74,6 +74,7 @@ class TrialSummary(View):
     datacenter: str | None
     metrics: RunMetrics | None
     majority_baseline: float | None
+    chance_baseline: float | None  # 1 / the classes the profiler counted
     steps: int | None
     adapter_key: str | None
     energy_wh: float | None

@@ -21,7 +21,7 @@ from metatune.contracts import (
     RunFailed,
     StudyStopped,
 )
-from metatune.display import EARLY_STOPPED, study_state, trial_outcome
+from metatune.display import EARLY_STOPPED, chance_baseline, study_state, trial_outcome
 
 from .models import StudyDetail, StudySummary, TrialSummary
 
@@ -53,8 +53,9 @@ class Trial:
             return "infeasible"
         return "requested"
 
-    def summary(self) -> TrialSummary:
-        """The trial: configuration, prediction, outcome, metrics, energy and emissions."""
+    def summary(self, chance: float | None = None) -> TrialSummary:
+        """The trial: configuration, prediction, outcome, metrics (with its study's ``chance``
+        baseline), energy and emissions."""
         r, done, failed = self.requested, self.completed, self.failed
         accounting = done.accounting if done else failed.accounting if failed else None
         return TrialSummary(
@@ -68,6 +69,7 @@ class Trial:
             datacenter=end.datacenter if (end := done or failed) else None,
             metrics=done.metrics if done else None,
             majority_baseline=done.majority_baseline if done else None,
+            chance_baseline=chance,
             steps=done.steps if done else None,
             adapter_key=done.adapter_key if done else None,
             energy_wh=accounting.energy_wh if accounting else None,
@@ -109,6 +111,11 @@ class Study:
             t.status != "requested" for t in self.trials.values()
         )
 
+    @property
+    def chance_baseline(self) -> float | None:
+        """1 / the classes its profile counted (None: not profiled yet, or a causal LM)."""
+        return chance_baseline(self.profiled.features.n_classes) if self.profiled else None
+
     def count(self, *statuses: str) -> int:
         return sum(1 for t in self.trials.values() if t.status.startswith(statuses))
 
@@ -148,7 +155,7 @@ class Study:
             spec=self.submitted.spec if self.submitted else None,
             profile=self.profiled.features if self.profiled else None,
             rows_skipped=self.profiled.rows_skipped if self.profiled else None,
-            trials=[t.summary() for t in self.ordered_trials()],
+            trials=[t.summary(self.chance_baseline) for t in self.ordered_trials()],
             stopped=self.stopped,
         )
 
