@@ -45,6 +45,7 @@ from metatune.contracts import (
     StudySpec,
 )
 from metatune.dashboard_tokens import read_tokens, tokens_dir
+from metatune.display import chance_baseline
 from metatune.errors import MetaTuneError
 from metatune.settings import Settings
 
@@ -200,8 +201,9 @@ class Demo:
                 disclosures = await self._disclosures(client)
             for row in rows:
                 profile = self.state.studies[UUID(row.study_id)].profile
-                classes = profile.features.n_classes if profile is not None else 0
-                row.chance_baseline = 1 / classes if classes else None
+                row.chance_baseline = chance_baseline(
+                    profile.features.n_classes if profile is not None else None
+                )
         result = self._result(rows, disclosures)
         (self.folder / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         return result

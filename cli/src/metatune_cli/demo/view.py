@@ -289,7 +289,9 @@ def closing_rows(result: dict[str, Any]) -> list[list[str]]:
                 row["name"],
                 f"{row['trials']} ({row['early_stopped']})",
                 str(row["grid"]),
-                beside_baseline(row["best_accuracy"], row.get("majority_baseline")),
+                beside_baseline(
+                    row["best_accuracy"], row.get("majority_baseline"), row.get("chance_baseline")
+                ),
                 "-" if predicted is None else f"{predicted:.3f} ± {std or 0.0:.3f}",
                 nearest_measured(evidence),
                 f"{row['energy_wh']:.2f}",
