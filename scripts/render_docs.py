@@ -256,6 +256,7 @@ def rate(value: float | None) -> str:
 
 PROFILER_CONTENDERS = {
     "streaming": "streaming `profile_file` (column batches)",
+    "streaming-1": "streaming `profile_file` in one process (the previous pass)",
     "reference": "row by row (`profile_file_by_rows`, the previous path)",
     "pandas": "pandas baseline",
 }
@@ -265,6 +266,8 @@ def profiler_rows(name: str) -> list[list[str]]:
     rows = []
     for run in load_result(name)["runs"]:
         label = PROFILER_CONTENDERS.get(run["contender"], run["contender"])
+        if run["contender"] == "streaming" and run.get("workers", 1) > 1:
+            label = f"streaming `profile_file` ({run['workers']} worker processes)"
         rows.append(
             [
                 label,

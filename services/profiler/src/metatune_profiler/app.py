@@ -25,6 +25,7 @@ from metatune.contracts import (
 from metatune.service import Service
 from metatune.settings import Settings
 
+from .adapters.block_pool import block_map
 from .adapters.fetch import DatasetFetcher
 from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
@@ -84,7 +85,8 @@ def create_service(settings: Settings | None = None) -> Service:
 
         async def fetch_and_profile() -> ProfileResult:
             async with fetcher().local_file(event.spec.dataset) as path:
-                return await asyncio.to_thread(profile_file, path, options)
+                blocks = block_map(settings.profiler_workers, path)
+                return await asyncio.to_thread(profile_file, path, options, None, blocks)
 
         try:
             result = await while_working(message, fetch_and_profile(), settings.ack_wait_s / 3)

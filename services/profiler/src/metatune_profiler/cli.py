@@ -60,7 +60,9 @@ def profile(
     ] = False,
 ) -> None:
     """Profile a dataset file into MetaTune meta-features."""
+    from .adapters.block_pool import block_map
     from .domain.profile import ProfileOptions, profile_file  # transformers: only when profiling
+    from .settings import ProfilerSettings
 
     options = ProfileOptions(
         base_model=base_model,
@@ -83,7 +85,10 @@ def profile(
         ) as bar:
             bar_task = bar.add_task("profile", total=None, name=file.name)
             result = profile_file(
-                file, options, on_rows=lambda rows: bar.update(bar_task, completed=rows)
+                file,
+                options,
+                on_rows=lambda rows: bar.update(bar_task, completed=rows),
+                map_blocks=block_map(ProfilerSettings().profiler_workers, file),
             )
     except ProfileError as exc:
         where = f" (row {exc.row})" if exc.row else ""

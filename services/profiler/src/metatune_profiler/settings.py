@@ -22,3 +22,9 @@ class ProfilerSettings(Settings):
     profiler_max_skipped_fraction: float = Field(
         0.1, ge=0, le=1, description="Share of bad rows that fails a file"
     )
+    profiler_workers: int | None = Field(
+        None,
+        ge=1,
+        description="Processes counting a JSON-lines file's blocks (unset: the cores the process "
+        "may use; 1: none, files under 64 MiB: none)",
+    )
