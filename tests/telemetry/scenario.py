@@ -1,7 +1,8 @@
 """A recorded study for the dashboard tests: two trials, forecasts, a plan, an assignment, runs.
 
 Trial 0 (home fra1, grid DE) is requested at NOW for 2 h on 2 GPUs at 0.7 kW, planned and run at
-osl1 (grid NO) two hours later; trial 1 was predicted by loss only. The figures the views must
+osl1 (grid NO) two hours later; trial 1 was predicted by loss only. The dataset has four classes
+(chance 0.25). The figures the views must
 show are computed here by hand.
 """
 
@@ -14,7 +15,7 @@ from uuid import UUID, uuid4
 from metatune import contracts as c
 from metatune import subjects
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
-from tests.support.samples import CONFIG, NOW, SPEC, started
+from tests.support.samples import CONFIG, FEATURES, NOW, SPEC, started
 
 H = timedelta(hours=1)
 DE = [
@@ -29,6 +30,7 @@ BASELINE_KG = 0.7 * 1.25 * (300.0 + 301.0) / 1000
 # ran at osl1 NOW+2h, NOW+3h: 0.7 kWh x 1.1 x 22 / 23 g
 ACTUAL_KG = sum(wh / 1000 * RUN_PUE * g for wh, g in zip(RUN_WH, (22.0, 23.0), strict=True)) / 1000
 PLANNED_KG = 0.035
+CLASSES = 4
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,15 @@ async def record_dashboard(db) -> Scenario:
         (
             subjects.DATASETS_SUBMITTED,
             c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
+        ),
+        (
+            subjects.DATASETS_PROFILED,
+            c.DatasetProfiled(
+                occurred_at=NOW,
+                study_id=study,
+                spec=spec,
+                features=FEATURES.model_copy(update={"n_classes": CLASSES}),
+            ),
         ),
         (
             subjects.agent_status("fra1"),

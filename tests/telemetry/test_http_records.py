@@ -22,7 +22,7 @@ from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.settings import TelemetrySettings
 from tests.support.samples import NOW
 
-from .scenario import DE, RUN_PUE, RUN_WH, H, record_dashboard
+from .scenario import CLASSES, DE, RUN_PUE, RUN_WH, H, record_dashboard
 
 
 def _valid(path: str, answer: object) -> None:
@@ -55,6 +55,8 @@ async def test_a_studys_records_are_its_requests_outcomes_and_metered_hours(db) 
         False,
         0.85,
     )
+    # chance: 1 / the classes the study's profile counted, on every trial of the study
+    assert [t["chance_baseline"] for t in (first, second)] == [1 / CLASSES, 1 / CLASSES]
     assert first["metrics"]["accuracy"] == 0.8 and first["energy_wh"] == sum(RUN_WH)
     # each metered hour as the agent charged it: IT Wh, PUE, the forecast intensity, the grams
     assert [

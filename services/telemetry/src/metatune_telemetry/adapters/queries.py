@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from metatune.contracts import Hardware
+from metatune.display import chance_baseline
 from metatune.registry import Registry, default_registry
 
 from ..domain.disclosure import HourInput, RunInput, StudyDisclosure, disclose_study
@@ -95,13 +96,15 @@ async def run_inputs(
     jobs = await db.fetch_dicts(
         "SELECT COALESCE(q.job_id, r.job_id) AS job_id, q.trial_index, q.base_model, q.gpus, r.status, "
         "r.wall_seconds, r.tokens_seen, r.tokens_with_padding, r.datacenter, r.hardware, "
-        "r.early_stopped, r.stop_reason, r.steps "
+        "r.early_stopped, r.stop_reason, r.steps, "
+        "(r.metrics->>'accuracy')::double precision AS accuracy, r.majority_baseline "
         "FROM (SELECT * FROM job_requests WHERE study_id = %s) q "
         "FULL JOIN (SELECT * FROM run_results WHERE study_id = %s) r ON r.job_id = q.job_id "
         "ORDER BY q.trial_index NULLS LAST",
         (study_id, study_id),
     )
     ids = [j["job_id"] for j in jobs]
+    chance = chance_baseline(await study_classes(db, study_id))
     sites = await site_facts(db, registry)
     hours = await priced_hours(db, ids, sites)
     metrics = await db.fetch_dicts(
@@ -147,6 +150,9 @@ async def run_inputs(
                 early_stopped=bool(j["early_stopped"]),
                 stop_reason=j["stop_reason"],
                 steps=j["steps"],
+                accuracy=j["accuracy"],
+                majority_baseline=j["majority_baseline"],
+                chance_baseline=chance,
             )
         )
     return out
@@ -156,6 +162,12 @@ async def study_disclosure(
     db: Database, study_id: UUID, registry: Registry | None = None
 ) -> StudyDisclosure:
     return disclose_study(study_id, await run_inputs(db, study_id, registry))
+
+
+async def study_classes(db: Database, study_id: UUID) -> int | None:
+    """How many classes the study's profile counted (0: a causal LM; None: not profiled)."""
+    rows = await db.fetch("SELECT n_classes FROM study_profiles WHERE study_id = %s", (study_id,))
+    return rows[0][0] if rows else None
 
 
 async def study_name(db: Database, study_id: UUID) -> str | None:

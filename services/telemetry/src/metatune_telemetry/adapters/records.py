@@ -8,6 +8,7 @@ from uuid import UUID
 
 from ..domain.records import ForecastHistory, StudyRecords, forecast_history, study_records
 from .db import Database
+from .queries import study_classes
 
 REQUESTS = """
 SELECT job_id, trial_index, requested_at, home_datacenter, metric_name, predicted_metric,
@@ -35,7 +36,14 @@ async def study_records_of(db: Database, study_id: UUID) -> StudyRecords:
     results = await db.fetch_dicts(RESULTS, (study_id,))
     jobs = list({row["job_id"] for row in [*requests, *results]})
     hours = await db.fetch_dicts(HOURS, (jobs,)) if jobs else []
-    return study_records(study_id, specs[0][0] if specs else None, requests, results, hours)
+    return study_records(
+        study_id,
+        specs[0][0] if specs else None,
+        requests,
+        results,
+        hours,
+        await study_classes(db, study_id),
+    )
 
 
 async def region_forecasts(

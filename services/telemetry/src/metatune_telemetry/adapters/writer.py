@@ -369,6 +369,13 @@ class EventWriter:
                 "home_datacenter, spec) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 rows.studies,
             )
+        if rows.study_profiles:  # a study profiled again keeps its latest profile
+            await cur.executemany(
+                "INSERT INTO study_profiles (study_id, profiled_at, n_classes) VALUES (%s, %s, %s) "
+                "ON CONFLICT (study_id) DO UPDATE SET profiled_at = EXCLUDED.profiled_at, "
+                "n_classes = EXCLUDED.n_classes WHERE study_profiles.profiled_at <= EXCLUDED.profiled_at",
+                rows.study_profiles,
+            )
         if rows.job_requests:
             await cur.executemany(
                 "INSERT INTO job_requests (job_id, study_id, trial_index, requested_at, base_model, home_datacenter, "

@@ -67,6 +67,9 @@ class RunInput(BaseModel):
     early_stopped: bool = False
     stop_reason: str | None = None
     steps: int | None = None
+    accuracy: float | None = None  # on the held-out split, once the run completed
+    majority_baseline: float | None = None  # always predicting the most common training label
+    chance_baseline: float | None = None  # guessing: 1 / the classes the study's profile counted
 
 
 class HourLine(BaseModel):
@@ -117,6 +120,11 @@ class RunDisclosure(BaseModel):
     forecast_kgco2eq: float | None  # every hour at the forecast price (None: one had none)
     hours: list[HourLine]
     normalisations: list[str]
+    # what the run reached on its held-out split, beside its dataset's majority-class and chance
+    # baselines (None: not a classifier, not completed, or not known)
+    accuracy: float | None = None
+    majority_baseline: float | None = None
+    chance_baseline: float | None = None
 
 
 class StudyDisclosure(BaseModel):
@@ -253,6 +261,9 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         forecast_kgco2eq=_total(line.forecast_kgco2eq for line in lines),
         hours=lines,
         normalisations=list(dict.fromkeys(notes)),
+        accuracy=run.accuracy,
+        majority_baseline=run.majority_baseline,
+        chance_baseline=run.chance_baseline,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from metatune.display import trial_label
+from metatune.display import beside_baseline, trial_label
 
 from .disclosure import RunDisclosure, StudyDisclosure
 
@@ -64,6 +64,9 @@ RUN_FIELDS = [
     "realised_hours",
     "forecast_priced_hours",
     "forecast_kgco2eq",
+    "accuracy",
+    "majority_baseline",
+    "chance_baseline",
     "normalisations",
 ]
 
@@ -114,7 +117,16 @@ def run_rows(run: RunDisclosure) -> list[tuple[str, str]]:
         ("Emissions", f"{_num(run.kgco2eq, 6)} kgCO2eq ({run.pricing})"),
         ("Priced at", priced_at(run.realised_hours, run.forecast_priced_hours)),
         ("Emissions at the forecast intensity", f"{_num(run.forecast_kgco2eq, 6)} kgCO2eq"),
-    ]
+    ] + (
+        []
+        if run.accuracy is None
+        else [
+            (
+                "Accuracy (held-out)",
+                beside_baseline(run.accuracy, run.majority_baseline, run.chance_baseline),
+            )
+        ]
+    )
 
 
 def priced_at(realised: int, forecast: int) -> str:

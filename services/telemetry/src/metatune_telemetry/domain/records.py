@@ -4,7 +4,7 @@ database, no HTTP).
 What someone re-pricing the platform's runs needs without reading telemetry's tables: per trial,
 when it was requested and from which home and residency, the prediction published for it, how
 its run ended (status, early stop, held-out metrics, the energy it reported, the majority-class
-baseline) and its metered energy and emissions hour by hour (``job_energy``: IT Wh, PUE and the
+and chance baselines) and its metered energy and emissions hour by hour (``job_energy``: IT Wh, PUE and the
 forecast intensity the agent charged); per grid region, every forecast issue's hourly points
 within a window of hours (``forecast_points``), so the intensity known at any moment can be read
 back.
@@ -19,6 +19,8 @@ from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, Field
+
+from metatune.display import chance_baseline
 
 from .views import ForecastCurve
 
@@ -67,6 +69,10 @@ class TrialRecord(BaseModel):
     energy_wh: float | None = Field(description="IT energy the run reported when it ended, Wh")
     majority_baseline: float | None = Field(
         description="accuracy of always predicting the most common training label"
+    )
+    chance_baseline: float | None = Field(
+        description="accuracy of guessing: 1 / the classes the study's profile counted "
+        "(null: not profiled, or a causal LM)"
     )
     hours: list[EnergyHour] = Field(description="its metered hours, in order")
 
@@ -132,9 +138,11 @@ def study_records(
     requests: Iterable[Mapping[str, Any]],
     results: Iterable[Mapping[str, Any]],
     hours: Iterable[Mapping[str, Any]],
+    n_classes: int | None = None,
 ) -> StudyRecords:
     """``spec``: the study's submitted spec (None: not stored); ``requests`` / ``results``: its
-    ``job_requests`` / ``run_results`` rows; ``hours``: the ``job_energy`` rows of their jobs."""
+    ``job_requests`` / ``run_results`` rows; ``hours``: the ``job_energy`` rows of their jobs;
+    ``n_classes``: what its profile counted (None: not profiled)."""
     spec = spec or {}
     by_job: dict[Any, list[EnergyHour]] = defaultdict(list)
     for h in sorted(hours, key=lambda h: (h["hour"], h["datacenter"])):
@@ -170,6 +178,7 @@ def study_records(
                 metrics=dict(r.get("metrics") or {}),
                 energy_wh=r.get("energy_wh"),
                 majority_baseline=r.get("majority_baseline"),
+                chance_baseline=chance_baseline(n_classes),
                 hours=by_job.get(job, []),
             )
         )

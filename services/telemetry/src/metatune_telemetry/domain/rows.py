@@ -36,6 +36,7 @@ class TypedRows:
     agent_status: list[tuple[Any, ...]] = field(default_factory=list)
     job_energy: dict[tuple[UUID, datetime, str], tuple[Any, ...]] = field(default_factory=dict)
     studies: list[tuple[Any, ...]] = field(default_factory=list)
+    study_profiles: list[tuple[Any, ...]] = field(default_factory=list)
     job_requests: list[tuple[Any, ...]] = field(default_factory=list)
     run_results: list[tuple[Any, ...]] = field(default_factory=list)
     study_stops: list[tuple[Any, ...]] = field(default_factory=list)
@@ -284,6 +285,10 @@ def _submitted(rows: TypedRows, e: c.DatasetSubmitted) -> None:
     )
 
 
+def _profiled(rows: TypedRows, e: c.DatasetProfiled) -> None:
+    rows.study_profiles.append((e.study_id, e.occurred_at, e.features.n_classes))
+
+
 def _requested(rows: TypedRows, e: c.JobRequested) -> None:
     rows.job_requests.append(
         (
@@ -366,6 +371,7 @@ _HANDLERS: dict[type, Any] = {
     c.CarbonForecast: _forecast,
     c.AgentStatus: _status,
     c.DatasetSubmitted: _submitted,
+    c.DatasetProfiled: _profiled,
     c.JobRequested: _requested,
     c.StudyStopped: _stopped,
     c.JobCancelled: _cancelled,

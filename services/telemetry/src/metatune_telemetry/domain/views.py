@@ -20,7 +20,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from metatune.display import trial_outcome
+from metatune.display import chance_baseline, trial_outcome
 
 HOUR = timedelta(hours=1)
 
@@ -186,6 +186,9 @@ class StudyListing(BaseModel):
     trials_requested: int
     trials_finished: int
     best_accuracy: float | None
+    # the baselines beside it: always the most common label; guessing (1 / the classes profiled)
+    majority_baseline: float | None = None
+    chance_baseline: float | None = None
 
 
 class Trial(BaseModel):
@@ -198,6 +201,8 @@ class Trial(BaseModel):
     actual: float | None
     # accuracy of always predicting the most common label: what an accuracy must beat
     majority_baseline: float | None = None
+    # accuracy of guessing: 1 / the classes the study's profile counted (None: unknown, or a causal LM)
+    chance_baseline: float | None = None
 
 
 def objective(metric_name: str, metrics: Mapping[str, Any] | None) -> float | None:
@@ -226,6 +231,7 @@ def trial(
     stop_reason: str | None = None,
     steps: int | None = None,
     majority_baseline: float | None = None,
+    n_classes: int | None = None,
 ) -> Trial:
     """A trial's prediction and outcome; a trial predicted by loss only is compared on val_loss."""
     if predicted_metric is None and predicted_loss is not None:
@@ -246,4 +252,5 @@ def trial(
         predicted_std=predicted_metric_std,
         actual=objective(name, metrics),
         majority_baseline=majority_baseline,
+        chance_baseline=chance_baseline(n_classes),
     )
