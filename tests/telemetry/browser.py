@@ -20,8 +20,11 @@ from typing import Any
 from tests.support.waiting import wait_for_sync
 
 WIDTH, HEIGHT = 1100, 900  # the window, in CSS pixels
-# the label boxes of a chart a person reads: tick labels, axis titles, legend texts, the title
-LABELS = ".xtick text, .ytick text, text.xtitle, text.ytitle, text.legendtext, text.gtitle"
+# the label boxes of a chart a person reads: tick labels, axis titles, legend texts, the title,
+# the labels drawn on bars
+LABELS = (
+    ".xtick text, .ytick text, text.xtitle, text.ytitle, text.legendtext, text.gtitle, text.bartext"
+)
 INSPECT = f"""
 new Promise((resolve) => {{
   const charts = () => [...document.querySelectorAll("[data-figure]")];

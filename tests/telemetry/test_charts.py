@@ -1,6 +1,6 @@
 """The dashboard's charts read as a person expects: figures in a unit that shows them and never in
 scientific notation, every axis titled with its unit, one row per bar label, axes within the
-metric's range with its majority-class baseline marked."""
+metric's range with its majority-class and chance baselines marked."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def test_each_bar_label_has_its_own_row() -> None:
     assert [t["orientation"] for t in traces(fig, "bar")] == ["h"]
 
 
-def test_a_scatter_of_accuracy_spans_zero_to_one_with_its_baseline() -> None:
-    point = ScatterPoint("trial #4", 0.95, 0.9, 0.3, {"trial": "4"}, baseline=0.85)
+def test_a_scatter_of_accuracy_spans_zero_to_one_with_its_baselines() -> None:
+    point = ScatterPoint("trial #4", 0.95, 0.9, 0.3, {"trial": "4"}, baseline=0.85, chance=0.25)
     fig = scatter(
         "Predicted vs actual accuracy", [point], "predicted", "actual", bounds=(0, 1)
     ).to_dict()
@@ -63,6 +63,11 @@ def test_a_scatter_of_accuracy_spans_zero_to_one_with_its_baseline() -> None:
     assert trial["error_x"]["arrayminus"] == pytest.approx([0.3])
     (baseline,) = [t for t in traces(fig, "scatter") if t.get("meta") == "baseline"]
     assert baseline["y"] == [0.85, 0.85] and baseline["x"] == [0, 1]
+    # chance (1 / classes): a second dotted line across the accuracy axis
+    (chance,) = [t for t in traces(fig, "scatter") if t.get("meta") == "chance"]
+    assert chance["y"] == [0.25, 0.25] and chance["x"] == [0, 1]
+    assert chance["line"]["dash"] == baseline["line"]["dash"] == "dot"
+    assert chance["name"] == "chance 0.250" and chance["line"]["color"] != baseline["line"]["color"]
 
 
 def test_an_unbounded_scatter_pads_its_data() -> None:

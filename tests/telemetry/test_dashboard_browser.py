@@ -29,7 +29,7 @@ from tests.support.waiting import wait_for
 
 from .browser import Look, chromium, overlapping
 from .figures import figures, stored, titled, traces
-from .scenario import ACTUAL_KG, BASELINE_KG, DE, PLANNED_KG, record_dashboard
+from .scenario import ACTUAL_KG, BASELINE_KG, CLASSES, DE, PLANNED_KG, record_dashboard
 from .test_storage import test_disclosure_of_a_recorded_run_equals_hand_computation as record_run
 
 CHROMIUM = (
@@ -84,6 +84,12 @@ def title(figure) -> str:
     return figure["layout"]["title"]["text"]
 
 
+def labels(page: Look, words: str) -> set[str]:
+    """The texts drawn in the one chart of ``page`` whose title holds ``words``."""
+    (chart,) = [c for c in page.charts if words in (c["title"] or "")]
+    return {b["text"] for b in chart["boxes"]}
+
+
 def axes(page: Look) -> list[tuple[str | None, str | None, str | None]]:
     return [(c["title"], c["x"], c["y"]) for c in page.charts]
 
@@ -94,13 +100,15 @@ async def test_study_page_charts_show_data(db) -> None:
     study = (await db.fetch("SELECT study_id FROM studies"))[0][0]
     async with serving(db) as base:
         page = (await look(base, {"study": f"/studies/{study}"}))["study"]
-    values = [v for f in figures(page.html) if "where and when" not in title(f) for v in stored(f)]
+    # the per-run-hour charts (the timeline and its companion are checked on the scenario below)
+    values = [v for f in figures(page.html) if "per run-hour" in title(f) for v in stored(f)]
     # energy: two priced hours and one unpriced (0.6, 0.3, 0.12 kWh); emissions: the two priced hours
     assert sorted(values) == pytest.approx(sorted([0.6, 0.3, 0.12, 0.18, 0.03]))
     assert "unpriced" in page.html
     assert all(c["boxes"] for c in page.charts), [c["title"] for c in page.charts]
     assert [c["title"].split(": ", 1)[1] for c in page.charts] == [
         "where and when each trial ran, against running it now at home",
+        "emissions of each trial as run and run now at home",
         "facility energy per run-hour",
         "emissions per run-hour (priced hours)",
         "predicted vs actual: no data",
@@ -135,7 +143,12 @@ async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db
         (
             "intents-en: where and when each trial ran, against running it now at home",
             "time (UTC)",
-            "datacenter",
+            "trial",
+        ),
+        (
+            "intents-en: emissions of each trial as run and run now at home",
+            "emissions (gCO2eq)",
+            None,
         ),
         ("intents-en: facility energy per run-hour", "facility energy (Wh)", None),
         ("intents-en: emissions per run-hour (priced hours)", "emissions (gCO2eq)", None),
@@ -168,12 +181,30 @@ async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db
         ("planned (latest plan)", ["osl1"], ["2"]),
         ("run now at home (baseline)", ["fra1"], ["2"]),
     ]
-    # the study's timeline: each trial's run and its run-now hours, a row per datacenter and trial
+    # the study's timeline: a row per trial, its run by datacenter beside its run-now hours, the
+    # grams of both in the tooltips and the companion bars
     timeline = traces(titled(study, "where and when each trial ran"), "bar")
-    assert [(t["name"], t["y"], [d["hours"] for d in t["customdata"]]) for t in timeline] == [
-        ("ran", ["osl1 · trial #1"], ["2"]),
-        ("run now at home (baseline)", ["fra1 · trial #1", "fra1 · trial #2"], ["2", "1"]),
+    assert [
+        (t["name"], t["y"], t["text"], [d["hours"] for d in t["customdata"]]) for t in timeline
+    ] == [
+        ("ran at osl1", ["#1"], ["osl1"], ["2"]),
+        ("run now at home", ["#1", "#2"], ["fra1", "fra1"], ["2", "1"]),
     ]
+    ran, run_now = (t["customdata"][0]["gco2eq"] for t in timeline)
+    assert [float(ran), float(run_now)] == pytest.approx([ACTUAL_KG * 1000, BASELINE_KG * 1000])
+    assert stored(titled(study, "as run and run now")) == pytest.approx(
+        [ACTUAL_KG, BASELINE_KG], rel=1e-5
+    )
+    texts = labels(seen["study"], "where and when each trial ran")
+    assert {"#1", "#2", "ran at osl1", "run now at home", "osl1", "fra1"} <= texts  # bars labelled
+    # the accuracy axis: the majority-class and chance baselines, each a dotted line in the legend
+    accuracy = titled(study, "predicted vs actual accuracy")
+    assert {t["meta"]: t["y"] for t in traces(accuracy, "scatter") if "meta" in t} == {
+        "baseline": [0.85, 0.85],
+        "chance": [1 / CLASSES, 1 / CLASSES],
+    }
+    legend = labels(seen["study"], "predicted vs actual accuracy")
+    assert {"majority baseline 0.850", "chance 0.250"} <= legend
     forecast = {
         t["meta"]: t["y"] for t in traces(titled(seen["datacenter"].html, "forecasts"), "scatter")
     }
@@ -206,4 +237,4 @@ async def test_the_index_behind_a_token_given_once_in_the_query_then_by_cookie(
     assert "1 / 2" not in index.html and "2 / 2" in index.html  # both trials ended
     assert token not in index.html
     study = seen["study"]  # drawn: its plotly.js came through the cookie too
-    assert len(study.charts) == 5 and all(len(c["boxes"]) > 3 for c in study.charts)
+    assert len(study.charts) == 6 and all(len(c["boxes"]) > 3 for c in study.charts)

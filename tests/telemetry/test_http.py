@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import datetime
 from uuid import uuid4
 
@@ -13,7 +15,7 @@ from metatune_telemetry.adapters.http import create_app
 from tests.support.samples import NOW
 
 from .figures import stored, titled, traces
-from .scenario import ACTUAL_KG, BASELINE_KG, DE, PLANNED_KG, H, record_dashboard
+from .scenario import ACTUAL_KG, BASELINE_KG, CLASSES, DE, PLANNED_KG, H, record_dashboard
 
 
 async def test_api_report_totals_and_health(db) -> None:
@@ -89,6 +91,25 @@ async def test_datacenter_forecast_curves_with_intervals(db) -> None:
     assert lines["high"]["fill"] == "tonexty"  # the p10-p90 band is shaded
 
 
+async def test_the_report_puts_each_accuracy_beside_its_majority_and_chance_baselines(db) -> None:
+    s = await record_dashboard(db)
+    with TestClient(create_app(db, Settings())) as client:
+        report = client.get(f"/api/studies/{s.study}/report").json()
+        markdown = client.get(f"/api/studies/{s.study}/report?format=md").text
+        table = client.get(f"/api/studies/{s.study}/report?format=csv").text
+    baselines = ("accuracy", "majority_baseline", "chance_baseline")
+    first, second = report["runs"]  # trial #1 reached an accuracy; #2 was compared by loss only
+    assert [first[k] for k in baselines] == [0.8, 0.85, 1 / CLASSES]
+    assert second["accuracy"] is None
+    assert "| Accuracy (held-out) | 0.800 (below majority 0.850, chance 0.250) |" in markdown
+    assert markdown.count("Accuracy (held-out)") == 1
+    rows = list(csv.DictReader(io.StringIO(table)))
+    assert [[row[k] for k in baselines] for row in rows] == [
+        ["0.8", "0.85", "0.25"],
+        ["", "", "0.25"],
+    ]
+
+
 async def test_study_trials_predicted_against_actual(db) -> None:
     s = await record_dashboard(db)
     with TestClient(create_app(db, Settings())) as client:
@@ -101,7 +122,8 @@ async def test_study_trials_predicted_against_actual(db) -> None:
     # an early stop reads as one on the API and the page, with why and where it stopped
     assert [t["status"] for t in trials] == ["completed", "early-stopped (plateau, step 10)"]
     assert "early-stopped (plateau, step 10)" in page and "completed" in page
-    assert trials[0]["majority_baseline"] == 0.85 and "0.8000 (below majority 0.8500)" in page
+    assert trials[0]["majority_baseline"] == 0.85 and trials[0]["chance_baseline"] == 1 / CLASSES
+    assert "0.8000 (below majority 0.8500, chance 0.2500)" in page
     assert f"<h1>Study intents-en ({s.study})</h1>" in page  # its name, not a bare id
     with TestClient(create_app(db, Settings())) as client:
         listed = client.get("/api/studies").json()
@@ -110,6 +132,8 @@ async def test_study_trials_predicted_against_actual(db) -> None:
         (x["study_id"], x["name"], x["trials_requested"], x["trials_finished"]) for x in listed
     ] == [(str(s.study), "intents-en", 2, 2)]
     assert listed[0]["best_accuracy"] == 0.8
+    assert (listed[0]["majority_baseline"], listed[0]["chance_baseline"]) == (0.85, 1 / CLASSES)
+    assert "0.8000 (below majority 0.8500, chance 0.2500)" in index
     assert f'<a href="/studies/{s.study}">intents-en</a>' in index
     points = [
         tuple(d.values())

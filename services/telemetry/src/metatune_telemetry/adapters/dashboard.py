@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from metatune.display import trial_outcome
+from metatune.display import chance_baseline, trial_outcome
 from metatune.registry import Registry
 
 from ..domain.views import (
@@ -48,8 +48,10 @@ GROUP BY issued_at ORDER BY issued_at DESC
 """
 TRIALS = """
 SELECT q.job_id, q.trial_index, r.status, q.metric_name, q.predicted_metric, q.predicted_metric_std, q.predicted_loss,
-       q.predicted_loss_std, r.metrics, r.early_stopped, r.stop_reason, r.steps, r.majority_baseline
-FROM job_requests q LEFT JOIN run_results r USING (job_id) WHERE q.study_id = %s ORDER BY q.trial_index
+       q.predicted_loss_std, r.metrics, r.early_stopped, r.stop_reason, r.steps, r.majority_baseline,
+       p.n_classes
+FROM job_requests q LEFT JOIN run_results r USING (job_id) LEFT JOIN study_profiles p ON p.study_id = q.study_id
+WHERE q.study_id = %s ORDER BY q.trial_index
 """
 
 
@@ -126,6 +128,14 @@ async def job_timeline(
     )
 
 
+async def study_timelines(
+    db: Database, job_ids: Iterable[UUID], registry: Registry | None = None
+) -> list[JobTimeline]:
+    """The timeline of each of ``job_ids`` (a study's trials) telemetry has something of."""
+    found = [await job_timeline(db, job, registry) for job in job_ids]
+    return [t for t in found if t is not None]
+
+
 def _grams(hour: dict[str, Any], *, realised: bool) -> float | None:
     """A job-hour's gCO2eq at its realised intensity where observed (``realised``), else at the
     forecast intensity the agent charged; None where neither is known."""
@@ -163,15 +173,21 @@ async def datacenter_forecast(
 STUDIES = """
 SELECT s.study_id, s.spec->>'name' AS name, s.submitted_at, s.base_model, s.task,
        count(q.job_id) AS trials_requested, count(r.job_id) AS trials_finished,
-       max((r.metrics->>'accuracy')::double precision) AS best_accuracy
+       max((r.metrics->>'accuracy')::double precision) AS best_accuracy,
+       max(r.majority_baseline) AS majority_baseline, min(p.n_classes) AS n_classes
 FROM studies s LEFT JOIN job_requests q USING (study_id) LEFT JOIN run_results r USING (job_id)
+LEFT JOIN study_profiles p ON p.study_id = s.study_id
 GROUP BY s.study_id ORDER BY s.submitted_at DESC LIMIT %s
 """
 
 
 async def study_index(db: Database, limit: int = 500) -> list[StudyListing]:
     """The latest ``limit`` studies, newest first."""
-    return [StudyListing(**row) for row in await db.fetch_dicts(STUDIES, (limit,))]
+    listings = []
+    for row in await db.fetch_dicts(STUDIES, (limit,)):
+        classes = row.pop("n_classes")
+        listings.append(StudyListing(**row, chance_baseline=chance_baseline(classes)))
+    return listings
 
 
 async def study_trials(db: Database, study_id: UUID) -> list[Trial]:

@@ -39,7 +39,13 @@ from ..domain.records import window
 from ..domain.views import StudyListing, Trial
 from ..settings import TelemetrySettings
 from .auth import TokenAuth, require_tokens
-from .dashboard import datacenter_forecast, job_timeline, study_index, study_trials
+from .dashboard import (
+    datacenter_forecast,
+    job_timeline,
+    study_index,
+    study_timelines,
+    study_trials,
+)
 from .db import Database
 from .metrics import MetricsEndpoint
 from .openapi import OutboxEntry, Totals, render
@@ -114,13 +120,12 @@ def create_app(
         if (study := _uuid(request, "study")) is None:
             return HTMLResponse("not a study id", status_code=400)
         trials = await study_trials(db, study)
-        timelines = [await job_timeline(db, t.job_id) for t in trials]
         return HTMLResponse(
             pages.study_page(
                 await study_disclosure(db, study),
                 trials,
                 await study_name(db, study),
-                [t for t in timelines if t is not None],
+                await study_timelines(db, [t.job_id for t in trials]),
             )
         )
 

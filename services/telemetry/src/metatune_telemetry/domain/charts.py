@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -97,11 +97,15 @@ def empty(title: str) -> go.Figure:
 
 
 def bar_chart(
-    title: str, bars: Sequence[tuple[str, float, str | None]], unit: str, what: str
+    title: str,
+    bars: Sequence[tuple[str, float, str | None]],
+    unit: str,
+    what: str,
+    colors: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """Horizontal bars of (label, value, series), one row per label, coloured by series. Values
-    are drawn in the unit that shows them (:func:`readable_unit`); ``customdata`` keeps each value
-    in ``unit``."""
+    """Horizontal bars of (label, value, series), one row per label, coloured by series (``colors``
+    names a series' colour, the palette's otherwise). Values are drawn in the unit that shows them
+    (:func:`readable_unit`); ``customdata`` keeps each value in ``unit``."""
     if not bars:
         return empty(title)
     shown, factor = readable_unit(max(v for _, v, _ in bars) or 1.0, unit)
@@ -127,7 +131,7 @@ def bar_chart(
             y=[label for label, _ in mine],
             x=[value * factor for _, value in mine],
             customdata=[value for _, value in mine],
-            marker_color=PALETTE[i % len(PALETTE)],
+            marker_color=(colors or {}).get(series or "", PALETTE[i % len(PALETTE)]),
             hovertemplate=f"%{{y}}: %{{x:{NUMBER}}} {shown}<extra></extra>",
             showlegend=series is not None,
         )
@@ -208,6 +212,93 @@ def gantt(title: str, bars: Sequence[GanttBar], marks: Sequence[GanttMark] = ())
 
 
 @dataclass(frozen=True, slots=True)
+class Span:
+    """Hours of a trial at one datacenter."""
+
+    start: datetime
+    end: datetime
+    datacenter: str
+    label: str  # tooltip
+    data: dict[str, str] = field(default_factory=dict)  # the numbers behind it, kept as customdata
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineRow:
+    trial: str  # "#1"
+    ran: Sequence[
+        Span
+    ]  # where and when it ran: a trial that migrated has a span at each datacenter
+    run_now: Span | None  # the counterfactual: at its home datacenter from when it was requested
+
+
+RUN_NOW = "run now at home"
+RUN_NOW_COLOR = "#adb5bd"
+
+
+def timeline(title: str, rows: Sequence[TimelineRow]) -> go.Figure:
+    """A row per trial (in the given order, top down), time across: the hours it ran, coloured
+    and labelled by datacenter, and beside them the hours it would have taken run now at home
+    (grey, dotted), so a reader sees what the scheduler shifted. A label that does not fit its
+    bar is hidden (the tooltip and legend still say it), never drawn over another."""
+    rows = [r for r in rows if r.ran or r.run_now is not None]
+    if not rows:
+        return empty(title)
+    fig = _figure(
+        title,
+        170 + 60 * len(rows),
+        barmode="group",
+        uniformtext={"minsize": 10, "mode": "hide"},
+        legend={"traceorder": "normal"},
+        xaxis=_time_axis(),
+        yaxis={
+            "title": {"text": "trial"},
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": [r.trial for r in rows],
+            "autorange": "reversed",
+            "automargin": True,
+        },
+    )
+    datacenters = sorted({s.datacenter for r in rows for s in r.ran})
+    for i, datacenter in enumerate(datacenters):
+        spans = [(r.trial, s) for r in rows for s in r.ran if s.datacenter == datacenter]
+        _spans(fig, f"ran at {datacenter}", "ran", spans, PALETTE[i % len(PALETTE)])
+    run_now = [(r.trial, r.run_now) for r in rows if r.run_now is not None]
+    if run_now:  # light dots under dark text: the label stays legible
+        dots = {"shape": ".", "fgcolor": "#f8f9fa", "solidity": 0.15}
+        _spans(fig, RUN_NOW, "run now", run_now, RUN_NOW_COLOR, dots, "#212529")
+    return fig
+
+
+def _spans(
+    fig: go.Figure,
+    name: str,
+    group: str,
+    spans: list[tuple[str, Span]],
+    color: str,
+    pattern: dict[str, Any] | None = None,
+    text_color: str | None = None,
+) -> None:
+    """One trace of bars: every span of ``spans`` in its trial's row, in the lane ``group``."""
+    fig.add_bar(
+        name=name,
+        orientation="h",
+        offsetgroup=group,  # the spans of one lane share it: a migrated trial's sit end to end
+        y=[trial for trial, _ in spans],
+        base=[_utc(s.start) for _, s in spans],
+        x=[(s.end - s.start).total_seconds() * 1000 for _, s in spans],  # ms on a date axis
+        text=[s.datacenter for _, s in spans],
+        textposition="inside",
+        insidetextanchor="middle",
+        textfont={"color": text_color} if text_color else None,
+        customdata=[s.data for _, s in spans],
+        hovertext=[s.label for _, s in spans],
+        hovertemplate="%{hovertext}<extra></extra>",
+        marker={"color": color, "pattern": pattern or {"shape": ""}},
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class BandCurve:
     label: str  # e.g. the forecast's issue time
     times: Sequence[datetime]
@@ -256,6 +347,7 @@ class ScatterPoint:
     x_err: float | None  # one standard deviation of x, drawn as a whisker
     data: dict[str, str] = field(default_factory=dict)  # the numbers behind it, kept as customdata
     baseline: float | None = None  # the majority-class baseline of y, marked as a line
+    chance: float | None = None  # the chance baseline of y (1 / classes), marked as a line
 
 
 def scatter(
@@ -266,7 +358,7 @@ def scatter(
     bounds: tuple[float, float] | None = None,
 ) -> go.Figure:
     """Points against the y = x diagonal (a perfect prediction sits on it), each with its
-    majority-class baseline marked. ``bounds``: the metric's range (accuracy: 0 to 1); a bounded
+    majority-class and chance baselines marked (dotted, across). ``bounds``: the metric's range (accuracy: 0 to 1); a bounded
     metric is drawn over its whole range, the axes never run past it, whiskers are cut at it."""
     if not points:
         return empty(title)
@@ -287,6 +379,12 @@ def scatter(
             name=f"majority baseline {plain(value)}", x=[lo, hi], y=[value, value], mode="lines",
             line={"color": "#c92a2a", "dash": "dot", "width": 1}, meta="baseline",
             hovertemplate=f"majority-class baseline {plain(value)}<extra></extra>",
+        )  # fmt: skip
+    for value in sorted({p.chance for p in points if p.chance is not None}):
+        fig.add_scatter(
+            name=f"chance {plain(value)}", x=[lo, hi], y=[value, value], mode="lines",
+            line={"color": "#495057", "dash": "dot", "width": 1}, meta="chance",
+            hovertemplate=f"chance (1 / classes) {plain(value)}<extra></extra>",
         )  # fmt: skip
     errors = [p.x_err or 0.0 for p in points]
     fig.add_scatter(
@@ -316,7 +414,9 @@ def _extent(
     (whiskers and baselines included) padded by 5 % and cut at the bounds."""
     if bounds is not None and all(math.isfinite(b) for b in bounds):
         return bounds
-    values = [p.y for p in points] + [p.baseline for p in points if p.baseline is not None]
+    values = [p.y for p in points] + [
+        b for p in points for b in (p.baseline, p.chance) if b is not None
+    ]
     values += [p.x + s * (p.x_err or 0.0) for p in points for s in (-1, 1)]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0

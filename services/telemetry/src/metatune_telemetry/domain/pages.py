@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from metatune.display import beside_baseline, trial_label
@@ -30,10 +28,8 @@ from .charts import (
 from .disclosure import StudyDisclosure
 from .formats import energy, run_rows
 from .formats import priced_at as _priced_at
+from .timelines import study_timeline, trial_emissions
 from .views import DatacenterForecast, JobTimeline, Stretch, StudyListing, Trial
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 STYLE = (
     "body{font-family:sans-serif;max-width:960px;margin:1em auto}td,th{text-align:left;padding:2px 8px}"
@@ -71,13 +67,22 @@ def _dc_link(datacenter: str) -> str:
     return f'<a href="/datacenters/{quote(datacenter)}">{html.escape(datacenter)}</a>'
 
 
+def _best(s: StudyListing) -> str:
+    """The best accuracy beside its dataset's majority-class and chance baselines."""
+    if s.best_accuracy is None:
+        return _num(None)
+    return html.escape(
+        beside_baseline(s.best_accuracy, s.majority_baseline, s.chance_baseline, digits=4)
+    )
+
+
 def index_page(studies: list[StudyListing]) -> str:
     """Every study, newest first: its name, how many trials ended, the best accuracy so far."""
     rows = "".join(
         f'<tr><td><a href="/studies/{s.study_id}">{html.escape(s.name or str(s.study_id))}</a></td>'
         f"<td>{s.submitted_at:%Y-%m-%d %H:%M}</td><td>{html.escape(s.base_model)}</td>"
         f"<td>{html.escape(s.task)}</td><td>{s.trials_finished} / {s.trials_requested}</td>"
-        f"<td>{_num(s.best_accuracy)}</td><td><code>{s.study_id}</code></td></tr>"
+        f"<td>{_best(s)}</td><td><code>{s.study_id}</code></td></tr>"
         for s in studies
     )
     table = (
@@ -105,6 +110,7 @@ def study_page(
         f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
         f"forecast intensity: {_kg(d.forecast_kgco2eq)} kgCO2eq)</p>",
         embed(study_timeline(study, timelines)),
+        embed(trial_emissions(study, timelines)),
     ]
     bars = [
         (
@@ -154,9 +160,11 @@ METRIC_RANGES = {"accuracy": (0.0, 1.0), "macro_f1": (0.0, 1.0), "val_loss": (0.
 
 
 def _actual(t: Trial) -> str:
-    """The objective reached; an accuracy beside its dataset's majority-class baseline."""
+    """The objective reached; an accuracy beside its dataset's majority-class and chance baselines."""
     if t.metric_name == "accuracy" and t.actual is not None:
-        return html.escape(beside_baseline(t.actual, t.majority_baseline, digits=4))
+        return html.escape(
+            beside_baseline(t.actual, t.majority_baseline, t.chance_baseline, digits=4)
+        )
     return _num(t.actual)
 
 
@@ -178,6 +186,7 @@ def _trials(trials: list[Trial], study: str) -> str:
                         "actual": f"{t.actual:.6g}",
                     },
                     t.majority_baseline if t.metric_name == "accuracy" else None,
+                    t.chance_baseline if t.metric_name == "accuracy" else None,
                 )
             )
     charts = "".join(
@@ -222,23 +231,6 @@ def _baseline_stretch(t: JobTimeline) -> list[Stretch]:
     if not (b.datacenter and b.hours):
         return []
     return [Stretch(datacenter=b.datacenter, start=b.hours[0], hours=len(b.hours))]
-
-
-def study_timeline(study: str, timelines: Sequence[JobTimeline]) -> go.Figure:
-    """Every trial of a study by datacenter: where and when it ran, and, beside it, the hours it
-    would have taken run now at home (a row per datacenter and trial, so parallel trials at one
-    datacenter do not hide each other)."""
-    bars = []
-    for t in sorted(timelines, key=lambda t: (t.trial_index is None, t.trial_index or 0)):
-        trial = f"trial {trial_label(t.trial_index)}"
-        for stretch, kind in [(s, "ran") for s in t.ran] + [
-            (s, "baseline") for s in _baseline_stretch(t)
-        ]:
-            bar = _bar(stretch, kind)
-            bars.append(
-                replace(bar, row=f"{stretch.datacenter} · {trial}", label=f"{trial}: {bar.label}")
-            )
-    return gantt(f"{study}: where and when each trial ran, against running it now at home", bars)
 
 
 def job_page(t: JobTimeline, study_name: str | None = None) -> str:
