@@ -23,7 +23,8 @@ again, only flatter, and with a few results it can win the weight by ordering th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,7 +228,8 @@ class LearnedPrior:
             else Encoder()
         )
         prior = cls(config_encoder, descriptor_encoder, settings)
-        prior._train(usable)
+        with one_thread():
+            prior._train(usable)
         return prior
 
     def _train(self, tasks: Sequence[Task]) -> None:
@@ -268,9 +270,7 @@ class LearnedPrior:
                 weights = torch.cat([torch.full((len(z),), 1.0 / len(z)) for _, z in batch])
                 loss = -self._log_likelihood(xs, zs, ids, weights) / len(data)
             else:
-                for x, z in batch:
-                    loss = loss - self._log_likelihood(x, z) / len(z)
-                loss = loss / len(data)
+                loss = -self._tasks_log_likelihood(batch).sum() / len(data)
             if mlp_params:
                 loss = loss + self.settings.weight_decay * sum((p**2).sum() for p in mlp_params)
             if not torch.isfinite(loss):
@@ -485,6 +485,41 @@ class LearnedPrior:
         fit = 0.5 * (w**2).sum() / means.shape[0]
         return -fit - torch.log(torch.diagonal(chol)).sum() - 0.5 * len(x) * math.log(2 * math.pi)
 
+    def _tasks_log_likelihood(
+        self, batch: Sequence[tuple[torch.Tensor, torch.Tensor]]
+    ) -> torch.Tensor:
+        """Each task's marginal log-likelihood per point (:meth:`_log_likelihood` / its length),
+        all tasks in one batched computation: rows padded to the longest task, a padded row
+        independent of every other with unit variance and zero residual, so it adds nothing to
+        the fit or the log-determinant. One kernel call and one batched Cholesky per step, not
+        one per task (the per-task Python and autograd overhead was most of the pre-training)."""
+        n = max(len(z) for _, z in batch)
+        x = torch.zeros((len(batch), n, batch[0][0].shape[1]), dtype=DTYPE)
+        z = torch.zeros((len(batch), n), dtype=DTYPE)
+        real = torch.zeros((len(batch), n), dtype=torch.bool)
+        for i, (xi, zi) in enumerate(batch):
+            x[i, : len(zi)], z[i, : len(zi)], real[i, : len(zi)] = xi, zi, True
+        pairs = real.unsqueeze(-1) & real.unsqueeze(-2)
+        k = torch.where(pairs, self.kernel(x).to_dense(), torch.zeros((), dtype=DTYPE))
+        diagonal = torch.where(
+            real, self.likelihood.noise + 1e-8, torch.ones((), dtype=DTYPE)
+        )  # noise (and jitter) on real rows, 1 on padding
+        cov = k + torch.diag_embed(diagonal)
+        try:
+            chol = torch.linalg.cholesky(cov)
+        except RuntimeError as exc:
+            raise SurrogateFailure("pre-training", str(exc)) from exc
+        # (members, tasks, n): an ensemble's every member, else the one mean
+        means = (
+            self.mean.each(x) if isinstance(self.mean, EnsembleMean) else self.mean(x).unsqueeze(0)
+        )
+        residual = torch.where(real, z.unsqueeze(0) - means, torch.zeros((), dtype=DTYPE))
+        w = torch.linalg.solve_triangular(chol, residual.permute(1, 2, 0), upper=False)
+        fit = 0.5 * (w**2).sum(dim=(1, 2)) / means.shape[0]
+        logdet = torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)  # padding: log 1 = 0
+        lengths = real.sum(-1).to(DTYPE)
+        return (-fit - logdet - 0.5 * lengths * math.log(2 * math.pi)) / lengths
+
     # ------------------------------------------------------------------ conditioning
     def condition(
         self,
@@ -555,6 +590,21 @@ class LearnedPrior:
 
     def _input_dim(self) -> int:
         return max(1, self.config_encoder.dim) + self.descriptor_encoder.dim
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one intra-op thread while the block runs. Pre-training works on matrices of at
+    most ``points_per_task`` rows, too small for threads to pay; and with a thread per core, one
+    core taken by another process leaves OpenMP's threads spinning on each other (a cold
+    ``metatune recommend`` on the 2-core machine beside one busy process: 3 min 51 s with torch's
+    default of 2 threads, 15 s with 1)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def config_keys(x: torch.Tensor, config_dim: int) -> frozenset[bytes]:
