@@ -308,3 +308,21 @@ def test_the_top3_does_not_depend_on_how_many_rows_were_profiled() -> None:
         for n in (600, 2000)
     ]
     assert tops[0] == tops[1]
+
+
+def test_batched_pretraining_likelihood_is_each_task_s_own() -> None:
+    """Pre-training sums every task's likelihood in one padded batch; a padded row must add
+    nothing: each task's figure equals its own unpadded likelihood per point, whatever the lengths
+    (here 7 to 32 rows) and with an ensemble of means."""
+    tasks = family(4, 32, seed=3)
+    tasks = [
+        Task(name=t.name, descriptors=t.descriptors, configs=t.configs[:n], values=t.values[:n])
+        for t, n in zip(tasks, (32, 7, 19, 26), strict=True)
+    ]
+    prior = LearnedPrior.fit(tasks, PriorSettings(iterations=5, members=3))
+    batch = [
+        (prior.inputs(t.configs, t.descriptors), torch.as_tensor(t.values, dtype=torch.float64))
+        for t in tasks
+    ]
+    each = torch.stack([prior._log_likelihood(x, z) / len(z) for x, z in batch])
+    torch.testing.assert_close(prior._tasks_log_likelihood(batch), each, rtol=1e-10, atol=1e-10)
