@@ -53,9 +53,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, whose order it keeps otherwise
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``long`` (minutes each) go first: under ``scripts/test``'s parallel workers
-    one starts at once instead of running alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    """The costliest files first: those with a ``long`` test (minutes each), then those with a
+    ``slow`` one (chaos included), then the rest, each file's tests kept together. Under
+    ``scripts/test``'s parallel workers (a file per worker at a time, in this order: it passes
+    ``--no-loadscope-reorder``, since xdist would otherwise queue the files with most tests
+    first and the demo's single test last) the long ones start at once and the short ones fill
+    the gaps at the end, instead of one worker running the demo alone while the other idles."""
+    cost: dict[Path, int] = {}
+    for item in items:
+        rank = 0 if item.get_closest_marker("long") else 1 if item.get_closest_marker("slow") else 2
+        cost[item.path] = min(rank, cost.get(item.path, rank))
+    position = {path: i for i, path in enumerate(cost)}
+    items.sort(key=lambda item: (cost[item.path], position[item.path]))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

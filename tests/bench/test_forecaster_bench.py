@@ -60,6 +60,7 @@ def _bench(folder: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # trains the forecaster
 def test_overlapping_test_period_is_refused_or_marked(two_zones: Path) -> None:
     refused = _bench(two_zones, "--test-from", "2022-11-01")
     assert refused.returncode == 2 and "partly in-sample" in refused.stderr and refused.stdout == ""

@@ -239,6 +239,7 @@ def test_asyncapi_cli_finds_no_error_and_no_warning(tmp_path: Path) -> None:
     assert "0 errors, 0 warnings" in result.stdout or '"severity": 0' not in result.stdout
 
 
+@pytest.mark.slow  # runs the AsyncAPI generator (Node)
 def test_the_docs_page_renders_from_the_document(tmp_path: Path) -> None:
     """The AsyncAPI HTML template turns the document into a page naming every channel (scripts/install
     puts the template under .venv/node)."""

@@ -16,6 +16,7 @@ JOB = "00000000-0000-0000-0000-000000000001"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+@pytest.mark.slow  # waits out connection timeouts
 def test_unreachable_nats_gives_one_line_error_and_the_unavailable_exit_code(
     env_for, tmp_path: Path
 ) -> None:
@@ -40,6 +41,7 @@ def test_unreachable_nats_gives_one_line_error_and_the_unavailable_exit_code(
         assert result.stdout == "", args
 
 
+@pytest.mark.slow  # waits out connection timeouts
 def test_unreachable_database_gives_one_line_error_not_a_traceback(env_for, tmp_path: Path) -> None:
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/metatune"
     env = env_for(

@@ -146,6 +146,7 @@ def one_error_line(result, code: int, *words: str) -> None:
     assert all(w in lines[0] for w in words), lines[0]
 
 
+@pytest.mark.slow  # a CLI process per case
 async def test_study_list_show_and_results_tell_the_study_from_the_log(
     module_nats: str, env
 ) -> None:
@@ -222,6 +223,7 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     one_error_line(run(["results", str(uuid4())], env), 1, "no study")
 
 
+@pytest.mark.slow  # loads the model through peft
 async def test_adapter_download_gives_a_hub_ready_folder_peft_loads(
     module_nats: str, env, tmp_path: Path
 ) -> None:
@@ -337,6 +339,7 @@ async def test_adapter_download_gives_a_hub_ready_folder_peft_loads(
     )
 
 
+@pytest.mark.slow  # fourteen CLI processes
 async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(
     private_nats: str, env_for, tmp_path: Path
 ) -> None:

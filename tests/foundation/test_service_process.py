@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.waiting import wait_for_sync
 
 SCRIPT = """
@@ -62,6 +64,7 @@ def test_sigterm_stops_a_service_cleanly(private_nats: str, tmp_path: Path) -> N
     assert "stopping" in log and "shutdown did not finish" not in log
 
 
+@pytest.mark.slow  # waits out the shutdown timeout
 def test_a_hung_shutdown_exits_with_status_1_and_names_the_stuck_task(
     private_nats: str, tmp_path: Path
 ) -> None:

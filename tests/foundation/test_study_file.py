@@ -152,6 +152,7 @@ def test_a_json_study_file_is_told_from_a_json_lines_dataset(tmp_path: Path) -> 
         read_study_file(broken)
 
 
+@pytest.mark.slow  # a CLI process per case
 async def test_submit_a_study_file_with_flags_overriding_it(
     submitter: tuple[dict[str, str], JetStreamContext], tmp_path: Path
 ) -> None:

@@ -14,6 +14,8 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import run
 from tests.support.servers import free_port
 
@@ -26,6 +28,7 @@ def env_for(**settings: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")} | settings
 
 
+@pytest.mark.slow  # starts the whole platform (`metatune up`)
 def test_up_writes_the_database_password_nowhere_but_its_own_file(tmp_path: Path) -> None:
     data_dir = tmp_path / "platform"
     env = env_for(

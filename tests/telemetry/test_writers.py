@@ -92,6 +92,7 @@ async def test_writer_processes_share_the_stream_and_store_each_event_once(
         await wait_for(lambda: sum(service.writers.stored) > 0, "events stored by the writers")
 
 
+@pytest.mark.slow  # writer processes over a backlog
 async def test_a_backlog_read_by_several_writers_keeps_every_genuine_run_event(
     tsettings, schema, js
 ) -> None:

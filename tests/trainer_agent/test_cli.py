@@ -17,7 +17,13 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     return CliRunner()
 
 
-@pytest.mark.parametrize("devices", [1, 2], ids=["one-process", "two-processes"])
+@pytest.mark.parametrize(
+    "devices",
+    [
+        pytest.param(1, id="one-process"),
+        pytest.param(2, id="two-processes", marks=pytest.mark.slow),  # two processes train
+    ],
+)
 def test_train_prints_metrics_tokens_energy_and_time_as_json(
     runner: CliRunner, intents_binary: Path, tmp_path: Path, devices: int
 ) -> None:
