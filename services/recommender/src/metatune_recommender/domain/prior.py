@@ -469,14 +469,8 @@ class LearnedPrior:
         one multi-task GP; ``weights`` (per row) scale the fit and log-determinant terms so each task
         counts as one (the total is then per task, not per point)."""
         cov = self._covariance(x, ids=ids)
-        try:
-            chol = torch.linalg.cholesky(cov + 1e-8 * torch.eye(len(x), dtype=DTYPE))
-        except RuntimeError as exc:
-            raise SurrogateFailure("pre-training", str(exc)) from exc
-        # an ensemble: the mean over members of each member's likelihood (one Cholesky for all)
-        means = (
-            self.mean.each(x) if isinstance(self.mean, EnsembleMean) else self.mean(x).unsqueeze(0)
-        )
+        chol = _pretraining_cholesky(cov + 1e-8 * torch.eye(len(x), dtype=DTYPE))
+        means = self._member_means(x)
         w = torch.linalg.solve_triangular(chol, (z.unsqueeze(0) - means).T, upper=False)
         if weights is not None:  # per-row share of the joint likelihood (the chain rule's terms)
             fit = 0.5 * (weights[:, None] * w**2).sum() / means.shape[0]
@@ -484,6 +478,13 @@ class LearnedPrior:
             return -fit - logdet - 0.5 * float(weights.sum()) * math.log(2 * math.pi)
         fit = 0.5 * (w**2).sum() / means.shape[0]
         return -fit - torch.log(torch.diagonal(chol)).sum() - 0.5 * len(x) * math.log(2 * math.pi)
+
+    def _member_means(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean at ``x`` with a leading members axis: an ensemble's every member (the
+        likelihood is the mean over members of each member's, under one Cholesky), else one."""
+        return (
+            self.mean.each(x) if isinstance(self.mean, EnsembleMean) else self.mean(x).unsqueeze(0)
+        )
 
     def _tasks_log_likelihood(
         self, batch: Sequence[tuple[torch.Tensor, torch.Tensor]]
@@ -504,15 +505,8 @@ class LearnedPrior:
         diagonal = torch.where(
             real, self.likelihood.noise + 1e-8, torch.ones((), dtype=DTYPE)
         )  # noise (and jitter) on real rows, 1 on padding
-        cov = k + torch.diag_embed(diagonal)
-        try:
-            chol = torch.linalg.cholesky(cov)
-        except RuntimeError as exc:
-            raise SurrogateFailure("pre-training", str(exc)) from exc
-        # (members, tasks, n): an ensemble's every member, else the one mean
-        means = (
-            self.mean.each(x) if isinstance(self.mean, EnsembleMean) else self.mean(x).unsqueeze(0)
-        )
+        chol = _pretraining_cholesky(k + torch.diag_embed(diagonal))
+        means = self._member_means(x)  # (members, tasks, n)
         residual = torch.where(real, z.unsqueeze(0) - means, torch.zeros((), dtype=DTYPE))
         w = torch.linalg.solve_triangular(chol, residual.permute(1, 2, 0), upper=False)
         fit = 0.5 * (w**2).sum(dim=(1, 2)) / means.shape[0]
@@ -635,6 +629,14 @@ def bootstrap_rank_weights(
     best = (wrong == wrong.min(axis=0, keepdims=True)) * prior[:, None]
     weights = (best / best.sum(axis=0, keepdims=True)).mean(axis=1)
     return np.asarray(weights / weights.sum())
+
+
+def _pretraining_cholesky(cov: torch.Tensor) -> torch.Tensor:
+    """Cholesky factor(s) of pre-training covariances; a failure is the surrogate's."""
+    try:
+        return torch.linalg.cholesky(cov)
+    except RuntimeError as exc:
+        raise SurrogateFailure("pre-training", str(exc)) from exc
 
 
 def _cholesky(cov: torch.Tensor) -> torch.Tensor:
