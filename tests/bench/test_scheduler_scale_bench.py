@@ -25,3 +25,12 @@ def test_traces_from_a_chosen_start_list_what_they_skip(tmp_path: Path) -> None:
     assert picked.zones == ["BB"] and picked.skipped == [
         f"ZZ: no em_hourly/ZZ.csv.gz in {tmp_path}"
     ]
+
+
+def test_more_datacenters_than_zones_share_them_in_order(tmp_path: Path) -> None:
+    write_trace(tmp_path, "AA", "2024-02-01", 24 * 20, 300, seed=1)
+    write_trace(tmp_path, "BB", "2024-02-01", 24 * 20, 50, seed=2)
+    found = bench.traces(tmp_path, pd.Timestamp("2024-02-05", tz="UTC"))
+    zones, ci = bench.datacenter_zones(found, 5)
+    assert zones == ["AA", "BB", "AA", "BB", "AA"] and ci.shape == (5, bench.HOURS)
+    assert (ci[2] == found.ci[0]).all() and (ci[3] == found.ci[1]).all()
