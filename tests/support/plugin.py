@@ -5,7 +5,7 @@ gives each test its kind of marker.
 Markers (declared in ``pytest.ini``): every test is exactly one of ``unit`` (pure code, no
 server), ``integration`` (real NATS and/or PostgreSQL) or ``chaos`` (fault injection against real
 servers, ``tests/chaos``); ``slow`` is set by hand on tests that train a model, profile whole
-datasets or drive a browser. The kind is derived here, not written in every module: a test in
+datasets, drive a browser or otherwise take 14 s or more. The kind is derived here, not written in every module: a test in
 ``tests/chaos`` is ``chaos`` (and ``slow``); one that uses a server fixture (directly or through another
 fixture) or whose module says ``pytestmark = pytest.mark.integration`` is ``integration``;
 everything else is ``unit``. ``pytest -m unit`` therefore starts no server (``tests/conftest.py``).
