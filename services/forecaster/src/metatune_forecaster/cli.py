@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,12 +14,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from metatune.errors import ConfigurationError, DatabaseUnavailable
 from metatune.redaction import redact
-from metatune.registry import Registry, default_registry, load_registry
 from metatune.settings import Settings
 from metatune_cli.cli.connect import fail, unavailable
 from metatune_cli.cli.output import JSON_HELP, logs_to_stderr, print_json
 
 from .settings import ForecasterSettings
+
+if TYPE_CHECKING:  # the registry imports every contract (and numpy): only the commands need it
+    from metatune.registry import Registry
 
 console = Console()
 forecaster_app = typer.Typer(
@@ -35,6 +37,8 @@ def _store(settings: Settings):
 
 
 def _registry(settings: Settings) -> Registry:
+    from metatune.registry import default_registry, load_registry
+
     return load_registry(settings.registry_path) if settings.registry_path else default_registry()
 
 
