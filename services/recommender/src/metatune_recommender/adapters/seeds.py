@@ -7,8 +7,8 @@ from importlib import resources
 from pathlib import Path
 
 # The seed knowledge bases shipped in this package (each built by ``metatune kb build``, with its
-# own run-id prefix): the first seed (64 steps on the CPU), the second (2 epochs on the CPU, being
-# built) and the GPU seed (2 epochs of 1,500 rows). Each row records its budget and hardware, which
+# own run-id prefix): the first seed (64 steps on the CPU), the second (2 epochs of 800 rows on
+# the CPU) and the GPU seed (2 epochs of 1,500 rows). Each row records its budget and hardware, which
 # the recommender takes as inputs.
 SEED_RESOURCES = ("data/seed_kb.jsonl", "data/seed_kb_v2.jsonl", "data/seed_kb_gpu.jsonl")
 
