@@ -374,18 +374,17 @@ def scatter(
         name="y = x", x=[lo, hi], y=[lo, hi], mode="lines", hoverinfo="skip",
         line={"color": "#aaa", "dash": "dash", "width": 1},
     )  # fmt: skip
-    for value in sorted({p.baseline for p in points if p.baseline is not None}):
-        fig.add_scatter(
-            name=f"majority baseline {plain(value)}", x=[lo, hi], y=[value, value], mode="lines",
-            line={"color": "#c92a2a", "dash": "dot", "width": 1}, meta="baseline",
-            hovertemplate=f"majority-class baseline {plain(value)}<extra></extra>",
-        )  # fmt: skip
-    for value in sorted({p.chance for p in points if p.chance is not None}):
-        fig.add_scatter(
-            name=f"chance {plain(value)}", x=[lo, hi], y=[value, value], mode="lines",
-            line={"color": "#495057", "dash": "dot", "width": 1}, meta="chance",
-            hovertemplate=f"chance (1 / classes) {plain(value)}<extra></extra>",
-        )  # fmt: skip
+    baselines = (  # (the points' attribute, also the trace's meta; name; hover; colour)
+        ("baseline", "majority baseline", "majority-class baseline", "#c92a2a"),
+        ("chance", "chance", "chance (1 / classes)", "#495057"),
+    )
+    for attribute, name, hover, color in baselines:
+        for value in sorted({getattr(p, attribute) for p in points} - {None}):
+            fig.add_scatter(
+                name=f"{name} {plain(value)}", x=[lo, hi], y=[value, value], mode="lines",
+                line={"color": color, "dash": "dot", "width": 1}, meta=attribute,
+                hovertemplate=f"{hover} {plain(value)}<extra></extra>",
+            )  # fmt: skip
     errors = [p.x_err or 0.0 for p in points]
     fig.add_scatter(
         name="trial",
