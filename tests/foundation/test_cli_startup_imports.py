@@ -14,19 +14,22 @@ from importlib.metadata import entry_points
 import pytest
 import typer
 
-from metatune_cli.cli.main import CORE, app
+from metatune_cli.cli.main import CORE, app, declared_help, first_paragraph
 
 HEAVY = ("torch", "transformers", "gpytorch", "pandas", "sklearn", "faststream", "nats")
 
-# Runs the CLI as the `metatune` script does, then reports which heavy modules it imported.
+# Runs the CLI as the `metatune` script does, then reports which heavy modules and which plugin
+# command modules it imported.
 PROBE = f"""
 import json, sys
+from importlib.metadata import entry_points
 from metatune_cli.cli.main import app
 try:
     app(prog_name="metatune")
 except SystemExit:
     pass
-print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)
+plugins = {{ep.module for g in ("metatune.cli", "metatune.cli.kb") for ep in entry_points(group=g)}}
+print(json.dumps([m for m in [*{HEAVY!r}, *sorted(plugins)] if m in sys.modules]), file=sys.stderr)
 """
 
 COMPLETE_TOP_LEVEL = {
@@ -41,7 +44,7 @@ def plugin_names() -> list[str]:
 
 
 def run_probe(args: list[str], **env: str) -> tuple[str, list[str]]:
-    """The CLI's stdout and the heavy modules it imported."""
+    """The CLI's stdout, and the heavy modules and plugin command modules it imported."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("_METATUNE_")}
     result = subprocess.run(
         [sys.executable, "-c", PROBE, *args],
@@ -70,7 +73,7 @@ def test_the_plugins_are_installed() -> None:
     ],
     ids=["help", "no-arguments", "version", "completion", "kb-help"],
 )
-def test_listing_the_commands_imports_no_heavy_library(
+def test_listing_the_commands_imports_no_heavy_library_nor_plugin(
     args: list[str], env: dict[str, str]
 ) -> None:
     _, imported = run_probe(args, **env)
@@ -104,3 +107,22 @@ def test_the_help_kept_for_core_commands_is_their_own() -> None:
         assert command is not None and command.help is not None, name
         first_paragraph = inspect.cleandoc(command.help).split("\n\n")[0]
         assert " ".join(first_paragraph.split()) == spec.help, name
+
+
+@pytest.mark.parametrize(("group", "path"), [("metatune.cli", []), ("metatune.cli.kb", ["kb"])])
+def test_the_help_read_from_a_plugins_source_is_its_own(group: str, path: list[str]) -> None:
+    """What a listing shows for a plugin without importing it is the first paragraph of the help
+    of the command that loading it builds."""
+    command = typer.main.get_command(app)
+    ctx = typer.Context(command)
+    for name in path:
+        assert isinstance(command, typer.core.TyperGroup)
+        command = command.get_command(ctx, name)
+        ctx = typer.Context(command, parent=ctx)
+    assert isinstance(command, typer.core.TyperGroup)
+    plugins = entry_points(group=group)
+    assert plugins
+    for ep in plugins:
+        loaded = command.get_command(ctx, ep.name)
+        assert loaded is not None and loaded.help is not None, ep.name
+        assert declared_help(ep) == first_paragraph(loaded.help), ep.name

@@ -74,7 +74,7 @@ def _job_done(done: Cancellation, reason: str, json_output: bool) -> None:
             console.print(message, highlight=False)
         return
     if done.check_skipped:  # the scheduler did not answer and the log could not be read
-        err_console.print(
+        err_console().print(
             f"warning: could not check that job {done.job_id} exists ({done.check_skipped})",
             highlight=False,
         )

@@ -6,18 +6,25 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import cache
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 # every command imports this module, and `metatune --help` must not import the NATS client
 if TYPE_CHECKING:
     from nats.aio.client import Client
+    from rich.console import Console
 
     from metatune.settings import Settings
 
-err_console = Console(stderr=True)
+
+@cache
+def err_console() -> Console:
+    """The console of the CLI's messages on stderr (rich loads with the first message)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 # exit codes: 1 what was asked for does not exist (no such study, job, adapter), 2 bad input
@@ -28,7 +35,7 @@ EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 1, 2, 3
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     """One ``error:`` line on stderr, and, when the command was asked for ``--json``, one JSON
     object on stdout too (``error``, ``exit_code``): a script reading stdout always gets one."""
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    err_console().print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     if json_requested():
         print(json.dumps({"error": message, "exit_code": code}), flush=True)
     return typer.Exit(code)

@@ -46,7 +46,7 @@ async def _import(file: Path | None, public: Path | None) -> list[ImportReport]:
         if file is not None:
             report = await store.import_file(file)
             if report.torn:
-                err_console.print(
+                err_console().print(
                     f"[yellow]{file}: its last line was cut short and was skipped[/yellow]"
                 )
             reports.append(report)

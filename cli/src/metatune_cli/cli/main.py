@@ -2,19 +2,22 @@
 ``metatune.cli`` entry-point group, so the CLI never imports a service directly.
 
 Every command, core or plugin, is imported only when it runs (or shows its own help): ``metatune
---version``, ``--help`` and a Tab completion must not pay for torch, pandas or the NATS client. The
-help page lists core commands with the one-line help kept in ``CORE`` (a test checks it against
-their docstrings) and plugins by importing their CLI modules, which therefore keep their heavy
-imports inside the command functions."""
+--version``, ``--help`` and a Tab completion must not pay for torch, pandas, pydantic or the NATS
+client. The help page lists core commands with the one-line help kept in ``CORE`` and plugins with
+the help their source declares, read without running it (:func:`declared_help`); tests check both
+against the loaded commands."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
+import inspect
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar
 
 import typer
@@ -80,8 +83,51 @@ def _as_command(name: str, target: Any, group_cls: type[TyperGroup] | None = Non
     return typer.main.get_group(holder).commands[name]
 
 
+def first_paragraph(text: str) -> str:
+    """A help text's first paragraph on one line, as a listing shows it."""
+    return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+
+
+def declared_help(entry_point: EntryPoint) -> str | None:
+    """The one-line help of a plugin command, read from its module's source without importing it:
+    the docstring of the function the entry point names, or the ``help=`` string of the
+    ``typer.Typer(...)`` it is assigned. None when the source does not say (the listing then imports
+    the plugin); only the module's package ``__init__`` runs, to locate the file."""
+    module, _, attribute = entry_point.value.partition(":")
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+            return None
+        with open(spec.origin, encoding="utf-8") as source:
+            tree = ast.parse(source.read(), spec.origin)
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return None
+    text: object = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == attribute:
+            text = ast.get_docstring(node)
+        elif isinstance(node, ast.Assign) and _assigns(node, attribute):
+            text = _help_keyword(node.value)
+    return first_paragraph(text) if isinstance(text, str) and text else None
+
+
+def _assigns(node: ast.Assign, name: str) -> bool:
+    return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+
+
+def _help_keyword(value: ast.expr) -> object:
+    """The constant ``help=`` of a call such as ``typer.Typer(help="...")``, if it is one."""
+    if not isinstance(value, ast.Call):
+        return None
+    for keyword in value.keywords:
+        if keyword.arg == "help" and isinstance(keyword.value, ast.Constant):
+            return keyword.value.value
+    return None
+
+
 class NotLoaded(TyperCommand):
-    """A command known by name, and for core commands by its one-line help, not imported yet."""
+    """A command known by name and one-line help (a core command's from ``CORE``, a plugin's from
+    its source once listed), not imported yet."""
 
     def __init__(
         self,
@@ -107,7 +153,8 @@ class LazyGroup(TyperGroup):
         self._listing = False
         for name, spec in self.core.items():
             self.commands.setdefault(name, NotLoaded(name, spec.load, spec.help, spec.cls))
-        for ep in entry_points(group=self.plugin_group):
+        self._plugins = {ep.name: ep for ep in entry_points(group=self.plugin_group)}
+        for ep in self._plugins.values():
             self.commands.setdefault(ep.name, NotLoaded(ep.name, ep.load))
 
     @contextmanager
@@ -129,6 +176,9 @@ class LazyGroup(TyperGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
+        if isinstance(command, NotLoaded) and self._listing and command.help is None:
+            plugin = self._plugins.get(cmd_name)
+            command.help = declared_help(plugin) if plugin else None  # read once, when listed
         if not isinstance(command, NotLoaded) or (self._listing and command.help):
             return command
         try:
