@@ -32,6 +32,7 @@ import gpytorch
 import numpy as np
 import torch
 
+from .adam import Adam
 from .adapt import ADAPT_AFTER, adapt
 from .encoding import Encoder
 from .errors import EmptyHistory, SurrogateFailure
@@ -249,7 +250,7 @@ class LearnedPrior:
         )
         if self.joint:
             params += [*self.task_kernel.parameters(), self.raw_rho]
-        optimiser = torch.optim.Adam(params, lr=self.settings.learning_rate)
+        optimiser = Adam(params, lr=self.settings.learning_rate)
         mlp_params = [p for n, p in self.mean.named_parameters() if "weight" in n]
         loss = torch.tensor(float("nan"))
         for _ in range(self.settings.iterations):

@@ -250,13 +250,19 @@ class Recommender:
         self.store = store  # fitted priors kept between processes (None: fit in each)
         self._priors: dict[str, LearnedPrior] = {}
         self._scorers: dict[str, PriorScorer | None] = {}
+        # per base model, made once: the runs never change after construction
+        self._histories: dict[str, list[Task]] = {}
+        self._candidates: dict[str, list[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ history
     def base_models(self) -> list[str]:
         return sorted({r.base_model for r in self.runs})
 
     def history(self, base_model: str) -> list[Task]:
-        return tasks_from_runs([r for r in self.runs if r.base_model == base_model], min_runs=3)
+        if base_model not in self._histories:
+            runs = [r for r in self.runs if r.base_model == base_model]
+            self._histories[base_model] = tasks_from_runs(runs, min_runs=3)
+        return self._histories[base_model]
 
     def prior(self, base_model: str) -> LearnedPrior:
         """The prior fitted on ``base_model``'s history: this object's, else the store's for the
@@ -318,6 +324,11 @@ class Recommender:
 
     def _scored_configs(self, base_model: str) -> list[dict[str, Any]]:
         """Candidates as the reference budget would train them (comparable with the history)."""
+        if base_model not in self._candidates:
+            self._candidates[base_model] = self._make_candidates(base_model)
+        return self._candidates[base_model]
+
+    def _make_candidates(self, base_model: str) -> list[dict[str, Any]]:
         from scipy.stats import qmc  # seconds to import: only where candidates are made
 
         reference = self.reference(base_model)
