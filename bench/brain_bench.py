@@ -25,10 +25,11 @@ worth that many random trainings). Overall: the median of that k, the share of d
 top-3's best beats the portfolio's (strictly), the mean regrets, the seconds spent training.
 
 Resumable: each finished run is one line of ``WORK/runs.jsonl`` (a knowledge-base file, fsynced
-before the next run starts); a restart trains only what that file lacks. ``WORK/plans`` keeps each
+as the run finishes); a restart trains only what that file lacks. ``--jobs N`` trains N runs at
+once, each in a spawned process with its share of the cores (a run's figures do not depend on it). ``WORK/plans`` keeps each
 dataset's configurations, so a restart trains the same ones. Meant for the background:
 
-    nohup python bench/brain_bench.py --data DIR --work WORK --json > brain.json 2> brain.log &
+    nohup python bench/brain_bench.py --data DIR --work WORK --jobs 2 --json > brain.json 2> brain.log &
     python bench/brain_bench.py --data ../shared/data/text --kb seed.jsonl --random-k 12
 """
 
@@ -39,11 +40,13 @@ import fcntl
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import sys
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -332,6 +335,36 @@ class Dataset:
     plan: Plan
 
 
+def train_run(settings: BuildSettings, dataset: Dataset, key: str) -> KbRun:
+    """One planned run of ``dataset`` trained by the platform's ``run_training`` at the bench's
+    budget, recorded as ``metatune kb build`` records a run (a failed run is a failed record)."""
+    from metatune_trainer_agent.domain.errors import TrainingError
+    from metatune_trainer_agent.domain.run import run_training
+    from metatune_trainer_agent.tools.knowledge.build import (
+        failed_record,
+        to_record,
+        training_request,
+    )
+    from metatune_trainer_agent.tools.knowledge.design import PlannedRun
+
+    config = LoraConfig.model_validate(dataset.plan.configs[key])
+    planned = PlannedRun(key, dataset.name, 0, config.seed, config)
+    try:
+        outcome = run_training(training_request(settings, dataset.data, planned))
+        record = to_record(planned, dataset.data, dataset.features, outcome, settings, None)
+    except TrainingError as exc:
+        record = failed_record(planned, dataset.data, dataset.features, settings, exc, None)
+    provenance = record.provenance.model_copy(update={"source": "brain-bench"})
+    return record.model_copy(update={"provenance": provenance})
+
+
+def _one_job(threads: int) -> None:
+    """A training process's share of the cores (``--jobs``: the cores split between them)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace, console: Console) -> None:
         self.args = args
@@ -447,6 +480,8 @@ class Bench:
 
     # ------------------------------------------------------------------ training
     def train(self, datasets: list[Dataset], done: dict[str, KbRun]) -> dict[str, KbRun]:
+        """Train every planned run ``done`` lacks, ``--jobs`` at a time, each result appended to
+        the results file as it finishes (a kill loses at most the runs in flight)."""
         todo = [
             (dataset, key)
             for dataset in datasets
@@ -455,9 +490,8 @@ class Bench:
         ]
         loads: list[float] = []
         tty = self.console.is_terminal
-        for number, (dataset, key) in enumerate(progress(todo, "training"), start=1):
-            loads.append(os.getloadavg()[0])
-            record = self._train_one(dataset, key)
+        finished = progress(self._trained(todo, loads), "training", total=len(todo))
+        for number, (dataset, key, record) in enumerate(finished, start=1):
             append_line(self.work.runs, record.model_dump_json())
             done[key] = record
             if not tty:  # in the background: one line per run for the log
@@ -470,29 +504,30 @@ class Bench:
         self.loads = loads
         return done
 
-    def _train_one(self, dataset: Dataset, key: str) -> KbRun:
-        from metatune_trainer_agent.domain.errors import TrainingError
-        from metatune_trainer_agent.domain.run import run_training
-        from metatune_trainer_agent.tools.knowledge.build import (
-            failed_record,
-            to_record,
-            training_request,
-        )
-        from metatune_trainer_agent.tools.knowledge.design import PlannedRun
-
-        config = LoraConfig.model_validate(dataset.plan.configs[key])
-        planned = PlannedRun(key, dataset.name, 0, config.seed, config)
-        try:
-            outcome = run_training(training_request(self.settings, dataset.data, planned))
-            record = to_record(
-                planned, dataset.data, dataset.features, outcome, self.settings, None
-            )
-        except TrainingError as exc:
-            record = failed_record(
-                planned, dataset.data, dataset.features, self.settings, exc, None
-            )
-        provenance = record.provenance.model_copy(update={"source": "brain-bench"})
-        return record.model_copy(update={"provenance": provenance})
+    def _trained(
+        self, todo: list[tuple[Dataset, str]], loads: list[float]
+    ) -> Iterator[tuple[Dataset, str, KbRun]]:
+        """Each run of ``todo`` trained: in this process, one after another, or in ``--jobs``
+        spawned processes (the cores shared out between them for torch), as each finishes."""
+        jobs = min(self.args.jobs, len(todo))
+        if jobs <= 1:
+            for dataset, key in todo:
+                loads.append(os.getloadavg()[0])
+                yield dataset, key, train_run(self.settings, dataset, key)
+            return
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        context = multiprocessing.get_context("spawn")  # never fork a process holding torch
+        with ProcessPoolExecutor(
+            jobs, mp_context=context, initializer=_one_job, initargs=(threads,)
+        ) as pool:
+            running = {
+                pool.submit(train_run, self.settings, dataset, key): (dataset, key)
+                for dataset, key in todo
+            }
+            for future in as_completed(running):
+                loads.append(os.getloadavg()[0])
+                dataset, key = running[future]
+                yield dataset, key, future.result()
 
     # ------------------------------------------------------------------ the whole run
     def run(self) -> dict[str, Any]:
@@ -679,10 +714,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--datasets", help="comma-separated dataset names; default: every file")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda...")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs trained at once, each in a process of its own with a share of the cores",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.random_k < 1:
         parser.error("--random-k must be at least 1")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     args.datasets = args.datasets.split(",") if args.datasets else None
     console = Console(stderr=True, soft_wrap=True)  # one line per message, whatever the width
     try:

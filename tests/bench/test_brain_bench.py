@@ -173,10 +173,12 @@ def tiny_kb(path: Path) -> None:
     write_kb_file(path, header, runs)
 
 
-def brain_bench(data: Path, kb: Path, work: Path) -> subprocess.CompletedProcess[str]:
+def brain_bench(
+    data: Path, kb: Path, work: Path, *options: str
+) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, str(BENCH / "brain_bench.py"), "--data", str(data), "--kb", str(kb)]
     return subprocess.run(
-        [*command, "--work", str(work), "--random-k", "3", "--device", "cpu", "--json"],
+        [*command, "--work", str(work), "--random-k", "3", "--device", "cpu", "--json", *options],
         capture_output=True,
         text=True,
         timeout=900,
@@ -192,7 +194,7 @@ def test_end_to_end_on_a_tiny_dataset_then_resumed_training_only_what_is_missing
     data.mkdir()
     tiny_dataset(data / "tiny_films.jsonl")
     tiny_kb(kb)
-    first = brain_bench(data, kb, work)
+    first = brain_bench(data, kb, work, "--jobs", "2")  # two training processes at once
     assert first.returncode == 0, first.stderr[-3000:]
     report = json.loads(first.stdout)
     assert set(report) == REPORT_FIELDS
