@@ -409,7 +409,7 @@ class Bench:
 
     def identity(self) -> dict[str, Any]:
         return {
-            "kb": str(self.kb_path.resolve()),
+            "kb": self.kb_path.name,  # with its digest: the same base from any checkout
             "kb_sha256": kb_digest(self.kb_path),
             "random_k": self.args.random_k,
             "random_seed": self.args.random_seed,
