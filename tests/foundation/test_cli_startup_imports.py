@@ -9,7 +9,8 @@ import json
 import os
 import subprocess
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 
 import pytest
 import typer
@@ -126,3 +127,32 @@ def test_the_help_read_from_a_plugins_source_is_its_own(group: str, path: list[s
         loaded = command.get_command(ctx, ep.name)
         assert loaded is not None and loaded.help is not None, ep.name
         assert declared_help(ep) == first_paragraph(loaded.help), ep.name
+
+
+def test_declared_help_reads_each_form_without_running_the_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "plugin_source_probe.py").write_text(
+        "raise RuntimeError('imported')\n"
+        "import typer\n"
+        "def command() -> None:\n"
+        '    """Do one thing.\n\n    More about it."""\n'
+        'group = typer.Typer(help="A group of\\n   things.")\n'
+        'annotated: typer.Typer = typer.Typer(help="Annotated.")\n'
+        "bare = typer.Typer()\n"
+        "def silent() -> None:\n"
+        "    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def help_of(value: str) -> str | None:
+        return declared_help(EntryPoint(name="x", value=value, group="metatune.cli"))
+
+    assert help_of("plugin_source_probe:command") == "Do one thing."
+    assert help_of("plugin_source_probe:group") == "A group of things."
+    assert help_of("plugin_source_probe:annotated") == "Annotated."
+    assert help_of("plugin_source_probe:bare") is None  # the listing imports such a plugin
+    assert help_of("plugin_source_probe:silent") is None
+    assert help_of("plugin_source_probe:missing") is None
+    assert help_of("no_such_module_anywhere:command") is None
+    assert "plugin_source_probe" not in sys.modules

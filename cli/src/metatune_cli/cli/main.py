@@ -106,16 +106,17 @@ def declared_help(entry_point: EntryPoint) -> str | None:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == attribute:
             text = ast.get_docstring(node)
-        elif isinstance(node, ast.Assign) and _assigns(node, attribute):
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and _assigns(node, attribute):
             text = _help_keyword(node.value)
     return first_paragraph(text) if isinstance(text, str) and text else None
 
 
-def _assigns(node: ast.Assign, name: str) -> bool:
-    return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+def _assigns(node: ast.Assign | ast.AnnAssign, name: str) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return any(isinstance(t, ast.Name) and t.id == name for t in targets)
 
 
-def _help_keyword(value: ast.expr) -> object:
+def _help_keyword(value: ast.expr | None) -> object:
     """The constant ``help=`` of a call such as ``typer.Typer(help="...")``, if it is one."""
     if not isinstance(value, ast.Call):
         return None
