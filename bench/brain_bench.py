@@ -231,6 +231,7 @@ class Plan:
     left_out: bool  # the dataset was in the knowledge base, and left out of it for this plan
     arms: dict[str, list[str]]
     configs: dict[str, dict[str, Any]]
+    recommender_code: str | None  # the recommender's code version that chose the top-3
 
     @classmethod
     def of(
@@ -241,6 +242,7 @@ class Plan:
         chosen: Mapping[str, Sequence[Mapping[str, Any]]],
         budget: Budget,
         seed: int,
+        recommender_code: str,
     ) -> Plan:
         arms: dict[str, list[str]] = {}
         configs: dict[str, dict[str, Any]] = {}
@@ -251,7 +253,7 @@ class Plan:
                 key = run_id(dataset, trained)
                 arms[arm].append(key)
                 configs[key] = trained
-        return cls(dataset, source, left_out, arms, configs)
+        return cls(dataset, source, left_out, arms, configs, recommender_code)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -260,11 +262,19 @@ class Plan:
             "left_out": self.left_out,
             "arms": self.arms,
             "configs": self.configs,
+            "recommender_code": self.recommender_code,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Plan:
-        return cls(data["dataset"], data["source"], data["left_out"], data["arms"], data["configs"])
+        return cls(
+            data["dataset"],
+            data["source"],
+            data["left_out"],
+            data["arms"],
+            data["configs"],
+            data.get("recommender_code"),
+        )
 
 
 # ====================================================================== the work folder
@@ -427,10 +437,18 @@ class Bench:
         return self.recommenders[left_out]
 
     def plan(self, name: str, features: MetaFeatures) -> Plan:
-        """The dataset's plan: read back from the work folder, or chosen now and written there."""
+        """The dataset's plan: read back from the work folder, or chosen now and written there.
+        A plan another version of the recommender chose is chosen again: the bench measures the
+        recommender it runs with (runs already trained are kept, by configuration)."""
+        from metatune_recommender.adapters.prior_cache import scorer_code_version
+
         path = self.work.plan(name)
+        code = scorer_code_version()
         if path.is_file():
-            return Plan.from_json(json.loads(path.read_text(encoding="utf-8")))
+            stored = Plan.from_json(json.loads(path.read_text(encoding="utf-8")))
+            if stored.recommender_code == code:
+                return stored
+            self.console.print(f"{name}: planned by another recommender version, planned again")
         from metatune_recommender.domain.recommender import profile_descriptors
 
         left_out = any(r.dataset.name == name for r in self.runs)
@@ -445,7 +463,7 @@ class Bench:
             "portfolio3": [entry.config for entry in greedy_portfolio(history, TOP)],
             "random": random_pool(name, self.args.random_k, self.args.random_seed, self.space),
         }
-        plan = Plan.of(name, advice.source, left_out, chosen, self.space, self.seed)
+        plan = Plan.of(name, advice.source, left_out, chosen, self.space, self.seed, code)
         _write_atomic(path, json.dumps(plan.to_json(), indent=2))
         return plan
 
@@ -531,6 +549,7 @@ class Bench:
 
     # ------------------------------------------------------------------ the whole run
     def run(self) -> dict[str, Any]:
+        from metatune_recommender.adapters.prior_cache import scorer_code_version
         from metatune_trainer_agent.tools.knowledge.build import (
             BuildError,
             discover,
@@ -569,6 +588,7 @@ class Bench:
             "datasets": figures,
             **summarise(figures),
             "train_seconds": round(sum(f.get("train_seconds", 0.0) for f in figures), 1),
+            "recommender_code": scorer_code_version(),
             "machine": machine(),
             "date": started.isoformat(timespec="seconds"),
             "load": {

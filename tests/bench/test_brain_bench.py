@@ -30,6 +30,7 @@ REPORT_FIELDS = {
     "mean_regret_top3",
     "mean_regret_portfolio3",
     "train_seconds",
+    "recommender_code",
     "machine",
     "date",
     "load",
@@ -112,6 +113,7 @@ def test_a_configuration_two_arms_chose_is_trained_once() -> None:
         {"top3": [shared], "portfolio3": [{**shared, "epochs": 1.0}], "random": []},
         budget,
         13,
+        "code-version",
     )
     assert plan.arms["top3"] == plan.arms["portfolio3"] and len(plan.configs) == 1
     (config,) = plan.configs.values()
@@ -228,10 +230,16 @@ def test_end_to_end_on_a_tiny_dataset_then_resumed_training_only_what_is_missing
     assert [run.run_id for run in read_kb_file(results).runs] == [run.run_id for run in runs]
     assert resumed.stderr.count("[1/1] tiny_films") == 1
 
-    # nothing left: the third run trains nothing, and reports the same figures
+    # nothing left: the third run trains nothing, and reports the same figures; a plan another
+    # version of the recommender chose is chosen again (here the same configurations)
     settled = results.read_bytes()
+    plan_path = work / "plans" / "tiny_films.json"
+    plan_path.write_text(json.dumps({**plan, "recommender_code": "another-version"}))
     again = brain_bench(data, kb, work)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "planned again" in again.stderr
+    assert json.loads(plan_path.read_text()) == plan
+    assert plan["recommender_code"] == report["recommender_code"]
     assert results.read_bytes() == settled and "[1/" not in again.stderr
     assert json.loads(again.stdout)["datasets"] == json.loads(resumed.stdout)["datasets"]
 

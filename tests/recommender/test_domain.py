@@ -110,7 +110,8 @@ def test_flywheel_a_completed_run_changes_the_next_recommendation() -> None:
         .recommendations[0]
         .config
     )
-    # platform runs on a similar dataset: a corner of the space far from the old optimum does best
+    # platform runs on four similar datasets, more than the history holds: a corner of the space
+    # far from the old optimum does best on each, so what the knowledge base agrees on moves
     corner = {k: v for k, v in before.model_dump(mode="json").items() if k != "seed"}
     corner.update(
         learning_rate=LR_RANGE[0],
@@ -123,8 +124,8 @@ def test_flywheel_a_completed_run_changes_the_next_recommendation() -> None:
     )
     new = [
         KbRun(
-            run_id=f"platform:{i}",
-            dataset=DatasetInfo(name="similar", features=features(2100)),
+            run_id=f"platform:{j}:{i}",
+            dataset=DatasetInfo(name=f"similar{j}", features=features(2100 + 50 * j)),
             base_model="all-MiniLM-L6-v2",
             task="classification",
             config={**c, **(corner if i == 0 else {})},
@@ -133,7 +134,8 @@ def test_flywheel_a_completed_run_changes_the_next_recommendation() -> None:
             provenance=Provenance(source="platform"),
             hardware=Hardware(device="cpu"),  # as the agents report it (kb_rows.completed_run)
         )
-        for i, c in enumerate(design(8, seed=7))
+        for j in range(4)
+        for i, c in enumerate(design(8, seed=7 + j))
     ]
     after = (
         Recommender(runs + new, settings=FAST)
@@ -210,13 +212,32 @@ def test_top_k_covers_the_related_tasks_instead_of_near_copies() -> None:
     prior is trained to convergence, so each history task's posterior knows its own optimum."""
     tasks, pool = _bimodal_history()
     prior = LearnedPrior.fit(
-        tasks, PriorSettings(transfer_after=0, own_weight=0.0), extra_configs=pool
+        tasks, PriorSettings(transfer_after=0, own_weight=0.0, opening="cover"), extra_configs=pool
     )
     candidates = prior.inputs(pool, {"size": 1.5})
     posterior = prior.condition({"size": 1.5}, [], [], pool=candidates)
     picks = select_batch(posterior, candidates, 2)
     chosen = sorted(np.log10(pool[p.index]["learning_rate"]) for p in picks)
     assert abs(chosen[0] - (-4.6)) <= 0.15 and abs(chosen[1] - (-3.4)) <= 0.15
+
+
+def test_the_opening_is_the_portfolio_s_first_k_plus_one_ordered_by_the_prior() -> None:
+    """The default opening: the history portfolio (similarity-weighted mean normal score of each
+    source's nearest measured row) ranks the pool; the top-k are the k of its first k + 1 that
+    the task's prior mean ranks highest, in that order."""
+    low, high = _bimodal_history()[0]
+    pool = low.configs
+    tasks = [low, Task("low2", {"size": 1.2}, pool, low.values), high]
+    prior = LearnedPrior.fit(tasks, PriorSettings(iterations=100), extra_configs=pool)
+    candidates = prior.inputs(pool, {"size": 1.5})
+    posterior = prior.condition({"size": 1.5}, [], [], pool=candidates)
+    assert posterior.weights is not None
+    head = np.argsort(-prior.portfolio_scores(candidates, posterior.weights[:-1]))[:4]
+    assert abs(np.log10(pool[head[0]]["learning_rate"]) - (-4.6)) <= 0.15  # two tasks of three
+    picks = select_batch(posterior, candidates, 3)
+    mean, _ = posterior.predict_inputs(candidates)
+    assert {p.index for p in picks} <= set(head.tolist())
+    assert [p.index for p in picks] == sorted(head.tolist(), key=lambda i: -mean[i])[:3]
 
 
 def test_source_weights_follow_the_task_own_results() -> None:

@@ -28,6 +28,8 @@ class ScoringPrior(Protocol):
 
     def source_predictions(self, xc: Any) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def portfolio_scores(self, xc: Any, weights: np.ndarray) -> np.ndarray: ...
+
     def noise_level(self) -> float: ...
 
 
@@ -79,9 +81,12 @@ def select_batch(
     exclude: set[int] | frozenset[int] = frozenset(),
 ) -> list[Pick]:
     """Up to ``k`` candidate indices by sequential EI with Kriging-believer fantasies; before the
-    task's first result, with history sources, the set cover of :func:`select_cover`."""
+    task's first result, with history sources, the opening of ``settings.opening``:
+    :func:`select_opening` or :func:`select_cover`."""
     if posterior.observed == 0 and posterior.weights is not None:
-        return select_cover(posterior, candidates, k, exclude)
+        if posterior.prior.settings.opening == "cover":
+            return select_cover(posterior, candidates, k, exclude)
+        return select_opening(posterior, candidates, k, exclude)
     mu0, sd0 = posterior.predict_inputs(candidates)
     chosen: list[Pick] = []
     taken = set(exclude)
@@ -103,6 +108,31 @@ def select_batch(
         taken.add(index)
         current = current.with_observation(candidates[index], float(mu[index]))
     return chosen
+
+
+def select_opening(
+    posterior: Posterior,
+    candidates: Any,
+    k: int,
+    exclude: set[int] | frozenset[int] = frozenset(),
+) -> list[Pick]:
+    """The history portfolio's first ``k + opening_spare`` candidates
+    (:func:`.portfolio.portfolio_scores` over the sources that measured this search space), the
+    ``k`` of them this task's prior mean ranks highest, in that order.
+
+    The portfolio is what every related task agrees on, robust where the prior's transfer to one
+    new task is not; the prior decides which of its leading entries this task does without (its
+    descriptors: a dataset unlike the rest swaps one entry for the next)."""
+    prior = posterior.prior
+    # each source that measured this search space by its similarity (the last: the learned mean)
+    score = prior.portfolio_scores(candidates, np.asarray(posterior.weights)[:-1])
+    if exclude:
+        score[list(exclude)] = -np.inf
+    open_slots = int(np.isfinite(score).sum())
+    head = np.argsort(-score, kind="stable")[: min(open_slots, k + prior.settings.opening_spare)]
+    mu0, sd0 = posterior.predict_inputs(candidates)
+    ordered = sorted(head.tolist(), key=lambda i: -mu0[i])[:k]
+    return [Pick(index=i, mean=float(mu0[i]), std=float(sd0[i]), ei=0.0) for i in ordered]
 
 
 def select_cover(

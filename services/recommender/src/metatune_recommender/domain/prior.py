@@ -38,6 +38,7 @@ from .encoding import Encoder
 from .errors import EmptyHistory, SurrogateFailure
 from .history import Task
 from .normalise import affine_to_prior, copula_scores
+from .portfolio import portfolio_scores
 from .prior_settings import PriorSettings
 from .scoring import (
     Incumbent,
@@ -99,6 +100,7 @@ class HistorySource:
     chol: torch.Tensor
     alpha: torch.Tensor
     configs: frozenset[bytes]  # its measured configurations (config_keys), for the same-space gate
+    z: torch.Tensor  # the normal scores of its runs, at ``x`` (the history's portfolio reads them)
 
 
 class LearnedPrior:
@@ -177,6 +179,7 @@ class LearnedPrior:
                     ).numpy(),
                     s.alpha.numpy().copy(),
                     s.configs,
+                    s.z.numpy().copy(),
                 )
                 for s in self.sources
             ]
@@ -295,7 +298,7 @@ class LearnedPrior:
                 raise SurrogateFailure("history posterior", str(exc)) from exc
             alpha = torch.cholesky_solve((z - self.mean(x)).unsqueeze(-1), chol).squeeze(-1)
         configs = config_keys(x, self.config_encoder.dim)
-        return HistorySource(task.name, dict(task.descriptors), x, chol, alpha, configs)
+        return HistorySource(task.name, dict(task.descriptors), x, chol, alpha, configs, z)
 
     # ------------------------------------------------------------------ transfer
     def source_predictions(self, xc: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -323,6 +326,17 @@ class LearnedPrior:
             self._source_cache.clear()
         self._source_cache[key] = out
         return out
+
+    def portfolio_scores(self, xc: torch.Tensor, weights: np.ndarray) -> np.ndarray:
+        """The history's portfolio score of ``xc``'s configurations over the sources of nonzero
+        ``weights`` (:func:`.portfolio.portfolio_scores`)."""
+        d = max(1, self.config_encoder.dim)
+        kept = [(s, w) for s, w in zip(self.sources, weights, strict=True) if w > 0]
+        return portfolio_scores(
+            xc[:, :d].numpy(),
+            [(s.x[:, :d].numpy(), s.z.numpy()) for s, _ in kept],
+            np.array([w for _, w in kept]),
+        )
 
     def shared_space(self, pool: torch.Tensor | None) -> np.ndarray:
         """Which sources measured the candidate ``pool``'s search space: at least
@@ -698,15 +712,15 @@ class TaskPosterior(Incumbent):
             mean_c = self._mean(xc)
             var_c = self._k(xc, diag=True)
             if len(self.z) == 0:
-                return mean_c.numpy(), torch.sqrt(var_c.clamp_min(1e-12)).numpy()
-            chol = _cholesky(self._k(self.x))
-            k_co = self._k(xc, self.x)
-            alpha = torch.cholesky_solve((self.z - self._mean(self.x)).unsqueeze(-1), chol).squeeze(
-                -1
-            )
-            mu = mean_c + k_co @ alpha
-            v = torch.linalg.solve_triangular(chol, k_co.T, upper=False)
-            var = var_c - (v**2).sum(0)
+                mu, var = mean_c, var_c
+            else:
+                chol = _cholesky(self._k(self.x))
+                k_co = self._k(xc, self.x)
+                residual = (self.z - self._mean(self.x)).unsqueeze(-1)
+                alpha = torch.cholesky_solve(residual, chol).squeeze(-1)
+                mu = mean_c + k_co @ alpha
+                v = torch.linalg.solve_triangular(chol, k_co.T, upper=False)
+                var = var_c - (v**2).sum(0)
         mu_np, sd_np = mu.numpy(), torch.sqrt(var.clamp_min(1e-12)).numpy()
         if not (np.all(np.isfinite(mu_np)) and np.all(np.isfinite(sd_np))):
             raise SurrogateFailure("prediction", "non-finite posterior")

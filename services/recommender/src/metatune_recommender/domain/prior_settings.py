@@ -4,6 +4,9 @@ pre-result path (:mod:`.scoring`) reads them without importing torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+OPENINGS = ("portfolio", "cover")
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,11 @@ class PriorSettings:
     own_weight: float = 0.25  # the learned mean's share of the prior weight among the sources
     rank_temperature: float = 1.0  # per mis-ordered pair of the task's results: weight x exp(-this)
     top_quantile: float = 0.03  # the top-k covers each related task's top 3 % (set cover)
+    # the top-k before any result, where sources exist: "portfolio", the history portfolio's first
+    # k + opening_spare configurations ordered by this task's prior mean (select_opening), or
+    # "cover", the sources' set cover (select_cover); measured side by side in the README
+    opening: Literal["portfolio", "cover"] = "portfolio"
+    opening_spare: int = 1
     # True: history tasks are correlated draws (multi-task GP): a task's covariance with another is
     # rho * k_task(descriptors) * k_config, learned jointly, and a new task's mean adds what the
     # history's measured residuals say through that covariance (its most similar tasks' exact rows);
@@ -47,3 +55,9 @@ class PriorSettings:
     joint: bool = False
     history_points: int = 256  # per history task, kept for the new task's history-conditioned mean
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.opening not in OPENINGS:
+            raise ValueError(f"opening must be one of {OPENINGS}, not {self.opening!r}")
+        if self.opening_spare < 0:
+            raise ValueError(f"opening_spare must be >= 0, not {self.opening_spare}")

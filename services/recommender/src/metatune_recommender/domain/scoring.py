@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from .encoding import Encoder
 from .errors import SurrogateFailure
+from .portfolio import portfolio_scores
 from .prior_settings import PriorSettings
 from .similarity import descriptor_similarity
 
@@ -98,6 +99,7 @@ class ScorerSource:
     chol_inverse: Array  # the inverse of its covariance's Cholesky factor (lower triangular)
     alpha: Array
     configs: frozenset[bytes]
+    z: Array  # the normal scores of its runs, at ``x``
 
 
 @dataclass
@@ -209,6 +211,14 @@ class PriorScorer:
         self._cache[key] = out
         return out
 
+    def portfolio_scores(self, xc: Array, weights: Array) -> Array:
+        """As :meth:`.prior.LearnedPrior.portfolio_scores`."""
+        d = self.config_dim
+        kept = [(s, w) for s, w in zip(self.sources, weights, strict=True) if w > 0]
+        return portfolio_scores(
+            xc[:, :d], [(s.x[:, :d], s.z) for s, _ in kept], np.array([w for _, w in kept])
+        )
+
     def shared_space(self, pool: Array) -> NDArray[np.bool_]:
         """As :meth:`.prior.LearnedPrior.shared_space`."""
         if self.settings.source_overlap <= 0:
@@ -267,14 +277,15 @@ class ScorerPosterior(Incumbent):
         mean_c = self._mean(xc)
         var_c = self.prior.kernel_diag(xc)
         if len(self.z) == 0:
-            return mean_c, np.sqrt(np.maximum(var_c, 1e-12))
-        cov = self.prior.kernel(self.x) + self.prior.noise * np.eye(len(self.x))
-        chol = _cholesky(cov)
-        k_co = self.prior.kernel(xc, self.x)
-        alpha = _solve_upper(chol.T, _solve_lower(chol, self.z - self._mean(self.x)))
-        mu = mean_c + k_co @ alpha
-        v = _solve_lower(chol, k_co.T)
-        var = var_c - (v**2).sum(0)
+            mu, var = mean_c, var_c
+        else:
+            cov = self.prior.kernel(self.x) + self.prior.noise * np.eye(len(self.x))
+            chol = _cholesky(cov)
+            k_co = self.prior.kernel(xc, self.x)
+            alpha = _solve_upper(chol.T, _solve_lower(chol, self.z - self._mean(self.x)))
+            mu = mean_c + k_co @ alpha
+            v = _solve_lower(chol, k_co.T)
+            var = var_c - (v**2).sum(0)
         sd = np.sqrt(np.maximum(var, 1e-12))
         if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(sd))):
             raise SurrogateFailure("prediction", "non-finite posterior")

@@ -1,0 +1,42 @@
+"""The history's portfolio: how each candidate ranks across the related tasks' measured runs.
+
+A candidate's score is the mean, over the history tasks that measured its search space, of the
+normal score (:func:`.normalise.copula_scores`) of that task's nearest measured configuration: the
+rank average that the recommender bench's ``portfolio`` method computes, read from the sources the
+prior keeps. Unweighted on purpose: on a knowledge base where every dataset measured the same
+design, the average over every related task ranks configurations more reliably than any one
+task's similarity can (the recommender README measures both). A hair of the distance to those
+nearest rows is subtracted, so a measured configuration ranks above an unmeasured neighbour that
+reads the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+Array = NDArray[np.float64]
+
+DISTANCE_TIEBREAK = 1e-6  # per unit of encoded distance: far below any difference of normal scores
+
+
+def portfolio_scores(
+    candidates: Array, sources: Sequence[tuple[Array, Array]], weights: Array | None = None
+) -> Array:
+    """Each candidate's mean normal score over ``sources`` (each a task's encoded configuration
+    columns and the normal scores of its runs), read at the task's nearest measured configuration,
+    weighted by ``weights`` (default: equally); zeros when there is no source."""
+    score = np.zeros(len(candidates))
+    if not sources:
+        return score
+    w = np.ones(len(sources)) if weights is None else np.asarray(weights, dtype=float)
+    distance = np.zeros(len(candidates))
+    rows = np.arange(len(candidates))
+    for (x, z), weight in zip(sources, w, strict=True):
+        squared = ((candidates[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+        nearest = squared.argmin(1)
+        score += weight * z[nearest]
+        distance += np.sqrt(squared[rows, nearest])
+    return np.asarray((score - DISTANCE_TIEBREAK * distance) / w.sum(), dtype=float)
