@@ -3,11 +3,12 @@
 A candidate's score is the mean, over the history tasks that measured its search space, of the
 normal score (:func:`.normalise.copula_scores`) of that task's nearest measured configuration: the
 rank average that the recommender bench's ``portfolio`` method computes, read from the sources the
-prior keeps. Unweighted on purpose: on a knowledge base where every dataset measured the same
-design, the average over every related task ranks configurations more reliably than any one
-task's similarity can (the recommender README measures both). A hair of the distance to those
-nearest rows is subtracted, so a measured configuration ranks above an unmeasured neighbour that
-reads the same rows.
+prior keeps. The opening weights the sources by descriptor similarity: on the knowledge bases
+measured that orders the configurations as equal weights do (where every dataset measured the same
+design, the average over every related task ranks them more reliably than the model's transfer to
+one new task), and a dataset of another kind still gets its own kind's configurations. A hair of
+the distance to the nearest rows is subtracted, so a measured configuration ranks above an
+unmeasured neighbour that reads the same rows.
 """
 
 from __future__ import annotations
