@@ -1,5 +1,6 @@
 """The cost model: GPU-hours x power = the energy the agents' meter charges per token, from the
-device this platform trains on, and no floor that inflates a small job's energy."""
+device this platform trains on at the job's batch size, and no floor that inflates a small job's
+energy."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from metatune.contracts import LoraConfig
 from metatune.knowledge.records import DatasetInfo, Hardware, KbRun
 from metatune_recommender.domain.costs import (
+    Pricing,
     estimate,
     measured_throughput,
     padded_tokens_per_example,
@@ -70,3 +72,38 @@ def test_a_small_job_is_not_priced_at_a_floor_of_gpu_hours() -> None:
     tokens = 300 * padded_tokens_per_example(profile, 128)
     assert hours < 0.01
     assert energy_wh == pytest.approx(tokens * 0.05 / 20_000)
+
+
+def test_the_fleets_device_prices_before_a_gpu_seed() -> None:
+    """Agents that train on the CPU are priced from the knowledge base's CPU runs, not the GPU
+    seed's, until their own runs arrive (then those)."""
+    gpu = run("cuda", tokens=100_000, train_s=5.0, wall_s=9.0, wh=0.3)
+    cpu = run("cpu", tokens=10_000, train_s=10.0, wall_s=40.0, wh=0.2)
+    assert measured_throughput([gpu, cpu]).device == "cuda"
+    t = measured_throughput([gpu, cpu], device="cpu")
+    assert (t.device, t.runs, t.tokens_per_second) == ("cpu", 1, pytest.approx(1_000.0))
+    # a device the knowledge base never measured: the GPU runs still answer
+    assert measured_throughput([gpu, cpu], device="rocm").device == "cuda"
+    own = run("cuda", tokens=5_000, train_s=1.0, wall_s=2.0, wh=0.01, study=True)
+    assert measured_throughput([gpu, cpu, own], device="cpu").runs == 1
+    assert measured_throughput([gpu, cpu, own], device="cpu").tokens_per_second == 5_000
+
+
+def test_runs_at_the_configurations_batch_size_price_it() -> None:
+    """Energy per token falls with the batch (per-step overhead spread over more tokens): a job is
+    priced from the runs at its batch size, and from all the device's runs when none is there."""
+
+    def at(batch_size: int, tokens: int, wh: float) -> KbRun:
+        r = run("cuda", tokens=tokens, train_s=1.0, wall_s=2.0, wh=wh)
+        return r.model_copy(update={"config": {**r.config, "batch_size": batch_size}})
+
+    runs = [at(8, 10_000, 0.04), at(64, 60_000, 0.04)]
+    small, large = (
+        Pricing(runs).throughput(LoraConfig(batch_size=8)),
+        Pricing(runs).throughput(LoraConfig(batch_size=64)),
+    )
+    assert (small.tokens_per_second, large.tokens_per_second) == (10_000, 60_000)
+    per_token = [t.power_kw / t.tokens_per_second for t in (small, large)]
+    assert per_token[0] == pytest.approx(6 * per_token[1])
+    assert Pricing(runs).throughput(LoraConfig(batch_size=16)).runs == 2
+    assert Pricing(runs).throughput().runs == 2

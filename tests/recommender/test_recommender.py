@@ -8,11 +8,13 @@ import pytest
 
 from metatune import subjects
 from metatune.contracts import (
+    AgentStatus,
     DatasetProfiled,
     JobRequested,
     PredictionSource,
     StudyStopped,
 )
+from metatune.knowledge.records import Hardware
 from metatune.knowledge.store import KnowledgeStore
 from metatune.settings import Settings
 from metatune_recommender.adapters.loop_store import LoopStore
@@ -124,3 +126,66 @@ async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(
     assert [r.estimated_gpu_hours for r in ordered] == pytest.approx(
         [t.estimated_gpu_hours for t in one_device]
     )
+
+
+async def test_trials_are_priced_for_the_device_the_agents_train_on(
+    settings: Settings,
+    store: KnowledgeStore,
+) -> None:
+    """The knowledge base holds the same runs on a GPU and, ten times slower, on the CPU: until an
+    agent says what it trains on, trials are priced from the GPU runs; once the only agent says
+    ``cpu``, from the CPU runs (ten times the hours, the same power)."""
+    cpu = kb_runs(datasets=3)
+    gpu = [
+        r.model_copy(
+            update={
+                "run_id": f"{r.run_id}:gpu",
+                "tokens_with_padding": 10 * r.tokens_with_padding,
+                "hardware": Hardware(device="cuda"),
+            }
+        )
+        for r in cpu
+    ]
+    await store.add_runs(cpu + gpu)
+    service = create_service(settings, store=store, load_seed_kb=False)
+    before, after = uuid.uuid4(), uuid.uuid4()
+    async with service.running():
+        nc = service.broker.connection
+        requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
+
+        async def profile(study: uuid.UUID) -> list[JobRequested]:
+            event = DatasetProfiled(occurred_at=NOW, study_id=study, spec=SPEC, features=FEATURES)
+            await service.js.publish(
+                subjects.DATASETS_PROFILED, event.to_bytes(), stream=settings.stream_name
+            )
+            await wait_for(lambda: sum(r.study_id == study for r in requests) >= 3, timeout=120)
+            return sorted((r for r in requests if r.study_id == study), key=lambda r: r.trial_index)
+
+        on_gpu = await profile(before)
+        agent = AgentStatus(
+            occurred_at=NOW,
+            datacenter="fra1",
+            region="DE",
+            gpus_total=4,
+            gpus_free=4,
+            gpu_model="EPYC",
+            device="cpu",
+            power_per_gpu_w=48,
+            pue=1.2,
+        )
+        ack = await service.js.publish(
+            subjects.agent_status("fra1"), agent.to_bytes(), stream=settings.status_stream_name
+        )
+        await wait_for(
+            lambda: acked_through(
+                service.js, settings.status_stream_name, "recommender-agents", ack.seq
+            ),
+            "the agent's status folded",
+            timeout=60,
+        )
+        on_cpu = await profile(after)
+    assert [r.config for r in on_cpu] == [r.config for r in on_gpu]
+    assert [r.estimated_gpu_hours for r in on_cpu] == pytest.approx(
+        [10 * r.estimated_gpu_hours for r in on_gpu], rel=1e-3
+    )
+    assert [r.power_kw for r in on_cpu] == pytest.approx([r.power_kw for r in on_gpu])

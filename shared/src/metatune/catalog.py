@@ -169,9 +169,13 @@ CATALOG = [
     Channel(
         "metatune.agents.{datacenter}.status",
         c.AgentStatus,
-        "Capacity, free GPUs and heartbeat of one datacenter.",
+        "Capacity, free GPUs, device and heartbeat of one datacenter.",
         ("trainer-agent",),
-        (_r("scheduler", "scheduler-agents"), STATUS_LOG),
+        (
+            _r("scheduler", "scheduler-agents"),
+            _r("recommender", "recommender-agents"),
+            STATUS_LOG,
+        ),
         event_id(),
     ),
     Channel(

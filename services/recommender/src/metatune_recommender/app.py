@@ -9,6 +9,8 @@
   ``metatune.studies.stopped``.
 * ``metatune.studies.cancelled``: the study stops (``metatune.studies.stopped``, reason
   ``cancelled``) and no later event of it requests a trial.
+* ``metatune.agents.<dc>.status``: what the agents train on, so trials are priced from the
+  knowledge base's runs on that device.
 * ``metatune.requests.knowledge.runs`` (core NATS request/reply): how many runs of the studies
   asked the knowledge base holds, so no tool reads the recommender's tables.
 
@@ -25,6 +27,7 @@ from faststream.nats.annotations import NatsMessage
 
 from metatune import subjects
 from metatune.contracts import (
+    AgentStatus,
     DatasetProfiled,
     KnowledgeRuns,
     KnowledgeRunsReply,
@@ -91,6 +94,11 @@ def create_service(
     async def on_cancelled(event: StudyCancelled) -> None:
         """The study stops: one StudyStopped (cancelled), nothing requested afterwards."""
         await runtime.cancelled(event)
+
+    @service.consume(subjects.AGENTS_STATUS_ALL, durable="recommender-agents")
+    async def on_agent(event: AgentStatus) -> None:
+        """The device an agent trains on: the trials' costs are priced for the fleet's."""
+        advisor.fleet.fold(event)
 
     @service.broker.subscriber(subjects.KNOWLEDGE_RUNS, queue="recommender")
     async def on_knowledge_runs(request: KnowledgeRuns) -> KnowledgeRunsReply:

@@ -221,6 +221,7 @@ def core_services(streams: Streams) -> list[Principal]:
             + durable(ev, "recommender-next-trial-failed", subjects.RUNS_FAILED_ALL)
             + durable(ev, "recommender-kb-failed", subjects.RUNS_FAILED_ALL)
             + durable(ev, "recommender-cancelled", subjects.STUDIES_CANCELLED)
+            + durable(st, "recommender-agents", subjects.AGENTS_STATUS_ALL)  # devices to price
             + publish(subjects.JOBS_REQUESTED, subjects.STUDIES_STOPPED)
             + respond(subjects.KNOWLEDGE_RUNS)  # runs of a study in its knowledge base (the demo)
             + kv_read(STUDIES_BUCKET)

@@ -12,6 +12,7 @@ from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 
 from ..domain.fitted import PriorStore
+from ..domain.fleet import Fleet
 from ..domain.recommender import Advice, Recommender
 from ..domain.study_loop import Ask
 
@@ -39,6 +40,7 @@ class Advisor:
     def __init__(self, service: Service, cache: RecommenderCache) -> None:
         self.service = service
         self.cache = cache
+        self.fleet = Fleet()  # the agents' statuses: the device the trials are priced for
 
     async def advise(
         self, spec: StudySpec, profile: dict[str, Any], ask: Ask
@@ -47,7 +49,13 @@ class Advisor:
         recommender = await self.cache.get()
         # fitting the prior is CPU work: off the event loop, so heartbeats and acks go on
         advice = await asyncio.to_thread(
-            recommender.recommend, spec.base_model, profile, ask.count, ask.observed, ask.pending
+            recommender.recommend,
+            spec.base_model,
+            profile,
+            ask.count,
+            ask.observed,
+            ask.pending,
+            fleet_device=self.fleet.device,
         )
         return advice, recommender
 

@@ -6,7 +6,10 @@ agents' meter charges it, per second of training), so that hours x power = token
 energy per token: the energy the scheduler prices and the meter then measures, on one basis.
 Both are summed over the history runs of the base model in use, from the device the estimate is
 for: this platform's own runs first (a study's runs, on the hardware its agents train on), then
-GPU runs, then whatever was measured (the device is named). A job's tokens = examples x padded
+runs on the device the agents say they train on (:class:`.fleet.Fleet`), then GPU runs, then
+whatever was measured (the device is named). Among those, the runs at the configuration's batch
+size when there are any: the energy per token falls several-fold from batch 8 to 64 (a GPU's
+per-step overhead spread over more tokens). A job's tokens = examples x padded
 tokens per example (the profile's mean length over 1 - grouped padding) x epochs. Only when the
 knowledge base has no timed run at all does the documented assumption of the cold start apply.
 """
@@ -43,11 +46,20 @@ def _device(runs: Sequence[KbRun]) -> str:
     return "+".join(devices) or "unknown"
 
 
-def measured_throughput(runs: Sequence[KbRun]) -> Throughput:
+def _on(device: str | None, runs: Sequence[KbRun]) -> list[KbRun]:
+    return [r for r in runs if r.hardware is not None and r.hardware.device == device]
+
+
+def measured_throughput(
+    runs: Sequence[KbRun], *, device: str | None = None, batch_size: int | None = None
+) -> Throughput:
+    """Throughput and power of the runs that best stand for a job on ``device`` (the fleet's, when
+    known) at ``batch_size`` (any when None)."""
     timed = [r for r in runs if r.tokens_with_padding > 0 and _seconds(r) > 0]
     fleet = [r for r in timed if r.study_id is not None]  # this platform's agents trained these
-    gpu = [r for r in timed if r.hardware is not None and r.hardware.device == "cuda"]
-    chosen = fleet or gpu or timed
+    chosen = fleet or (_on(device, timed) if device else []) or _on("cuda", timed) or timed
+    same_batch = [r for r in chosen if r.config.get("batch_size") == batch_size]
+    chosen = same_batch or chosen
     if not chosen:
         return Throughput(ASSUMED_TOKENS_PER_GPU_SECOND, ASSUMED_POWER_KW_PER_GPU, "assumed", 0)
     tokens = sum(r.tokens_with_padding for r in chosen)
@@ -78,3 +90,16 @@ def estimate(
         examples = features.n_examples * (config.epochs or 1.0)
     hours = max(MIN_GPU_HOURS, examples * per_example / throughput.tokens_per_second / 3600.0)
     return hours, hours * throughput.power_kw * 1000.0
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The runs a base model's jobs are priced from, and the device the fleet trains on."""
+
+    runs: Sequence[KbRun]
+    device: str | None = None  # the fleet's (:class:`.fleet.Fleet`); None: not known
+
+    def throughput(self, config: LoraConfig | None = None) -> Throughput:
+        """At ``config``'s batch size (any batch size when None)."""
+        batch_size = None if config is None else config.batch_size
+        return measured_throughput(self.runs, device=self.device, batch_size=batch_size)

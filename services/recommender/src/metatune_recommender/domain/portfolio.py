@@ -28,16 +28,19 @@ def portfolio_scores(
 ) -> Array:
     """Each candidate's mean normal score over ``sources`` (each a task's encoded configuration
     columns and the normal scores of its runs), read at the task's nearest measured configuration,
-    weighted by ``weights`` (default: equally); zeros when there is no source."""
-    score = np.zeros(len(candidates))
-    if not sources:
-        return score
+    weighted by ``weights`` (default: equally; a source of weight 0 is left out); zeros when no
+    source is left."""
     w = np.ones(len(sources)) if weights is None else np.asarray(weights, dtype=float)
+    kept = [(source, weight) for source, weight in zip(sources, w, strict=True) if weight > 0]
+    score = np.zeros(len(candidates))
+    if not kept:
+        return score
     distance = np.zeros(len(candidates))
     rows = np.arange(len(candidates))
-    for (x, z), weight in zip(sources, w, strict=True):
+    for (x, z), weight in kept:
         squared = ((candidates[:, None, :] - x[None, :, :]) ** 2).sum(-1)
         nearest = squared.argmin(1)
         score += weight * z[nearest]
         distance += np.sqrt(squared[rows, nearest])
-    return np.asarray((score - DISTANCE_TIEBREAK * distance) / w.sum(), dtype=float)
+    total = sum(weight for _, weight in kept)
+    return np.asarray((score - DISTANCE_TIEBREAK * distance) / total, dtype=float)

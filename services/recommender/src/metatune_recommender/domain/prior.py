@@ -331,12 +331,8 @@ class LearnedPrior:
         """The history's portfolio score of ``xc``'s configurations over the sources of nonzero
         ``weights`` (:func:`.portfolio.portfolio_scores`)."""
         d = max(1, self.config_encoder.dim)
-        kept = [(s, w) for s, w in zip(self.sources, weights, strict=True) if w > 0]
-        return portfolio_scores(
-            xc[:, :d].numpy(),
-            [(s.x[:, :d].numpy(), s.z.numpy()) for s, _ in kept],
-            np.array([w for _, w in kept]),
-        )
+        sources = [(s.x[:, :d].numpy(), s.z.numpy()) for s in self.sources]
+        return portfolio_scores(xc[:, :d].numpy(), sources, weights)
 
     def shared_space(self, pool: torch.Tensor | None) -> np.ndarray:
         """Which sources measured the candidate ``pool``'s search space: at least

@@ -36,7 +36,7 @@ from metatune.knowledge.space import DIMENSIONS, Budget, decode
 
 from .acquisition import Pick, Posterior, select_batch
 from .cold_start import cold_start_trials
-from .costs import Throughput, estimate, measured_throughput
+from .costs import Pricing, estimate
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
 from .fitted import PriorStore, prior_key, scorer_key
 from .history import (
@@ -356,10 +356,13 @@ class Recommender:
         k: int = TOP_K,
         observed: Sequence[tuple[Mapping[str, Any], float]] = (),
         pending: Sequence[Mapping[str, Any]] = (),
+        *,
+        fleet_device: str | None = None,
     ) -> Advice:
         """Top-``k`` for a new study (``observed`` empty), or the next ``k`` given the study's results
         (config, metric); ``pending`` trials (requested, not finished) are fantasised at their predicted
-        mean (Kriging believer) and never proposed again. Never raises for want of knowledge: an empty base or a failed fit answers
+        mean (Kriging believer) and never proposed again. Costs are priced for ``fleet_device``, the
+        device the agents train on (:mod:`.costs`). Never raises for want of knowledge: an empty base or a failed fit answers
         with the documented cold-start portfolio, flagged, with the reason."""
         warnings: list[str] = []
         used = nearest_base_model(base_model, self.base_models())
@@ -389,7 +392,7 @@ class Recommender:
         scored = scorer.scored if scorer else self._scored_configs(used)
         scale = metric_scale(history[0].metric_name if history else "metric")
         reference = self.reference(used)
-        throughput = measured_throughput([r for r in self.runs if r.base_model == used])
+        pricing = Pricing([r for r in self.runs if r.base_model == used], fleet_device)
         try:
             posterior: TaskModel
             candidates: Any  # the prior's inputs: a NumPy array (scorer) or a torch tensor
@@ -426,7 +429,7 @@ class Recommender:
                 history,
                 weights,
                 features,
-                throughput,
+                pricing,
                 metric_name,
                 "expected-improvement" if observed else "top-k",
             )
@@ -440,7 +443,7 @@ class Recommender:
             imputed,
             warnings,
             None,
-            throughput.device,
+            pricing.throughput().device,
             best_ei,
         )
 
@@ -489,7 +492,7 @@ class Recommender:
         history: Sequence[Task],
         weights: np.ndarray,
         features: MetaFeatures,
-        throughput: Throughput,
+        pricing: Pricing,
         metric_name: str,
         acquisition: str,
     ) -> Recommendation:
@@ -499,6 +502,7 @@ class Recommender:
             {**choice, "max_steps": None, "epochs": 1.0, "max_seq_length": max_len}
         )
         predicted, std = self._to_metric(pick.mean, pick.std, posterior, history, weights)
+        throughput = pricing.throughput(config)
         hours, energy = estimate(config, features, throughput)
         return Recommendation(
             config,

@@ -214,10 +214,7 @@ class PriorScorer:
     def portfolio_scores(self, xc: Array, weights: Array) -> Array:
         """As :meth:`.prior.LearnedPrior.portfolio_scores`."""
         d = self.config_dim
-        kept = [(s, w) for s, w in zip(self.sources, weights, strict=True) if w > 0]
-        return portfolio_scores(
-            xc[:, :d], [(s.x[:, :d], s.z) for s, _ in kept], np.array([w for _, w in kept])
-        )
+        return portfolio_scores(xc[:, :d], [(s.x[:, :d], s.z) for s in self.sources], weights)
 
     def shared_space(self, pool: Array) -> NDArray[np.bool_]:
         """As :meth:`.prior.LearnedPrior.shared_space`."""
