@@ -311,8 +311,9 @@ def _check_plan_against_meter(events: list[tuple[str, object]], url: str, shown:
     energy at the forecast, which the disclosure repeats, :func:`_check_database`). Tolerances:
     the plan prices each trial's first placement at the expected intensity of the latest forecast
     issued by then within 10 % (the issue the scheduler had folded may lag); the estimated energy
-    is within 3x of the metered (the cost model prices a GPU's measured energy per token before
-    this CPU fleet has runs of its own); run now at home, per Wh, within 2x (the same homes and
+    is within 3x of the metered (before this fleet has runs of its own, the cost model prices the
+    seed's runs on the device its agents report, CPU here, at the trial's batch size; they were
+    metered at another load and budget, and an early stop draws less than a whole trial); run now at home, per Wh, within 2x (the same homes and
     forecasts; the hours the energy falls in differ)."""
     registry = demo_registry()
     requests = {r.job_id: r for r in _of(events, JobRequested)}
