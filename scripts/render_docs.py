@@ -788,6 +788,8 @@ def _summary() -> list[str]:
     )
     rec = load_result("recommender_bench")["methods"]
     ours = rec["metatune"]
+    brain = load_result("brain_bench")
+    worth_nine = sum(k >= 9 for k in brain["top3_vs_random_k"]["per_dataset"].values())
     others = ", ".join(
         f"{m} {r['speedup_top1_vs_random']:.1f}x"
         for m, r in rec.items()
@@ -798,8 +800,11 @@ def _summary() -> list[str]:
             "[recommender](services/recommender/README.md)",
             f"{ours['speedup_top1_vs_random']:.1f}x fewer evaluations than random search to a top-1 % "
             f"configuration ({others}); top-3 within 2 % of the best on "
-            f"{pct(ours['top3_within_2pct_share'])} of tasks",
-            link("recommender_bench"),
+            f"{pct(ours['top3_within_2pct_share'])} of tasks; trained end to end on "
+            f"{len(brain['datasets'])} unseen datasets, the top-3 is worth the best of "
+            f"{brain['top3_vs_random_k']['median']:.0f} random configurations (median), at least "
+            f"9 on {worth_nine} of them",
+            f"{link('recommender_bench')}, {link('brain_bench')}",
         ]
     )
     fc = load_result("forecaster_bench")
