@@ -306,3 +306,25 @@ def test_plain_blocks_are_parsed_by_pyarrow(tmp_path: Path) -> None:
         assert batch.labels == [str(r[label]).lower() for r in records]
     text_only = resolve_columns(["text"], ColumnRequest())
     assert reader._arrow_batch(b"\n" + block, 1, 1000, text_only) is None  # a blank line
+
+
+def test_lone_surrogates_are_tokenised_as_replacement_characters(tmp_path: Path) -> None:
+    """JSON may escape a lone surrogate ("\\ud800"); every sampled row holding one is still
+    tokenised (as U+FFFD, one token where the word was) instead of failing the whole batch."""
+    lines = [
+        b'{"text": "x\\ud800y number %d", "text_pair": "\\udfff", "label": %d}\n' % (i, i % 2)
+        for i in range(40)
+    ]
+    result = profile_file(_lines(tmp_path / "surrogates.jsonl", lines), OPTIONS)
+    clean = profile_file(
+        _lines(
+            tmp_path / "clean.jsonl",
+            [
+                line.replace(b"\\ud800", b"\\ufffd").replace(b"\\udfff", b"\\ufffd")
+                for line in lines
+            ],
+        ),
+        OPTIONS,
+    )
+    assert result.features.n_examples == 40
+    assert result.features.tokens_mean == clean.features.tokens_mean > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -15,6 +16,9 @@ from .lexicon import words
 from .reader import Row
 
 TOKENIZE_BATCH = 512
+# a lone surrogate (JSON allows "\ud800") is no Unicode scalar: the Rust tokenizer refuses the
+# whole batch, so it is tokenised as U+FFFD, the replacement character a UTF-8 decoder would give
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 UNSET_MAX_LENGTH = 1_000_000  # transformers uses a huge sentinel when a model states no limit
 
 
@@ -61,9 +65,9 @@ def count_tokens(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> Tok
     unk_id = tokenizer.unk_token_id
     for start in range(0, len(rows), TOKENIZE_BATCH):
         batch = rows[start : start + TOKENIZE_BATCH]
-        texts = [r.text for r in batch]
+        texts = [_tokenizable(r.text) for r in batch]
         pairs = (
-            [r.text_pair or "" for r in batch]
+            [_tokenizable(r.text_pair or "") for r in batch]
             if any(r.text_pair is not None for r in batch)
             else None
         )
@@ -85,6 +89,10 @@ def count_tokens(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> Tok
             )
     content = sum(lengths) - _special_count(tokenizer, rows)
     return TokenCounts(lengths, content, unknown, words_total)
+
+
+def _tokenizable(text: str) -> str:
+    return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _special_count(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> int:
