@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from metatune.contracts import AgentStatus
 from metatune_recommender.domain.fleet import Fleet
 from tests.support.samples import NOW
 
 
-def status(datacenter: str, device: str | None, gpus: int) -> AgentStatus:
+def status(datacenter: str, device: str | None, gpus: int, minutes: int = 0) -> AgentStatus:
     return AgentStatus(
-        occurred_at=NOW,
+        occurred_at=NOW + timedelta(minutes=minutes),
         datacenter=datacenter,
         region="DE",
         gpus_total=gpus,
@@ -36,7 +38,9 @@ def test_a_datacenters_latest_status_replaces_its_earlier_one() -> None:
     fleet = Fleet()
     fleet.fold(status("fra1", "cuda", 8))
     fleet.fold(status("osl1", "cpu", 4))
-    fleet.fold(status("fra1", "cuda", 2))
+    fleet.fold(status("fra1", "cuda", 2, minutes=1))
     assert fleet.device == "cpu"
-    fleet.fold(status("osl1", None, 4))  # an agent that no longer says: left out
+    fleet.fold(status("fra1", "cuda", 8))  # a redelivered older status changes nothing
+    assert fleet.device == "cpu"
+    fleet.fold(status("osl1", None, 4, minutes=1))  # an agent that no longer says: left out
     assert fleet.device == "cuda"
