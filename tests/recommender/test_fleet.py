@@ -6,21 +6,11 @@ from datetime import timedelta
 
 from metatune.contracts import AgentStatus
 from metatune_recommender.domain.fleet import Fleet
-from tests.support.samples import NOW
+from tests.support.samples import NOW, agent_status
 
 
 def status(datacenter: str, device: str | None, gpus: int, minutes: int = 0) -> AgentStatus:
-    return AgentStatus(
-        occurred_at=NOW + timedelta(minutes=minutes),
-        datacenter=datacenter,
-        region="DE",
-        gpus_total=gpus,
-        gpus_free=gpus,
-        gpu_model="H100",
-        device=device,
-        power_per_gpu_w=700,
-        pue=1.2,
-    )
+    return agent_status(datacenter, device, gpus, NOW + timedelta(minutes=minutes))
 
 
 def test_the_device_offering_most_gpus_is_the_fleets() -> None:

@@ -8,7 +8,6 @@ import pytest
 
 from metatune import subjects
 from metatune.contracts import (
-    AgentStatus,
     DatasetProfiled,
     JobRequested,
     PredictionSource,
@@ -21,7 +20,7 @@ from metatune_recommender.adapters.loop_store import LoopStore
 from metatune_recommender.app import create_service
 from metatune_recommender.domain.cold_start import PORTFOLIO, cold_start_trials
 from metatune_recommender.domain.study_loop import job_id_for
-from tests.support.samples import FEATURES, NOW, SPEC, record_assignment
+from tests.support.samples import FEATURES, NOW, SPEC, agent_status, record_assignment
 from tests.support.studies import acked_through, completion, requests_stored
 from tests.support.waiting import received_on, wait_for
 
@@ -162,17 +161,7 @@ async def test_trials_are_priced_for_the_device_the_agents_train_on(
             return sorted((r for r in requests if r.study_id == study), key=lambda r: r.trial_index)
 
         on_gpu = await profile(before)
-        agent = AgentStatus(
-            occurred_at=NOW,
-            datacenter="fra1",
-            region="DE",
-            gpus_total=4,
-            gpus_free=4,
-            gpu_model="EPYC",
-            device="cpu",
-            power_per_gpu_w=48,
-            pue=1.2,
-        )
+        agent = agent_status("fra1", "cpu", 4)
         ack = await service.js.publish(
             subjects.agent_status("fra1"), agent.to_bytes(), stream=settings.status_stream_name
         )

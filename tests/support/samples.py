@@ -238,6 +238,23 @@ def samples() -> list[tuple[str, c.Event]]:
     ]
 
 
+def agent_status(
+    datacenter: str, device: str | None, gpus: int, at: datetime = NOW
+) -> c.AgentStatus:
+    """A status of ``datacenter``'s agent offering ``gpus`` free GPUs on ``device``."""
+    return c.AgentStatus(
+        occurred_at=at,
+        datacenter=datacenter,
+        region="DE",
+        gpus_total=gpus,
+        gpus_free=gpus,
+        gpu_model="H100",
+        device=device,
+        power_per_gpu_w=700,
+        pue=1.2,
+    )
+
+
 def started(
     job_id: UUID, datacenter: str = "fra1", study_id: UUID | None = None, at: datetime = NOW
 ) -> tuple[str, c.Assignment]:
