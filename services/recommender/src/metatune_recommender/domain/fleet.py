@@ -3,10 +3,10 @@
 A job's GPU-hours and energy are priced from the knowledge base's runs on the device its trials
 will train on (:func:`.costs.measured_throughput`). Before this platform has runs of its own, the
 agents' statuses say which device that is: the one offering the most GPUs (``cuda`` on a tie).
-Agents that do not say their device are left out. A status
-older than the one held for its datacenter (a redelivery) changes nothing. The statuses are not
-kept: a restarted service knows the fleet again from the agents' next heartbeats (every
-``METATUNE_AGENT_STATUS_INTERVAL_S``), and prices from GPU runs until then.
+Agents that do not say their device are left out. A status older than the one held for its
+datacenter (a redelivery) changes nothing. The statuses are not kept: a restarted service knows
+the fleet again from the agents' next heartbeats (every ``METATUNE_AGENT_STATUS_INTERVAL_S``), and
+prices from GPU runs until then.
 """
 
 from __future__ import annotations
