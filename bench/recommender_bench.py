@@ -15,15 +15,19 @@ same run:
              their nearest configuration on each history task
   metatune   the recommender: a GP prior learned on the history tasks (HyperBO-style); with
              history tasks that measured the task's configurations (sources), its top-3 is their
-             set cover and its mean their posteriors, weighted by how they order the task's
-             results; without, the top-3 by the learned mean and Kriging-believer EI; then EI
-             conditioned on the task's own results
+             portfolio ordered by the prior and its mean their posteriors, weighted by how they
+             order the task's results; without, the top-3 by the learned mean and Kriging-believer
+             EI; then EI conditioned on the task's own results. With ``--kb`` the prior's pool (what
+             decides the sources) holds every configuration of the knowledge base besides the
+             task's rows, as the service's candidates do; evaluations stay on the task's rows
 
 Figures: normalised regret (best - best found) / (best - worst) after 1, 3, 10, 50 evaluations;
 evaluations to reach a top-1 % / top-5 % row of the table (rank-based: at least one row, ties
 included); the savings factor against random = E[random evals] / mean evals of the method, its
 geometric mean over tasks; the share of tasks whose first three evaluations hold a row within 2 %
-of the task's best. A method that has not reached a target after ``--max-evals`` evaluations is
+of the task's best. The seeded methods also report each seed's nr@3 and top-3 share and their
+spread (max - min); ``metatune_vs_portfolio`` sets the recommender's margins over the portfolio
+against that spread. A method that has not reached a target after ``--max-evals`` evaluations is
 charged the random-search expectation for the rest of the table (stated, never hidden).
 
     python bench/recommender_bench.py --train ../shared/data/hpo --seeds 10
@@ -451,14 +455,24 @@ def portfolio_order(task: Task, history: list[Task]) -> list[int]:
     return list(np.argsort(-score, kind="stable"))
 
 
-def run_metatune(task: Task, prior: LearnedPrior, cap: int, batch: int = 3) -> list[int]:
-    """Top-``batch`` from the learned prior, then one EI pick at a time conditioned on the results."""
+def run_metatune(
+    task: Task,
+    prior: LearnedPrior,
+    cap: int,
+    batch: int = 3,
+    measured: Sequence[dict[str, Any]] = (),
+) -> list[int]:
+    """Top-``batch`` from the learned prior, then one EI pick at a time conditioned on the results.
+
+    The prior's pool, which decides its transfer sources, is the task's rows plus ``measured``:
+    with a knowledge base, every configuration it holds, as the service's candidates do."""
     candidates = prior.inputs(task.configs, task.descriptors)
-    posterior = prior.condition(task.descriptors, [], [], pool=candidates)
+    pool = prior.inputs([*task.configs, *measured], task.descriptors) if measured else candidates
+    posterior = prior.condition(task.descriptors, [], [], pool=pool)
     taken = [p.index for p in select_batch(posterior, candidates, batch)]
     while len(taken) < min(cap, len(task.values)):
         posterior = prior.condition(
-            task.descriptors, [task.configs[i] for i in taken], task.values[taken], candidates
+            task.descriptors, [task.configs[i] for i in taken], task.values[taken], pool
         )
         taken.append(select_batch(posterior, candidates, 1, exclude=set(taken))[0].index)
     return taken
@@ -471,7 +485,8 @@ class TaskReport:
     rows: int
     best: float
     history: list[str]
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # means over seeds
+    per_seed: dict[str, list[Outcome]] = field(default_factory=dict)  # one for a seedless method
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -483,7 +498,10 @@ def evaluate(
     methods: Sequence[str],
     settings: PriorSettings,
     log: Callable[[str], None],
+    service_pool: bool = False,
 ) -> list[TaskReport]:
+    """Every method on every test task; ``service_pool``: the recommender's pool holds the
+    history's configurations too (a knowledge base, as the service scores it)."""
     reports = []
     for task in progress(test, "tasks"):
         history = history_of(task)
@@ -494,12 +512,12 @@ def evaluate(
         for method in methods:
             start = time.perf_counter()
             if method == "random":
-                report.outcomes[method] = random_outcome(task.values, targets)
+                report.per_seed[method] = [random_outcome(task.values, targets)]
             elif method == "portfolio":
                 if not history:
                     continue
                 order = portfolio_order(task, history)
-                report.outcomes[method] = score_sequence(order, task.values, targets, len(order))
+                report.per_seed[method] = [score_sequence(order, task.values, targets, len(order))]
             else:
                 runs = []
                 for seed in range(seeds):
@@ -515,10 +533,13 @@ def evaluate(
                             PriorSettings(**{**settings.__dict__, "seed": seed}),
                             extra_configs=task.configs,
                         )
-                        order = run_metatune(task, prior, cap)
+                        measured = [c for t in history for c in t.configs] if service_pool else []
+                        order = run_metatune(task, prior, cap, measured=measured)
                     runs.append(score_sequence(order, task.values, targets, cap))
                 if runs:
-                    report.outcomes[method] = mean_outcome(runs)
+                    report.per_seed[method] = runs
+            if method in report.per_seed:
+                report.outcomes[method] = mean_outcome(report.per_seed[method])
             report.seconds[method] = time.perf_counter() - start
             if method in report.outcomes:
                 o = report.outcomes[method]
@@ -555,8 +576,44 @@ def summary(reports: list[TaskReport], methods: Sequence[str]) -> dict[str, dict
             ),
             "evals_top1_mean": float(np.mean([r.outcomes[method].evals_top1 for r in rows])),
             "tasks": len(rows),
+            **seed_figures(rows, method),
         }
     return out
+
+
+def seed_figures(rows: list[TaskReport], method: str) -> dict[str, dict[str, Any]]:
+    """nr@3 and the top-3 share of each seed on its own (a seedless method: one entry), and their
+    spread (max - min): how far the mean would move with other seeds."""
+    seeds = max(len(r.per_seed[method]) for r in rows)
+    picked = [
+        [r.per_seed[method][min(s, len(r.per_seed[method]) - 1)] for r in rows]
+        for s in range(seeds)
+    ]
+    per_seed = {
+        "regret_3": [float(np.mean([o.regret[3] for o in run])) for run in picked],
+        "top3_within_2pct_share": [float(np.mean([o.top3_within2 for o in run])) for run in picked],
+    }
+    spread = {name: float(max(values) - min(values)) for name, values in per_seed.items()}
+    return {"per_seed": per_seed, "seed_spread": spread}
+
+
+def versus_portfolio(totals: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The recommender against the history portfolio: its margins on nr@3 and on the top-3 share
+    (positive: the recommender is better), the spread of its own seeds on each, and whether each
+    margin is larger than that spread."""
+    if "metatune" not in totals or "portfolio" not in totals:
+        return None
+    ours, theirs = totals["metatune"], totals["portfolio"]
+    margin = {
+        "regret_3": theirs["regret"]["3"] - ours["regret"]["3"],
+        "top3_within_2pct_share": ours["top3_within_2pct_share"] - theirs["top3_within_2pct_share"],
+    }
+    spread = ours["seed_spread"]
+    return {
+        "margin": margin,
+        "seed_spread": spread,
+        "beyond_spread": {name: bool(margin[name] > spread[name]) for name in margin},
+    }
 
 
 def task_json(report: TaskReport) -> dict[str, Any]:
@@ -624,6 +681,14 @@ def print_tables(
             cells.append(f"{o.evals_top1:.1f} ({ratio:.1f}x)")
         per_task.add_row(report.name, str(report.rows), *cells)
     console.print(per_task)
+    comparison = versus_portfolio(totals)
+    if comparison is not None:
+        for name, label in (("regret_3", "nr@3"), ("top3_within_2pct_share", "top-3 within 2%")):
+            console.print(
+                f"metatune vs portfolio, {label}: margin {comparison['margin'][name]:+.4f}, "
+                f"spread of metatune's seeds {comparison['seed_spread'][name]:.4f}, "
+                f"beyond the spread: {'yes' if comparison['beyond_spread'][name] else 'no'}"
+            )
 
 
 def _overrides(items: list[str], parser: argparse.ArgumentParser) -> dict[str, Any]:
@@ -713,17 +778,22 @@ def main(argv: list[str] | None = None) -> int:
             methods,
             settings,
             lambda line: console.print(line, highlight=False),
+            service_pool=args.kb is not None,
         )
         totals = summary(reports, methods)
     if args.json:
         print_json(
             {
                 "methods": totals,
+                "metatune_vs_portfolio": versus_portfolio(totals),
                 "tasks": [task_json(r) for r in reports],
                 "protocol": {
                     "seeds": args.seeds,
                     "max_evals": args.max_evals,
                     "title": title,
+                    "pool": "the task's rows and the knowledge base's"
+                    if args.kb
+                    else "the task's rows",
                     "prior": settings.__dict__,
                 },
             }
