@@ -27,7 +27,10 @@ included); the savings factor against random = E[random evals] / mean evals of t
 geometric mean over tasks; the share of tasks whose first three evaluations hold a row within 2 %
 of the task's best. The seeded methods also report each seed's nr@3 and top-3 share and their
 spread (max - min); ``metatune_vs_portfolio`` sets the recommender's margins over the portfolio
-against that spread. A method that has not reached a target after ``--max-evals`` evaluations is
+against that spread. Per task, ``best_row_rank`` says where the task's best row stands in the
+portfolio's order and, per seed, by the recommender's signals before any result (the prior's mean,
+the learned mean alone, the history task that ranks it highest): a row no signal ranks high is one
+no top-3 learned from the history holds. A method that has not reached a target after ``--max-evals`` evaluations is
 charged the random-search expectation for the rest of the table (stated, never hidden).
 
     python bench/recommender_bench.py --train ../shared/data/hpo --seeds 10
@@ -455,6 +458,17 @@ def portfolio_order(task: Task, history: list[Task]) -> list[int]:
     return list(np.argsort(-score, kind="stable"))
 
 
+def opening_posterior(
+    task: Task, prior: LearnedPrior, measured: Sequence[dict[str, Any]] = ()
+) -> tuple[Any, Any, Any]:
+    """The task's candidates (its rows), the prior's pool (the rows plus ``measured``: with a
+    knowledge base, every configuration it holds, as the service's candidates do; the pool decides
+    the transfer sources) and the posterior before any result."""
+    candidates = prior.inputs(task.configs, task.descriptors)
+    pool = prior.inputs([*task.configs, *measured], task.descriptors) if measured else candidates
+    return candidates, pool, prior.condition(task.descriptors, [], [], pool=pool)
+
+
 def run_metatune(
     task: Task,
     prior: LearnedPrior,
@@ -462,13 +476,8 @@ def run_metatune(
     batch: int = 3,
     measured: Sequence[dict[str, Any]] = (),
 ) -> list[int]:
-    """Top-``batch`` from the learned prior, then one EI pick at a time conditioned on the results.
-
-    The prior's pool, which decides its transfer sources, is the task's rows plus ``measured``:
-    with a knowledge base, every configuration it holds, as the service's candidates do."""
-    candidates = prior.inputs(task.configs, task.descriptors)
-    pool = prior.inputs([*task.configs, *measured], task.descriptors) if measured else candidates
-    posterior = prior.condition(task.descriptors, [], [], pool=pool)
+    """Top-``batch`` from the learned prior, then one EI pick at a time conditioned on the results."""
+    candidates, pool, posterior = opening_posterior(task, prior, measured)
     taken = [p.index for p in select_batch(posterior, candidates, batch)]
     while len(taken) < min(cap, len(task.values)):
         posterior = prior.condition(
@@ -476,6 +485,31 @@ def run_metatune(
         )
         taken.append(select_batch(posterior, candidates, 1, exclude=set(taken))[0].index)
     return taken
+
+
+def best_row_rank(values: np.ndarray, score: np.ndarray) -> int:
+    """Where the task's best row (the best-placed of tied ones) stands when rows are ordered by
+    ``score``, 1 = first; rows scored level with it count in its favour."""
+    best = np.flatnonzero(values == values.max())
+    return int(min((score > score[i]).sum() for i in best)) + 1
+
+
+def opening_ranks(
+    task: Task, prior: LearnedPrior, measured: Sequence[dict[str, Any]] = ()
+) -> dict[str, int]:
+    """Where the task's best row stands, before any result, by each signal the recommender has:
+    the prior's mean for the task, the learned mean alone, and the history task that ranks it
+    highest (each history task's posterior read at the rows)."""
+    candidates, _, posterior = opening_posterior(task, prior, measured)
+    mean, _ = posterior.predict_inputs(candidates)
+    sources, _ = prior.source_predictions(candidates)
+    return {
+        "prior_mean": best_row_rank(task.values, mean),
+        "learned_mean": best_row_rank(task.values, sources[-1]),
+        "best_single_history_task": min(
+            (best_row_rank(task.values, row) for row in sources[:-1]), default=len(task.values)
+        ),
+    }
 
 
 # ====================================================================== the run
@@ -487,6 +521,8 @@ class TaskReport:
     history: list[str]
     outcomes: dict[str, Outcome] = field(default_factory=dict)  # means over seeds
     per_seed: dict[str, list[Outcome]] = field(default_factory=dict)  # one for a seedless method
+    # where the best row stands in the portfolio's order and, per seed, by the prior's signals
+    best_row_rank: dict[str, list[int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -518,6 +554,9 @@ def evaluate(
                     continue
                 order = portfolio_order(task, history)
                 report.per_seed[method] = [score_sequence(order, task.values, targets, len(order))]
+                ranks = np.empty(len(order))
+                ranks[order] = -np.arange(len(order))
+                report.best_row_rank["portfolio"] = [best_row_rank(task.values, ranks)]
             else:
                 runs = []
                 for seed in range(seeds):
@@ -535,6 +574,8 @@ def evaluate(
                         )
                         measured = [c for t in history for c in t.configs] if service_pool else []
                         order = run_metatune(task, prior, cap, measured=measured)
+                        for signal, rank in opening_ranks(task, prior, measured).items():
+                            report.best_row_rank.setdefault(signal, []).append(rank)
                     runs.append(score_sequence(order, task.values, targets, cap))
                 if runs:
                     report.per_seed[method] = runs
@@ -634,6 +675,7 @@ def task_json(report: TaskReport) -> dict[str, Any]:
             }
             for m, o in report.outcomes.items()
         },
+        "best_row_rank": report.best_row_rank,
     }
 
 

@@ -68,6 +68,13 @@ def test_a_margin_larger_than_the_spread_is_beyond_it() -> None:
     assert comparison["beyond_spread"] == {"regret_3": True, "top3_within_2pct_share": True}
 
 
+def test_the_best_row_ranks_first_among_its_ties() -> None:
+    values = np.array([0.2, 0.9, 0.5, 0.9])
+    assert bench.best_row_rank(values, np.array([3.0, 1.0, 2.0, 0.0])) == 3
+    assert bench.best_row_rank(values, np.array([3.0, 1.0, 2.0, 2.5])) == 2
+    assert bench.best_row_rank(values, np.array([1.0, 1.0, 1.0, 0.0])) == 1  # level counts for it
+
+
 def test_the_knowledge_base_protocol_prints_each_seeds_figures(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -82,6 +89,11 @@ def test_the_knowledge_base_protocol_prints_each_seeds_figures(
         ours["top3_within_2pct_share"]
     )
     assert len(figures["methods"]["portfolio"]["per_seed"]["regret_3"]) == 1
+    for task in figures["tasks"]:
+        assert len(task["best_row_rank"]["portfolio"]) == 1
+        for signal in ("prior_mean", "learned_mean", "best_single_history_task"):
+            assert len(task["best_row_rank"][signal]) == 2
+            assert all(1 <= rank <= task["rows"] for rank in task["best_row_rank"][signal])
     comparison = figures["metatune_vs_portfolio"]
     assert comparison["seed_spread"] == ours["seed_spread"]
     assert comparison["margin"]["regret_3"] == pytest.approx(
