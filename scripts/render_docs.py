@@ -356,7 +356,7 @@ def _recommender() -> list[str]:
         f"(random's exact expectation in brackets): {per_task}.",
         "",
         verdict(
-            "The issue's targets: at least 10x fewer evaluations than random search",
+            "The targets: at least 10x fewer evaluations than random search",
             ours["speedup_top1_vs_random"] >= 10,
         ),
         verdict(
@@ -664,7 +664,7 @@ def _trainer() -> list[str]:
         *table(head, rows),
         "",
         verdict(
-            "The issue's floors (at least 30 % of the compute saved, the best run stopped in at most "
+            "The floors (at least 30 % of the compute saved, the best run stopped in at most "
             "5 % of studies)",
             stop["compute_saved_share"] >= 0.30 and stop["best_run_stopped_share"] <= 0.05,
         ),
@@ -723,7 +723,7 @@ def _telemetry() -> list[str]:
         "",
         " ".join(notes),
         "",
-        verdict("The issue's floor of 50,000 metric rows/s", data["copy_rows_per_s"] >= 50_000),
+        verdict("The target of 50,000 metric rows/s", data["copy_rows_per_s"] >= 50_000),
         *source_note("telemetry_bench"),
     ]
 
