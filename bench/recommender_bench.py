@@ -30,8 +30,9 @@ spread (max - min); ``metatune_vs_portfolio`` sets the recommender's margins ove
 against that spread. Per task, ``best_row_rank`` says where the task's best row stands in the
 portfolio's order and, per seed, by the recommender's signals before any result (the prior's mean,
 the learned mean alone, the history task that ranks it highest): a row no signal ranks high is one
-no top-3 learned from the history holds. A method that has not reached a target after ``--max-evals`` evaluations is
-charged the random-search expectation for the rest of the table (stated, never hidden).
+no top-3 learned from the history holds. A method that has not reached a target after
+``--max-evals`` evaluations is charged the random-search expectation for the rest of the table
+(stated, never hidden).
 
     python bench/recommender_bench.py --train ../shared/data/hpo --seeds 10
     python bench/recommender_bench.py --train ../shared/data/hpo --test HIDDEN_DIR --json
@@ -60,6 +61,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import finite, print_json, progress, stdout_to_stderr
 
+from metatune.knowledge.errors import KnowledgeBaseError
+from metatune.knowledge.files import read_kb_file
 from metatune_recommender.domain.acquisition import expected_improvement, select_batch
 from metatune_recommender.domain.encoding import Encoder
 from metatune_recommender.domain.history import Task, tasks_from_runs
@@ -243,15 +246,7 @@ def read_task_folder(directory: Path) -> list[Task]:
 
 
 def read_kb_tasks(path: Path) -> list[Task]:
-    try:
-        from metatune.knowledge.files import read_kb_file
-
-        runs = read_kb_file(path).runs
-    except ImportError:  # the shared reader not installed: the format is one header line, then runs
-        from metatune.knowledge.records import KbRun
-
-        lines = path.read_text(encoding="utf-8").splitlines()[1:]
-        runs = [KbRun.model_validate_json(line) for line in lines if line.strip()]
+    runs = read_kb_file(path).runs
     return tasks_from_runs(runs, min_runs=5)
 
 
@@ -458,30 +453,36 @@ def portfolio_order(task: Task, history: list[Task]) -> list[int]:
     return list(np.argsort(-score, kind="stable"))
 
 
-def opening_posterior(
-    task: Task, prior: LearnedPrior, measured: Sequence[dict[str, Any]] = ()
-) -> tuple[Any, Any, Any]:
-    """The task's candidates (its rows), the prior's pool (the rows plus ``measured``: with a
-    knowledge base, every configuration it holds, as the service's candidates do; the pool decides
-    the transfer sources) and the posterior before any result."""
-    candidates = prior.inputs(task.configs, task.descriptors)
-    pool = prior.inputs([*task.configs, *measured], task.descriptors) if measured else candidates
-    return candidates, pool, prior.condition(task.descriptors, [], [], pool=pool)
+@dataclass(frozen=True)
+class Opening:
+    """A task before any result: its rows as the prior's inputs (the candidates), the prior's pool
+    (the rows plus, with a knowledge base, every configuration it holds, as the service's candidates
+    do; the pool decides the transfer sources) and the posterior."""
+
+    candidates: Any
+    pool: Any
+    posterior: Any
+
+    @classmethod
+    def of(
+        cls, task: Task, prior: LearnedPrior, measured: Sequence[dict[str, Any]] = ()
+    ) -> Opening:
+        candidates = prior.inputs(task.configs, task.descriptors)
+        pool = (
+            prior.inputs([*task.configs, *measured], task.descriptors) if measured else candidates
+        )
+        return cls(candidates, pool, prior.condition(task.descriptors, [], [], pool=pool))
 
 
 def run_metatune(
-    task: Task,
-    prior: LearnedPrior,
-    cap: int,
-    batch: int = 3,
-    measured: Sequence[dict[str, Any]] = (),
+    task: Task, prior: LearnedPrior, opening: Opening, cap: int, batch: int = 3
 ) -> list[int]:
     """Top-``batch`` from the learned prior, then one EI pick at a time conditioned on the results."""
-    candidates, pool, posterior = opening_posterior(task, prior, measured)
-    taken = [p.index for p in select_batch(posterior, candidates, batch)]
+    candidates = opening.candidates
+    taken = [p.index for p in select_batch(opening.posterior, candidates, batch)]
     while len(taken) < min(cap, len(task.values)):
         posterior = prior.condition(
-            task.descriptors, [task.configs[i] for i in taken], task.values[taken], pool
+            task.descriptors, [task.configs[i] for i in taken], task.values[taken], opening.pool
         )
         taken.append(select_batch(posterior, candidates, 1, exclude=set(taken))[0].index)
     return taken
@@ -494,15 +495,12 @@ def best_row_rank(values: np.ndarray, score: np.ndarray) -> int:
     return int(min((score > score[i]).sum() for i in best)) + 1
 
 
-def opening_ranks(
-    task: Task, prior: LearnedPrior, measured: Sequence[dict[str, Any]] = ()
-) -> dict[str, int]:
+def opening_ranks(task: Task, prior: LearnedPrior, opening: Opening) -> dict[str, int]:
     """Where the task's best row stands, before any result, by each signal the recommender has:
     the prior's mean for the task, the learned mean alone, and the history task that ranks it
     highest (each history task's posterior read at the rows)."""
-    candidates, _, posterior = opening_posterior(task, prior, measured)
-    mean, _ = posterior.predict_inputs(candidates)
-    sources, _ = prior.source_predictions(candidates)
+    mean, _ = opening.posterior.predict_inputs(opening.candidates)
+    sources, _ = prior.source_predictions(opening.candidates)
     return {
         "prior_mean": best_row_rank(task.values, mean),
         "learned_mean": best_row_rank(task.values, sources[-1]),
@@ -554,11 +552,12 @@ def evaluate(
                     continue
                 order = portfolio_order(task, history)
                 report.per_seed[method] = [score_sequence(order, task.values, targets, len(order))]
-                ranks = np.empty(len(order))
-                ranks[order] = -np.arange(len(order))
-                report.best_row_rank["portfolio"] = [best_row_rank(task.values, ranks)]
+                place = np.empty(len(order))
+                place[order] = -np.arange(len(order))  # a score that orders the rows as `order`
+                report.best_row_rank["portfolio"] = [best_row_rank(task.values, place)]
             else:
                 runs = []
+                measured = [c for t in history for c in t.configs] if service_pool else []
                 for seed in range(seeds):
                     if method == "tpe":
                         order = run_tpe(task, x, cap, seed)
@@ -572,9 +571,9 @@ def evaluate(
                             PriorSettings(**{**settings.__dict__, "seed": seed}),
                             extra_configs=task.configs,
                         )
-                        measured = [c for t in history for c in t.configs] if service_pool else []
-                        order = run_metatune(task, prior, cap, measured=measured)
-                        for signal, rank in opening_ranks(task, prior, measured).items():
+                        opening = Opening.of(task, prior, measured)
+                        order = run_metatune(task, prior, opening, cap)
+                        for signal, rank in opening_ranks(task, prior, opening).items():
                             report.best_row_rank.setdefault(signal, []).append(rank)
                     runs.append(score_sequence(order, task.values, targets, cap))
                 if runs:
@@ -785,11 +784,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.train is None) == (args.kb is None):
         parser.error("give --train DIR (optionally --test DIR) or --kb FILE")
+    for folder in (args.train, args.test):
+        if folder is not None and not (folder / "tasks.csv").is_file():
+            parser.error(f"{folder}: no tasks.csv (a folder laid out like the hpo data)")
     methods = ["random", *[m for m in args.methods if m != "random"]]
     console = Console(stderr=args.json)
     with stdout_to_stderr(args.json):
         if args.kb is not None:
-            train = read_kb_tasks(args.kb)
+            try:
+                train = read_kb_tasks(args.kb)
+            except KnowledgeBaseError as exc:
+                parser.error(str(exc))
             test, title = train, f"{args.kb.name}, leave one dataset out"
         else:
             train = read_task_folder(args.train)

@@ -99,3 +99,17 @@ def test_the_knowledge_base_protocol_prints_each_seeds_figures(
     assert comparison["margin"]["regret_3"] == pytest.approx(
         figures["methods"]["portfolio"]["regret"]["3"] - ours["regret"]["3"]
     )
+
+
+def test_an_unreadable_history_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_a_kb = tmp_path / "runs.jsonl"
+    not_a_kb.write_text('{"kind": "something else"}\n', encoding="utf-8")
+    for arguments in (["--kb", str(not_a_kb)], ["--train", str(tmp_path)]):
+        with pytest.raises(SystemExit) as stop:
+            bench.main(arguments)
+        assert stop.value.code == 2
+    errors = capsys.readouterr().err
+    assert "not a MetaTune knowledge-base file" in errors
+    assert f"{tmp_path}: no tasks.csv" in errors
