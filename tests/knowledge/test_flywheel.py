@@ -29,7 +29,12 @@ from metatune.knowledge import KbFileHeader, RunStatus, StudyBest, write_kb_file
 from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
-from metatune_recommender.adapters.flywheel import DURABLE_COMPLETED, load_seed, register_flywheel
+from metatune_recommender.adapters.flywheel import (
+    DURABLE_COMPLETED,
+    DURABLE_PROFILES,
+    load_seed,
+    register_flywheel,
+)
 from tests.support.samples import record_assignment
 from tests.support.waiting import wait_for
 
@@ -123,7 +128,7 @@ async def test_a_completion_becomes_one_row_even_when_redelivered(
     flywheel: Service, store: KnowledgeStore
 ) -> None:
     study, job = uuid.uuid4(), uuid.uuid4()
-    await publish(
+    profiled = await publish(
         flywheel,
         subjects.DATASETS_PROFILED,
         DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec(), features=FEATURES),
@@ -134,6 +139,8 @@ async def test_a_completion_becomes_one_row_even_when_redelivered(
         flywheel, subjects.runs_completed("osl1"), event, dedup=False
     )  # the same completion again
     await consumed(flywheel, DURABLE_COMPLETED, seq)
+    # the profile has its own consumer: whichever lands first, the row ends up with the profile
+    await consumed(flywheel, DURABLE_PROFILES, profiled)
     rows = await store.study_runs(study)
     assert [r.run_id for r in rows] == [str(job)]
     row = rows[0]
