@@ -19,6 +19,7 @@ from metatune import contracts as c
 from metatune import subjects
 from metatune.bus.auth import principals
 from metatune.bus.streams import stream_for
+from metatune.registry import default_registry
 from metatune.settings import Settings
 from metatune_cli.asyncapi import CATALOG, document
 from metatune_cli.asyncapi.examples import examples
@@ -134,7 +135,7 @@ def _matches(pattern: str, subject: str) -> bool:
 
 def test_operations_are_what_each_service_is_allowed_to_do(doc) -> None:
     """Every send is a publish the service's NATS user is granted; every durable a consumer it may create."""
-    users = {p.name: p.permissions for p in principals()}
+    users = {p.name: p.permissions for p in principals(default_registry())}
 
     def grants(service: str):
         return [

@@ -14,6 +14,7 @@ import yaml
 from metatune.bus.auth import agent_user, principals
 from metatune.bus.credentials import generate
 from metatune.bus.leafnodes import leaf_config
+from metatune.registry import default_registry
 from metatune_cli.embedded.servers import nats_server_binary
 
 COMPOSE = Path(__file__).resolve().parents[2] / "compose"
@@ -35,7 +36,7 @@ def _valid(config: Path) -> None:
 
 def test_the_compose_nats_config_with_generated_credentials_is_valid(tmp_path: Path) -> None:
     shutil.copy(COMPOSE / "nats" / "nats.conf", tmp_path / "nats.conf")
-    generate(tmp_path / "secrets", principals())
+    generate(tmp_path / "secrets", principals(default_registry()))
     shutil.copy(
         tmp_path / "secrets" / "auth.conf", tmp_path / "auth.conf"
     )  # where the compose secret is mounted
@@ -47,7 +48,7 @@ def test_the_compose_leaf_config_is_the_generated_one_and_valid(tmp_path: Path) 
     hubs = [f"nats-leaf://{name}:7422" for name in ("nats", "nats-2", "nats-3")]
     expected = leaf_config(LEAF_CREDENTIALS, hubs, host="0.0.0.0", port=4222, monitor_port=8222)
     assert (COMPOSE / "nats" / "leaf.conf").read_text() == expected
-    store = generate(tmp_path / "secrets", principals())
+    store = generate(tmp_path / "secrets", principals(default_registry()))
     shutil.copy(COMPOSE / "nats" / "leaf.conf", tmp_path / "leaf.conf")
     shutil.copy(store.leaf_file(agent_user("fra1")), tmp_path / LEAF_CREDENTIALS)
     _valid(tmp_path / "leaf.conf")
@@ -55,7 +56,7 @@ def test_the_compose_leaf_config_is_the_generated_one_and_valid(tmp_path: Path) 
 
 def test_each_container_gets_only_its_own_nats_credential() -> None:
     compose = yaml.safe_load((COMPOSE / "docker-compose.yml").read_text())
-    users = {p.name for p in principals()}
+    users = {p.name for p in principals(default_registry())}
     files = {name: spec["file"] for name, spec in compose["secrets"].items()}
     assert all(path.startswith("./secrets/") for path in files.values())
     for name, service in compose["services"].items():

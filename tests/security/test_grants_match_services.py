@@ -8,13 +8,14 @@ import importlib
 import pytest
 
 from metatune.bus.auth import principals
+from metatune.registry import default_registry
 from metatune.settings import Settings
 
 SERVICES = ["profiler", "recommender", "scheduler"]
 
 
 def _granted(user: str) -> set[str]:
-    (principal,) = [p for p in principals() if p.name == user]
+    (principal,) = [p for p in principals(default_registry()) if p.name == user]
     return set(principal.permissions.publish)
 
 

@@ -17,6 +17,7 @@ from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, DATASETS_BUCKET, O
 from metatune.bus.auth import principals
 from metatune.contracts import AgentStatus
 from metatune.redaction import redact
+from metatune.registry import default_registry
 from metatune.service import Service
 from metatune_cli.asyncapi import document
 from metatune_cli.asyncapi.requests import REQUESTS
@@ -181,7 +182,7 @@ async def test_the_submitter_asks_and_hears_back_but_still_reads_no_log(
 
 
 def test_the_documented_requests_are_what_the_users_are_granted() -> None:
-    users = {p.name: p.permissions for p in principals()}
+    users = {p.name: p.permissions for p in principals(default_registry())}
     operations = document()["operations"]
     for rc in REQUESTS:
         for requester in rc.requesters:
@@ -272,7 +273,7 @@ def test_secret_files_are_private_and_the_server_config_holds_no_secret(
 
 
 def test_no_user_but_the_admin_may_use_the_whole_jetstream_api() -> None:
-    for principal in principals():
+    for principal in principals(default_registry()):
         if principal.role == "admin":
             assert principal.permissions is None
             continue

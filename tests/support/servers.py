@@ -11,6 +11,7 @@ from pathlib import Path
 
 from metatune.bus.auth import principals
 from metatune.bus.credentials import NatsSecrets, generate
+from metatune.registry import default_registry
 from metatune_cli.embedded import servers
 from metatune_cli.embedded.probe import nats_answers_sync
 
@@ -35,7 +36,7 @@ def accepts(address: str) -> bool:
 
 
 def nats_secrets(directory: Path) -> NatsSecrets:
-    return generate(directory / "secrets", principals())
+    return generate(directory / "secrets", principals(default_registry()))
 
 
 def start_secured_nats(

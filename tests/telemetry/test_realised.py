@@ -13,6 +13,7 @@ import pytest
 
 from metatune import contracts as c
 from metatune import subjects
+from metatune.registry import default_registry
 from metatune_telemetry.adapters.dashboard import job_timeline
 from metatune_telemetry.adapters.queries import priced_totals, site_facts, study_disclosure
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
@@ -29,6 +30,7 @@ WH = (500.0, 250.0, 400.0)  # the run's IT energy in hours 0, 1, 2
 FORECAST = (300.0, 100.0, 200.0)  # what the agent charged (the forecast in force)
 REALISED = (250.0, 120.0)  # observed later for hours 0 and 1; hour 2 is not observed yet
 MARGINAL = 900.0  # a marginal observation of hour 2: never a location-based price
+REGISTRY = default_registry()
 
 
 def kg(wh: float, g: float) -> float:
@@ -159,7 +161,7 @@ async def test_observed_hours_reprice_job_hours_beside_the_forecast_price(db) ->
         )
     )
     assert await count(db, "SELECT count(*) FROM observed_intensity") == 3
-    report = await study_disclosure(db, done.study_id)
+    report = await study_disclosure(db, done.study_id, REGISTRY)
     (run,) = report.runs
     assert [h.priced_by for h in run.hours] == ["realised", "realised", "forecast"]
     assert [h.g_per_kwh for h in run.hours] == [REALISED[0], REALISED[1], FORECAST[2]]
@@ -181,13 +183,13 @@ async def test_observed_hours_reprice_job_hours_beside_the_forecast_price(db) ->
     assert "realised intensity: 2 h; forecast intensity (not observed yet): 1 h" in markdown
     assert f"{forecast_kg:.6f}" in markdown and f"{realised_kg:.6f}" in markdown
     # the dashboard's job view: the disclosed figure and the forecast-priced one beside it
-    timeline = await job_timeline(db, done.job_id)
+    timeline = await job_timeline(db, done.job_id, REGISTRY)
     assert timeline is not None
     assert timeline.kgco2eq == pytest.approx(realised_kg)
     assert timeline.forecast_kgco2eq == pytest.approx(forecast_kg)
     assert (timeline.realised_hours, timeline.forecast_priced_hours) == (2, 1)
     # the platform totals (/api/totals) the same way
-    totals = await priced_totals(db, await site_facts(db))
+    totals = await priced_totals(db, await site_facts(db, REGISTRY))
     assert totals["kgco2eq"] == pytest.approx(realised_kg)
     assert (totals["realised_hours"], totals["forecast_priced_hours"]) == (2, 1)
     # the stored job-hours keep what the agent charged: re-pricing never rewrites them
@@ -212,7 +214,7 @@ async def test_through_the_bus_a_redelivered_observation_is_stored_once(
 
         async def repriced() -> bool:
             try:
-                report = await study_disclosure(db, done.study_id)
+                report = await study_disclosure(db, done.study_id, REGISTRY)
             except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
                 # the service has not migrated yet (or is migrating)
                 return False
@@ -220,7 +222,7 @@ async def test_through_the_bus_a_redelivered_observation_is_stored_once(
 
         await wait_for(repriced, "the run re-priced at the observed intensities")
         assert await count(db, "SELECT count(*) FROM observed_intensity") == 3
-        report = await study_disclosure(db, done.study_id)
+        report = await study_disclosure(db, done.study_id, REGISTRY)
         expected = sum(kg(wh, g) for wh, g in zip(WH, (*REALISED, 180.0), strict=True))
         assert report.kgco2eq == pytest.approx(expected)
         assert report.forecast_kgco2eq == pytest.approx(

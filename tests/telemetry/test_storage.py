@@ -14,6 +14,7 @@ from yoyo import get_backend, read_migrations
 from metatune import contracts as c
 from metatune import subjects
 from metatune.postgres import yoyo_uri
+from metatune.registry import default_registry
 from metatune_telemetry.adapters.queries import study_disclosure
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.domain.formats import to_csv, to_markdown
@@ -312,7 +313,7 @@ async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
         (subjects.runs_completed("fra1"), unpriced),
     ]
     await EventWriter(db).write(incoming(events))
-    report = await study_disclosure(db, study)
+    report = await study_disclosure(db, study, default_registry())
     first, second = report.runs
     # by hand: 0.5 kWh x 1.2 x 300 g + 0.25 kWh x 1.2 x 100 g = 180 + 30 g = 0.21 kg
     assert first.kgco2eq == pytest.approx(0.21)

@@ -123,7 +123,14 @@ class Registry(Contract):
 
 
 def load_registry(path: Path | None = None) -> Registry:
-    """Load and validate a registry file; a bad file is a ConfigurationError at start-up."""
+    """Load and validate a registry file (None: the embedded one); a bad file is a
+    ConfigurationError at start-up. Services and the CLI take it from ``Settings.registry()``."""
+    if path is None:
+        return default_registry()
+    return _load(path)
+
+
+def _load(path: Path | None) -> Registry:
     try:
         if path is None:
             raw = resources.files("metatune").joinpath("data/datacenters.toml").read_bytes()
@@ -139,4 +146,5 @@ def load_registry(path: Path | None = None) -> Registry:
 
 @cache
 def default_registry() -> Registry:
-    return load_registry()
+    """The embedded registry (the default of ``registry_path``): the demo's and the tests'."""
+    return _load(None)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from pydantic import AwareDatetime, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:  # the registry imports every contract: only its readers pay for it
+    from .registry import Registry
 
 
 def with_password(url: str, password: str) -> str:
@@ -155,7 +158,9 @@ class Settings(BaseSettings):
     # Datacenters and their agents
     datacenter: str = Field("", description="Datacenter this trainer-agent serves")
     registry_path: Path | None = Field(
-        None, description="Datacenter registry file (default: the embedded one)"
+        None,
+        description="Datacenter registry file (default: the embedded one); every service, the CLI, "
+        "`metatune secrets` and the bus permissions read this one",
     )
     agent_status_interval_s: float = Field(
         5.0, gt=0, description="Real seconds between agent status heartbeats"
@@ -200,6 +205,14 @@ class Settings(BaseSettings):
             .expanduser()
             .resolve()
         )
+
+    def registry(self) -> Registry:
+        """The datacenter registry: the file at ``registry_path``, else the embedded one. The one
+        place it is resolved: every service, the CLI, ``metatune secrets`` and the bus
+        permissions read it here."""
+        from .registry import load_registry
+
+        return load_registry(self.registry_path)
 
     def dataset_root_paths(self) -> list[Path]:
         """Where local dataset paths may point: the configured roots, else the data directory."""

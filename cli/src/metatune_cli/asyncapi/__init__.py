@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 from metatune.catalog import CATALOG, Channel
-from metatune.registry import default_registry
 from metatune.settings import Settings
 
 from .document import build
@@ -21,7 +20,8 @@ from .document import build
 
 def document() -> dict[str, Any]:
     """The document with the shipped defaults (stream names, registry), whatever the environment says."""
-    return build(Settings.model_construct(), default_registry())
+    shipped = Settings.model_construct()
+    return build(shipped, shipped.registry())
 
 
 def render() -> str:

@@ -63,11 +63,13 @@ def _wait(check, timeout_s: float, what: str) -> None:
 
 
 def nats_secrets(settings: CliSettings, rotate: bool = False) -> NatsSecrets:
-    """The embedded server's credentials: every user of the registry's datacenters, kept across
-    runs (``rotate`` replaces them all)."""
+    """The embedded server's credentials: every user of the registry's datacenters (the
+    configured registry's), kept across runs (``rotate`` replaces them all)."""
     streams = Streams(events=settings.stream_name, status=settings.status_stream_name)
     return generate(
-        settings.resolved_nats_secrets_dir(), principals(streams=streams), rotate=rotate
+        settings.resolved_nats_secrets_dir(),
+        principals(settings.registry(), streams),
+        rotate=rotate,
     )
 
 

@@ -44,7 +44,6 @@ from metatune.contracts import (
     StudyCancelled,
 )
 from metatune.errors import ObjectNotFound
-from metatune.registry import load_registry
 from metatune.settings import Settings, get_settings
 
 from ..study_file import parse_deadline
@@ -263,7 +262,7 @@ class AsyncClient:
 
     async def _results(self, study: Study) -> list[TrialResult]:
         found = study.ordered_trials()
-        registry = load_registry(self.settings.registry_path)
+        registry = self.settings.registry()
         region_of = {dc.name: dc.region for dc in registry.datacenters}
         accountings = [
             t.completed.accounting if t.completed else t.failed.accounting if t.failed else None
@@ -416,7 +415,7 @@ class AsyncClient:
         if run is None or run.adapter_key is None:
             raise NotFound(f"job {job_id} has no adapter: it is {trial.status}")
         submitted = study.submitted or study.profiled
-        registry = load_registry(self.settings.registry_path)
+        registry = self.settings.registry()
         regions = {dc.name: dc.region for dc in registry.datacenters}
         js = await self._js(ADMIN)
         with tempfile.TemporaryDirectory() as tmp:

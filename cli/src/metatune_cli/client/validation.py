@@ -8,7 +8,6 @@ from pydantic import ValidationError
 
 from metatune.contracts import RegionGroup
 from metatune.models import UnknownBaseModel, resolve_base_model
-from metatune.registry import load_registry
 from metatune.settings import Settings
 
 from .errors import InvalidRequest
@@ -37,7 +36,7 @@ def parse_id(value: UUID | str, what: str) -> UUID:
 # ``where`` and the ``*_name`` arguments say where a value came from: nothing and the option's
 # name by default, ``study.yaml: field:`` for a study file's (metatune_cli.study_file).
 def check_datacenter(name: str, settings: Settings, where: str = "") -> str:
-    registry = load_registry(settings.registry_path)
+    registry = settings.registry()
     if name not in registry.names():
         raise InvalidRequest(
             f"{where}unknown datacenter {name!r}; known: {', '.join(registry.names())}"
@@ -49,7 +48,7 @@ def check_home_in_group(
     home: str, group: RegionGroup, settings: Settings, home_name: str, group_name: str
 ) -> None:
     """A home datacenter outside the study's residency group could never run its trials."""
-    allowed = [dc.name for dc in load_registry(settings.registry_path).in_group(group)]
+    allowed = [dc.name for dc in settings.registry().in_group(group)]
     if home not in allowed:
         raise InvalidRequest(
             f"{home_name} {home} is outside {group_name} {group.value} "
@@ -59,7 +58,7 @@ def check_home_in_group(
 
 def check_gpus_per_trial(gpus: int, settings: Settings, name: str) -> int:
     """A trial trains in one datacenter: some datacenter must have that many GPUs."""
-    registry = load_registry(settings.registry_path)
+    registry = settings.registry()
     largest = max(registry.get(dc).gpus for dc in registry.names())
     if gpus > largest:
         raise InvalidRequest(f"{name} {gpus}: the largest datacenter has {largest} GPUs")

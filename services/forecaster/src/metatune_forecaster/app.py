@@ -9,7 +9,7 @@ from datetime import datetime
 
 from metatune import msgids, subjects
 from metatune.contracts import ClockTick, ErrorKind
-from metatune.registry import Registry, default_registry
+from metatune.registry import Registry
 from metatune.service import Service
 from metatune.settings import Settings
 
@@ -53,7 +53,7 @@ def create_service(
     With any live region, history is served from the observation ``store`` (default: the one at
     ``database_url``), extended from the source each hour."""
     settings = ForecasterSettings.of(settings)
-    registry = registry or default_registry()
+    registry = registry or settings.registry()
     data = ReplayData(settings.forecaster_replay_path or REPLAY_PATH)
     replay = ReplayIntensity(data)
     live = dict(sources) if sources is not None else region_sources(registry, settings)

@@ -37,9 +37,7 @@ def _store(settings: Settings):
 
 
 def _registry(settings: Settings) -> Registry:
-    from metatune.registry import default_registry, load_registry
-
-    return load_registry(settings.registry_path) if settings.registry_path else default_registry()
+    return settings.registry()
 
 
 def _hour(text: str, option: str) -> datetime:

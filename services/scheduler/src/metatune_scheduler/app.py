@@ -26,7 +26,7 @@ from metatune.contracts import (
     RunProgress,
 )
 from metatune.provenance import RunEvent, mislabelled
-from metatune.registry import Registry, default_registry, load_registry
+from metatune.registry import Registry
 from metatune.service import Service
 from metatune.settings import Settings
 
@@ -50,9 +50,7 @@ def create_service(
     ``solve_in_process``: full solves run in a solver process (else a worker thread)."""
     settings = SchedulerSettings.of(settings)
     service = Service("scheduler", settings=settings)
-    registry = registry or (
-        load_registry(settings.registry_path) if settings.registry_path else default_registry()
-    )
+    registry = registry or settings.registry()
     planner = planner or Planner(
         anticipated_quantile=settings.scheduler_anticipated_quantile,
         delay_premium=settings.scheduler_delay_premium,

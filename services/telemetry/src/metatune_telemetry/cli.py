@@ -66,7 +66,7 @@ def report(
             study_id = await find_study(db, study)
             if study_id is None:
                 raise typer.BadParameter(f"no single study matches {study!r}")
-            return await study_disclosure(db, study_id)
+            return await study_disclosure(db, study_id, TelemetrySettings().registry())
         finally:
             await db.close()
 

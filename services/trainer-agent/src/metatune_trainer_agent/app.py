@@ -15,7 +15,6 @@ from faststream.nats.annotations import NatsMessage
 
 from metatune import subjects
 from metatune.contracts import CarbonForecast
-from metatune.registry import default_registry, load_registry
 from metatune.service import Service
 from metatune.settings import Settings
 
@@ -28,10 +27,7 @@ SERVICE_NAME = "trainer-agent"
 def create_service(datacenter: str, settings: Settings | None = None) -> Service:
     """The agent of ``datacenter``; its :class:`TrainerAgent` is ``service.runtime``."""
     settings = AgentSettings.of(settings)
-    registry = (
-        load_registry(settings.registry_path) if settings.registry_path else default_registry()
-    )
-    dc = registry.get(subjects.token(datacenter))
+    dc = settings.registry().get(subjects.token(datacenter))
     service = Service(
         SERVICE_NAME,
         instance=settings.service_name or f"{SERVICE_NAME}.{dc.name}",

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import subjects
 from ..catalog import SUBMITTER
-from ..registry import Registry, default_registry
+from ..registry import Registry
 from .streams import (
     ADAPTERS_BUCKET,
     ASSIGNMENTS_BUCKET,
@@ -296,11 +296,10 @@ def submitter(streams: Streams) -> Principal:
     return Principal(name=SUBMITTER, role="submitter", permissions=perms)
 
 
-def principals(registry: Registry | None = None, streams: Streams | None = None) -> list[Principal]:
-    """Every NATS user of a deployment: admin, the core services, one agent per datacenter of the
-    registry, the submitter."""
+def principals(registry: Registry, streams: Streams | None = None) -> list[Principal]:
+    """Every NATS user of a deployment: admin, the core services, one agent per datacenter of
+    ``registry`` (the deployment's: ``Settings.registry()``), the submitter."""
     streams = streams or Streams()
-    registry = registry or default_registry()
     agents = [agent(dc.name, dc.region, streams) for dc in registry.datacenters]
     return [
         Principal(name=ADMIN, role="admin", permissions=None),

@@ -55,9 +55,7 @@ WHERE q.study_id = %s ORDER BY q.trial_index
 """
 
 
-async def job_timeline(
-    db: Database, job_id: UUID, registry: Registry | None = None
-) -> JobTimeline | None:
+async def job_timeline(db: Database, job_id: UUID, registry: Registry) -> JobTimeline | None:
     """None when telemetry has nothing of ``job_id``."""
     requests = await db.fetch_dicts("SELECT * FROM job_requests WHERE job_id = %s", (job_id,))
     results = await db.fetch_dicts(
@@ -129,7 +127,7 @@ async def job_timeline(
 
 
 async def study_timelines(
-    db: Database, job_ids: Iterable[UUID], registry: Registry | None = None
+    db: Database, job_ids: Iterable[UUID], registry: Registry
 ) -> list[JobTimeline]:
     """The timeline of each of ``job_ids`` (a study's trials) telemetry has something of."""
     found = [await job_timeline(db, job, registry) for job in job_ids]
@@ -150,7 +148,7 @@ def _total_kg(grams: Iterable[float | None]) -> float | None:
 
 
 async def datacenter_forecast(
-    db: Database, datacenter: str, issues: int = 3, registry: Registry | None = None
+    db: Database, datacenter: str, registry: Registry, issues: int = 3
 ) -> DatacenterForecast:
     """The ``issues`` latest forecasts of the grid region ``datacenter`` draws from."""
     region = (await site_facts(db, registry)).region_of.get(datacenter)

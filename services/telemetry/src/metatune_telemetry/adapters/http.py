@@ -77,7 +77,8 @@ def create_app(
     settings = TelemetrySettings.of(settings)
     gate = require_tokens(settings, now or RealClock().now)
     plotly_js = get_plotlyjs()
-    metrics_endpoint = MetricsEndpoint(db, settings.agent_status_interval_s)
+    registry = settings.registry()  # the deployment's datacenters: every page and /metrics
+    metrics_endpoint = MetricsEndpoint(db, settings.agent_status_interval_s, registry)
     openapi_json = render()
 
     async def plotly(request: Request) -> Response:
@@ -90,7 +91,7 @@ def create_app(
     async def report(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
-        disclosure = await study_disclosure(db, study)
+        disclosure = await study_disclosure(db, study, registry)
         fmt = request.query_params.get("format", "json")
         if fmt == "csv":
             return PlainTextResponse(to_csv(disclosure), media_type="text/csv")
@@ -122,17 +123,17 @@ def create_app(
         trials = await study_trials(db, study)
         return HTMLResponse(
             pages.study_page(
-                await study_disclosure(db, study),
+                await study_disclosure(db, study, registry),
                 trials,
                 await study_name(db, study),
-                await study_timelines(db, [t.job_id for t in trials]),
+                await study_timelines(db, [t.job_id for t in trials], registry),
             )
         )
 
     async def timeline(request: Request) -> Response:
         if (job := _uuid(request, "job")) is None:
             return JSONResponse({"error": "not a job id"}, status_code=400)
-        found = await job_timeline(db, job)
+        found = await job_timeline(db, job, registry)
         return (
             JSONResponse({"error": "no such job"}, status_code=404)
             if found is None
@@ -142,7 +143,7 @@ def create_app(
     async def job_page(request: Request) -> Response:
         if (job := _uuid(request, "job")) is None:
             return HTMLResponse("not a job id", status_code=400)
-        found = await job_timeline(db, job)
+        found = await job_timeline(db, job, registry)
         return (
             HTMLResponse("no such job", status_code=404)
             if found is None
@@ -155,7 +156,9 @@ def create_app(
 
     async def forecast(request: Request) -> Response:
         return _json(
-            await datacenter_forecast(db, request.path_params["datacenter"], _issues(request))
+            await datacenter_forecast(
+                db, request.path_params["datacenter"], registry, _issues(request)
+            )
         )
 
     async def region_history(request: Request) -> Response:
@@ -165,7 +168,9 @@ def create_app(
         return _json(await region_forecasts(db, request.path_params["region"], start, end))
 
     async def datacenter_page(request: Request) -> Response:
-        found = await datacenter_forecast(db, request.path_params["datacenter"], _issues(request))
+        found = await datacenter_forecast(
+            db, request.path_params["datacenter"], registry, _issues(request)
+        )
         return HTMLResponse(pages.datacenter_page(found), status_code=200 if found.region else 404)
 
     async def totals(request: Request) -> Response:
@@ -180,7 +185,7 @@ def create_app(
             "(SELECT DISTINCT ON (plan_version) * FROM plans ORDER BY plan_version DESC, occurred_at DESC LIMIT 1) p) "
             "AS planned_kgco2eq_saved_latest_plan"
         )
-        realised = await priced_totals(db, await site_facts(db))
+        realised = await priced_totals(db, await site_facts(db, registry))
         return _json(
             Totals(
                 **rows[0],

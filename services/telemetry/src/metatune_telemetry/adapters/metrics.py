@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from metatune.registry import Registry, default_registry
+from metatune.registry import Registry
 
 from .db import Database
 
@@ -103,14 +103,12 @@ class Snapshot:
     jobs: dict[str, int] = field(default_factory=dict)
 
 
-async def read_snapshot(
-    db: Database, status_interval_s: float, registry: Registry | None = None
-) -> Snapshot:
+async def read_snapshot(db: Database, status_interval_s: float, registry: Registry) -> Snapshot:
     agents = {
         r["datacenter"]: (r["gpus_total"], r["gpus_free"])
         for r in await db.fetch_dicts(AGENTS, {"window_s": 3 * status_interval_s})
     }
-    known = [dc.name for dc in (registry or default_registry()).datacenters]
+    known = registry.names()
     plans = await db.fetch_dicts(LATEST_PLAN)
     return Snapshot(
         ingestion=(await db.fetch_dicts(INGESTION))[0],
@@ -227,15 +225,16 @@ class _Latest(Collector):
 class MetricsEndpoint:
     """The app's own registry; :meth:`render` reads the tables and returns the exposition."""
 
-    def __init__(self, db: Database, status_interval_s: float) -> None:
+    def __init__(self, db: Database, status_interval_s: float, registry: Registry) -> None:
         self.db = db
         self.status_interval_s = status_interval_s
+        self.datacenters = registry
         self.registry = CollectorRegistry(auto_describe=False)
         self._latest = _Latest()
         self.registry.register(self._latest)
 
     async def render(self) -> bytes:
-        snapshot = await read_snapshot(self.db, self.status_interval_s)
+        snapshot = await read_snapshot(self.db, self.status_interval_s, self.datacenters)
         self._latest.snapshot = snapshot
         return generate_latest(self.registry)
 

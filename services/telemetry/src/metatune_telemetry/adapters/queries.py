@@ -9,7 +9,7 @@ from uuid import UUID
 
 from metatune.contracts import Hardware
 from metatune.display import chance_baseline
-from metatune.registry import Registry, default_registry
+from metatune.registry import Registry
 
 from ..domain.disclosure import HourInput, RunInput, StudyDisclosure, disclose_study
 from .db import Database
@@ -24,8 +24,7 @@ class Sites:
     gpu_of: dict[str, tuple[str | None, float | None]]
 
 
-async def site_facts(db: Database, registry: Registry | None = None) -> Sites:
-    registry = registry or default_registry()
+async def site_facts(db: Database, registry: Registry) -> Sites:
     sites = Sites(
         {dc.name: dc.region for dc in registry.datacenters},
         {dc.name: dc.pue for dc in registry.datacenters},
@@ -89,9 +88,7 @@ async def priced_totals(db: Database, sites: Sites) -> dict[str, Any]:
     return rows[0]
 
 
-async def run_inputs(
-    db: Database, study_id: UUID, registry: Registry | None = None
-) -> list[RunInput]:
+async def run_inputs(db: Database, study_id: UUID, registry: Registry) -> list[RunInput]:
     """Every trial of ``study_id`` (requested or with a result), with its hourly energy."""
     jobs = await db.fetch_dicts(
         "SELECT COALESCE(q.job_id, r.job_id) AS job_id, q.trial_index, q.base_model, q.gpus, r.status, "
@@ -158,9 +155,7 @@ async def run_inputs(
     return out
 
 
-async def study_disclosure(
-    db: Database, study_id: UUID, registry: Registry | None = None
-) -> StudyDisclosure:
+async def study_disclosure(db: Database, study_id: UUID, registry: Registry) -> StudyDisclosure:
     return disclose_study(study_id, await run_inputs(db, study_id, registry))
 
 
