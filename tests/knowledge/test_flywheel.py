@@ -31,6 +31,7 @@ from metatune.service import Service
 from metatune.settings import Settings
 from metatune_recommender.adapters.flywheel import (
     DURABLE_COMPLETED,
+    DURABLE_FAILED,
     DURABLE_PROFILES,
     load_seed,
     register_flywheel,
@@ -257,3 +258,43 @@ async def test_seed_loads_once(store: KnowledgeStore, tmp_path: Path) -> None:
     bad = tmp_path / "other.jsonl"
     bad.write_text('{"kind": "metatune-knowledge-base", "schema_version": 0}\n')
     assert await load_seed(store, bad) is None  # logged, and the service goes on
+
+
+async def test_only_runs_of_the_profiled_dataset_enter_the_knowledge_base(
+    flywheel: Service, store: KnowledgeStore
+) -> None:
+    """A completion whose dataset digest is not the profiled one (however it got past its agent)
+    and a run that failed on a swapped dataset are no rows; a run of the profiled data is one."""
+    study, swapped, refused, genuine = (uuid.uuid4() for _ in range(4))
+    profiled_spec = spec()
+    profiled_spec = profiled_spec.model_copy(
+        update={"dataset": profiled_spec.dataset.model_copy(update={"sha256": "a" * 64})}
+    )
+    profiled = await publish(
+        flywheel,
+        subjects.DATASETS_PROFILED,
+        DatasetProfiled(occurred_at=NOW, study_id=study, spec=profiled_spec, features=FEATURES),
+    )
+    await consumed(flywheel, DURABLE_PROFILES, profiled)
+    poisoned = completion(study, swapped, 0.99).model_copy(update={"dataset_sha256": "b" * 64})
+    await publish(flywheel, subjects.runs_completed("osl1"), poisoned)
+    failed = await publish(
+        flywheel,
+        subjects.runs_failed("osl1"),
+        RunFailed(
+            occurred_at=NOW,
+            job_id=refused,
+            study_id=study,
+            datacenter="osl1",
+            reason=FailureReason.dataset_digest_mismatch,
+            message="dataset digest mismatch: ...",
+        ),
+    )
+    honest = completion(study, genuine, 0.8).model_copy(update={"dataset_sha256": "a" * 64})
+    seq = await publish(flywheel, subjects.runs_completed("osl1"), honest)
+    await consumed(flywheel, DURABLE_COMPLETED, seq)
+    await consumed(flywheel, DURABLE_FAILED, failed)
+    assert [r.run_id for r in await store.study_runs(study)] == [str(genuine)]
+    kv = await flywheel.js.key_value(STUDIES_BUCKET)
+    best = StudyBest.model_validate_json((await kv.get(str(study))).value)
+    assert (best.best, best.job_id) == (0.8, genuine)

@@ -17,6 +17,9 @@ Exception hierarchy::
       DatasetNotFound: a dataset's object key, path or URL resolves to no file
         ProfileDatasetNotFound (also ProfileError): profiler: with its error ``code``
         TrainingDatasetNotFound (also TrainingError): trainer: with its failure ``reason``
+      DatasetDigestMismatch: a dataset's content is not the one its submission's sha256 names
+        ProfileDigestMismatch (also ProfileError): profiler: with its error ``code``
+        TrainingDigestMismatch (also TrainingError): trainer: with its failure ``reason``
       InputNotAllowed: a user-supplied location points where the platform must not go
         ProfileInputNotAllowed (also ProfileError): profiler: with its error ``code``
         TrainingInputNotAllowed (also TrainingError): trainer: with its failure ``reason``
@@ -105,6 +108,12 @@ class ObjectNotFound(MetaTuneError):
 
 class DatasetNotFound(MetaTuneError):
     """A dataset's object key, path or URL resolves to no file (or to one that cannot be read)."""
+
+
+class DatasetDigestMismatch(MetaTuneError):
+    """A dataset's content is not the one its submission's ``sha256`` names (the object was
+    replaced after it was submitted, or the file changed): it is not used
+    (:func:`metatune.integrity.verify_sha256`)."""
 
 
 class InputNotAllowed(MetaTuneError):

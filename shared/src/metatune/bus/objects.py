@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from pathlib import Path
 
 from nats.js import JetStreamContext
@@ -12,6 +11,7 @@ from nats.js.api import ObjectInfo
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ..errors import ObjectNotFound
+from ..integrity import sha256_of
 
 
 class ObjectStore:
@@ -25,7 +25,7 @@ class ObjectStore:
         store = await self._js.object_store(bucket)
         with open(path, "rb") as fh:
             await store.put(key, fh)
-        return _sha256(path)
+        return sha256_of(path)
 
     async def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
         store = await self._js.object_store(bucket)
@@ -87,14 +87,6 @@ class ObjectStore:
         except (ObjectNotFoundError, NotFoundError):
             return False
         return not info.deleted
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _hex_sha256(digest: str | None) -> str | None:

@@ -214,6 +214,12 @@ class RunCompleted(Event):
         description="accuracy of always predicting the training set's most common label",
     )
     hardware: Hardware | None = Field(None, description="what it trained on")
+    dataset_sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 of the data trained on, verified against the submission's; the "
+        "knowledge base takes the run only when it equals the profiled dataset's",
+    )
 
 
 class FailureReason(StrEnum):
@@ -222,6 +228,9 @@ class FailureReason(StrEnum):
     dataset_missing = "dataset_missing"
     dataset_not_allowed = (
         "dataset_not_allowed"  # a path outside the data roots, a URL to a non-public address
+    )
+    dataset_digest_mismatch = (
+        "dataset_digest_mismatch"  # the dataset's sha256 is not the submitted one: never trained
     )
     empty_split = "empty_split"
     smoke_test_failed = "smoke_test_failed"

@@ -3,7 +3,8 @@
 Local paths must resolve under the data roots; URLs are off unless enabled, and then go only to
 public addresses with every redirect re-checked (:mod:`metatune.inputs`). Downloads are streamed
 to disk under the data directory and stop at the size limit, so a huge or endless response never
-fills memory or disk, and a failed one leaves no partial file.
+fills memory or disk, and a failed one leaves no partial file. A dataset whose submission names
+its ``sha256`` is profiled only when the file has that digest (:mod:`metatune.integrity`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,17 @@ from urllib.parse import urlparse
 
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.contracts import DatasetLocation
-from metatune.errors import DownloadFailed, InputNotAllowed, ObjectNotFound
+from metatune.errors import DatasetDigestMismatch, DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
+from metatune.integrity import verify_sha256
 from metatune.settings import Settings
 
-from ..domain.errors import FileTooLarge, ProfileDatasetNotFound, ProfileInputNotAllowed
+from ..domain.errors import (
+    FileTooLarge,
+    ProfileDatasetNotFound,
+    ProfileDigestMismatch,
+    ProfileInputNotAllowed,
+)
 
 
 def _local_name(ref: str) -> str:
@@ -46,9 +53,12 @@ class DatasetFetcher:
 
     @asynccontextmanager
     async def local_file(self, location: DatasetLocation) -> AsyncIterator[Path]:
-        """The dataset as a local path for the duration of the block (downloads are deleted after)."""
+        """The dataset as a local path for the duration of the block (downloads are deleted after),
+        with the submitted digest where the submission names one."""
         if location.kind == "path":
-            yield self._checked_path(location.ref)
+            path = self._checked_path(location.ref)
+            _verify(path, location)
+            yield path
             return
         self._dir.mkdir(parents=True, exist_ok=True)
         target = self._dir / _local_name(location.ref)
@@ -57,6 +67,7 @@ class DatasetFetcher:
                 await self._from_object_store(location.ref, target)
             else:
                 await self._from_url(location.ref, target)
+            _verify(target, location)
             yield target
         finally:
             target.unlink(missing_ok=True)
@@ -99,3 +110,10 @@ class DatasetFetcher:
             if "over the limit" in str(exc):
                 raise FileTooLarge(str(exc), details={"limit_bytes": self._max_bytes}) from exc
             raise ProfileDatasetNotFound(str(exc)) from exc
+
+
+def _verify(path: Path, location: DatasetLocation) -> None:
+    try:
+        verify_sha256(path, location.sha256, f"{location.kind} {location.ref}")
+    except DatasetDigestMismatch as exc:
+        raise ProfileDigestMismatch(str(exc)) from exc

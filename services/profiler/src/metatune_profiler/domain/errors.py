@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from metatune.errors import DatasetNotFound, InputNotAllowed, MetaTuneError
+from metatune.errors import (
+    DatasetDigestMismatch,
+    DatasetNotFound,
+    InputNotAllowed,
+    MetaTuneError,
+)
 from metatune.models import UnknownBaseModel
 
 
@@ -80,6 +85,13 @@ class ProfileDatasetNotFound(ProfileError, DatasetNotFound):
     """:class:`metatune.errors.DatasetNotFound` with the profiler's error ``code``."""
 
     code = "dataset_not_found"
+
+
+class ProfileDigestMismatch(ProfileError, DatasetDigestMismatch):
+    """:class:`metatune.errors.DatasetDigestMismatch` (the dataset is not the one submitted) with
+    the profiler's error ``code``."""
+
+    code = "dataset_digest_mismatch"
 
 
 class ProfileUnknownBaseModel(ProfileError, UnknownBaseModel):

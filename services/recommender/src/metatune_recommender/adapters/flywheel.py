@@ -4,7 +4,9 @@ The recommender owns the knowledge base (it is the service that learns from it);
 reach it only through the bus (the tools ask how many runs of a study it holds on
 ``metatune.requests.knowledge.runs``): the profiler's ``metatune.datasets.profiled``, the agents'
 ``metatune.runs.<dc>.completed`` / ``.failed`` (from the job's datacenter only: a run event from
-anywhere else is a ``foreign_run_event`` error and no row), and the study's best result so far, written back to the
+anywhere else is a ``foreign_run_event`` error and no row; a completion whose dataset digest is not
+the profiled one is a ``dataset_digest_mismatch`` error and no row, and a run that failed on a
+swapped dataset is no row either), and the study's best result so far, written back to the
 KV bucket ``metatune_studies`` for the agents' learning-curve early stop.
 
 Wiring (in the recommender's ``create_service``)::
@@ -31,11 +33,13 @@ from metatune import subjects
 from metatune.bus import STUDIES_BUCKET
 from metatune.contracts import (
     DatasetProfiled,
+    FailureReason,
     KnowledgeRuns,
     KnowledgeRunsReply,
     RunCompleted,
     RunFailed,
 )
+from metatune.integrity import same_dataset
 from metatune.knowledge.errors import KnowledgeBaseError
 from metatune.knowledge.store import ImportReport, KnowledgeStore
 from metatune.service import Service
@@ -112,6 +116,15 @@ def register_flywheel(service: Service, store: KnowledgeStore) -> None:
         if not await accepted(service, event, message.raw_message.subject, report=True):
             return
         profile = await store.profile(event.study_id)
+        if profile and not same_dataset(event.dataset_sha256, profile.spec.dataset.sha256):
+            await service.report_error(
+                code="dataset_digest_mismatch",
+                message=f"job {event.job_id} trained on dataset sha256 {event.dataset_sha256}, "
+                f"not the profiled {profile.spec.dataset.sha256}; not in the knowledge base",
+                subject=message.raw_message.subject,
+                correlation_id=event.job_id,
+            )
+            return
         run = completed_run(event, profile)
         await store.add_run(run)
         if run.profile_missing:
@@ -122,6 +135,8 @@ def register_flywheel(service: Service, store: KnowledgeStore) -> None:
     async def kb_failed(event: RunFailed, message: NatsMessage) -> None:
         """A failed job is a row too (flagged failed): what did not work is knowledge."""
         if not await accepted(service, event, message.raw_message.subject, report=True):
+            return
+        if event.reason is FailureReason.dataset_digest_mismatch:  # never trained: no knowledge
             return
         profile = await store.profile(event.study_id) if event.study_id else None
         run = failed_run(event, profile)

@@ -3,9 +3,14 @@
 The agent checks locations again, whoever sent the assignment: local paths must resolve under
 the data roots, URLs must be enabled and reach only public addresses (:mod:`metatune.inputs`).
 
-Object-store datasets are kept under the agent's data directory, named by the object's
-digest, so the trials of one study (and a resumed job) download a dataset once, and the
-tokenization cache (keyed by file content) hits on the second trial.
+A dataset whose submission names its ``sha256`` is used only when the file has that digest
+(:func:`metatune.integrity.verify_sha256`): an object replaced after submission, by anyone with the
+bucket's write grant, fails the run with ``dataset_digest_mismatch`` instead of training on it.
+
+Object-store datasets are kept under the agent's data directory, named by the submitted digest
+(verified before the file is kept; by the object's own digest where the submission names none),
+so the trials of one study (and a resumed job) download a dataset once, and the tokenization cache
+(keyed by file content) hits on the second trial.
 """
 
 from __future__ import annotations
@@ -21,11 +26,16 @@ from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.contracts import DatasetLocation
-from metatune.errors import DownloadFailed, InputNotAllowed, ObjectNotFound
+from metatune.errors import DatasetDigestMismatch, DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
+from metatune.integrity import verify_sha256
 from metatune.settings import Settings
 
-from ..domain.errors import TrainingDatasetNotFound, TrainingInputNotAllowed
+from ..domain.errors import (
+    TrainingDatasetNotFound,
+    TrainingDigestMismatch,
+    TrainingInputNotAllowed,
+)
 
 
 def _suffixes(ref: str) -> str:
@@ -47,6 +57,7 @@ class DatasetFetcher:
         self._settings = settings
 
     async def local_path(self, location: DatasetLocation) -> Path:
+        """The dataset as a local file with the submitted digest (where the submission names one)."""
         if location.kind == "path":
             try:
                 path = resolve_under_roots(location.ref, self._settings.dataset_root_paths())
@@ -54,13 +65,21 @@ class DatasetFetcher:
                 raise TrainingInputNotAllowed(str(exc)) from exc
             if not path.is_file():
                 raise TrainingDatasetNotFound(f"no dataset file at {location.ref}")
+            _verify(path, location)
             return path
         self._dir.mkdir(parents=True, exist_ok=True)
         if location.kind == "object":
-            return await self._from_object_store(location.ref)
-        return await self._from_url(location.ref)
+            return await self._from_object_store(location)
+        path = await self._from_url(location.ref)
+        try:
+            _verify(path, location)
+        except TrainingDigestMismatch:
+            path.unlink(missing_ok=True)
+            raise
+        return path
 
-    async def _from_object_store(self, key: str) -> Path:
+    async def _from_object_store(self, location: DatasetLocation) -> Path:
+        key = location.ref
         try:
             info = await (await self._js.object_store(DATASETS_BUCKET)).get_info(key)
         except (ObjectNotFoundError, NotFoundError) as exc:
@@ -71,15 +90,21 @@ class DatasetFetcher:
             raise TrainingDatasetNotFound(
                 f"{DATASETS_BUCKET}/{key} is {info.size:,} bytes, over the limit of {self._max_bytes:,}"
             )
-        digest = hashlib.sha256(f"{key}\0{info.digest}".encode()).hexdigest()[:24]
-        target = self._dir / f"{digest}{_suffixes(key)}"
-        if target.is_file() and target.stat().st_size == info.size:
+        # a file is kept only once verified: one named by the submitted digest is the submitted one
+        name = location.sha256 or hashlib.sha256(f"{key}\0{info.digest}".encode()).hexdigest()[:24]
+        target = self._dir / f"{name}{_suffixes(key)}"
+        if target.is_file() and (location.sha256 or target.stat().st_size == info.size):
             return target
         partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}.part")
         try:
             await self._objects.get_to_file(DATASETS_BUCKET, key, partial)
         except ObjectNotFound as exc:
             raise TrainingDatasetNotFound(str(exc)) from exc
+        try:
+            _verify(partial, location)
+        except TrainingDigestMismatch:
+            partial.unlink()
+            raise
         os.replace(partial, target)
         return target
 
@@ -98,3 +123,10 @@ class DatasetFetcher:
             raise TrainingInputNotAllowed(str(exc)) from exc
         except DownloadFailed as exc:
             raise TrainingDatasetNotFound(str(exc)) from exc
+
+
+def _verify(path: Path, location: DatasetLocation) -> None:
+    try:
+        verify_sha256(path, location.sha256, f"{location.kind} {location.ref}")
+    except DatasetDigestMismatch as exc:
+        raise TrainingDigestMismatch(str(exc)) from exc

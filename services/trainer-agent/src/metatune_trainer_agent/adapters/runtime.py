@@ -603,6 +603,7 @@ class TrainerAgent:
                 curve=completion_curve(outcome),
                 majority_baseline=outcome.majority_baseline,
                 hardware=self._hardware(outcome, assignment.gpus),
+                dataset_sha256=assignment.spec.dataset.sha256 if assignment.spec else None,
             )
             await self._publish_retrying(
                 subjects.runs_completed(self.dc.name),

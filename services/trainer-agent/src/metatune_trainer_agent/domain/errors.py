@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from metatune.contracts import FailureReason
-from metatune.errors import DatasetNotFound, InputNotAllowed, MetaTuneError
+from metatune.errors import (
+    DatasetDigestMismatch,
+    DatasetNotFound,
+    InputNotAllowed,
+    MetaTuneError,
+)
 from metatune.models import UnknownBaseModel
 
 
@@ -30,6 +35,13 @@ class TrainingDatasetNotFound(TrainingError, DatasetNotFound):
     failure ``reason``."""
 
     reason = FailureReason.dataset_missing
+
+
+class TrainingDigestMismatch(TrainingError, DatasetDigestMismatch):
+    """:class:`metatune.errors.DatasetDigestMismatch` (the dataset is not the one submitted) with
+    the trainer's failure ``reason``."""
+
+    reason = FailureReason.dataset_digest_mismatch
 
 
 class TrainingInputNotAllowed(TrainingError, InputNotAllowed):
