@@ -178,6 +178,8 @@ async def test_submit_a_study_file_with_flags_overriding_it(
             "study.yaml: home_datacenter: fra1 is outside region_group NA",
         ),
         ("colour: blue\n", "study.yaml: colour: unknown field"),
+        ("budget: {epochs: 2, max_steps: 9}\n", "study.yaml: budget:", "not both"),
+        ("budget: {max_train_rows: 3}\n", "study.yaml: budget.max_train_rows:", "10"),
     ]
     for body, *words in refused:
         study.write_text(f"dataset: data/d.jsonl\n{body}")
@@ -199,16 +201,21 @@ async def test_submit_a_study_file_with_flags_overriding_it(
         "study.yaml: dataset.object_key:",
         "is not in the object store",
     )
+    both = run(["submit", str(data), "--epochs", "2", "--max-steps", "9"], env)
+    one_error_line(both, 2, "invalid budget", "not both")
     assert await stored() == (0, 0)
 
-    # the file's values, two flags overriding theirs, the defaults for what both leave out
+    # the file's values, three flags overriding theirs, the defaults for what both leave out
     study.write_text(
         "name: team-study\ntags: [nlp, q4]\ndataset: data/d.jsonl\ntrials: 4\ndeadline: 3d\n"
         "carbon_preference: balanced\nregion_group: EU\nhome_datacenter: fra1\n"
         "label_column: label\nwebhook: https://ci.example.org/hooks/metatune\n"
+        "budget: {max_steps: 300, max_train_rows: 5000}\n"
     )
     before = datetime.now(UTC)
-    submitted = run(["submit", str(study), "--trials", "2", "--tag", "urgent", "--json"], env)
+    submitted = run(
+        ["submit", str(study), "--trials", "2", "--tag", "urgent", "--epochs", "2", "--json"], env
+    )
     assert submitted.returncode == 0, submitted.stderr
     receipt = json.loads(submitted.stdout)
     assert receipt["dataset"]["ref"] == f"studies/{receipt['study_id']}/d.jsonl"
@@ -216,6 +223,8 @@ async def test_submit_a_study_file_with_flags_overriding_it(
     assert logged["study_id"] == receipt["study_id"]
     spec = logged["spec"]
     assert (spec["trials"], spec["tags"]) == (2, ["urgent"])  # the flags
+    # --epochs replaces the file's step budget; its row cap stays
+    assert spec["budget"] == {"epochs": 2.0, "max_steps": None, "max_train_rows": 5000}
     assert {k: spec[k] for k in ("name", "carbon_preference", "region_group")} == {
         "name": "team-study",
         "carbon_preference": "balanced",
@@ -244,6 +253,7 @@ async def test_submit_a_study_file_with_flags_overriding_it(
     assert second["study_id"] == json.loads(resubmitted.stdout)["study_id"]
     assert second["spec"]["dataset"] | {"format": None} == spec["dataset"]
     assert (second["spec"]["name"], second["spec"]["tags"]) == ("d", ["nlp"])
+    assert second["spec"]["budget"] == {"epochs": 3.0, "max_steps": None, "max_train_rows": 1000}
     assert (await stored())[1] == uploaded
 
     # the tags select studies

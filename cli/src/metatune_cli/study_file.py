@@ -13,12 +13,15 @@ overridden by the command's flag of the same name (``trials`` by ``--trials``, `
     dataset: snips_intents_2k.jsonl
     task: classification
     deadline: 3d
+    budget: {epochs: 3, max_train_rows: 5000}
     carbon_preference: balanced
 
 Not in a study file, because no service would honour it: the metric (each task has one
 objective: accuracy for classification, negative perplexity for causal LM) and search-space
 bounds (the recommender searches the knowledge base's LoRA space, :mod:`metatune.knowledge.space`).
-The budget is ``trials``.
+Two budgets: ``trials`` (configurations to train) and ``budget`` (how long each trains: ``epochs``
+or ``max_steps``, over at most ``max_train_rows`` rows; default 3 epochs over 1,000 rows); the
+flags ``--epochs``, ``--max-steps`` and ``--max-train-rows`` override its fields.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from pydantic import (
     field_validator,
 )
 
-from metatune.contracts import CarbonPreference, RegionGroup, StudyTag, TaskType
+from metatune.contracts import CarbonPreference, RegionGroup, StudyTag, TaskType, TrainingBudget
 from metatune.errors import MetaTuneError
 
 SUFFIXES = (".yaml", ".yml")
@@ -134,7 +137,12 @@ class StudyFile(BaseModel):
         description="24h / 90m / 3d from submission, or an ISO 8601 time with a zone",
         examples=["3d", "2026-12-01T18:00:00Z"],
     )
-    trials: int | None = Field(None, ge=1, le=50, description="the budget: configurations to train")
+    trials: int | None = Field(None, ge=1, le=50, description="configurations to train")
+    budget: TrainingBudget | None = Field(
+        None,
+        description="how long each trial trains: epochs or max_steps, over at most "
+        "max_train_rows rows (default: 3 epochs over 1,000 rows)",
+    )
     gpus_per_trial: int | None = Field(None, ge=1, le=64, description="GPUs each trial trains on")
     webhook: HttpUrl | None = Field(None, description="URL notified of the study's progress")
     region_group: RegionGroup | None = Field(None, description="data residency")

@@ -25,6 +25,21 @@ def flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def budget_flags(
+    epochs: float | None, max_steps: int | None, max_train_rows: int | None
+) -> dict[str, Any] | None:
+    """The budget fields given as flags (None: none given); ``--max-train-rows 0`` is every row."""
+    given: dict[str, Any] = {}
+    if epochs is not None:
+        given["epochs"] = epochs
+    if max_steps is not None:
+        given["max_steps"] = max_steps
+        given.setdefault("epochs", None)
+    if max_train_rows is not None:
+        given["max_train_rows"] = max_train_rows or None
+    return given or None
+
+
 def submit(
     source: Path = typer.Argument(
         ...,
@@ -56,6 +71,17 @@ def submit(
     ),
     trials: int | None = typer.Option(
         None, min=1, max=50, help="Configurations to train [default: 3]"
+    ),
+    epochs: float | None = typer.Option(
+        None, min=0.001, max=1000, help="Passes over the training rows per trial [default: 3]"
+    ),
+    max_steps: int | None = typer.Option(
+        None, min=1, help="Optimizer steps per trial, instead of --epochs"
+    ),
+    max_train_rows: int | None = typer.Option(
+        None,
+        min=0,
+        help="Training rows a trial uses at most, a seeded sample; 0: every row [default: 1000]",
     ),
     gpus_per_trial: int | None = typer.Option(
         None,
@@ -97,6 +123,7 @@ def submit(
         "name": name,
         "tags": tag or None,  # no --tag: the study file's tags, if any
         "trials": trials,
+        "budget": budget_flags(epochs, max_steps, max_train_rows),
         "gpus_per_trial": gpus_per_trial,
         "webhook": webhook,
         "region_group": region_group,

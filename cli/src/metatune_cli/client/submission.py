@@ -17,7 +17,14 @@ from uuid import UUID, uuid4
 
 from pydantic import ValidationError
 
-from metatune.contracts import CarbonPreference, DatasetLocation, RegionGroup, StudySpec, TaskType
+from metatune.contracts import (
+    CarbonPreference,
+    DatasetLocation,
+    RegionGroup,
+    StudySpec,
+    TaskType,
+    TrainingBudget,
+)
 from metatune.errors import ConfigurationError
 from metatune.settings import Settings
 from metatune.webhook_seal import seal_for_telemetry
@@ -49,6 +56,7 @@ OPTIONS = (
     "name",
     "tags",
     "trials",
+    "budget",
     "gpus_per_trial",
     "webhook",
     "region_group",
@@ -138,6 +146,7 @@ def resolve(
             raise InvalidRequest(f"{source}: dataset: {dataset} is a study file, not a dataset")
     from_file = study.model_dump(exclude={"dataset"}, exclude_none=True)
     chosen = {**DEFAULTS, **from_file, **given}
+    chosen["budget"] = merged_budget(from_file.get("budget"), given.get("budget"))
     return Sources(
         {key: chosen.get(key) for key in OPTIONS},
         option_name,
@@ -172,6 +181,7 @@ def draft(sub: Sources, settings: Settings) -> Draft:
             base_model=chosen["base_model"],
             deadline=parse_deadline(chosen["deadline"], datetime.now(UTC)),
             trials=chosen["trials"],
+            budget=_budget(chosen["budget"], sub),
             gpus_per_trial=chosen["gpus_per_trial"],
             webhook_url=chosen["webhook"],
             region_group=group,
@@ -192,6 +202,31 @@ def draft(sub: Sources, settings: Settings) -> Draft:
         raise InvalidRequest(str(exc)) from None
     missing_key = f"{sub.study_file}: dataset.object_key: " if sub.study_file else "object_key: "
     return Draft(study_id, spec, chosen["deadline"], sub.dataset, missing_key)
+
+
+def merged_budget(
+    from_file: dict[str, Any] | None, given: TrainingBudget | dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The study file's budget with the caller's fields over it; a length given (epochs or
+    max_steps) replaces the file's, whichever unit the file used."""
+    if isinstance(given, TrainingBudget):
+        given = given.model_dump()
+    if not given:
+        return from_file
+    base = dict(from_file or {})
+    if {"epochs", "max_steps"} & set(given):
+        base.pop("epochs", None)
+        base.pop("max_steps", None)
+    return {**base, **given}
+
+
+def _budget(value: TrainingBudget | dict[str, Any] | None, sub: Sources) -> TrainingBudget:
+    if isinstance(value, TrainingBudget):
+        return value
+    try:
+        return TrainingBudget.model_validate(value or {})
+    except ValidationError as exc:
+        raise InvalidRequest(f"{sub.where('budget')}invalid budget: {one_line(exc)}") from None
 
 
 def _region_group(value: Any, sub: Sources) -> RegionGroup | None:

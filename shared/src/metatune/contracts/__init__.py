@@ -14,6 +14,7 @@ from .datasets import (
     StudySpec,
     StudyTag,
     TaskType,
+    TrainingBudget,
 )
 from .errors import ErrorEvent, ErrorKind
 from .forecasts import HORIZON_HOURS, CarbonForecast, ObservedHour, ObservedIntensity
@@ -117,5 +118,6 @@ __all__ = [
     "StudyStopped",
     "StudyTag",
     "TaskType",
+    "TrainingBudget",
     "validation_summary",
 ]

@@ -69,6 +69,67 @@ class DatasetLocation(Contract):
     )
 
 
+DEFAULT_EPOCHS = 3.0  # the Hugging Face Trainer's default: what a user expects a "training" to be
+DEFAULT_MAX_TRAIN_ROWS = (
+    1000  # 3 epochs over 1,000 rows: a trial of the embedded model in minutes on a CPU
+)
+
+
+class TrainingBudget(Contract):
+    """How long each trial of a study trains: passes over its training split (or optimizer steps),
+    over at most ``max_train_rows`` of the split's rows (a seeded sample, the same for every trial).
+
+    Give ``epochs`` or ``max_steps``, not both; with neither, 3 epochs. The recommender predicts
+    at this budget, prices it in GPU-hours and energy, the scheduler plans its hours and the agent
+    trains it; every run records it in the knowledge base."""
+
+    epochs: float | None = Field(
+        DEFAULT_EPOCHS, gt=0, le=1000, description="passes over the training rows (default 3)"
+    )
+    max_steps: int | None = Field(
+        None, ge=1, le=10_000_000, description="optimizer steps per trial, instead of epochs"
+    )
+    max_train_rows: int | None = Field(
+        DEFAULT_MAX_TRAIN_ROWS,
+        ge=10,
+        le=1_000_000_000,
+        description="training rows a trial uses at most (a seeded sample); null: every row",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _steps_replace_epochs(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("max_steps") is not None and "epochs" not in data:
+            return {**data, "epochs": None}
+        return data
+
+    @model_validator(mode="after")
+    def _one_length(self) -> TrainingBudget:
+        if self.epochs is not None and self.max_steps is not None:
+            raise ValueError("give epochs or max_steps, not both")
+        if self.epochs is None and self.max_steps is None:
+            raise ValueError("give epochs or max_steps")
+        return self
+
+    def lengths(self) -> dict[str, float | int | None]:
+        """The :class:`~metatune.contracts.LoraConfig` fields this budget sets on every trial."""
+        return {
+            "epochs": self.epochs,
+            "max_steps": self.max_steps,
+            "max_train_rows": self.max_train_rows,
+        }
+
+    def describe(self) -> str:
+        """``3 epochs over at most 1,000 rows``, ``500 steps over every row``: as views print it."""
+        length = (
+            f"{self.max_steps:,} steps" if self.max_steps is not None else f"{self.epochs:g} epochs"
+        )
+        rows = (
+            "every row" if self.max_train_rows is None else f"at most {self.max_train_rows:,} rows"
+        )
+        return f"{length} over {rows}"
+
+
 class StudySpec(Contract):
     """What a user asks for: one dataset, one base model, a trial budget and a deadline."""
 
@@ -100,6 +161,10 @@ class StudySpec(Contract):
     )
     deadline: AwareDatetime = Field(description="all trials must finish before this time (UTC)")
     trials: int = Field(3, ge=1, le=50, description="number of configurations to train")
+    budget: TrainingBudget = Field(
+        default_factory=TrainingBudget,
+        description="how long each trial trains (default: 3 epochs over at most 1,000 rows)",
+    )
     gpus_per_trial: int = Field(
         1,
         ge=1,

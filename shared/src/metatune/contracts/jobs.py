@@ -41,6 +41,9 @@ class LoraConfig(Contract):
         1.0, gt=0, description="passes over the training split (max_steps wins when set)"
     )
     max_steps: int | None = Field(None, ge=1, description="optimizer steps; None: from epochs")
+    max_train_rows: int | None = Field(
+        None, ge=1, description="training rows used at most (a seeded sample); None: every row"
+    )
     max_seq_length: int = Field(
         128, ge=8, le=32768, description="longer examples are truncated, tokens"
     )
@@ -51,6 +54,15 @@ class LoraConfig(Contract):
         if self.epochs is None and self.max_steps is None:
             raise ValueError("set epochs or max_steps")
         return self
+
+    def examples_seen(self, rows: int) -> float:
+        """Examples a run of this configuration trains on over a split of ``rows`` rows: its steps
+        times the effective batch, or its epochs over the rows its row cap leaves."""
+        if self.max_steps is not None:
+            return float(self.max_steps * self.batch_size * self.grad_accum_steps)
+        if self.max_train_rows is not None:
+            rows = min(rows, self.max_train_rows)
+        return rows * (self.epochs or 1.0)
 
 
 class PredictionSource(StrEnum):

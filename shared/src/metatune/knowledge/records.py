@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, model_validator
 
 from metatune.contracts import Contract, CurvePoint, Hardware, MetaFeatures, StudySpec, TaskType
 
@@ -30,6 +30,7 @@ __all__ = [
     "KbFileHeader",
     "KbRun",
     "Provenance",
+    "RunBudget",
     "RunStatus",
     "StudyBest",
     "StudyProfile",
@@ -63,6 +64,30 @@ class DatasetInfo(Contract):
     licence: str | None = None
     n_train: int | None = Field(None, ge=0)
     n_val: int | None = Field(None, ge=0)
+
+
+class RunBudget(Contract):
+    """How long a run trained, in the units users set a budget in: passes over its training rows,
+    optimizer steps and examples seen. Derived from the run's configuration, steps and rows where a
+    file predates the field, so every row of every seed has one."""
+
+    epochs: float | None = Field(
+        None, ge=0, description="passes over the training rows (examples seen / train rows)"
+    )
+    steps: int = Field(0, ge=0, description="optimizer steps trained")
+    examples_seen: int = Field(0, ge=0, description="steps x batch size x accumulation")
+    train_rows: int | None = Field(None, ge=0, description="rows of the training split")
+
+    @classmethod
+    def of(cls, config: dict[str, Any], steps: int, train_rows: int | None) -> RunBudget | None:
+        """The budget of a LoRA run (a configuration with a batch size); None for other tables."""
+        batch = config.get("batch_size")
+        if not isinstance(batch, int):
+            return None
+        accum = config.get("grad_accum_steps")
+        examples = steps * batch * (accum if isinstance(accum, int) else 1)
+        epochs = round(examples / train_rows, 4) if train_rows else config.get("epochs")
+        return cls(epochs=epochs, steps=steps, examples_seen=examples, train_rows=train_rows)
 
 
 class KbRun(Contract):
@@ -104,6 +129,25 @@ class KbRun(Contract):
     seed: int | None = None
     provenance: Provenance
     profile_missing: bool = Field(False, description="stored before its study's profile arrived")
+    budget: RunBudget | None = Field(
+        None, description="epochs, steps and examples seen; derived when a file lacks it"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_of_the_run(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("budget") is not None:
+            return data
+        config, dataset = data.get("config"), data.get("dataset")
+        if not isinstance(config, dict):
+            return data
+        rows = (
+            dataset.get("n_train")
+            if isinstance(dataset, dict)
+            else getattr(dataset, "n_train", None)
+        )
+        budget = RunBudget.of(config, int(data.get("steps") or 0), rows)
+        return {**data, "budget": budget} if budget is not None else data
 
 
 class KbFileHeader(Contract):

@@ -56,6 +56,7 @@ class Advisor:
             ask.observed,
             ask.pending,
             fleet_device=self.fleet.device,
+            budget=spec.budget,
         )
         return advice, recommender
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from metatune.contracts import LoraConfig, LrSchedule, MetaFeatures
+from metatune.contracts import LoraConfig, LrSchedule, MetaFeatures, TrainingBudget
 
 ATTENTION = ["query", "key", "value", "attention.output.dense"]
 ALL_LINEAR = ["all-linear"]
@@ -53,17 +53,22 @@ class Trial:
     gpus: int = 1
 
 
-def cold_start_trials(features: MetaFeatures, trials: int) -> list[Trial]:
-    """The first ``trials`` portfolio configurations, sized for this dataset."""
+def cold_start_trials(
+    features: MetaFeatures, trials: int, budget: TrainingBudget | None = None
+) -> list[Trial]:
+    """The first ``trials`` portfolio configurations at the study's ``budget`` (default: the
+    study default), sized for this dataset."""
+    budget = budget or TrainingBudget()
     padded_tokens_per_example = features.tokens_mean / max(
         1e-6, 1.0 - features.padding_fraction_grouped
     )
     result = []
     for config in PORTFOLIO[: max(1, trials)]:
         max_len = max(config.max_seq_length, min(512, int(features.tokens_p95) + 2))
-        config = config.model_copy(update={"max_seq_length": max_len})
-        epochs = config.epochs or 1.0
-        tokens = features.n_examples * padded_tokens_per_example * epochs
+        config = LoraConfig.model_validate(
+            {**config.model_dump(), **budget.lengths(), "max_seq_length": max_len}
+        )
+        tokens = config.examples_seen(features.n_examples) * padded_tokens_per_example
         hours = max(MIN_GPU_HOURS, tokens / ASSUMED_TOKENS_PER_GPU_SECOND / 3600.0)
         result.append(
             Trial(

@@ -83,11 +83,7 @@ def estimate(
 ) -> tuple[float, float]:
     """(GPU-hours, energy in Wh) of one training run of ``config`` on this dataset."""
     per_example = padded_tokens_per_example(features, config.max_seq_length)
-    examples: float
-    if config.max_steps is not None:
-        examples = config.max_steps * config.batch_size * config.grad_accum_steps
-    else:
-        examples = features.n_examples * (config.epochs or 1.0)
+    examples = config.examples_seen(features.n_examples)
     hours = max(MIN_GPU_HOURS, examples * per_example / throughput.tokens_per_second / 3600.0)
     return hours, hours * throughput.power_kw * 1000.0
 

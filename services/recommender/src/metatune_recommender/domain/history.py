@@ -16,7 +16,8 @@ import numpy as np
 
 from metatune.knowledge.records import KbRun, RunStatus
 
-IGNORED_CONFIG_KEYS = ("seed",)
+# the seed says nothing of a configuration's worth; the row cap is what ``train_rows`` says
+IGNORED_CONFIG_KEYS = ("seed", "max_train_rows")
 RUN_BUDGET_KEYS = ("train_rows", "device")  # what :func:`run_budget` adds to a configuration
 # Meta-features that measure the sample as much as the dataset (they grow or shrink with the rows
 # profiled: the seed knowledge base profiled 2,000-row samples, a study may send 600 rows) or are

@@ -6,8 +6,9 @@ dataset's meta-features, get configurations with a predicted metric ± std and t
 * History = the knowledge base's LoRA tasks (one per dataset) of the study's base model, or of the
   nearest model family in the base when that model has none (a warning says which).
 * Candidates = 512 scrambled-Sobol points of the shared LoRA space plus every configuration the
-  base has measured, scored with the budget the history was trained with (so they are comparable)
-  and handed out with the study's own budget (one epoch, sequence length covering the p95).
+  base has measured, scored at the study's budget (its epochs or steps over its training rows, on
+  the fleet's device: inputs of the model, so runs at other budgets inform the prediction) and
+  handed out with that budget and a sequence length covering the p95.
 * Predictions in metric units: before the study has two results, the prior's normal score is read
   through the history tasks' quantiles (p = Phi(mu): each task's p-quantile, weighted by how close
   its meta-features are to the dataset's; the ± includes how much those tasks' scales disagree);
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from scipy.special import ndtr
 
-from metatune.contracts import LoraConfig, MetaFeatures
+from metatune.contracts import LoraConfig, MetaFeatures, TrainingBudget
 from metatune.knowledge.records import KbRun
 from metatune.knowledge.space import DIMENSIONS, Budget, decode
 
@@ -252,7 +253,7 @@ class Recommender:
         self._scorers: dict[str, PriorScorer | None] = {}
         # per base model, made once: the runs never change after construction
         self._histories: dict[str, list[Task]] = {}
-        self._candidates: dict[str, list[dict[str, Any]]] = {}
+        self._candidates: dict[tuple[str, tuple[Any, ...]], list[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ history
     def base_models(self) -> list[str]:
@@ -322,16 +323,51 @@ class Recommender:
         )
         return Reference(budget, rows, device)
 
-    def _scored_configs(self, base_model: str) -> list[dict[str, Any]]:
-        """Candidates as the reference budget would train them (comparable with the history)."""
-        if base_model not in self._candidates:
-            self._candidates[base_model] = self._make_candidates(base_model)
-        return self._candidates[base_model]
+    def study_reference(
+        self,
+        base_model: str,
+        budget: TrainingBudget,
+        profile: Mapping[str, Any],
+        fleet_device: str | None = None,
+    ) -> Reference:
+        """A study's budget as the model reads it: its epochs or steps over the rows it will train
+        on, at the history's sequence length, on the fleet's device where the knowledge base has
+        runs on it (else the history's most common device)."""
+        default = self.reference(base_model)
+        rows = profile.get("n_examples")
+        train_rows = int(rows) if isinstance(rows, (int, float)) and rows > 0 else None
+        if train_rows is not None and budget.max_train_rows is not None:
+            train_rows = min(train_rows, budget.max_train_rows)
+        devices = {run_budget(r).get("device") for r in self.runs if r.base_model == base_model}
+        return Reference(
+            Budget(
+                max_steps=budget.max_steps,
+                epochs=budget.epochs if budget.max_steps is None else None,
+                max_seq_length=default.budget.max_seq_length,
+            ),
+            train_rows or default.train_rows,
+            fleet_device if fleet_device in devices else default.device,
+        )
 
-    def _make_candidates(self, base_model: str) -> list[dict[str, Any]]:
+    def _scored_configs(
+        self, base_model: str, reference: Reference | None = None
+    ) -> list[dict[str, Any]]:
+        """Candidates as ``reference`` (default: the history's most common budget) would train
+        them, so they are comparable with the history."""
+        default = self.reference(base_model)
+        reference = reference or default
+        key = (base_model, reference.key)
+        if key not in self._candidates:
+            if reference.key == default.key:
+                self._candidates[key] = self._make_candidates(base_model, default)
+            else:  # the same candidates, re-stamped with another budget
+                at_default = self._scored_configs(base_model)
+                self._candidates[key] = [self.at_reference(c, reference) for c in at_default]
+        return self._candidates[key]
+
+    def _make_candidates(self, base_model: str, reference: Reference) -> list[dict[str, Any]]:
         from scipy.stats import qmc  # seconds to import: only where candidates are made
 
-        reference = self.reference(base_model)
         points = qmc.Sobol(d=len(DIMENSIONS), scramble=True, seed=0).random(self.n_candidates)
         configs = [
             self.at_reference(
@@ -358,17 +394,20 @@ class Recommender:
         pending: Sequence[Mapping[str, Any]] = (),
         *,
         fleet_device: str | None = None,
+        budget: TrainingBudget | None = None,
     ) -> Advice:
         """Top-``k`` for a new study (``observed`` empty), or the next ``k`` given the study's results
         (config, metric); ``pending`` trials (requested, not finished) are fantasised at their predicted
-        mean (Kriging believer) and never proposed again. Costs are priced for ``fleet_device``, the
-        device the agents train on (:mod:`.costs`). Never raises for want of knowledge: an empty base or a failed fit answers
-        with the documented cold-start portfolio, flagged, with the reason."""
+        mean (Kriging believer) and never proposed again. Predicted and priced at the study's
+        ``budget`` (default: :class:`TrainingBudget`'s) for ``fleet_device``, the device the agents
+        train on (:mod:`.costs`). Never raises for want of knowledge: an empty base or a failed fit
+        answers with the documented cold-start portfolio, flagged, with the reason."""
+        budget = budget or TrainingBudget()
         warnings: list[str] = []
         used = nearest_base_model(base_model, self.base_models())
         if used is None:
             return self._cold_start(
-                profile, k, "the knowledge base holds no LoRA run", warnings, len(observed)
+                budget, profile, k, "the knowledge base holds no LoRA run", warnings, len(observed)
             )
         if used != base_model:
             warnings.append(
@@ -377,10 +416,15 @@ class Recommender:
         history = self.history(used)
         # before the study's first result or pending trial, the NumPy scorer answers (no torch)
         try:
+            reference = self.study_reference(used, budget, profile, fleet_device)
             scorer = None if observed or pending else self.scorer(used)
+            if scorer is not None:  # its candidates, as the study's budget trains them
+                scorer = scorer.with_scored(self._scored_configs(used, reference))
             prior: LearnedPrior | PriorScorer = scorer or self.prior(used)
         except (EmptyHistory, SurrogateFailure) as exc:
-            return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
+            return self._cold_start(
+                budget, profile, k, str(exc), warnings, len(observed), base_model=used
+            )
         # the model compares datasets on what the history's tasks are described by (no
         # sample-dependent meta-features); the whole profile still prices the trials
         descriptors, _ = impute(feature_descriptors(profile), history)
@@ -389,9 +433,8 @@ class Recommender:
             features = features_with(measured, profile)
         except ValueError as exc:
             raise RecommenderError(f"profile unusable: {exc}") from exc
-        scored = scorer.scored if scorer else self._scored_configs(used)
+        scored = scorer.scored if scorer else self._scored_configs(used, reference)
         scale = metric_scale(history[0].metric_name if history else "metric")
-        reference = self.reference(used)
         pricing = Pricing([r for r in self.runs if r.base_model == used], fleet_device)
         try:
             posterior: TaskModel
@@ -418,7 +461,9 @@ class Recommender:
                     posterior = posterior.with_observation(x_row[0], float(mean[0]))
             picks = select_batch(posterior, candidates, k, exclude=exclude)
         except SurrogateFailure as exc:
-            return self._cold_start(profile, k, str(exc), warnings, len(observed), base_model=used)
+            return self._cold_start(
+                budget, profile, k, str(exc), warnings, len(observed), base_model=used
+            )
         metric_name = history[0].metric_name if history else "metric"
         weights = task_weights(descriptors, history)
         recommendations = [
@@ -432,6 +477,7 @@ class Recommender:
                 pricing,
                 metric_name,
                 "expected-improvement" if observed else "top-k",
+                budget,
             )
             for p in picks
         ]
@@ -473,6 +519,7 @@ class Recommender:
         """``config`` as the history would have trained it: the reference budget, rows and device."""
         c = dict(config)
         c.pop("seed", None)
+        c.pop("max_train_rows", None)  # the reference's train_rows says it
         budget = reference.budget
         c.update(
             max_steps=budget.max_steps,
@@ -480,7 +527,9 @@ class Recommender:
             max_seq_length=budget.max_seq_length,
         )
         for key, value in (("train_rows", reference.train_rows), ("device", reference.device)):
-            if value is not None:
+            if value is None:
+                c.pop(key, None)
+            else:
                 c[key] = value
         return c
 
@@ -495,11 +544,12 @@ class Recommender:
         pricing: Pricing,
         metric_name: str,
         acquisition: str,
+        budget: TrainingBudget,
     ) -> Recommendation:
         max_len = max(32, min(512, int(features.tokens_p95) + 2))
         choice = {k: v for k, v in scored.items() if k not in RUN_BUDGET_KEYS}
         config = LoraConfig.model_validate(
-            {**choice, "max_steps": None, "epochs": 1.0, "max_seq_length": max_len}
+            {**choice, **budget.lengths(), "max_seq_length": max_len}
         )
         predicted, std = self._to_metric(pick.mean, pick.std, posterior, history, weights)
         throughput = pricing.throughput(config)
@@ -545,6 +595,7 @@ class Recommender:
 
     def _cold_start(
         self,
+        budget: TrainingBudget,
         profile: Mapping[str, Any],
         k: int,
         reason: str,
@@ -553,7 +604,7 @@ class Recommender:
         base_model: str | None = None,
     ) -> Advice:
         features = features_with({}, profile)
-        trials = cold_start_trials(features, done + k)[done:]
+        trials = cold_start_trials(features, done + k, budget)[done:]
         recs = [
             Recommendation(
                 t.config,

@@ -20,6 +20,7 @@ path.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,19 @@ class PriorScorer:
         state = dict(self.__dict__)
         state["_cache"] = {}
         return state
+
+    def with_scored(self, scored: Sequence[Mapping[str, Any]]) -> PriorScorer:
+        """This scorer with other candidates (the same configurations at another budget): their
+        columns encoded here, in NumPy."""
+        if scored is self.scored:
+            return self
+        columns = self.config_encoder.transform(scored)
+        return dataclasses.replace(
+            self,
+            scored=list(scored),
+            scored_columns=columns if columns.shape[1] else np.zeros((len(scored), 1)),
+            _cache={},
+        )
 
     # ------------------------------------------------------------------ the prior's parts
     @property

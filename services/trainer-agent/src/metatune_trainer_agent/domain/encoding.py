@@ -8,6 +8,7 @@ alter the tensors misses the cache.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -93,8 +94,26 @@ class EncodedDataset:
         return int((self.val.labels == majority).sum()) / len(self.val)
 
 
+ROW_SAMPLE_SEED = 0  # one sample of the training rows for every trial of a dataset
+
+
 def encode_dataset(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
-    """Encoded splits for ``request``, from the cache when it holds them."""
+    """Encoded splits for ``request`` (from the cache when it holds them), the training split cut
+    to the budget's ``max_train_rows``."""
+    return cap_training_rows(_encoded(request, tokenizer), request.config.max_train_rows)
+
+
+def cap_training_rows(dataset: EncodedDataset, max_rows: int | None) -> EncodedDataset:
+    """``dataset`` with at most ``max_rows`` training rows: a seeded sample, in the split's order,
+    the same whatever the trial's seed, so the trials of a study see the same rows."""
+    if max_rows is None or len(dataset.train) <= max_rows:
+        return dataset
+    generator = torch.Generator().manual_seed(ROW_SAMPLE_SEED)
+    sample = torch.randperm(len(dataset.train), generator=generator)[:max_rows]
+    return dataclasses.replace(dataset, train=dataset.train.take(sorted(sample.tolist())))
+
+
+def _encoded(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
     cache_path = _cache_path(request, tokenizer)
     if cache_path is not None and cache_path.is_file():
         try:
