@@ -35,6 +35,7 @@ from uuid import UUID
 from faststream import FastStream
 from faststream.middlewares import AckPolicy
 from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsBroker, PullSub
+from faststream.nats.annotations import NatsMessage
 from faststream.nats.security import NatsSecurity
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -44,6 +45,7 @@ from . import __version__, msgids, subjects
 from .bus import ObjectStore, ensure_streams, publish_event, stream_for
 from .bus.clock import load_clock
 from .bus.connection import client_auth
+from .bus.keepalive import while_working
 from .bus.middleware import contract_middleware
 from .bus.streams import HEALTH_BUCKET
 from .clock import HOUR, Clock, RealClock
@@ -92,6 +94,9 @@ class Service:
         self.objects: ObjectStore | None = None
         self.started_at = time.time()
         self.status_details: dict[str, str] = {}
+        self.health_status = (
+            "ok"  # what `metatune status` calls healthy; a service may say otherwise
+        )
         self._background: list[Callable[[], Awaitable[None]]] = [self._heartbeat, self._ticker]
         self._tick_handlers: list[Callable[[ClockTick], Awaitable[None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -133,7 +138,9 @@ class Service:
     def on_tick(
         self, func: Callable[[ClockTick], Awaitable[None]]
     ) -> Callable[[ClockTick], Awaitable[None]]:
-        """Call ``func`` at each new (simulated or real) hour."""
+        """Call ``func`` at each new (simulated or real) hour. A handler that runs longer than
+        ``ack_wait_s`` keeps its tick (in-progress acks), so it is not delivered again meanwhile;
+        one that raises is retried up to ``max_deliver`` times, then dead-lettered."""
         if not self._tick_handlers:
 
             @self.broker.subscriber(
@@ -141,11 +148,14 @@ class Service:
                 stream=JStream(self.settings.status_stream_name, declare=False),
                 deliver_policy=DeliverPolicy.NEW,
                 ack_policy=AckPolicy.MANUAL,
+                config=ConsumerConfig(
+                    max_deliver=self.settings.max_deliver, ack_wait=self.settings.ack_wait_s
+                ),
                 include_in_schema=False,
             )
-            async def _dispatch(tick: ClockTick) -> None:
+            async def _dispatch(tick: ClockTick, message: NatsMessage) -> None:
                 for handler in self._tick_handlers:
-                    await handler(tick)
+                    await while_working(message, handler(tick), self.settings.ack_wait_s / 3)
 
         self._tick_handlers.append(func)
         return func
@@ -268,6 +278,7 @@ class Service:
                 version=__version__,
                 started_at=self.started_at,
                 heartbeat_at=time.time(),
+                status=self.health_status,
                 details=self.status_details,
             )
             await kv.put(self.instance, health.model_dump_json().encode())

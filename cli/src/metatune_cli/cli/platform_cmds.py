@@ -415,7 +415,9 @@ def _status_rows(settings: CliSettings) -> dict:
             {
                 "instance": instance,
                 "service": h.service if h else instance.split(".")[0],
-                "healthy": bool(h and _fresh(h, settings)),
+                # alive and saying it is well: a forecaster behind the clock is not healthy
+                "healthy": bool(h and _fresh(h, settings) and h.status == "ok"),
+                "status": (h.status if _fresh(h, settings) else "down") if h else "down",
                 "pid": h.pid if h else None,
                 "host": h.host if h else None,
                 "uptime_s": round(time.time() - h.started_at, 1) if h else None,
@@ -492,7 +494,7 @@ def _print_status(settings: CliSettings, json_output: bool) -> bool:
     for row in report["services"]:
         table.add_row(
             row["instance"],
-            "[green]healthy[/green]" if row["healthy"] else "[red]down[/red]",
+            "[green]healthy[/green]" if row["healthy"] else f"[red]{row['status']}[/red]",
             str(row["pid"] or "-"),
             str(row["uptime_s"] or "-"),
             str(row["heartbeat_age_s"] or "-"),

@@ -1,9 +1,11 @@
 """The forecaster service: on every clock tick, publish ``metatune.forecasts.<region>`` for each
 region of the datacenter registry (fresh, or the last good one shifted and marked stale, with an
-error event, when a provider fails)."""
+error event, when a provider fails). Each hour's round runs once (:mod:`.domain.rounds`); one that
+ends after its hour is an error event, and the heartbeat carries the lag behind the clock."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -21,6 +23,7 @@ from .adapters.runtime import RegionForecaster, sites_of
 from .adapters.store import ObservationStore
 from .domain.model import CarbonModel
 from .domain.providers import IntensityProvider, WeatherProvider
+from .domain.rounds import Rounds
 from .domain.weather_error import WeatherErrorModel
 from .settings import ForecasterSettings
 
@@ -73,7 +76,37 @@ def create_service(
     if store is not None:
         service.app.after_shutdown(store.close)
 
+    rounds, one_at_a_time = Rounds(), asyncio.Lock()  # the start-up round and a tick's
+
+    def show_lag() -> None:
+        now = service.clock.now()
+        service.health_status = "behind" if rounds.behind(now) else "ok"
+        service.status_details = {
+            "last_hour": rounds.completed.isoformat() if rounds.completed else "",
+            "lag_s": f"{rounds.lag(now).total_seconds():.0f}",
+            "model": forecaster.model.version,
+        }
+
     async def publish_round(hour: datetime) -> None:
+        if not rounds.claim(hour):
+            return  # this hour's round ran, or runs, already (a tick delivered again)
+        try:
+            async with one_at_a_time:
+                await forecast_and_publish(hour)
+        except BaseException:
+            rounds.abandon(hour)
+            raise
+        overrun = rounds.finish(hour, service.clock.now())
+        if overrun is not None:
+            await service.report_error(
+                code="round_overran",
+                kind=ErrorKind.unavailable,
+                message=f"the round of {hour:%Y-%m-%dT%H:%MZ} ended {overrun} after its hour",
+                details={"hour": hour.isoformat(), "overrun_s": f"{overrun.total_seconds():.0f}"},
+            )
+        show_lag()
+
+    async def forecast_and_publish(hour: datetime) -> None:
         for outcome in await forecaster.round(hour, service.clock.now()):
             subject = subjects.forecasts(outcome.region)
             if outcome.failure is not None:
@@ -92,7 +125,6 @@ def create_service(
                 await service.publish(
                     subject, outcome.forecast, msg_id=msgids.forecast(outcome.region, hour)
                 )
-        service.status_details = {"last_hour": hour.isoformat(), "model": forecaster.model.version}
 
     @service.on_tick
     async def on_tick(tick: ClockTick) -> None:
@@ -102,5 +134,12 @@ def create_service(
     async def first_round() -> None:
         """Publish for the current hour at start-up, so consumers do not wait for the next tick."""
         await publish_round(service.clock.current_hour())
+
+    @service.background
+    async def lag_in_heartbeat() -> None:
+        """The lag grows while no round ends: the heartbeat shows it as it is."""
+        while True:
+            show_lag()
+            await asyncio.sleep(settings.heartbeat_s)
 
     return service
