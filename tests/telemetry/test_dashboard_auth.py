@@ -4,8 +4,11 @@ rotation's overlap, ``/healthz`` open, loopback-only openness when no token exis
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from starlette.testclient import TestClient
 from metatune.clock import FixedClock
 from metatune.dashboard_tokens import TOKEN_FILE, read_tokens, write_tokens
 from metatune.errors import ConfigurationError
-from metatune_telemetry.adapters.auth import COOKIE
+from metatune_telemetry.adapters.auth import COOKIE, same_site
 from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.app import create_service
 from metatune_telemetry.settings import TelemetrySettings
@@ -89,6 +92,43 @@ async def test_the_query_token_once_becomes_an_http_only_strict_cookie(db, token
         client.cookies.clear()
         assert client.get("/", headers={"Cookie": f"{COOKIE}=forged"}).status_code == 401
         assert client.get("/").status_code == 401
+
+
+async def test_the_token_redirect_stays_on_this_site(db, tokens: Path) -> None:
+    """A link ``https://dashboard//evil.example/x?token=...`` must not send the browser (with its
+    fresh cookie) to evil.example: ``//host`` and ``/\\host`` are other sites' addresses."""
+    token = current(tokens)
+    with client_for(db, tokens, FixedClock(T0)) as client:
+        for path in ("//evil.example/x", "///evil.example/x"):
+            answer = client.get(
+                f"http://testserver{path}", params={"token": token}, follow_redirects=False
+            )
+            assert answer.status_code == 303, path
+            assert answer.headers["location"] == "/evil.example/x", path
+    assert same_site("/\\evil.example/x") == "/evil.example/x"  # sent raw by no HTTP client
+
+
+async def test_every_answer_sends_the_security_headers(db, tokens: Path) -> None:
+    token = current(tokens)
+    with client_for(db, tokens, FixedClock(T0)) as client:
+        answers = [client.get(path) for path in (*PROTECTED, "/healthz")]  # 401s, and /healthz
+        answers.append(client.get("/", params={"token": token}, follow_redirects=False))
+        answers += [client.get(path) for path in (*PROTECTED, "/studies/nope", "/no-such-page")]
+        index = client.get("/")
+    assert {a.status_code for a in answers} == {200, 303, 400, 401, 404}
+    for answer in answers:
+        csp = answer.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in csp and "default-src 'self'" in csp, answer.url
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert answer.headers["referrer-policy"] == "no-referrer"
+    # the page's one inline script (it draws the charts) is the one the policy allows by hash
+    inline = re.findall(r"<script>(.*?)</script>", index.text, flags=re.S)
+    digests = {base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() for s in inline}
+    assert len(digests) == 1 and f"'sha256-{digests.pop()}'" in csp
+    assert (
+        "unsafe-eval" not in csp
+        and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+    )
 
 
 async def test_the_previous_token_stays_valid_for_the_overlap_only(db, tokens: Path) -> None:

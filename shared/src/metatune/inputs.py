@@ -25,7 +25,8 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 
 from .errors import DownloadFailed, InputNotAllowed
-from .redaction import redact_url
+from .private_files import open_private
+from .redaction import redact_url, url_without_credentials
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -91,7 +92,7 @@ def check_scheme(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputNotAllowed(
-            f"only http(s) URLs with a host are accepted, not {redact_url(url)!r}"
+            f"only http(s) URLs with a host are accepted, not {url_without_credentials(url)!r}"
         )
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, parts.hostname, port
@@ -163,7 +164,7 @@ async def download(
                             f"{redact_url(url)} is {declared:,} bytes, over the limit of {limits.max_bytes:,}"
                         )
                     written = 0
-                    with open(partial, "wb") as handle:
+                    with open_private(partial) as handle:
                         async for chunk in response.aiter_raw(1 << 20):
                             written += len(chunk)
                             if written > limits.max_bytes:

@@ -3,7 +3,8 @@
 Covers credentials in URLs (``scheme://user:pass@host``), DSN passwords (``password=...``),
 secret-looking query parameters (token, key, secret, signature, password...), Standard Webhooks
 secrets (``whsec_...``) and NATS nkey seeds / user JWT credentials. Applied by logging (a
-filter), error events and ``metatune status``.
+filter), error events and ``metatune status``. Webhook URLs are shown (events, logs, the API, the
+CLI) and published only as :func:`url_without_credentials` gives them: no user info, no query.
 """
 
 from __future__ import annotations
@@ -61,6 +62,23 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def url_without_credentials(url: str) -> str:
+    """``url`` with scheme, host, port and path only: no user info, query or fragment, any of
+    which may carry a token whatever its name. How a webhook URL is published on the bus
+    (``StudySpec.webhook_url``) and shown anywhere (``webhook_dead`` events, telemetry's log and
+    delivery errors, ``/api/webhooks``, ``metatune webhooks list``)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # unparseable (a bad port, a broken IPv6 host): still nothing past the path
+        return redact(re.split(r"[?#]", url, maxsplit=1)[0])
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 class RedactingFilter(logging.Filter):
     """A logging filter that redacts the formatted message (install on handlers)."""
 
@@ -72,4 +90,4 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-__all__ = ["MASK", "RedactingFilter", "redact", "redact_url"]
+__all__ = ["MASK", "RedactingFilter", "redact", "redact_url", "url_without_credentials"]

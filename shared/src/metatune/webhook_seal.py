@@ -19,13 +19,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from nacl.encoding import Base64Encoder
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, PublicKey, SealedBox
 
 from .errors import ConfigurationError, MetaTuneError
+from .redaction import url_without_credentials
 from .settings import Settings
 
 
@@ -35,20 +36,10 @@ def has_credentials(url: str) -> bool:
     return bool(parts.username or parts.password or parts.query)
 
 
-def bare(url: str) -> str:
-    """``url`` without user info, query or fragment: where deliveries go, without credentials."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
 def seal(url: str, public_key: str) -> tuple[str, str]:
     """The URL without credentials, and the whole URL sealed for ``public_key`` (base64)."""
     box = SealedBox(PublicKey(public_key.encode(), encoder=Base64Encoder))
-    return bare(url), box.encrypt(url.encode(), encoder=Base64Encoder).decode()
+    return url_without_credentials(url), box.encrypt(url.encode(), encoder=Base64Encoder).decode()
 
 
 class SealedWebhookUnreadable(MetaTuneError, ValueError):

@@ -29,7 +29,7 @@ from metatune.clock import RealClock
 from metatune.contracts import ErrorKind
 from metatune.errors import DatabaseUnavailable
 from metatune.provenance import FOREIGN_RUN_EVENT
-from metatune.redaction import redact_url
+from metatune.redaction import redact_url, url_without_credentials
 from metatune.service import Service
 from metatune.settings import Settings
 from metatune.webhook_seal import opener
@@ -107,7 +107,7 @@ def create_service(
         await service.report_error(
             kind=ErrorKind.unavailable,
             code="webhook_dead",
-            message=f"webhook {row.message_id} to {redact_url(row.url)} given up: {outcome.error}",
+            message=f"webhook {row.message_id} to {url_without_credentials(row.url)} given up: {outcome.error}",
             details={"outbox_id": row.id, "attempts": row.attempts},
         )
 

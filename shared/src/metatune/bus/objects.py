@@ -12,6 +12,7 @@ from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from ..errors import ObjectNotFound
 from ..integrity import sha256_of
+from ..private_files import open_private
 
 
 class ObjectStore:
@@ -35,7 +36,7 @@ class ObjectStore:
         store = await self._js.object_store(bucket)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with open(path, "wb") as fh:
+            with open_private(path) as fh:
                 await store.get(key, writeinto=fh)
         except (ObjectNotFoundError, NotFoundError) as exc:
             path.unlink(missing_ok=True)

@@ -20,6 +20,7 @@ from metatune.contracts import DatasetLocation
 from metatune.errors import DatasetDigestMismatch, DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
 from metatune.integrity import verify_sha256
+from metatune.private_files import private_dir
 from metatune.settings import Settings
 
 from ..domain.errors import (
@@ -60,7 +61,7 @@ class DatasetFetcher:
             _verify(path, location)
             yield path
             return
-        self._dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self._dir)
         target = self._dir / _local_name(location.ref)
         try:
             if location.kind == "object":

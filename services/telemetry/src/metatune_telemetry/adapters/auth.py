@@ -119,6 +119,12 @@ def _refused() -> Response:
     )
 
 
+def same_site(path: str) -> str:
+    """``path`` as a redirect target on this site: one leading slash. A browser reads
+    ``//host/...`` (and ``/\\host/...``) as another site's address: an open redirect."""
+    return "/" + path.lstrip("/\\")
+
+
 class TokenAuth:
     """ASGI middleware: every HTTP request but :data:`OPEN_PATHS` shows a valid token."""
 
@@ -142,7 +148,9 @@ class TokenAuth:
                 return
             # the token leaves the URL: the same address without it, with a cookie instead
             rest = urlencode([(k, v) for k, v in query.multi_items() if k != QUERY])
-            answer = RedirectResponse(url.path + (f"?{rest}" if rest else ""), status_code=303)
+            answer = RedirectResponse(
+                same_site(url.path) + (f"?{rest}" if rest else ""), status_code=303
+            )
             answer.set_cookie(
                 COOKIE,
                 given,
@@ -161,4 +169,12 @@ class TokenAuth:
         await self.app(scope, receive, send)
 
 
-__all__ = ["COOKIE", "OPEN_PATHS", "TokenAuth", "TokenGate", "is_loopback", "require_tokens"]
+__all__ = [
+    "COOKIE",
+    "OPEN_PATHS",
+    "TokenAuth",
+    "TokenGate",
+    "is_loopback",
+    "require_tokens",
+    "same_site",
+]

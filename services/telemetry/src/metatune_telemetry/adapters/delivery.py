@@ -23,7 +23,7 @@ import httpx
 from metatune.backoff import retry_after_s
 from metatune.errors import DownloadFailed, InputNotAllowed
 from metatune.inputs import Network, check_scheme, resolve_checked
-from metatune.redaction import redact, redact_url
+from metatune.redaction import redact, url_without_credentials
 
 MAX_REDIRECTS = 3
 # httpx logs every request's full URL at INFO: a webhook URL's query may hold a token no redaction
@@ -86,9 +86,13 @@ async def post(
         try:
             response = await client.send(request)
         except httpx.TimeoutException:
-            return Outcome(False, error=f"no answer from {redact_url(current)} within the timeout")
+            return Outcome(
+                False, error=f"no answer from {url_without_credentials(current)} within the timeout"
+            )
         except httpx.HTTPError as exc:
-            return Outcome(False, error=f"{type(exc).__name__} talking to {redact_url(current)}")
+            return Outcome(
+                False, error=f"{type(exc).__name__} talking to {url_without_credentials(current)}"
+            )
         status = response.status_code
         if 200 <= status < 300:
             return Outcome(True, status)
@@ -96,5 +100,9 @@ async def post(
             current = urljoin(current, response.headers["location"])
             continue
         wait = retry_after_s(response.headers.get("retry-after"), datetime.now(UTC), max_backoff_s)
-        return Outcome(False, status, f"HTTP {status} from {redact_url(current)}", wait)
-    return Outcome(False, None, f"more than {MAX_REDIRECTS} redirects from {redact_url(url)}")
+        return Outcome(
+            False, status, f"HTTP {status} from {url_without_credentials(current)}", wait
+        )
+    return Outcome(
+        False, None, f"more than {MAX_REDIRECTS} redirects from {url_without_credentials(url)}"
+    )

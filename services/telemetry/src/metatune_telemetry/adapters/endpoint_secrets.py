@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metatune.webhook_seal import bare
+from metatune.redaction import url_without_credentials
 
 from ..domain import signing
 from .db import Database
@@ -23,7 +23,7 @@ async def rotate(db: Database, url: str, overlap_s: float, secret: str | None = 
     it had (the default one, the first time) ``overlap_s`` from now. Returns the new secret."""
     new = secret or signing.new_secret()
     signing.secret_key(new)  # refuses a malformed one without echoing it
-    endpoint = bare(url)
+    endpoint = url_without_credentials(url)
     async with db.connection() as conn, conn.transaction():
         await conn.execute(ROTATE_LOCK, (endpoint,))
         retiring = await conn.execute(
@@ -51,7 +51,7 @@ async def secrets_for(db: Database, url: str, default: str) -> list[str]:
     """The secrets that sign a delivery to ``url`` now."""
     rows = await db.fetch(
         "SELECT secret, created_at, retires_at, now() FROM webhook_secrets WHERE endpoint = %s",
-        (bare(url),),
+        (url_without_credentials(url),),
     )
     keys = [signing.EndpointSecret(secret, made, retires) for secret, made, retires, _ in rows]
     return signing.live_secrets(keys, default, rows[0][3]) if rows else [default]

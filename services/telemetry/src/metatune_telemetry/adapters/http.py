@@ -47,6 +47,7 @@ from .dashboard import (
     study_trials,
 )
 from .db import Database
+from .headers import SecurityHeaders
 from .metrics import MetricsEndpoint
 from .openapi import OutboxEntry, Totals, render
 from .outbox import list_outbox
@@ -241,7 +242,7 @@ def create_app(
             Route("/openapi.json", openapi),
             Route("/healthz", healthz),
         ],
-        middleware=[Middleware(TokenAuth, gate=gate)],
+        middleware=[Middleware(SecurityHeaders), Middleware(TokenAuth, gate=gate)],
     )
 
 

@@ -23,7 +23,7 @@ import httpx
 
 from metatune.errors import DatabaseUnavailable
 from metatune.inputs import parse_networks
-from metatune.redaction import redact_url
+from metatune.redaction import url_without_credentials
 
 from ..domain import signing
 from ..domain.retry import next_attempt_in_s
@@ -176,7 +176,7 @@ class OutboxWorker:
             log.warning(
                 "webhook %s to %s dead after %d attempt(s): %s",
                 row.message_id,
-                redact_url(row.url),
+                url_without_credentials(row.url),
                 row.attempts,
                 outcome.error,
             )
@@ -207,7 +207,7 @@ async def list_outbox(
         (state, state, limit),
     )
     for row in rows:
-        row["url"] = redact_url(row["url"])
+        row["url"] = url_without_credentials(row["url"])
     return rows
 
 

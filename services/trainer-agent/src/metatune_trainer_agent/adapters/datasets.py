@@ -10,7 +10,8 @@ bucket's write grant, fails the run with ``dataset_digest_mismatch`` instead of 
 Object-store datasets are kept under the agent's data directory, named by the submitted digest
 (verified before the file is kept; by the object's own digest where the submission names none),
 so the trials of one study (and a resumed job) download a dataset once, and the tokenization cache
-(keyed by file content) hits on the second trial.
+(keyed by file content) hits on the second trial. The files are 0600 in a 0700 folder
+(:mod:`metatune.private_files`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from metatune.contracts import DatasetLocation
 from metatune.errors import DatasetDigestMismatch, DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
 from metatune.integrity import verify_sha256
+from metatune.private_files import private_dir
 from metatune.settings import Settings
 
 from ..domain.errors import (
@@ -67,7 +69,7 @@ class DatasetFetcher:
                 raise TrainingDatasetNotFound(f"no dataset file at {location.ref}")
             _verify(path, location)
             return path
-        self._dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self._dir)
         if location.kind == "object":
             return await self._from_object_store(location)
         path = await self._from_url(location.ref)

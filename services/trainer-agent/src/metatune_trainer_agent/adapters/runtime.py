@@ -56,6 +56,7 @@ from metatune.contracts import (
     TaskType,
 )
 from metatune.knowledge import StudyBest
+from metatune.private_files import private_dir
 from metatune.registry import Datacenter
 from metatune.service import Service
 
@@ -324,7 +325,8 @@ class TrainerAgent:
         spec = assignment.spec
         objects = self.service.objects
         assert objects is not None
-        data_dir = self.service.settings.resolved_data_dir() / "agent"
+        # datasets, token caches, checkpoints: only the agent's user may read them
+        data_dir = private_dir(self.service.settings.resolved_data_dir() / "agent")
         fetcher = DatasetFetcher(
             objects=objects,
             js=self.service.js,
