@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +132,17 @@ class Encoder:
                 names.append(f"{col.name} missing")
         names.extend(f"{k}={v}" for k, v in self.categorical)
         return names
+
+    def columns_without(self, fields: Collection[str]) -> list[int]:
+        """Indices of the columns that do not encode one of ``fields`` (canonical names): a
+        value, its "missing" flag or one of its categories."""
+        owners = []
+        for col in self.numeric:
+            owners.append(col.name)
+            if col.missing_column:
+                owners.append(col.name)
+        owners.extend(name for name, _ in self.categorical)
+        return [i for i, owner in enumerate(owners) if owner not in fields]
 
     @property
     def dim(self) -> int:

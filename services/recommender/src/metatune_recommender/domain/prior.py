@@ -38,7 +38,7 @@ from .encoding import Encoder
 from .errors import EmptyHistory, SurrogateFailure
 from .history import Task
 from .normalise import affine_to_prior, copula_scores
-from .portfolio import portfolio_scores
+from .portfolio import portfolio_scores, portfolio_table
 from .prior_settings import PriorSettings
 from .scoring import (
     Incumbent,
@@ -48,6 +48,7 @@ from .scoring import (
     array_config_keys,
     overlap_shares,
     similarity_weights,
+    space_columns,
 )
 
 DTYPE = torch.float64
@@ -297,7 +298,7 @@ class LearnedPrior:
             except RuntimeError as exc:
                 raise SurrogateFailure("history posterior", str(exc)) from exc
             alpha = torch.cholesky_solve((z - self.mean(x)).unsqueeze(-1), chol).squeeze(-1)
-        configs = config_keys(x, self.config_encoder.dim)
+        configs = config_keys(x, space_columns(self.config_encoder))
         return HistorySource(task.name, dict(task.descriptors), x, chol, alpha, configs, z)
 
     # ------------------------------------------------------------------ transfer
@@ -334,6 +335,15 @@ class LearnedPrior:
         sources = [(s.x[:, :d].numpy(), s.z.numpy()) for s in self.sources]
         return portfolio_scores(xc[:, :d].numpy(), sources, weights)
 
+    def portfolio_table(
+        self, xc: torch.Tensor, weights: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per source of nonzero ``weights``, the normal scores of ``xc``'s configurations, and
+        those weights (:func:`.portfolio.portfolio_table`)."""
+        d = max(1, self.config_encoder.dim)
+        sources = [(s.x[:, :d].numpy(), s.z.numpy()) for s in self.sources]
+        return portfolio_table(xc[:, :d].numpy(), sources, weights)
+
     def shared_space(self, pool: torch.Tensor | None) -> np.ndarray:
         """Which sources measured the candidate ``pool``'s search space: at least
         ``source_overlap`` of the pool's configurations are rows of that history task (a table of
@@ -345,7 +355,7 @@ class LearnedPrior:
             return np.ones(len(self.sources), dtype=bool)
         if pool is None:
             return np.zeros(len(self.sources), dtype=bool)
-        wanted = config_keys(pool, self.config_encoder.dim)
+        wanted = config_keys(pool, space_columns(self.config_encoder))
         return overlap_shares(
             wanted, [s.configs for s in self.sources], self.settings.source_overlap
         )
@@ -612,9 +622,9 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def config_keys(x: torch.Tensor, config_dim: int) -> frozenset[bytes]:
+def config_keys(x: torch.Tensor, columns: Sequence[int]) -> frozenset[bytes]:
     """:func:`.scoring.array_config_keys` of a tensor."""
-    return array_config_keys(x.numpy(), config_dim)
+    return array_config_keys(x.numpy(), columns)
 
 
 def misordered_pairs(mu: np.ndarray, y: np.ndarray) -> np.ndarray:

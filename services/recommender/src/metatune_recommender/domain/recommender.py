@@ -118,6 +118,7 @@ class Recommendation:
     power_kw: float
     acquisition: str  # top-k | expected-improvement | cold-start
     expected_improvement: float | None = None
+    reason: str = ""  # why it is in the batch
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -130,6 +131,7 @@ class Recommendation:
             "power_kw": self.power_kw,
             "acquisition": self.acquisition,
             "expected_improvement": self.expected_improvement,
+            "reason": self.reason,
         }
 
 
@@ -564,6 +566,7 @@ class Recommender:
             round(throughput.power_kw, 4),
             acquisition,
             pick.ei if acquisition == "expected-improvement" else None,
+            pick.reason,
         )
 
     @staticmethod
@@ -615,8 +618,9 @@ class Recommender:
                 round(t.estimated_gpu_hours * t.power_kw * 1000, 2),
                 t.power_kw,
                 "cold-start",
+                reason=f"entry {done + i + 1} of the cold-start portfolio ({reason})",
             )
-            for t in trials
+            for i, t in enumerate(trials)
         ]
         return Advice(recs, COLD_START, base_model, [], warnings, reason, "assumed")
 

@@ -31,17 +31,29 @@ from numpy.typing import NDArray
 
 from .encoding import Encoder
 from .errors import SurrogateFailure
-from .portfolio import portfolio_scores
+from .portfolio import portfolio_scores, portfolio_table
 from .prior_settings import PriorSettings
 from .similarity import descriptor_similarity
 
 Array = NDArray[np.float64]
 
 
-def array_config_keys(x: Array, config_dim: int) -> frozenset[bytes]:
-    """The distinct configurations among ``x``'s rows (encoded configuration columns, rounded so
-    that one configuration encoded twice compares equal), as hashable keys."""
-    return frozenset(r.tobytes() for r in np.round(x[:, : max(1, config_dim)], 9))
+# what a run's budget adds to its configuration's columns (canonical names, :mod:`.encoding`):
+# two runs of one configuration at two budgets measured the same point of the search space
+BUDGET_FIELDS = frozenset(
+    {"epochs", "max_steps", "max_seq_length", "max_train_rows", "train_rows", "device"}
+)
+
+
+def space_columns(encoder: Encoder) -> list[int]:
+    """The configuration columns that place a run in the search space (its budget's left out)."""
+    return encoder.columns_without(BUDGET_FIELDS) or [0]
+
+
+def array_config_keys(x: Array, columns: Sequence[int]) -> frozenset[bytes]:
+    """The distinct configurations among ``x``'s rows (the encoded ``columns``, rounded so that
+    one configuration encoded twice compares equal), as hashable keys."""
+    return frozenset(r.tobytes() for r in np.round(x[:, list(columns)], 9))
 
 
 def overlap_shares(
@@ -230,11 +242,16 @@ class PriorScorer:
         d = self.config_dim
         return portfolio_scores(xc[:, :d], [(s.x[:, :d], s.z) for s in self.sources], weights)
 
+    def portfolio_table(self, xc: Array, weights: Array) -> tuple[Array, Array]:
+        """As :meth:`.prior.LearnedPrior.portfolio_table`."""
+        d = self.config_dim
+        return portfolio_table(xc[:, :d], [(s.x[:, :d], s.z) for s in self.sources], weights)
+
     def shared_space(self, pool: Array) -> NDArray[np.bool_]:
         """As :meth:`.prior.LearnedPrior.shared_space`."""
         if self.settings.source_overlap <= 0:
             return np.ones(len(self.sources), dtype=bool)
-        wanted = array_config_keys(pool, self.config_encoder.dim)
+        wanted = array_config_keys(pool, space_columns(self.config_encoder))
         return overlap_shares(
             wanted, [s.configs for s in self.sources], self.settings.source_overlap
         )
