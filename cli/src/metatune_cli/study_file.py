@@ -53,6 +53,7 @@ SUFFIXES = (".yaml", ".yml")
 JSON_SUFFIX = ".json"
 _FIRST_LINE_LIMIT = 1 << 20  # a JSON-lines dataset's first row; a study file's line is far shorter
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
+TOO_DEEP = "nested too deeply to be a study file (a mapping of settings)"
 
 
 class StudyFileError(MetaTuneError, ValueError):
@@ -62,11 +63,14 @@ class StudyFileError(MetaTuneError, ValueError):
 
 def parse_deadline(text: str, now: datetime) -> datetime:
     """``24h``, ``90m``, ``3d`` from ``now``, or an ISO 8601 time with a zone (in UTC);
-    :class:`ValueError` saying what is accepted otherwise."""
+    :class:`ValueError` saying what is accepted otherwise (one past the calendar's end too)."""
     match = _RELATIVE.match(text)
     if match:
         value, unit = float(match.group(1)), match.group(2)
-        return now + timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: value})
+        try:
+            return now + timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: value})
+        except OverflowError:
+            raise ValueError(f"{text!r} is too far ahead (past the year 9999)") from None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -74,6 +78,18 @@ def parse_deadline(text: str, now: datetime) -> datetime:
     if moment.tzinfo is None:
         raise ValueError(f"{text!r} has no time zone (add Z or +01:00)")
     return moment.astimezone(UTC)
+
+
+def future_deadline(text: str, now: datetime) -> datetime:
+    """:func:`parse_deadline`, refusing (:class:`ValueError`) a deadline that is not after ``now``
+    (the platform's clock): no trial could meet it."""
+    moment = parse_deadline(text, now)
+    if moment <= now:
+        raise ValueError(
+            f"deadline {text!r} is not in the future ({moment:%Y-%m-%d %H:%M} UTC; the "
+            f"platform's clock reads {now.astimezone(UTC):%Y-%m-%d %H:%M} UTC)"
+        )
+    return moment
 
 
 class StoredDataset(BaseModel):
@@ -182,11 +198,22 @@ class StudyFile(BaseModel):
             raise ValueError("a causal_lm study has no label column")
         return value
 
-    def dataset_path(self, study_file: Path) -> Path | None:
-        """The dataset file, resolved against the study file's folder; None for a stored one."""
+    def dataset_path(self, study_file: Path, *, anywhere: bool = False) -> Path | None:
+        """The dataset file, resolved against the study file's folder; None for a stored one.
+        Unless ``anywhere`` (the user's explicit choice, never the file's), it must lie in that
+        folder or below it, links resolved: a study file from someone else cannot make
+        ``submit`` upload ``../../../../etc/passwd`` (:class:`StudyFileError` otherwise)."""
         if not isinstance(self.dataset, str):
             return None
-        return study_file.parent / Path(self.dataset).expanduser()
+        path = study_file.parent / Path(self.dataset).expanduser()
+        folder = study_file.resolve().parent
+        if not anywhere and not path.resolve().is_relative_to(folder):
+            raise StudyFileError(
+                f"{study_file}: dataset: {self.dataset} is outside the study file's folder "
+                f"{folder}; submit with --allow-dataset-outside (the client: "
+                "allow_dataset_outside=True) to read it"
+            )
+        return path
 
     def object_key(self) -> str | None:
         """The key of a dataset already in the object store; None for a file."""
@@ -214,7 +241,7 @@ def is_study_file(path: Path) -> bool:
         return True  # one line at most: a study file, never a trainable dataset
     try:
         return not isinstance(json.loads(first), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return True  # a first line that is no JSON object: a study spread over lines
 
 
@@ -247,10 +274,14 @@ def _load(path: Path) -> Any:
             return json.loads(text, object_pairs_hook=_json_object)
         except json.JSONDecodeError as exc:
             raise StudyFileError(f"not valid JSON at line {exc.lineno}: {exc.msg}") from None
+        except RecursionError:
+            raise StudyFileError(TOO_DEEP) from None
     try:
         return yaml.load(
             text, Loader=_UniqueKeyLoader
         )  # a SafeLoader subclass: no arbitrary objects
+    except RecursionError:
+        raise StudyFileError(TOO_DEEP) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

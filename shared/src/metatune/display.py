@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on any terminal: a lone surrogate (which no encoding can write) and a
+    control character (which could move the cursor or recolour the screen) as escapes such as
+    ``\\ud800`` and ``\\x1b``; everything else as it is."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
 
 def trial_label(trial_index: int | None) -> str:
     """A trial's number as people read it: ``#1`` is a study's first trial (``trial_index`` 0).

@@ -9,7 +9,9 @@ from collections import deque
 import typer
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from rich.console import Console
+from rich.markup import escape
 
+from metatune.display import printable
 from metatune.errors import BusUnavailable
 from metatune.settings import get_settings
 
@@ -175,7 +177,10 @@ def _print(subject: str, payload: dict, raw: bool) -> None:
         return
     style = _STYLE.get(_kind(subject), "white")
     when = str(payload.get("occurred_at", ""))[:19]
+    # the payload's text is anyone's: printed as text (no markup), escaped where a terminal
+    # cannot show it (a lone surrogate) or would obey it (a control character)
     console.print(
-        f"[dim]{when}[/dim] [{style}]{subject}[/{style}] {summarize(subject, payload)}",
+        f"[dim]{escape(printable(when))}[/dim] [{style}]{escape(subject)}[/{style}] "
+        f"{escape(printable(summarize(subject, payload)))}",
         highlight=False,
     )

@@ -105,6 +105,11 @@ def submit(
     text_column: str | None = typer.Option(None),
     text_pair_column: str | None = typer.Option(None),
     label_column: str | None = typer.Option(None),
+    allow_dataset_outside: bool = typer.Option(
+        False,
+        "--allow-dataset-outside",
+        help="Let a study file name a dataset outside its own folder (refused otherwise)",
+    ),
     wait: bool = typer.Option(
         False, "--wait", help="Follow the study until it finishes, then print its results"
     ),
@@ -136,7 +141,8 @@ def submit(
     progress = Console(stderr=json_output)
     with client() as metatune:
         # every option is checked before anything is uploaded or published
-        checked = draft(resolve(source, None, flags, flag), metatune.settings)
+        sources = resolve(source, None, flags, flag, allow_dataset_outside=allow_dataset_outside)
+        checked = draft(sources, metatune.settings)
         receipt = metatune.submit_draft(checked)
         if receipt.validation_note:  # published unchecked: one line, stdout stays the receipt
             warnings.print(f"[yellow]warning:[/yellow] {receipt.validation_note}", soft_wrap=True)

@@ -12,6 +12,7 @@ import contextlib
 import tempfile
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -46,7 +47,7 @@ from metatune.contracts import (
 from metatune.errors import ObjectNotFound
 from metatune.settings import Settings, get_settings
 
-from ..study_file import parse_deadline
+from ..study_file import future_deadline
 from .adapters import CARD, make_hub_ready, unpack
 from .emissions import load_observed, realised
 from .errors import InvalidRequest, NotFound, StillRunning
@@ -118,20 +119,24 @@ class AsyncClient:
         source: Path | str | None = None,
         *,
         object_key: str | None = None,
+        allow_dataset_outside: bool = False,
         **options: Any,
     ) -> Receipt:
         """Request a study of ``source`` (a dataset file, uploaded, or a study file naming one) or
         of the dataset already in the datasets bucket under ``object_key``. ``options`` are the
         study file's fields (``trials=2``, ``deadline="3d"``, ``tags=["nlp"]``...); they override a
-        study file's, and the defaults fill what both leave out."""
+        study file's, and the defaults fill what both leave out. A study file's dataset must lie
+        in the file's folder unless ``allow_dataset_outside``."""
         path = None if source is None else Path(source)
-        return await self.submit_draft(draft(resolve(path, object_key, options), self.settings))
+        sources = resolve(path, object_key, options, allow_dataset_outside=allow_dataset_outside)
+        return await self.submit_draft(draft(sources, self.settings))
 
     async def submit_draft(self, checked: Draft) -> Receipt:
         """Upload the draft's dataset (or check the stored one is there) and publish the
         submission, its deadline read against the platform's clock."""
         js = await self._js(SUBMITTER)
         clock = await platform_clock(js)
+        deadline = _deadline(checked.deadline, clock)  # refused before anything is uploaded
         objects = ObjectStore(js)
         key = checked.spec.dataset.ref
         if checked.dataset is not None:
@@ -143,7 +148,7 @@ class AsyncClient:
             except ObjectNotFound as exc:
                 raise InvalidRequest(f"{checked.missing_key}{exc}") from None
         try:
-            event = _submission(checked, size, sha, clock)
+            event = _submission(checked, size, sha, deadline, clock)
             skipped = await self._validate(event)
         except InvalidRequest:
             if checked.dataset is not None:  # refused: what this call uploaded does not stay
@@ -473,16 +478,27 @@ def _reads_log(settings: Settings) -> bool:
     return not named or named == ADMIN
 
 
-def _submission(checked: Draft, size: int, sha: str | None, clock: Clock) -> DatasetSubmitted:
-    """The submission of ``checked``, its dataset's size and digest as stored, its deadline read
-    against the platform's clock; a value the contract refuses is :class:`InvalidRequest`."""
+def _deadline(text: str, clock: Clock) -> datetime:
+    """The draft's deadline read against the platform's clock; one too far ahead, or not after
+    the clock's now, is :class:`InvalidRequest`."""
+    try:
+        return future_deadline(text, clock.now())
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+def _submission(
+    checked: Draft, size: int, sha: str | None, deadline: datetime, clock: Clock
+) -> DatasetSubmitted:
+    """The submission of ``checked``, its dataset's size and digest as stored, and ``deadline``;
+    a value the contract refuses is :class:`InvalidRequest`."""
     try:
         spec = checked.spec.model_copy(
             update={
                 "dataset": checked.spec.dataset.model_copy(
                     update={"size_bytes": size, "sha256": sha}
                 ),
-                "deadline": parse_deadline(checked.deadline, clock.now()),
+                "deadline": deadline,
             }
         )
         return DatasetSubmitted(occurred_at=clock.now(), study_id=checked.study_id, spec=spec)

@@ -118,10 +118,13 @@ def resolve(
     object_key: str | None,
     options: dict[str, Any],
     option_name: Callable[[str], str] = str,
+    *,
+    allow_dataset_outside: bool = False,
 ) -> Sources:
     """The dataset and the settings: those given, else the study file's (when ``source`` is one),
     else the defaults. A study file that does not validate, or names a dataset that is not a
-    readable file, is :class:`InvalidRequest` before anything is uploaded."""
+    readable file or (unless ``allow_dataset_outside``) lies outside the file's folder, is
+    :class:`InvalidRequest` before anything is uploaded."""
     unknown = set(options) - set(OPTIONS)
     if unknown:
         raise InvalidRequest(f"unknown submission option(s): {', '.join(sorted(unknown))}")
@@ -136,9 +139,9 @@ def resolve(
         return Sources(picked, option_name, dataset=source, object_key=object_key)
     try:
         study = read_study_file(source)
+        dataset = study.dataset_path(source, anywhere=allow_dataset_outside)
     except StudyFileError as exc:
         raise InvalidRequest(str(exc)) from None
-    dataset = study.dataset_path(source)
     if dataset is not None:
         if not dataset.is_file():
             raise InvalidRequest(f"{source}: dataset: {dataset} is not a readable file")

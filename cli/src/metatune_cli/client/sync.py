@@ -81,10 +81,22 @@ class Client:
             raise
 
     def submit(
-        self, source: Path | str | None = None, *, object_key: str | None = None, **options: Any
+        self,
+        source: Path | str | None = None,
+        *,
+        object_key: str | None = None,
+        allow_dataset_outside: bool = False,
+        **options: Any,
     ) -> Receipt:
         """See :meth:`AsyncClient.submit`."""
-        return self._run(self._async.submit(source, object_key=object_key, **options))
+        return self._run(
+            self._async.submit(
+                source,
+                object_key=object_key,
+                allow_dataset_outside=allow_dataset_outside,
+                **options,
+            )
+        )
 
     def submit_draft(self, checked: Draft) -> Receipt:
         return self._run(self._async.submit_draft(checked))
