@@ -9,6 +9,7 @@ its ``sha256`` is profiled only when the file has that digest (:mod:`metatune.in
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -58,7 +59,7 @@ class DatasetFetcher:
         with the submitted digest where the submission names one."""
         if location.kind == "path":
             path = self._checked_path(location.ref)
-            _verify(path, location)
+            await _verify(path, location)
             yield path
             return
         private_dir(self._dir)
@@ -68,7 +69,7 @@ class DatasetFetcher:
                 await self._from_object_store(location.ref, target)
             else:
                 await self._from_url(location.ref, target)
-            _verify(target, location)
+            await _verify(target, location)
             yield target
         finally:
             target.unlink(missing_ok=True)
@@ -113,8 +114,10 @@ class DatasetFetcher:
             raise ProfileDatasetNotFound(str(exc)) from exc
 
 
-def _verify(path: Path, location: DatasetLocation) -> None:
+async def _verify(path: Path, location: DatasetLocation) -> None:
+    """The submitted digest checked in a thread (a large file would stall the heartbeats)."""
+    what = f"{location.kind} {location.ref}"
     try:
-        verify_sha256(path, location.sha256, f"{location.kind} {location.ref}")
+        await asyncio.to_thread(verify_sha256, path, location.sha256, what)
     except DatasetDigestMismatch as exc:
         raise ProfileDigestMismatch(str(exc)) from exc

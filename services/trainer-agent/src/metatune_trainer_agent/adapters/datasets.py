@@ -16,6 +16,7 @@ so the trials of one study (and a resumed job) download a dataset once, and the 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import uuid
@@ -67,14 +68,14 @@ class DatasetFetcher:
                 raise TrainingInputNotAllowed(str(exc)) from exc
             if not path.is_file():
                 raise TrainingDatasetNotFound(f"no dataset file at {location.ref}")
-            _verify(path, location)
+            await _verify(path, location)
             return path
         private_dir(self._dir)
         if location.kind == "object":
             return await self._from_object_store(location)
         path = await self._from_url(location.ref)
         try:
-            _verify(path, location)
+            await _verify(path, location)
         except TrainingDigestMismatch:
             path.unlink(missing_ok=True)
             raise
@@ -103,7 +104,7 @@ class DatasetFetcher:
         except ObjectNotFound as exc:
             raise TrainingDatasetNotFound(str(exc)) from exc
         try:
-            _verify(partial, location)
+            await _verify(partial, location)
         except TrainingDigestMismatch:
             partial.unlink()
             raise
@@ -127,8 +128,10 @@ class DatasetFetcher:
             raise TrainingDatasetNotFound(str(exc)) from exc
 
 
-def _verify(path: Path, location: DatasetLocation) -> None:
+async def _verify(path: Path, location: DatasetLocation) -> None:
+    """The submitted digest checked in a thread (a large file would stall the heartbeats)."""
+    what = f"{location.kind} {location.ref}"
     try:
-        verify_sha256(path, location.sha256, f"{location.kind} {location.ref}")
+        await asyncio.to_thread(verify_sha256, path, location.sha256, what)
     except DatasetDigestMismatch as exc:
         raise TrainingDigestMismatch(str(exc)) from exc
