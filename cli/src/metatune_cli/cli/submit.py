@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from metatune.contracts import CarbonPreference, RegionGroup, TaskType
+from metatune.contracts import CarbonPreference, RegionGroup, TaskType, TrainingBudget
 
 from ..client.submission import DEFAULTS, draft, resolve
 from .calls import client
@@ -23,21 +23,6 @@ warnings = Console(stderr=True, highlight=False)
 def flag(field: str) -> str:
     """How a message names a setting given on the command line: its flag."""
     return "--" + field.replace("_", "-")
-
-
-def budget_flags(
-    epochs: float | None, max_steps: int | None, max_train_rows: int | None
-) -> dict[str, Any] | None:
-    """The budget fields given as flags (None: none given); ``--max-train-rows 0`` is every row."""
-    given: dict[str, Any] = {}
-    if epochs is not None:
-        given["epochs"] = epochs
-    if max_steps is not None:
-        given["max_steps"] = max_steps
-        given.setdefault("epochs", None)
-    if max_train_rows is not None:
-        given["max_train_rows"] = max_train_rows or None
-    return given or None
 
 
 def submit(
@@ -128,7 +113,7 @@ def submit(
         "name": name,
         "tags": tag or None,  # no --tag: the study file's tags, if any
         "trials": trials,
-        "budget": budget_flags(epochs, max_steps, max_train_rows),
+        "budget": TrainingBudget.options(epochs, max_steps, max_train_rows) or None,
         "gpus_per_trial": gpus_per_trial,
         "webhook": webhook,
         "region_group": region_group,

@@ -28,15 +28,20 @@ def _table(advice: dict) -> Table:
         "warm-up",
         "schedule",
         "targets",
-        "predicted",
+        "predicted (80 %)",
         "GPU-h",
         "energy Wh",
     ):
         table.add_column(column, justify="right")
     for i, rec in enumerate(advice["recommendations"], start=1):
         c = rec["config"]
+        low_high = rec.get("interval")
         predicted = (
-            "-" if rec["predicted"] is None else f"{rec['predicted']:.3f} ± {rec['std']:.3f}"
+            "-"
+            if rec["predicted"] is None
+            else f"{rec['predicted']:.3f} ({low_high[0]:.2f}-{low_high[1]:.2f})"
+            if low_high
+            else f"{rec['predicted']:.3f} ± {rec['std']:.3f}"
         )
         table.add_row(
             str(i),
@@ -65,9 +70,23 @@ def recommend(
         typer.Option(help="knowledge-base file, repeatable (default: every shipped seed)"),
     ] = None,
     k: Annotated[int, typer.Option("--k", min=1, max=50, help="how many configurations")] = 3,
+    epochs: Annotated[
+        float | None,
+        typer.Option(min=0.001, max=1000, help="passes over the training rows [default: 3]"),
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option(min=1, help="optimizer steps per trial, instead of --epochs")
+    ] = None,
+    max_train_rows: Annotated[
+        int | None,
+        typer.Option(min=0, help="training rows a trial uses at most; 0: every [default: 1000]"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Recommend LoRA configurations for a profiled dataset from the knowledge base."""
+    from pydantic import ValidationError
+
+    from metatune.contracts import TrainingBudget, validation_summary
     from metatune.knowledge.errors import KnowledgeBaseError
     from metatune.knowledge.files import read_kb_file
     from metatune.settings import get_settings
@@ -78,6 +97,13 @@ def recommend(
     from .domain.recommender import Recommender, profile_descriptors
 
     err = Console(stderr=True)
+    try:
+        budget = TrainingBudget.model_validate(
+            TrainingBudget.options(epochs, max_steps, max_train_rows)
+        )
+    except ValidationError as exc:
+        err.print(f"[red]invalid budget[/red]: {validation_summary(exc)}")
+        raise typer.Exit(2) from exc
     try:
         data = json.loads(profile.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -98,7 +124,7 @@ def recommend(
         raise typer.Exit(2) from exc
     try:
         recommender = Recommender(runs, store=prior_cache(get_settings()))
-        advice = recommender.recommend(base_model, profile_descriptors(features), k)
+        advice = recommender.recommend(base_model, profile_descriptors(features), k, budget=budget)
     except RecommenderError as exc:
         err.print(f"[red]cannot recommend[/red]: {exc}")
         raise typer.Exit(2) from exc
@@ -111,5 +137,12 @@ def recommend(
         err.print(f"[yellow]cold start[/yellow]: {advice.error}")
     if as_json:
         typer.echo(json.dumps(result, indent=2))
-    else:
-        Console().print(_table(result))
+        return
+    out = Console()
+    out.print(_table(result))
+    out.print(f"each trains {budget.describe()}", highlight=False)
+    for i, rec in enumerate(advice.recommendations, start=1):
+        if rec.reason:
+            out.print(f"{i}: {rec.reason}", highlight=False)
+    if advice.evidence:
+        out.print(advice.evidence, highlight=False)

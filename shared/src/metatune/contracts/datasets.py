@@ -111,6 +111,25 @@ class TrainingBudget(Contract):
             raise ValueError("give epochs or max_steps")
         return self
 
+    @staticmethod
+    def options(
+        epochs: float | None = None,
+        max_steps: int | None = None,
+        max_train_rows: int | None = None,
+    ) -> dict[str, float | int | None]:
+        """The fields a command's ``--epochs``, ``--max-steps`` and ``--max-train-rows`` give
+        (empty: none given); ``--max-steps`` alone drops the default epochs, and a row cap of 0
+        means every row."""
+        given: dict[str, float | int | None] = {}
+        if epochs is not None:
+            given["epochs"] = epochs
+        if max_steps is not None:
+            given["max_steps"] = max_steps
+            given.setdefault("epochs", None)
+        if max_train_rows is not None:
+            given["max_train_rows"] = max_train_rows or None
+        return given
+
     def lengths(self) -> dict[str, float | int | None]:
         """The :class:`~metatune.contracts.LoraConfig` fields this budget sets on every trial."""
         return {
@@ -121,9 +140,10 @@ class TrainingBudget(Contract):
 
     def describe(self) -> str:
         """``3 epochs over at most 1,000 rows``, ``500 steps over every row``: as views print it."""
-        length = (
-            f"{self.max_steps:,} steps" if self.max_steps is not None else f"{self.epochs:g} epochs"
-        )
+        if self.max_steps is not None:
+            length = f"{self.max_steps:,} step" + ("s" if self.max_steps != 1 else "")
+        else:
+            length = f"{self.epochs:g} epoch" + ("s" if self.epochs != 1 else "")
         rows = (
             "every row" if self.max_train_rows is None else f"at most {self.max_train_rows:,} rows"
         )

@@ -161,7 +161,7 @@ def select_opening(
             ei=0.0,
             reason="the related datasets' best configuration on average"
             if i == first
-            else f"a second bet: raises the related datasets' best result by {gain:.2f} "
+            else f"another bet: raises the related datasets' best result by {gain:.2f} "
             "normal-score units, winning where the others lose",
         )
         for i, gain in ordered

@@ -20,6 +20,7 @@ dataset's meta-features, get configurations with a predicted metric ± std and t
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
@@ -48,10 +49,11 @@ from .history import (
     run_descriptors,
     tasks_from_runs,
 )
+from .intervals import Z80, conformal_factor, interval
 from .metric_scale import metric_scale
 from .prior_settings import PriorSettings
 from .scoring import PriorScorer
-from .similarity import task_weights
+from .similarity import evidence, task_weights
 
 if TYPE_CHECKING:  # torch and gpytorch: imported where a prior is fitted, loaded or conditioned
     from .prior import LearnedPrior
@@ -119,6 +121,7 @@ class Recommendation:
     acquisition: str  # top-k | expected-improvement | cold-start
     expected_improvement: float | None = None
     reason: str = ""  # why it is in the batch
+    interval: tuple[float, float] | None = None  # 80 %, calibrated (:mod:`.intervals`)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +135,7 @@ class Recommendation:
             "acquisition": self.acquisition,
             "expected_improvement": self.expected_improvement,
             "reason": self.reason,
+            "interval": list(self.interval) if self.interval else None,
         }
 
 
@@ -145,6 +149,7 @@ class Advice:
     error: str | None = None  # why the knowledge base could not answer (the portfolio did)
     throughput_device: str | None = None
     best_ei: float | None = None  # continuation only: the best EI among candidates
+    evidence: str | None = None  # "no close evidence: ..." where the base has nothing near
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -156,6 +161,7 @@ class Advice:
             "error": self.error,
             "throughput_device": self.throughput_device,
             "best_ei": self.best_ei,
+            "evidence": self.evidence,
         }
 
 
@@ -255,6 +261,7 @@ class Recommender:
         self._scorers: dict[str, PriorScorer | None] = {}
         # per base model, made once: the runs never change after construction
         self._histories: dict[str, list[Task]] = {}
+        self._interval_factors: dict[str, float] = {}
         self._candidates: dict[tuple[str, tuple[Any, ...]], list[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ history
@@ -386,6 +393,42 @@ class Recommender:
                     configs.append(config)
         return configs
 
+    def interval_factor(self, base_model: str) -> float:
+        """How many stds the 80 % interval spans before results, calibrated leaving each history
+        task out in turn (:mod:`.intervals`); the normal's 1.28 where that cannot be measured (a
+        multi-task prior, fewer than three tasks)."""
+        if base_model in self._interval_factors:
+            return self._interval_factors[base_model]
+        history = self.history(base_model)
+        scorer = self.scorer(base_model) if len(history) >= 3 else None
+        if scorer is not None and scorer.interval_factor is not None:
+            self._interval_factors[base_model] = scorer.interval_factor
+            return scorer.interval_factor
+        residuals: list[float] = []
+        stds: list[float] = []
+        if scorer is not None:
+            for index, task in enumerate(history):
+                others = history[:index] + history[index + 1 :]
+                pool = scorer.inputs(scorer.scored, task.descriptors)
+                posterior = scorer.condition(task.descriptors, [], [], pool)
+                if posterior.weights is not None:  # its own source says nothing of it
+                    own = [s.name == task.name for s in scorer.sources] + [False]
+                    weights = np.where(own, 0.0, posterior.weights)
+                    posterior = dataclasses.replace(posterior, weights=weights / weights.sum())
+                mu, sd = posterior.predict_inputs(scorer.inputs(task.configs, task.descriptors))
+                weights_by_scale = task_weights(task.descriptors, others)
+                for m, d, actual in zip(mu, sd, task.values, strict=True):
+                    predicted, std = self._to_metric(m, d, posterior, others, weights_by_scale)
+                    residuals.append(float(actual) - predicted)
+                    stds.append(std)
+        factor = conformal_factor(residuals, stds)
+        if scorer is not None and factor is not None:
+            scorer.interval_factor = factor
+            if self.store:
+                self.store.save_scorer(self.scorer_key(base_model), scorer)
+        self._interval_factors[base_model] = Z80 if factor is None else factor
+        return self._interval_factors[base_model]
+
     # ------------------------------------------------------------------ answers
     def recommend(
         self,
@@ -468,6 +511,7 @@ class Recommender:
             )
         metric_name = history[0].metric_name if history else "metric"
         weights = task_weights(descriptors, history)
+        factor = self.interval_factor(used)
         recommendations = [
             self._recommendation(
                 scored[p.index],
@@ -480,6 +524,7 @@ class Recommender:
                 metric_name,
                 "expected-improvement" if observed else "top-k",
                 budget,
+                factor,
             )
             for p in picks
         ]
@@ -493,6 +538,7 @@ class Recommender:
             None,
             pricing.throughput().device,
             best_ei,
+            None if observed else evidence(descriptors, history).note(),
         )
 
     def should_stop(self, advice: Advice, results: int) -> bool:
@@ -547,6 +593,7 @@ class Recommender:
         metric_name: str,
         acquisition: str,
         budget: TrainingBudget,
+        interval_factor: float,
     ) -> Recommendation:
         max_len = max(32, min(512, int(features.tokens_p95) + 2))
         choice = {k: v for k, v in scored.items() if k not in RUN_BUDGET_KEYS}
@@ -554,6 +601,8 @@ class Recommender:
             {**choice, **budget.lengths(), "max_seq_length": max_len}
         )
         predicted, std = self._to_metric(pick.mean, pick.std, posterior, history, weights)
+        scale = metric_scale(metric_name)
+        band = interval(predicted, std, interval_factor, scale.low, scale.high)
         throughput = pricing.throughput(config)
         hours, energy = estimate(config, features, throughput)
         return Recommendation(
@@ -567,6 +616,7 @@ class Recommender:
             acquisition,
             pick.ei if acquisition == "expected-improvement" else None,
             pick.reason,
+            band,
         )
 
     @staticmethod

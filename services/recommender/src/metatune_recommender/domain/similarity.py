@@ -10,6 +10,7 @@ distance) count more; the weights sum to one.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,24 +23,76 @@ def task_weights(descriptors: Mapping[str, Any], history: Sequence[Task]) -> np.
     n = len(history)
     if n == 0:
         return np.zeros(0)
+    standardised = _standardised(descriptors, history)
+    if standardised is None:
+        return np.full(n, 1.0 / n)
+    table, centre = standardised
+    distance = np.sqrt(((table - centre) ** 2).sum(axis=1))
+    bandwidth = float(np.median(distance)) or 1.0
+    weights = np.exp(-0.5 * (distance / bandwidth) ** 2)
+    return np.asarray(weights / weights.sum())
+
+
+def _standardised(
+    descriptors: Mapping[str, Any], history: Sequence[Task]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The history's numeric descriptors that ``descriptors`` shares, standardised by the
+    history's spread, and ``descriptors`` on that scale (None: nothing shared that varies)."""
     keys = sorted(
         key
         for key, value in descriptors.items()
         if _number(value) and all(_number(t.descriptors.get(key)) for t in history)
     )
     if not keys:
-        return np.full(n, 1.0 / n)
+        return None
     table = np.array([[float(t.descriptors[key]) for key in keys] for t in history])
     spread = table.std(axis=0)
     keep = spread > 0
     if not keep.any():
-        return np.full(n, 1.0 / n)
+        return None
     centre = np.array([float(descriptors[key]) for key in keys])
-    z = (table[:, keep] - centre[keep]) / spread[keep]
-    distance = np.sqrt((z**2).sum(axis=1))
-    bandwidth = float(np.median(distance)) or 1.0
-    weights = np.exp(-0.5 * (distance / bandwidth) ** 2)
-    return np.asarray(weights / weights.sum())
+    return table[:, keep] / spread[keep], centre[keep] / spread[keep]
+
+
+CLOSE_QUANTILE = (
+    0.9  # evidence is close when the nearest dataset is as near as 9 in 10 are to theirs
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How close the knowledge base's nearest dataset is to a new one."""
+
+    nearest: str | None
+    close: bool
+
+    def note(self) -> str | None:
+        """What a user is told when the knowledge base has nothing near (None when it has)."""
+        if self.close:
+            return None
+        where = f" (its nearest, {self.nearest}, is further off" if self.nearest else " ("
+        return (
+            "no close evidence: the knowledge base holds no dataset near this one"
+            f"{where} than 9 in 10 of its datasets are from their nearest); this is the "
+            "portfolio's choice"
+        )
+
+
+def evidence(descriptors: Mapping[str, Any], history: Sequence[Task]) -> Evidence:
+    """Whether the nearest history task is as close to ``descriptors`` as the history's tasks are
+    to their own nearest neighbours (at most their :data:`CLOSE_QUANTILE` distance)."""
+    if len(history) < 3:
+        return Evidence(history[0].name if history else None, close=False)
+    standardised = _standardised(descriptors, history)
+    if standardised is None:  # the history's tasks look alike: nothing tells one from the other
+        return Evidence(None, close=True)
+    table, centre = standardised
+    to_new = np.sqrt(((table - centre) ** 2).sum(axis=1))
+    between = np.sqrt(((table[:, None, :] - table[None, :, :]) ** 2).sum(axis=-1))
+    np.fill_diagonal(between, np.inf)
+    typical = float(np.quantile(between.min(axis=1), CLOSE_QUANTILE))
+    nearest = int(np.argmin(to_new))
+    return Evidence(history[nearest].name, close=bool(to_new[nearest] <= typical))
 
 
 def _number(value: Any) -> bool:
