@@ -5,6 +5,7 @@ import pytest
 from metatune_forecaster.adapters.package_data import MODEL_PATH
 from metatune_forecaster.adapters.replay import ReplayData
 from metatune_forecaster.domain.model import CarbonModel
+from tests.support.secured_bus import admin, secured  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="session")

@@ -8,17 +8,22 @@ from datetime import UTC, datetime, timedelta
 
 import nats
 import pytest
+from nats.js.errors import NotFoundError
 
 from metatune import subjects
+from metatune.bus.clock import reset_anchor
 from metatune.bus.streams import HEALTH_BUCKET
+from metatune.clock import new_anchor
 from metatune.contracts import CarbonForecast, ErrorEvent, ErrorKind, ServiceHealth
 from metatune.errors import ConfigurationError
 from metatune.registry import Registry, default_registry
 from metatune_forecaster.adapters.open_meteo import OpenMeteoWeather
 from metatune_forecaster.adapters.replay import ReplayData, ReplayWeather
 from metatune_forecaster.app import create_service, weather_provider
+from metatune_forecaster.domain.forecast import shift_stale
 from metatune_forecaster.settings import ForecasterSettings
 from tests.support.builders import small_registry
+from tests.support.secured_bus import SecuredBus
 from tests.support.waiting import received_on, wait_for
 
 SIM_START = datetime(2025, 6, 2, 0, tzinfo=UTC)
@@ -73,9 +78,9 @@ async def test_publishes_every_region_on_each_simulated_hour(module_nats: str) -
 
 
 @pytest.mark.asyncio
-async def test_provider_down_means_an_error_event_and_no_fresh_forecast(module_nats: str) -> None:
-    settings = ForecasterSettings(
-        nats_url=module_nats,
+async def test_provider_down_means_an_error_event_and_no_fresh_forecast(private_nats: str) -> None:
+    settings = ForecasterSettings(  # a bus of its own: no forecast kept by another test
+        nats_url=private_nats,
         clock="simulated",
         sim_seconds_per_hour=2.0,
         sim_start=SIM_START,
@@ -140,9 +145,9 @@ def per_hour(errors: list[ErrorEvent], code: str) -> Counter[str]:
 
 
 @pytest.mark.asyncio
-async def test_a_round_slower_than_the_ack_wait_runs_once(module_nats: str) -> None:
-    settings = ForecasterSettings(
-        nats_url=module_nats,
+async def test_a_round_slower_than_the_ack_wait_runs_once(private_nats: str) -> None:
+    settings = ForecasterSettings(  # a clock of its own (the module's runs at another speed)
+        nats_url=private_nats,
         clock="simulated",
         sim_seconds_per_hour=8.0,
         sim_start=SIM_START,
@@ -163,10 +168,10 @@ async def test_a_round_slower_than_the_ack_wait_runs_once(module_nats: str) -> N
 
 @pytest.mark.asyncio
 async def test_a_round_that_outlasts_its_hour_is_an_error_and_the_service_says_it_is_behind(
-    module_nats: str,
+    private_nats: str,
 ) -> None:
-    settings = ForecasterSettings(
-        nats_url=module_nats,
+    settings = ForecasterSettings(  # a clock of its own (the module's runs at another speed)
+        nats_url=private_nats,
         clock="simulated",
         sim_seconds_per_hour=1.0,  # a round takes 3 s or more: 3 hours
         sim_start=SIM_START,
@@ -181,7 +186,10 @@ async def test_a_round_that_outlasts_its_hour_is_an_error_and_the_service_says_i
 
     async def behind() -> ServiceHealth | None:
         health = await nc.jetstream().key_value(HEALTH_BUCKET)
-        entry = await health.get(service.instance)
+        try:
+            entry = await health.get(service.instance)
+        except NotFoundError:  # no heartbeat yet
+            return None
         reported = ServiceHealth.model_validate_json(entry.value or b"")
         return reported if reported.status == "behind" else None
 
@@ -194,3 +202,28 @@ async def test_a_round_that_outlasts_its_hour_is_an_error_and_the_service_says_i
     overran = next(e for e in errors if e.code == "round_overran")
     assert overran.kind == ErrorKind.unavailable and "after its hour" in overran.message
     assert float(heartbeat.details["lag_s"]) >= 3600 and heartbeat.details["last_hour"]
+
+
+@pytest.mark.asyncio
+async def test_a_forecaster_restarted_during_an_outage_publishes_its_last_good_forecast_stale(
+    secured: SecuredBus, admin
+) -> None:
+    """Under its own NATS user, on a clock of its own (an hour an hour: one round each)."""
+    settings = secured.settings(
+        "forecaster", ForecasterSettings, clock="simulated", heartbeat_s=0.5
+    )
+    await reset_anchor(admin.jetstream(), new_anchor(3600.0, SIM_START))  # as `metatune up` does
+    forecasts = await received_on(admin, subjects.FORECASTS_ALL, CarbonForecast)
+    errors = await received_on(admin, subjects.errors("forecaster"), ErrorEvent)
+    registry = small_registry("fra1")
+    async with create_service(settings, registry=registry).running():
+        kept = await wait_for(lambda: forecasts and forecasts[0], "a fresh forecast")
+    # restarted while the weather provider is down: no fresh forecast, the kept one instead
+    down = OpenMeteoWeather(url="http://127.0.0.1:9/v1/forecast", retries=0, timeout_s=1.0)
+    async with create_service(settings, registry=registry, weather=down).running():
+        await wait_for(lambda: len(forecasts) > 1 and errors, "the stale forecast")
+    stale = forecasts[1]
+    assert not kept.stale and stale.stale and stale.region == "DE"
+    assert stale.issued_at == kept.issued_at and stale.source == kept.source
+    assert stale.g_per_kwh == shift_stale(kept, stale.start, stale.occurred_at).g_per_kwh
+    assert errors[0].code == "provider_unavailable" and errors[0].details["stale_published"]

@@ -1,7 +1,8 @@
 """The forecaster service: on every clock tick, publish ``metatune.forecasts.<region>`` for each
 region of the datacenter registry (fresh, or the last good one shifted and marked stale, with an
-error event, when a provider fails). Each hour's round runs once (:mod:`.domain.rounds`); one that
-ends after its hour is an error event, and the heartbeat carries the lag behind the clock."""
+error event, when a provider fails; the last good one is kept in KV, so it survives a restart).
+Each hour's round runs once (:mod:`.domain.rounds`); one that ends after its hour is an error
+event, and the heartbeat carries the lag behind the clock."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from metatune.registry import Registry
 from metatune.service import Service
 from metatune.settings import Settings
 
+from .adapters import last_good
 from .adapters.live import LiveIntensity, LiveSource, region_sources
 from .adapters.open_meteo import OpenMeteoWeather
 from .adapters.package_data import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
@@ -77,6 +79,7 @@ def create_service(
         service.app.after_shutdown(store.close)
 
     rounds, one_at_a_time = Rounds(), asyncio.Lock()  # the start-up round and a tick's
+    recalled = asyncio.Event()  # the kept last good forecasts were read back
 
     def show_lag() -> None:
         now = service.clock.now()
@@ -107,6 +110,10 @@ def create_service(
         show_lag()
 
     async def forecast_and_publish(hour: datetime) -> None:
+        if not recalled.is_set():  # before the first round: what a previous process kept
+            regions = [site.region for site in forecaster.sites]
+            forecaster.last_good.update(await last_good.recall(service.js, regions))
+            recalled.set()
         for outcome in await forecaster.round(hour, service.clock.now()):
             subject = subjects.forecasts(outcome.region)
             if outcome.failure is not None:
@@ -121,6 +128,8 @@ def create_service(
                         "stale_published": outcome.forecast is not None,
                     },
                 )
+            if outcome.failure is None and outcome.forecast is not None:
+                await last_good.keep(service.js, outcome.forecast)  # kept before anyone sees it
             if outcome.forecast is not None:
                 await service.publish(
                     subject, outcome.forecast, msg_id=msgids.forecast(outcome.region, hour)

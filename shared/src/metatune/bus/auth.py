@@ -34,6 +34,7 @@ from .streams import (
     CHECKPOINTS_BUCKET,
     CLOCK_BUCKET,
     DATASETS_BUCKET,
+    FORECASTS_BUCKET,
     HEALTH_BUCKET,
     KV_BUCKETS,
     OBJECT_BUCKETS,
@@ -229,7 +230,13 @@ def core_services(streams: Streams) -> list[Principal]:
             + kv_write(STUDIES_BUCKET, ">"),
             streams,
         ),
-        _service("forecaster", publish(subjects.FORECASTS_ALL), streams),
+        _service(
+            "forecaster",
+            publish(subjects.FORECASTS_ALL)
+            + kv_read(FORECASTS_BUCKET)  # its last good forecast per region, across restarts
+            + kv_write(FORECASTS_BUCKET, ">"),
+            streams,
+        ),
         _service(
             "scheduler",
             durable(ev, "scheduler-jobs", subjects.JOBS_REQUESTED)

@@ -26,11 +26,14 @@ STUDIES_BUCKET = "metatune_studies"
 # Each job's latest assignment (key: job id; value: CurrentAssignment JSON), written by the
 # scheduler before it publishes the assignment; agents refuse anything older.
 ASSIGNMENTS_BUCKET = "metatune_assignments"
+# The forecaster's last good (fresh) forecast of each region (key: region; value: CarbonForecast
+# JSON), so a forecaster restarted while a provider is down still has a stale one to publish.
+FORECASTS_BUCKET = "metatune_forecasts"
 DATASETS_BUCKET = "datasets"
 CHECKPOINTS_BUCKET = "checkpoints"
 ADAPTERS_BUCKET = "adapters"
 OBJECT_BUCKETS = (DATASETS_BUCKET, CHECKPOINTS_BUCKET, ADAPTERS_BUCKET)
-KV_BUCKETS = (HEALTH_BUCKET, CLOCK_BUCKET, STUDIES_BUCKET, ASSIGNMENTS_BUCKET)
+KV_BUCKETS = (HEALTH_BUCKET, CLOCK_BUCKET, STUDIES_BUCKET, ASSIGNMENTS_BUCKET, FORECASTS_BUCKET)
 
 
 def stream_configs(settings: Settings) -> list[StreamConfig]:
@@ -81,6 +84,7 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
     await ensure_kv(js, CLOCK_BUCKET, ttl_s=None, settings=settings)
     await ensure_kv(js, STUDIES_BUCKET, ttl_s=None, settings=settings)
     await ensure_kv(js, ASSIGNMENTS_BUCKET, ttl_s=None, settings=settings)
+    await ensure_kv(js, FORECASTS_BUCKET, ttl_s=None, settings=settings)
     for bucket in OBJECT_BUCKETS:
         try:
             await js.object_store(bucket)
