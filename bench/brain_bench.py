@@ -1,11 +1,12 @@
 """The Brain end to end: on datasets it has never seen, what does a user get from its top-3?
 
 For every classification file in ``--data`` (laid out like ``../shared/data/text``), trained on
-the platform's own ``run_training`` at the knowledge base's budget (its header's
-``provenance.budget``, the budget the seed was built at):
+the platform's own ``run_training`` at ``--budget`` (default: a study's default, 3 epochs over at
+most 1,000 training rows; ``kb``: the first knowledge base's own, its header's
+``provenance.budget``), the budget the recommender is asked to predict at:
 
   top3        the recommender's top-3 for the dataset's profile, as ``metatune recommend`` gives
-              it from ``--kb`` (default: the shipped seed)
+              it from ``--kb`` (repeatable; default: every shipped seed, as the service loads)
   portfolio3  the first 3 of the knowledge base's greedy portfolio (``metatune kb portfolio``:
               for the shipped seed, the recommender's cold-start list)
   random      a seeded pool of ``--random-k`` configurations drawn uniformly from the search
@@ -21,8 +22,11 @@ Figures per dataset: the best of each arm; the expected best of k random configu
 k up to the pool (exact: the expectation of the best of k drawn without replacement from the
 pool); the best of everything trained; the regrets (best of all minus each); and the largest k
 whose expected best the top-3's best matches or exceeds (``top3_vs_random_k``: the top-3 is
-worth that many random trainings). Overall: the median of that k, the share of datasets where the
-top-3's best beats the portfolio's (strictly), the mean regrets, the seconds spent training.
+worth that many random trainings), and whether each top-3 run fell inside the 80 % interval the
+recommender published for it. Overall: the median of that k, the share of datasets where the
+top-3's best beats the portfolio's (strictly), the mean regrets, ``interval_coverage`` (the share
+of trained top-3 runs inside their interval) and ``interval_median_width``, the seconds spent
+training.
 
 Resumable: each finished run is one line of ``WORK/runs.jsonl`` (a knowledge-base file, fsynced
 as the run finishes); a restart trains only what that file lacks. ``--jobs N`` trains N runs at
@@ -36,6 +40,7 @@ dataset's configurations, so a restart trains the same ones. Meant for the backg
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -60,8 +65,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import finite, print_json, progress, stdout_to_stderr
+from pydantic import ValidationError
 
-from metatune.contracts import LoraConfig, MetaFeatures
+from metatune.contracts import LoraConfig, MetaFeatures, TrainingBudget, validation_summary
 from metatune.knowledge.errors import KnowledgeBaseError
 from metatune.knowledge.files import read_kb_file
 from metatune.knowledge.portfolio import config_key, greedy_portfolio
@@ -113,8 +119,10 @@ def dataset_figures(
     top3: Sequence[float | None],
     portfolio3: Sequence[float | None],
     pool: Sequence[float | None],
+    intervals: Sequence[Sequence[float] | None] = (),
 ) -> dict[str, Any]:
-    """One dataset's figures from each arm's metrics (None: a run that failed)."""
+    """One dataset's figures from each arm's metrics (None: a run that failed) and the 80 %
+    intervals published for the top-3 (None where none was)."""
     expected = expected_best_of_k([v for v in pool if v is not None])
     top, port = _best(top3), _best(portfolio3)
     best_all = _best([*top3, *portfolio3, *pool])
@@ -135,6 +143,11 @@ def dataset_figures(
         "regret_random_k": [regret(e) for e in expected],
         "top3_vs_random_k": matched_k(top, expected),
         "top3_beats_portfolio3": None if top is None or port is None else top > port,
+        "top3_intervals": [list(i) if i else None for i in intervals],
+        "top3_inside_interval": [
+            None if value is None or not band else band[0] <= value <= band[1]
+            for value, band in zip(top3, intervals, strict=False)
+        ],
     }
 
 
@@ -148,11 +161,15 @@ def summarise(datasets: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     scored = [d for d in datasets if d.get("top3_best") is not None]
     ks = {d["dataset"]: d["top3_vs_random_k"] for d in scored}
     beats = [d["top3_beats_portfolio3"] for d in scored if d["top3_beats_portfolio3"] is not None]
+    inside = [v for d in scored for v in d.get("top3_inside_interval", []) if v is not None]
+    widths = [b[1] - b[0] for d in scored for b in d.get("top3_intervals", []) if b]
     return {
         "top3_vs_random_k": {
             "per_dataset": ks,
             "median": statistics.median(ks.values()) if ks else None,
         },
+        "interval_coverage": sum(inside) / len(inside) if inside else None,
+        "interval_median_width": statistics.median(widths) if widths else None,
         "top3_beats_portfolio3_share": sum(beats) / len(beats) if beats else None,
         "mean_regret_top3": _mean([d["regret_top3"] for d in scored]),
         "mean_regret_portfolio3": _mean([d["regret_portfolio3"] for d in scored]),
@@ -202,6 +219,7 @@ def at_budget(config: Mapping[str, Any], budget: Budget, seed: int) -> dict[str,
         "max_steps": budget.max_steps,
         "epochs": None if budget.max_steps is not None else budget.epochs,
         "max_seq_length": budget.max_seq_length,
+        "max_train_rows": None,  # the slice holds the budget's rows
         "seed": seed,
     }
     return LoraConfig.model_validate(values).model_dump(mode="json")
@@ -232,6 +250,7 @@ class Plan:
     arms: dict[str, list[str]]
     configs: dict[str, dict[str, Any]]
     recommender_code: str | None  # the recommender's code version that chose the top-3
+    intervals: list[list[float] | None] = dataclasses.field(default_factory=list)  # top-3's 80 %
 
     @classmethod
     def of(
@@ -243,6 +262,7 @@ class Plan:
         budget: Budget,
         seed: int,
         recommender_code: str,
+        intervals: Sequence[Sequence[float] | None] = (),
     ) -> Plan:
         arms: dict[str, list[str]] = {}
         configs: dict[str, dict[str, Any]] = {}
@@ -253,7 +273,8 @@ class Plan:
                 key = run_id(dataset, trained)
                 arms[arm].append(key)
                 configs[key] = trained
-        return cls(dataset, source, left_out, arms, configs, recommender_code)
+        bands = [list(band) if band else None for band in intervals]
+        return cls(dataset, source, left_out, arms, configs, recommender_code, bands)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -263,6 +284,7 @@ class Plan:
             "arms": self.arms,
             "configs": self.configs,
             "recommender_code": self.recommender_code,
+            "intervals": self.intervals,
         }
 
     @classmethod
@@ -274,6 +296,7 @@ class Plan:
             data["arms"],
             data["configs"],
             data.get("recommender_code"),
+            data.get("intervals") or [],
         )
 
 
@@ -379,13 +402,17 @@ class Bench:
     def __init__(self, args: argparse.Namespace, console: Console) -> None:
         self.args = args
         self.console = console
-        self.kb_path: Path = args.kb or _seed_path()
+        self.kb_paths: list[Path] = args.kb or _seed_paths()
+        self.kb_path = self.kb_paths[0]  # its header: the base model, seed and its own budget
         try:
-            kb = read_kb_file(self.kb_path)
+            files = [read_kb_file(path) for path in self.kb_paths]
         except KnowledgeBaseError as exc:
             raise BenchError(f"knowledge base unreadable: {exc}") from exc
-        self.runs = kb.runs
-        self.budget = budget_of(kb.header, self.kb_path)
+        kb = files[0]
+        self.runs = [run for file in files for run in file.runs]
+        self.study_budget, self.budget = study_budget(
+            args.budget, budget_of(kb.header, self.kb_path)
+        )
         self.base_model: str = kb.header.provenance.get("base_model") or EMBEDDED_MODEL
         design = kb.header.provenance.get("design")
         self.seed = int(design.get("seed", 13)) if isinstance(design, dict) else 13
@@ -419,8 +446,9 @@ class Bench:
 
     def identity(self) -> dict[str, Any]:
         return {
-            "kb": self.kb_path.name,  # with its digest: the same base from any checkout
-            "kb_sha256": kb_digest(self.kb_path),
+            # with their digests: the same base from any checkout
+            "kb": ", ".join(path.name for path in self.kb_paths),
+            "kb_sha256": ", ".join(kb_digest(path) for path in self.kb_paths),
             "random_k": self.args.random_k,
             "random_seed": self.args.random_seed,
             "budget": self.budget,
@@ -455,7 +483,10 @@ class Bench:
         recommender = self.recommender(name if left_out else None)
         # what `metatune recommend PROFILE.json --kb FILE` does with the profile's JSON features
         advice = recommender.recommend(
-            self.base_model, profile_descriptors(features.model_dump(mode="json")), TOP
+            self.base_model,
+            profile_descriptors(features.model_dump(mode="json")),
+            TOP,
+            budget=self.study_budget,
         )
         history = [r for r in recommender.runs if r.base_model == self.base_model]
         chosen = {
@@ -463,7 +494,10 @@ class Bench:
             "portfolio3": [entry.config for entry in greedy_portfolio(history, TOP)],
             "random": random_pool(name, self.args.random_k, self.args.random_seed, self.space),
         }
-        plan = Plan.of(name, advice.source, left_out, chosen, self.space, self.seed, code)
+        intervals = [rec.interval for rec in advice.recommendations]
+        plan = Plan.of(
+            name, advice.source, left_out, chosen, self.space, self.seed, code, intervals
+        )
         _write_atomic(path, json.dumps(plan.to_json(), indent=2))
         return plan
 
@@ -585,6 +619,7 @@ class Bench:
         figures = [self.figures(d, done) for d in datasets]
         figures += [{"dataset": name, "skipped": reason} for name, reason in skipped.items()]
         return {
+            "budget": self.study_budget.model_dump(mode="json"),
             "datasets": figures,
             **summarise(figures),
             "train_seconds": round(sum(f.get("train_seconds", 0.0) for f in figures), 1),
@@ -612,16 +647,54 @@ class Bench:
             "n_train": dataset.data.n_train,
             "n_val": dataset.data.n_val,
             "majority_baseline": dataset.data.majority_baseline,
-            **dataset_figures(metrics("top3"), metrics("portfolio3"), metrics("random")),
+            **dataset_figures(
+                metrics("top3"), metrics("portfolio3"), metrics("random"), dataset.plan.intervals
+            ),
             "failed_runs": sum(r.metric is None for r in runs),
             "train_seconds": round(sum(r.train_seconds or 0.0 for r in runs), 1),
         }
 
 
-def _seed_path() -> Path:
-    from metatune_recommender.adapters.flywheel import seed_path
+def _seed_paths() -> list[Path]:
+    from metatune_recommender.adapters.seeds import seed_paths
 
-    return seed_path()
+    return [path for path in seed_paths() if path.is_file()]
+
+
+EVERY_ROW = 1_000_000_000  # a slice's train rows where the budget caps none
+
+
+def study_budget(spec: str, kb_budget: Mapping[str, Any]) -> tuple[TrainingBudget, dict[str, Any]]:
+    """The budget the bench trains and asks predictions at, from ``--budget``: ``default`` (a
+    study's default), ``kb`` (the knowledge base's own) or ``field=value,...`` of a study's
+    budget (``epochs=1``, ``max_steps=200,max_train_rows=none``); with the knowledge base's
+    header budget completed by it (validation rows, evaluations, sequence length, precision)."""
+    if spec == "kb":
+        budget = TrainingBudget.model_validate(
+            {
+                "epochs": kb_budget.get("epochs") or None,
+                "max_steps": None if kb_budget.get("epochs") else kb_budget.get("max_steps"),
+                "max_train_rows": kb_budget["train_rows"],
+            }
+        )
+    else:
+        fields: dict[str, Any] = {}
+        for part in [] if spec == "default" else spec.split(","):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise BenchError(f"--budget {spec!r}: give default, kb or field=value,...")
+            fields[key.strip()] = None if value.strip().lower() == "none" else value.strip()
+        try:
+            budget = TrainingBudget.model_validate(fields)
+        except ValidationError as exc:
+            raise BenchError(f"--budget {spec!r}: {validation_summary(exc)}") from None
+    training = {
+        **kb_budget,
+        "epochs": budget.epochs,
+        "max_steps": budget.max_steps,
+        "train_rows": budget.max_train_rows or EVERY_ROW,
+    }
+    return budget, training
 
 
 # ====================================================================== output
@@ -631,8 +704,9 @@ def _cell(value: float | None, digits: int = 3) -> str:
 
 def budget_text(budget: Mapping[str, Any]) -> str:
     steps = f"{budget['epochs']} epochs" if budget.get("epochs") else f"{budget['max_steps']} steps"
+    rows = "every" if budget["train_rows"] >= EVERY_ROW else f"at most {budget['train_rows']}"
     return (
-        f"{budget['train_rows']} train / {budget['val_rows']} validation rows, {steps}, "
+        f"{rows} train / {budget['val_rows']} validation rows, {steps}, "
         f"max length {budget.get('max_seq_length') or 128}"
     )
 
@@ -689,6 +763,12 @@ def print_tables(report: Mapping[str, Any], console: Console, title: str) -> Non
         by_k.add_row(d["dataset"], *(_cell(v) for v in d["random_k_expected_best"]))
     by_k.add_row("mean regret", *(_cell(v) for v in regrets))
     console.print(by_k)
+    coverage, width = report["interval_coverage"], report["interval_median_width"]
+    if coverage is not None:
+        console.print(
+            f"80 % intervals: {coverage:.0%} of the trained top-3 runs inside, median width "
+            f"{width:.3f}"
+        )
     share = report["top3_beats_portfolio3_share"]
     console.print(
         f"top-3 beats portfolio-3 on {'-' if share is None else f'{share:.0%}'} of datasets; "
@@ -721,7 +801,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data", type=Path, required=True, help="folder of *.jsonl[.gz] text datasets"
     )
-    parser.add_argument("--kb", type=Path, help="knowledge-base file (default: the shipped seed)")
+    parser.add_argument(
+        "--kb",
+        type=Path,
+        action="append",
+        help="knowledge-base file, repeatable (default: every shipped seed); the first one's "
+        "header gives the base model, the seed and --budget kb",
+    )
+    parser.add_argument(
+        "--budget",
+        default="default",
+        help="what each run trains and is predicted at: default (a study's default: 3 epochs "
+        "over at most 1,000 rows), kb (the first knowledge base's own) or field=value,... of a "
+        "study's budget (epochs=1; max_steps=200,max_train_rows=none)",
+    )
     parser.add_argument(
         "--random-k", type=int, default=12, help="random configurations per dataset (the pool)"
     )
@@ -760,7 +853,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         wide = None if sys.stdout.isatty() else 200  # a file gets every column, not 80 wide
         print_tables(
-            report, Console(width=wide), f"{bench.kb_path.name}, {budget_text(bench.budget)}"
+            report,
+            Console(width=wide),
+            f"{', '.join(p.name for p in bench.kb_paths)}; {budget_text(bench.budget)}",
         )
     return 0
 

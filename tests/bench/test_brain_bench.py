@@ -24,7 +24,10 @@ from .conftest import BENCH, load_bench
 bench = load_bench("brain_bench")
 
 REPORT_FIELDS = {
+    "budget",
     "datasets",
+    "interval_coverage",
+    "interval_median_width",
     "top3_vs_random_k",
     "top3_beats_portfolio3_share",
     "mean_regret_top3",
@@ -91,6 +94,38 @@ def test_summary_takes_the_median_k_the_share_and_the_mean_regrets() -> None:
     assert summary["mean_regret_top3"] == pytest.approx((0.0 + 0.2 + 0.05) / 3)
     assert summary["mean_regret_portfolio3"] == pytest.approx((0.1 + 0.1 + 0.1) / 3)
     assert bench.summarise([])["top3_vs_random_k"]["median"] is None
+    assert summary["interval_coverage"] is None  # no interval was published
+
+
+def test_intervals_count_the_top3_runs_inside_and_their_median_width() -> None:
+    rows = [
+        {
+            "dataset": "a",
+            **bench.dataset_figures(
+                [0.9, 0.5, None], [0.8], [0.5], [[0.8, 1.0], [0.6, 0.7], [0.1, 0.3]]
+            ),
+        },
+        {"dataset": "b", **bench.dataset_figures([0.6], [0.7], [0.5], [[0.5, 0.9]])},
+    ]
+    assert rows[0]["top3_inside_interval"] == [True, False, None]  # a failed run: no verdict
+    summary = bench.summarise(rows)
+    assert summary["interval_coverage"] == pytest.approx(2 / 3)
+    assert summary["interval_median_width"] == pytest.approx(0.2)
+
+
+def test_the_budget_is_a_study_s_by_default_the_knowledge_base_s_or_given() -> None:
+    kb = {"train_rows": 800, "val_rows": 400, "epochs": 2.0, "max_seq_length": 64}
+    default, training = bench.study_budget("default", kb)
+    assert (default.epochs, default.max_train_rows) == (3.0, 1000)
+    assert training == {**kb, "epochs": 3.0, "max_steps": None, "train_rows": 1000}
+    own, _ = bench.study_budget("kb", kb)
+    assert (own.epochs, own.max_steps, own.max_train_rows) == (2.0, None, 800)
+    steps, training = bench.study_budget("max_steps=200,max_train_rows=none", kb)
+    assert (steps.epochs, steps.max_steps) == (None, 200)
+    assert training["train_rows"] == bench.EVERY_ROW and training["val_rows"] == 400
+    for bad in ("epochs", "epochs=1,max_steps=3", "epochs=-1"):
+        with pytest.raises(bench.BenchError, match="--budget"):
+            bench.study_budget(bad, kb)
 
 
 def test_random_pools_are_seeded_per_dataset_and_a_larger_k_extends_the_same_pool() -> None:
@@ -180,7 +215,11 @@ def brain_bench(
 ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, str(BENCH / "brain_bench.py"), "--data", str(data), "--kb", str(kb)]
     return subprocess.run(
-        [*command, "--work", str(work), "--random-k", "3", "--device", "cpu", "--json", *options],
+        [
+            *command,
+            *("--work", str(work), "--random-k", "3", "--device", "cpu", "--budget", "kb"),
+            *("--json", *options),
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -210,6 +249,9 @@ def test_end_to_end_on_a_tiny_dataset_then_resumed_training_only_what_is_missing
     assert figures["regret_top3"] == pytest.approx(figures["best_all"] - figures["top3_best"])
     assert report["top3_vs_random_k"]["per_dataset"] == {"tiny_films": figures["top3_vs_random_k"]}
     assert report["train_seconds"] > 0 and set(report["load"]) >= {"avg_1m_start", "avg_1m_end"}
+    assert report["budget"] == {"epochs": None, "max_steps": 2, "max_train_rows": 36}
+    assert len(figures["top3_intervals"]) == 3 and all(figures["top3_intervals"])
+    assert 0.0 <= report["interval_coverage"] <= 1.0 and report["interval_median_width"] > 0
 
     results = work / "runs.jsonl"
     runs = read_kb_file(results).runs
