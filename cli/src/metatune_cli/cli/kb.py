@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 kb_app = typer.Typer(
     help="The knowledge base of fine-tuning runs: build, import, stats.", no_args_is_help=True
 )
+LICENCE_HELP = (
+    "keep only the runs of datasets whose recorded licence contains this (case-insensitive; "
+    "repeatable: any of them), e.g. --licence 'CC BY' --licence CC0"
+)
 
 
 def _store():
@@ -36,7 +40,9 @@ def _store():
     return KnowledgeStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
 
 
-async def _import(file: Path | None, public: Path | None) -> list[ImportReport]:
+async def _import(
+    file: Path | None, public: Path | None, licences: list[str]
+) -> list[ImportReport]:
     from metatune.knowledge.public import import_public
     from metatune.knowledge.store import ImportReport
 
@@ -44,7 +50,7 @@ async def _import(file: Path | None, public: Path | None) -> list[ImportReport]:
     async with _store() as store:
         await store.migrate()
         if file is not None:
-            report = await store.import_file(file)
+            report = await store.import_file(file, licences)
             if report.torn:
                 err_console().print(
                     f"[yellow]{file}: its last line was cut short and was skipped[/yellow]"
@@ -80,6 +86,7 @@ def import_(
             help="public HPO folder (nmt_hpo/, deberta_mnli/, peft_metamathqa/, tasks.csv)"
         ),
     ] = None,
+    licence: Annotated[list[str] | None, typer.Option(help=LICENCE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Load a knowledge-base file, or the public HPO tables, into the configured database; each run
@@ -90,7 +97,7 @@ def import_(
     if file is None and public is None:
         raise fail("give a knowledge-base FILE, or --public DIR")
     try:
-        reports = asyncio.run(_import(file, public))
+        reports = asyncio.run(_import(file, public, licence or []))
     except DatabaseUnavailable as exc:
         raise fail(redact(str(exc)), code=EXIT_UNAVAILABLE) from exc
     except KnowledgeBaseError as exc:
@@ -108,6 +115,7 @@ def import_(
 def portfolio(
     kb: Annotated[Path, typer.Option(help="knowledge-base file (.jsonl or .jsonl.gz)")],
     k: Annotated[int, typer.Option(min=1, help="configurations in the portfolio")] = 5,
+    licence: Annotated[list[str] | None, typer.Option(help=LICENCE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """The configurations that do well across the file's datasets, chosen greedily so that they
@@ -115,11 +123,14 @@ def portfolio(
     from metatune.knowledge.errors import KnowledgeBaseError
     from metatune.knowledge.files import read_kb_file
     from metatune.knowledge.portfolio import greedy_portfolio
+    from metatune.knowledge.records import under_licences
 
     try:
         runs = read_kb_file(kb).runs
     except (KnowledgeBaseError, OSError) as exc:
         raise fail(str(exc)) from exc
+    if licence:
+        runs = under_licences(runs, licence)
     entries = greedy_portfolio(runs, k)
     if as_json:
         print_json({"kb": kb.name, "runs": len(runs), "portfolio": [vars(e) for e in entries]})
@@ -149,6 +160,7 @@ def stats(
         Path | None,
         typer.Option(help="a knowledge-base file to describe instead of the database"),
     ] = None,
+    licence: Annotated[list[str] | None, typer.Option(help=f"with --kb: {LICENCE_HELP}")] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """What the knowledge base holds: runs, datasets, configurations per dataset, sources, and how
@@ -157,10 +169,17 @@ def stats(
     from metatune.errors import DatabaseUnavailable
     from metatune.knowledge.errors import KnowledgeBaseError
     from metatune.knowledge.files import read_kb_file
+    from metatune.knowledge.records import under_licences
     from metatune.knowledge.stats import file_stats
 
+    if licence and kb is None:
+        raise fail("--licence filters a file: give --kb FILE")
     try:
-        summary = file_stats(read_kb_file(kb).runs) if kb else asyncio.run(_stats())
+        if kb is not None:
+            runs = read_kb_file(kb).runs
+            summary = file_stats(under_licences(runs, licence) if licence else runs)
+        else:
+            summary = asyncio.run(_stats())
     except DatabaseUnavailable as exc:
         raise fail(redact(str(exc)), code=EXIT_UNAVAILABLE) from exc
     except (KnowledgeBaseError, OSError) as exc:

@@ -12,6 +12,7 @@ that table's own search space, not always LoRA).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "RunStatus",
     "StudyBest",
     "StudyProfile",
+    "under_licences",
 ]
 
 KB_SCHEMA_VERSION = 1
@@ -179,3 +181,14 @@ class StudyProfile(Contract):
     spec: StudySpec
     features: MetaFeatures
     profiled_at: datetime | None = None
+
+
+def under_licences(runs: Iterable[KbRun], licences: Sequence[str]) -> list[KbRun]:
+    """The runs whose dataset's recorded licence contains one of ``licences`` (case-insensitive:
+    ``CC BY`` keeps CC BY 4.0 and CC BY-SA 3.0); a run with no licence recorded is kept by none."""
+    wanted = [licence.casefold() for licence in licences]
+    return [
+        run
+        for run in runs
+        if run.dataset.licence and any(w in run.dataset.licence.casefold() for w in wanted)
+    ]

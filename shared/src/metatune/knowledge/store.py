@@ -23,9 +23,10 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -40,7 +41,15 @@ from metatune.contracts import Contract, MetaFeatures, StudySpec
 from metatune.postgres import Migrations, Postgres
 
 from .files import read_kb_file
-from .records import DatasetInfo, Hardware, KbRun, Provenance, RunStatus, StudyProfile
+from .records import (
+    DatasetInfo,
+    Hardware,
+    KbRun,
+    Provenance,
+    RunStatus,
+    StudyProfile,
+    under_licences,
+)
 from .stats import KbStats, summarize
 
 MIGRATIONS = Migrations("metatune.knowledge")
@@ -360,12 +369,16 @@ class KnowledgeStore(Postgres):
         )
 
     # ----------------------------------------------------------------- files
-    async def import_file(self, path: Path | str) -> ImportReport:
+    async def import_file(self, path: Path | str, licences: Sequence[str] = ()) -> ImportReport:
         """Load a knowledge-base file (``metatune kb build`` output, the shipped seed); idempotent:
-        runs already stored (by run id) are left as they are. Raises ``KbSchemaMismatch`` for a file
-        of another schema version, ``KbFileError`` for anything that is not a knowledge-base file."""
+        runs already stored (by run id) are left as they are; with ``licences``, only the runs of
+        datasets under one of them (:func:`.records.under_licences`). Raises ``KbSchemaMismatch``
+        for a file of another schema version, ``KbFileError`` for anything that is not a
+        knowledge-base file."""
         path = Path(path)
         kb = await asyncio.to_thread(read_kb_file, path)
+        if licences:
+            kb = dataclasses.replace(kb, runs=under_licences(kb.runs, licences))
         digest = await asyncio.to_thread(lambda: hashlib.sha256(path.read_bytes()).hexdigest())
         added = await self.add_runs(kb.runs)
         await self.fetch_dicts(
