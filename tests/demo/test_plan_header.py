@@ -32,6 +32,7 @@ def test_a_plan_with_trials_to_run_shows_its_expected_figure_against_run_now() -
 
 def test_once_every_trial_finished_the_header_shows_the_meter_not_an_empty_plan() -> None:
     state = _state()
+    state.apply(subjects.assignments("fra1"), _sample(c.Assignment))
     state.apply(subjects.runs_completed("fra1"), _sample(c.RunCompleted))
     assert plan_header(state) == "plan v3: empty, no trial left to place yet"
     state.apply(subjects.STUDIES_STOPPED, _sample(c.StudyStopped))

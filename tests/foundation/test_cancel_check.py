@@ -9,7 +9,7 @@ from uuid import uuid4
 
 from metatune import subjects
 from metatune.bus import headers_for
-from metatune.contracts import Assignment, AssignmentAction, JobLookup, JobLookupReply
+from metatune.contracts import JobLookup, JobLookupReply
 from metatune_cli.client import AsyncClient
 from metatune_scheduler.app import create_service
 from tests.support.builders import small_registry
@@ -32,17 +32,8 @@ async def test_the_submitter_cancels_only_a_job_the_scheduler_knows(
 ) -> None:
     js = admin.jetstream()
     study = uuid4()
-    logged = study_events(study)  # TRAINED requested, started at osl1 (below), completed there
+    logged = study_events(study)  # TRAINED requested, started at osl1, completed there
     requested = logged[1][1]
-    started = Assignment(
-        occurred_at=requested.occurred_at,
-        job_id=TRAINED,
-        study_id=study,
-        datacenter="osl1",
-        action=AssignmentAction.start,
-        plan_version=1,
-    )
-    logged.insert(3, (subjects.assignments("osl1"), started))
     waiting = uuid4()  # requested, not run
     again = {
         **requested.model_dump(),

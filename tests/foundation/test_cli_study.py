@@ -43,6 +43,17 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
             deadline=SPEC.deadline,
         )
 
+    def started(job: UUID, datacenter: str) -> tuple[str, c.Assignment]:
+        """Its run events count only from there (metatune.provenance)."""
+        return subjects.assignments(datacenter), c.Assignment(
+            occurred_at=NOW,
+            job_id=job,
+            study_id=study,
+            datacenter=datacenter,
+            action=c.AssignmentAction.start,
+            plan_version=1,
+        )
+
     return [
         (
             subjects.DATASETS_SUBMITTED,
@@ -50,6 +61,8 @@ def study_events(study: UUID = STUDY) -> list[tuple[str, c.Event]]:
         ),
         (subjects.JOBS_REQUESTED, requested(TRAINED, 0)),
         (subjects.JOBS_REQUESTED, requested(FAILED, 1)),
+        started(TRAINED, "osl1"),
+        started(FAILED, "fra1"),
         (
             subjects.runs_completed("osl1"),
             c.RunCompleted(

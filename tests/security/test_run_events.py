@@ -5,12 +5,16 @@ reach the log (published with a privileged credential on the wrong datacenter's 
 naming another datacenter than its subject) is refused by every consumer (scheduler, the
 recommender's knowledge base, telemetry) as a ``foreign_run_event`` error, never a state change,
 while the genuine completion that comes later counts, and becomes the study's best that the
-agents' curve stopper reads."""
+agents' curve stopper reads. ``metatune study show``, ``results`` and the client read the log by
+the same rule: an agent's forgery under its own subject is left out."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from datetime import timedelta
+from pathlib import Path
 from uuid import UUID, uuid4
 
 import pytest
@@ -22,6 +26,7 @@ from metatune.contracts import (
     Assignment,
     AssignmentAction,
     CurrentAssignment,
+    DatasetSubmitted,
     ErrorEvent,
     Event,
     FailureReason,
@@ -36,11 +41,14 @@ from metatune.knowledge import StudyBest
 from metatune.knowledge.store import KnowledgeStore
 from metatune.provenance import FOREIGN_RUN_EVENT
 from metatune.service import Service
+from metatune.settings import Settings
+from metatune_cli.client import AsyncClient
 from metatune_recommender.adapters.flywheel import register_flywheel
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_scheduler.settings import SchedulerSettings
 from metatune_telemetry.app import create_service as create_telemetry
 from tests.support.builders import small_registry
+from tests.support.cli import run
 from tests.support.databases import count, schema, store  # noqa: F401  (fixtures)
 from tests.support.samples import CONFIG, NOW, SPEC
 from tests.support.secured_bus import SecuredBus, violation
@@ -234,3 +242,84 @@ async def test_forged_run_events_are_refused_by_every_consumer_and_the_genuine_o
         assert await count(
             telemetry.db, "SELECT count(*) FROM event_rejects WHERE code = 'foreign_run_event'"
         ) == len(forged)
+
+
+async def test_study_show_results_and_the_client_count_run_events_only_from_where_jobs_run(
+    secured: SecuredBus, admin, tmp_path: Path
+) -> None:
+    study, trained, running = uuid4(), uuid4(), uuid4()  # both started at osl1
+    js = admin.jetstream()
+    for subject, event in [
+        (subjects.DATASETS_SUBMITTED, DatasetSubmitted(occurred_at=NOW, study_id=study, spec=SPEC)),
+        (subjects.JOBS_REQUESTED, _requested(trained, study, 0)),
+        (subjects.JOBS_REQUESTED, _requested(running, study, 1)),
+        *[
+            (
+                subjects.assignments("osl1"),
+                Assignment(
+                    occurred_at=NOW,
+                    job_id=job,
+                    study_id=study,
+                    datacenter="osl1",
+                    action=AssignmentAction.start,
+                    plan_version=1,
+                ),
+            )
+            for job in (trained, running)
+        ],
+    ]:
+        await js.publish(subject, event.to_bytes(), headers=headers_for(event))
+
+    async def publish(user: str, subject: str, event: Event) -> None:
+        async with secured.client(user) as nc:
+            await nc.jetstream(timeout=5.0).publish(
+                subject, event.to_bytes(), headers=headers_for(event)
+            )
+
+    # fra1's agent, which runs neither job, forges under its own subject: a completion and a failure
+    await publish(
+        FRA1, subjects.runs_completed("fra1"), _completion(running, study, "fra1", 0.9999)
+    )
+    forged_fail = RunFailed(
+        occurred_at=NOW,
+        job_id=trained,
+        study_id=study,
+        datacenter="fra1",
+        reason=FailureReason.internal,
+        message="forged",
+    )
+    await publish(FRA1, subjects.runs_failed("fra1"), forged_fail)
+    await publish(OSL1, subjects.runs_completed("osl1"), _completion(trained, study, "osl1", 0.95))
+
+    genuine = (str(trained), "completed", "osl1", 0.95, None)
+    untouched = (str(running), "requested", None, None, None)
+
+    def seen(trials: list[dict]) -> list[tuple]:
+        return [
+            (
+                t["job_id"],
+                t["status"],
+                t["datacenter"],
+                (t["metrics"] or {}).get("accuracy"),
+                t["error"],
+            )
+            for t in trials
+        ]
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")} | {
+        "METATUNE_NATS_URL": secured.admin_url,  # reads the log as the admin
+        "METATUNE_DATA_DIR": str(tmp_path / "data"),
+    }
+    shown = await asyncio.to_thread(run, ["study", "show", str(study), "--json"], env)
+    assert shown.returncode == 0, shown.stderr
+    assert seen(json.loads(shown.stdout)["trials"]) == [genuine, untouched]
+    results = await asyncio.to_thread(run, ["results", str(study), "--json"], env)
+    assert results.returncode == 0, results.stderr
+    assert seen(json.loads(results.stdout)) == [genuine, untouched]
+
+    async with AsyncClient(Settings(nats_url=secured.admin_url)) as client:
+        detail = await client.study(study)
+        assert seen([t.model_dump(mode="json") for t in detail.trials]) == [genuine, untouched]
+        assert (detail.trials_completed, detail.trials_failed) == (1, 0)
+        found = await client.results(study)
+        assert seen([t.model_dump(mode="json") for t in found]) == [genuine, untouched]

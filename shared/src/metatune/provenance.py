@@ -9,7 +9,9 @@ datacenter. Anything else (a forgery, or a stale report from where the job ran b
 becomes a ``foreign_run_event`` error event and changes nothing: which report came first no longer
 decides what is true.
 
-Pure: the assignment is looked up by the caller (its own state, KV, its database).
+Pure: the assignment is looked up by the caller (its own state, KV, its database), or, for a
+reader of the event log in stream order (the CLI's and the client's folds, the demo, telemetry
+within a batch), kept by :class:`AssignmentLog` from the assignments read before.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from typing import Any
 from uuid import UUID
 
 from . import subjects
-from .contracts import ErrorKind, RunCompleted, RunFailed, RunPaused, RunProgress
+from .contracts import (
+    Assignment,
+    ErrorKind,
+    Event,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
+    RunProgress,
+)
 
 RunEvent = RunProgress | RunPaused | RunCompleted | RunFailed
 RUN_EVENTS = (RunProgress, RunPaused, RunCompleted, RunFailed)
@@ -102,6 +112,23 @@ def foreign(
     )
 
 
+class AssignmentLog:
+    """The rule applied to an event log read in stream order: a run event is judged against its
+    job's latest assignment read before it (``assigned``: those known from earlier, by job)."""
+
+    def __init__(self, assigned: dict[UUID, str] | None = None) -> None:
+        self.assigned = dict(assigned or {})
+
+    def judge(self, subject: str, event: Event) -> ForeignRunEvent | None:
+        """Why ``event``, read on ``subject``, must be refused (None: it counts, or it is no run
+        event); an assignment moves its job."""
+        if isinstance(event, Assignment):
+            self.assigned[event.job_id] = event.datacenter
+        elif isinstance(event, RUN_EVENTS):
+            return foreign(event, self.assigned.get(event.job_id), subject)
+        return None
+
+
 def mislabelled(event: RunEvent, subject: str) -> ForeignRunEvent | None:
     """The subject's datacenter is not the payload's (whatever the assignment)."""
     refusal = foreign(event, event.datacenter, subject)
@@ -111,6 +138,7 @@ def mislabelled(event: RunEvent, subject: str) -> ForeignRunEvent | None:
 __all__ = [
     "FOREIGN_RUN_EVENT",
     "RUN_EVENTS",
+    "AssignmentLog",
     "ForeignRunEvent",
     "RunEvent",
     "foreign",

@@ -51,7 +51,7 @@ from ..study_file import future_deadline
 from .adapters import CARD, make_hub_ready, unpack
 from .emissions import load_observed, realised
 from .errors import InvalidRequest, NotFound, StillRunning
-from .eventlog import events_of
+from .eventlog import events_of, logged_events
 from .models import (
     AdapterDownload,
     Cancellation,
@@ -221,7 +221,8 @@ class AsyncClient:
 
     async def _studies(self) -> dict[UUID, Study]:
         js = await self._js(ADMIN)
-        return fold(await events_of(js, self.settings.stream_name))
+        log = await logged_events(js, self.settings.stream_name)
+        return fold((logged.subject, logged.event) for logged in log)
 
     async def _find(self, value: UUID | str) -> Study:
         """The study whose id is ``value`` or starts with it (``study list`` shows the first 8

@@ -23,6 +23,7 @@ STUDY_EVENTS: dict[str, type[Event]] = {
         subjects.DATASETS_SUBMITTED,
         subjects.DATASETS_PROFILED,
         subjects.JOBS_REQUESTED,
+        subjects.ASSIGNMENTS_ALL,  # where each job runs: its run events count only from there
         subjects.JOBS_CANCELLED,
         subjects.JOBS_INFEASIBLE,
         subjects.STUDIES_STOPPED,
@@ -45,11 +46,18 @@ async def events_of(
 ) -> list[Event]:
     """The valid events on the subjects of ``contracts``, oldest first (the services reported
     the invalid ones when they were published)."""
+    return [logged.event for logged in await logged_events(js, stream, contracts)]
+
+
+async def logged_events(
+    js: JetStreamContext, stream: str, contracts: dict[str, type[Event]] = STUDY_EVENTS
+) -> list[LoggedEvent]:
+    """:func:`events_of` with each event's stream sequence and subject."""
     found: list[LoggedEvent] = []
     for subject, contract in contracts.items():
         found += await _subject_history(js, stream, subject, contract)
     found.sort(key=lambda logged: logged.seq)
-    return [logged.event for logged in found]
+    return found
 
 
 async def _subject_history(

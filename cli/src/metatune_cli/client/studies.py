@@ -1,11 +1,15 @@
 """What the event log says about each study and its trials: a pure fold, no I/O.
 
 A study is its submission, its profile, the trials the recommender requested (with predictions),
-what became of each (completed, failed, cancelled, infeasible) and whether it was stopped.
+what became of each (completed, failed, cancelled, infeasible) and whether it was stopped. A
+completion or failure counts only from the datacenter its job is assigned to at that point of the
+log, as for every service (:mod:`metatune.provenance`): a forgery an agent publishes under its own
+subject, or a stale report from where the job ran before it moved, is left out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -22,6 +26,7 @@ from metatune.contracts import (
     StudyStopped,
 )
 from metatune.display import EARLY_STOPPED, chance_baseline, study_state, trial_outcome
+from metatune.provenance import AssignmentLog
 
 from .models import StudyDetail, StudySummary, TrialSummary
 
@@ -160,9 +165,11 @@ class Study:
         )
 
 
-def fold(events: list[Event]) -> dict[UUID, Study]:
-    """Studies by id, in the order they were first seen."""
+def fold(log: Iterable[tuple[str, Event]]) -> dict[UUID, Study]:
+    """Studies by id, in the order they were first seen, from ``log``'s (subject, event) pairs
+    in stream order."""
     studies: dict[UUID, Study] = {}
+    provenance = AssignmentLog()
     job_study: dict[UUID, UUID] = {}
 
     def study(study_id: UUID) -> Study:
@@ -175,7 +182,9 @@ def fold(events: list[Event]) -> dict[UUID, Study]:
         job_study[job_id] = study_id
         return study(study_id).trials.setdefault(job_id, Trial(job_id))
 
-    for event in events:
+    for subject, event in log:
+        if provenance.judge(subject, event) is not None:
+            continue  # not from where its job is assigned
         match event:
             case DatasetSubmitted():
                 study(event.study_id).submitted = event

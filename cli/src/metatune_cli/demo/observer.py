@@ -2,7 +2,8 @@
 
 The demo never asks a service how things went; it reads the same events every other consumer
 reads (the profile, the trials with their predictions, the plans, the assignments, the runs), so
-what it prints is what happened on the bus.
+what it prints is what happened on the bus; a run event counts only from the datacenter its job is
+assigned to (:mod:`metatune.provenance`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from metatune.contracts import (
     StudyStopped,
 )
 from metatune.display import EARLY_STOPPED, study_state, trial_label, trial_outcome
+from metatune.provenance import AssignmentLog
 
 _SHOWN: frozenset[type[Event]] = frozenset(
     {
@@ -127,9 +129,12 @@ class DemoState:
     errors: list[ErrorEvent] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     now: datetime | None = None  # simulated time of the latest event
+    provenance: AssignmentLog = field(default_factory=AssignmentLog)
 
     # ----------------------------------------------------------------- folding
     def apply(self, subject: str, event: Event) -> None:
+        if self.provenance.judge(subject, event) is not None:
+            return  # not from where its job is assigned
         self.now = max(self.now, event.occurred_at) if self.now else event.occurred_at
         handler = getattr(self, f"_on_{type(event).__name__}", None)
         if handler is not None:

@@ -24,12 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
 
 import psycopg
 
-from metatune.contracts import Assignment
-from metatune.provenance import FOREIGN_RUN_EVENT, RUN_EVENTS, foreign
+from metatune.provenance import FOREIGN_RUN_EVENT, RUN_EVENTS, AssignmentLog
 
 from ..domain.events import Accepted, Rejected, clean_text
 
@@ -65,27 +63,22 @@ async def judge(
     runs = [(m, o) for m, o in ordered if isinstance(o.event, RUN_EVENTS)]
     if not runs:
         return Judgement(keep=list(accepted))
-    assigned: dict[tuple[str, UUID], str] = {}
+    logs: dict[str, AssignmentLog] = {}  # per stream, from the assignments stored before
     for stream in {m.stream for m, _ in runs}:
         first = min(m.seq for m, _ in ordered if m.stream == stream)
         jobs = list({o.event.job_id for m, o in runs if m.stream == stream})  # type: ignore[attr-defined]
         await cur.execute(LATEST_ASSIGNMENTS, (jobs, stream, first))
-        for job_id, datacenter in await cur.fetchall():
-            assigned[(stream, job_id)] = datacenter
+        logs[stream] = AssignmentLog(dict(await cur.fetchall()))
     out = Judgement()
     for m, o in ordered:
-        event = o.event
-        if isinstance(event, Assignment):
-            assigned[(m.stream, event.job_id)] = event.datacenter
-        elif isinstance(event, RUN_EVENTS):
-            refusal = foreign(event, assigned.get((m.stream, event.job_id)), m.subject)
-            if refusal is not None and concurrent and m.delivered < FINAL_DELIVERY:
-                out.deferred.append(m)
-                continue
-            if refusal is not None:
-                out.refused.append(
-                    (m, Rejected(m.subject, FOREIGN_RUN_EVENT, clean_text(refusal.message)))
-                )
-                continue
-        out.keep.append((m, o))
+        log = logs.get(m.stream)
+        refusal = log.judge(m.subject, o.event) if log is not None else None
+        if refusal is not None and concurrent and m.delivered < FINAL_DELIVERY:
+            out.deferred.append(m)
+        elif refusal is not None:
+            out.refused.append(
+                (m, Rejected(m.subject, FOREIGN_RUN_EVENT, clean_text(refusal.message)))
+            )
+        else:
+            out.keep.append((m, o))
     return out
