@@ -98,6 +98,9 @@ async def test_the_service_requests_trials_at_the_submitted_budget(
         )
         await wait_for(lambda: len(requests) >= 3, "three trials requested", timeout=120)
     for request in requests:
+        assert request.rationale and request.predicted_metric_interval is not None
+        low, high = request.predicted_metric_interval
+        assert request.predicted_metric is not None and low <= request.predicted_metric <= high
         assert request.spec.budget == budget
         assert (request.config.epochs, request.config.max_train_rows) == (1.5, 400)
         assert request.config.max_steps is None

@@ -57,6 +57,7 @@ class StudyRow:
     # the prediction published for the best trial before it trained (metatune.jobs.requested)
     best_predicted: float | None
     best_predicted_std: float | None
+    best_predicted_interval: tuple[float, float] | None  # 80 %
     majority_baseline: float | None  # accuracy of always predicting the most common label
     energy_wh: float
     grid_energy_wh: float | None
@@ -67,6 +68,10 @@ class StudyRow:
     datacenters: list[str] = field(default_factory=list)
     # 1 / the classes the profiler counted (metatune.datasets.profiled): guessing uniformly
     chance_baseline: float | None = None
+    # completed trials whose accuracy fell inside the 80 % interval published with them, of those
+    # with one
+    inside_interval: int = 0
+    with_interval: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Trial:
     region_group: RegionGroup | None
     predicted_metric: float | None
     predicted_metric_std: float | None
+    predicted_metric_interval: tuple[float, float] | None
     status: str | None
     early_stopped: bool
     accuracy: float | None
@@ -110,6 +116,7 @@ class Trial:
             region_group=None if group is None else RegionGroup(group),
             predicted_metric=record["predicted_metric"],
             predicted_metric_std=record["predicted_metric_std"],
+            predicted_metric_interval=_pair(record.get("predicted_metric_interval")),
             status=record["status"],
             early_stopped=record["early_stopped"],
             accuracy=record["metrics"].get("accuracy"),
@@ -343,6 +350,11 @@ def study_rows(
                 best_accuracy=None if best is None else best.accuracy,
                 best_predicted=None if published is None else published.predicted_metric,
                 best_predicted_std=None if published is None else published.predicted_metric_std,
+                best_predicted_interval=None
+                if published is None
+                else published.predicted_metric_interval,
+                inside_interval=sum(_inside(t) is True for t in scored),
+                with_interval=sum(_inside(t) is not None for t in scored),
                 majority_baseline=max(majority) if majority else None,
                 energy_wh=sum(h.energy_wh for h in metered),
                 grid_energy_wh=GRID_SIZE * sum(full) / len(full) if full else None,
@@ -354,3 +366,16 @@ def study_rows(
             )
         )
     return rows
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    return None if not value else (float(value[0]), float(value[1]))
+
+
+def _inside(trial: Trial) -> bool | None:
+    """Whether a completed trial's accuracy fell inside its published interval (None: no interval
+    or no accuracy)."""
+    band = trial.predicted_metric_interval
+    if band is None or trial.accuracy is None:
+        return None
+    return band[0] <= trial.accuracy <= band[1]

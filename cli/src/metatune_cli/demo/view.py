@@ -72,10 +72,8 @@ def recommendations(demo: Demo) -> Table:
         for job_id in study.jobs:
             job = demo.state.jobs[job_id]
             r = job.request
-            predicted = (
-                "-"
-                if r.predicted_metric is None
-                else f"{r.predicted_metric:.3f} ± {r.predicted_metric_std or 0:.3f}"
+            predicted = predicted_cell(
+                r.predicted_metric, r.predicted_metric_std, r.predicted_metric_interval, 0, 0
             )
             source = (
                 "knowledge base"
@@ -251,7 +249,7 @@ CLOSING_COLUMNS = (
     "trials (early-stopped)",
     "grid",
     "best accuracy",
-    "predicted before training",
+    "predicted before training (80 %)",
     "nearest KB best run",
     "energy Wh",
     "grid Wh",
@@ -276,6 +274,21 @@ def nearest_measured(evidence: dict[str, Any]) -> str:
     return f"{first['dataset']} {first['best_measured']:.3f} ({first['runs']} runs)"
 
 
+def predicted_cell(
+    predicted: float | None, std: float | None, band: Any, inside: int, measured: int
+) -> str:
+    """'0.537 (0.21-0.86); 3/4 inside': the best trial's prediction with its 80 % interval, and
+    how many of the study's trials fell inside theirs."""
+    if predicted is None:
+        return "-"
+    shown = (
+        f"{predicted:.3f} ({band[0]:.2f}-{band[1]:.2f})"
+        if band
+        else f"{predicted:.3f} ± {std or 0.0:.3f}"
+    )
+    return shown + (f"; {inside}/{measured} inside" if measured else "")
+
+
 def closing_rows(result: dict[str, Any]) -> list[list[str]]:
     """The closing table's cells, one row per study, every column."""
     rows = []
@@ -284,6 +297,7 @@ def closing_rows(result: dict[str, Any]) -> list[list[str]]:
         evidence = result.get("evidence", {}).get(row["study_id"], {})
         predicted = row.get("best_predicted")
         std = row.get("best_predicted_std")
+        band = row.get("best_predicted_interval")
         rows.append(
             [
                 row["name"],
@@ -292,7 +306,9 @@ def closing_rows(result: dict[str, Any]) -> list[list[str]]:
                 beside_baseline(
                     row["best_accuracy"], row.get("majority_baseline"), row.get("chance_baseline")
                 ),
-                "-" if predicted is None else f"{predicted:.3f} ± {std or 0.0:.3f}",
+                predicted_cell(
+                    predicted, std, band, row.get("inside_interval", 0), row.get("with_interval", 0)
+                ),
                 nearest_measured(evidence),
                 f"{row['energy_wh']:.2f}",
                 _fmt(row["grid_energy_wh"], "{:.0f}"),

@@ -86,6 +86,14 @@ class JobRequested(Event):
     predicted_metric_std: float | None = Field(
         None, ge=0, description="standard deviation of predicted_metric"
     )
+    predicted_metric_interval: tuple[float, float] | None = Field(
+        None,
+        description="the 80 % interval the recommender publishes for predicted_metric "
+        "(calibrated leaving each knowledge-base dataset out)",
+    )
+    rationale: str | None = Field(
+        None, max_length=500, description="why the recommender chose this configuration"
+    )
     metric_name: str | None = Field(
         None, description="the objective predicted: accuracy, neg_perplexity..."
     )

@@ -210,6 +210,8 @@ class LoopRuntime:
                     config=rec.config,
                     predicted_metric=rec.predicted,
                     predicted_metric_std=rec.std,
+                    predicted_metric_interval=rec.interval,
+                    rationale=rec.reason[:500] or None,
                     metric_name=rec.metric_name,
                     prediction_source=source,
                     acquisition=rec.acquisition,

@@ -12,7 +12,7 @@ from .queries import study_classes
 
 REQUESTS = """
 SELECT job_id, trial_index, requested_at, home_datacenter, metric_name, predicted_metric,
-       predicted_metric_std
+       predicted_metric_std, predicted_metric_low, predicted_metric_high
 FROM job_requests WHERE study_id = %s
 """
 RESULTS = """

@@ -380,8 +380,8 @@ class EventWriter:
             await cur.executemany(
                 "INSERT INTO job_requests (job_id, study_id, trial_index, requested_at, base_model, home_datacenter, "
                 "config, predicted_loss, predicted_loss_std, gpus, estimated_gpu_hours, power_kw, deadline, metric_name, "
-                "predicted_metric, predicted_metric_std) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s) ON CONFLICT DO NOTHING",
+                "predicted_metric, predicted_metric_std, predicted_metric_low, predicted_metric_high) VALUES (%s, %s, %s, "
+                "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 rows.job_requests,
             )
         if rows.run_results:

@@ -59,6 +59,9 @@ class TrialRecord(BaseModel):
         description="the objective the recommender published before the trial trained"
     )
     predicted_metric_std: float | None = Field(description="its standard deviation")
+    predicted_metric_interval: tuple[float, float] | None = Field(
+        None, description="the 80 % interval published with it (null: none was)"
+    )
     status: str | None = Field(
         description="completed or failed as the run ended (null: not ended yet)"
     )
@@ -173,6 +176,7 @@ def study_records(
                 metric_name=q.get("metric_name"),
                 predicted_metric=q.get("predicted_metric"),
                 predicted_metric_std=q.get("predicted_metric_std"),
+                predicted_metric_interval=_interval(q),
                 status=r.get("status"),
                 early_stopped=bool(r.get("early_stopped")),
                 metrics=dict(r.get("metrics") or {}),
@@ -183,3 +187,8 @@ def study_records(
             )
         )
     return StudyRecords(study_id=study_id, trials=trials)
+
+
+def _interval(request: Mapping[str, Any]) -> tuple[float, float] | None:
+    low, high = request.get("predicted_metric_low"), request.get("predicted_metric_high")
+    return None if low is None or high is None else (low, high)

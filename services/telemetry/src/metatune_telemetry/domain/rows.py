@@ -308,6 +308,7 @@ def _requested(rows: TypedRows, e: c.JobRequested) -> None:
             clean_text(e.metric_name) if e.metric_name else None,
             e.predicted_metric,
             e.predicted_metric_std,
+            *(e.predicted_metric_interval or (None, None)),
         )
     )
 
