@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -92,7 +93,7 @@ def test_required_fields_are_the_contracts_and_event_id(doc) -> None:
 def test_headers_give_the_real_msg_id_scheme_and_correlation_comes_from_the_payload(doc) -> None:
     derived = {e.subject: e.headers["Nats-Msg-Id"] for e in examples() if e.msg_id}
     assert derived["metatune.clock.tick"].startswith("tick-2026-")
-    assert derived["metatune.runs.osl1.completed"].startswith("completed-osl1-")
+    assert re.fullmatch("completed-[0-9a-f]{32}", derived["metatune.runs.osl1.completed"])
     for ch in CATALOG:
         message = doc["components"]["messages"][ch.model.__name__]
         assert message["headers"]["required"] == ["Nats-Msg-Id"]

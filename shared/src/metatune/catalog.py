@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import contracts as c
-from . import subjects
+from . import msgids, subjects
 from .errors import MetaTuneError
 
 UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 HOUR_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:00:00\+00:00"
+SEALED_PATTERN = f"[0-9a-f]{{{msgids.SEALED_HEX}}}"  # metatune.msgids.sealed
 SUBMITTER = "submitter"  # the NATS user of external systems (metatune.bus.auth)
 SERVICES = ("profiler", "recommender", "forecaster", "scheduler", "telemetry", "trainer-agent")
 
@@ -197,9 +198,10 @@ CATALOG = [
             LOG,
         ),
         MsgId(
-            "completed-<datacenter>-<job_id>",
-            f"^completed-[A-Za-z0-9_-]+-{UUID_PATTERN}$",
-            "a job completes once per datacenter (an agent's retries collapse)",
+            "completed-<datacenter and job_id sealed with the agent's key>",
+            f"^completed-{SEALED_PATTERN}$",
+            "a job completes once per datacenter (an agent's retries and restarts collapse; "
+            "no peer can compute the id first)",
         ),
     ),
     Channel(
@@ -213,9 +215,9 @@ CATALOG = [
             LOG,
         ),
         MsgId(
-            "failed-<start / resume assignment's event_id>",
-            f"^failed-{UUID_PATTERN}$",
-            "one failure per run an assignment began",
+            "failed-<start / resume assignment's event_id sealed with the agent's key>",
+            f"^failed-{SEALED_PATTERN}$",
+            "one failure per run an assignment began (no peer can compute the id first)",
         ),
     ),
     Channel(
@@ -225,9 +227,9 @@ CATALOG = [
         ("trainer-agent",),
         (_r("scheduler", "scheduler-paused"), LOG),
         MsgId(
-            "paused-<start / resume assignment's event_id>",
-            f"^paused-{UUID_PATTERN}$",
-            "one pause per run an assignment began",
+            "paused-<start / resume assignment's event_id sealed with the agent's key>",
+            f"^paused-{SEALED_PATTERN}$",
+            "one pause per run an assignment began (no peer can compute the id first)",
         ),
     ),
     Channel(

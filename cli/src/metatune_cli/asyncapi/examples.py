@@ -20,6 +20,9 @@ STUDY = UUID("6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b")
 JOB = UUID("0b9e8d7c-6a5f-5e4d-8c3b-2a1f0e9d8c7b")
 SUBMISSION = UUID("a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d")
 START = UUID("5d4c3b2a-1f0e-5d9c-8b7a-6f5e4d3c2b1a")
+AGENT_KEY = bytes(
+    range(32)
+)  # an agent's own secret key (metatune.msgids.sealed); a real one is random
 
 
 def _id(n: int) -> UUID:
@@ -364,7 +367,7 @@ def examples() -> list[Example]:
                 ],
                 hardware=c.Hardware(device="cpu", cpu_model="AMD EPYC 9454", precision="fp32"),
             ),
-            msgids.completed(JOB, "osl1"),
+            msgids.completed(AGENT_KEY, JOB, "osl1"),
         ),
         Example(
             "stopped",
@@ -382,7 +385,7 @@ def examples() -> list[Example]:
                 base_model=SPEC.base_model,
                 task=SPEC.task,
             ),
-            msgids.failed(START),
+            msgids.failed(AGENT_KEY, START),
         ),
         Example(
             "paused",
@@ -398,7 +401,7 @@ def examples() -> list[Example]:
                 checkpoint_key=str(JOB),
                 accounting=ACCOUNTING,
             ),
-            msgids.paused(START),
+            msgids.paused(AGENT_KEY, START),
         ),
         Example(
             "bad-row",

@@ -82,6 +82,7 @@ from .datasets import DatasetFetcher
 from .hardware import cpu_model, detect
 from .multi_device import MultiDeviceRun
 from .package_data import shipped_model_path
+from .run_ids import run_key
 from .uploads import LatestUploader, with_retries
 
 log = logging.getLogger("metatune.agent")
@@ -170,6 +171,8 @@ class TrainerAgent:
             "" if self.hardware.nvml.available else f" ({self.hardware.nvml.reason})",
         )
         self.intensity = ForecastIntensity()
+        # seals its run outcomes' message ids: no peer can publish first under them
+        self.run_key = run_key(settings.resolved_data_dir() / "agent", datacenter.name)
         self.jobs: dict[UUID, Job] = {}
         self.versions = (
             SeenVersions()
@@ -610,7 +613,7 @@ class TrainerAgent:
             await self._publish_retrying(
                 subjects.runs_completed(self.dc.name),
                 event,
-                msg_id=msgids.completed(assignment.job_id, self.dc.name),
+                msg_id=msgids.completed(self.run_key, assignment.job_id, self.dc.name),
             )
         elif outcome.status == "paused":
             assert outcome.checkpoint is not None
@@ -627,7 +630,7 @@ class TrainerAgent:
             await self._publish_retrying(
                 subjects.runs_paused(self.dc.name),
                 paused,
-                msg_id=msgids.paused(assignment.event_id),
+                msg_id=msgids.paused(self.run_key, assignment.event_id),
             )
         else:
             await self._publish_failed(
@@ -677,7 +680,9 @@ class TrainerAgent:
         )
         log.warning("job %s failed (%s): %s", assignment.job_id, reason.value, event.message)
         await self._publish_retrying(
-            subjects.runs_failed(self.dc.name), event, msg_id=msgids.failed(assignment.event_id)
+            subjects.runs_failed(self.dc.name),
+            event,
+            msg_id=msgids.failed(self.run_key, assignment.event_id),
         )
 
     # ----------------------------------------------------------------- status and shutdown
