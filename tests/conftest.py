@@ -3,7 +3,9 @@
 The configured URLs (METATUNE_NATS_URL / METATUNE_DATABASE_URL, default 127.0.0.1) are used
 when they answer; otherwise this session starts embedded servers (the same code path as
 `metatune up`) under a temporary directory and stops them at the end. A run of unit tests only
-(``-m unit``) starts none. Fixtures, options and marker rules live in ``tests/support``.
+(``-m unit``) starts none. With ``METATUNE_TEST_STORAGE=timescaledb`` (``scripts/test-timescaledb``)
+the database is a private PostgreSQL 15 + TimescaleDB this session starts and stops
+(``tests/support/storage.py``). Fixtures, options and marker rules live in ``tests/support``.
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ from metatune_cli.embedded import servers
 from metatune_cli.embedded.probe import nats_answers_sync, postgres_answers
 
 from .support.servers import free_port, start_secured_nats, stop, wait_until_serving
+from .support.storage import BACKEND, PrivateServer, Unavailable, start_timescaledb
 from .support.waiting import wait_for_sync
 
 pytest_plugins = ["tests.support.plugin"]
 
 _started: list[subprocess.Popen[bytes]] = []
+_timescaledb: PrivateServer | None = None
 _tmp: Path | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _tmp
+    global _tmp, _timescaledb
     nats_url = os.environ.setdefault("METATUNE_NATS_URL", "nats://127.0.0.1:4222")
     db_url = os.environ.setdefault(
         "METATUNE_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -39,6 +43,12 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("METATUNE_DATA_DIR", str(_tmp / "data"))
     if (config.getoption("markexpr", "") or "").strip() == "unit":
         return  # unit tests touch no server
+    if BACKEND == "timescaledb":  # tests/support/storage.py
+        try:
+            _timescaledb = start_timescaledb()
+        except Unavailable as exc:
+            pytest.exit(f"TimescaleDB leg skipped: {exc}", returncode=0)
+        db_url = os.environ["METATUNE_DATABASE_URL"] = _timescaledb.url
     if not nats_answers_sync(nats_url, 1.0):
         proc, url = start_secured_nats(_tmp)
         _started.append(proc)
@@ -70,5 +80,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     for proc in reversed(_started):
         stop(proc)
+    if _timescaledb is not None:
+        _timescaledb.stop()
     if _tmp is not None:
         shutil.rmtree(_tmp, ignore_errors=True)

@@ -18,6 +18,7 @@ import yaml
 from metatune.dashboard_tokens import PREVIOUS_FILE, TOKEN_FILE
 from metatune_telemetry.adapters.auth import is_loopback
 from metatune_telemetry.adapters.metrics import Snapshot, families
+from tests.support.storage import POSTGRES_MAJOR, TIMESCALEDB_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "compose" / "docker-compose.yml"
@@ -81,6 +82,11 @@ def test_shared_settings_are_written_once_in_extension_fields() -> None:
         env = compose["services"][name]["environment"]
         assert env["METATUNE_DATABASE_URL"] == "postgresql://metatune@timescaledb:5432/metatune"
         assert compose["services"][name]["healthcheck"]["test"][0] == "CMD-SHELL", name
+
+
+def test_timescaledb_is_pinned_to_the_version_telemetrys_tests_run_against() -> None:
+    image = _compose()["services"]["timescaledb"]["image"]
+    assert image == f"timescale/timescaledb:{TIMESCALEDB_VERSION}-pg{POSTGRES_MAJOR}"
 
 
 GPU = REPO / "compose" / "docker-compose.gpu.yml"

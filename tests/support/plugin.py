@@ -9,6 +9,8 @@ datasets, drive a browser or otherwise take 14 s or more. The kind is derived he
 ``tests/chaos`` is ``chaos`` (and ``slow``); one that uses a server fixture (directly or through another
 fixture) or whose module says ``pytestmark = pytest.mark.integration`` is ``integration``;
 everything else is ``unit``. ``pytest -m unit`` therefore starts no server (``tests/conftest.py``).
+``storage(backend)`` marks a test that holds for one storage backend; the run for the other
+deselects it (``tests/support/storage.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 from metatune.settings import Settings
 
 from .servers import nats_server
+from .storage import BACKEND
 
 REPO = Path(__file__).resolve().parents[2]
 KINDS = ("unit", "integration", "chaos")
@@ -43,8 +46,24 @@ SERVER_FIXTURES = frozenset(
 )
 
 
+def pytest_report_header() -> str:
+    return f"storage backend: {BACKEND} (METATUNE_TEST_STORAGE, tests/support/storage.py)"
+
+
+def for_another_backend(item: pytest.Item) -> bool:
+    """Not for this run's storage backend (``tests/support/storage.py``): marked for the other
+    one or, in the TimescaleDB leg, a test that keeps nothing in telemetry's database (no
+    ``schema``), which the plain leg runs alike."""
+    if (marker := item.get_closest_marker("storage")) is not None:
+        return marker.args[0] != BACKEND
+    return BACKEND == "timescaledb" and "schema" not in getattr(item, "fixturenames", ())
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if deselected := [item for item in items if for_another_backend(item)]:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not for_another_backend(item)]
     chaos_folder = REPO / "tests" / "chaos"
     for item in items:
         if item.path.is_relative_to(chaos_folder):

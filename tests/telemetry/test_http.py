@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
 from tests.support.samples import NOW
+from tests.support.storage import BACKEND
 
 from .figures import stored, titled, traces
 from .scenario import ACTUAL_KG, BASELINE_KG, CLASSES, DE, PLANNED_KG, H, record_dashboard
@@ -21,7 +22,7 @@ from .scenario import ACTUAL_KG, BASELINE_KG, CLASSES, DE, PLANNED_KG, H, record
 async def test_api_report_totals_and_health(db) -> None:
     app = create_app(db, Settings())
     with TestClient(app) as client:
-        assert client.get("/healthz").json() == {"database": "ok", "mode": "postgresql"}
+        assert client.get("/healthz").json() == {"database": "ok", "mode": BACKEND}
         report = client.get(f"/api/studies/{uuid4()}/report").json()
         assert (
             report["runs"] == [] and report["kgco2eq"] is None and report["pricing"] == "unpriced"

@@ -23,8 +23,9 @@ from tests.support.samples import CONFIG, NOW, SPEC, started
 from .conftest import count
 
 
+@pytest.mark.storage("postgresql")  # its TimescaleDB counterpart: test_timescaledb.py
 async def test_migrations_from_empty_then_rerun_apply_nothing(db) -> None:
-    assert db.mode == "postgresql"  # no timescaledb on this machine: the declared fallback
+    assert db.mode == "postgresql"  # no timescaledb in this server: the declared fallback
     assert await db.migrate() == []
     tables = {
         r[0]
