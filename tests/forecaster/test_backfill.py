@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,3 +162,43 @@ def test_backfill_command_fills_a_region_from_its_registry_source(cli_db: str) -
     assert unknown.exit_code == 2 and "not in the datacenter registry" in unknown.output
     backwards = runner.invoke(app, [*args[:4], "--from", "2025-05-03", "--to", "2025-05-01"])
     assert backwards.exit_code == 2 and "is not after" in backwards.output
+
+
+def test_without_a_database_backfill_and_import_say_how_to_start_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as sock:  # a port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("METATUNE_DATABASE_URL", f"postgresql://postgres@127.0.0.1:{port}/metatune")
+    monkeypatch.setenv("METATUNE_CONNECT_TIMEOUT_S", "0.5")
+    runner = CliRunner()
+    for args in (
+        ["forecaster", "backfill", "--region", "DE", "--from", "2025-05-01", "--to", "2025-05-02"],
+        ["forecaster", "import-csv", str(EXPORT), "--zone", "DE"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 3, result.output  # unavailable, not a usage error
+        (line,) = result.stderr.strip().splitlines()
+        assert f"127.0.0.1:{port}" in line
+        assert "`metatune up`" in line and "METATUNE_DATABASE_URL" in line
+
+
+def test_the_module_help_says_what_it_runs_and_reads_and_starts_nothing() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "metatune_forecaster", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"METATUNE_NATS_URL": "nats://127.0.0.1:9", "PATH": os.environ["PATH"]},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m metatune_forecaster")
+    assert "METATUNE_REGISTRY_PATH" in done.stdout and "metatune forecaster backfill" in done.stdout
+    wrong = subprocess.run(
+        [sys.executable, "-m", "metatune_forecaster", "--regions", "DE"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wrong.returncode == 2 and "unrecognized arguments" in wrong.stderr

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from metatune.errors import ConfigurationError, DatabaseUnavailable
 from metatune.redaction import redact
 from metatune.settings import Settings
-from metatune_cli.cli.connect import fail, unavailable
+from metatune_cli.cli.connect import EXIT_UNAVAILABLE, fail
 from metatune_cli.cli.output import JSON_HELP, logs_to_stderr, print_json
 
 from .settings import ForecasterSettings
@@ -34,6 +34,15 @@ def _store(settings: Settings):
     from .adapters.store import ObservationStore
 
     return ObservationStore(settings.database_url, connect_timeout_s=settings.connect_timeout_s)
+
+
+def _no_database(exc: DatabaseUnavailable) -> typer.Exit:
+    """The observation store lives in PostgreSQL: one line saying how to get one."""
+    return fail(
+        f"{exc}; start one with `metatune up` (an embedded PostgreSQL when none answers) or set "
+        "METATUNE_DATABASE_URL to yours",
+        code=EXIT_UNAVAILABLE,
+    )
 
 
 def _registry(settings: Settings) -> Registry:
@@ -105,7 +114,7 @@ def backfill(
     try:
         report = asyncio.run(main())
     except DatabaseUnavailable as exc:
-        raise unavailable(exc) from exc
+        raise _no_database(exc) from exc
     except (ProviderUnavailable, ValueError) as exc:
         raise fail(
             f"backfill of {region} stopped: {redact(str(exc))} (what was stored is kept; run it "
@@ -164,7 +173,7 @@ def import_csv(
     try:
         stored = asyncio.run(main())
     except DatabaseUnavailable as exc:
-        raise unavailable(exc) from exc
+        raise _no_database(exc) from exc
     series = export.intensity
     first = series.index[0] if len(series) else None
     last = series.index[-1] if len(series) else None
