@@ -210,3 +210,12 @@ async def test_the_refresh_jobs_materialize_the_hourly_rollups_up_to_an_hour_ago
         # whole hours up to an hour ago are materialized; the current one stays real-time
         assert await materialized(db, view) == [(early, 180.0), (later, 40.0)]
         assert await db.fetch(raw[1].format(view=view)) == await db.fetch(raw[0])
+
+    # a later report of an hour already materialized: the next run of the job brings it in (until
+    # then the view shows the materialized sum; the policy runs every 15 minutes)
+    hours = [(early, 200.0), (later, 40.0), (current, 10.0)]
+    await writer.write(incoming([progress(job, 3, hours, now)], first=4))
+    for view in ("energy_hourly_job", "energy_hourly_datacenter"):
+        await run_job(db, "policy_refresh_continuous_aggregate", view)
+        assert await materialized(db, view) == [(early, 200.0), (later, 40.0)]
+        assert await db.fetch(raw[1].format(view=view)) == await db.fetch(raw[0])
