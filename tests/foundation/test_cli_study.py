@@ -203,6 +203,7 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     )
     assert "early-stopped (plateau, step 113)" in human.stdout and "#1" in human.stdout
     assert "accuracy 0.910 (majority 0.600, chance 0.250)" in human.stdout
+    assert "each 3 epochs over at most 1,000 rows" in human.stdout  # the study's default budget
     assert [t["chance_baseline"] for t in details["trials"]] == [0.25, 0.25]
 
     results = run(["results", str(STUDY), "--json"], env)

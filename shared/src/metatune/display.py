@@ -78,3 +78,15 @@ def beside_baseline(
         if value is not None
     ]
     return f"{shown} ({', '.join(beside)})" if beside else shown
+
+
+def prediction(
+    predicted: float | None, std: float | None, interval: tuple[float, float] | None
+) -> str:
+    """A published prediction: ``0.537 (0.21-0.86)`` with its 80 % interval, ``0.537 ± 0.247``
+    where none was published, ``-`` without one."""
+    if predicted is None:
+        return "-"
+    if interval:
+        return f"{predicted:.3f} ({interval[0]:.2f}-{interval[1]:.2f})"
+    return f"{predicted:.3f} ± {std or 0.0:.3f}"

@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from metatune.display import beside_baseline, trial_label
+from metatune.contracts import TrainingBudget
+from metatune.display import beside_baseline, prediction, trial_label
 
 from .calls import client
 from .output import print_json
@@ -114,6 +115,11 @@ def show(
         f"deadline {details['deadline']}",
         highlight=False,
     )
+    if details["spec"]:
+        budget = TrainingBudget.model_validate(details["spec"]["budget"])
+        console.print(
+            f"{details['spec']['trials']} trials, each {budget.describe()}", highlight=False
+        )
     if details["profile"]:
         p = details["profile"]
         console.print(
@@ -124,10 +130,8 @@ def show(
     table = Table("trial", "job", "rank", "lr", "predicted", "status", "result")
     for t in details["trials"]:
         config = t["config"] or {}
-        predicted = (
-            f"{t['predicted_metric']:.3f} ± {t['predicted_metric_std'] or 0:.3f}"
-            if t["predicted_metric"] is not None
-            else "-"
+        predicted = prediction(
+            t["predicted_metric"], t["predicted_metric_std"], t.get("predicted_metric_interval")
         )
         result = _result(t)
         table.add_row(

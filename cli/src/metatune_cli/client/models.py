@@ -70,6 +70,7 @@ class TrialSummary(View):
     config: LoraConfig | None
     predicted_metric: float | None
     predicted_metric_std: float | None
+    predicted_metric_interval: tuple[float, float] | None = None  # 80 %, as published
     metric_name: str | None
     datacenter: str | None
     metrics: RunMetrics | None

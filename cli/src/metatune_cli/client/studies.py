@@ -70,6 +70,7 @@ class Trial:
             config=done.config if done else r.config if r else failed.config if failed else None,
             predicted_metric=r.predicted_metric if r else None,
             predicted_metric_std=r.predicted_metric_std if r else None,
+            predicted_metric_interval=r.predicted_metric_interval if r else None,
             metric_name=r.metric_name if r else None,
             datacenter=end.datacenter if (end := done or failed) else None,
             metrics=done.metrics if done else None,

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from metatune.contracts import PredictionSource
-from metatune.display import EARLY_STOPPED, beside_baseline, trial_label
+from metatune.display import EARLY_STOPPED, beside_baseline, prediction, trial_label
 
 from .observer import DemoState
 from .receiver import WebhookReceiver
@@ -279,14 +279,8 @@ def predicted_cell(
 ) -> str:
     """'0.537 (0.21-0.86); 3/4 inside': the best trial's prediction with its 80 % interval, and
     how many of the study's trials fell inside theirs."""
-    if predicted is None:
-        return "-"
-    shown = (
-        f"{predicted:.3f} ({band[0]:.2f}-{band[1]:.2f})"
-        if band
-        else f"{predicted:.3f} ± {std or 0.0:.3f}"
-    )
-    return shown + (f"; {inside}/{measured} inside" if measured else "")
+    shown = prediction(predicted, std, tuple(band) if band else None)
+    return shown + (f"; {inside}/{measured} inside" if measured and predicted is not None else "")
 
 
 def closing_rows(result: dict[str, Any]) -> list[list[str]]:
