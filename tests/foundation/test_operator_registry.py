@@ -2,13 +2,15 @@
 embedded one lacks, is the one every reader sees: ``metatune secrets`` makes an agent
 credential (and leaf config) for exactly its datacenters, the forecaster service publishes for
 exactly its regions, and telemetry's ``/metrics`` and API list exactly its datacenters. Nothing
-is handed a registry: each resolves it from its settings. Real NATS, PostgreSQL and processes."""
+is handed a registry: each resolves it from its settings. Real NATS, PostgreSQL and processes;
+the last test runs the whole platform (`metatune up`) on it, auth on."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import httpx
 import nats
 import pandas as pd
 import pytest
@@ -27,7 +29,8 @@ from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.settings import TelemetrySettings
 from tests.support.cli import run
 from tests.support.databases import schema
-from tests.support.waiting import received_on, wait_for
+from tests.support.servers import free_port
+from tests.support.waiting import received_on, wait_for, wait_for_sync
 
 __all__ = ["schema"]
 
@@ -128,3 +131,64 @@ async def test_telemetry_lists_exactly_the_registry_datacenters(
     }
     assert listed == set(SITES)
     assert forecast.status_code == 200 and forecast.json()["region"] == "OPS-NORTH"
+
+
+def scrape_agents_up(port: int) -> dict[str, float]:
+    """``metatune_agent_up`` per datacenter on telemetry's ``/metrics`` (empty until it answers)."""
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5.0)
+    except httpx.HTTPError:
+        return {}
+    return {
+        s.labels["datacenter"]: s.value
+        for family in text_string_to_metric_families(answer.text)
+        if family.name == "metatune_agent_up"
+        for s in family.samples
+    }
+
+
+@pytest.mark.integration  # starts the embedded nats-server and PostgreSQL itself
+@pytest.mark.slow  # starts the whole platform (`metatune up`)
+def test_up_on_the_operators_registry_serves_exactly_its_datacenters(
+    env_for, tmp_path: Path
+) -> None:
+    registry, replay = operator_files(tmp_path)
+    http_port = free_port()
+    env = env_for(
+        METATUNE_NATS_URL=f"nats://127.0.0.1:{free_port()}",
+        METATUNE_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{free_port()}/metatune",
+        METATUNE_DATA_DIR=str(tmp_path / "platform"),
+        METATUNE_REGISTRY_PATH=str(registry),
+        METATUNE_FORECASTER_REPLAY_PATH=str(replay),
+        METATUNE_LOCAL_DATACENTERS='["ops-north1"]',
+        METATUNE_TELEMETRY_HTTP_PORT=str(http_port),
+        METATUNE_UP_TIMEOUT_S="240",
+    )
+    ours = {region for region, *_ in SITES.values()}
+    try:
+        up = run(["up", "--json"], env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        services = json.loads(up.stdout)["status"]["services"]
+        alive = {row["instance"] for row in services if row["heartbeat_age_s"] is not None}
+        assert {"forecaster", "telemetry", "trainer-agent.ops-north1"} <= alive  # it logged in
+
+        def forecast_regions() -> set[str]:
+            shown = run(["events", "--json", "--subject", "metatune.forecasts.>"], env)
+            return {json.loads(line)["region"] for line in shown.stdout.splitlines()}
+
+        regions = wait_for_sync(
+            lambda: (found := forecast_regions()) >= ours and found,
+            "forecasts of both regions",
+            timeout=120,
+        )
+        assert regions == ours
+        # telemetry lists the registry's datacenters, and hears the local one's agent
+        agents = wait_for_sync(
+            lambda: (found := scrape_agents_up(http_port)).get("ops-north1") == 1 and found,
+            "telemetry hearing the ops-north1 agent",
+            timeout=120,
+        )
+        assert set(agents) == set(SITES)
+    finally:
+        down = run(["down", "--json"], env)
+    assert down.returncode == 0, down.stderr
