@@ -65,6 +65,15 @@ class RestartableNats:
             stop(self.proc)
             self.proc = None
 
+    def freeze(self) -> None:
+        """SIGSTOP this test's own server: connections stay open, nothing is answered."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
 
 @pytest.fixture
 def chaos_nats(tmp_path: Path) -> Iterator[RestartableNats]:
@@ -73,6 +82,8 @@ def chaos_nats(tmp_path: Path) -> Iterator[RestartableNats]:
     try:
         yield server
     finally:
+        if server.proc is not None:
+            server.thaw()  # a frozen server does not stop
         server.stop()
 
 

@@ -38,6 +38,7 @@ from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsBroker, 
 from faststream.nats.annotations import NatsMessage
 from faststream.nats.security import NatsSecurity
 from nats.aio.client import Client
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
 
@@ -217,6 +218,16 @@ class Service:
         log.warning("%s error %s: %s", self.name, code, message)
         await self.publish(subjects.errors(self.name), event)
         return event
+
+    async def reaches_bus(self, timeout_s: float) -> bool:
+        """Whether a round trip of this process's own through the server (JetStream's account
+        info) is answered within ``timeout_s``: not while the server is frozen or out of reach,
+        which the connection itself may take minutes to notice."""
+        try:
+            await self.broker.connection.jetstream(timeout=timeout_s).account_info()
+        except (NatsError, TimeoutError):
+            return False
+        return True
 
     @property
     def js(self) -> JetStreamContext:

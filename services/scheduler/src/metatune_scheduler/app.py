@@ -80,9 +80,11 @@ def create_service(
         record=record,
         fast_s=fast_s,
         solve_in_process=solve_in_process,
+        reach=service.reaches_bus,
     )
     service.runtime = runtime
-    # its own outage is not the agents' silence: leases wait while it is cut off from NATS
+    # its own outage is not the agents' silence: leases wait while it is cut off from NATS (a
+    # dropped connection, or a server that stops answering its own round trips)
     service.on_connection_change(down=runtime.bus_down, up=runtime.bus_up)
 
     @service.consume(subjects.JOBS_REQUESTED, durable="scheduler-jobs")

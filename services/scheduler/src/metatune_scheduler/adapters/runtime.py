@@ -33,6 +33,7 @@ SOLVER_NICENESS = (
     5  # the solver process yields the CPU to the event loop: new jobs' latency comes first
 )
 Record = Callable[[Assignment], Awaitable[None]]
+Reach = Callable[[float], Awaitable[bool]]  # answered within that many seconds?
 
 
 def subject_of(event: Event) -> str:
@@ -68,8 +69,11 @@ class Runtime:
         record: Record | None = None,
         fast_s: float | None = 0.05,
         solve_in_process: bool = False,
+        reach: Reach | None = None,
     ) -> None:
-        """``lease_s``: real seconds an agent may stay silent before it is lost; ``record``: keeps
+        """``lease_s``: real seconds an agent may stay silent before it is lost; ``reach``: the
+        scheduler's own round trip through the bus within a timeout (None: the bus is always
+        heard; see :meth:`check_leases`); ``record``: keeps
         each job's current assignment (KV) before the assignment is published; ``fast_s``: how
         long the fast path gathers new requests (None: no fast path, new jobs wait for a solve);
         ``solve_in_process``: the loop's full solves run in a solver process of their own, so
@@ -82,6 +86,7 @@ class Runtime:
         self.solve_in_process = solve_in_process
         self._executor: Executor | None = None  # None: a worker thread
         self.leases = Leases(lease_s)
+        self.reach = reach
         self.record = record
         self.ready = asyncio.Event()  # set once the stream has been replayed
         self.solves = 0
@@ -123,23 +128,43 @@ class Runtime:
             await self.check_leases()
 
     async def check_leases(self) -> list[str]:
+        """Declare the agents silent past their lease lost, counting their silence only while the
+        scheduler itself hears the bus: each check first makes its own round trip through the
+        server (``reach``). While that goes unanswered (a frozen server, whose connection may not
+        drop for minutes, or a lost link) no lease runs out; once it is answered again every agent
+        gets a full lease to be heard. A lease is judged as of the moment the bus answered."""
+        at = await self._hear_bus()
+        lost: list[str] = []
         async with self._lock:
-            at = time.monotonic()
-            lost = self.leases.expired(at)
-            for dc in lost:
-                silent = at - self.leases.last_heard[dc]
-                events = self.scheduler.agent_lost(dc, self.now(), silent)
-                log.warning(
-                    "trainer-agent of %s silent for %.0f s: lost; %d job(s) paused at their checkpoint",
-                    dc,
-                    silent,
-                    len(events) - 1,
-                )
-                await self._emit(events)
+            if at is not None:
+                lost = self.leases.expired(at)
+                for dc in lost:
+                    silent = at - self.leases.last_heard[dc]
+                    events = self.scheduler.agent_lost(dc, self.now(), silent)
+                    log.warning(
+                        "trainer-agent of %s silent for %.0f s: lost; %d job(s) paused at their checkpoint",
+                        dc,
+                        silent,
+                        len(events) - 1,
+                    )
+                    await self._emit(events)
             if lost:
                 self._stale.set()
-            self._expect_running(at)
+            self._expect_running(time.monotonic())
         return lost
+
+    async def _hear_bus(self) -> float | None:
+        """When the bus answered the scheduler's own round trip (None: it did not, in a quarter
+        lease); a change of answer holds or restarts the leases as a dropped or restored
+        connection does."""
+        if self.reach is not None and not await self.reach(self.leases.lease_s / 4):
+            if self.leases.connected:
+                await self.bus_down()
+            return None
+        at = time.monotonic()
+        if not self.leases.connected:
+            await self.bus_up()
+        return at
 
     def _expect_running(self, at: float) -> None:
         """Every datacenter believed to run a job owes a heartbeat within a lease from ``at`` if
@@ -150,13 +175,13 @@ class Runtime:
                 self.scheduler.agent_expected(job.location)
 
     async def bus_down(self) -> None:
-        """The scheduler's own connection to NATS dropped: silence says nothing about the agents
-        now, so no lease runs out until it is back."""
+        """The scheduler's own connection to NATS dropped, or the server stopped answering it:
+        silence says nothing about the agents now, so no lease runs out until it is back."""
         self.leases.disconnected()
-        log.warning("scheduler cut off from NATS: agent leases held until it reconnects")
+        log.warning("scheduler cut off from NATS: agent leases held until it hears it again")
 
     async def bus_up(self) -> None:
-        """Reconnected: every agent gets one full lease to be heard again."""
+        """Heard again: every agent gets one full lease to be heard too."""
         self.leases.reconnected(time.monotonic())
         log.warning(
             "scheduler back on NATS: every agent has %.0f s to be heard", self.leases.lease_s

@@ -6,7 +6,8 @@ agent is expected from its first heartbeat, or from when the scheduler learns th
 there (after a restart nothing has been heard yet: the lease starts then, not in the past).
 
 Silence is only the agent's fault while the scheduler itself can hear: while the scheduler is
-cut off from the bus no lease runs out, and once it is back every agent gets one full lease to
+cut off from the bus (its connection dropped, or the server does not answer its own round trip:
+a frozen server) no lease runs out, and once it is back every agent gets one full lease to
 be heard again, so an outage of the bus (or of the scheduler's link to it) loses no agent.
 """
 
