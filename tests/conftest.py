@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -49,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except Unavailable as exc:
             pytest.exit(f"TimescaleDB leg skipped: {exc}", returncode=0)
         db_url = os.environ["METATUNE_DATABASE_URL"] = _timescaledb.url
+        # killed (scripts/test's exit, a CI cancel): end as on Ctrl-C, which stops that server
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     if not nats_answers_sync(nats_url, 1.0):
         proc, url = start_secured_nats(_tmp)
         _started.append(proc)
