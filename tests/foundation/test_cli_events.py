@@ -23,6 +23,7 @@ from metatune.contracts import (
 )
 from metatune.settings import Settings
 from tests.support.cli import run
+from tests.support.servers import free_port
 
 
 async def test_last_counts_after_filters_and_study_includes_its_jobs(
@@ -114,3 +115,18 @@ async def test_last_counts_after_filters_and_study_includes_its_jobs(
     assert [e["subject"] for e in lines] == [subjects.JOBS_REQUESTED] + [
         subjects.run_progress("fra1", job)
     ] * 3
+    by_prefix = run(["events", "--json", "--last", "10", "--study", str(study)[:8]], env)
+    assert by_prefix.stdout == mine.stdout, by_prefix.stderr  # a unique prefix, as elsewhere
+    unknown = run(["events", "--study", str(other)[:8]], env)
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert unknown.stderr.strip() == (
+        f"error: no study with an id starting '{str(other)[:8]}' in the event log"
+    )
+
+
+def test_an_unknown_kind_is_refused_naming_the_kinds(env_for) -> None:
+    env = env_for(METATUNE_NATS_URL=f"nats://127.0.0.1:{free_port()}")  # refused before connecting
+    refused = run(["events", "--kind", "runs", "--kind", "run"], env)
+    assert refused.returncode == 2 and refused.stdout == ""
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith("error: unknown --kind run: the kinds are datasets, jobs, studies")

@@ -11,14 +11,21 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from rich.console import Console
 from rich.markup import escape
 
+from metatune import subjects
 from metatune.display import printable
 from metatune.errors import BusUnavailable
 from metatune.settings import get_settings
 
-from .connect import bus, unavailable
+from .calls import client
+from .connect import bus, fail, unavailable
 
 console = Console()
 FORECASTS_PREFIX = "metatune.forecasts"
+# the kinds of event: the second part of the subjects the two streams hold (metatune.runs.> ...)
+KINDS = tuple(
+    s.split(".")[1] for s in subjects.EVENT_STREAM_SUBJECTS + subjects.STATUS_STREAM_SUBJECTS
+)
+KIND_HELP = f"Only these kinds (the subject's second part): {', '.join(KINDS)} (repeatable)"
 
 _STYLE = {
     "errors": "red",
@@ -80,7 +87,9 @@ def events(
     ),
     subject: str = typer.Option("metatune.>", help="Subject filter"),
     study: str | None = typer.Option(
-        None, "--study", help="Only this study's events (its jobs' events included)"
+        None,
+        "--study",
+        help="Only this study's events (its jobs' events included): its id, or a unique prefix",
     ),
     status_stream: bool = typer.Option(
         False, "--status", help="Tail heartbeats and clock ticks instead"
@@ -92,8 +101,7 @@ def events(
     kind: list[str] = typer.Option(
         [],
         "--kind",
-        help="Only these kinds (the subject's second part): datasets, jobs, plans, assignments, "
-        "runs, studies, forecasts, errors ... (repeatable)",
+        help=KIND_HELP,
     ),
     forecasts: bool = typer.Option(
         False, "--forecasts", help="Include the hourly carbon forecasts (left out by default)"
@@ -101,8 +109,14 @@ def events(
 ) -> None:
     """Tail the event log (stream METATUNE), newest last. The hourly forecasts are left out
     unless asked for (--forecasts, --kind forecasts or a forecasts --subject)."""
+    unknown = [k for k in kind if k not in KINDS]
+    if unknown:
+        raise fail(f"unknown --kind {', '.join(unknown)}: the kinds are {', '.join(KINDS)}")
     settings = get_settings()
     stream = settings.status_stream_name if status_stream else settings.stream_name
+    if study is not None:  # a prefix names one study, as everywhere else
+        with client(settings) as metatune:
+            study = str(metatune.study_id(study))
     keep = StudyFilter(study)
     asked_for_forecasts = (
         forecasts or "forecasts" in kind or subject.startswith(f"{FORECASTS_PREFIX}.")

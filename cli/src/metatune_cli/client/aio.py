@@ -251,6 +251,13 @@ class AsyncClient:
             raise NotFound(f"no job {wanted} in the event log")
         return found, wanted
 
+    async def study_id(self, study: UUID | str) -> UUID:
+        """The id ``study`` names: a whole id as it is (the study need not be in the log yet, as
+        when a wait starts right after the submission); for a prefix, the id of the one study
+        whose id starts with it (none or several: :class:`NotFound`)."""
+        wanted = _id_or_prefix(study, "study")
+        return wanted if isinstance(wanted, UUID) else (await self._find(wanted)).study_id
+
     async def studies(self, tags: Iterable[str] = ()) -> list[StudySummary]:
         """Every study in the event log, oldest first; with ``tags``, those filed under all."""
         wanted = set(tags)
@@ -297,8 +304,8 @@ class AsyncClient:
     ) -> AsyncGenerator[Progress, None]:
         """Where the study stands, each time that changes, ending with it finished (the
         recommender requests no more trials and every trial has ended). Past ``timeout_s``:
-        :class:`StillRunning` (the study goes on)."""
-        sid = parse_id(study_id, "study")
+        :class:`StillRunning` (the study goes on). ``study_id``: as :meth:`study_id` takes it."""
+        sid = await self.study_id(study_id)
         give_up = None if timeout_s is None else time.monotonic() + timeout_s
         last = None
         while True:
@@ -327,7 +334,7 @@ class AsyncClient:
         async for update in self.progress(study_id, timeout_s=timeout_s):
             if on_progress is not None:
                 on_progress(update)
-        return await self.study(parse_id(study_id, "study"))
+        return await self.study(update.study_id)
 
     # -- cancelling -------------------------------------------------------------------------------
 

@@ -101,6 +101,10 @@ class Client:
     def submit_draft(self, checked: Draft) -> Receipt:
         return self._run(self._async.submit_draft(checked))
 
+    def study_id(self, study: UUID | str) -> UUID:
+        """See :meth:`AsyncClient.study_id`."""
+        return self._run(self._async.study_id(study))
+
     def studies(self, tags: Iterable[str] = ()) -> list[StudySummary]:
         return self._run(self._async.studies(tags))
 
@@ -136,7 +140,7 @@ class Client:
         for update in self.progress(study_id, timeout_s=timeout_s):
             if on_progress is not None:
                 on_progress(update)
-        return self.study(study_id)
+        return self.study(update.study_id)
 
     def cancel(self, job: UUID | str, reason: str = CANCEL_REASON) -> Cancellation:
         return self._run(self._async.cancel(job, reason))
