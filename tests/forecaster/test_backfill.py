@@ -8,8 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -17,15 +15,15 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from metatune.settings import Settings, get_settings
+from metatune.settings import get_settings
 from metatune_cli.cli.main import app
 from metatune_forecaster.adapters.live import LiveSource, backfill
 from metatune_forecaster.adapters.store import ObservationStore
 from metatune_forecaster.domain.providers import ProviderUnavailable, Signal
 
-from .trace_source import TraceSource, drop_schema, store, trace
+from .trace_source import TraceSource, cli_db, store, trace
 
-__all__ = ["store"]
+__all__ = ["cli_db", "store"]
 
 EXPORT = Path(__file__).parent / "data" / "DE_2023_hourly_excerpt.csv"
 START = pd.Timestamp("2023-02-01", tz="UTC")
@@ -80,23 +78,6 @@ async def test_hours_the_provider_lacks_are_reported(store: ObservationStore) ->
     late = TraceSource(available_from=START + pd.Timedelta(days=10))
     report = await backfill(store, LiveSource(late, "DE"), START, END)
     assert (report.stored.new, report.lacking, report.complete) == (480, 240, False)
-
-
-@pytest.fixture
-def cli_db(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The CLI's settings pointed at a schema of this test alone (through the URL's options)."""
-    schema = f"fc_t_{uuid.uuid4().hex[:10]}"
-    base = Settings().database_url
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in base else "?"
-    monkeypatch.setenv(
-        "METATUNE_DATABASE_URL", f"{base}{separator}options=-c%20search_path%3D{schema}"
-    )
-    get_settings.cache_clear()
-    yield schema
-    get_settings.cache_clear()
-    drop_schema(schema)
 
 
 def test_import_csv_reads_an_electricity_maps_export_once(cli_db: str, tmp_path: Path) -> None:

@@ -1,12 +1,13 @@
 """A stand-in for an external grid-data provider: an :class:`IntensitySource` that serves the real
 2023 hourly trace of one zone from the replay extract the forecaster ships
 (``data/replay.parquet``, read here with pandas, not through the replay adapter), and records
-every window it was asked for. Plus the observation store of one test, in its own schema."""
+every window it was asked for. Plus the observation store of one test, in its own schema, and
+the CLI's settings pointed at such a schema."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from functools import cache
 
@@ -14,7 +15,7 @@ import pandas as pd
 import psycopg
 import pytest
 
-from metatune.settings import Settings
+from metatune.settings import Settings, get_settings
 from metatune_forecaster.adapters.package_data import REPLAY_PATH
 from metatune_forecaster.adapters.store import ObservationStore
 from metatune_forecaster.domain.providers import ProviderUnavailable, Signal
@@ -84,3 +85,20 @@ async def store() -> AsyncIterator[ObservationStore]:
     finally:
         await observations.close()
         drop_schema(schema)
+
+
+@pytest.fixture
+def cli_db(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The CLI's settings pointed at a schema of this test alone (through the URL's options)."""
+    schema = f"fc_t_{uuid.uuid4().hex[:10]}"
+    base = Settings().database_url
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in base else "?"
+    monkeypatch.setenv(
+        "METATUNE_DATABASE_URL", f"{base}{separator}options=-c%20search_path%3D{schema}"
+    )
+    get_settings.cache_clear()
+    yield schema
+    get_settings.cache_clear()
+    drop_schema(schema)

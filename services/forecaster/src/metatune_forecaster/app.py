@@ -24,7 +24,7 @@ from .adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
 from .adapters.runtime import RegionForecaster, sites_of
 from .adapters.store import ObservationStore
 from .domain.model import CarbonModel
-from .domain.providers import IntensityProvider, WeatherProvider
+from .domain.providers import IntensityProvider, Site, WeatherProvider
 from .domain.rounds import Rounds
 from .domain.weather_error import WeatherErrorModel
 from .settings import ForecasterSettings
@@ -40,6 +40,28 @@ def weather_provider(settings: ForecasterSettings, data: ReplayData) -> WeatherP
         )
     return ReplayWeather(
         data, WeatherErrorModel.load(settings.forecaster_weather_error_path or WEATHER_ERROR_PATH)
+    )
+
+
+def replay_data(settings: ForecasterSettings) -> ReplayData:
+    """The replay extract the settings name (unset: the embedded one)."""
+    return ReplayData(settings.forecaster_replay_path or REPLAY_PATH)
+
+
+def region_forecaster(
+    settings: ForecasterSettings,
+    data: ReplayData,
+    sites: list[Site],
+    intensity: IntensityProvider,
+    weather: WeatherProvider | None = None,
+) -> RegionForecaster:
+    """The round over ``sites`` (the service's: every registry region; ``metatune forecaster
+    forecast``: one), with the model and the weather provider the settings name."""
+    return RegionForecaster(
+        CarbonModel.load(settings.forecaster_model_path or MODEL_PATH),
+        sites,
+        weather or weather_provider(settings, data),
+        intensity,
     )
 
 
@@ -59,7 +81,7 @@ def create_service(
     ``database_url``), extended from the source each hour."""
     settings = ForecasterSettings.of(settings)
     registry = registry or settings.registry()
-    data = ReplayData(settings.forecaster_replay_path or REPLAY_PATH)
+    data = replay_data(settings)
     replay = ReplayIntensity(data)
     live = dict(sources) if sources is not None else region_sources(registry, settings)
     intensity: IntensityProvider = replay
@@ -68,11 +90,8 @@ def create_service(
             settings.database_url, connect_timeout_s=settings.connect_timeout_s
         )
         intensity = LiveIntensity(store, live, fallback=replay)
-    forecaster = RegionForecaster(
-        CarbonModel.load(settings.forecaster_model_path or MODEL_PATH),
-        sites_of(registry, intensity),
-        weather or weather_provider(settings, data),
-        intensity,
+    forecaster = region_forecaster(
+        settings, data, sites_of(registry, intensity), intensity, weather
     )
     service = Service("forecaster", settings=settings)
     if store is not None:

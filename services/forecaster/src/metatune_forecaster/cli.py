@@ -4,7 +4,7 @@ its first live forecast (contributed through the ``metatune.cli`` entry points).
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,17 +15,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from metatune.errors import ConfigurationError, DatabaseUnavailable
 from metatune.redaction import redact
 from metatune.settings import Settings
-from metatune_cli.cli.connect import EXIT_UNAVAILABLE, fail
+from metatune_cli.cli.connect import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, fail
 from metatune_cli.cli.output import JSON_HELP, logs_to_stderr, print_json
 
 from .settings import ForecasterSettings
 
 if TYPE_CHECKING:  # the registry imports every contract (and numpy): only the commands need it
+    from metatune.contracts import CarbonForecast
     from metatune.registry import Registry
+
+    from .adapters.live import LiveSource
 
 console = Console()
 forecaster_app = typer.Typer(
-    help="The carbon-intensity forecaster: its store of observed intensity (backfill, CSV import).",
+    help="The carbon-intensity forecaster: one forecast now, its store of observed intensity "
+    "(backfill, CSV import).",
     no_args_is_help=True,
 )
 
@@ -47,6 +51,25 @@ def _no_database(exc: DatabaseUnavailable) -> typer.Exit:
 
 def _registry(settings: Settings) -> Registry:
     return settings.registry()
+
+
+def _region_source(settings: Settings, region: str) -> dict[str, LiveSource]:
+    """``region``'s intensity source as its registry entry names it (the replay included), or one
+    error line: a region the registry lacks, a source that cannot be built (no key)."""
+    from .adapters.live import region_sources
+
+    try:
+        sources = region_sources(_registry(settings), settings, include_replay=True, only=region)
+    except ConfigurationError as exc:
+        raise fail(str(exc)) from exc
+    if region not in sources:
+        known = ", ".join(_registry(settings).regions())
+        raise fail(f"region {region!r} is not in the datacenter registry; known: {known}")
+    return sources
+
+
+def _current_hour() -> datetime:
+    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _hour(text: str, option: str) -> datetime:
@@ -72,22 +95,14 @@ def backfill(
     are skipped, so an interrupted backfill resumes where it stopped."""
     # pandas, like the adapters, only when a command runs: `metatune --help` imports this module
     from .adapters.live import backfill as run_backfill
-    from .adapters.live import region_sources
     from .domain.providers import ProviderUnavailable
 
     settings = ForecasterSettings()
     start = _hour(from_, "--from")
-    end = _hour(to, "--to") if to else datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    end = _hour(to, "--to") if to else _current_hour()
     if end <= start:
         raise fail(f"--to {end:%Y-%m-%dT%H:%MZ} is not after --from {start:%Y-%m-%dT%H:%MZ}")
-    try:
-        sources = region_sources(_registry(settings), settings, include_replay=True, only=region)
-    except ConfigurationError as exc:
-        raise fail(str(exc)) from exc
-    if region not in sources:
-        known = ", ".join(_registry(settings).regions())
-        raise fail(f"region {region!r} is not in the datacenter registry; known: {known}")
-    live = sources[region]
+    live = _region_source(settings, region)[region]
 
     async def main():
         async with _store(settings) as store:
@@ -141,6 +156,83 @@ def backfill(
         f"{report.stored_before} were stored, {report.stored.new} added from {report.source}"
         + (f", {report.lacking} the provider has no value for" if report.lacking else "")
     )
+
+
+SHOWN_LEADS = (0, 1, 2, 3, 6, 12, 18, 24, 36, 48, 72, 96, 120, 144, 167)  # the table's hours
+
+
+@forecaster_app.command()
+def forecast(
+    region: Annotated[str, typer.Option("--region", help="grid region of the datacenter registry")],
+    at: Annotated[
+        str | None, typer.Option("--at", help="issue hour, ISO time (default: the current hour)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="the CarbonForecast as JSON")] = False,
+) -> None:
+    """One forecasting round now for one region, as the service makes it: history from the
+    observation store (the hours it lacks fetched from the region's source and stored), weather
+    from METATUNE_FORECASTER_WEATHER; prints the 168-hour forecast's summary."""
+    from .adapters.live import LiveIntensity
+    from .adapters.runtime import region_sites
+    from .app import region_forecaster, replay_data
+
+    settings = ForecasterSettings()
+    hour = _hour(at, "--at") if at else _current_hour()
+    sources = _region_source(settings, region)
+    site = region_sites(_registry(settings))[region]
+
+    async def main():
+        async with _store(settings) as store:
+            await store.ready()  # a database that does not answer: one line, before the model
+            data = replay_data(settings)
+            intensity = LiveIntensity(store, sources)
+            (outcome,) = await region_forecaster(settings, data, [site], intensity).round(
+                hour, datetime.now(UTC)
+            )
+            return outcome
+
+    try:
+        with logs_to_stderr(console, as_json):
+            outcome = asyncio.run(main())
+    except DatabaseUnavailable as exc:
+        raise _no_database(exc) from exc
+    if outcome.forecast is None:
+        code = EXIT_BAD_INPUT if outcome.code == "source_misconfigured" else EXIT_UNAVAILABLE
+        raise fail(f"{region} at {hour:%Y-%m-%dT%H:%MZ}: {redact(str(outcome.failure))}", code)
+    if as_json:
+        print_json(outcome.forecast.model_dump(mode="json"))
+        return
+    _print_forecast(outcome.forecast)
+
+
+def _print_forecast(forecast: CarbonForecast) -> None:
+    from rich.table import Table
+
+    from metatune.contracts.forecasts import HORIZON_HOURS
+
+    flags = [f"{forecast.history_hours} history hours"]
+    if forecast.short_history:
+        flags.append("short history")
+    if len(forecast.imputed_hours) == HORIZON_HOURS:
+        flags.append("no weather: from history alone")
+    elif forecast.imputed_hours:
+        flags.append(f"{len(forecast.imputed_hours)} hours of imputed weather")
+    if forecast.provider_hours:
+        flags.append(f"{forecast.provider_hours} hours blended with the provider's forecast")
+    console.print(
+        f"{forecast.region}: issued {forecast.issued_at:%Y-%m-%d %H:%M} UTC by model "
+        f"{forecast.model_version}, {forecast.source} ({forecast.signal}), " + ", ".join(flags)
+    )
+    table = Table("hour (UTC)", "lead", "p10", "p50", "p90", title="gCO2eq/kWh")
+    for lead in SHOWN_LEADS:
+        table.add_row(
+            f"{forecast.start + timedelta(hours=lead):%Y-%m-%d %H:%M}",
+            f"+{lead} h",
+            f"{forecast.p10_g_per_kwh[lead]:.1f}",
+            f"{forecast.g_per_kwh[lead]:.1f}",
+            f"{forecast.p90_g_per_kwh[lead]:.1f}",
+        )
+    console.print(table)
 
 
 @forecaster_app.command("import-csv")

@@ -51,10 +51,16 @@ def sites_of(registry: Registry, intensity: IntensityProvider) -> list[Site]:
             f"datacenter registry names regions with no carbon-intensity source ({intensity.name}): "
             f"{', '.join(unknown)}; known regions: {', '.join(sorted(known))}"
         )
+    sites = region_sites(registry)
+    return [sites[region] for region in sorted(sites)]
+
+
+def region_sites(registry: Registry) -> dict[str, Site]:
+    """Each region's weather site: its first datacenter's coordinates."""
     sites: dict[str, Site] = {}
     for dc in registry.datacenters:
         sites.setdefault(dc.region, Site(dc.region, dc.latitude, dc.longitude))
-    return [sites[region] for region in sorted(sites)]
+    return sites
 
 
 class RegionForecaster:
