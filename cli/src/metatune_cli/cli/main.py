@@ -217,7 +217,7 @@ CORE = {
     ),
     "status": Core(
         "platform_cmds:status",
-        "Show infrastructure and service health; exit 1 when a service is down, 2 when NATS is"
+        "Show infrastructure and service health; exit 1 when a service is down, 3 when NATS is"
         " unreachable.",
     ),
     "submit": Core(

@@ -611,7 +611,7 @@ def bus_init(
 
 
 def status(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
-    """Show infrastructure and service health; exit 1 when a service is down, 2 when NATS is unreachable."""
+    """Show infrastructure and service health; exit 1 when a service is down, 3 when NATS is unreachable."""
     settings = CliSettings()
     if not _print_status(settings, json_output):
         raise typer.Exit(1)

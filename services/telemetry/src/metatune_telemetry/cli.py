@@ -52,7 +52,10 @@ def _db() -> Database:
 
 def report(
     study: Annotated[str, typer.Argument(help="study id (or a unique prefix)")],
-    format: Annotated[Literal["md", "json", "csv"], typer.Option("--format", "-f")] = "md",
+    format: Annotated[
+        Literal["md", "json", "csv"], typer.Option("--format", "-f", help="-f json: as --json")
+    ] = "md",
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """The emissions disclosure of a study and each of its runs."""
     from metatune.display import trial_label
@@ -65,13 +68,13 @@ def report(
         try:
             study_id = await find_study(db, study)
             if study_id is None:
-                raise typer.BadParameter(f"no single study matches {study!r}")
+                raise fail(f"no single study matches {study!r}", code=EXIT_NOT_FOUND)
             return await study_disclosure(db, study_id, TelemetrySettings().registry())
         finally:
             await db.close()
 
     disclosure = _run(main())
-    if format == "json":
+    if as_json or format == "json":
         typer.echo(disclosure.model_dump_json(indent=2))
     elif format == "csv":
         typer.echo(to_csv(disclosure), nl=False)
