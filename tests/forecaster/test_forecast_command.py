@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from metatune.contracts import CarbonForecast
+from metatune.contracts.forecasts import HORIZON_HOURS
 from metatune.registry import default_registry
 from metatune.settings import Settings
 from metatune_cli.cli.main import app
@@ -98,6 +99,35 @@ def test_forecast_command_is_one_round_from_the_store(
 
     unknown = CliRunner().invoke(app, ["forecaster", "forecast", "--region", "XX"])
     assert unknown.exit_code == 2 and "not in the datacenter registry" in unknown.output
+
+
+def test_a_region_without_weather_is_forecast_from_history_alone_and_says_so(
+    cli_db: str, model: CarbonModel, replay: ReplayData, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's region the replay has no weather for (offline: no weather service either):
+    its own history in the store is enough; every hour is listed as imputed."""
+    registry = tmp_path / "datacenters.toml"
+    registry.write_text(
+        '[[datacenter]]\nname = "ops-west1"\nregion = "OPS-WEST"\nregion_group = "EU"\n'
+        'latitude = 50.1\nlongitude = 8.7\npue = 1.2\ngpu_model = "H100-80GB"\ngpus = 4\n'
+        "gpu_power_w = 700\n"
+    )
+    monkeypatch.setenv("METATUNE_REGISTRY_PATH", str(registry))
+    assert "OPS-WEST" not in replay.regions()
+    seed(cli_db, "OPS-WEST", trace("DE"))
+    args = ["forecaster", "forecast", "--region", "OPS-WEST", "--at", ISSUE.isoformat()]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    got = CarbonForecast.model_validate(json.loads(result.stdout))
+    assert (got.region, got.stale, got.history_hours) == ("OPS-WEST", False, HISTORY_HOURS)
+    assert got.imputed_hours == list(range(HORIZON_HOURS))  # the flag: no weather for any hour
+    expected = service_round(cli_db, model, replay, "OPS-WEST", Settings().registry())
+    assert expected is not None and expected.imputed_hours == got.imputed_hours
+    np.testing.assert_allclose(bands(got), bands(expected), rtol=0, atol=1e-6)
+
+    table = CliRunner().invoke(app, args)
+    assert table.exit_code == 0, table.output
+    assert "no weather: from history alone" in table.output
 
 
 def test_forecast_without_a_database_says_how_to_start_one(

@@ -4,7 +4,8 @@ The extract (data/replay.parquet, see data/PROVENANCE.md) holds 52 weeks of 2023
 (simulated or real) time is mapped onto it modulo 52 weeks, which keeps the weekday and,
 within a day or so, the season. Past hours replay the observed values; future hours replay the
 observed weather degraded to forecast quality (:mod:`..domain.weather_error`), with an error that
-grows with lead time and is drawn reproducibly from the region and issue time.
+grows with lead time and is drawn reproducibly from the region and issue time. A region the
+extract has no weather for (one the registry adds) gets none: its forecast is made from history.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..domain.forecast import WEATHER_INPUTS
 from ..domain.providers import ProviderUnavailable, Signal, Site
 from ..domain.weather_error import WeatherErrorModel
 from .package_data import REPLAY_PATH
@@ -84,8 +86,13 @@ class ReplayWeather:
         self, site: Site, issue: datetime, past_hours: int, future_hours: int
     ) -> pd.DataFrame:
         start = pd.Timestamp(issue) - pd.Timedelta(hours=past_hours)
+        if site.region not in self.data.regions():
+            # no weather recorded for the region: every input unknown, so the model forecasts from
+            # history and calendar alone and lists all its hours as imputed (domain/forecast.py)
+            index = pd.date_range(start, periods=past_hours + future_hours, freq="h")
+            return pd.DataFrame(np.nan, index=index, columns=list(WEATHER_INPUTS))
         rows = self.data.rows(site.region, start, past_hours + future_hours)
-        weather = rows[["temperature_c", "wind_ms", "cloud_pct"]].copy()
+        weather = rows[list(WEATHER_INPUTS)].copy()
         future = weather.iloc[past_hours:]
         seed = int.from_bytes(
             hashlib.sha256(f"{site.region}|{pd.Timestamp(issue).isoformat()}".encode()).digest()[
