@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import torch
 from scipy.stats import spearmanr
@@ -10,7 +12,7 @@ from metatune.knowledge.records import DatasetInfo, Hardware, KbRun, Provenance
 from metatune.knowledge.space import LR_RANGE, RANKS, encode
 from metatune_recommender.domain.acquisition import select_batch
 from metatune_recommender.domain.history import Task
-from metatune_recommender.domain.portfolio import complementary_portfolio
+from metatune_recommender.domain.portfolio import distinct_picks
 from metatune_recommender.domain.prior import LearnedPrior, PriorSettings, bootstrap_rank_weights
 from metatune_recommender.domain.recommender import (
     COLD_START,
@@ -219,14 +221,12 @@ def test_top_k_covers_the_related_tasks_instead_of_near_copies() -> None:
     assert abs(chosen[0] - (-4.6)) <= 0.15 and abs(chosen[1] - (-3.4)) <= 0.15
 
 
-def test_the_opening_is_three_bets_of_the_complementary_portfolio_ordered_by_the_prior() -> None:
-    """The default opening: the history's complementary portfolio (each pick raises the
-    similarity-weighted mean of every source's best nearest-row normal score) gives up to k + 1
-    candidates; the top-k are the k the task's prior mean ranks highest, in that order, and
-    Expected Improvement fills what the portfolio leaves. With two
-    tasks peaking at one learning rate and a third at another, both optima are bets: the
-    portfolio's first pick is the shared one, and the other task's optimum is a second bet where a
-    rank by mean score alone would hold three neighbours of the first."""
+def test_the_opening_is_three_distinct_bets_of_the_portfolio_ordered_by_the_prior() -> None:
+    """The default opening: the history portfolio (similarity-weighted mean normal score of each
+    source's nearest measured row) ranks the pool; walking that ranking, a candidate nearer to a
+    pick than the spread's distance is passed over, until k + 1 are picked; the top-k are the k
+    of them the task's prior mean ranks highest, in that order. Without the spread the head is
+    the ranking's first k + 1, neighbours of one optimum."""
     low, high = _bimodal_history()[0]
     pool = low.configs
     tasks = [low, Task("low2", {"size": 1.2}, pool, low.values), high]
@@ -234,20 +234,20 @@ def test_the_opening_is_three_bets_of_the_complementary_portfolio_ordered_by_the
     candidates = prior.inputs(pool, {"size": 1.5})
     posterior = prior.condition({"size": 1.5}, [], [], pool=candidates)
     assert posterior.weights is not None
-    table, kept = prior.portfolio_table(candidates, posterior.weights[:-1])
-    head = [index for index, _ in complementary_portfolio(table, kept, 4)]
+    order = np.argsort(-prior.portfolio_scores(candidates, posterior.weights[:-1]), kind="stable")
     lr = [float(np.log10(pool[i]["learning_rate"])) for i in range(len(pool))]
-    assert abs(lr[head[0]] - (-4.6)) <= 0.15  # two tasks of three
+    assert abs(lr[order[0]] - (-4.6)) <= 0.15  # two tasks of three
+    columns = prior.config_columns(candidates)
+    head, apart = distinct_picks(order.tolist(), columns, 4, prior.settings.opening_spread)
+    assert apart > 0 and head[0] == order[0] and head != order[:4].tolist()
     picks = select_batch(posterior, candidates, 3)
     mean, _ = posterior.predict_inputs(candidates)
-    ordered = sorted(head, key=lambda i: -mean[i])[:3]
-    assert [p.index for p in picks][: len(ordered)] == ordered
-    # where no third bet adds to the portfolio, Expected Improvement over the two picks fills it
-    assert len({p.index for p in picks}) == 3
-    assert any(abs(lr[p.index] - (-3.4)) <= 0.15 for p in picks)  # the third task's optimum
+    assert [p.index for p in picks] == sorted(head, key=lambda i: -mean[i])[:3]
+    for a, b in itertools.combinations([p.index for p in picks], 2):
+        assert np.linalg.norm(columns[a] - columns[b]) >= apart
     assert all(p.reason for p in picks)
-    by_mean = np.argsort(-prior.portfolio_scores(candidates, posterior.weights[:-1]))[:3]
-    assert all(abs(lr[i] - (-4.6)) <= 0.3 for i in by_mean)  # what the mean score alone picks
+    same, _ = distinct_picks(order.tolist(), columns, 4, 0.0)
+    assert same == order[:4].tolist()
 
 
 def test_source_weights_follow_the_task_own_results() -> None:

@@ -5,11 +5,10 @@ pretend its outcome is the predicted mean, condition on that fantasy and pick ag
 of a chosen configuration has almost no variance left and no mean above the fantasised incumbent,
 so its EI collapses: the batch spreads by value and uncertainty, not by an arbitrary distance.
 
-The opening batch (no result yet) is three bets, not one made three times: the history's
-complementary portfolio (:func:`.portfolio.complementary_portfolio`: each pick wins on related
-datasets where the picks before it lose), and where the related datasets agree so well that no
-further pick adds a bet, Expected Improvement over the fantasised picks. Each pick says why it is
-there (:attr:`Pick.reason`).
+The opening batch (no result yet) is three bets, not one made three times: the history
+portfolio's best configurations, each at least a set distance from the others
+(:func:`.portfolio.distinct_picks`), and where the pool holds fewer such bets, Expected
+Improvement over the fantasised picks. Each pick says why it is there (:attr:`Pick.reason`).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .portfolio import complementary_portfolio
+from .portfolio import distinct_picks
 from .prior_settings import PriorSettings
 
 _SQRT_2PI = math.sqrt(2 * math.pi)  # scipy.stats.norm's pdf constant: the same values as norm.pdf
@@ -37,7 +36,7 @@ class ScoringPrior(Protocol):
 
     def portfolio_scores(self, xc: Any, weights: np.ndarray) -> np.ndarray: ...
 
-    def portfolio_table(self, xc: Any, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+    def config_columns(self, xc: Any) -> np.ndarray: ...
 
     def noise_level(self) -> float: ...
 
@@ -138,33 +137,44 @@ def select_opening(
     k: int,
     exclude: set[int] | frozenset[int] = frozenset(),
 ) -> list[Pick]:
-    """The history's complementary portfolio of ``k + opening_spare`` candidates over the sources
-    that measured this search space (each weighted by its similarity), the ``k`` of them this
-    task's prior mean ranks highest, in that order; where the sources agree so well that fewer
-    bets remain, the rest by Expected Improvement over the picks fantasised at their means.
+    """The history portfolio's first ``k + opening_spare`` candidates
+    (:func:`.portfolio.portfolio_scores` over the sources that measured this search space, each
+    weighted by its similarity), none within ``opening_spread`` of another
+    (:func:`.portfolio.distinct_picks`), the ``k`` of them this task's prior mean ranks highest,
+    in that order.
 
     The portfolio is what the related tasks agree on, robust where the prior's transfer to one
-    new task is not; the prior decides which of its leading entries this task does without (its
-    descriptors: a dataset unlike the rest swaps one entry for the next)."""
+    new task is not; the spread makes its picks three bets instead of one made three times; the
+    prior decides which of the leading entries this task does without (its descriptors: a
+    dataset unlike the rest swaps one entry for the next)."""
     prior = posterior.prior
+    settings = prior.settings
     # each source that measured this search space by its similarity (the last: the learned mean)
-    table, kept = prior.portfolio_table(candidates, np.asarray(posterior.weights)[:-1])
-    head = complementary_portfolio(table, kept, k + prior.settings.opening_spare, exclude)
+    score = prior.portfolio_scores(candidates, np.asarray(posterior.weights)[:-1])
+    if exclude:
+        score[list(exclude)] = -np.inf
+    open_slots = int(np.isfinite(score).sum())
+    order = np.argsort(-score, kind="stable")[:open_slots]
+    head, apart = distinct_picks(
+        order.tolist(),
+        np.asarray(prior.config_columns(candidates), dtype=float),
+        k + settings.opening_spare,
+        settings.opening_spread,
+    )
     mu0, sd0 = posterior.predict_inputs(candidates)
-    ordered = sorted(head, key=lambda entry: -mu0[entry[0]])[:k]
-    first = head[0][0] if head else None
+    ranked = {index: place for place, index in enumerate(order.tolist())}
     chosen = [
         Pick(
             index=i,
             mean=float(mu0[i]),
             std=float(sd0[i]),
             ei=0.0,
-            reason="the related datasets' best configuration on average"
-            if i == first
-            else f"another bet: raises the related datasets' best result by {gain:.2f} "
-            "normal-score units, winning where the others lose",
+            reason=f"#{ranked[i] + 1} of the related datasets' configurations on average"
+            + (
+                "" if ranked[i] == 0 else f", the best at least {apart:.2f} from the picks above it"
+            ),
         )
-        for i, gain in ordered
+        for i in sorted(head, key=lambda i: -mu0[i])[:k]
     ]
     return chosen + _fill_by_ei(posterior, candidates, k, exclude, chosen)
 

@@ -30,59 +30,38 @@ def portfolio_scores(
     columns and the normal scores of its runs), read at the task's nearest measured configuration,
     weighted by ``weights`` (default: equally; a source of weight 0 is left out); zeros when no
     source is left."""
-    table, kept = portfolio_table(candidates, sources, weights)
-    if not len(kept):
-        return np.zeros(len(candidates))
-    return np.asarray(kept @ table / kept.sum(), dtype=float)
-
-
-def portfolio_table(
-    candidates: Array, sources: Sequence[tuple[Array, Array]], weights: Array | None = None
-) -> tuple[Array, Array]:
-    """Per kept source (weight above 0), each candidate's normal score on it (at the source's
-    nearest measured configuration, less a hair of the distance to it), and the kept weights."""
     w = np.ones(len(sources)) if weights is None else np.asarray(weights, dtype=float)
+    kept = [(source, weight) for source, weight in zip(sources, w, strict=True) if weight > 0]
+    score = np.zeros(len(candidates))
+    if not kept:
+        return score
+    distance = np.zeros(len(candidates))
     rows = np.arange(len(candidates))
-    table, kept = [], []
-    for (x, z), weight in zip(sources, w, strict=True):
-        if weight <= 0:
-            continue
+    for (x, z), weight in kept:
         squared = ((candidates[:, None, :] - x[None, :, :]) ** 2).sum(-1)
         nearest = squared.argmin(1)
-        table.append(z[nearest] - DISTANCE_TIEBREAK * np.sqrt(squared[rows, nearest]))
-        kept.append(weight)
-    if not table:
-        return np.zeros((0, len(candidates))), np.zeros(0)
-    return np.asarray(table, dtype=float), np.asarray(kept, dtype=float)
+        score += weight * z[nearest]
+        distance += np.sqrt(squared[rows, nearest])
+    total = sum(weight for _, weight in kept)
+    return np.asarray((score - DISTANCE_TIEBREAK * distance) / total, dtype=float)
 
 
-BET_FLOOR = 0.05  # normal-score units: a pick raising the portfolio's best-of less is no new bet
-
-
-def complementary_portfolio(
-    table: Array, weights: Array, k: int, exclude: set[int] | frozenset[int] = frozenset()
-) -> list[tuple[int, float]]:
-    """Up to ``k`` candidates chosen together, each with what it adds: the first is the best on
-    average over the sources (``table``: sources x candidates of normal scores), each next one the
-    candidate that most raises the weighted mean of every source's best score among the picks
-    (greedy; as the cold-start portfolio was built), so a pick wins where the others lose. Stops
-    early when no candidate adds :data:`BET_FLOOR` (the sources agree: the rest is another rule's)."""
-    if not len(weights):
-        return []
-    share = weights / weights.sum()
-    mean = share @ table
-    best = np.full(len(weights), -np.inf)
-    picks: list[tuple[int, float]] = []
-    open_ = np.ones(table.shape[1], dtype=bool)
-    open_[list(exclude)] = False
-    for _ in range(min(k, int(open_.sum()))):
-        # what each candidate adds to the mean of every source's best among the picks
-        gain = share @ np.maximum(best[:, None], table) - share @ best if picks else mean.copy()
-        score = np.where(open_, gain + 1e-6 * mean, -np.inf)  # ties: the better all-rounder
-        index = int(np.argmax(score))
-        if picks and gain[index] < BET_FLOOR:
-            break
-        picks.append((index, float(gain[index])))
-        best = np.maximum(best, table[:, index])
-        open_[index] = False
-    return picks
+def distinct_picks(
+    order: Sequence[int], columns: Array, n: int, spread: float
+) -> tuple[list[int], float]:
+    """The first ``n`` of ``order`` (candidate indices, best first) none of which lies nearer to
+    a pick before it than the ``spread`` quantile of the pool's pairwise distances (``columns``:
+    the candidates' encoded configurations): three different bets, each the best not within
+    reach of the others. Returns the picks and that minimum distance."""
+    if spread <= 0 or len(columns) < 2:
+        return list(order[:n]), 0.0
+    squared = (columns**2).sum(1)
+    pairwise = np.sqrt(np.maximum(squared[:, None] + squared[None, :] - 2 * columns @ columns.T, 0))
+    minimum = float(np.quantile(pairwise[np.triu_indices(len(columns), 1)], spread))
+    picks: list[int] = []
+    for index in order:
+        if all(pairwise[index, other] >= minimum for other in picks):
+            picks.append(int(index))
+            if len(picks) == n:
+                break
+    return picks, minimum

@@ -38,7 +38,7 @@ from .encoding import Encoder
 from .errors import EmptyHistory, SurrogateFailure
 from .history import Task
 from .normalise import affine_to_prior, copula_scores
-from .portfolio import portfolio_scores, portfolio_table
+from .portfolio import portfolio_scores
 from .prior_settings import PriorSettings
 from .scoring import (
     Incumbent,
@@ -335,14 +335,9 @@ class LearnedPrior:
         sources = [(s.x[:, :d].numpy(), s.z.numpy()) for s in self.sources]
         return portfolio_scores(xc[:, :d].numpy(), sources, weights)
 
-    def portfolio_table(
-        self, xc: torch.Tensor, weights: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Per source of nonzero ``weights``, the normal scores of ``xc``'s configurations, and
-        those weights (:func:`.portfolio.portfolio_table`)."""
-        d = max(1, self.config_encoder.dim)
-        sources = [(s.x[:, :d].numpy(), s.z.numpy()) for s in self.sources]
-        return portfolio_table(xc[:, :d].numpy(), sources, weights)
+    def config_columns(self, xc: torch.Tensor) -> np.ndarray:
+        """The encoded configuration columns of inputs ``xc`` (their descriptors left out)."""
+        return xc[:, : max(1, self.config_encoder.dim)].numpy()
 
     def shared_space(self, pool: torch.Tensor | None) -> np.ndarray:
         """Which sources measured the candidate ``pool``'s search space: at least

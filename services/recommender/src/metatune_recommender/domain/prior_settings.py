@@ -48,6 +48,9 @@ class PriorSettings:
     # "cover", the sources' set cover (select_cover); measured side by side in the README
     opening: Literal["portfolio", "cover"] = "portfolio"
     opening_spare: int = 1
+    # the opening's picks lie at least this quantile of the pool's pairwise configuration
+    # distances apart (portfolio.distinct_picks): different bets, not neighbours; 0: no spread
+    opening_spread: float = 0.03
     # True: history tasks are correlated draws (multi-task GP): a task's covariance with another is
     # rho * k_task(descriptors) * k_config, learned jointly, and a new task's mean adds what the
     # history's measured residuals say through that covariance (its most similar tasks' exact rows);

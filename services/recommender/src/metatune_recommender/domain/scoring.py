@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from .encoding import Encoder
 from .errors import SurrogateFailure
-from .portfolio import portfolio_scores, portfolio_table
+from .portfolio import portfolio_scores
 from .prior_settings import PriorSettings
 from .similarity import descriptor_similarity
 
@@ -245,10 +245,9 @@ class PriorScorer:
         d = self.config_dim
         return portfolio_scores(xc[:, :d], [(s.x[:, :d], s.z) for s in self.sources], weights)
 
-    def portfolio_table(self, xc: Array, weights: Array) -> tuple[Array, Array]:
-        """As :meth:`.prior.LearnedPrior.portfolio_table`."""
-        d = self.config_dim
-        return portfolio_table(xc[:, :d], [(s.x[:, :d], s.z) for s in self.sources], weights)
+    def config_columns(self, xc: Array) -> Array:
+        """As :meth:`.prior.LearnedPrior.config_columns`."""
+        return xc[:, : self.config_dim]
 
     def shared_space(self, pool: Array) -> NDArray[np.bool_]:
         """As :meth:`.prior.LearnedPrior.shared_space`."""
