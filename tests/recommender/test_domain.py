@@ -230,7 +230,9 @@ def test_the_opening_is_three_distinct_bets_of_the_portfolio_ordered_by_the_prio
     low, high = _bimodal_history()[0]
     pool = low.configs
     tasks = [low, Task("low2", {"size": 1.2}, pool, low.values), high]
-    prior = LearnedPrior.fit(tasks, PriorSettings(iterations=100), extra_configs=pool)
+    # a pool of 32 configurations, so a wider spread than the service's 3 % of its pairs
+    settings = PriorSettings(iterations=100, opening_spread=0.2)
+    prior = LearnedPrior.fit(tasks, settings, extra_configs=pool)
     candidates = prior.inputs(pool, {"size": 1.5})
     posterior = prior.condition({"size": 1.5}, [], [], pool=candidates)
     assert posterior.weights is not None

@@ -9,9 +9,11 @@ dataset is neither profiled nor trained, and no run of it reaches the knowledge 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
+from .contracts import DatasetLocation
 from .errors import DatasetDigestMismatch
 
 CHUNK = 1 << 20
@@ -39,6 +41,13 @@ def verify_sha256(path: Path, expected: str | None, what: str) -> None:
         )
 
 
+async def verify_location(path: Path, location: DatasetLocation) -> None:
+    """:func:`verify_sha256` of the file fetched for ``location``, in a worker thread (hashing a
+    large file would stall the caller's heartbeats and acks)."""
+    what = f"{location.kind} {location.ref}"
+    await asyncio.to_thread(verify_sha256, path, location.sha256, what)
+
+
 def same_dataset(trained: str | None, profiled: str | None) -> bool:
     """Whether a run trained on the data its study was profiled on: the digest the agent verified
     equals the profiled one. Where the profile names no digest (a path or URL dataset submitted
@@ -46,4 +55,4 @@ def same_dataset(trained: str | None, profiled: str | None) -> bool:
     return profiled is None or trained == profiled
 
 
-__all__ = ["same_dataset", "sha256_of", "verify_sha256"]
+__all__ = ["same_dataset", "sha256_of", "verify_location", "verify_sha256"]

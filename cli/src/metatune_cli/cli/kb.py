@@ -176,8 +176,8 @@ def stats(
         raise fail("--licence filters a file: give --kb FILE")
     try:
         if kb is not None:
-            runs = read_kb_file(kb).runs
-            summary = file_stats(under_licences(runs, licence) if licence else runs)
+            in_file = read_kb_file(kb).runs
+            summary = file_stats(under_licences(in_file, licence) if licence else in_file)
         else:
             summary = asyncio.run(_stats())
     except DatabaseUnavailable as exc:

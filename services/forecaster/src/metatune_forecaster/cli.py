@@ -53,7 +53,7 @@ def _registry(settings: Settings) -> Registry:
     return settings.registry()
 
 
-def _region_source(settings: Settings, region: str) -> dict[str, LiveSource]:
+def _region_source(settings: ForecasterSettings, region: str) -> dict[str, LiveSource]:
     """``region``'s intensity source as its registry entry names it (the replay included), or one
     error line: a region the registry lacks, a source that cannot be built (no key)."""
     from .adapters.live import region_sources

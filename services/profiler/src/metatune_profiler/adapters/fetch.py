@@ -9,18 +9,17 @@ its ``sha256`` is profiled only when the file has that digest (:mod:`metatune.in
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
+from metatune import integrity
 from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.contracts import DatasetLocation
 from metatune.errors import DatasetDigestMismatch, DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
-from metatune.integrity import verify_sha256
 from metatune.private_files import private_dir
 from metatune.settings import Settings
 
@@ -115,9 +114,7 @@ class DatasetFetcher:
 
 
 async def _verify(path: Path, location: DatasetLocation) -> None:
-    """The submitted digest checked in a thread (a large file would stall the heartbeats)."""
-    what = f"{location.kind} {location.ref}"
     try:
-        await asyncio.to_thread(verify_sha256, path, location.sha256, what)
+        await integrity.verify_location(path, location)
     except DatasetDigestMismatch as exc:
         raise ProfileDigestMismatch(str(exc)) from exc

@@ -148,7 +148,7 @@ class PriorScorer:
         columns = self.config_encoder.transform(scored)
         return dataclasses.replace(
             self,
-            scored=list(scored),
+            scored=[dict(config) for config in scored],
             scored_columns=columns if columns.shape[1] else np.zeros((len(scored), 1)),
             _cache={},
         )

@@ -16,7 +16,6 @@ so the trials of one study (and a resumed job) download a dataset once, and the 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import uuid
@@ -30,7 +29,7 @@ from metatune.bus import DATASETS_BUCKET, ObjectStore
 from metatune.contracts import DatasetLocation
 from metatune.errors import DatasetDigestMismatch, DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
-from metatune.integrity import verify_sha256
+from metatune.integrity import verify_location
 from metatune.private_files import private_dir
 from metatune.settings import Settings
 
@@ -129,9 +128,7 @@ class DatasetFetcher:
 
 
 async def _verify(path: Path, location: DatasetLocation) -> None:
-    """The submitted digest checked in a thread (a large file would stall the heartbeats)."""
-    what = f"{location.kind} {location.ref}"
     try:
-        await asyncio.to_thread(verify_sha256, path, location.sha256, what)
+        await verify_location(path, location)
     except DatasetDigestMismatch as exc:
         raise TrainingDigestMismatch(str(exc)) from exc
