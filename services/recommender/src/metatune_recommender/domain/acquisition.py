@@ -82,6 +82,11 @@ class Pick:
     ei: float
     reason: str = ""  # why it is in the batch, in words a user reads
 
+    @classmethod
+    def of(cls, index: int, mu: np.ndarray, sd: np.ndarray, ei: float, reason: str) -> Pick:
+        """Candidate ``index`` with its prior mean and std from ``mu`` / ``sd`` (before fantasies)."""
+        return cls(index, float(mu[index]), float(sd[index]), float(ei), reason)
+
 
 def select_batch(
     posterior: Posterior,
@@ -117,15 +122,7 @@ def select_batch(
             else f"the highest expected improvement ({ei[index]:.3f} normal-score units)"
             + (" after the picks before it" if chosen else "")
         )
-        chosen.append(
-            Pick(
-                index=index,
-                mean=float(mu0[index]),
-                std=float(sd0[index]),
-                ei=float(ei[index]),
-                reason=reason,
-            )
-        )
+        chosen.append(Pick.of(index, mu0, sd0, ei[index], reason))
         taken.add(index)
         current = current.with_observation(candidates[index], float(mu[index]))
     return chosen
@@ -163,19 +160,12 @@ def select_opening(
     )
     mu0, sd0 = posterior.predict_inputs(candidates)
     ranked = {index: place for place, index in enumerate(order.tolist())}
-    chosen = [
-        Pick(
-            index=i,
-            mean=float(mu0[i]),
-            std=float(sd0[i]),
-            ei=0.0,
-            reason=f"#{ranked[i] + 1} of the related datasets' configurations on average"
-            + (
-                "" if ranked[i] == 0 else f", the best at least {apart:.2f} from the picks above it"
-            ),
-        )
-        for i in sorted(head, key=lambda i: -mu0[i])[:k]
-    ]
+
+    def reason(i: int) -> str:
+        place = f"#{ranked[i] + 1} of the related datasets' configurations on average"
+        return place + ("" if ranked[i] == 0 else f", the best {apart:.2f} or more from the rest")
+
+    chosen = [Pick.of(i, mu0, sd0, 0.0, reason(i)) for i in sorted(head, key=lambda i: -mu0[i])[:k]]
     return chosen + _fill_by_ei(posterior, candidates, k, exclude, chosen)
 
 
@@ -199,16 +189,8 @@ def _fill_by_ei(
         ei = expected_improvement(mu, sd, current.best_z)
         ei[list(taken)] = -np.inf
         index = int(np.argmax(ei))
-        filled.append(
-            Pick(
-                index=index,
-                mean=float(mu0[index]),
-                std=float(sd0[index]),
-                ei=float(ei[index]),
-                reason="the related datasets agree on the picks before it: the most expected "
-                "improvement once those are counted",
-            )
-        )
+        reason = "the pool holds no further distinct bet: the most expected improvement once the "
+        filled.append(Pick.of(index, mu0, sd0, ei[index], reason + "picks before it are counted"))
         taken.add(index)
         current = current.with_observation(candidates[index], float(mu[index]))
     return filled
@@ -251,9 +233,7 @@ def select_cover(
             gain = ei.copy()
             gain[list(taken)] = -np.inf
         index = int(np.argmax(gain))
-        chosen.append(
-            Pick(index=index, mean=float(mu0[index]), std=float(sd0[index]), ei=float(ei[index]))
-        )
+        chosen.append(Pick.of(index, mu0, sd0, ei[index], "covers the related tasks' best"))
         taken.add(index)
         miss = miss * (1 - hit[:, index])
         fantasy, _ = current.predict_inputs(candidates[index : index + 1])
