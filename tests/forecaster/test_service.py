@@ -38,7 +38,8 @@ async def collect(
     service = create_service(settings=settings, **service_kwargs)
     try:
         async with service.running():
-            await wait_for(lambda: until(forecasts, errors), "the forecasts awaited")
+            # rounds of three regions at 2 s an hour: a loaded machine needs far longer than 60 s
+            await wait_for(lambda: until(forecasts, errors), "the forecasts awaited", timeout=240)
     finally:
         await nc.close()
     return forecasts, errors

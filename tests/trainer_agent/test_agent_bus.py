@@ -388,3 +388,36 @@ async def test_steps_between_progress_events_ride_on_the_next_and_a_pause_sends_
         assert any(p.points for p in progress) and len(progress) < paused.step
         points = [point for p in progress for point in p.points]
         assert all(point.train_loss is not None and point.tokens_seen > 0 for point in points)
+
+
+async def test_an_agent_started_mid_hour_prices_from_its_region_s_kept_forecast(
+    settings: AgentSettings,
+) -> None:
+    """A forecast the forecaster kept in KV before the agent started (none on the stream for it
+    to consume): the agent reads it on start, so the hours it trains before the next round are
+    priced; a restarted agent's durable consumer would otherwise have none until that round."""
+    from metatune.bus import ensure_streams, forecasts
+
+    start = floor_hour(datetime.now(UTC)) - timedelta(hours=1)
+    values = [123.0] * 168
+    kept = CarbonForecast(
+        occurred_at=datetime.now(UTC),
+        region="DE",
+        issued_at=datetime.now(UTC),
+        start=start,
+        model_version="kept",
+        g_per_kwh=values,
+        p10_g_per_kwh=values,
+        p90_g_per_kwh=values,
+    )
+    nc = await nats.connect(settings.nats_url)
+    try:
+        await ensure_streams(nc.jetstream(), settings)
+        await forecasts.keep(nc.jetstream(), kept)
+        service = create_service("fra1", settings.model_copy(update=AGENT))
+        agent = service.runtime
+        async with service.running():
+            await wait_for(lambda: agent.intensity.forecast is not None, "the kept forecast read")
+            assert agent.intensity(datetime.now(UTC)) == pytest.approx(123.0)
+    finally:
+        await nc.close()

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from metatune import msgids, subjects
+from metatune.bus import forecasts
 from metatune.contracts import ClockTick, ErrorKind
 from metatune.registry import Registry
 from metatune.service import Service
 from metatune.settings import Settings
 
-from .adapters import last_good
 from .adapters.live import LiveIntensity, LiveSource, region_sources
 from .adapters.open_meteo import OpenMeteoWeather
 from .adapters.package_data import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
@@ -131,7 +131,7 @@ def create_service(
     async def forecast_and_publish(hour: datetime) -> None:
         if not recalled.is_set():  # before the first round: what a previous process kept
             regions = [site.region for site in forecaster.sites]
-            forecaster.last_good.update(await last_good.recall(service.js, regions))
+            forecaster.last_good.update(await forecasts.recall(service.js, regions))
             recalled.set()
         for outcome in await forecaster.round(hour, service.clock.now()):
             subject = subjects.forecasts(outcome.region)
@@ -148,7 +148,7 @@ def create_service(
                     },
                 )
             if outcome.failure is None and outcome.forecast is not None:
-                await last_good.keep(service.js, outcome.forecast)  # kept before anyone sees it
+                await forecasts.keep(service.js, outcome.forecast)  # kept before anyone sees it
             if outcome.forecast is not None:
                 await service.publish(
                     subject, outcome.forecast, msg_id=msgids.forecast(outcome.region, hour)

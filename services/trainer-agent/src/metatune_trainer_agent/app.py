@@ -8,18 +8,23 @@ status heartbeat on ``metatune.agents.<dc>.status``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from faststream.exceptions import SkipMessage
 from faststream.nats.annotations import NatsMessage
+from nats.errors import Error as NatsError
 
 from metatune import subjects
+from metatune.bus import forecasts
 from metatune.contracts import CarbonForecast
 from metatune.service import Service
 from metatune.settings import Settings
 
 from .adapters.runtime import TrainerAgent
 from .settings import AgentSettings
+
+log = logging.getLogger("metatune.agent")
 
 SERVICE_NAME = "trainer-agent"
 
@@ -45,6 +50,18 @@ def create_service(datacenter: str, settings: Settings | None = None) -> Service
     async def on_forecast(forecast: CarbonForecast) -> None:
         """The latest carbon-intensity forecast of this datacenter's region prices its energy."""
         agent.on_forecast(forecast)
+
+    @service.background
+    async def last_forecast() -> None:
+        """The region's last forecast, from KV, so the hours trained before the next round (an
+        agent started or restarted mid-hour) are priced too; the consumer's newer ones win."""
+        try:
+            kept = await forecasts.recall(service.js, [dc.region])
+        except NatsError as exc:  # an older deployment without the bucket: the next round prices
+            log.warning("no kept forecast of %s read at start: %s", dc.region, exc)
+            return
+        if dc.region in kept:
+            agent.on_forecast(kept[dc.region])
 
     @service.background
     async def heartbeat() -> None:

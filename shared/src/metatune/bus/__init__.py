@@ -1,5 +1,6 @@
 """Bus plumbing: streams, de-duplicated publish, consumer policy, object store, clock, health."""
 
+from . import forecasts
 from .objects import ObjectStore
 from .publish import headers_for, publish_event
 from .streams import (
@@ -24,6 +25,7 @@ __all__ = [
     "STUDIES_BUCKET",
     "ObjectStore",
     "ensure_streams",
+    "forecasts",
     "headers_for",
     "publish_event",
     "stream_for",

@@ -280,6 +280,7 @@ def agent(datacenter: str, region: str, streams: Streams) -> Principal:
         )
         + kv_read(ASSIGNMENTS_BUCKET)
         + kv_read(STUDIES_BUCKET)
+        + kv_read(FORECASTS_BUCKET)  # its region's last forecast, read on start
         + object_read(DATASETS_BUCKET)
         + object_read(CHECKPOINTS_BUCKET)
         + object_write(CHECKPOINTS_BUCKET)

@@ -1,6 +1,8 @@
 """The last good (fresh) forecast of each region in the NATS KV bucket ``metatune_forecasts``:
-kept before each fresh forecast is published, read back before the first round, so a forecaster
-restarted while a provider is down still has a stale forecast to publish."""
+the forecaster keeps it before each fresh forecast is published and reads it back before its
+first round, so a forecaster restarted while a provider is down still has a stale forecast to
+publish; a trainer-agent reads its region's on start, so the hours it trains before the next
+round are priced too."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from collections.abc import Iterable
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from metatune.bus import FORECASTS_BUCKET
-from metatune.contracts import CarbonForecast
+from ..contracts import CarbonForecast
+from .streams import FORECASTS_BUCKET
 
 
 async def recall(js: JetStreamContext, regions: Iterable[str]) -> dict[str, CarbonForecast]:
