@@ -249,7 +249,7 @@ CLOSING_COLUMNS = (
     "trials (early-stopped)",
     "grid",
     "best accuracy",
-    "predicted before training (80 %)",
+    "predicted (80 %)",
     "nearest KB best run",
     "energy Wh",
     "grid Wh",
