@@ -130,6 +130,10 @@ class TrainingBudget(Contract):
             given["max_train_rows"] = max_train_rows or None
         return given
 
+    def train_rows(self, rows: int) -> int:
+        """The rows a trial trains on when the data holds ``rows``: the cap where it bites."""
+        return rows if self.max_train_rows is None else min(rows, self.max_train_rows)
+
     def lengths(self) -> dict[str, float | int | None]:
         """The :class:`~metatune.contracts.LoraConfig` fields this budget sets on every trial."""
         return {

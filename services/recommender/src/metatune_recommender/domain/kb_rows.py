@@ -31,11 +31,10 @@ def objective(metrics: RunMetrics) -> tuple[str, float | None]:
 
 def _dataset(study_id: UUID | None, job_id: UUID, profile: StudyProfile | None) -> DatasetInfo:
     if profile is not None:
-        rows, cap = profile.features.n_examples, profile.spec.budget.max_train_rows
         return DatasetInfo(
             name=profile.dataset_name,
             features=profile.features,
-            n_train=rows if cap is None else min(rows, cap),  # the rows its budget trained on
+            n_train=profile.spec.budget.train_rows(profile.features.n_examples),
         )
     return DatasetInfo(name=f"study:{study_id}" if study_id else f"job:{job_id}")
 

@@ -344,9 +344,9 @@ class Recommender:
         runs on it (else the history's most common device)."""
         default = self.reference(base_model)
         rows = profile.get("n_examples")
-        train_rows = int(rows) if isinstance(rows, (int, float)) and rows > 0 else None
-        if train_rows is not None and budget.max_train_rows is not None:
-            train_rows = min(train_rows, budget.max_train_rows)
+        train_rows = (
+            budget.train_rows(int(rows)) if isinstance(rows, (int, float)) and rows > 0 else None
+        )
         devices = {run_budget(r).get("device") for r in self.runs if r.base_model == base_model}
         return Reference(
             Budget(
