@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -360,6 +361,42 @@ async def test_a_killed_agent_is_resumed_from_its_last_checkpoint_by_redelivery(
         assert (
             restarted and 2 <= restarted[0].step <= killed_at
         )  # from the last checkpoint, not from step 0
+
+
+async def test_an_assignment_redelivered_after_its_run_ended_is_not_trained_again(
+    settings: AgentSettings, intents_binary: Path
+) -> None:
+    """The bus went down as a run ended: its outcome went out on the retry, its acknowledgement
+    did not, and JetStream hands the start back. Neither the agent that ran it nor that agent
+    restarted (the ended assignments are kept in its data folder) trains the job a second time."""
+    job = uuid4()
+    async with Bus(settings) as bus:
+        for restarted in (False, True):
+            service = create_service("fra1", settings.model_copy(update=AGENT))
+            async with service.running():
+                if not restarted:
+                    dataset = await upload_dataset(settings, intents_binary)
+                    start = assignment("fra1", AssignmentAction.start, job, spec(dataset))
+                    await bus.assign(start)
+                    await bus.wait_for(RunCompleted, job)
+                    await wait_for(partial(_ended, service.runtime, job), "the run ended")
+                progress = len(bus.of(RunProgress, job))
+                await bus.assign(start)  # the same assignment (event id) again
+                # taken and acknowledged: a run it started would hold it until that run ended
+                await wait_for(
+                    lambda: _consumer_settled(bus, "trainer-agent-fra1"), "the copy taken"
+                )
+            assert len(bus.of(RunProgress, job)) == progress  # no step trained again
+        assert len(bus.of(RunCompleted, job)) == 1 and not bus.of(RunFailed, job)
+
+
+def _ended(agent: Any, job: UUID) -> bool:
+    return job not in agent.jobs
+
+
+async def _consumer_settled(bus: Bus, durable: str) -> bool:
+    info = await bus.js.consumer_info(bus.settings.stream_name, durable)
+    return info.num_pending == 0 and info.num_ack_pending == 0
 
 
 async def test_steps_between_progress_events_ride_on_the_next_and_a_pause_sends_the_rest(

@@ -79,6 +79,7 @@ from ..domain.trainer import Evaluation
 from ..domain.versions import SeenVersions, superseded
 from ..settings import AgentSettings
 from .datasets import DatasetFetcher
+from .ended_log import EndedLog
 from .hardware import cpu_model, detect
 from .multi_device import MultiDeviceRun
 from .package_data import shipped_model_path
@@ -177,6 +178,9 @@ class TrainerAgent:
         self.versions = (
             SeenVersions()
         )  # highest plan version seen per job: older assignments are ignored
+        # the start/resume assignments whose run ended here: a redelivered one is not trained again
+        self.ended_log = EndedLog(settings.resolved_data_dir() / "agent", datacenter.name)
+        self.ended = self.ended_log.load()
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, datacenter.gpus), thread_name_prefix=f"train-{datacenter.name}"
         )
@@ -208,7 +212,7 @@ class TrainerAgent:
                 correlation_id=assignment.job_id,
             )
             return False
-        stale = self.versions.observe(assignment)
+        stale = self.versions.observe(assignment) or self.ended.why_not(assignment)
         if stale is None and assignment.action in (AssignmentAction.start, AssignmentAction.resume):
             stale = superseded(assignment, await self.current_assignment(assignment.job_id))
         if stale is not None:  # e.g. a killed agent's start, redelivered after the job moved on
@@ -275,9 +279,11 @@ class TrainerAgent:
                 redeliver = True
             else:
                 await self._publish_outcome(job, outcome)
+                self._ended(job)
         except TrainingError as exc:
             await self._flush_steps(job)
             await self._publish_failed(job.assignment, exc)
+            self._ended(job)
         except asyncio.CancelledError:
             redeliver = True
             raise
@@ -292,6 +298,7 @@ class TrainerAgent:
             log.exception("job %s failed", job.assignment.job_id)
             await self._flush_steps(job)
             await self._publish_failed(job.assignment, exc, reason=FailureReason.internal)
+            self._ended(job)
         finally:
             keepalive.cancel()
             self.jobs.pop(job.assignment.job_id, None)
@@ -307,6 +314,15 @@ class TrainerAgent:
                     "nacked" if redeliver else "acked",
                     exc,
                 )
+
+    def _ended(self, job: Job) -> None:
+        """The run's outcome is out: its assignment, redelivered, is not trained again."""
+        event_id = job.assignment.event_id
+        self.ended.add(event_id)
+        try:
+            self.ended_log.add(event_id)
+        except OSError as exc:  # remembered in memory still; only a restart could forget it
+            log.warning("job %s: ended assignment not recorded: %r", job.assignment.job_id, exc)
 
     async def _keep_alive(self, message: NatsMessage) -> None:
         """Tell JetStream the held message is being worked on, well within ``ack_wait``."""

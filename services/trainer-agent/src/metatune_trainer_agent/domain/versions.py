@@ -1,13 +1,19 @@
-"""Which assignments an agent may still act on: never one older than what it has seen for the job.
+"""Which assignments an agent may still act on: never one older than what it has seen for the job,
+never one whose run already ended here.
 
-Two sources, because each misses cases the other sees: the highest ``plan_version`` this process
+For the versions, two sources, because each misses cases the other sees: the highest ``plan_version`` this process
 has received per job (in memory, lost on restart), and the job's current assignment the scheduler
 keeps in KV (``metatune_assignments``, survives restarts: a killed agent's unacknowledged start,
-redelivered after the job was paused or moved elsewhere, differs from it).
+redelivered after the job was paused or moved elsewhere, differs from it). For ended runs, the
+start or resume assignments whose outcome this agent published (``EndedAssignments``): a message
+whose acknowledgement was lost (the bus went down as the run ended) comes back after ``ack_wait``
+and must not train the job a second time.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -35,3 +41,33 @@ def superseded(assignment: Assignment, current: CurrentAssignment | None) -> str
         f"superseded by {current.action.value} at {current.datacenter} (plan version {current.plan_version}, "
         f"event {current.event_id})"
     )
+
+
+ENDED_KEPT = 10_000  # assignment event ids remembered; a redelivery comes within minutes
+
+
+@dataclass
+class EndedAssignments:
+    """The event ids of the start/resume assignments whose run ended here (oldest first, bounded)."""
+
+    ids: OrderedDict[UUID, None] = field(default_factory=OrderedDict)
+    kept: int = ENDED_KEPT
+
+    @classmethod
+    def of(cls, ids: Iterable[UUID], kept: int = ENDED_KEPT) -> EndedAssignments:
+        ended = cls(kept=kept)
+        for event_id in ids:
+            ended.add(event_id)
+        return ended
+
+    def add(self, event_id: UUID) -> None:
+        self.ids[event_id] = None
+        self.ids.move_to_end(event_id)
+        while len(self.ids) > self.kept:
+            self.ids.popitem(last=False)
+
+    def why_not(self, assignment: Assignment) -> str | None:
+        """Why ``assignment`` must not run again (None: it may)."""
+        if assignment.event_id in self.ids:
+            return f"its run already ended here (assignment {assignment.event_id}, redelivered)"
+        return None
