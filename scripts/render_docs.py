@@ -371,6 +371,27 @@ def _recommender() -> list[str]:
 NAIVE = ("naive-24h", "naive-168h", "mean-7d")
 
 
+def coverage_by_lead_rows(data: dict[str, Any]) -> list[list[str]]:
+    """The summary rows of the interval's coverage by lead bucket, all regions' hours pooled
+    (results without it, older runs, give none)."""
+    by_lead = data.get("coverage_by_lead")
+    if not by_lead:
+        return []
+    leads = " / ".join(by_lead)
+    return [
+        [f"10-90 % coverage by lead, all regions' hours pooled, {leads} h"]
+        + [
+            " / ".join(f"{e[k]:.1f}" for e in by_lead.values()) + " %"
+            for k in ("coverage", "static_coverage")
+        ],
+        [f"regions within 80 ± 5 points, {leads} h"]
+        + [
+            " / ".join(str(e[f"{k}_regions_within"]) for e in by_lead.values())
+            for k in ("coverage", "static_coverage")
+        ],
+    ]
+
+
 @renders("results/forecaster")
 def _forecaster() -> list[str]:
     data = load_result("forecaster_bench")
@@ -399,6 +420,7 @@ def _forecaster() -> list[str]:
             + [f"{within[k]} / {n}" for k in ("coverage", "static_coverage")],
             ["median 10-90 % coverage"]
             + [f"{data['coverage_median'][k]:.1f} %" for k in ("coverage", "static_coverage")],
+            *coverage_by_lead_rows(data),
         ],
     )
     by_region: dict[str, list[dict[str, Any]]] = {}
@@ -816,7 +838,14 @@ def _summary() -> list[str]:
             f"median MAPE gain over the better seasonal-naive forecast {gains} % at "
             f"{' / '.join(fc['median_gain_vs_seasonal']['model'])} h; not worse than the best naive "
             f"baseline in {fc['not_worse_than_best_naive']['model']} of {fc['region_buckets']} "
-            "region-buckets",
+            "region-buckets"
+            + (
+                "; the 10-90 % interval covers "
+                + " / ".join(f"{e['coverage']:.1f}" for e in fc["coverage_by_lead"].values())
+                + f" % at {' / '.join(fc['coverage_by_lead'])} h"
+                if fc.get("coverage_by_lead")
+                else ""
+            ),
             link("forecaster_bench"),
         ]
     )
