@@ -56,11 +56,10 @@ from metatune.contracts.forecasts import expected_intensity
 from metatune.errors import ConfigurationError
 from metatune.registry import Registry, load_registry
 from metatune_forecaster.adapters.carbon_folder import load_em
+from metatune_forecaster.adapters.model_files import load_model, load_weather_error
 from metatune_forecaster.adapters.package_data import MODEL_PATH, WEATHER_ERROR_PATH
 from metatune_forecaster.domain.features import RegionArrays
-from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.served import served_forecasts
-from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_scheduler.domain import (
     Aggregation,
     HighsModelSolver,
@@ -197,8 +196,8 @@ def forecaster_intensity(
 ) -> np.ndarray:
     """(regions, 3, hours, 168) forecasts (p10, median, p90) issued at each hour from ``start``,
     as the forecaster serves them; NaN where a region's history is too short for an issue."""
-    model = CarbonModel.load(model_path)
-    error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
+    model = load_model(model_path)
+    error_model = load_weather_error(WEATHER_ERROR_PATH)
     cache.mkdir(parents=True, exist_ok=True)
     out = []
     for region in regions:
@@ -769,7 +768,7 @@ def run(args: argparse.Namespace) -> dict:
 
     runs = set(args.only.split(","))
     if args.forecast == "model" and "S" in runs:
-        trained_until = CarbonModel.load(args.model).metadata.get("train_until")
+        trained_until = load_model(args.model).metadata.get("train_until")
         if trained_until and start < pd.Timestamp(trained_until):
             console.print(
                 f"[yellow]warning: the model was trained on hours before {trained_until}; S's forecasts from "

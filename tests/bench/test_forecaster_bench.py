@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from metatune_forecaster.adapters.model_files import load_model
 from metatune_forecaster.adapters.package_data import MODEL_PATH
-from metatune_forecaster.domain.model import CarbonModel
 from tests.support.plugin import TEST_DATA
 
 from .conftest import BENCH, load_bench
@@ -20,7 +20,7 @@ bench = load_bench("forecaster_bench")
 
 
 def test_training_overlap_uses_the_period_the_model_records() -> None:
-    model = CarbonModel.load(MODEL_PATH)
+    model = load_model(MODEL_PATH)
     trained_until = pd.Timestamp(model.metadata["train_until"])
     assert bench.training_overlap(model, trained_until) is None
     message = bench.training_overlap(model, trained_until - pd.Timedelta(hours=1))

@@ -10,6 +10,7 @@ import pytest
 
 from metatune.contracts import CarbonForecast
 from metatune.registry import default_registry
+from metatune_forecaster.adapters.model_files import load_weather_error
 from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
 from metatune_forecaster.domain.features import HISTORY_HOURS
@@ -21,7 +22,6 @@ from metatune_forecaster.domain.forecast import (
 )
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.providers import Site
-from metatune_forecaster.domain.weather_error import WeatherErrorModel
 
 ISSUE = datetime(2025, 3, 14, 6, tzinfo=UTC)
 NOW = ISSUE + timedelta(minutes=3)
@@ -33,7 +33,7 @@ def site(region: str) -> Site:
 
 
 async def inputs(replay: ReplayData, region: str) -> tuple[pd.Series, pd.DataFrame]:
-    weather = ReplayWeather(replay, WeatherErrorModel.load(WEATHER_ERROR_PATH))
+    weather = ReplayWeather(replay, load_weather_error(WEATHER_ERROR_PATH))
     return (
         await ReplayIntensity(replay).history(region, ISSUE, HISTORY_HOURS),
         await weather.hourly(site(region), ISSUE, HISTORY_HOURS, 168),

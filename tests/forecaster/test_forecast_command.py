@@ -19,6 +19,7 @@ from metatune.registry import default_registry
 from metatune.settings import Settings
 from metatune_cli.cli.main import app
 from metatune_forecaster.adapters.live import LiveIntensity, LiveSource
+from metatune_forecaster.adapters.model_files import load_weather_error
 from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.adapters.replay import ReplayData, ReplayWeather
 from metatune_forecaster.adapters.runtime import RegionForecaster, region_sites
@@ -26,7 +27,6 @@ from metatune_forecaster.adapters.store import ObservationStore
 from metatune_forecaster.domain.features import HISTORY_HOURS
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.providers import Signal
-from metatune_forecaster.domain.weather_error import WeatherErrorModel
 
 from .trace_source import TraceSource, cli_db, trace
 
@@ -49,7 +49,7 @@ def seed(schema: str, zone: str, values: pd.Series) -> None:
 
 def service_round(schema: str, model: CarbonModel, replay: ReplayData, region: str, registry):
     """What the service's round (:class:`RegionForecaster`) makes of that store for ``region``."""
-    weather = ReplayWeather(replay, WeatherErrorModel.load(WEATHER_ERROR_PATH))
+    weather = ReplayWeather(replay, load_weather_error(WEATHER_ERROR_PATH))
     site = region_sites(registry)[region]
 
     async def main():

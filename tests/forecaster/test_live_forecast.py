@@ -22,6 +22,7 @@ from metatune.settings import Settings
 from metatune_forecaster.adapters.carbon_aware_sdk import CarbonAwareSdkSource
 from metatune_forecaster.adapters.electricity_maps import ElectricityMapsSource
 from metatune_forecaster.adapters.live import LiveIntensity, LiveSource, region_sources
+from metatune_forecaster.adapters.model_files import load_weather_error
 from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
 from metatune_forecaster.adapters.runtime import RegionForecaster, sites_of
@@ -32,7 +33,6 @@ from metatune_forecaster.app import create_service
 from metatune_forecaster.domain.features import HISTORY_HOURS
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
-from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from tests.support.builders import small_registry
 from tests.support.waiting import received_on, wait_for
 
@@ -50,7 +50,7 @@ def bands(forecast: CarbonForecast) -> np.ndarray:
 
 
 def forecaster(model: CarbonModel, replay: ReplayData, intensity) -> RegionForecaster:
-    weather = ReplayWeather(replay, WeatherErrorModel.load(WEATHER_ERROR_PATH))
+    weather = ReplayWeather(replay, load_weather_error(WEATHER_ERROR_PATH))
     sites = sites_of(small_registry("fra1"), ReplayIntensity(replay))
     return RegionForecaster(model, sites, weather, intensity)
 

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 
 from metatune_forecaster.adapters.carbon_folder import load_em
+from metatune_forecaster.adapters.model_files import load_weather_error
 from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.domain.features import RegionArrays
 from metatune_forecaster.domain.model import CarbonModel
 from metatune_forecaster.domain.served import served_forecasts
-from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from tests.support.plugin import TEST_DATA
 
 
@@ -20,9 +20,7 @@ def test_served_forecasts_line_up_with_their_issue_hours(
     arrays = RegionArrays(load_em(TEST_DATA / "carbon", "DE"))
     first = arrays.times.get_loc(pd.Timestamp("2023-03-01", tz="UTC"))
     issues = np.array([first, first + 7, first + 30])
-    served = served_forecasts(
-        model, arrays, issues, WeatherErrorModel.load(WEATHER_ERROR_PATH), seed=0
-    )
+    served = served_forecasts(model, arrays, issues, load_weather_error(WEATHER_ERROR_PATH), seed=0)
 
     matrix = served.matrix(np.array([first - 1, *issues]))
     assert np.isnan(matrix[0]).all()  # not asked for: no row

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from metatune_forecaster.adapters.carbon_folder import load_carboncast, load_em
+from metatune_forecaster.adapters.model_files import load_model, load_weather_error, save_model
 from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.domain.baselines import seasonal_naive_24h, seasonal_naive_168h
 from metatune_forecaster.domain.evaluation import mape, wmape
@@ -22,7 +23,6 @@ from metatune_forecaster.domain.model import (
 )
 from metatune_forecaster.domain.samples import build_grid, issue_positions
 from metatune_forecaster.domain.series import RegionSeries
-from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_forecaster.tools import train as train_module
 from metatune_forecaster.tools.train import train
 from tests.support.plugin import TEST_DATA
@@ -40,7 +40,7 @@ def trained() -> tuple[CarbonModel, list]:
         load_em(carbon, "US-TEX-ERCO").slice(start, TEST_UNTIL),
         load_carboncast(carbon, "CISO").slice(start, TEST_UNTIL),
     ]
-    error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
+    error_model = load_weather_error(WEATHER_ERROR_PATH)
     model = train(
         series, TRAIN_UNTIL, error_model, max_iter=40, strides_h=(19, 29, 29), leads_per_issue=12
     )
@@ -65,7 +65,7 @@ def leaks_into_training(series: list[RegionSeries], train_until: pd.Timestamp) -
         return train(
             data,
             train_until,
-            WeatherErrorModel.load(WEATHER_ERROR_PATH),
+            load_weather_error(WEATHER_ERROR_PATH),
             max_iter=3,
             strides_h=(71, 71, 71),
             leads_per_issue=4,
@@ -78,7 +78,7 @@ def leaks_into_training(series: list[RegionSeries], train_until: pd.Timestamp) -
     grid = build_grid(
         arrays,
         issue_positions(arrays, train_until, None, 97),
-        WeatherErrorModel.load(WEATHER_ERROR_PATH),
+        load_weather_error(WEATHER_ERROR_PATH),
         np.random.default_rng(1),
     )
     changed = [
@@ -132,7 +132,7 @@ def test_small_model_beats_seasonal_naive_on_its_test_slice(
     trained: tuple[CarbonModel, list],
 ) -> None:
     model, series = trained
-    error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
+    error_model = load_weather_error(WEATHER_ERROR_PATH)
     predicted, actual, naive24, naive168, lead = [], [], [], [], []
     for one in series:
         arrays = RegionArrays(one)
@@ -162,7 +162,7 @@ def test_each_block_averages_members_fitted_on_other_feature_draws(
     grid = build_grid(
         RegionArrays(series[0]),
         issue_positions(RegionArrays(series[0]), TEST_FROM, TEST_UNTIL, 25)[:3],
-        WeatherErrorModel.load(WEATHER_ERROR_PATH),
+        load_weather_error(WEATHER_ERROR_PATH),
         np.random.default_rng(2),
         lead_range=(1, 24),
     )
@@ -186,6 +186,6 @@ def test_each_block_sees_its_own_features_and_a_model_of_another_layout_is_refus
     mixed = dataclasses.replace(
         model, blocks=[model.blocks[1], *model.blocks[1:]]
     )  # day-ahead trees of the wrong layout
-    mixed.save(tmp_path / "mixed.joblib")
+    save_model(mixed, tmp_path / "mixed.joblib")
     with pytest.raises(ModelArtifactError, match="other features"):
-        CarbonModel.load(tmp_path / "mixed.joblib")
+        load_model(tmp_path / "mixed.joblib")

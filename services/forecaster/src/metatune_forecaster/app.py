@@ -18,15 +18,14 @@ from metatune.service import Service
 from metatune.settings import Settings
 
 from .adapters.live import LiveIntensity, LiveSource, region_sources
+from .adapters.model_files import load_model, load_weather_error
 from .adapters.open_meteo import OpenMeteoWeather
 from .adapters.package_data import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
 from .adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
 from .adapters.runtime import RegionForecaster, sites_of
 from .adapters.store import ObservationStore
-from .domain.model import CarbonModel
 from .domain.providers import IntensityProvider, Site, WeatherProvider
 from .domain.rounds import Rounds
-from .domain.weather_error import WeatherErrorModel
 from .settings import ForecasterSettings
 
 
@@ -39,7 +38,7 @@ def weather_provider(settings: ForecasterSettings, data: ReplayData) -> WeatherP
             settings.open_meteo_backoff_s,
         )
     return ReplayWeather(
-        data, WeatherErrorModel.load(settings.forecaster_weather_error_path or WEATHER_ERROR_PATH)
+        data, load_weather_error(settings.forecaster_weather_error_path or WEATHER_ERROR_PATH)
     )
 
 
@@ -58,7 +57,7 @@ def region_forecaster(
     """The round over ``sites`` (the service's: every registry region; ``metatune forecaster
     forecast``: one), with the model and the weather provider the settings name."""
     return RegionForecaster(
-        CarbonModel.load(settings.forecaster_model_path or MODEL_PATH),
+        load_model(settings.forecaster_model_path or MODEL_PATH),
         sites,
         weather or weather_provider(settings, data),
         intensity,

@@ -17,12 +17,9 @@ band, times the volatility of the issue.
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import joblib
 import numpy as np
 import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
@@ -186,38 +183,23 @@ class CarbonModel:
         issues at serving time the way they would have been forecast)."""
         return WeatherErrorModel.model_validate(self.metadata["weather_error"])
 
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        joblib.dump(self, path, compress=("xz", 6))
 
-    @classmethod
-    def load(cls, path: Path) -> CarbonModel:
-        try:
-            model = joblib.load(path)
-        except (
-            OSError,
-            EOFError,
-            ValueError,
-            KeyError,
-            ImportError,
-            AttributeError,
-            pickle.UnpicklingError,
-        ) as exc:
-            raise ModelArtifactError(f"cannot load the forecaster model {path}: {exc}") from exc
-        if not isinstance(model, cls) or not hasattr(model, "blocks"):
-            raise ModelArtifactError(
-                f"{path} holds a {type(model).__name__} of another layout, not a CarbonModel"
-            )
-        if not all(isinstance(trees, TreeEnsemble) for trees in model.blocks):
-            raise ModelArtifactError(f"{path} holds trees of an older layout; retrain it")
-        if any(
-            list(trees.feature_names_in_) != block_features(b)
-            for b, trees in enumerate(model.blocks)
-        ):
-            raise ModelArtifactError(f"{path} was trained on other features; retrain it")
-        if "weather_error" not in model.metadata:
-            raise ModelArtifactError(f"{path} does not record its weather-error model; retrain it")
-        return model
+def checked(model: object, source: str) -> CarbonModel:
+    """``model`` (unpickled from ``source``) if it is a :class:`CarbonModel` of this layout and
+    these features; else a :class:`ModelArtifactError` that says what to do."""
+    if not isinstance(model, CarbonModel) or not hasattr(model, "blocks"):
+        raise ModelArtifactError(
+            f"{source} holds a {type(model).__name__} of another layout, not a CarbonModel"
+        )
+    if not all(isinstance(trees, TreeEnsemble) for trees in model.blocks):
+        raise ModelArtifactError(f"{source} holds trees of an older layout; retrain it")
+    if any(
+        list(trees.feature_names_in_) != block_features(b) for b, trees in enumerate(model.blocks)
+    ):
+        raise ModelArtifactError(f"{source} was trained on other features; retrain it")
+    if "weather_error" not in model.metadata:
+        raise ModelArtifactError(f"{source} does not record its weather-error model; retrain it")
+    return model
 
 
 def fit(

@@ -12,9 +12,6 @@ of the same grids.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 from pydantic import BaseModel, Field
 
@@ -67,13 +64,6 @@ class WeatherErrorModel(BaseModel):
         wind = np.maximum(wind_ms + self.wind_sigma_ms * z[1], 0.0)
         cloud = np.clip(cloud_pct + self.cloud_sigma_pct * z[2], 0.0, 100.0)
         return temperature, wind, cloud
-
-    def save(self, path: Path) -> None:
-        path.write_text(self.model_dump_json(indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path: Path) -> WeatherErrorModel:
-        return cls.model_validate(json.loads(path.read_text()))
 
 
 def _residual(forecast: np.ndarray, observed: np.ndarray) -> tuple[float, float]:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..adapters.carbon_folder import load_folder
+from ..adapters.model_files import load_weather_error, save_model, save_weather_error
 from ..adapters.package_data import MODEL_PATH, WEATHER_ERROR_PATH
 from ..domain.features import FEATURE_NAMES, RegionArrays
 from ..domain.model import (
@@ -153,11 +154,11 @@ def main(argv: list[str] | None = None) -> None:
     series = load_folder(args.data)
     error_model = calibrate_weather_error(series)
     if error_model is None:
-        error_model = WeatherErrorModel.load(WEATHER_ERROR_PATH)
+        error_model = load_weather_error(WEATHER_ERROR_PATH)
     else:
-        error_model.save(args.weather_error_out)
+        save_weather_error(error_model, args.weather_error_out)
     model = train(series, train_until, error_model, max_iter=args.max_iter)
-    model.save(args.out)
+    save_model(model, args.out)
     size_kb = args.out.stat().st_size / 1024
     print(
         f"model {model.version}: {model.metadata['rows']} rows from {len(series)} regions, "
