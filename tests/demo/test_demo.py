@@ -367,16 +367,17 @@ def _check_plan_against_meter(events: list[tuple[str, object]], url: str, shown:
 def _baselines(conn, energy: list[dict], registry, study_id: str) -> tuple[float, float]:
     """Each job's metered hours from its request hour on: at home; and greedily, in request
     order, at the allowed site with a GPU free from the earliest such hour and the least gCO2eq,
-    priced at the median of the latest forecast issued by the request."""
+    priced at the expected intensity (0.3 p10 + 0.4 median + 0.3 p90) of the latest forecast
+    issued by the request."""
 
     def intensity(region: str, hour, known_at) -> float:
         rows = conn.execute(
-            "SELECT issued_at, g_per_kwh FROM forecast_points WHERE region = %s AND hour = %s "
-            "ORDER BY issued_at",
+            "SELECT issued_at, 0.3 * p10_g_per_kwh + 0.4 * g_per_kwh + 0.3 * p90_g_per_kwh AS g "
+            "FROM forecast_points WHERE region = %s AND hour = %s ORDER BY issued_at",
             (region, hour),
         ).fetchall()
-        before = [r["g_per_kwh"] for r in rows if r["issued_at"] <= known_at]
-        return before[-1] if before else rows[0]["g_per_kwh"]
+        before = [r["g"] for r in rows if r["issued_at"] <= known_at]
+        return before[-1] if before else rows[0]["g"]
 
     jobs = defaultdict(list)
     for e in energy:

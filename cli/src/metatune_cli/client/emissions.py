@@ -1,4 +1,4 @@
-"""Emissions realised: each hour a run's grid region has since observed, priced at its observed
+"""Emissions realised (:func:`metatune.emissions.as_run`): each hour a run's grid region has since observed, priced at its observed
 (average, location-based) intensity, read from the observed hours the forecasts carry; the hours
 not observed yet keep the forecast price the agent charged, and are counted as such."""
 
@@ -11,6 +11,7 @@ from nats.js import JetStreamContext
 
 from metatune import subjects
 from metatune.contracts import CarbonForecast, Event, RunAccounting
+from metatune.emissions import as_run, total
 
 from .eventlog import events_of
 
@@ -48,19 +49,14 @@ def realised(
     forecast's); None where an hour has neither."""
     if accounting is None:
         return {"realised_emissions_g": None, "realised_hours": None, "forecast_priced_hours": None}
-    grams: float | None = 0.0
-    realised_hours = forecast_hours = 0
+    priced = []
     for h in accounting.hours:
         region = region_of.get(h.datacenter or datacenter or "")
         found = observed.get((region, h.hour)) if region else None
-        g = found[1] if found is not None else h.g_per_kwh
-        if found is not None:
-            realised_hours += 1
-        elif h.g_per_kwh is not None:
-            forecast_hours += 1
-        grams = None if g is None or grams is None else grams + h.energy_wh / 1000 * h.pue * g
+        priced.append(as_run(h.energy_wh, h.pue, h.g_per_kwh, None if found is None else found[1]))
+    by = [how for _, how in priced]
     return {
-        "realised_emissions_g": grams,
-        "realised_hours": realised_hours,
-        "forecast_priced_hours": forecast_hours,
+        "realised_emissions_g": total(g for g, _ in priced),
+        "realised_hours": by.count("realised"),
+        "forecast_priced_hours": by.count("forecast"),
     }

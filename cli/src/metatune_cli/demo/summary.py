@@ -10,13 +10,15 @@ Per study:
 * **best** accuracy of the study's runs (of equally accurate ones, the earliest trial's, whose
   published prediction stands beside it); **energy** (IT Wh) and **gCO2eq** as metered hour by
   hour (telemetry's ``/api/studies/{id}/records``).
-* **run now at home** and **greedy**: the same measured energy, hour by hour, priced as if each
-  trial had run without a break from the hour it was requested at the study's home datacenter
-  (run now at home: the user's own cluster, no queue), or, taking the trials in the order they
-  were requested, at the datacenter with the least emissions among those its residency allows
-  that have a GPU free from the earliest hour one does (greedy: the platform's GPUs, no look-ahead),
-  each at that site's PUE and the median intensity of the forecast in force at the request
-  (telemetry's ``/api/regions/{region}/forecasts``).
+* **run now at home**: telemetry's baseline of each trial (``run_now_g`` of its records), the
+  rule of :mod:`metatune.emissions` every view uses: the measured energy, hour by hour, run
+  without a break from the hour it was requested at its home datacenter (the user's own cluster,
+  no queue), at the forecast price in force at the request.
+* **greedy**: the same measured energy priced, taking the trials in the order they were
+  requested, at the datacenter with the least emissions among those its residency allows that
+  have a GPU free from the earliest hour one does (the platform's GPUs, no look-ahead), each at
+  that site's PUE and the forecast price in force at the request (telemetry's
+  ``/api/regions/{region}/forecasts``), by :func:`metatune.emissions.priced_at`.
 * **kb runs**: the study's runs in the knowledge base, as the recommender counts them
   (``metatune.requests.knowledge.runs``), passed in.
 
@@ -35,6 +37,7 @@ from uuid import UUID
 import httpx
 
 from metatune.contracts import RegionGroup
+from metatune.emissions import ForecastsInForce, energy_profile, floor_hour, priced_at, total
 from metatune.knowledge.space import grid
 from metatune.registry import Registry
 
@@ -103,6 +106,7 @@ class Trial:
     energy_wh: float | None
     majority_baseline: float | None
     hours: list[Metered]
+    run_now_g: float | None = None  # telemetry's run-now-at-home baseline (metatune.emissions)
 
     @classmethod
     def of(cls, study_id: str, record: Mapping[str, Any]) -> Trial:
@@ -131,6 +135,7 @@ class Trial:
                 )
                 for h in record["hours"]
             ],
+            run_now_g=record.get("run_now_g"),
         )
 
     @property
@@ -143,67 +148,29 @@ class Trial:
 
 
 def _profile(trial: Trial) -> list[tuple[datetime, float]]:
-    """The trial's IT energy per clock hour, in order (a migration hour summed over both sites)."""
-    energy: dict[datetime, float] = defaultdict(float)
-    for h in trial.hours:
-        energy[h.hour] += h.energy_wh
-    return sorted(energy.items())
-
-
-class Forecasts:
-    """Median intensity per region and hour as known at a moment (latest issue at or before it)."""
-
-    def __init__(self, rows: list[tuple[str, datetime, datetime, float]]) -> None:
-        """``rows``: (region, hour, issued at, median g/kWh)."""
-        self.points: dict[tuple[str, datetime], list[tuple[datetime, float]]] = defaultdict(list)
-        for region, hour, issued_at, g_per_kwh in rows:
-            self.points[(region, hour)].append((issued_at, g_per_kwh))
-        for issues in self.points.values():
-            issues.sort()
-
-    def at(self, region: str, hour: datetime, known_at: datetime) -> float | None:
-        issues = self.points.get((region, hour), [])
-        earlier = [g for issued, g in issues if issued <= known_at]
-        if earlier:
-            return earlier[-1]
-        return issues[0][1] if issues else None  # only a later issue covered it
-
-
-def _floor_hour(value: datetime) -> datetime:
-    return value.replace(minute=0, second=0, microsecond=0)
+    return energy_profile((h.hour, h.energy_wh) for h in trial.hours)
 
 
 def _priced(
-    hours: list[tuple[datetime, float]],
+    profile: list[tuple[datetime, float]],
     start: datetime,
     known_at: datetime,
     site: str,
     registry: Registry,
-    forecasts: Forecasts,
+    forecasts: ForecastsInForce,
 ) -> float | None:
     """gCO2eq of the measured energy profile run without a break at ``site`` from ``start``."""
     dc = registry.get(site)
-    total = 0.0
-    for k, (_, wh) in enumerate(hours):
-        g = forecasts.at(dc.region, start + timedelta(hours=k), known_at)
-        if g is None:
-            return None
-        total += wh / 1000.0 * dc.pue * g
-    return total
+    return priced_at(profile, start, known_at, dc.region, dc.pue, forecasts).grams
 
 
-def _total(values: list[float | None]) -> float | None:
-    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
-
-
-def _baselines(
+def _greedy(
     requests: list[Trial],
     hours: dict[str, list[tuple[datetime, float]]],
     registry: Registry,
-    forecasts: Forecasts,
-) -> tuple[dict[str, float | None], dict[str, float | None]]:
-    """Per job: gCO2eq run now at home, and placed greedily (see the module's docstring)."""
-    run_now: dict[str, float | None] = {}
+    forecasts: ForecastsInForce,
+) -> dict[str, float | None]:
+    """Per job: gCO2eq placed greedily (see the module's docstring)."""
     greedy: dict[str, float | None] = {}
     busy: dict[tuple[str, datetime], int] = defaultdict(int)
     for req in sorted(requests, key=lambda r: (r.requested_at, r.job_id)):
@@ -211,8 +178,7 @@ def _baselines(
         profile = hours.get(job)
         if not profile or known is None or req.home_datacenter is None:
             continue
-        start = _floor_hour(known)
-        run_now[job] = _priced(profile, start, known, req.home_datacenter, registry, forecasts)
+        start = floor_hour(known)
         allowed = registry.in_group(req.region_group)
         span = range(len(profile))
         for delay in range(GREEDY_DELAYS_H):
@@ -238,7 +204,7 @@ def _baselines(
                 break
         else:
             greedy[job] = None
-    return run_now, greedy
+    return greedy
 
 
 async def _get(client: httpx.AsyncClient, path: str, **params: str) -> Any:
@@ -258,17 +224,17 @@ async def study_trials(client: httpx.AsyncClient, studies: list[UUID]) -> list[T
 
 async def forecasts_for(
     client: httpx.AsyncClient, trials: list[Trial], registry: Registry
-) -> Forecasts:
+) -> ForecastsInForce:
     """The forecast history of every region of ``registry`` over the hours the baselines price:
     from the first request's hour to the last one's plus the greedy placement's delays and the
     longest run."""
     requested = [t.requested_at for t in trials if t.requested_at is not None]
     if not requested:
-        return Forecasts([])
+        return ForecastsInForce([])
     longest = max((len(_profile(t)) for t in trials), default=0)
-    start = _floor_hour(min(requested))
-    end = _floor_hour(max(requested)) + (GREEDY_DELAYS_H + longest) * HOUR
-    rows: list[tuple[str, datetime, datetime, float]] = []
+    start = floor_hour(min(requested))
+    end = floor_hour(max(requested)) + (GREEDY_DELAYS_H + longest) * HOUR
+    rows: list[tuple[str, datetime, datetime, float, float, float]] = []
     for region in registry.regions():
         at = start
         while at < end:
@@ -282,11 +248,17 @@ async def forecasts_for(
             for curve in history["curves"]:
                 issued = datetime.fromisoformat(curve["issued_at"])
                 rows += [
-                    (region, datetime.fromisoformat(hour), issued, g)
-                    for hour, g in zip(curve["hours"], curve["g_per_kwh"], strict=True)
+                    (region, datetime.fromisoformat(hour), issued, low, g, high)
+                    for hour, low, g, high in zip(
+                        curve["hours"],
+                        curve["p10_g_per_kwh"],
+                        curve["g_per_kwh"],
+                        curve["p90_g_per_kwh"],
+                        strict=True,
+                    )
                 ]
             at = upto
-    return Forecasts(rows)
+    return ForecastsInForce(rows)
 
 
 async def closing_table(
@@ -311,7 +283,7 @@ def _rank(trial: Trial) -> tuple[float, int]:
 
 def study_rows(
     trials: list[Trial],
-    forecasts: Forecasts,
+    forecasts: ForecastsInForce,
     studies: dict[UUID, str],
     registry: Registry,
     kb_runs: Mapping[str, int],
@@ -319,18 +291,15 @@ def study_rows(
     """The rows of :func:`closing_table` from what it fetched (no I/O)."""
     requests = [t for t in trials if t.requested]
     hours = {t.job_id: p for t in requests if (p := _profile(t))}
-    run_now_of, greedy_of = _baselines(requests, hours, registry, forecasts)
+    greedy_of = _greedy(requests, hours, registry, forecasts)
+    run_now_of = {t.job_id: t.run_now_g for t in requests}
     rows: list[StudyRow] = []
     for study_id, name in studies.items():
         sid = str(study_id)
         mine = [t for t in trials if t.study_id == sid and t.ended]
         reqs = [t for t in requests if t.study_id == sid]
         metered = [h for t in reqs for h in t.hours]
-        emissions = (
-            None
-            if any(h.emissions_g is None for h in metered)
-            else sum(h.emissions_g or 0.0 for h in metered)
-        )
+        emissions = total(h.emissions_g for h in metered)
         full = [t.energy_wh or 0.0 for t in mine if t.status == "completed" and not t.early_stopped]
         scored = [t for t in mine if t.status == "completed" and t.accuracy is not None]
         best = max(scored, key=_rank, default=None)
@@ -359,8 +328,8 @@ def study_rows(
                 energy_wh=sum(h.energy_wh for h in metered),
                 grid_energy_wh=GRID_SIZE * sum(full) / len(full) if full else None,
                 emissions_g=emissions,
-                run_now_g=_total([run_now_of.get(j) for j in ids]),
-                greedy_g=_total([greedy_of.get(j) for j in ids]),
+                run_now_g=total(run_now_of.get(j) for j in ids),
+                greedy_g=total(greedy_of.get(j) for j in ids),
                 kb_runs=int(kb_runs.get(sid, 0)),
                 datacenters=sorted({h.datacenter for h in metered}),
             )

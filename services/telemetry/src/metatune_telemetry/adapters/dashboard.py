@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from metatune.display import chance_baseline, trial_outcome
+from metatune.emissions import as_run, grams, total
 from metatune.registry import Registry
 
 from ..domain.views import (
@@ -16,12 +17,10 @@ from ..domain.views import (
     Mark,
     StudyListing,
     Trial,
-    baseline_hours,
-    need_hours,
-    run_now_baseline,
     stretches,
     trial,
 )
+from .baselines import run_now
 from .db import Database
 from .queries import priced_hours, site_facts
 
@@ -31,12 +30,6 @@ FROM plan_entries e JOIN plans p USING (event_id)
 WHERE e.job_id = %(job)s AND e.event_id = (
     SELECT pe.event_id FROM plan_entries pe JOIN plans pp USING (event_id) WHERE pe.job_id = %(job)s
     ORDER BY pp.plan_version DESC, pp.occurred_at DESC LIMIT 1)
-"""
-# per hour, the forecast in force when the job was requested (else the first one issued after it)
-INTENSITY_AT = """
-SELECT DISTINCT ON (hour) hour, 0.3 * p10_g_per_kwh + 0.4 * g_per_kwh + 0.3 * p90_g_per_kwh
-FROM forecast_points WHERE region = %(region)s AND hour = ANY(%(hours)s)
-ORDER BY hour, issued_at > %(at)s, abs(extract(epoch FROM issued_at - %(at)s))
 """
 LATEST_FORECASTS = """
 SELECT issued_at, min(model_version), bool_or(stale), array_agg(hour ORDER BY hour),
@@ -76,19 +69,6 @@ async def job_timeline(db: Database, job_id: UUID, registry: Registry) -> JobTim
     q = requests[0] if requests else {}
     r = results[0] if results else {}
     home, requested_at = q.get("home_datacenter"), q.get("requested_at")
-    need = need_hours(q["estimated_gpu_hours"], q["gpus"]) if q else 0
-    intensity = {}
-    if requested_at is not None and home in sites.region_of:
-        intensity = dict(
-            await db.fetch(
-                INTENSITY_AT,
-                {
-                    "region": sites.region_of[home],
-                    "at": requested_at,
-                    "hours": baseline_hours(requested_at, need),
-                },
-            )
-        )
     return JobTimeline(
         job_id=job_id,
         study_id=q.get("study_id") or r.get("study_id"),
@@ -115,14 +95,7 @@ async def job_timeline(db: Database, job_id: UUID, registry: Registry) -> JobTim
         ),
         planned_kgco2eq=sum(row[3] for row in plan) / 1000 if plan else None,
         assignments=[Mark(**m) for m in marks],
-        baseline=run_now_baseline(
-            home,
-            requested_at,
-            need,
-            q.get("power_kw"),
-            sites.pue_of.get(home) if home is not None else None,
-            intensity,
-        ),
+        baseline=await run_now(db, sites, home, requested_at, hours),
     )
 
 
@@ -135,16 +108,17 @@ async def study_timelines(
 
 
 def _grams(hour: dict[str, Any], *, realised: bool) -> float | None:
-    """A job-hour's gCO2eq at its realised intensity where observed (``realised``), else at the
-    forecast intensity the agent charged; None where neither is known."""
-    g = hour["realised_g_per_kwh"] if realised else None
-    g = g if g is not None else hour["g_per_kwh"]
-    return None if g is None else float(hour["energy_wh"] * hour["pue"] * g / 1000)
+    """A job-hour's gCO2eq as run (``realised``: :func:`metatune.emissions.as_run`), else as the
+    agent charged it at the forecast's price; None where unpriced."""
+    forecast = hour["g_per_kwh"]
+    if realised:
+        return as_run(hour["energy_wh"], hour["pue"], forecast, hour["realised_g_per_kwh"])[0]
+    return grams(hour["energy_wh"], hour["pue"], forecast)
 
 
-def _total_kg(grams: Iterable[float | None]) -> float | None:
-    values = list(grams)
-    return None if any(g is None for g in values) else sum(g or 0.0 for g in values) / 1000
+def _total_kg(values: Iterable[float | None]) -> float | None:
+    summed = total(values)
+    return None if summed is None else summed / 1000
 
 
 async def datacenter_forecast(

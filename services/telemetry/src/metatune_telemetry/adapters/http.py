@@ -116,7 +116,7 @@ def create_app(
     async def records(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
-        return _json(await study_records_of(db, study))
+        return _json(await study_records_of(db, study, registry))
 
     async def study_page(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
+from metatune.registry import Registry
+
 from ..domain.records import ForecastHistory, StudyRecords, forecast_history, study_records
+from .baselines import run_now
 from .db import Database
-from .queries import study_classes
+from .queries import site_facts, study_classes
 
 REQUESTS = """
 SELECT job_id, trial_index, requested_at, home_datacenter, metric_name, predicted_metric,
@@ -29,13 +32,22 @@ FROM forecast_points WHERE region = %(region)s AND hour >= %(start)s AND hour < 
 """
 
 
-async def study_records_of(db: Database, study_id: UUID) -> StudyRecords:
-    """Every trial of ``study_id`` telemetry has stored (none: an empty list)."""
+async def study_records_of(db: Database, study_id: UUID, registry: Registry) -> StudyRecords:
+    """Every trial of ``study_id`` telemetry has stored (none: an empty list), each with its
+    run-now baseline at the sites of ``registry`` (as the agents last reported them)."""
     specs = await db.fetch("SELECT spec FROM studies WHERE study_id = %s", (study_id,))
     requests = await db.fetch_dicts(REQUESTS, (study_id,))
     results = await db.fetch_dicts(RESULTS, (study_id,))
     jobs = list({row["job_id"] for row in [*requests, *results]})
     hours = await db.fetch_dicts(HOURS, (jobs,)) if jobs else []
+    sites = await site_facts(db, registry)
+    spec = (specs[0][0] if specs else None) or {}
+    baselines = {}
+    for q in requests:
+        home = q["home_datacenter"] or spec.get("home_datacenter")
+        mine = [h for h in hours if h["job_id"] == q["job_id"]]
+        baseline = await run_now(db, sites, home, q["requested_at"], mine)
+        baselines[q["job_id"]] = None if baseline.kgco2eq is None else baseline.kgco2eq * 1000
     return study_records(
         study_id,
         specs[0][0] if specs else None,
@@ -43,6 +55,7 @@ async def study_records_of(db: Database, study_id: UUID) -> StudyRecords:
         results,
         hours,
         await study_classes(db, study_id),
+        baselines,
     )
 
 

@@ -26,6 +26,8 @@ from pydantic import BaseModel
 
 from metatune.contracts import Hardware
 from metatune.display import trial_outcome
+from metatune.emissions import PricedBy, as_run
+from metatune.emissions import grams as emission_grams
 
 DEFAULT_GPU = "NVIDIA A100 80GB"  # the methodology's most common training GPU of recent years
 DEFAULT_LOCATION = "US"
@@ -39,9 +41,6 @@ class HourInput(BaseModel):
     pue: float | None
     g_per_kwh: float | None  # the forecast intensity the agent charged
     realised_g_per_kwh: float | None = None  # the observed intensity, once the hour is observed
-
-
-PricedBy = Literal["realised", "forecast", "unpriced"]
 
 
 class RunInput(BaseModel):
@@ -141,8 +140,8 @@ class StudyDisclosure(BaseModel):
     forecast_kgco2eq: float | None
 
 
-def _kg(facility_kwh: float, g_per_kwh: float | None) -> float | None:
-    return None if g_per_kwh is None else facility_kwh * g_per_kwh / 1000.0
+def _kg(grams: float | None) -> float | None:
+    return None if grams is None else grams / 1000.0
 
 
 def _pricing(priced: int, unpriced: int) -> Literal["priced", "partially_priced", "unpriced"]:
@@ -176,6 +175,7 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         facility = it_kwh * pue
         realised = h.realised_g_per_kwh
         disclosed = realised if realised is not None else h.g_per_kwh
+        grams, priced_by = as_run(h.energy_wh, pue, h.g_per_kwh, realised)
         lines.append(
             HourLine(
                 hour=h.hour,
@@ -185,16 +185,12 @@ def disclose_run(run: RunInput) -> RunDisclosure:
                 pue=pue,
                 facility_energy_kwh=facility,
                 g_per_kwh=disclosed,
-                kgco2eq=_kg(facility, disclosed),
-                priced_by="realised"
-                if realised is not None
-                else "forecast"
-                if h.g_per_kwh is not None
-                else "unpriced",
+                kgco2eq=_kg(grams),
+                priced_by=priced_by,
                 forecast_g_per_kwh=h.g_per_kwh,
-                forecast_kgco2eq=_kg(facility, h.g_per_kwh),
+                forecast_kgco2eq=_kg(emission_grams(h.energy_wh, pue, h.g_per_kwh)),
                 realised_g_per_kwh=realised,
-                realised_kgco2eq=_kg(facility, realised),
+                realised_kgco2eq=_kg(emission_grams(h.energy_wh, pue, realised)),
             )
         )
     unpriced = [line for line in lines if line.kgco2eq is None]

@@ -78,6 +78,12 @@ class TrialRecord(BaseModel):
         "(null: not profiled, or a causal LM)"
     )
     hours: list[EnergyHour] = Field(description="its metered hours, in order")
+    run_now_g: float | None = Field(
+        None,
+        description="gCO2eq of its metered energy run now at its home datacenter from the hour it "
+        "was requested, at the forecast in force then (metatune.emissions; null: not metered yet "
+        "or an hour without a forecast)",
+    )
 
 
 class StudyRecords(BaseModel):
@@ -142,10 +148,12 @@ def study_records(
     results: Iterable[Mapping[str, Any]],
     hours: Iterable[Mapping[str, Any]],
     n_classes: int | None = None,
+    run_now_g: Mapping[Any, float | None] | None = None,
 ) -> StudyRecords:
     """``spec``: the study's submitted spec (None: not stored); ``requests`` / ``results``: its
     ``job_requests`` / ``run_results`` rows; ``hours``: the ``job_energy`` rows of their jobs;
-    ``n_classes``: what its profile counted (None: not profiled)."""
+    ``n_classes``: what its profile counted (None: not profiled); ``run_now_g``: each job's run-now
+    baseline."""
     spec = spec or {}
     by_job: dict[Any, list[EnergyHour]] = defaultdict(list)
     for h in sorted(hours, key=lambda h: (h["hour"], h["datacenter"])):
@@ -184,6 +192,7 @@ def study_records(
                 majority_baseline=r.get("majority_baseline"),
                 chance_baseline=chance_baseline(n_classes),
                 hours=by_job.get(job, []),
+                run_now_g=(run_now_g or {}).get(job),
             )
         )
     return StudyRecords(study_id=study_id, trials=trials)

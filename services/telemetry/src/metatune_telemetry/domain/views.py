@@ -2,9 +2,8 @@
 
 * A job's timeline: where and when it ran (its hourly energy, merged into stretches per
   datacenter), where the latest plan put it, its assignments, and its emissions against the
-  **run-now baseline**, defined as the scheduler defines it: the job's hours at its home
-  datacenter from the hour it was requested, priced with the forecast in force then (the
-  expected intensity 0.3 p10 + 0.4 median + 0.3 p90 the planner minimises). An hour no forecast
+  **run-now baseline** of :mod:`metatune.emissions` (its metered energy at its home datacenter
+  from the hour it was requested, priced with the forecast in force then). An hour no forecast
   covers leaves the baseline unknown (``None`` and the reason), never 0.
 * A datacenter's forecast curves: the latest issues for its grid region, median with p10/p90.
 * A study's trials: the objective the recommender predicted against the one the run reached.
@@ -12,7 +11,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -66,61 +64,11 @@ def _add(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a + b
 
 
-def need_hours(gpu_hours: float, gpus: int) -> int:
-    """Wall-clock hours of a job (the scheduler's rule)."""
-    return max(1, math.ceil(gpu_hours / gpus - 1e-9))
-
-
-def expected_intensity(p10: float, median: float, p90: float) -> float:
-    """Swanson's mean of a forecast's percentiles, as the planner prices an hour."""
-    return 0.3 * p10 + 0.4 * median + 0.3 * p90
-
-
 class Baseline(BaseModel):
     datacenter: str | None
     hours: list[datetime]
     kgco2eq: float | None
     missing: str | None = None  # why kgco2eq is unknown
-
-
-def baseline_hours(requested_at: datetime, need: int) -> list[datetime]:
-    """The clock hours a job run now would occupy: ``need`` of them from the hour of its request."""
-    first = requested_at.replace(minute=0, second=0, microsecond=0)
-    return [first + i * HOUR for i in range(need)]
-
-
-def run_now_baseline(
-    datacenter: str | None,
-    requested_at: datetime | None,
-    need: int,
-    power_kw: float | None,
-    pue: float | None,
-    intensity: Mapping[datetime, float],
-) -> Baseline:
-    """The job's hours at ``datacenter`` from the hour it was requested, priced by ``intensity``
-    (g/kWh per hour)."""
-    if datacenter is None or requested_at is None or power_kw is None:
-        return Baseline(
-            datacenter=datacenter, hours=[], kgco2eq=None, missing="no job request recorded"
-        )
-    hours = baseline_hours(requested_at, need)
-    if pue is None:
-        return Baseline(
-            datacenter=datacenter, hours=hours, kgco2eq=None, missing=f"PUE of {datacenter} unknown"
-        )
-    absent = [h for h in hours if h not in intensity]
-    if absent:
-        return Baseline(
-            datacenter=datacenter,
-            hours=hours,
-            kgco2eq=None,
-            missing=f"{len(absent)} of {need} hour(s) without a forecast, first {absent[0]:%Y-%m-%d %H:%M}",
-        )
-    return Baseline(
-        datacenter=datacenter,
-        hours=hours,
-        kgco2eq=sum(power_kw * pue * intensity[h] for h in hours) / 1000,
-    )
 
 
 class Mark(BaseModel):
