@@ -107,12 +107,9 @@ def _rss_mb() -> float:
 def run_streaming(path: Path, *, by_rows: bool = False, workers: int | None = None) -> dict:
     """``workers`` None: the usable cores; 1: in this process."""
     from metatune_profiler.adapters.block_pool import ProcessBlockMap, usable_cores
-    from metatune_profiler.domain.profile import (
-        ProfileOptions,
-        profile_file,
-        profile_file_by_rows,
-    )
-    from metatune_profiler.domain.tokenizer import load_tokenizer
+    from metatune_profiler.adapters.files import profile_file, profile_file_by_rows
+    from metatune_profiler.adapters.tokenizer import load_tokenizer
+    from metatune_profiler.domain.profile import ProfileOptions
 
     load_tokenizer(ProfileOptions().base_model)
     ready = _rss_mb()
@@ -171,12 +168,13 @@ def run_pandas(path: Path) -> dict:
 
     import pandas as pd
 
+    from metatune_profiler.adapters.tokenizer import load_tokenizer
     from metatune_profiler.domain import stats
     from metatune_profiler.domain.lexicon import Mattr, TypeCounter, words
     from metatune_profiler.domain.profile import ProfileOptions
-    from metatune_profiler.domain.reader import Row
+    from metatune_profiler.domain.rows import Row
     from metatune_profiler.domain.scripts import script_counts, script_mix
-    from metatune_profiler.domain.tokenizer import count_tokens, load_tokenizer
+    from metatune_profiler.domain.tokenizer import count_tokens
     from metatune_profiler.domain.zipf import fit_discrete_power_law
 
     tokenizer = load_tokenizer(ProfileOptions().base_model)

@@ -16,11 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metatune_profiler.domain import errors, reader
+from metatune_profiler.adapters import reader
+from metatune_profiler.adapters.files import profile_file, profile_file_by_rows
+from metatune_profiler.adapters.reader import Dataset
+from metatune_profiler.domain import errors
+from metatune_profiler.domain import rows as row_parsing
 from metatune_profiler.domain.columns import ColumnRequest, resolve_columns
 from metatune_profiler.domain.lexicon import Mattr, TypeCounter, TypeTable, word_ids, words
-from metatune_profiler.domain.profile import ProfileOptions, profile_file, profile_file_by_rows
-from metatune_profiler.domain.reader import Dataset, ReadLimits, Row, Skip
+from metatune_profiler.domain.profile import ProfileOptions
+from metatune_profiler.domain.rows import ReadLimits, Row, Skip
 from metatune_profiler.domain.sampling import DuplicateCounter, Reservoir
 from tests.support.plugin import TEST_DATA
 
@@ -301,11 +305,11 @@ def test_plain_blocks_are_parsed_by_pyarrow(tmp_path: Path) -> None:
     block = write_jsonl(tmp_path / "d.jsonl", records).read_bytes()
     for label in ("label", "flag"):
         columns = resolve_columns(["text", label], ColumnRequest(label=label))
-        batch = reader._arrow_batch(block, 1, 1000, columns)
+        batch = row_parsing._arrow_batch(block, 1, 1000, columns)
         assert batch is not None and batch.numbers == list(range(1, 51))
         assert batch.labels == [str(r[label]).lower() for r in records]
     text_only = resolve_columns(["text"], ColumnRequest())
-    assert reader._arrow_batch(b"\n" + block, 1, 1000, text_only) is None  # a blank line
+    assert row_parsing._arrow_batch(b"\n" + block, 1, 1000, text_only) is None  # a blank line
 
 
 def test_lone_surrogates_are_tokenised_as_replacement_characters(tmp_path: Path) -> None:

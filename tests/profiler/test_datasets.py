@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from metatune_profiler.domain.profile import ProfileOptions, profile_file
+from metatune_profiler.adapters.files import profile_file
+from metatune_profiler.domain.profile import ProfileOptions
 from tests.support.plugin import TEST_DATA
 
 pytestmark = pytest.mark.slow  # profiles every shipped dataset

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metatune_profiler.adapters.files import profile_file
 from metatune_profiler.domain import stats
 from metatune_profiler.domain.lexicon import words
-from metatune_profiler.domain.profile import ProfileOptions, profile_file
+from metatune_profiler.domain.profile import ProfileOptions
 from metatune_profiler.domain.scripts import script_counts, script_mix
 
 from .conftest import write_jsonl

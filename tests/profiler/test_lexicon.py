@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metatune_profiler.adapters.files import profile_file
 from metatune_profiler.domain.lexicon import Mattr, TypeCounter
-from metatune_profiler.domain.profile import ProfileOptions, profile_file
+from metatune_profiler.domain.profile import ProfileOptions
 from metatune_profiler.domain.sampling import DuplicateCounter, Reservoir
 from metatune_profiler.domain.zipf import fit_discrete_power_law
 from tests.support.plugin import TEST_DATA

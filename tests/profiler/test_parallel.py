@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from metatune_profiler.adapters import reader
 from metatune_profiler.adapters.block_pool import ProcessBlockMap, block_map
-from metatune_profiler.domain import reader
-from metatune_profiler.domain.profile import ProfileOptions, profile_file, profile_file_by_rows
+from metatune_profiler.adapters.files import profile_file, profile_file_by_rows
+from metatune_profiler.domain.profile import ProfileOptions
 
 from .conftest import write_jsonl
 

@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from metatune.contracts import DatasetFormat, TaskType
+from metatune_profiler.adapters.files import profile_file
 from metatune_profiler.domain import errors
 from metatune_profiler.domain.columns import ColumnRequest
-from metatune_profiler.domain.profile import ProfileOptions, profile_file
+from metatune_profiler.domain.profile import ProfileOptions
 
 from .conftest import write_jsonl
 

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metatune_profiler.adapters.files import profile_file
 from metatune_profiler.domain.lexicon import ASCII_WORD, WORD, segment, words
-from metatune_profiler.domain.profile import ProfileOptions, profile_file
+from metatune_profiler.domain.profile import ProfileOptions
 
 from .conftest import write_jsonl
 

@@ -35,15 +35,18 @@ def accepts(address: str) -> bool:
         return False
 
 
+TENANTS = ("team-a", "team-b")  # two teams beside the default one, each with its credential
+
+
 def nats_secrets(directory: Path) -> NatsSecrets:
-    return generate(directory / "secrets", principals(default_registry()))
+    return generate(directory / "secrets", principals(default_registry(), tenants=TENANTS))
 
 
 def start_secured_nats(
     directory: Path, url: str | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """A nats-server with auth on, as `metatune up` starts it (a user per service, agent and
-    submitter, credentials under ``directory/secrets``, kept if present); returns the process and
+    tenant's submitter (:data:`TENANTS`), credentials under ``directory/secrets``, kept if present); returns the process and
     the admin's URL (user and password in it, so plain ``nats.connect(url)`` works)."""
     store = nats_secrets(directory)
     url = url or f"nats://127.0.0.1:{free_port()}"

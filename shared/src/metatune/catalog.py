@@ -17,11 +17,11 @@ from functools import lru_cache
 from . import contracts as c
 from . import msgids, subjects
 from .errors import MetaTuneError
+from .tenancy import SUBMITTER  # the default tenant's NATS user (metatune.bus.auth)
 
 UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 HOUR_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:00:00\+00:00"
 SEALED_PATTERN = f"[0-9a-f]{{{msgids.SEALED_HEX}}}"  # metatune.msgids.sealed
-SUBMITTER = "submitter"  # the NATS user of external systems (metatune.bus.auth)
 SERVICES = ("profiler", "recommender", "forecaster", "scheduler", "telemetry", "trainer-agent")
 
 

@@ -8,6 +8,8 @@ Layout of the directory (:func:`tokens_dir`; files mode 0600)::
                          with (``?token=``) and Prometheus reads (``credentials_file``)
     dashboard.previous   the token it replaced and until when it is still accepted (JSON
                          ``{"token": ..., "valid_until": ...}``; ``{}`` before the first rotation)
+    tenants/<tenant>/    the same two files for each tenant (:mod:`metatune.tenancy`): a tenant's
+                         token shows only its own studies; the admin's above shows every one
 
 A rotation makes a new current token and keeps the old one valid for the overlap (default
 :data:`DEFAULT_OVERLAP`), so scrapers and open browsers move over without a gap; a second
@@ -17,6 +19,7 @@ rotation within the overlap retires the first token at once. Nothing here prints
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,8 +29,11 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, SecretStr, Validation
 from .bus.credentials import _write_secret
 from .errors import ConfigurationError
 from .settings import Settings
+from .tenancy import TENANT_PATTERN
 
 TOKEN_FILE = "dashboard.token"
+TENANTS_DIR = "tenants"
+TENANT = re.compile(TENANT_PATTERN)
 PREVIOUS_FILE = "dashboard.previous"
 DEFAULT_OVERLAP = timedelta(hours=24)
 
@@ -66,6 +72,19 @@ def tokens_dir(settings: Settings) -> Path:
     return settings.resolved_nats_secrets_dir()
 
 
+def tenant_tokens_dir(directory: Path, tenant: str) -> Path:
+    """Where ``tenant``'s dashboard tokens are, under the admin's ``directory``."""
+    return directory / TENANTS_DIR / tenant
+
+
+def tenant_token_dirs(directory: Path) -> dict[str, Path]:
+    """Every tenant with a token folder under ``directory``, by name."""
+    root = directory / TENANTS_DIR
+    if not root.is_dir():
+        return {}
+    return {p.name: p for p in sorted(root.iterdir()) if p.is_dir() and TENANT.match(p.name)}
+
+
 def read_tokens(directory: Path) -> DashboardTokens | None:
     """The tokens in ``directory``; None when it holds no ``dashboard.token``."""
     current_file = directory / TOKEN_FILE
@@ -94,7 +113,7 @@ def write_tokens(
 ) -> bool:
     """Create the tokens if missing (keep them if present), or with ``rotate`` replace the current
     one and keep it valid until ``now + overlap``. True when a token was written."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     current_file, previous_file = directory / TOKEN_FILE, directory / PREVIOUS_FILE
     existing = read_tokens(directory)
     if existing is not None and not rotate:
@@ -120,6 +139,8 @@ __all__ = [
     "DashboardTokens",
     "PreviousToken",
     "read_tokens",
+    "tenant_token_dirs",
+    "tenant_tokens_dir",
     "tokens_dir",
     "write_tokens",
 ]

@@ -16,6 +16,8 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from pydantic import AwareDatetime, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .tenancy import DEFAULT_TENANT, TENANT_PATTERN
+
 if TYPE_CHECKING:  # the registry imports every contract: only its readers pay for it
     from .registry import Registry
 
@@ -75,6 +77,12 @@ class Settings(BaseSettings):
     )
     nats_password_file: Path | None = Field(
         None, description="File holding the password of nats_user"
+    )
+    tenant: str = Field(
+        DEFAULT_TENANT,
+        pattern=TENANT_PATTERN,
+        description="The team this client submits as: its credential (submitter.<tenant>.nk, "
+        "written by `metatune secrets --tenant`), its datasets bucket, its studies",
     )
     nats_secrets_dir: Path | None = Field(
         None,

@@ -29,6 +29,7 @@ DESCRIPTION = """Events of the MetaTune carbon-aware LoRA fine-tuning platform, 
 * Publish into JetStream (not core NATS) with the header `Nats-Msg-Id`: the event's `event_id` unless the channel says how its producer derives it. A second publish with the same id inside the stream's de-duplication window is stored once.
 * Unknown fields are an error. Anything invalid comes back as an error event on `metatune.errors.<service>`.
 * Datasets, checkpoints and adapters are in the object store buckets `datasets`, `checkpoints` and `adapters`.
+* Tenants: each team has its own submitter (`submitter.<tenant>`, written by `metatune secrets --tenant`; `submitter` is the default tenant's) that publishes the submitter's channels below and writes only its own datasets bucket (`datasets-<tenant>`, created by its first upload); the profiler and the agents read every tenant's bucket. A study belongs to the tenant its spec names (`spec.tenant`), and its dataset is read from that tenant's bucket only.
 * Three channels are core NATS request/reply instead (`metatune.requests.>`, never stored): a submitter asks the scheduler where a job stands and the profiler to check a submission, and hears back on its own inbox; the admin's tools (the demo) ask the recommender how many runs of a study its knowledge base holds.
 """
 
@@ -45,7 +46,8 @@ PARAMETERS = {
 SECURITY_SCHEMES: Doc = {
     "nkey": {
         "type": "asymmetricEncryption",
-        "description": "NATS NKey: each service, each datacenter's agent and the submitter sign the "
+        "description": "NATS NKey: each service, each datacenter's agent and each tenant's "
+        "submitter sign the "
         "server's nonce with their own Ed25519 seed (`metatune secrets` writes one file per user, "
         "mode 0600, into METATUNE_NATS_SECRETS_DIR; the public key is in auth.conf)",
     },

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -20,14 +22,21 @@ from metatune.bus.credentials import (
     check_group,
     generate,
     share_with_group,
+    tenants_in,
     write_password,
 )
 from metatune.bus.streams import CLOCK_BUCKET, HEALTH_BUCKET, ensure_streams
 from metatune.clock import RealClock, new_anchor
 from metatune.contracts import ServiceHealth
-from metatune.dashboard_tokens import DEFAULT_OVERLAP, tokens_dir, write_tokens
+from metatune.dashboard_tokens import (
+    DEFAULT_OVERLAP,
+    tenant_tokens_dir,
+    tokens_dir,
+    write_tokens,
+)
 from metatune.errors import BusUnavailable, InputNotAllowed
 from metatune.redaction import redact_url
+from metatune.tenancy import check_tenant
 from metatune.webhook_seal import ensure_keypair, key_file
 
 from ..embedded import servers
@@ -62,15 +71,16 @@ def _wait(check, timeout_s: float, what: str) -> None:
     raise fail(f"{what} did not come up within {timeout_s:.0f} s")
 
 
-def nats_secrets(settings: CliSettings, rotate: bool = False) -> NatsSecrets:
+def nats_secrets(
+    settings: CliSettings, rotate: bool = False, new_tenants: list[str] | None = None
+) -> NatsSecrets:
     """The embedded server's credentials: every user of the registry's datacenters (the
-    configured registry's), kept across runs (``rotate`` replaces them all)."""
+    configured registry's) and of every tenant (those with a credential already, and
+    ``new_tenants``), kept across runs (``rotate`` replaces them all)."""
     streams = Streams(events=settings.stream_name, status=settings.status_stream_name)
-    return generate(
-        settings.resolved_nats_secrets_dir(),
-        principals(settings.registry(), streams),
-        rotate=rotate,
-    )
+    directory = settings.resolved_nats_secrets_dir()
+    tenants = [*tenants_in(directory), *(new_tenants or [])]
+    return generate(directory, principals(settings.registry(), streams, tenants), rotate=rotate)
 
 
 def _start_nats(settings: CliSettings, started: list[ManagedProcess]) -> tuple[bool, bool]:
@@ -524,13 +534,26 @@ def secrets(
         help="For compose: the files 0640 and owned by this group (yours: $(id -g)), their folders "
         "0700; compose adds the containers to it (METATUNE_SECRETS_GID). Give it on every run",
     ),
+    tenant: list[str] = typer.Option(
+        [],
+        "--tenant",
+        metavar="NAME",
+        help="Also a team of its own (repeatable): its NATS credential (submitter.NAME.nk), its "
+        "datasets bucket and its dashboard token (tenants/NAME/dashboard.token), which shows only "
+        "its studies",
+    ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the
+    """Write NATS credentials (an nkey per service, agent and tenant; the admin's password; the
     server's auth config) to METATUNE_NATS_SECRETS_DIR, and the telemetry dashboard's read-only
-    token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600
-    (--group: 0640, that group's); prints file names, never secrets."""
+    tokens (dashboard.token, the admin's: every study; one per tenant: its own; --rotate keeps the
+    previous ones valid for the overlap), mode 0600 (--group: 0640, that group's); prints file
+    names, never secrets. A running embedded NATS is told to reload its users."""
     settings = CliSettings()
+    try:
+        new_tenants = [check_tenant(name) for name in tenant]
+    except InputNotAllowed as exc:
+        raise fail(f"--tenant: {exc}") from None
     if group is not None:
         try:
             check_group(group)  # before anything is written
@@ -540,15 +563,19 @@ def secrets(
     made: set[Path] = set()
     if db_password_file is not None and not db_password_file.parent.exists():
         made.add(db_password_file.parent)
-    store = nats_secrets(settings, rotate=rotate)
+    store = nats_secrets(settings, rotate=rotate, new_tenants=new_tenants)
     tokens = tokens_dir(settings)
-    write_tokens(
-        tokens, RealClock().now(), rotate=rotate, overlap=timedelta(hours=token_overlap_hours)
-    )
+    tenants = tenants_in(store.directory)
+    now, overlap = RealClock().now(), timedelta(hours=token_overlap_hours)
+    for folder in [tokens, *(tenant_tokens_dir(tokens, t) for t in tenants)]:
+        write_tokens(folder, now, rotate=rotate, overlap=overlap)
+    reloaded = _reload_embedded_nats(settings)
     result: dict = {
         "directory": str(store.directory),
         "rotated": rotate,
         "files": sorted(p.name for p in store.directory.iterdir() if p.is_file()),
+        "tenants": tenants,
+        "nats_reloaded": reloaded,
     }
     messages = [
         f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
@@ -556,6 +583,13 @@ def secrets(
         f"dashboard token {'rotated' if rotate else 'ready'} in {tokens}"
         + (f" (the previous one valid for {token_overlap_hours:g} h)" if rotate else ""),
     ]
+    if tenants:
+        messages.append(
+            f"tenants: {', '.join(tenants)} (each: {store.directory}/submitter.<tenant>.nk, "
+            f"{tokens}/tenants/<tenant>/dashboard.token)"
+        )
+    if reloaded:
+        messages.append("the embedded NATS reloaded its users")
     if db_password_file is not None:
         written = write_password(db_password_file, rotate=rotate)
         result |= {"db_password_file": str(db_password_file), "db_password_written": written}
@@ -564,7 +598,7 @@ def secrets(
         )
     if group is not None:  # compose bind-mounts each file with the host's owner, group and mode
         files = [p for p in sorted(store.directory.iterdir()) if p.is_file()]
-        files += [p for p in sorted(tokens.iterdir()) if p.is_file()]
+        files += [p for p in sorted(tokens.rglob("*")) if p.is_file()]
         if db_password_file is not None:
             files.append(db_password_file)
         try:
@@ -581,6 +615,20 @@ def secrets(
     else:
         for message in messages:
             console.print(message)
+
+
+def _reload_embedded_nats(settings: CliSettings) -> bool:
+    """Tell the nats-server ``metatune up`` started (if it runs) to read its users again (SIGHUP:
+    nats-server reloads its configuration, the included auth.conf with it); True when told."""
+    state = load_state(settings)
+    if state is None or not state.nats_embedded:
+        return False
+    told = False
+    for process in state.processes:
+        if process.role == "nats" and alive(process.pid):
+            os.kill(process.pid, signal.SIGHUP)
+            told = True
+    return told
 
 
 def bus_init(

@@ -26,11 +26,11 @@ from nats.js import JetStreamContext
 from pydantic import BaseModel, ValidationError
 
 from metatune import subjects
-from metatune.bus import ADAPTERS_BUCKET, DATASETS_BUCKET, ObjectStore, headers_for
-from metatune.bus.auth import ADMIN, SUBMITTER
+from metatune.bus import ADAPTERS_BUCKET, ObjectStore, headers_for
+from metatune.bus.auth import ADMIN
 from metatune.bus.clock import load_anchor
 from metatune.bus.connection import connect_as
-from metatune.bus.streams import stream_for
+from metatune.bus.streams import ensure_bucket, stream_for
 from metatune.clock import Clock, RealClock, SimulatedClock
 from metatune.contracts import (
     Contract,
@@ -46,6 +46,7 @@ from metatune.contracts import (
 )
 from metatune.errors import ObjectNotFound
 from metatune.settings import Settings, get_settings
+from metatune.tenancy import datasets_bucket, submitter_user
 
 from ..study_file import future_deadline
 from .adapters import CARD, make_hub_ready, unpack
@@ -85,6 +86,9 @@ class AsyncClient:
     def __init__(self, settings: Settings | None = None, *, poll_s: float = POLL_S) -> None:
         self.settings = settings or get_settings()
         self.poll_s = poll_s
+        # who this client submits as: its tenant's credential and datasets bucket
+        self.submitter = submitter_user(self.settings.tenant)
+        self.datasets_bucket = datasets_bucket(self.settings.tenant)
         self._connections: dict[str, Nats] = {}
         self._connecting = asyncio.Lock()
 
@@ -134,25 +138,31 @@ class AsyncClient:
     async def submit_draft(self, checked: Draft) -> Receipt:
         """Upload the draft's dataset (or check the stored one is there) and publish the
         submission, its deadline read against the platform's clock."""
-        js = await self._js(SUBMITTER)
+        js = await self._js(self.submitter)
         clock = await platform_clock(js)
         deadline = _deadline(checked.deadline, clock)  # refused before anything is uploaded
-        objects = ObjectStore(js)
+        objects, bucket = ObjectStore(js), self.datasets_bucket
         key = checked.spec.dataset.ref
         if checked.dataset is not None:
-            sha: str | None = await objects.put_file(DATASETS_BUCKET, key, checked.dataset)
+            await ensure_bucket(js, bucket, self.settings)  # a new tenant's first upload
+            if await objects.exists(bucket, key):  # written once: never over a dataset in use
+                raise InvalidRequest(
+                    f"{bucket}/{key} already exists: datasets are written once; submit under a "
+                    "new key (or name the stored one with --object-key)"
+                )
+            sha: str | None = await objects.put_file(bucket, key, checked.dataset)
             size = checked.dataset.stat().st_size
         else:  # already in the bucket: checked, not uploaded again
             try:
-                size, sha = await objects.stat(DATASETS_BUCKET, key)
+                size, sha = await objects.stat(bucket, key)
             except ObjectNotFound as exc:
                 raise InvalidRequest(f"{checked.missing_key}{exc}") from None
         try:
-            event = _submission(checked, size, sha, deadline, clock)
+            event = _submission(checked, size, sha, deadline, clock, self.settings.tenant)
             skipped = await self._validate(event)
         except InvalidRequest:
             if checked.dataset is not None:  # refused: what this call uploaded does not stay
-                await _discard(objects, key)
+                await _discard(objects, bucket, key)
             raise
         await self._publish(js, subjects.DATASETS_SUBMITTED, event)
         return Receipt(
@@ -197,8 +207,8 @@ class AsyncClient:
         self, subject: str, request: Contract, reply: type[Reply], timeout_s: float
     ) -> Reply | str:
         """:meth:`_request`, saying why there is no answer instead of None."""
-        await self._js(SUBMITTER)  # opens the connection
-        nc = self._connections[SUBMITTER]
+        await self._js(self.submitter)  # opens the connection
+        nc = self._connections[self.submitter]
         try:
             msg = await nc.request(subject, request.model_dump_json().encode(), timeout=timeout_s)
             return reply.model_validate_json(msg.data)
@@ -359,7 +369,7 @@ class AsyncClient:
         skipped = None
         if found is None or not found.known:  # no answer, or a request not folded yet?
             skipped = await self._check_requested(job_id)
-        js = await self._js(SUBMITTER)
+        js = await self._js(self.submitter)
         cancellation = await self._cancel(js, job_id, reason)
         state = found.state if found else None
         return cancellation.model_copy(update={"check_skipped": skipped, "state": state})
@@ -398,7 +408,7 @@ class AsyncClient:
         trials afterwards and stops it, reason ``cancelled``), then a JobCancelled for every
         trial that has not ended (read from the log as the admin)."""
         found = await self._find(study)
-        js = await self._js(SUBMITTER)
+        js = await self._js(self.submitter)
         clock = await platform_clock(js)
         try:
             event = StudyCancelled(occurred_at=clock.now(), study_id=found.study_id, reason=reason)
@@ -496,13 +506,15 @@ def _deadline(text: str, clock: Clock) -> datetime:
 
 
 def _submission(
-    checked: Draft, size: int, sha: str | None, deadline: datetime, clock: Clock
+    checked: Draft, size: int, sha: str | None, deadline: datetime, clock: Clock, tenant: str
 ) -> DatasetSubmitted:
-    """The submission of ``checked``, its dataset's size and digest as stored, and ``deadline``;
-    a value the contract refuses is :class:`InvalidRequest`."""
+    """The submission of ``checked``, its dataset's size and digest as stored, ``deadline``, for
+    ``tenant`` (the client's: the one whose bucket holds the dataset); a value the contract
+    refuses is :class:`InvalidRequest`."""
     try:
         spec = checked.spec.model_copy(
             update={
+                "tenant": tenant,
                 "dataset": checked.spec.dataset.model_copy(
                     update={"size_bytes": size, "sha256": sha}
                 ),
@@ -514,11 +526,11 @@ def _submission(
         raise InvalidRequest(f"invalid submission: {exc}") from None
 
 
-async def _discard(objects: ObjectStore, key: str) -> None:
-    """Remove a refused submission's upload (the submitter's write grant on the datasets bucket
+async def _discard(objects: ObjectStore, bucket: str, key: str) -> None:
+    """Remove a refused submission's upload (the tenant's write grant on its datasets bucket
     covers it). When the bus fails meanwhile the refusal still stands; the object stays."""
     with contextlib.suppress(NatsError, TimeoutError):
-        await objects.delete(DATASETS_BUCKET, key)
+        await objects.delete(bucket, key)
 
 
 async def platform_clock(js: JetStreamContext) -> Clock:

@@ -13,6 +13,10 @@ __all__ = ["ProfileOptions", "ProfileResult", "profile_file"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "profile_file":
+        from .adapters import files
+
+        return files.profile_file
     if name in __all__:
         from .domain import profile
 

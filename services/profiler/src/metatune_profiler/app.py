@@ -27,10 +27,11 @@ from metatune.settings import Settings
 
 from .adapters.block_pool import block_map
 from .adapters.fetch import DatasetFetcher
+from .adapters.files import check_dataset, profile_file
 from .domain.columns import ColumnRequest
 from .domain.errors import ProfileError
-from .domain.profile import ProfileOptions, ProfileResult, profile_file
-from .domain.validate import check_dataset, problem
+from .domain.profile import ProfileOptions, ProfileResult
+from .domain.validate import problem
 from .settings import ProfilerSettings
 
 

@@ -61,7 +61,8 @@ def profile(
 ) -> None:
     """Profile a dataset file into MetaTune meta-features."""
     from .adapters.block_pool import block_map
-    from .domain.profile import ProfileOptions, profile_file  # transformers: only when profiling
+    from .adapters.files import profile_file  # transformers: only when profiling
+    from .domain.profile import ProfileOptions
     from .settings import ProfilerSettings
 
     options = ProfileOptions(

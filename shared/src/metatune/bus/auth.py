@@ -26,14 +26,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import subjects
-from ..catalog import SUBMITTER
 from ..registry import Registry
+from ..tenancy import DEFAULT_TENANT, SUBMITTER, datasets_bucket, submitter_user
 from .streams import (
     ADAPTERS_BUCKET,
     ASSIGNMENTS_BUCKET,
     CHECKPOINTS_BUCKET,
     CLOCK_BUCKET,
-    DATASETS_BUCKET,
     FORECASTS_BUCKET,
     HEALTH_BUCKET,
     KV_BUCKETS,
@@ -202,7 +201,19 @@ def _service(name: str, grants: Permissions, streams: Streams) -> Principal:
     return Principal(name=name, role="service", permissions=perms)
 
 
-def core_services(streams: Streams) -> list[Principal]:
+def _datasets_read(tenants: Iterable[str]) -> Permissions:
+    """Every tenant's dataset bucket, read (the profiler and the agents)."""
+    grants = Permissions()
+    for tenant in _with_default(tenants):
+        grants = grants + object_read(datasets_bucket(tenant))
+    return grants
+
+
+def _with_default(tenants: Iterable[str]) -> list[str]:
+    return [DEFAULT_TENANT, *(t for t in dict.fromkeys(tenants) if t != DEFAULT_TENANT)]
+
+
+def core_services(streams: Streams, tenants: Iterable[str] = ()) -> list[Principal]:
     ev, st = streams.events, streams.status
     return [
         _service(
@@ -210,7 +221,7 @@ def core_services(streams: Streams) -> list[Principal]:
             durable(ev, "profiler", subjects.DATASETS_SUBMITTED)
             + publish(subjects.DATASETS_PROFILED)
             + respond(subjects.DATASETS_VALIDATE)  # a submission checked before it is published
-            + object_read(DATASETS_BUCKET),
+            + _datasets_read(tenants),
             streams,
         ),
         _service(
@@ -263,7 +274,7 @@ def agent_user(datacenter: str) -> str:
     return f"trainer-agent.{subjects.token(datacenter)}"
 
 
-def agent(datacenter: str, region: str, streams: Streams) -> Principal:
+def agent(datacenter: str, region: str, streams: Streams, tenants: Iterable[str] = ()) -> Principal:
     """The trainer-agent of one datacenter: its assignments and its region's forecasts in; its own
     status, its own datacenter's run events (``metatune.runs.<dc>.>``) and errors out; datasets
     read, checkpoints read and written, adapters written."""
@@ -281,7 +292,7 @@ def agent(datacenter: str, region: str, streams: Streams) -> Principal:
         + kv_read(ASSIGNMENTS_BUCKET)
         + kv_read(STUDIES_BUCKET)
         + kv_read(FORECASTS_BUCKET)  # its region's last forecast, read on start
-        + object_read(DATASETS_BUCKET)
+        + _datasets_read(tenants)
         + object_read(CHECKPOINTS_BUCKET)
         + object_write(CHECKPOINTS_BUCKET)
         + object_write(ADAPTERS_BUCKET)
@@ -289,31 +300,38 @@ def agent(datacenter: str, region: str, streams: Streams) -> Principal:
     return Principal(name=user, role="agent", permissions=perms)
 
 
-def submitter(streams: Streams) -> Principal:
-    """External systems and ``metatune submit`` / ``cancel``: upload a dataset, request, cancel;
-    ask the profiler to check a submission and the scheduler where a job stands (the answers come
-    to its own inbox: it reads no subject)."""
+def submitter(streams: Streams, tenant: str = DEFAULT_TENANT) -> Principal:
+    """A tenant's external systems and ``metatune submit`` / ``cancel``: upload a dataset to the
+    tenant's own bucket (made on first use; no other credential writes it), request, cancel; ask
+    the profiler to check a submission and the scheduler where a job stands (the answers come to
+    its own inbox: it reads no subject)."""
+    bucket = datasets_bucket(tenant)
     perms = (
         Permissions(publish=(f"{API}.INFO", f"{API}.STREAM.NAMES"))
         + _stream_metadata(streams.events)
         + kv_read(CLOCK_BUCKET)
         + publish(subjects.DATASETS_SUBMITTED, subjects.JOBS_CANCELLED, subjects.STUDIES_CANCELLED)
         + publish(subjects.DATASETS_VALIDATE, subjects.JOBS_LOOKUP)
-        + object_write(DATASETS_BUCKET)
+        + object_write(bucket)
+        + publish(f"{API}.STREAM.CREATE.OBJ_{bucket}")  # its bucket, made by its first upload
     )
-    return Principal(name=SUBMITTER, role="submitter", permissions=perms)
+    return Principal(name=submitter_user(tenant), role="submitter", permissions=perms)
 
 
-def principals(registry: Registry, streams: Streams | None = None) -> list[Principal]:
+def principals(
+    registry: Registry, streams: Streams | None = None, tenants: Iterable[str] = ()
+) -> list[Principal]:
     """Every NATS user of a deployment: admin, the core services, one agent per datacenter of
-    ``registry`` (the deployment's: ``Settings.registry()``), the submitter."""
+    ``registry`` (the deployment's: ``Settings.registry()``), one submitter per tenant (the
+    default tenant's, and each of ``tenants``: :func:`metatune.bus.credentials.tenants_in`)."""
     streams = streams or Streams()
-    agents = [agent(dc.name, dc.region, streams) for dc in registry.datacenters]
+    tenants = _with_default(tenants)
+    agents = [agent(dc.name, dc.region, streams, tenants) for dc in registry.datacenters]
     return [
         Principal(name=ADMIN, role="admin", permissions=None),
-        *core_services(streams),
+        *core_services(streams, tenants),
         *agents,
-        submitter(streams),
+        *(submitter(streams, tenant) for tenant in tenants),
     ]
 
 

@@ -5,7 +5,9 @@ Layout of a secrets directory (every file mode 0600, or 0640 for a group: :func:
 the directory 0700)::
 
     admin.password        the admin's password (the server config holds only its bcrypt hash)
-    <user>.nk             an nkey seed per service / agent / submitter (the server holds the public key)
+    <user>.nk             an nkey seed per service / agent / tenant's submitter (``submitter.nk``:
+                          the default tenant; ``submitter.<tenant>.nk``: each other tenant, whose
+                          seed file is also the record that the tenant exists: :func:`tenants_in`)
     auth.conf             ``authorization { users = [...] }``, included by the server's config
     <agent>.leaf.conf     a datacenter's leaf node: the agent's seed (the link to the hub) and its
                           user (local logins), included by that leaf's config (:mod:`.leafnodes`)
@@ -26,6 +28,7 @@ import nkeys
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InputNotAllowed
+from ..tenancy import DEFAULT_TENANT, tenant_of_user
 from .auth import ADMIN, Permissions, Principal
 
 AUTH_CONF = "auth.conf"
@@ -91,6 +94,14 @@ def generate(directory: Path, principals: list[Principal], *, rotate: bool = Fal
             )
     _write_secret(store.server_config, render_authorization(users))
     return store
+
+
+def tenants_in(directory: Path) -> list[str]:
+    """The tenants a secrets directory holds a credential for, besides the default one (sorted)."""
+    if not directory.is_dir():
+        return []
+    found = (tenant_of_user(p.name[: -len(SEED_SUFFIX)]) for p in directory.glob(f"*{SEED_SUFFIX}"))
+    return sorted(t for t in found if t is not None and t != DEFAULT_TENANT)
 
 
 def nkey_user(principal: Principal, public: str) -> dict:
@@ -208,5 +219,6 @@ __all__ = [
     "render_authorization",
     "render_leaf_credentials",
     "share_with_group",
+    "tenants_in",
     "write_password",
 ]

@@ -11,7 +11,7 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType, StreamConfig
 from nats.js.errors import BucketNotFoundError, NotFoundError
 
-from .. import subjects
+from .. import subjects, tenancy
 from ..settings import Settings
 
 DAY_S = 24 * 3600.0
@@ -29,7 +29,7 @@ ASSIGNMENTS_BUCKET = "metatune_assignments"
 # The forecaster's last good (fresh) forecast of each region (key: region; value: CarbonForecast
 # JSON), so a forecaster restarted while a provider is down still has a stale one to publish.
 FORECASTS_BUCKET = "metatune_forecasts"
-DATASETS_BUCKET = "datasets"
+DATASETS_BUCKET = tenancy.DATASETS_BUCKET  # the default tenant's (each other's: datasets-<tenant>)
 CHECKPOINTS_BUCKET = "checkpoints"
 ADAPTERS_BUCKET = "adapters"
 OBJECT_BUCKETS = (DATASETS_BUCKET, CHECKPOINTS_BUCKET, ADAPTERS_BUCKET)
@@ -86,13 +86,18 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> None:
     await ensure_kv(js, ASSIGNMENTS_BUCKET, ttl_s=None, settings=settings)
     await ensure_kv(js, FORECASTS_BUCKET, ttl_s=None, settings=settings)
     for bucket in OBJECT_BUCKETS:
-        try:
-            await js.object_store(bucket)
-        except (BucketNotFoundError, NotFoundError):
-            await js.create_object_store(
-                bucket,
-                ObjectStoreConfig(storage=StorageType.FILE, replicas=settings.stream_replicas),
-            )
+        await ensure_bucket(js, bucket, settings)
+
+
+async def ensure_bucket(js: JetStreamContext, bucket: str, settings: Settings) -> None:
+    """Create object bucket ``bucket`` unless it exists (a tenant's datasets bucket: by its
+    first upload, with the tenant's grant to create that one bucket)."""
+    try:
+        await js.object_store(bucket)
+    except (BucketNotFoundError, NotFoundError):
+        await js.create_object_store(
+            bucket, ObjectStoreConfig(storage=StorageType.FILE, replicas=settings.stream_replicas)
+        )
 
 
 def _same(current: StreamConfig, wanted: StreamConfig) -> bool:

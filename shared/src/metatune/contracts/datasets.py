@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..tenancy import DEFAULT_TENANT, TENANT_PATTERN
 from .base import Contract, Event, StudyId
 
 
@@ -170,6 +171,12 @@ class StudySpec(Contract):
         max_length=20,
         description="labels a team files the study under (team, project, quarter...), in the "
         "order given, each once; `metatune study list --tag` selects by them",
+    )
+    tenant: str = Field(
+        DEFAULT_TENANT,
+        pattern=TENANT_PATTERN,
+        description="the team the study belongs to: its dataset is read from that tenant's own "
+        "bucket, and only that tenant's dashboard token shows it (metatune.tenancy)",
     )
     dataset: DatasetLocation = Field(description="where the training data is")
     task: TaskType = Field(description="what the adapter learns")

@@ -16,12 +16,13 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from metatune import integrity
-from metatune.bus import DATASETS_BUCKET, ObjectStore
+from metatune.bus import ObjectStore
 from metatune.contracts import DatasetLocation
 from metatune.errors import DatasetDigestMismatch, DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
 from metatune.private_files import private_dir
 from metatune.settings import Settings
+from metatune.tenancy import DEFAULT_TENANT, datasets_bucket
 
 from ..domain.errors import (
     FileTooLarge,
@@ -53,7 +54,9 @@ class DatasetFetcher:
         self._dir, self._max_bytes, self._settings = download_dir, max_bytes, settings
 
     @asynccontextmanager
-    async def local_file(self, location: DatasetLocation) -> AsyncIterator[Path]:
+    async def local_file(
+        self, location: DatasetLocation, tenant: str = DEFAULT_TENANT
+    ) -> AsyncIterator[Path]:
         """The dataset as a local path for the duration of the block (downloads are deleted after),
         with the submitted digest where the submission names one."""
         if location.kind == "path":
@@ -65,7 +68,7 @@ class DatasetFetcher:
         target = self._dir / _local_name(location.ref)
         try:
             if location.kind == "object":
-                await self._from_object_store(location.ref, target)
+                await self._from_object_store(datasets_bucket(tenant), location.ref, target)
             else:
                 await self._from_url(location.ref, target)
             await _verify(target, location)
@@ -82,16 +85,16 @@ class DatasetFetcher:
             raise ProfileDatasetNotFound(f"no dataset file at {ref}")
         return path
 
-    async def _from_object_store(self, key: str, target: Path) -> None:
+    async def _from_object_store(self, bucket: str, key: str, target: Path) -> None:
         if self._objects is None:
             raise ProfileInputNotAllowed(
                 "this profiler has no object store (not connected to NATS)"
             )
         try:
-            size = await self._objects.size(DATASETS_BUCKET, key)
+            size = await self._objects.size(bucket, key)
             if size > self._max_bytes:
                 raise _too_large(size, self._max_bytes)
-            await self._objects.get_to_file(DATASETS_BUCKET, key, target)
+            await self._objects.get_to_file(bucket, key, target)
         except ObjectNotFound as exc:
             raise ProfileDatasetNotFound(str(exc)) from exc
 

@@ -1,1 +1,1 @@
-"""Pure profiling logic: readers, features and ``profile_file``; no bus, no network."""
+"""Pure profiling logic: rows, counts and features (``profile_rows``); no file, bus or network."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from .columns import ColumnMap
 from .lexicon import WordIds, mattr_inner_sum, word_ids
-from .reader import Row, RowBatch, Skip, parse_jsonl_block
+from .rows import Row, RowBatch, Skip, parse_jsonl_block
 from .sampling import fingerprints
 from .scripts import script_counts
 

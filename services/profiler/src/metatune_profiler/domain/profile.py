@@ -1,4 +1,4 @@
-"""``profile_file``: one dataset file in, its meta-features out.
+"""``profile_rows``: one dataset's rows in, its meta-features out.
 
 The single implementation behind the service, the CLI and the knowledge-base builder, so a
 new upload and a knowledge-base dataset are described by the same function. One streaming
@@ -6,9 +6,9 @@ pass computes every count exactly (examples, labels, word lengths, types, MATTR,
 scripts); tokenizer features come from a seeded reservoir sample of ``sample_size`` rows.
 
 The pass reads the rows in column batches (``Dataset.batches``) and counts words as 64-bit ids
-(``lexicon.word_ids``, ``TypeTable``). ``profile_file_by_rows`` is the same profile computed
-one row and one word string at a time, the reference the batched pass is tested (and
-benchmarked) against.
+(``lexicon.word_ids``, ``TypeTable``). ``batched=False`` is the same profile computed one row
+and one word string at a time, the reference the batched pass is tested (and benchmarked)
+against. The file is opened and the tokenizer loaded by ``adapters.files.profile_file``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,10 +37,10 @@ from .block_counts import (
 from .columns import ColumnMap, ColumnRequest
 from .errors import SKIP_REASON_ERRORS, EmptyDataset, OneClassLabel, ProfileError
 from .lexicon import Mattr, TypeCounter, TypeTable, WordIds, word_ids, words
-from .reader import Dataset, ReadLimits, Row, RowBatch, Skip
+from .rows import Row, RowBatch, Skip
 from .sampling import DuplicateCounter, Reservoir
 from .scripts import script_counts, script_mix
-from .tokenizer import count_tokens, load_tokenizer, model_max_length
+from .tokenizer import count_tokens, model_max_length
 from .zipf import fit_discrete_power_law
 
 BATCH_ROWS = 1024  # rows whose words are counted together (amortises numpy and Counter calls)
@@ -272,45 +271,36 @@ BlockMap = Callable[
 """``map(count, blocks)`` in order, e.g. in worker processes (``adapters.block_pool``)."""
 
 
-def profile_file(
-    path: str | Path,
-    options: ProfileOptions | None = None,
+class RowSource(Protocol):
+    """An opened dataset (:class:`metatune_profiler.adapters.reader.Dataset`): its format, resolved
+    columns and size, and one pass over its rows, row by row, in column batches or, for JSON lines,
+    in blocks of whole lines."""
+
+    format: DatasetFormat
+    columns: ColumnMap
+    size_bytes: int
+
+    def rows(self) -> Iterator[Row | Skip]: ...
+
+    def batches(self) -> Iterator[RowBatch]: ...
+
+    def jsonl_blocks(self) -> Iterator[tuple[int, bytes | Skip]]: ...
+
+
+def profile_rows(
+    dataset: RowSource,
+    tokenizer: PreTrainedTokenizerBase,
+    options: ProfileOptions,
     on_rows: Callable[[int], None] | None = None,
-    map_blocks: BlockMap | None = None,
-) -> ProfileResult:
-    """Profile one dataset file; raises a :class:`~.errors.ProfileError` subclass when it is unusable.
-
-    ``on_rows(n)`` is told the rows read so far every few thousand rows (a CLI's progress bar).
-    With ``map_blocks``, the blocks of a JSON-lines file are counted by it (e.g. in other
-    processes) and merged in order: the same profile as without."""
-    return _profile(path, options, on_rows, batched=True, map_blocks=map_blocks)
-
-
-def profile_file_by_rows(
-    path: str | Path,
-    options: ProfileOptions | None = None,
-    on_rows: Callable[[int], None] | None = None,
-) -> ProfileResult:
-    """:func:`profile_file` computed one row at a time with word strings: the reference."""
-    return _profile(path, options, on_rows, batched=False)
-
-
-def _profile(
-    path: str | Path,
-    options: ProfileOptions | None,
-    on_rows: Callable[[int], None] | None,
     *,
-    batched: bool,
+    batched: bool = True,
     map_blocks: BlockMap | None = None,
 ) -> ProfileResult:
-    options = options or ProfileOptions()
-    tokenizer = load_tokenizer(options.base_model)  # fail fast on an unknown model, before reading
-    dataset = Dataset(
-        Path(path),
-        options.columns,
-        ReadLimits(options.max_file_bytes, options.max_row_bytes),
-        options.format,
-    )
+    """The profile of ``dataset``'s rows; raises a :class:`~.errors.ProfileError` subclass when
+    they are unusable. ``on_rows(n)`` is told the rows read so far every few thousand rows. With
+    ``map_blocks``, the blocks of a JSON-lines file are counted by it (e.g. in other processes)
+    and merged in order: the same profile as without. ``batched=False`` computes it one row at a
+    time with word strings: the reference the batched pass is tested against."""
     acc: _Pass
     if batched and map_blocks is not None and dataset.format is DatasetFormat.jsonl:
         acc = batch_pass = _BatchPass(options)
@@ -442,7 +432,7 @@ __all__ = [
     "ProfileError",
     "ProfileOptions",
     "ProfileResult",
+    "RowSource",
     "SkippedRows",
-    "profile_file",
-    "profile_file_by_rows",
+    "profile_rows",
 ]

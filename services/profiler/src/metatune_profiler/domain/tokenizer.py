@@ -1,40 +1,22 @@
-"""The base model's (fast) tokenizer and the features that need it, computed on a sample."""
+"""The features that need the base model's (fast) tokenizer, computed on a sample (the tokenizer
+is loaded by :mod:`metatune_profiler.adapters.tokenizer`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
-from metatune.models import UnknownBaseModel, resolve_base_model
-
-from .errors import ProfileUnknownBaseModel
 from .lexicon import words
-from .reader import Row
+from .rows import Row
 
 TOKENIZE_BATCH = 512
 # a lone surrogate (JSON allows "\ud800") is no Unicode scalar: the Rust tokenizer refuses the
 # whole batch, so it is tokenised as U+FFFD, the replacement character a UTF-8 decoder would give
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 UNSET_MAX_LENGTH = 1_000_000  # transformers uses a huge sentinel when a model states no limit
-
-
-@lru_cache(maxsize=4)
-def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
-    """The fast tokenizer of ``base_model`` (embedded alias, local directory or hub id)."""
-    try:
-        reference = resolve_base_model(base_model)
-    except UnknownBaseModel as exc:
-        raise ProfileUnknownBaseModel(str(exc)) from exc
-    try:
-        return AutoTokenizer.from_pretrained(reference, use_fast=True)
-    except Exception as exc:  # OSError, ValueError, hub errors: all mean "cannot use this model"
-        raise ProfileUnknownBaseModel(
-            f"cannot load the tokenizer of base model {base_model!r}: {exc}"
-        ) from exc
 
 
 def model_max_length(tokenizer: PreTrainedTokenizerBase) -> int | None:

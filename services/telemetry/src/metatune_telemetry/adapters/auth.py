@@ -12,6 +12,11 @@ request so a rotation applies without a restart. A request is let in with:
 
 Every comparison is constant-time (:func:`hmac.compare_digest`, against every valid token).
 
+Whose token it is decides what the request sees (:class:`Viewer`, in ``request.state.viewer``):
+the admin's (``dashboard.token``) every study; a tenant's (``tenants/<tenant>/dashboard.token``,
+written by ``metatune secrets --tenant``) only its own studies, their jobs and deliveries, and
+neither ``/metrics`` nor the platform's totals.
+
 Secure by default: telemetry listening on a non-loopback address requires the tokens
 (:func:`require_tokens` refuses to build the app without them). On a loopback address with no
 ``dashboard.token`` written yet the dashboard stays open, as it was before tokens existed
@@ -34,7 +39,7 @@ from starlette.datastructures import URL, Headers, QueryParams
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from metatune.dashboard_tokens import TOKEN_FILE, read_tokens, tokens_dir
+from metatune.dashboard_tokens import TOKEN_FILE, read_tokens, tenant_token_dirs, tokens_dir
 from metatune.errors import ConfigurationError
 
 from ..settings import TelemetrySettings
@@ -56,26 +61,54 @@ def is_loopback(host: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who a request reads as: the admin (``tenant`` None: every study) or one tenant."""
+
+    tenant: str | None = None
+
+    @property
+    def admin(self) -> bool:
+        return self.tenant is None
+
+    def sees(self, tenant: str | None) -> bool:
+        """Whether a study of ``tenant`` (None: no such study) is shown to this viewer."""
+        return self.admin or (tenant is not None and tenant == self.tenant)
+
+
+ADMIN_VIEWER = Viewer()
+Valid = list[tuple[bytes, Viewer]]
+
+
+@dataclass(frozen=True, slots=True)
 class TokenGate:
-    """Which tokens let a request in now; ``open`` when no token is needed (loopback, none written)."""
+    """Which tokens let a request in now, and as whom; ``open`` when no token is needed
+    (loopback, none written)."""
 
     directory: Path
     loopback: bool
     now: Callable[[], datetime]
 
-    def tokens(self) -> list[bytes] | None:
-        """The tokens valid now; None when no token is required."""
+    def tokens(self) -> Valid | None:
+        """The tokens valid now, each with its viewer; None when no token is required."""
         found = read_tokens(self.directory)
         if found is None:
             return None if self.loopback else []  # off loopback: nothing lets anyone in
-        return [t.encode() for t in found.valid(self.now())]
+        now = self.now()
+        valid = [(t.encode(), ADMIN_VIEWER) for t in found.valid(now)]
+        for tenant, folder in tenant_token_dirs(self.directory).items():
+            theirs = read_tokens(folder)
+            if theirs is not None:
+                valid += [(t.encode(), Viewer(tenant)) for t in theirs.valid(now)]
+        return valid
 
     @staticmethod
-    def accepts(candidate: str, valid: list[bytes]) -> bool:
+    def accepts(candidate: str, valid: Valid) -> Viewer | None:
+        """The viewer whose token ``candidate`` is (None: no valid token)."""
         given = candidate.encode()
-        matched = False
-        for token in valid:  # every one compared, whichever matches
-            matched |= hmac.compare_digest(given, token)
+        matched: Viewer | None = None
+        for token, viewer in valid:  # every one compared, whichever matches
+            if hmac.compare_digest(given, token):
+                matched = viewer
         return matched
 
 
@@ -138,12 +171,13 @@ class TokenAuth:
             return
         valid = self.gate.tokens()
         if valid is None:
+            scope.setdefault("state", {})["viewer"] = ADMIN_VIEWER
             await self.app(scope, receive, send)
             return
         headers, url = Headers(scope=scope), URL(scope=scope)
         query = QueryParams(scope["query_string"])
         if (given := query.get(QUERY)) is not None:
-            if not self.gate.accepts(given, valid):
+            if self.gate.accepts(given, valid) is None:
                 await _refused()(scope, receive, send)
                 return
             # the token leaves the URL: the same address without it, with a cookie instead
@@ -163,17 +197,21 @@ class TokenAuth:
             await answer(scope, receive, send)
             return
         given = _bearer(headers) or _cookie(headers)
-        if given is None or not self.gate.accepts(given, valid):
+        viewer = None if given is None else self.gate.accepts(given, valid)
+        if viewer is None:
             await _refused()(scope, receive, send)
             return
+        scope.setdefault("state", {})["viewer"] = viewer
         await self.app(scope, receive, send)
 
 
 __all__ = [
+    "ADMIN_VIEWER",
     "COOKIE",
     "OPEN_PATHS",
     "TokenAuth",
     "TokenGate",
+    "Viewer",
     "is_loopback",
     "require_tokens",
     "same_site",

@@ -38,7 +38,7 @@ from ..domain.formats import to_csv, to_markdown
 from ..domain.records import window
 from ..domain.views import StudyListing, Trial
 from ..settings import TelemetrySettings
-from .auth import TokenAuth, require_tokens
+from .auth import TokenAuth, Viewer, require_tokens
 from .dashboard import (
     datacenter_forecast,
     job_timeline,
@@ -53,10 +53,21 @@ from .openapi import OutboxEntry, Totals, render
 from .outbox import list_outbox
 from .queries import priced_totals, site_facts, study_disclosure, study_name
 from .records import region_forecasts, study_records_of
+from .tenants import studies_of, study_tenant
 
 TRIALS = TypeAdapter(list[Trial])
 STUDIES = TypeAdapter(list[StudyListing])
 OUTBOX = TypeAdapter(list[OutboxEntry])
+
+
+def _no_study() -> Response:
+    return JSONResponse({"error": "no such study"}, status_code=404)
+
+
+def _admin_only() -> Response:
+    return JSONResponse(
+        {"error": "the whole platform's figures need the admin's token"}, status_code=403
+    )
 
 
 def _uuid(request: Request, name: str) -> UUID | None:
@@ -89,9 +100,27 @@ def create_app(
             headers={"Cache-Control": "public, max-age=86400"},
         )
 
+    async def hidden(request: Request, study: UUID | None) -> bool:
+        """Whether ``study`` is not this request's to see (another tenant's: answered as absent)."""
+        viewer: Viewer = request.state.viewer
+        if viewer.admin:
+            return False
+        return study is None or not viewer.sees(await study_tenant(db, study))
+
+    async def visible(request: Request) -> set[UUID] | None:
+        """The studies this request may see; None: every one (the admin)."""
+        viewer: Viewer = request.state.viewer
+        return None if viewer.tenant is None else await studies_of(db, viewer.tenant)
+
+    async def listings(request: Request) -> list[StudyListing]:
+        found, mine = await study_index(db), await visible(request)
+        return found if mine is None else [s for s in found if s.study_id in mine]
+
     async def report(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
+        if await hidden(request, study):
+            return _no_study()
         disclosure = await study_disclosure(db, study, registry)
         fmt = request.query_params.get("format", "json")
         if fmt == "csv":
@@ -101,14 +130,16 @@ def create_app(
         return _json(disclosure)
 
     async def index(request: Request) -> Response:
-        return HTMLResponse(pages.index_page(await study_index(db)))
+        return HTMLResponse(pages.index_page(await listings(request)))
 
     async def studies(request: Request) -> Response:
-        return Response(STUDIES.dump_json(await study_index(db)), media_type="application/json")
+        return Response(STUDIES.dump_json(await listings(request)), media_type="application/json")
 
     async def trials(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
+        if await hidden(request, study):
+            return _no_study()
         return Response(
             TRIALS.dump_json(await study_trials(db, study)), media_type="application/json"
         )
@@ -116,11 +147,15 @@ def create_app(
     async def records(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
+        if await hidden(request, study):
+            return _no_study()
         return _json(await study_records_of(db, study, registry))
 
     async def study_page(request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return HTMLResponse("not a study id", status_code=400)
+        if await hidden(request, study):
+            return HTMLResponse("no such study", status_code=404)
         trials = await study_trials(db, study)
         return HTMLResponse(
             pages.study_page(
@@ -137,7 +172,7 @@ def create_app(
         found = await job_timeline(db, job, registry)
         return (
             JSONResponse({"error": "no such job"}, status_code=404)
-            if found is None
+            if found is None or await hidden(request, found.study_id)
             else _json(found)
         )
 
@@ -147,7 +182,7 @@ def create_app(
         found = await job_timeline(db, job, registry)
         return (
             HTMLResponse("no such job", status_code=404)
-            if found is None
+            if found is None or await hidden(request, found.study_id)
             else HTMLResponse(
                 pages.job_page(
                     found, await study_name(db, found.study_id) if found.study_id else None
@@ -175,6 +210,8 @@ def create_app(
         return HTMLResponse(pages.datacenter_page(found), status_code=200 if found.region else 404)
 
     async def totals(request: Request) -> Response:
+        if not request.state.viewer.admin:  # the whole platform's: the admin's alone
+            return _admin_only()
         rows = await db.fetch_dicts(
             "SELECT (SELECT count(*) FROM run_results WHERE status = 'completed') AS runs_completed, "
             "(SELECT count(*) FROM run_results WHERE status = 'failed') AS runs_failed, "
@@ -197,15 +234,19 @@ def create_app(
         )
 
     async def webhooks(request: Request) -> Response:
+        mine = await visible(request)
         rows = [
             {k: (str(v) if v is not None else None) for k, v in r.items()}
             for r in await list_outbox(db, request.query_params.get("state"))
+            if mine is None or r["study_id"] in mine
         ]
         return Response(
             OUTBOX.dump_json(OUTBOX.validate_python(rows)), media_type="application/json"
         )
 
     async def metrics(request: Request) -> Response:
+        if not request.state.viewer.admin:
+            return _admin_only()
         try:
             body = await metrics_endpoint.render()
         except DatabaseUnavailable:

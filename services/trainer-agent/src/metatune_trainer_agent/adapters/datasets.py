@@ -25,13 +25,14 @@ from urllib.parse import urlparse
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
-from metatune.bus import DATASETS_BUCKET, ObjectStore
+from metatune.bus import ObjectStore
 from metatune.contracts import DatasetLocation
 from metatune.errors import DatasetDigestMismatch, DownloadFailed, InputNotAllowed, ObjectNotFound
 from metatune.inputs import DownloadLimits, download, parse_networks, resolve_under_roots
 from metatune.integrity import verify_location
 from metatune.private_files import private_dir
 from metatune.settings import Settings
+from metatune.tenancy import DEFAULT_TENANT, datasets_bucket
 
 from ..domain.errors import (
     TrainingDatasetNotFound,
@@ -58,7 +59,7 @@ class DatasetFetcher:
         self._objects, self._js, self._dir, self._max_bytes = objects, js, directory, max_bytes
         self._settings = settings
 
-    async def local_path(self, location: DatasetLocation) -> Path:
+    async def local_path(self, location: DatasetLocation, tenant: str = DEFAULT_TENANT) -> Path:
         """The dataset as a local file with the submitted digest (where the submission names one)."""
         if location.kind == "path":
             try:
@@ -71,7 +72,7 @@ class DatasetFetcher:
             return path
         private_dir(self._dir)
         if location.kind == "object":
-            return await self._from_object_store(location)
+            return await self._from_object_store(location, datasets_bucket(tenant))
         path = await self._from_url(location.ref)
         try:
             await _verify(path, location)
@@ -80,17 +81,15 @@ class DatasetFetcher:
             raise
         return path
 
-    async def _from_object_store(self, location: DatasetLocation) -> Path:
+    async def _from_object_store(self, location: DatasetLocation, bucket: str) -> Path:
         key = location.ref
         try:
-            info = await (await self._js.object_store(DATASETS_BUCKET)).get_info(key)
+            info = await (await self._js.object_store(bucket)).get_info(key)
         except (ObjectNotFoundError, NotFoundError) as exc:
-            raise TrainingDatasetNotFound(
-                f"{DATASETS_BUCKET}/{key} is not in the object store"
-            ) from exc
+            raise TrainingDatasetNotFound(f"{bucket}/{key} is not in the object store") from exc
         if info.size and info.size > self._max_bytes:
             raise TrainingDatasetNotFound(
-                f"{DATASETS_BUCKET}/{key} is {info.size:,} bytes, over the limit of {self._max_bytes:,}"
+                f"{bucket}/{key} is {info.size:,} bytes, over the limit of {self._max_bytes:,}"
             )
         # a file is kept only once verified: one named by the submitted digest is the submitted one
         name = location.sha256 or hashlib.sha256(f"{key}\0{info.digest}".encode()).hexdigest()[:24]
@@ -99,7 +98,7 @@ class DatasetFetcher:
             return target
         partial = target.with_name(f"{target.name}.{uuid.uuid4().hex}.part")
         try:
-            await self._objects.get_to_file(DATASETS_BUCKET, key, partial)
+            await self._objects.get_to_file(bucket, key, partial)
         except ObjectNotFound as exc:
             raise TrainingDatasetNotFound(str(exc)) from exc
         try:

@@ -1,0 +1,104 @@
+"""Tenants on a real nats-server with auth on: each team's credential writes its own datasets
+bucket and no other's; the services and agents read every tenant's; the client submits into its
+tenant's bucket, once per key; a study that claims another tenant finds no dataset of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metatune import subjects
+from metatune.bus import ObjectStore
+from metatune.bus.streams import ensure_bucket
+from metatune.contracts import DatasetSubmitted, DatasetValidation, DatasetValidationReply
+from metatune.settings import Settings
+from metatune.tenancy import datasets_bucket, submitter_user
+from metatune_cli.client import AsyncClient, InvalidRequest
+from metatune_cli.client.submission import draft, resolve
+from metatune_profiler.app import create_service as create_profiler
+from metatune_profiler.settings import ProfilerSettings
+from tests.support.secured_bus import SecuredBus, violation
+from tests.support.waiting import wait_for
+
+from .test_dataset_swap import rows_file
+from .test_permissions import FRA1, REFUSED
+
+A, B = "team-a", "team-b"
+KEY = "studies/one/data.jsonl"
+
+
+async def test_a_tenant_writes_its_own_bucket_and_no_other(secured: SecuredBus, admin) -> None:
+    errors: list[Exception] = []
+    async with secured.client(submitter_user(A), errors) as nc:
+        js = nc.jetstream(timeout=2.0)
+        await ensure_bucket(js, datasets_bucket(A), Settings())  # its first upload makes it
+        await ObjectStore(js).put_bytes(datasets_bucket(A), KEY, b"genuine\n")
+    assert not [e for e in errors if "violation" in str(e).lower()]
+    for intruder in (submitter_user(B), submitter_user()):  # another team, the default one
+        async with secured.client(intruder, errors) as nc:
+            objects = ObjectStore(nc.jetstream(timeout=1.0))
+            with pytest.raises(REFUSED):
+                await objects.put_bytes(datasets_bucket(A), KEY, b"poisoned\n")
+            with pytest.raises(REFUSED):
+                await objects.delete(datasets_bucket(A), KEY)
+            with pytest.raises(REFUSED):  # nor read it
+                await objects.get_bytes(datasets_bucket(A), KEY)
+        await wait_for(violation(errors, f"OBJ_{datasets_bucket(A)}"), timeout=5)
+    for reader in ("profiler", FRA1):  # every tenant's datasets are read where they are used
+        async with secured.client(reader) as nc:
+            got = await ObjectStore(nc.jetstream(timeout=2.0)).get_bytes(datasets_bucket(A), KEY)
+            assert got == b"genuine\n"
+
+
+async def test_the_client_submits_into_its_tenant_s_bucket_once_per_key(
+    secured: SecuredBus, admin, tmp_path: Path
+) -> None:
+    data = rows_file(tmp_path / "data.jsonl")
+    settings = secured.settings(submitter_user(A), tenant=A)
+    async with AsyncClient(settings) as client:
+        once = draft(resolve(data, None, {"deadline": "2d"}), settings)
+        receipt = await client.submit_draft(once)  # no profiler here: validation is skipped
+        with pytest.raises(InvalidRequest, match="written once"):
+            await client.submit_draft(once)  # the same key again: never over a stored dataset
+    stored = ObjectStore(admin.jetstream())
+    assert await stored.exists(datasets_bucket(A), receipt.dataset.ref)
+    assert not await stored.exists(datasets_bucket(), receipt.dataset.ref)
+    sub = await admin.jetstream().subscribe(
+        subjects.DATASETS_SUBMITTED, stream="METATUNE", ordered_consumer=True
+    )
+    submitted = DatasetSubmitted.model_validate_json((await sub.next_msg(timeout=5)).data)
+    assert submitted.spec.tenant == A and submitted.study_id == receipt.study_id
+
+
+async def test_a_study_claiming_another_tenant_finds_no_dataset_of_its_own(
+    secured: SecuredBus, admin, tmp_path: Path
+) -> None:
+    """B names A's key: B's client looks in B's own bucket, and the profiler, asked to check a
+    study of B's that names it, looks in B's bucket too; the key is in A's alone."""
+    data = rows_file(tmp_path / "data.jsonl")
+    a_settings = secured.settings(submitter_user(A), tenant=A)
+    async with AsyncClient(a_settings) as client:
+        ours = draft(resolve(data, None, {"deadline": "2d"}), a_settings)
+        receipt = await client.submit_draft(ours)
+    claimed = DatasetValidation(
+        spec=ours.spec.model_copy(update={"tenant": B, "dataset": receipt.dataset})
+    )
+    profiler = create_profiler(secured.settings("profiler", ProfilerSettings))
+    b_settings = secured.settings(submitter_user(B), tenant=B)
+    async with profiler.running(), AsyncClient(b_settings) as client:
+        with pytest.raises(InvalidRequest, match="not in the object store"):
+            await client.submit(object_key=receipt.dataset.ref, deadline="2d")
+        async with secured.client(submitter_user(B)) as nc:
+            reply = await nc.request(
+                subjects.DATASETS_VALIDATE, claimed.model_dump_json().encode(), timeout=30
+            )
+            problems = DatasetValidationReply.model_validate_json(reply.data).problems
+            assert problems and "not in the object store" in " ".join(problems)
+            asked_as_a = claimed.model_copy(
+                update={"spec": claimed.spec.model_copy(update={"tenant": A})}
+            )
+            reply = await nc.request(
+                subjects.DATASETS_VALIDATE, asked_as_a.model_dump_json().encode(), timeout=30
+            )
+            assert DatasetValidationReply.model_validate_json(reply.data).problems == []
