@@ -85,7 +85,7 @@ def create_service(settings: Settings | None = None) -> Service:
         options = options_for(event.spec, settings)
 
         async def fetch_and_profile() -> ProfileResult:
-            async with fetcher().local_file(event.spec.dataset) as path:
+            async with fetcher().local_file(event.spec.dataset, event.spec.tenant) as path:
                 blocks = block_map(settings.profiler_workers, path)
                 return await asyncio.to_thread(profile_file, path, options, None, blocks)
 
@@ -122,7 +122,7 @@ def create_service(settings: Settings | None = None) -> Service:
         answered on the requester's inbox): the checks profiling starts with, nothing published."""
         options = options_for(request.spec, settings)
         try:
-            async with fetcher().local_file(request.spec.dataset) as path:
+            async with fetcher().local_file(request.spec.dataset, request.spec.tenant) as path:
                 problems = await asyncio.to_thread(check_dataset, path, options)
         except ProfileError as exc:  # not there, not allowed, too large
             problems = [problem(exc)]
