@@ -4,12 +4,16 @@ tenant's bucket, once per key; a study that claims another tenant finds no datas
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import nats
 import pytest
+from nats.js.errors import NoStreamResponseError
 
 from metatune import subjects
 from metatune.bus import ObjectStore
+from metatune.bus.auth import agent_user
 from metatune.bus.streams import ensure_bucket
 from metatune.contracts import DatasetSubmitted, DatasetValidation, DatasetValidationReply
 from metatune.settings import Settings
@@ -21,11 +25,16 @@ from metatune_profiler.settings import ProfilerSettings
 from tests.support.secured_bus import SecuredBus, violation
 from tests.support.waiting import wait_for
 
-from .test_dataset_swap import rows_file
-from .test_permissions import FRA1, REFUSED
-
 A, B = "team-a", "team-b"
+FRA1 = agent_user("fra1")
+REFUSED = (nats.errors.TimeoutError, NoStreamResponseError)  # the server answers no refused call
 KEY = "studies/one/data.jsonl"
+
+
+def rows_file(path: Path) -> Path:
+    rows = [{"text": f"an example sentence number {i}", "label": str(i % 2)} for i in range(40)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
 
 
 async def test_a_tenant_writes_its_own_bucket_and_no_other(secured: SecuredBus, admin) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from nats.js import JetStreamContext
 from nats.js.api import ObjectInfo
-from nats.js.errors import NotFoundError, ObjectNotFoundError
+from nats.js.errors import BucketNotFoundError, NotFoundError, ObjectNotFoundError
+from nats.js.object_store import ObjectStore as ObjectStoreBucket
 
 from ..errors import ObjectNotFound
 from ..integrity import sha256_of
@@ -32,8 +33,16 @@ class ObjectStore:
         store = await self._js.object_store(bucket)
         await store.put(key, data)
 
+    async def _readable(self, bucket: str, key: str) -> ObjectStoreBucket:
+        """The bucket to read ``key`` from; a bucket never made (a tenant's before its first
+        upload) holds no object: :class:`ObjectNotFound`."""
+        try:
+            return await self._js.object_store(bucket)
+        except BucketNotFoundError as exc:
+            raise ObjectNotFound(f"{bucket}/{key} is not in the object store") from exc
+
     async def get_to_file(self, bucket: str, key: str, path: Path) -> Path:
-        store = await self._js.object_store(bucket)
+        store = await self._readable(bucket, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open_private(path) as fh:
@@ -44,7 +53,7 @@ class ObjectStore:
         return path
 
     async def get_bytes(self, bucket: str, key: str) -> bytes:
-        store = await self._js.object_store(bucket)
+        store = await self._readable(bucket, key)
         try:
             result = await store.get(key)
         except (ObjectNotFoundError, NotFoundError) as exc:
@@ -62,7 +71,7 @@ class ObjectStore:
         return int(info.size or 0), _hex_sha256(info.digest)
 
     async def _info(self, bucket: str, key: str) -> ObjectInfo:
-        store = await self._js.object_store(bucket)
+        store = await self._readable(bucket, key)
         try:
             info = await store.get_info(key)
         except (ObjectNotFoundError, NotFoundError) as exc:
@@ -82,7 +91,10 @@ class ObjectStore:
         return True
 
     async def exists(self, bucket: str, key: str) -> bool:
-        store = await self._js.object_store(bucket)
+        try:
+            store = await self._readable(bucket, key)
+        except ObjectNotFound:
+            return False
         try:
             info = await store.get_info(key)
         except (ObjectNotFoundError, NotFoundError):
