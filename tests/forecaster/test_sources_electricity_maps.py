@@ -1,5 +1,6 @@
 """Electricity Maps (API v3) through MockTransport, answering from 4 real days of DE in the
-documented record format (fixtures/providers/electricity_maps_DE.json)."""
+documented record format (fixtures/providers/electricity_maps_DE.json): the direct or the
+life-cycle intensity, as the request's ``emissionFactorType`` asks (the API's default: life-cycle)."""
 
 from __future__ import annotations
 
@@ -12,48 +13,70 @@ import pytest
 from pydantic import SecretStr
 
 from metatune_forecaster.adapters.electricity_maps import ElectricityMapsSource
-from metatune_forecaster.domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
+from metatune_forecaster.domain.providers import (
+    EmissionFactors,
+    ProviderUnavailable,
+    Signal,
+    SourceMisconfigured,
+)
 
 from .provider_api import Failure, FakeClock, ProviderApi, between, fixture, hourly, http
 
 DATA = fixture("electricity_maps_DE")
 RECORDS: list[dict[str, Any]] = DATA["records"]
+LIFECYCLE: list[dict[str, Any]] = [
+    {**record, "carbonIntensity": value, "emissionFactorType": "lifecycle"}
+    for record, value in zip(RECORDS, DATA["lifecycle"], strict=True)
+]
 TOKEN = "em-token-5f1c2e"
 START, END = datetime(2023, 3, 24, tzinfo=UTC), datetime(2023, 3, 28, tzinfo=UTC)
 
 
-def answer(records: list[dict[str, Any]]) -> Any:
+def answer(records: list[dict[str, Any]], ignores_factors: bool = False) -> Any:
+    """The API on ``records`` (direct); a request for life-cycle factors, or any request when it
+    ``ignores_factors`` (as if the parameter were dropped on the way), gets life-cycle records."""
+
     def respond(request: httpx.Request) -> httpx.Response:
         assert request.headers["auth-token"] == TOKEN
-        assert request.url.params["emissionFactorType"] == "direct"
         params, path = request.url.params, request.url.path
-        if path.endswith("/past-range"):
-            end = str(pd.Timestamp(params["end"]) + pd.Timedelta(hours=1))  # end hour included
-            body = {"zone": "DE", "data": between(records, "datetime", params["start"], end)}
-        elif path.endswith("/history"):
-            body = {"zone": "DE", "history": records[-24:]}
-        elif path.endswith("/forecast"):
-            body = {
-                "zone": "DE",
-                "forecast": [
-                    {"carbonIntensity": r["carbonIntensity"], "datetime": r["datetime"]}
-                    for r in records[-24:]
-                ],
-                "updatedAt": "2023-03-27T00:05:00.000Z",
-            }
+        if ignores_factors or params.get("emissionFactorType", "lifecycle") == "lifecycle":
+            by_hour = {r["datetime"]: r for r in LIFECYCLE}
+            records_ = [by_hour.get(r["datetime"], r) for r in records]
         else:
-            body = records[-1]
-        return httpx.Response(200, json=body)
+            records_ = records
+        return _respond(records_, params, path)
 
     return respond
+
+
+def _respond(records: list[dict[str, Any]], params: Any, path: str) -> httpx.Response:
+    if path.endswith("/past-range"):
+        end = str(pd.Timestamp(params["end"]) + pd.Timedelta(hours=1))  # end hour included
+        body = {"zone": "DE", "data": between(records, "datetime", params["start"], end)}
+    elif path.endswith("/history"):
+        body = {"zone": "DE", "history": records[-24:]}
+    elif path.endswith("/forecast"):  # the factors said once, for the whole forecast
+        body = {
+            "zone": "DE",
+            "forecast": [
+                {"carbonIntensity": r["carbonIntensity"], "datetime": r["datetime"]}
+                for r in records[-24:]
+            ],
+            "updatedAt": "2023-03-27T00:05:00.000Z",
+            "emissionFactorType": records[-1]["emissionFactorType"],
+        }
+    else:
+        body = records[-1]
+    return httpx.Response(200, json=body)
 
 
 def source(
     failures: list[Failure] | None = None,
     records: list[dict[str, Any]] = RECORDS,
+    ignores_factors: bool = False,
     **options: Any,
 ) -> tuple[ElectricityMapsSource, ProviderApi, FakeClock]:
-    api, clock = ProviderApi(answer(records), failures), FakeClock()
+    api, clock = ProviderApi(answer(records, ignores_factors), failures), FakeClock()
     em = ElectricityMapsSource(
         SecretStr(TOKEN), http(api, clock, "METATUNE_ELECTRICITYMAPS_TOKEN_FILE"), **options
     )
@@ -153,3 +176,36 @@ async def test_refused_credentials_name_the_setting_and_never_the_token(status: 
     assert "plan includes /past-range" in message  # a valid token on a plan without it
     assert TOKEN not in message and TOKEN not in repr(em) and "\n" not in message
     assert len(api.requests) == 1 and clock.sleeps == []  # not retried
+
+
+@pytest.mark.asyncio
+async def test_it_asks_for_the_deployments_factors_and_gets_them() -> None:
+    direct, api, _ = source()
+    assert direct.factors is EmissionFactors.direct
+    assert (await direct.observed("DE", START, END)).equals(expected())
+    assert {r.url.params["emissionFactorType"] for r in api.requests} == {"direct"}
+    lifecycle, api, _ = source(factors=EmissionFactors.lifecycle)
+    observed = await lifecycle.observed("DE", START, END)
+    assert {r.url.params["emissionFactorType"] for r in api.requests} == {"lifecycle"}
+    pd.testing.assert_series_equal(
+        observed, expected(LIFECYCLE), check_names=False, check_freq=False
+    )
+    assert (observed > expected()).all()  # life-cycle counts more than combustion, every hour
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", ["past-range", "history", "forecast", "latest"])
+async def test_a_response_of_other_factors_than_asked_is_refused(path: str) -> None:
+    em, api, clock = source(ignores_factors=True, forecast=True, now=lambda: END)
+    calls = {
+        "past-range": lambda: em.observed("DE", START, END),
+        "history": lambda: em.observed("DE", datetime(2023, 3, 27, tzinfo=UTC), END),
+        "forecast": lambda: em.forecast("DE", datetime(2023, 3, 27, tzinfo=UTC), 12),
+        "latest": lambda: em.latest("DE"),
+    }
+    with pytest.raises(SourceMisconfigured) as caught:
+        await calls[path]()
+    message = str(caught.value)
+    assert "'lifecycle'" in message and "METATUNE_EMISSION_FACTORS=direct" in message
+    assert f"/v3/carbon-intensity/{path}" in message and "\n" not in message
+    assert len(api.requests) == 1 and clock.sleeps == []  # refused, not retried

@@ -18,7 +18,7 @@ import pytest
 from metatune.settings import Settings, get_settings
 from metatune_forecaster.adapters.package_data import REPLAY_PATH
 from metatune_forecaster.adapters.store import ObservationStore
-from metatune_forecaster.domain.providers import ProviderUnavailable, Signal
+from metatune_forecaster.domain.providers import EmissionFactors, ProviderUnavailable, Signal
 
 
 @cache
@@ -35,6 +35,7 @@ class TraceSource:
     publishes none); ``down`` (an error) makes every request fail with it, as an outage does."""
 
     name = "test-provider"
+    factors = EmissionFactors.direct
 
     def __init__(
         self,

@@ -17,15 +17,16 @@ from metatune.registry import Registry
 from metatune.service import Service
 from metatune.settings import Settings
 
-from .adapters.live import LiveIntensity, LiveSource, region_sources
+from .adapters.live import LiveIntensity, LiveSource, region_kinds, region_sources
 from .adapters.model_files import load_model, load_weather_error
 from .adapters.open_meteo import OpenMeteoWeather
 from .adapters.package_data import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
 from .adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
 from .adapters.runtime import RegionForecaster, sites_of
 from .adapters.store import ObservationStore
-from .domain.providers import IntensityProvider, Site, WeatherProvider
+from .domain.providers import EmissionFactors, IntensityProvider, Site, WeatherProvider
 from .domain.rounds import Rounds
+from .domain.signals import deployment_signal
 from .settings import ForecasterSettings
 
 
@@ -61,6 +62,7 @@ def region_forecaster(
         sites,
         weather or weather_provider(settings, data),
         intensity,
+        factors=EmissionFactors(settings.emission_factors),
     )
 
 
@@ -71,8 +73,10 @@ def create_service(
     sources: Mapping[str, LiveSource] | None = None,
     store: ObservationStore | None = None,
 ) -> Service:
-    """Build the service; a region without data, a live source that cannot be built (no key) or
-    an unusable model is a ConfigurationError here, at start-up, not at the first hour.
+    """Build the service; a region without data, a live source that cannot be built (no key), a
+    registry that mixes average and marginal sources or a source of other emission factors than
+    the setting's (:mod:`.domain.signals`), or an unusable model is a ConfigurationError here, at
+    start-up, not at the first hour.
 
     ``sources``: each region's live source (default: those the registry entries name, through
     ``intensity_source``/``intensity_zone``); regions without one replay the embedded extract.
@@ -83,6 +87,9 @@ def create_service(
     data = replay_data(settings)
     replay = ReplayIntensity(data)
     live = dict(sources) if sources is not None else region_sources(registry, settings)
+    deployment_signal(
+        region_kinds(registry.regions(), live), EmissionFactors(settings.emission_factors)
+    )
     intensity: IntensityProvider = replay
     if live:
         store = store or ObservationStore(

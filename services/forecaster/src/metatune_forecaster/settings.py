@@ -67,6 +67,15 @@ class ForecasterSettings(Settings):
         "marginal",
         description="What the Carbon Aware SDK's data source measures: marginal (WattTime) or average (Electricity Maps)",
     )
+    carbon_aware_sdk_factors: Literal["direct", "lifecycle"] = Field(
+        "direct",
+        description="Emission factors of the Carbon Aware SDK's data source: direct (WattTime) or what its Electricity Maps source asks",
+    )
+    emission_factors: Literal["direct", "lifecycle"] = Field(
+        "direct",
+        description="Emission factors of every intensity: direct (what the model was trained on) or lifecycle; "
+        "a source that gives the other is refused at start, a response that says the other is refused",
+    )
     intensity_timeout_s: float = Field(
         10.0, gt=0, description="Seconds per request to an intensity source"
     )

@@ -70,6 +70,11 @@ class CarbonForecast(Event):
         description="the kind of intensity in every band: average (location-based) or marginal; "
         "never a mix",
     )
+    emission_factors: Literal["direct", "lifecycle"] = Field(
+        "direct",
+        description="the emission factors of every band: direct (combustion at the plant) or "
+        "lifecycle; one per deployment (METATUNE_EMISSION_FACTORS), never a mix",
+    )
     provider_hours: int = Field(
         0,
         ge=0,

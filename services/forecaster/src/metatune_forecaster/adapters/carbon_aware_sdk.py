@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ..domain.hourly import hourly_means, utc, utc_hour
-from ..domain.providers import ProviderUnavailable, Signal
+from ..domain.providers import EmissionFactors, ProviderUnavailable, Signal
 from .provider_http import ProviderHttp, iso_z
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -32,9 +32,15 @@ NO_FORECAST = frozenset({404, 501})
 class CarbonAwareSdkSource:
     name = "carbon-aware-sdk"
 
-    def __init__(self, http: ProviderHttp, signal: Signal = Signal.marginal) -> None:
+    def __init__(
+        self,
+        http: ProviderHttp,
+        signal: Signal = Signal.marginal,
+        factors: EmissionFactors = EmissionFactors.direct,
+    ) -> None:
         self.http = http
         self.signal = signal
+        self.factors = factors  # its data source's: the SDK's responses do not say
 
     def __repr__(self) -> str:
         return f"CarbonAwareSdkSource({self.http!r}, {self.signal.value})"

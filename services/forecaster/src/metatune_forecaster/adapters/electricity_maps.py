@@ -6,10 +6,12 @@ https://portal.electricitymaps.com/developer-hub/api/reference (``/v3/carbon-int
 takes ``zone``, ``start``, ``end`` and answers ``{"zone", "data": [...]}``, at most 10 days (240 h)
 of hourly data a request; ``/history`` answers ``{"zone", "history": [...]}``, ``/forecast``
 ``{"zone", "forecast": [...]}``, ``/latest`` one record). Every record carries ``datetime`` (the
-start of the hour, UTC) and ``carbonIntensity`` (gCO2eq/kWh); we ask for
-``emissionFactorType=direct``, the factors the replay, the model and ``metatune forecaster
-import-csv`` use (the API's default is life-cycle: mixing the two in one zone's history would bias
-the forecast by the gap between them, e.g. DE 2023-01-01 00:00 direct 140.5 vs life-cycle 185.8).
+start of the hour, UTC) and ``carbonIntensity`` (gCO2eq/kWh) and says which factors it used (``emissionFactorType``). We ask for
+the deployment's factors (``METATUNE_EMISSION_FACTORS``, default ``direct``: those the replay, the
+model and ``metatune forecaster import-csv`` use; the API's default is life-cycle) and refuse a
+response whose records say otherwise (:func:`~..domain.signals.check_answered_factors`): mixing the
+two in one zone's history would bias the forecast by the gap between them, e.g. DE 2023-01-01 00:00
+direct 140.5 vs life-cycle 185.8).
 
 A window that lies within the last 24 hours is read from ``/history`` (every plan has it); an
 older or longer one from ``/past-range`` in pages of ``page_hours``. The provider's own forecast
@@ -26,7 +28,8 @@ import pandas as pd
 from pydantic import SecretStr
 
 from ..domain.hourly import Point, hourly_means, pages, utc, utc_hour, within
-from ..domain.providers import ProviderUnavailable, Signal
+from ..domain.providers import EmissionFactors, ProviderUnavailable, Signal
+from ..domain.signals import check_answered_factors
 from .provider_http import ProviderHttp, iso_z
 
 DEFAULT_URL = "https://api.electricitymaps.com"
@@ -45,12 +48,14 @@ class ElectricityMapsSource:
         http: ProviderHttp,
         *,
         forecast: bool = False,
+        factors: EmissionFactors = EmissionFactors.direct,
         page_hours: int = PAGE_HOURS,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._token = token
         self.http = http
         self.forecast_enabled = forecast
+        self.factors = factors
         self.page_hours = page_hours
         self.now = now
 
@@ -66,9 +71,12 @@ class ElectricityMapsSource:
     async def _get(self, path: str, params: dict[str, str | int], plan: str = "") -> Any:
         """``plan`` names the endpoint's plan in the 401/403 message (a token may be valid and
         its plan still lack /past-range or /forecast)."""
-        params = {**params, "emissionFactorType": "direct"}
+        params = {**params, "emissionFactorType": self.factors.value}
         setting = TOKEN_SETTING + (f" (and that its plan includes {plan})" if plan else "")
-        return await self.http.get_json(path, params, headers=self._headers, setting=setting)
+        payload = await self.http.get_json(path, params, headers=self._headers, setting=setting)
+        for answered in _factor_types(payload):
+            check_answered_factors(f"Electricity Maps ({path})", answered, self.factors)
+        return payload
 
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
         first, stop = utc_hour(start), utc(end)
@@ -101,6 +109,19 @@ class ElectricityMapsSource:
         """The latest hour Electricity Maps has for ``zone`` (one value)."""
         payload = await self._get("/v3/carbon-intensity/latest", {"zone": zone})
         return hourly_means(_points({"latest": [payload]}, "latest"))
+
+
+def _factor_types(payload: Any) -> set[str]:
+    """Every ``emissionFactorType`` a response states: at its top level and in each record."""
+    if not isinstance(payload, dict):
+        return set()
+    records = [payload]
+    for key in ("history", "data", "forecast"):
+        if isinstance(payload.get(key), list):
+            records += [r for r in payload[key] if isinstance(r, dict)]
+    return {
+        str(r["emissionFactorType"]) for r in records if r.get("emissionFactorType") is not None
+    }
 
 
 def _points(payload: Any, key: str) -> list[tuple[str, float | None]]:

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from metatune.registry import INTENSITY_SOURCES
 
-from ..domain.providers import IntensitySource, Signal, SourceMisconfigured
+from ..domain.providers import EmissionFactors, IntensitySource, Signal, SourceMisconfigured
 from ..settings import ForecasterSettings
 from .carbon_aware_sdk import CarbonAwareSdkSource
 from .electricity_maps import TOKEN_SETTING, ElectricityMapsSource
@@ -81,6 +81,7 @@ def intensity_source(
             token,
             http("Electricity Maps", settings.electricitymaps_url, setting),
             forecast=settings.electricitymaps_forecast,
+            factors=EmissionFactors(settings.emission_factors),
         )
     if name == "watttime":
         if not settings.watttime_username:
@@ -112,6 +113,7 @@ def intensity_source(
                 "Carbon Aware SDK", settings.carbon_aware_sdk_url, "METATUNE_CARBON_AWARE_SDK_URL"
             ),
             Signal(settings.carbon_aware_sdk_signal),
+            EmissionFactors(settings.carbon_aware_sdk_factors),
         )
     raise SourceMisconfigured(
         f"no live intensity source {name!r}; known: {', '.join(LIVE_SOURCES)}"

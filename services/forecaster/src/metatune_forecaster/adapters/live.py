@@ -27,7 +27,14 @@ from metatune.errors import ConfigurationError, DatabaseUnavailable
 from metatune.registry import Registry
 
 from ..domain.observations import hours_between, runs
-from ..domain.providers import IntensityProvider, IntensitySource, ProviderUnavailable, Signal
+from ..domain.providers import (
+    EmissionFactors,
+    IntensityProvider,
+    IntensitySource,
+    ProviderUnavailable,
+    Signal,
+)
+from ..domain.signals import RegionKind, factors_mismatch
 from ..settings import ForecasterSettings
 from .package_data import REPLAY_PATH
 from .replay import ReplayData
@@ -51,6 +58,10 @@ class LiveSource:
     def signal(self) -> Signal:
         return self.source.signal
 
+    @property
+    def factors(self) -> EmissionFactors:
+        return self.source.factors
+
 
 class ReplaySource:
     """The embedded replay extract as an :class:`IntensitySource` ("replay", average intensity):
@@ -59,6 +70,7 @@ class ReplaySource:
 
     name = "replay"
     signal = Signal.average
+    factors = EmissionFactors.direct  # Electricity Maps' direct intensity
 
     def __init__(self, data: ReplayData) -> None:
         self.data = data
@@ -95,10 +107,11 @@ def region_sources(
     ``intensity_zone``: the zone defaults to the region); with ``include_replay`` also the regions
     on the replay (the CLI's backfill works on them too); ``only``: that region alone. One instance
     per source name. Raises
-    ConfigurationError when a source cannot be built (unknown, or its key not set), naming the
-    datacenter and the setting to fix."""
+    ConfigurationError when a source cannot be built (unknown, or its key not set) or gives other
+    emission factors than ``METATUNE_EMISSION_FACTORS``, naming the datacenter and the setting."""
     built: dict[str, IntensitySource] = {}
     out: dict[str, LiveSource] = {}
+    wanted = EmissionFactors(ForecasterSettings.of(settings).emission_factors)
     for dc in registry.datacenters:
         name = str(getattr(dc, "intensity_source", None) or "replay")
         skip = (name == "replay" and not include_replay) or (only is not None and dc.region != only)
@@ -109,8 +122,22 @@ def region_sources(
                 built[name] = build(name, settings)
             except ProviderUnavailable as exc:  # SourceMisconfigured: no key, unknown source
                 raise ConfigurationError(f"datacenter {dc.name}: {exc}") from exc
+        mismatch = factors_mismatch(name, built[name].factors, wanted)
+        if mismatch:
+            raise ConfigurationError(f"datacenter {dc.name}: {mismatch}")
         out[dc.region] = LiveSource(built[name], str(getattr(dc, "zone", None) or dc.region))
     return out
+
+
+def region_kinds(regions: list[str], live: Mapping[str, LiveSource]) -> list[RegionKind]:
+    """What each region's forecasts will measure: its live source's signal and emission factors,
+    the replay's (average, direct) where it names none."""
+    return [
+        RegionKind(region, one.source.name, one.signal, one.factors)
+        if (one := live.get(region)) is not None
+        else RegionKind(region, ReplaySource.name, ReplaySource.signal, ReplaySource.factors)
+        for region in regions
+    ]
 
 
 def usable(live: LiveSource, values: pd.Series) -> pd.Series:
@@ -170,7 +197,9 @@ class LiveIntensity:
         try:
             await self.store.ready()
             await self.extend(live, start, end)
-            stored = await self.store.observed(live.zone, live.signal, start, end)
+            stored = await self.store.observed(
+                live.zone, live.signal, start, end, factors=live.factors
+            )
         except DatabaseUnavailable as exc:
             raise _store_down(exc) from exc
         return stored.reindex(hours_between(start, end)).rename(region)
@@ -178,7 +207,9 @@ class LiveIntensity:
     async def extend(self, live: LiveSource, start: datetime, end: datetime) -> Upserted:
         """Fetch and store the hours of ``[start, end)`` the store lacks (see the module doc)."""
         key = (live.zone, live.signal)
-        have = (await self.store.observed(live.zone, live.signal, start, end)).index
+        have = (
+            await self.store.observed(live.zone, live.signal, start, end, factors=live.factors)
+        ).index
         missing = hours_between(start, end).difference(have)
         asked = self._asked.setdefault(key, set())
         recent = pd.Timestamp(end) - pd.Timedelta(hours=RECENT_RETRY_H)
@@ -186,7 +217,9 @@ class LiveIntensity:
         done = Upserted()
         for window_start, window_end in runs(todo, merge_gap_h=MERGE_GAP_H):
             values = usable(live, await live.source.observed(live.zone, window_start, window_end))
-            done = done + await self.store.upsert(live.zone, live.signal, live.source.name, values)
+            done = done + await self.store.upsert(
+                live.zone, live.signal, live.source.name, values, factors=live.factors
+            )
             asked.update(hours_between(window_start, window_end))
         self._asked[key] = {h for h in asked if h >= pd.Timestamp(start)}
         if done.new or done.changed:
@@ -242,18 +275,20 @@ async def backfill(
     keeps every window it finished, and the next run skips them."""
     await store.ready()
     window = hours_between(start, end)
-    have = (await store.observed(live.zone, live.signal, start, end)).index
+    have = (await store.observed(live.zone, live.signal, start, end, factors=live.factors)).index
     missing = window.difference(have)
     done_hours, stored = 0, Upserted()
     if progress is not None:
         progress(0, len(missing))
     for window_start, window_end in runs(missing, merge_gap_h=0, max_len_h=window_h):
         values = usable(live, await live.source.observed(live.zone, window_start, window_end))
-        stored = stored + await store.upsert(live.zone, live.signal, live.source.name, values)
+        stored = stored + await store.upsert(
+            live.zone, live.signal, live.source.name, values, factors=live.factors
+        )
         done_hours += (window_end - window_start) // pd.Timedelta(hours=1)
         if progress is not None:
             progress(done_hours, len(missing))
-    after = await store.observed(live.zone, live.signal, start, end)
+    after = await store.observed(live.zone, live.signal, start, end, factors=live.factors)
     return BackfillReport(
         zone=live.zone,
         source=live.source.name,

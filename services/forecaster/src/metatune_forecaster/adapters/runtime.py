@@ -19,6 +19,7 @@ from ..domain.features import HISTORY_HOURS
 from ..domain.forecast import InsufficientHistory, make_forecast, shift_stale, with_observed
 from ..domain.model import CarbonModel
 from ..domain.providers import (
+    EmissionFactors,
     IntensityProvider,
     ProviderUnavailable,
     Site,
@@ -70,8 +71,11 @@ class RegionForecaster:
         sites: list[Site],
         weather: WeatherProvider,
         intensity: IntensityProvider,
+        *,
+        factors: EmissionFactors = EmissionFactors.direct,
     ) -> None:
         self.model = model
+        self.factors = factors  # the deployment's: every source was checked to give these
         self.sites = sites
         self.weather = weather
         self.intensity = intensity
@@ -109,6 +113,7 @@ class RegionForecaster:
         source, signal = self.intensity.source_of(site.region)
         fresh = labelled(fresh, history, source, signal, own)
         fresh = with_observed(fresh, history, source, str(signal))
+        fresh = fresh.model_copy(update={"emission_factors": self.factors.value})
         self.last_good[site.region] = fresh
         return Outcome(site.region, fresh)
 

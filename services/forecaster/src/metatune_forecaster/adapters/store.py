@@ -3,7 +3,9 @@ in PostgreSQL (a TimescaleDB hypertable where the extension loads).
 
 The forecaster owns the table (``migrations/forecaster_0001_observations.py``, applied by yoyo
 like the knowledge base's and telemetry's). Writes are idempotent upserts keyed by (zone, signal,
-hour): storing the same hours again changes nothing, a revised value replaces the old one. A
+hour): storing the same hours again changes nothing, a revised value replaces the old one. Each
+row records the emission factors of its value (``factors``, direct unless told); reads return
+only the hours of the factors asked for (a deployment's, ``METATUNE_EMISSION_FACTORS``). A
 database that does not answer is a :class:`~metatune.errors.DatabaseUnavailable`, whose message
 names the URL without its password.
 
@@ -25,20 +27,25 @@ import pandas as pd
 from metatune.postgres import Migrations, Postgres
 
 from ..domain.observations import hourly
-from ..domain.providers import Signal
+from ..domain.providers import EmissionFactors, Signal
 
 MIGRATIONS = Migrations("metatune_forecaster")
 
 _UPSERT = """
-INSERT INTO intensity_observations AS o (zone, signal, hour, intensity, source, fetched_at)
-SELECT %(zone)s, %(signal)s, t.hour, t.intensity, %(source)s, %(fetched_at)s
+INSERT INTO intensity_observations AS o (zone, signal, hour, intensity, source, factors, fetched_at)
+SELECT %(zone)s, %(signal)s, t.hour, t.intensity, %(source)s, %(factors)s, %(fetched_at)s
   FROM unnest(%(hours)s::timestamptz[], %(values)s::float8[]) AS t(hour, intensity)
 ON CONFLICT (zone, signal, hour) DO UPDATE
-   SET intensity = EXCLUDED.intensity, source = EXCLUDED.source, fetched_at = EXCLUDED.fetched_at
- WHERE (o.intensity, o.source) IS DISTINCT FROM (EXCLUDED.intensity, EXCLUDED.source)
+   SET intensity = EXCLUDED.intensity, source = EXCLUDED.source, factors = EXCLUDED.factors,
+       fetched_at = EXCLUDED.fetched_at
+ WHERE (o.intensity, o.source, o.factors)
+       IS DISTINCT FROM (EXCLUDED.intensity, EXCLUDED.source, EXCLUDED.factors)
 RETURNING (xmax = 0) AS inserted"""
 
-_RANGE = "FROM intensity_observations WHERE zone = %s AND signal = %s AND hour >= %s AND hour < %s"
+_RANGE = (
+    "FROM intensity_observations WHERE zone = %s AND signal = %s AND factors = %s "
+    "AND hour >= %s AND hour < %s"
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,8 @@ class ObservationStore(Postgres):
         source: str,
         values: pd.Series,
         fetched_at: datetime | None = None,
+        *,
+        factors: EmissionFactors = EmissionFactors.direct,
     ) -> Upserted:
         """Store ``values`` (gCO2eq/kWh by hour, see :func:`hourly`) for ``zone``; idempotent."""
         series = hourly(values)
@@ -105,6 +114,7 @@ class ObservationStore(Postgres):
                 "zone": zone,
                 "signal": str(signal),
                 "source": source,
+                "factors": factors.value,
                 "fetched_at": fetched_at or datetime.now(UTC),
                 "hours": [ts.to_pydatetime() for ts in series.index],
                 "values": series.tolist(),
@@ -114,20 +124,35 @@ class ObservationStore(Postgres):
         return Upserted(new=new, changed=len(rows) - new)
 
     async def observed(
-        self, zone: str, signal: Signal, start: datetime, end: datetime
+        self,
+        zone: str,
+        signal: Signal,
+        start: datetime,
+        end: datetime,
+        *,
+        factors: EmissionFactors = EmissionFactors.direct,
     ) -> pd.Series:
-        """The stored intensity of ``zone`` on ``[start, end)``: hourly UTC index, stored hours only."""
+        """The stored intensity of ``zone`` on ``[start, end)`` from ``factors``: hourly UTC index,
+        stored hours only."""
         rows = await self.fetch(
-            f"SELECT hour, intensity {_RANGE} ORDER BY hour", (zone, str(signal), start, end)
+            f"SELECT hour, intensity {_RANGE} ORDER BY hour",
+            (zone, str(signal), factors.value, start, end),
         )
         index = pd.DatetimeIndex([hour for hour, _ in rows], tz="UTC")
         return pd.Series([value for _, value in rows], index=index, dtype=float, name=zone)
 
     async def sources(
-        self, zone: str, signal: Signal, start: datetime, end: datetime
+        self,
+        zone: str,
+        signal: Signal,
+        start: datetime,
+        end: datetime,
+        *,
+        factors: EmissionFactors = EmissionFactors.direct,
     ) -> dict[str, int]:
-        """How many stored hours of ``[start, end)`` each source gave."""
+        """How many stored hours of ``[start, end)`` (of ``factors``) each source gave."""
         rows = await self.fetch(
-            f"SELECT source, count(*) {_RANGE} GROUP BY source", (zone, str(signal), start, end)
+            f"SELECT source, count(*) {_RANGE} GROUP BY source",
+            (zone, str(signal), factors.value, start, end),
         )
         return {source: int(count) for source, count in rows}

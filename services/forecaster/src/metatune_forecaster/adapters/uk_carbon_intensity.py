@@ -13,7 +13,8 @@ The zone id is ``national`` (or ``GB``) or a region id. Every half-hour is place
 ``from`` converted to UTC, and each UTC hour is the mean of its two half-hours: the API's
 settlement periods follow UK local time (a 46- or 50-period day at a clock change), which
 therefore neither doubles nor drops an hour here. Average intensity (generation-based, the
-API's methodology), gCO2/kWh.
+API's methodology), gCO2/kWh, from direct (operational) factors: its methodology's factor table
+gives wind, solar, hydro and nuclear 0 g/kWh; no response states it, so it is the source's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from ..domain.hourly import Point, hourly_means, pages, utc, utc_hour, within
-from ..domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
+from ..domain.providers import EmissionFactors, ProviderUnavailable, Signal, SourceMisconfigured
 from .provider_http import ProviderHttp
 
 DEFAULT_URL = "https://api.carbonintensity.org.uk"
@@ -40,6 +41,7 @@ def _stamp(moment: pd.Timestamp) -> str:
 class UkCarbonIntensitySource:
     name = "uk-carbon-intensity"
     signal = Signal.average
+    factors = EmissionFactors.direct
 
     def __init__(self, http: ProviderHttp, *, page_days: int = PAGE_DAYS) -> None:
         self.http = http

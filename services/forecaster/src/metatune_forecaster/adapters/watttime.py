@@ -34,7 +34,7 @@ from ..domain.hourly import (
     utc_hour,
     within,
 )
-from ..domain.providers import ProviderUnavailable, Signal, SourceMisconfigured
+from ..domain.providers import EmissionFactors, ProviderUnavailable, Signal, SourceMisconfigured
 from .provider_http import ProviderHttp, iso_z
 
 DEFAULT_URL = "https://api.watttime.org"
@@ -48,6 +48,7 @@ MAX_FORECAST_HOURS = 72
 class WattTimeSource:
     name = "watttime"
     signal = Signal.marginal
+    factors = EmissionFactors.direct  # a marginal *operating* emissions rate: combustion only
 
     def __init__(
         self,

@@ -82,6 +82,16 @@ class Signal(StrEnum):
     marginal = "marginal"
 
 
+class EmissionFactors(StrEnum):
+    """Which emissions a gram of an intensity counts: ``direct`` (combustion at the plant, what the
+    forecaster's model and replay were built on) or ``lifecycle`` (also building, fuel supply and
+    decommissioning: wind and nuclear are no longer zero). A deployment uses one
+    (``METATUNE_EMISSION_FACTORS``); a source that gives the other is refused."""
+
+    direct = "direct"
+    lifecycle = "lifecycle"
+
+
 class IntensitySource(Protocol):
     """A live grid-data provider (Electricity Maps, WattTime, a public grid operator's API, the
     Carbon Aware SDK): observed hourly intensity of a zone and, where the provider has one, its
@@ -90,6 +100,7 @@ class IntensitySource(Protocol):
 
     name: str
     signal: Signal
+    factors: EmissionFactors  # the emission factors of every figure it gives
 
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
         """Observed intensity (gCO2eq/kWh) of each hour in ``[start, end)``: a float Series on an
