@@ -171,7 +171,11 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     assert (
         mine
         | {
-            "status": "finished (budget)",  # no more trials requested, and every one ended
+            # no more trials requested, and every one ended (2 h and 1 h after NOW, a day early)
+            "status": "finished (budget), met its deadline",
+            "deadline_met": True,
+            "trials_late": 0,
+            "deadline_outcome": "met its deadline",
             "trials_requested": 2,
             "trials_completed": 1,
             "trials_early_stopped": 1,
@@ -183,7 +187,7 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     assert (
         human.returncode == 0
         and str(STUDY)[:8] in human.stdout
-        and "finished (budget)" in human.stdout
+        and "finished (budget), met its deadline" in human.stdout
     )
 
     shown = run(["study", "show", str(STUDY), "--json"], env)
@@ -204,6 +208,7 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     assert "early-stopped (plateau, step 113)" in human.stdout and "#1" in human.stdout
     assert "accuracy 0.910 (majority 0.600, chance 0.250)" in human.stdout
     assert "each 3 epochs over at most 1,000 rows" in human.stdout  # the study's default budget
+    assert f"deadline {SPEC.deadline:%Y-%m-%d %H:%M} UTC, met its deadline" in human.stdout
     assert [t["chance_baseline"] for t in details["trials"]] == [0.25, 0.25]
 
     results = run(["results", str(STUDY), "--json"], env)
@@ -248,8 +253,8 @@ async def test_adapter_download_gives_a_hub_ready_folder_peft_loads(
 
     from metatune.models import EMBEDDED_HUB_ID, embedded_model_dir
     from metatune_cli.model_card import ADAPTER_PATH, EMISSIONS_SOURCE
-    from metatune_trainer_agent.domain.adapter import pack_adapter
-    from metatune_trainer_agent.domain.model import load_model
+    from metatune_trainer_agent.adapters.adapter_archive import pack_adapter
+    from metatune_trainer_agent.adapters.base_model import load_model
 
     base = str(embedded_model_dir())
     torch.manual_seed(0)

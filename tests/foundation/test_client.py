@@ -90,7 +90,7 @@ async def test_submit_list_show_follow_and_results(private_nats: str, tmp_path: 
         await publish(private_nats, [e for e in platform if e[0] == subjects.STUDIES_STOPPED])
         detail = await asyncio.wait_for(following, timeout=60)
 
-        assert detail.status == "finished (budget)" and detail.stopped is not None
+        assert detail.status == "finished (budget), met its deadline" and detail.stopped is not None
         lines = [u.line for u in updates]
         assert lines[0] == "greetings: submitted, 0/2 trials completed" and len(lines) == len(
             set(lines)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
+from metatune.deadlines import deadline_outcome, duration
 from metatune.display import (
     beside_baseline,
     chance_baseline,
@@ -27,6 +30,33 @@ def test_a_study_tells_no_more_trials_from_finished() -> None:
         study_state("budget", 2) == "no more trials will be requested (budget); 2 still to finish"
     )
     assert study_state("budget", 0) == "finished (budget)"
+
+
+def test_a_finished_study_says_whether_it_met_its_deadline() -> None:
+    deadline = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    met = deadline_outcome(deadline, [deadline - timedelta(hours=1), deadline])
+    assert met.met and study_state("budget", 0, met) == "finished (budget), met its deadline"
+    late = deadline_outcome(deadline, [deadline, deadline + timedelta(hours=2, minutes=6)])
+    assert study_state("budget", 0, late) == (
+        "finished (budget) after its deadline (1 trial late, by 2 h 06 min)"
+    )
+    assert late.cell() == "1 late, by 2 h 06 min" and late.late_by_s == 7560
+    assert study_state("budget", 2, late) == (
+        "no more trials will be requested (budget); 2 still to finish; "
+        "1 trial late, by 2 h 06 min so far"
+    )
+    two = deadline_outcome(
+        deadline, [deadline + timedelta(minutes=5), deadline + timedelta(days=1)]
+    )
+    assert two.cell() == "2 late, by up to 1 d 0 h" and two.late == 2
+    assert [duration(timedelta(seconds=s)) for s in (0, 59, 60, 3599, 3600, 90061)] == [
+        "0 s",
+        "59 s",
+        "1 min",
+        "59 min",
+        "1 h 00 min",
+        "1 d 1 h",
+    ]
 
 
 def test_an_accuracy_stands_beside_its_majority_baseline() -> None:

@@ -64,7 +64,8 @@ async def test_submit_wait_ends_with_the_results_once_every_trial_has_ended(
         await nc.close()
     assert waiting.returncode == 0, err.decode()
     receipt = json.loads(out)
-    assert receipt["study_id"] == str(study) and receipt["status"] == "finished (budget)"
+    assert receipt["study_id"] == str(study)
+    assert receipt["status"] == "finished (budget), met its deadline"  # ended early (2026-03-01)
     assert {t["job_id"]: t["status"] for t in receipt["results"]} == {
         str(TRAINED): "early-stopped (plateau, step 113)",
         str(FAILED): "failed: out_of_memory",

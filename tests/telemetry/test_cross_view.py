@@ -10,7 +10,8 @@ request that estimated 2 GPU-hours at 0.3 kW, so a view that priced the estimate
 meter (the dashboard once did, 220 times the closing table) is told apart; the forecasts are
 skewed (p90 far above the median), so a view that priced the median instead of the forecast's
 expected intensity is told apart too; the run's first hour has been observed, its second not,
-so "as charged" and "as run" differ.
+so "as charged" and "as run" differ. Its deadline passed half an hour before its run ended, and
+every view says so in the same words (:mod:`metatune.deadlines`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ WH = (2.5, 1.5)  # a CPU run's metered IT energy in its two hours at osl1, from 
 DE_MEDIAN, NO_MEDIAN = 300.0, 20.0
 SKEW = (-10.0, +110.0)  # p10, p90 around the median: the expected intensity is median + 30
 OBSERVED_NO = 12.0  # NO observed in the run's first hour
+DEADLINE = NOW + timedelta(hours=3, minutes=30)  # the run ends at NOW + 4 h: 30 min late
+LATE = "finished after its deadline (1 trial late, by 30 min)"
 
 
 def expected(median: float) -> float:
@@ -67,7 +70,7 @@ def _forecast(region: str, median: float, issued: object = NOW, observed: bool =
 
 
 def recorded_study(study, job) -> list[tuple[str, c.Event]]:
-    spec = SPEC.model_copy(update={"webhook_url": None, "name": "cross-view"})
+    spec = SPEC.model_copy(update={"webhook_url": None, "name": "cross-view", "deadline": DEADLINE})
     osl1_price = expected(NO_MEDIAN)
     hours = [
         c.HourlyEnergy(
@@ -211,7 +214,9 @@ async def test_every_view_shows_the_same_grams(db, private_nats: str) -> None:
         (row,) = await closing_table(api, {study: "cross-view"}, registry, {})
     async with AsyncClient(settings) as client:
         (result,) = await client.results(study)
-        (shown,) = (await client.study(study)).trials
+        detail = await client.study(study)
+        (listed,) = [s for s in await client.studies() if s.study_id == study]
+    (shown,) = detail.trials
     card = ModelCard(model_card(events[-3][1], spec=SPEC)).data.to_dict()  # type: ignore[arg-type]
 
     # as charged (each hour at the forecast price the agent charged)
@@ -232,3 +237,17 @@ async def test_every_view_shows_the_same_grams(db, private_nats: str) -> None:
     bars = {t["name"]: t["customdata"] for t in traces(chart, "bar")}
     assert [v * 1000 for v in bars["run now at home"]] == pytest.approx([run_now])
     assert [v * 1000 for v in bars["as run"]] == pytest.approx([as_run])
+
+    # the deadline, missed: the closing table, the report (and the dashboard page that shows it),
+    # study list and study show
+    assert (row.deadline_met, row.trials_late, row.late_by_s) == (False, 1, 1800.0)
+    assert row.deadline_cell == "1 late, by 30 min"
+    assert (report["deadline_met"], report["trials_late"], report["late_by_s"]) == (
+        False,
+        1,
+        1800.0,
+    )
+    assert report["deadline_outcome"] == LATE and LATE in page
+    assert detail.deadline_outcome == listed.deadline_outcome == LATE
+    assert (listed.deadline_met, listed.trials_late, listed.late_by_s) == (False, 1, 1800.0)
+    assert listed.status == "finished (budget) after its deadline (1 trial late, by 30 min)"

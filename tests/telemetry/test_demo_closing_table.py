@@ -49,3 +49,5 @@ async def test_the_closing_table_from_telemetrys_read_api(db, tmp_path: Path) ->
     assert row.run_now_g == pytest.approx(0.7 * fra1.pue * (DE[0] + DE[1]))
     # greedy: the EU site with a GPU free at once and the fewest grams: osl1, NO's forecast
     assert row.greedy_g == pytest.approx(0.7 * osl1.pue * (NO[0] + NO[1]))
+    # both runs ended hours before the study's deadline (a day after NOW)
+    assert (row.deadline_met, row.trials_late, row.deadline_cell) == (True, 0, "met")

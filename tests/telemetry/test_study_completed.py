@@ -202,6 +202,9 @@ async def test_study_completed_once_whichever_order(
         "adapter_key": "adapters/a1.tar",
     }
     assert data["energy_kwh"] == pytest.approx(4.0) and data["emissions_g"] == pytest.approx(500.0)
+    # both runs ended 2 h after NOW, the deadline is a day after it
+    assert (data["deadline_met"], data["trials_late"], data["late_by_s"]) == (True, 0, None)
+    assert data["deadline_outcome"] == "met its deadline"
 
 
 async def test_rotated_endpoint_secret_overlaps_then_only_the_new(
@@ -264,3 +267,21 @@ def test_no_completion_until_stopped_and_every_trial_ended() -> None:
     assert ended is not None and ended.best is not None
     assert ended.best.metric_name == "neg_val_loss" and ended.best.metric == -0.4
     assert ended.energy_kwh == 0.5
+
+
+def test_a_study_completed_after_its_deadline_says_by_how_much() -> None:
+    sid, deadline = uuid4(), NOW
+    on_time = TrialFacts(uuid4(), "completed", ended_at=NOW - timedelta(hours=1))
+    late = [
+        TrialFacts(uuid4(), "failed", ended_at=NOW + timedelta(minutes=40)),
+        TrialFacts(uuid4(), "completed", ended_at=NOW + timedelta(hours=2, minutes=6)),
+    ]
+    cancelled = TrialFacts(uuid4(), "cancelled")  # never ran: neither late nor on time
+    ended = completion(StudyFacts(sid, None, 4, None, [on_time, *late, cancelled], deadline))
+    assert ended is not None
+    assert (ended.deadline_met, ended.trials_late, ended.late_by_s) == (False, 2, 7560.0)
+    assert ended.deadline_outcome == (
+        "finished after its deadline (2 trials late, by up to 2 h 06 min)"
+    )
+    met = completion(StudyFacts(sid, None, 1, None, [on_time], deadline))
+    assert met is not None and met.deadline_met and met.deadline_outcome == "met its deadline"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from .deadlines import MET, DeadlineOutcome
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -40,17 +42,28 @@ def trial_outcome(
     return f"{EARLY_STOPPED} ({', '.join(detail)})" if detail else EARLY_STOPPED
 
 
-def study_state(stop_reason: str | None, unfinished: int) -> str:
+def study_state(
+    stop_reason: str | None, unfinished: int, deadline: DeadlineOutcome | None = None
+) -> str:
     """Where a study stands: trials are still being requested; the recommender requests no more
-    (its budget, expected improvement; or the study was cancelled) while ``unfinished`` trials run; or finished (every
-    trial ended)."""
+    (its budget, expected improvement; or the study was cancelled) while ``unfinished`` trials
+    run; or finished (every trial ended), with how its ended trials stand against ``deadline``
+    (:mod:`metatune.deadlines`): ``finished (budget), met its deadline``, ``finished (budget)
+    after its deadline (1 trial late, by 2 h 06 min)``."""
+    late = "" if deadline is None or deadline.met else deadline.lateness()
     if stop_reason is None:
-        return "requesting trials"
+        return "requesting trials" + (f"; {late} so far" if late else "")
     if stop_reason == "cancelled":  # StopReason.cancelled: its trials are withdrawn too
         return f"cancelled; {unfinished} still to stop" if unfinished else "cancelled"
     if unfinished:
-        return f"{NO_MORE_TRIALS} ({stop_reason}); {unfinished} still to finish"
-    return f"finished ({stop_reason})"
+        return f"{NO_MORE_TRIALS} ({stop_reason}); {unfinished} still to finish" + (
+            f"; {late} so far" if late else ""
+        )
+    if deadline is None:
+        return f"finished ({stop_reason})"
+    if late:
+        return f"finished ({stop_reason}) after its deadline ({late})"
+    return f"finished ({stop_reason}), {MET}"
 
 
 def chance_baseline(n_classes: int | None) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import typer
@@ -93,6 +94,14 @@ def _result(trial: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
+def deadline_line(details: dict[str, Any]) -> str:
+    """``2026-03-02 12:00 UTC, met its deadline``, from a study's JSON (``study show``)."""
+    if details["deadline"] is None:
+        return "-"
+    at = f"{datetime.fromisoformat(details['deadline']):%Y-%m-%d %H:%M %Z}"
+    return f"{at}, {details.get('deadline_outcome') or 'no trial ended yet'}"
+
+
 @study_app.command("show")
 def show(
     study: str = typer.Argument(
@@ -111,10 +120,10 @@ def show(
     if details["tags"]:
         console.print(f"tags {', '.join(details['tags'])}", highlight=False)
     console.print(
-        f"dataset {details['dataset']}  task {details['task']}  model {details['base_model']}  "
-        f"deadline {details['deadline']}",
+        f"dataset {details['dataset']}  task {details['task']}  model {details['base_model']}",
         highlight=False,
     )
+    console.print(f"deadline {deadline_line(details)}", highlight=False)
     if details["spec"]:
         budget = TrainingBudget.model_validate(details["spec"]["budget"])
         console.print(

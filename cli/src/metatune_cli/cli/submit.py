@@ -142,7 +142,7 @@ def submit(
         study = metatune.wait(
             receipt.study_id,
             timeout_s=wait_hours * 3600,
-            on_progress=lambda update: progress.print(update.line, highlight=False),
+            on_progress=lambda update: progress.print(update.line, highlight=False, soft_wrap=True),
         )
         outcomes = [t.model_dump(mode="json") for t in metatune.results(receipt.study_id)]
     if json_output:

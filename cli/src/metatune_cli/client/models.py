@@ -59,6 +59,13 @@ class StudySummary(View):
     trials_completed: int
     trials_early_stopped: int
     trials_failed: int
+    # the deadline as an outcome (metatune.deadlines): None while no trial has ended
+    deadline_met: bool | None = None
+    trials_late: int = 0  # trials whose run ended after the deadline
+    late_by_s: float | None = None  # the latest one's lateness, seconds
+    # in words: "met its deadline", "finished after its deadline (1 trial late, by 2 h 06 min)";
+    # while trials run: "no trial late so far", "1 trial late, by 40 min, so far"
+    deadline_outcome: str | None = None
 
 
 class TrialSummary(View):

@@ -25,6 +25,7 @@ from metatune.contracts import (
     RunFailed,
     StudyStopped,
 )
+from metatune.deadlines import DeadlineOutcome, deadline_outcome
 from metatune.display import EARLY_STOPPED, chance_baseline, study_state, trial_outcome
 from metatune.provenance import AssignmentLog
 
@@ -104,11 +105,21 @@ class Study:
     @property
     def status(self) -> str:
         unfinished = sum(t.status == "requested" for t in self.trials.values())
+        deadline = self.deadline()
         if self.stopped:
-            return study_state(self.stopped.reason.value, unfinished)
+            return study_state(self.stopped.reason.value, unfinished, deadline)
         if self.trials:
-            return study_state(None, unfinished)
+            return study_state(None, unfinished, deadline)
         return "profiled" if self.profiled else "submitted"
+
+    def deadline(self) -> DeadlineOutcome | None:
+        """How its ended trials stand against its deadline (None: no deadline known, or no trial
+        ended yet)."""
+        dataset = self.submitted or self.profiled
+        ends = [end.occurred_at for t in self.trials.values() if (end := t.completed or t.failed)]
+        if dataset is None or not ends:
+            return None
+        return deadline_outcome(dataset.spec.deadline, ends)
 
     @property
     def finished(self) -> bool:
@@ -137,6 +148,7 @@ class Study:
     def _summary_fields(self) -> dict[str, Any]:
         dataset = self.submitted or self.profiled
         spec = dataset.spec if dataset else None
+        deadline = self.deadline()
         return {
             "study_id": self.study_id,
             "name": spec.name if spec else None,
@@ -152,7 +164,16 @@ class Study:
             "trials_completed": self.count("completed", EARLY_STOPPED),
             "trials_early_stopped": self.count(EARLY_STOPPED),
             "trials_failed": self.count("failed"),
+            "deadline_met": None if deadline is None else deadline.met,
+            "trials_late": 0 if deadline is None else deadline.late,
+            "late_by_s": None if deadline is None else deadline.late_by_s,
+            "deadline_outcome": None if deadline is None else self._deadline_words(deadline),
         }
+
+    def _deadline_words(self, deadline: DeadlineOutcome) -> str:
+        if self.finished:
+            return deadline.words()
+        return f"{deadline.lateness()}, so far" if deadline.late else "no trial late so far"
 
     def details(self) -> StudyDetail:
         """Everything ``study show`` tells."""

@@ -28,6 +28,7 @@ from metatune.contracts import (
     RunProgress,
     StudyStopped,
 )
+from metatune.deadlines import DeadlineOutcome, deadline_outcome
 from metatune.display import EARLY_STOPPED, study_state, trial_label, trial_outcome
 from metatune.provenance import AssignmentLog
 
@@ -76,6 +77,7 @@ class JobView:
     # the plan's price of it where it first placed it: its estimated energy at the forecast
     expected_g: float | None = None
     first_planned: list[str] = field(default_factory=list)  # the datacenters of that placement
+    ended_at: datetime | None = None  # when its run completed or failed
 
     @property
     def finished(self) -> bool:
@@ -258,6 +260,7 @@ class DemoState:
         if job is None:
             return
         job.status = EARLY_STOPPED if event.early_stopped else "completed"
+        job.ended_at = event.occurred_at
         job.datacenter = event.datacenter
         job.step = event.steps
         job.metric = event.metrics.accuracy
@@ -279,6 +282,7 @@ class DemoState:
         if job is None:
             return
         job.status, job.failure = "failed", f"{event.reason.value}: {event.message}"
+        job.ended_at = event.occurred_at
         self._note(event, f"{self._job_name(job.job_id)} failed: {job.failure}")
         self._maybe_finished(event, job)
 
@@ -296,7 +300,8 @@ class DemoState:
         study.stopped = event
         unfinished = sum(not self.jobs[j].finished for j in study.jobs if j in self.jobs)
         study.finished = unfinished == 0
-        self._note(event, f"{study.name}: {study_state(event.reason.value, unfinished)}")
+        state = study_state(event.reason.value, unfinished, self._deadline(study))
+        self._note(event, f"{study.name}: {state}")
 
     def _maybe_finished(self, event: Event, job: JobView) -> None:
         study = self.studies.get(job.study_id)
@@ -304,7 +309,16 @@ class DemoState:
             return
         if all(self.jobs[j].finished for j in study.jobs if j in self.jobs):
             study.finished = True
-            self._note(event, f"{study.name}: {study_state(study.stopped.reason.value, 0)}")
+            state = study_state(study.stopped.reason.value, 0, self._deadline(study))
+            self._note(event, f"{study.name}: {state}")
+
+    def _deadline(self, study: StudyView) -> DeadlineOutcome | None:
+        """How the study's ended trials stand against its deadline (metatune.deadlines)."""
+        jobs = [self.jobs[j] for j in study.jobs if j in self.jobs]
+        ends = [j.ended_at for j in jobs if j.ended_at is not None]
+        if not jobs or not ends:
+            return None
+        return deadline_outcome(jobs[0].request.deadline, ends)
 
     def _on_ErrorEvent(self, event: ErrorEvent) -> None:
         self.errors.append(event)

@@ -19,6 +19,8 @@ Per study:
   have a GPU free from the earliest hour one does (the platform's GPUs, no look-ahead), each at
   that site's PUE and the forecast price in force at the request (telemetry's
   ``/api/regions/{region}/forecasts``), by :func:`metatune.emissions.priced_at`.
+* **deadline**: whether every ended trial ended by the study's deadline, else how many did not
+  and by how much the latest was late (:mod:`metatune.deadlines`).
 * **kb runs**: the study's runs in the knowledge base, as the recommender counts them
   (``metatune.requests.knowledge.runs``), passed in.
 
@@ -37,6 +39,7 @@ from uuid import UUID
 import httpx
 
 from metatune.contracts import RegionGroup
+from metatune.deadlines import deadline_outcome
 from metatune.emissions import ForecastsInForce, energy_profile, floor_hour, priced_at, total
 from metatune.knowledge.space import grid
 from metatune.registry import Registry
@@ -75,6 +78,11 @@ class StudyRow:
     # with one
     inside_interval: int = 0
     with_interval: int = 0
+    # the deadline as an outcome (metatune.deadlines): None without a deadline or an ended trial
+    deadline_met: bool | None = None
+    trials_late: int = 0
+    late_by_s: float | None = None
+    deadline_cell: str = "-"
 
 
 @dataclass(frozen=True)
@@ -107,10 +115,13 @@ class Trial:
     majority_baseline: float | None
     hours: list[Metered]
     run_now_g: float | None = None  # telemetry's run-now-at-home baseline (metatune.emissions)
+    ended_at: datetime | None = None
+    deadline: datetime | None = None  # its study's
 
     @classmethod
-    def of(cls, study_id: str, record: Mapping[str, Any]) -> Trial:
+    def of(cls, study_id: str, record: Mapping[str, Any], deadline: str | None = None) -> Trial:
         requested, group = record["requested_at"], record["region_group"]
+        ended = record.get("ended_at")
         return cls(
             job_id=record["job_id"],
             study_id=study_id,
@@ -136,6 +147,8 @@ class Trial:
                 for h in record["hours"]
             ],
             run_now_g=record.get("run_now_g"),
+            ended_at=None if ended is None else datetime.fromisoformat(ended),
+            deadline=None if deadline is None else datetime.fromisoformat(deadline),
         )
 
     @property
@@ -218,7 +231,8 @@ async def study_trials(client: httpx.AsyncClient, studies: list[UUID]) -> list[T
     out = []
     for study in studies:
         records = await _get(client, f"/api/studies/{study}/records")
-        out += [Trial.of(str(study), record) for record in records["trials"]]
+        deadline = records.get("deadline")
+        out += [Trial.of(str(study), record, deadline) for record in records["trials"]]
     return out
 
 
@@ -307,6 +321,9 @@ def study_rows(
         published = next((t for t in reqs if best is not None and t.job_id == best.job_id), None)
         majority = [t.majority_baseline for t in mine if t.majority_baseline is not None]
         ids = [t.job_id for t in reqs if t.job_id in hours]
+        deadline = next((t.deadline for t in mine if t.deadline is not None), None)
+        ends = [t.ended_at for t in mine if t.ended_at is not None]
+        outcome = None if deadline is None or not ends else deadline_outcome(deadline, ends)
         rows.append(
             StudyRow(
                 study_id=sid,
@@ -332,6 +349,10 @@ def study_rows(
                 greedy_g=total(greedy_of.get(j) for j in ids),
                 kb_runs=int(kb_runs.get(sid, 0)),
                 datacenters=sorted({h.datacenter for h in metered}),
+                deadline_met=None if outcome is None else outcome.met,
+                trials_late=0 if outcome is None else outcome.late,
+                late_by_s=None if outcome is None else outcome.late_by_s,
+                deadline_cell="-" if outcome is None else outcome.cell(),
             )
         )
     return rows

@@ -247,6 +247,7 @@ def _observed(disclosed: dict[str, Any]) -> str:
 CLOSING_COLUMNS = (
     "study",
     "trials (early-stopped)",
+    "deadline",
     "grid",
     "best accuracy",
     "predicted (80 %)",
@@ -296,6 +297,7 @@ def closing_rows(result: dict[str, Any]) -> list[list[str]]:
             [
                 row["name"],
                 f"{row['trials']} ({row['early_stopped']})",
+                row.get("deadline_cell", "-"),
                 str(row["grid"]),
                 beside_baseline(
                     row["best_accuracy"], row.get("majority_baseline"), row.get("chance_baseline")
@@ -316,6 +318,18 @@ def closing_rows(result: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def deadlines(studies: list[dict[str, Any]]) -> str:
+    """'2 of 3 studies met their deadline; intents-en: 3 late, by up to 2 h 06 min. ' (empty: no
+    study has a trial ended)."""
+    known = [r for r in studies if r.get("deadline_met") is not None]
+    if not known:
+        return ""
+    met = sum(r["deadline_met"] for r in known)
+    late = [f"{r['name']}: {r['deadline_cell']}" for r in known if not r["deadline_met"]]
+    said = f"{met} of {len(known)} studies met their deadline"
+    return f"{said}; {'; '.join(late)}. " if late else f"{said}. "
+
+
 def closing_summary(result: dict[str, Any]) -> str:
     """The line under the closing table: all studies against the grid, run-now and greedy."""
     studies = result["studies"]
@@ -328,7 +342,7 @@ def closing_summary(result: dict[str, Any]) -> str:
         f"All studies: {sum(r['trials'] for r in studies)} trials instead of "
         f"{sum(r['grid'] for r in studies)}; {total['emissions_g']:.4f} gCO2eq against "
         f"{total['run_now_g']:.4f} run now at home{saved} and {total['greedy_g']:.4f} placed "
-        f"greedily. {result['pauses']} pauses, {result['migrations']} migration(s) through a "
+        f"greedily. {deadlines(studies)}{result['pauses']} pauses, {result['migrations']} migration(s) through a "
         f"checkpoint, {result['early_stops']} early stops ({result['curve_stops']} by the "
         f"learning-curve predictor); {webhooks['deliveries']} webhook deliveries, "
         f"{webhooks['verified']} signature-verified; {result['elapsed_s']:.0f} s from the command "

@@ -88,6 +88,11 @@ def report(
                 table.add_row(k, v)
             console.print(table)
         console.print(to_markdown(disclosure).split("\n\n", 2)[1])
+        if disclosure.deadline is not None and disclosure.deadline_outcome:
+            console.print(
+                f"deadline {disclosure.deadline:%Y-%m-%d %H:%M} UTC: {disclosure.deadline_outcome}",
+                highlight=False,
+            )
     else:
         typer.echo(to_markdown(disclosure))
 

@@ -31,13 +31,15 @@ STUDY_LOCK = "SELECT pg_advisory_xact_lock(1952803943, hashtext(%s::text))"
 # a job's study where the event named only the job; else the id is the study's
 STUDY_OF = "SELECT coalesce((SELECT study_id FROM job_requests WHERE job_id = %(ref)s), %(ref)s)"
 STOP_FACTS = (
-    "SELECT s.trials_requested, s.metric_name, st.spec->>'name' AS name "
+    "SELECT s.trials_requested, s.metric_name, st.spec->>'name' AS name, "
+    "st.spec->>'deadline' AS deadline "
     "FROM study_stops s LEFT JOIN studies st USING (study_id) WHERE s.study_id = %s"
 )
 TRIAL_FACTS = (
     "SELECT q.job_id, r.status, x.job_id IS NOT NULL AS cancelled, coalesce(r.config, q.config) AS config, "
     "r.metrics, q.metric_name, coalesce(r.early_stopped, false) AS early_stopped, r.adapter_key, "
-    "coalesce(r.energy_wh, 0) AS energy_wh, coalesce(r.emissions_g, 0) AS emissions_g "
+    "coalesce(r.energy_wh, 0) AS energy_wh, coalesce(r.emissions_g, 0) AS emissions_g, "
+    "r.finished_at "
     "FROM job_requests q LEFT JOIN run_results r USING (job_id) "
     "LEFT JOIN job_cancellations x USING (job_id) WHERE q.study_id = %s"
 )
@@ -89,7 +91,9 @@ async def _facts(conn: psycopg.AsyncConnection[Any], study: UUID) -> StudyFacts 
                 adapter_key=t["adapter_key"],
                 energy_wh=t["energy_wh"],
                 emissions_g=t["emissions_g"],
+                ended_at=t["finished_at"],
             )
             for t in trials
         ],
+        deadline=None if stop["deadline"] is None else datetime.fromisoformat(stop["deadline"]),
     )

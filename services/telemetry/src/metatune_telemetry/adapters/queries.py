@@ -94,7 +94,8 @@ async def run_inputs(db: Database, study_id: UUID, registry: Registry) -> list[R
         "SELECT COALESCE(q.job_id, r.job_id) AS job_id, q.trial_index, q.base_model, q.gpus, r.status, "
         "r.wall_seconds, r.tokens_seen, r.tokens_with_padding, r.datacenter, r.hardware, "
         "r.early_stopped, r.stop_reason, r.steps, "
-        "(r.metrics->>'accuracy')::double precision AS accuracy, r.majority_baseline "
+        "(r.metrics->>'accuracy')::double precision AS accuracy, r.majority_baseline, "
+        "r.finished_at "
         "FROM (SELECT * FROM job_requests WHERE study_id = %s) q "
         "FULL JOIN (SELECT * FROM run_results WHERE study_id = %s) r ON r.job_id = q.job_id "
         "ORDER BY q.trial_index NULLS LAST",
@@ -150,13 +151,19 @@ async def run_inputs(db: Database, study_id: UUID, registry: Registry) -> list[R
                 accuracy=j["accuracy"],
                 majority_baseline=j["majority_baseline"],
                 chance_baseline=chance,
+                ended_at=j["finished_at"],
             )
         )
     return out
 
 
 async def study_disclosure(db: Database, study_id: UUID, registry: Registry) -> StudyDisclosure:
-    return disclose_study(study_id, await run_inputs(db, study_id, registry))
+    deadline = await db.fetch(
+        "SELECT (spec->>'deadline')::timestamptz FROM studies WHERE study_id = %s", (study_id,)
+    )
+    return disclose_study(
+        study_id, await run_inputs(db, study_id, registry), deadline[0][0] if deadline else None
+    )
 
 
 async def study_classes(db: Database, study_id: UUID) -> int | None:

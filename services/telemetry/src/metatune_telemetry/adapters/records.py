@@ -19,7 +19,7 @@ SELECT job_id, trial_index, requested_at, home_datacenter, metric_name, predicte
 FROM job_requests WHERE study_id = %s
 """
 RESULTS = """
-SELECT job_id, status, early_stopped, metrics, energy_wh, majority_baseline
+SELECT job_id, status, finished_at, early_stopped, metrics, energy_wh, majority_baseline
 FROM run_results WHERE study_id = %s
 """
 HOURS = """

@@ -19,6 +19,7 @@ from uuid import UUID, uuid5
 from pydantic import BaseModel, Field
 
 from metatune import contracts as c
+from metatune.deadlines import deadline_outcome
 
 from .notifications import Notification, envelope
 from .views import objective
@@ -50,6 +51,7 @@ class TrialFacts:
     adapter_key: str | None = None
     energy_wh: float = 0.0
     emissions_g: float = 0.0
+    ended_at: datetime | None = None  # when its run ended (None: not run to an end)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class StudyFacts:
     trials_requested: int | None  # as StudyStopped stated it; None: not stopped
     metric_name: str | None  # the objective StudyStopped named
     trials: Sequence[TrialFacts]
+    deadline: datetime | None = None  # as submitted (None: the submission is not stored)
 
 
 class BestTrial(BaseModel):
@@ -86,6 +89,21 @@ class StudyCompleted(BaseModel):
     best: BestTrial | None = Field(description="None: no trial completed with the objective")
     energy_kwh: float = Field(description="IT energy of the study's runs, as they reported it")
     emissions_g: float = Field(description="gCO2eq of the study's runs, as they reported it")
+    deadline: datetime | None = Field(None, description="the study's deadline (UTC)")
+    deadline_met: bool | None = Field(
+        None,
+        description="whether every run ended by the deadline (null: no deadline stored, or no "
+        "run ended)",
+    )
+    trials_late: int = Field(0, description="runs that ended after the deadline")
+    late_by_s: float | None = Field(
+        None, description="how long after the deadline the latest run ended, seconds"
+    )
+    deadline_outcome: str | None = Field(
+        None,
+        description="in words: 'met its deadline' or 'finished after its deadline (1 trial late, "
+        "by 2 h 06 min)'",
+    )
 
 
 def completion(facts: StudyFacts) -> StudyCompleted | None:
@@ -96,6 +114,8 @@ def completion(facts: StudyFacts) -> StudyCompleted | None:
         return None
     outcomes = [t.outcome for t in facts.trials]
     completed = [t for t in facts.trials if t.outcome == "completed"]
+    ends = [t.ended_at for t in facts.trials if t.ended_at is not None]
+    late = None if facts.deadline is None or not ends else deadline_outcome(facts.deadline, ends)
     return StudyCompleted(
         study_id=facts.study_id,
         name=facts.name,
@@ -109,6 +129,11 @@ def completion(facts: StudyFacts) -> StudyCompleted | None:
         best=_best(completed, facts.metric_name),
         energy_kwh=sum(t.energy_wh for t in facts.trials) / 1000,
         emissions_g=sum(t.emissions_g for t in facts.trials),
+        deadline=facts.deadline,
+        deadline_met=None if late is None else late.met,
+        trials_late=0 if late is None else late.late,
+        late_by_s=None if late is None else late.late_by_s,
+        deadline_outcome=None if late is None else late.words(),
     )
 
 

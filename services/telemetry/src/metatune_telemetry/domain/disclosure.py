@@ -17,7 +17,6 @@ forecast-priced; both totals are kept beside each other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -25,8 +24,9 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from metatune.contracts import Hardware
+from metatune.deadlines import deadline_outcome
 from metatune.display import trial_outcome
-from metatune.emissions import PricedBy, as_run
+from metatune.emissions import PricedBy, as_run, total
 from metatune.emissions import grams as emission_grams
 
 DEFAULT_GPU = "NVIDIA A100 80GB"  # the methodology's most common training GPU of recent years
@@ -69,6 +69,7 @@ class RunInput(BaseModel):
     accuracy: float | None = None  # on the held-out split, once the run completed
     majority_baseline: float | None = None  # always predicting the most common training label
     chance_baseline: float | None = None  # guessing: 1 / the classes the study's profile counted
+    ended_at: datetime | None = None  # when its run ended (None: still running)
 
 
 class HourLine(BaseModel):
@@ -138,6 +139,12 @@ class StudyDisclosure(BaseModel):
     realised_hours: int
     forecast_priced_hours: int
     forecast_kgco2eq: float | None
+    # the deadline as an outcome (metatune.deadlines; None: no deadline stored or no run ended)
+    deadline: datetime | None = None
+    deadline_met: bool | None = None
+    trials_late: int = 0
+    late_by_s: float | None = None
+    deadline_outcome: str | None = None  # "met its deadline", "finished after its deadline (...)"
 
 
 def _kg(grams: float | None) -> float | None:
@@ -254,7 +261,7 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         unpriced_energy_kwh=sum(line.facility_energy_kwh for line in unpriced),
         realised_hours=sum(1 for line in lines if line.priced_by == "realised"),
         forecast_priced_hours=len(forecast_priced),
-        forecast_kgco2eq=_total(line.forecast_kgco2eq for line in lines),
+        forecast_kgco2eq=total(line.forecast_kgco2eq for line in lines),
         hours=lines,
         normalisations=list(dict.fromkeys(notes)),
         accuracy=run.accuracy,
@@ -288,8 +295,12 @@ def _hardware(run: RunInput, notes: list[str]) -> tuple[str, str | None, str | N
     return device, measured.cpu_model if measured else None, gpu_model, gpus
 
 
-def disclose_study(study_id: UUID, runs: list[RunInput]) -> StudyDisclosure:
+def disclose_study(
+    study_id: UUID, runs: list[RunInput], deadline: datetime | None = None
+) -> StudyDisclosure:
     disclosed = [disclose_run(run) for run in runs]
+    ends = [run.ended_at for run in runs if run.ended_at is not None]
+    late = None if deadline is None or not ends else deadline_outcome(deadline, ends)
     priced = sum(1 for d in disclosed if d.pricing == "priced")
     unpriced = len(disclosed) - priced
     priced_kg = sum(d.priced_kgco2eq for d in disclosed)
@@ -311,15 +322,10 @@ def disclose_study(study_id: UUID, runs: list[RunInput]) -> StudyDisclosure:
         unpriced_energy_kwh=sum(d.unpriced_energy_kwh for d in disclosed),
         realised_hours=sum(d.realised_hours for d in disclosed),
         forecast_priced_hours=sum(d.forecast_priced_hours for d in disclosed),
-        forecast_kgco2eq=_total(d.forecast_kgco2eq for d in disclosed),
+        forecast_kgco2eq=total(d.forecast_kgco2eq for d in disclosed),
+        deadline=deadline,
+        deadline_met=None if late is None else late.met,
+        trials_late=0 if late is None else late.late,
+        late_by_s=None if late is None else late.late_by_s,
+        deadline_outcome=None if late is None else late.words(),
     )
-
-
-def _total(values: Iterable[float | None]) -> float | None:
-    """The sum, or None as soon as one part is unknown (never a partial sum presented as whole)."""
-    total = 0.0
-    for value in values:
-        if value is None:
-            return None
-        total += value
-    return total

@@ -144,6 +144,11 @@ def to_markdown(study: StudyDisclosure) -> str:
         f"Priced at the {priced_at(study.realised_hours, study.forecast_priced_hours)}; "
         f"every hour at the forecast intensity: {_num(study.forecast_kgco2eq, 6)} kgCO2eq",
         "",
+        *(
+            [f"Deadline {study.deadline:%Y-%m-%d %H:%M} UTC: {study.deadline_outcome}", ""]
+            if study.deadline is not None and study.deadline_outcome
+            else []
+        ),
     ]
     for run in study.runs:
         lines += [

@@ -109,6 +109,11 @@ def study_page(
         f"<h1>Study {html.escape(title)}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
         f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
         f"forecast intensity: {_kg(d.forecast_kgco2eq)} kgCO2eq)</p>",
+        *(
+            [f"<p>Deadline {d.deadline:%Y-%m-%d %H:%M} UTC: {html.escape(d.deadline_outcome)}</p>"]
+            if d.deadline is not None and d.deadline_outcome
+            else []
+        ),
         embed(study_timeline(study, timelines)),
         embed(trial_emissions(study, timelines)),
     ]

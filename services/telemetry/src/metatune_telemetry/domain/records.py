@@ -65,6 +65,9 @@ class TrialRecord(BaseModel):
     status: str | None = Field(
         description="completed or failed as the run ended (null: not ended yet)"
     )
+    ended_at: datetime | None = Field(
+        None, description="when its run ended, the platform's clock (null: not ended yet)"
+    )
     early_stopped: bool = Field(description="a completion the early stopper cut short")
     metrics: dict[str, float | None] = Field(
         description="the run's held-out metrics (accuracy, val_loss, ...); empty before it ends"
@@ -90,6 +93,9 @@ class StudyRecords(BaseModel):
     """Every trial of a study telemetry has recorded (``/api/studies/{id}/records``)."""
 
     study_id: UUID = Field(description="the study")
+    deadline: datetime | None = Field(
+        None, description="the study's deadline (null: its submission is not stored)"
+    )
     trials: list[TrialRecord] = Field(description="by trial index; results without a request last")
 
 
@@ -186,6 +192,7 @@ def study_records(
                 predicted_metric_std=q.get("predicted_metric_std"),
                 predicted_metric_interval=_interval(q),
                 status=r.get("status"),
+                ended_at=r.get("finished_at"),
                 early_stopped=bool(r.get("early_stopped")),
                 metrics=dict(r.get("metrics") or {}),
                 energy_wh=r.get("energy_wh"),
@@ -195,7 +202,7 @@ def study_records(
                 run_now_g=(run_now_g or {}).get(job),
             )
         )
-    return StudyRecords(study_id=study_id, trials=trials)
+    return StudyRecords(study_id=study_id, deadline=spec.get("deadline"), trials=trials)
 
 
 def _interval(request: Mapping[str, Any]) -> tuple[float, float] | None:
