@@ -414,10 +414,27 @@ def _fresh(health: ServiceHealth, settings: CliSettings) -> bool:
     return time.time() - health.heartbeat_at < 3 * settings.heartbeat_s + 2
 
 
+def expected_instances(state: RunState | None, settings: CliSettings) -> list[str]:
+    """The service instances this platform runs: those ``up`` (or ``demo``) recorded starting;
+    for a state that recorded none, the settings' local datacenters that its registry has (a
+    datacenter the deployment does not run is never reported down)."""
+    if state is None:
+        return []
+    recorded = [p.name for p in state.processes if p.role == "service"]
+    if recorded:
+        return recorded
+    known = {dc.name for dc in settings.registry().datacenters}
+    return [
+        s.instance
+        for s in platform_services(settings)
+        if s.name != "trainer-agent" or s.instance.split(".", 1)[1] in known
+    ]
+
+
 def _status_rows(settings: CliSettings) -> dict:
     state = load_state(settings)
     health = {h.instance: h for h in asyncio.run(_read_health(settings))}
-    expected = [s.instance for s in platform_services(settings)] if state else []
+    expected = expected_instances(state, settings)
     rows = []
     for instance in sorted(set(expected) | set(health)):
         h = health.get(instance)
