@@ -92,7 +92,9 @@ def test_an_unknown_source_or_two_feeds_for_one_region_is_a_clear_error(tmp_path
 def settings(tmp_path: Path, **overrides: object) -> ForecasterSettings:
     (tmp_path / "em-token").write_text(TOKEN + "\n")
     (tmp_path / "wt-password").write_text(PASSWORD)
+    (tmp_path / "eia-key").write_text("eia-key")
     values: dict[str, object] = {
+        "eia_api_key_file": tmp_path / "eia-key",
         "electricitymaps_token_file": tmp_path / "em-token",
         "watttime_username": "metatune",
         "watttime_password_file": tmp_path / "wt-password",
@@ -110,6 +112,7 @@ def test_every_live_source_of_the_registry_can_be_built(tmp_path: Path) -> None:
     assert built["watttime"].signal is Signal.marginal
     assert built["electricity-maps"].signal is Signal.average
     assert built["carbon-aware-sdk"].signal is Signal.average  # as the setting says
+    assert built["eia-930"].signal is Signal.average
     with pytest.raises(SourceMisconfigured, match="embedded default"):
         intensity_source("replay", settings(tmp_path))
 

@@ -119,3 +119,10 @@ async def test_a_zone_it_does_not_have_is_a_configuration_error() -> None:
     with pytest.raises(SourceMisconfigured, match="intensity_zone"):
         await uk.observed("GB-London", START, END)
     assert api.requests == []
+
+
+@pytest.mark.asyncio
+async def test_its_forecast_is_behind_a_setting() -> None:
+    uk, api = source(forecast=False)
+    assert await uk.forecast("national", datetime(2020, 10, 25, 6, tzinfo=UTC), 168) is None
+    assert api.requests == []  # /fw48h is not even asked

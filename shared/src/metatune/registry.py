@@ -22,6 +22,7 @@ INTENSITY_SOURCES = (
     "watttime",
     "uk-carbon-intensity",
     "carbon-aware-sdk",
+    "eia-930",
 )
 
 

@@ -60,6 +60,17 @@ class ForecasterSettings(Settings):
         "https://api.carbonintensity.org.uk",
         description="GB Carbon Intensity API base URL (free, no key)",
     )
+    uk_carbon_intensity_forecast: bool = Field(
+        True,
+        description="Read the GB Carbon Intensity API's own 48 h forecast (/fw48h) and blend it in; false: the model alone",
+    )
+    eia_url: str = Field(
+        "https://api.eia.gov", description="EIA Open Data API base URL (EIA-930 hourly generation)"
+    )
+    eia_api_key_file: Path | None = Field(
+        None,
+        description="File holding the EIA Open Data API key (free; sent as its api_key parameter)",
+    )
     carbon_aware_sdk_url: str = Field(
         "http://127.0.0.1:8080", description="Base URL of a Carbon Aware SDK WebAPI you run"
     )

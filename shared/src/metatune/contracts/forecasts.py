@@ -63,7 +63,8 @@ class CarbonForecast(Event):
         "replay",
         min_length=1,
         description="where the intensity history came from: replay (the embedded 2023 extract) "
-        "or a live source (electricity-maps, watttime, uk-carbon-intensity, carbon-aware-sdk)",
+        "or a live source (electricity-maps, watttime, uk-carbon-intensity, carbon-aware-sdk, "
+        "eia-930)",
     )
     signal: Literal["average", "marginal"] = Field(
         "average",

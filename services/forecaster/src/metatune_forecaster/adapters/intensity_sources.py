@@ -23,6 +23,8 @@ from metatune.registry import INTENSITY_SOURCES
 from ..domain.providers import EmissionFactors, IntensitySource, Signal, SourceMisconfigured
 from ..settings import ForecasterSettings
 from .carbon_aware_sdk import CarbonAwareSdkSource
+from .eia930 import KEY_SETTING as EIA_KEY_SETTING
+from .eia930 import Eia930Source
 from .electricity_maps import TOKEN_SETTING, ElectricityMapsSource
 from .provider_http import ProviderHttp, Sleep
 from .uk_carbon_intensity import UkCarbonIntensitySource
@@ -58,7 +60,9 @@ def intensity_source(
     """The live source ``name`` (one of :data:`LIVE_SOURCES`) configured from ``settings``;
     ``transport``, ``sleep`` and ``clock`` are the test seams."""
 
-    def http(provider: str, url: str, setting: str) -> ProviderHttp:
+    def http(
+        provider: str, url: str, setting: str, query_secret: tuple[str, SecretStr] | None = None
+    ) -> ProviderHttp:
         return ProviderHttp(
             provider,
             url,
@@ -70,6 +74,7 @@ def intensity_source(
             transport=transport,
             sleep=sleep,
             clock=clock,
+            query_secret=query_secret,
         )
 
     if name == "electricity-maps":
@@ -105,8 +110,12 @@ def intensity_source(
                 "Carbon Intensity API",
                 settings.uk_carbon_intensity_url,
                 "METATUNE_UK_CARBON_INTENSITY_URL",
-            )
+            ),
+            forecast=settings.uk_carbon_intensity_forecast,
         )
+    if name == "eia-930":
+        key = read_secret(settings.eia_api_key_file, EIA_KEY_SETTING, "the EIA API key")
+        return Eia930Source(http("EIA", settings.eia_url, EIA_KEY_SETTING, ("api_key", key)))
     if name == "carbon-aware-sdk":
         return CarbonAwareSdkSource(
             http(

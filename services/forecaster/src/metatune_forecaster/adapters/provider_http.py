@@ -2,7 +2,9 @@
 
 * 200: the JSON body.
 * 401 / 403: :class:`SourceMisconfigured`, one line naming the setting to fix (never the
-  credential: credentials travel in headers or basic auth, never in a URL or a message).
+  credential: credentials travel in headers or basic auth; a provider that takes its key only as
+  a query parameter, EIA, gets it added by the transport, below the client, so the URL httpx logs
+  and every request an error names carry no key).
 * 429 (honouring ``Retry-After``, seconds or an HTTP date), 5xx, timeouts and refused
   connections: retried with exponential backoff through :func:`metatune.bus.retry.retrying`
   for at most ``budget_s`` seconds, then :class:`ProviderUnavailable`.
@@ -19,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 from metatune.backoff import retry_after_s
 from metatune.bus.retry import retrying
@@ -29,6 +32,27 @@ from ..domain.hourly import utc
 from ..domain.providers import ProviderTransient, ProviderUnavailable, SourceMisconfigured
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+class _QuerySecret(httpx.AsyncBaseTransport):
+    """Adds ``name=secret`` to the query of each request on its way to ``inner``: the client's
+    request (the one httpx logs, and a response's ``request``) never holds it."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, name: str, secret: SecretStr) -> None:
+        self.inner, self.name, self.secret = inner, name, secret
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        keyed = httpx.Request(
+            request.method,
+            request.url.copy_merge_params({self.name: self.secret.get_secret_value()}),
+            headers=request.headers,
+            stream=request.stream,
+            extensions=request.extensions,
+        )
+        return await self.inner.handle_async_request(keyed)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 class ProviderHttp:
@@ -47,7 +71,9 @@ class ProviderHttp:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        query_secret: tuple[str, SecretStr] | None = None,
     ) -> None:
+        """``query_secret``: (parameter, key) a provider wants in every request's query."""
         self.provider = provider
         self.setting = setting
         self.budget_s = budget_s
@@ -55,6 +81,9 @@ class ProviderHttp:
         self.max_delay_s = max_delay_s
         self.sleep = sleep
         self.clock = clock
+        self._secrets = [query_secret[1]] if query_secret else []
+        if query_secret is not None:
+            transport = _QuerySecret(transport or httpx.AsyncHTTPTransport(), *query_secret)
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"), timeout=httpx.Timeout(timeout_s), transport=transport
         )
@@ -101,7 +130,7 @@ class ProviderHttp:
             if status != 200:
                 raise ProviderUnavailable(
                     f"{self.provider} answered HTTP {status} to {path}: "
-                    + _scrub(" ".join(response.text[:200].split()), response.request)
+                    + _scrub(" ".join(response.text[:200].split()), response.request, self._secrets)
                 )
             try:
                 return response.json()
@@ -126,13 +155,17 @@ class ProviderHttp:
             ) from exc.__cause__
 
 
-def _scrub(text: str, request: httpx.Request) -> str:
-    """``text`` (a provider's error body) without the credentials ``request`` carried, should
-    the provider echo them, and without anything else :func:`redact` recognises."""
+def _scrub(text: str, request: httpx.Request, secrets: list[SecretStr] | None = None) -> str:
+    """``text`` (a provider's error body) without the credentials ``request`` carried (or the
+    transport added, ``secrets``), should the provider echo them, and without anything else
+    :func:`redact` recognises."""
     for name in ("auth-token", "authorization"):
         value = request.headers.get(name, "")
         for secret in {value, value.partition(" ")[2]} - {""}:
             text = text.replace(secret, "***")
+    for key in secrets or []:
+        if key.get_secret_value():
+            text = text.replace(key.get_secret_value(), "***")
     return redact(text)
 
 

@@ -7,7 +7,8 @@ Documentation: https://carbon-intensity.github.io/api-definitions/ . National:
 "index"}, "generationmix"}]}}`` (region ids 1-17, e.g. 13 London; the regional series has no
 ``actual``: its ``forecast`` is the API's only regional estimate). Forecasts: ``/intensity/
 {from}/fw48h`` and ``/regional/intensity/{from}/fw48h/regionid/{id}``. Times are written
-``YYYY-MM-DDThh:mmZ``; a range may span at most 14 days, so longer windows are paged.
+``YYYY-MM-DDThh:mmZ``; a range may span at most 14 days, so longer windows are paged. The
+forecast is read only with ``METATUNE_UK_CARBON_INTENSITY_FORECAST`` on (the default).
 
 The zone id is ``national`` (or ``GB``) or a region id. Every half-hour is placed by its own
 ``from`` converted to UTC, and each UTC hour is the mean of its two half-hours: the API's
@@ -43,9 +44,12 @@ class UkCarbonIntensitySource:
     signal = Signal.average
     factors = EmissionFactors.direct
 
-    def __init__(self, http: ProviderHttp, *, page_days: int = PAGE_DAYS) -> None:
+    def __init__(
+        self, http: ProviderHttp, *, page_days: int = PAGE_DAYS, forecast: bool = True
+    ) -> None:
         self.http = http
         self.page_days = page_days
+        self.forecast_enabled = forecast  # METATUNE_UK_CARBON_INTENSITY_FORECAST
 
     def __repr__(self) -> str:
         return f"UkCarbonIntensitySource({self.http!r})"
@@ -63,6 +67,8 @@ class UkCarbonIntensitySource:
         return hourly_means(points, first, stop)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
+        if not self.forecast_enabled:
+            return None
         path, _ = _route(zone)
         first = utc_hour(issue)
         payload = await self.http.get_json(path(f"{_stamp(first)}/fw48h"))
