@@ -1,5 +1,6 @@
 """The model of :mod:`.model`, written readably with PuLP (the reference the fast builder is
-tested against, and the plain PuLP -> HiGHS baseline of the scale benchmark)."""
+tested against, and the plain PuLP -> HiGHS baseline of the scale benchmark). The service never
+imports it: PuLP comes with the package's ``bench`` extra (``metatune-scheduler[bench]``)."""
 
 from __future__ import annotations
 
