@@ -371,8 +371,8 @@ class Dataset:
 def train_run(settings: BuildSettings, dataset: Dataset, key: str) -> KbRun:
     """One planned run of ``dataset`` trained by the platform's ``run_training`` at the bench's
     budget, recorded as ``metatune kb build`` records a run (a failed run is a failed record)."""
+    from metatune_trainer_agent.adapters.training import run_training
     from metatune_trainer_agent.domain.errors import TrainingError
-    from metatune_trainer_agent.domain.run import run_training
     from metatune_trainer_agent.tools.knowledge.build import (
         failed_record,
         to_record,

@@ -41,8 +41,9 @@ from rich.table import Table
 
 from metatune.contracts import LoraConfig, TaskType
 from metatune_trainer_agent.adapters.hardware import cpu_model
+from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.domain.request import TrainingRequest, TrainOptions
-from metatune_trainer_agent.domain.run import RunOutcome, Site, run_training
+from metatune_trainer_agent.domain.run import RunOutcome, Site
 from metatune_trainer_agent.domain.trainer import cpu_has_native_bf16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

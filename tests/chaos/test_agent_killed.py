@@ -25,8 +25,8 @@ from metatune.contracts import (
 )
 from metatune_scheduler.app import create_service as create_scheduler
 from metatune_scheduler.settings import SchedulerSettings
+from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.app import create_service as create_agent
-from metatune_trainer_agent.domain.run import run_training
 from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import (
     FAST_SITE,

@@ -10,13 +10,13 @@ import pytest
 
 from metatune.clock import FixedClock, SimulatedClock
 from metatune.contracts import CarbonForecast, ClockAnchor
-from metatune_trainer_agent.domain.carbon import CarbonLedger, ForecastIntensity
-from metatune_trainer_agent.domain.energy import (
+from metatune_trainer_agent.adapters.energy_counters import (
     CpuModelCounter,
-    EnergyMeter,
     RaplCounter,
     rapl_package_zones,
 )
+from metatune_trainer_agent.domain.carbon import CarbonLedger, ForecastIntensity
+from metatune_trainer_agent.domain.energy import EnergyMeter
 from metatune_trainer_agent.domain.pacing import StepPacer
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
@@ -85,7 +85,7 @@ def test_ledger_travels_with_a_migrating_job() -> None:
 
 def test_energy_meter_subtracts_the_idle_baseline() -> None:
     meter = EnergyMeter(CpuModelCounter(watts_per_core=10.0))
-    idle = meter.measure_idle(0.2)
+    idle = meter.measure_idle(0.2, time.sleep)
     assert idle < 10.0  # sleeping uses (almost) no CPU
     deadline = time.process_time() + 0.3
     while time.process_time() < deadline:

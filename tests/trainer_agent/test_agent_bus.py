@@ -36,8 +36,8 @@ from metatune.contracts import (
     StudySpec,
     TaskType,
 )
+from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.app import create_service
-from metatune_trainer_agent.domain.run import run_training
 from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import FAST_SITE, request_for
 from tests.support.waiting import wait_for

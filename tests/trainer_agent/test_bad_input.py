@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from metatune.contracts import AssignmentAction, FailureReason, LoraConfig, TaskType
 from metatune.models import UnknownBaseModel
+from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.domain.assignments import parse_assignment
 from metatune_trainer_agent.domain.errors import (
     EmptySplit,
@@ -24,7 +25,6 @@ from metatune_trainer_agent.domain.request import (
     apply_overrides,
     validate_config,
 )
-from metatune_trainer_agent.domain.run import run_training
 from tests.support.builders import FAST_SITE, request_for
 
 

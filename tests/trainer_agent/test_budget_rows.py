@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from metatune_trainer_agent.domain.encoding import cap_training_rows, encode_dataset
-from metatune_trainer_agent.domain.model import load_tokenizer
-from metatune_trainer_agent.domain.run import run_training
+from metatune_trainer_agent.adapters.base_model import load_tokenizer
+from metatune_trainer_agent.adapters.encoding_cache import encode_dataset
+from metatune_trainer_agent.adapters.training import run_training
+from metatune_trainer_agent.domain.encoding import cap_training_rows
 from tests.support.builders import FAST_SITE, request_for
 
 pytestmark = pytest.mark.slow  # a real LoRA run of MiniLM

@@ -16,8 +16,10 @@ import torch
 from metatune.bus import STUDIES_BUCKET
 from metatune.contracts import AssignmentAction, RunCompleted
 from metatune.knowledge import StudyBest
+from metatune_trainer_agent.adapters.checkpoint_bytes import checkpoint_from_bytes
+from metatune_trainer_agent.adapters.curve_files import load_stopper, save_stopper
+from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.app import create_service
-from metatune_trainer_agent.domain.checkpoint import Checkpoint
 from metatune_trainer_agent.domain.curve_stop import (
     DEFAULT_GRID,
     Curve,
@@ -27,7 +29,7 @@ from metatune_trainer_agent.domain.curve_stop import (
     TrainingCurve,
     stop_hook,
 )
-from metatune_trainer_agent.domain.run import Control, RunHooks, run_training
+from metatune_trainer_agent.domain.run import Control, RunHooks
 from metatune_trainer_agent.domain.trainer import Evaluation
 from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import FAST_SITE, request_for
@@ -133,8 +135,8 @@ def test_the_model_file_round_trips_and_a_foreign_file_is_refused(
     stopper: CurveStopper, tmp_path: Path
 ) -> None:
     path = tmp_path / "stopper.json"
-    stopper.save(path)
-    loaded = CurveStopper.load(path)
+    save_stopper(stopper, path)
+    loaded = load_stopper(path)
     assert loaded.provenance["runs"] == 128 and loaded.provenance["kb_file"] == "synthetic"
     for plateau in (0.4, 0.7, 0.9):
         for upto in (0.125, 0.5, 0.875):
@@ -142,7 +144,7 @@ def test_the_model_file_round_trips_and_a_foreign_file_is_refused(
             assert loaded.predict(curve, SHAPE) == stopper.predict(curve, SHAPE)
     path.write_text('{"kind": "something-else", "format": 7}')
     with pytest.raises(CurveModelError, match="format 7"):
-        CurveStopper.load(path)
+        load_stopper(path)
 
 
 def test_a_curve_at_another_cadence_is_interpolated_onto_the_grid() -> None:
@@ -208,7 +210,7 @@ def test_a_checkpoint_keeps_the_evaluations_and_a_resumed_run_sees_its_whole_cur
         request, site=FAST_SITE, hooks=RunHooks(control=pause_after_7, on_progress=count)
     )
     assert first.status == "paused" and first.checkpoint is not None
-    saved = Checkpoint.from_bytes(
+    saved = checkpoint_from_bytes(
         first.checkpoint, expect_fingerprint=_fingerprint_of(first.checkpoint)
     )
     assert [step for step, _ in saved.evaluations] == [0, 3, 6]
@@ -235,7 +237,7 @@ def test_a_checkpoint_keeps_the_evaluations_and_a_resumed_run_sees_its_whole_cur
     del state["evaluations"]
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    old = Checkpoint.from_bytes(buffer.getvalue(), expect_fingerprint=state["fingerprint"])
+    old = checkpoint_from_bytes(buffer.getvalue(), expect_fingerprint=state["fingerprint"])
     assert old.evaluations == [] and old.position.step == saved.position.step
 
 
@@ -253,7 +255,7 @@ async def test_the_agent_stops_a_trial_that_cannot_beat_its_study_best(
     nats_url: str, tmp_path: Path, stopper: CurveStopper, intents_binary: Path
 ) -> None:
     model = tmp_path / "stopper.json"
-    stopper.save(model)
+    save_stopper(stopper, model)
     settings = AgentSettings(
         nats_url=nats_url,
         data_dir=tmp_path / "data",

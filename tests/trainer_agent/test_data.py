@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from metatune.contracts import TaskType
+from metatune_trainer_agent.adapters.dataset_files import load_examples
 from metatune_trainer_agent.domain.batching import BatchPlan, Collator
-from metatune_trainer_agent.domain.dataset import Examples, load_examples, split_examples
+from metatune_trainer_agent.domain.dataset import Examples, split_examples
 from metatune_trainer_agent.domain.encoding import EncodedSplit
 from metatune_trainer_agent.domain.errors import (
     EmptySplit,

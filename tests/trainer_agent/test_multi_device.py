@@ -14,13 +14,14 @@ import pytest
 
 from metatune.clock import RealClock
 from metatune_trainer_agent.adapters.multi_device import MultiDeviceRun
+from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.domain.carbon import no_intensity
 from metatune_trainer_agent.domain.errors import (
     InvalidTrainingConfig,
     TrainingDatasetNotFound,
     TrainingError,
 )
-from metatune_trainer_agent.domain.run import Control, Progress, RunHooks, Site, run_training
+from metatune_trainer_agent.domain.run import Control, Progress, RunHooks, Site
 from tests.support.builders import request_for
 
 pytestmark = pytest.mark.slow  # real LoRA training of MiniLM in two processes

@@ -15,11 +15,12 @@ import torch
 
 from metatune.clock import FixedClock
 from metatune.contracts import TaskType
-from metatune_trainer_agent.domain.encoding import _cache_path, _save, encode_dataset
+from metatune_trainer_agent.adapters.base_model import load_tokenizer
+from metatune_trainer_agent.adapters.encoding_cache import _cache_path, _save, encode_dataset
+from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.domain.errors import CheckpointMismatch
-from metatune_trainer_agent.domain.model import load_tokenizer
 from metatune_trainer_agent.domain.request import TrainOptions
-from metatune_trainer_agent.domain.run import Control, RunHooks, run_training
+from metatune_trainer_agent.domain.run import Control, RunHooks
 from tests.support.builders import FAST_SITE, request_for
 
 pytestmark = pytest.mark.slow  # real LoRA training runs of MiniLM

@@ -272,7 +272,8 @@ def train(
         from metatune.clock import RealClock
 
         from .adapters.multi_device import MultiDeviceRun
-        from .domain.run import RunHooks, Site, run_training
+        from .adapters.training import run_training
+        from .domain.run import RunHooks, Site
 
         with _progress(err, enabled=not as_json) as on_progress:
             train = run_training if devices == 1 else MultiDeviceRun(devices)

@@ -2,7 +2,7 @@
 process may use, NVML through nvidia-ml-py for the driver's view: model, memory, energy counter),
 else the CPU.
 
-NVML is reached here only (and by the energy meter's counter, :mod:`..domain.energy`): where it is
+NVML is reached here only (and by the energy meter's counter, :mod:`.energy_counters`): where it is
 missing (the CPU image, no NVIDIA driver, a container not given a GPU) :func:`nvml_status` answers
 ``available=False`` with the reason instead of raising, so a CPU agent reports its CPU and goes on.
 """

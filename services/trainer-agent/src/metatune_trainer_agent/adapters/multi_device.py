@@ -43,7 +43,8 @@ from ..domain.distributed import Group
 from ..domain.errors import TrainingError
 from ..domain.model import device_for
 from ..domain.request import TrainingRequest
-from ..domain.run import RunHooks, RunOutcome, Site, run_training
+from ..domain.run import RunHooks, RunOutcome, Site
+from .training import run_training
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +255,7 @@ class _AgentClock(Clock):
 def run_worker(address: str, device_type: str) -> None:
     """One rank of a multi-device run (the body of :mod:`metatune_trainer_agent.adapters.worker`)."""
     authkey = bytes.fromhex(os.environ.pop(AUTHKEY_ENV, ""))
-    group = Group.from_env()
+    group = Group.from_env(os.environ)
     device = torch.device(device_type)
     if device.type == "cuda":
         torch.cuda.set_device(group.local_rank)

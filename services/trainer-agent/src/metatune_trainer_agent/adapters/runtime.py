@@ -1,6 +1,6 @@
 """The trainer agent of one datacenter: assignments in, real training runs out.
 
-Each start / resume runs :func:`~metatune_trainer_agent.domain.run.run_training` in a worker thread
+Each start / resume runs :func:`~metatune_trainer_agent.adapters.training.run_training` in a worker thread
 (the event loop keeps heartbeating and reading pause assignments). The assignment message of
 a running job stays unacknowledged, kept alive with ``in_progress``: if the agent is killed,
 JetStream redelivers it after ``ack_wait`` and the restarted agent continues from the job's
@@ -73,17 +73,18 @@ from ..domain.run import (
     RunOutcome,
     SessionPace,
     Site,
-    run_training,
 )
 from ..domain.trainer import Evaluation
 from ..domain.versions import SeenVersions, superseded
 from ..settings import AgentSettings
+from .curve_files import load_stopper
 from .datasets import DatasetFetcher
 from .ended_log import EndedLog
 from .hardware import cpu_model, detect
 from .multi_device import MultiDeviceRun
 from .package_data import shipped_model_path
 from .run_ids import run_key
+from .training import run_training
 from .uploads import LatestUploader, with_retries
 
 log = logging.getLogger("metatune.agent")
@@ -426,7 +427,7 @@ class TrainerAgent:
             if self.settings.agent_curve_stop:
                 path = self.settings.agent_curve_stop_model or shipped_model_path()
                 try:
-                    self._stopper = CurveStopper.load(path)
+                    self._stopper = load_stopper(path)
                 except CurveModelError as exc:
                     log.warning("learning-curve stopping off: %s", exc)
         return self._stopper

@@ -3,14 +3,14 @@
 Adapter weights (LoRA and the newly initialised heads), optimizer, LR scheduler, grad scaler,
 RNG states (CPU and every CUDA device), the data position (epoch, batch), the early-stopping
 history, the periodic evaluations (so a resumed run's learning-curve stopper sees its whole
-curve; absent in older checkpoints, read as none) and the accounting so far. Written with ``torch.save`` and read with
-``weights_only=True``, so loading a checkpoint never runs code from it.
+curve; absent in older checkpoints, read as none) and the accounting so far. Turned into bytes
+by :mod:`metatune_trainer_agent.adapters.checkpoint_bytes` (``torch.save``, read back with
+``weights_only=True``, so loading a checkpoint never runs code from it).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,37 +61,29 @@ class Checkpoint:
     # periodic evaluations so far: (step, {"loss": ..., "accuracy": ..., ...}), step 0 first
     evaluations: list[tuple[int, dict[str, float | None]]] = field(default_factory=list)
 
-    def to_bytes(self) -> bytes:
-        buffer = io.BytesIO()
-        torch.save(
-            {
-                "format": FORMAT,
-                "fingerprint": self.fingerprint,
-                "position": vars(self.position),
-                "micro_batch": self.micro_batch,
-                "grad_accum": self.grad_accum,
-                "total_steps": self.total_steps,
-                "adapter": {k: v.detach().cpu() for k, v in self.adapter.items()},
-                "optimizer": self.optimizer,
-                "scheduler": self.scheduler,
-                "scaler": self.scaler,
-                "rng_cpu": self.rng_cpu,
-                "rng_cuda": self.rng_cuda,
-                "plateau": list(self.plateau),
-                "accumulated": vars(self.accumulated),
-                "last_train_loss": self.last_train_loss,
-                "evaluations": [[int(step), dict(values)] for step, values in self.evaluations],
-            },
-            buffer,
-        )
-        return buffer.getvalue()
+    def to_state(self) -> dict[str, Any]:
+        """Tensors and plain values only, so that ``torch.load(weights_only=True)`` reads them."""
+        return {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "position": vars(self.position),
+            "micro_batch": self.micro_batch,
+            "grad_accum": self.grad_accum,
+            "total_steps": self.total_steps,
+            "adapter": {k: v.detach().cpu() for k, v in self.adapter.items()},
+            "optimizer": self.optimizer,
+            "scheduler": self.scheduler,
+            "scaler": self.scaler,
+            "rng_cpu": self.rng_cpu,
+            "rng_cuda": self.rng_cuda,
+            "plateau": list(self.plateau),
+            "accumulated": vars(self.accumulated),
+            "last_train_loss": self.last_train_loss,
+            "evaluations": [[int(step), dict(values)] for step, values in self.evaluations],
+        }
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, expect_fingerprint: str) -> Checkpoint:
-        try:
-            state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-        except Exception as exc:
-            raise CheckpointMismatch(f"the checkpoint cannot be read: {exc}") from exc
+    def from_state(cls, state: dict[str, Any], *, expect_fingerprint: str) -> Checkpoint:
         if state.get("format") != FORMAT:
             raise CheckpointMismatch(
                 f"checkpoint format {state.get('format')!r}, this agent reads {FORMAT}"

@@ -17,11 +17,9 @@ so loading it runs no pickle and does not depend on the scikit-learn version tha
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -416,17 +414,6 @@ class CurveStopper:
             models,
             dict(data["provenance"]),
         )
-
-    def save(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), separators=(",", ":")) + "\n", encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: Path) -> CurveStopper:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CurveModelError(f"curve-stop model {path} cannot be read: {exc}") from exc
-        return cls.from_json(data)
 
 
 def conformal_quantile(residuals: Sequence[float], confidence: float) -> float:

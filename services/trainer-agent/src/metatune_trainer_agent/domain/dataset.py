@@ -1,26 +1,20 @@
-"""Read a dataset file into examples, and hold out a deterministic validation split.
+"""A dataset's rows as examples, and a deterministic validation split.
 
-Formats: JSON lines, CSV, Parquet and plain text (one example per line), each optionally
-gzip-compressed. A ``split`` column, when present, decides train and validation rows;
+The file is read by :mod:`metatune_trainer_agent.adapters.dataset_files` (JSON lines, CSV,
+Parquet, plain text, each optionally gzip-compressed). A ``split`` column, when present, decides train and validation rows;
 otherwise a content-hash split holds out ``val_fraction`` of the rows, so the same example
 lands on the same side whatever the file order and however many trials read it.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
 import hashlib
-import io
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from metatune.contracts import DatasetFormat, TaskType
+from metatune.contracts import TaskType
 
-from .errors import EmptySplit, InvalidTrainingConfig, TrainingDatasetNotFound
+from .errors import EmptySplit, InvalidTrainingConfig
 
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "content", "document")
 PAIR_COLUMNS = ("text_pair", "sentence2", "hypothesis")
@@ -54,45 +48,18 @@ class Split:
     source: str = field(default="hash", compare=False)  # "column" or "hash"
 
 
-def detect_format(path: Path) -> DatasetFormat:
-    name = path.name.lower().removesuffix(".gz")
-    for suffix, fmt in (
-        (".jsonl", DatasetFormat.jsonl),
-        (".json", DatasetFormat.jsonl),
-        (".ndjson", DatasetFormat.jsonl),
-        (".csv", DatasetFormat.csv),
-        (".tsv", DatasetFormat.csv),
-        (".parquet", DatasetFormat.parquet),
-        (".txt", DatasetFormat.text),
-    ):
-        if name.endswith(suffix):
-            return fmt
-    with path.open("rb") as fh:
-        if fh.read(4) == b"PAR1":
-            return DatasetFormat.parquet
-    with _open_text(path) as fh:
-        head = fh.read(1)
-    return DatasetFormat.jsonl if head == "{" else DatasetFormat.text
-
-
-def load_examples(
-    path: Path,
+def examples_from_rows(
+    rows: list[dict[str, Any]],
     task: TaskType,
+    source: str,
     *,
-    fmt: DatasetFormat | None = None,
     text_column: str | None = None,
     text_pair_column: str | None = None,
     label_column: str | None = None,
 ) -> Examples:
-    """Read ``path`` and keep the rows the task can use (a text, and a label for classification)."""
-    if not path.is_file():
-        raise TrainingDatasetNotFound(f"dataset {path} does not exist")
-    try:
-        rows = list(_read_rows(path, fmt or detect_format(path)))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error, ValueError) as exc:
-        raise TrainingDatasetNotFound(f"dataset {path} cannot be read: {exc}") from exc
+    """The rows the task can use (a text, and a label for classification) of dataset ``source``."""
     if not rows:
-        raise EmptySplit(f"dataset {path} has no rows")
+        raise EmptySplit(f"dataset {source} has no rows")
     columns = set().union(*(row.keys() for row in rows[:1000]))
     text_col = _column(columns, text_column, TEXT_COLUMNS, "text")
     pair_col = None
@@ -121,7 +88,7 @@ def load_examples(
         splits.append((_as_text(row.get(split_col)) or "train").lower() if split_col else "")
     if not texts:
         raise EmptySplit(
-            f"dataset {path} has no usable rows ({skipped} rows lack a text or a label)"
+            f"dataset {source} has no usable rows ({skipped} rows lack a text or a label)"
         )
     return Examples(
         texts=texts,
@@ -184,37 +151,3 @@ def _as_text(value: Any) -> str:
     if value is None:
         return ""
     return value.strip() if isinstance(value, str) else str(value)
-
-
-def _open_text(path: Path) -> IO[str]:
-    raw = path.open("rb")
-    if raw.read(2) == b"\x1f\x8b":
-        raw.seek(0)
-        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", newline="")
-    raw.seek(0)
-    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
-
-
-def _read_rows(path: Path, fmt: DatasetFormat) -> Iterator[dict[str, Any]]:
-    if fmt == DatasetFormat.parquet:
-        import pyarrow.parquet as pq
-
-        yield from pq.read_table(path).to_pylist()
-        return
-    with _open_text(path) as fh:
-        if fmt == DatasetFormat.jsonl:
-            for line in fh:
-                if line.strip():
-                    row = json.loads(line)
-                    if not isinstance(row, dict):
-                        raise ValueError(f"a JSON line is a {type(row).__name__}, not an object")
-                    yield row
-        elif fmt == DatasetFormat.csv:
-            dialect = (
-                "excel-tab" if path.name.lower().removesuffix(".gz").endswith(".tsv") else "excel"
-            )
-            yield from csv.DictReader(fh, dialect=dialect)
-        else:
-            for line in fh:
-                if line.strip():
-                    yield {"text": line.rstrip("\n")}

@@ -20,8 +20,7 @@ A single-process run uses :data:`SINGLE`, whose operations are the identity.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +45,9 @@ class Group:
         return self.world > 1
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Group:
-        """The group torchrun describes in the environment; :data:`SINGLE` outside torchrun."""
-        env = dict(os.environ) if env is None else env
+    def from_env(cls, env: Mapping[str, str]) -> Group:
+        """The group torchrun describes in the environment ``env`` (the process's: ``os.environ``);
+        :data:`SINGLE` outside torchrun."""
         world = int(env.get("WORLD_SIZE", "1"))
         if world <= 1:
             return SINGLE

@@ -1,4 +1,5 @@
-"""Tokenize a dataset once: encoded train / validation splits, cached on disk.
+"""Tokenize a dataset: encoded train / validation splits, and the key of their cache on disk
+(written and read by :mod:`metatune_trainer_agent.adapters.encoding_cache`).
 
 The cache key is the dataset file's sha256, the tokenizer's own serialisation, the maximum
 sequence length, the task, the columns and the validation fraction, so a re-run (another
@@ -11,19 +12,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from .dataset import Examples, load_examples, split_examples
+from .dataset import Examples, split_examples
 from .request import TrainingRequest
-
-log = logging.getLogger("metatune.agent")
 
 CACHE_FORMAT = 1
 _TOKENIZE_CHUNK = 1024
@@ -97,12 +92,6 @@ class EncodedDataset:
 ROW_SAMPLE_SEED = 0  # one sample of the training rows for every trial of a dataset
 
 
-def encode_dataset(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
-    """Encoded splits for ``request`` (from the cache when it holds them), the training split cut
-    to the budget's ``max_train_rows``."""
-    return cap_training_rows(_encoded(request, tokenizer), request.config.max_train_rows)
-
-
 def cap_training_rows(dataset: EncodedDataset, max_rows: int | None) -> EncodedDataset:
     """``dataset`` with at most ``max_rows`` training rows: a seeded sample, in the split's order,
     the same whatever the trial's seed, so the trials of a study see the same rows."""
@@ -113,43 +102,7 @@ def cap_training_rows(dataset: EncodedDataset, max_rows: int | None) -> EncodedD
     return dataclasses.replace(dataset, train=dataset.train.take(sorted(sample.tolist())))
 
 
-def _encoded(request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
-    cache_path = _cache_path(request, tokenizer)
-    if cache_path is not None and cache_path.is_file():
-        try:
-            state = torch.load(cache_path, weights_only=True)
-            if state.get("format") == CACHE_FORMAT:
-                return _from_state(state, cache_hit=True)
-        except Exception:  # a truncated or foreign file is rebuilt, never trusted
-            cache_path.unlink(missing_ok=True)
-    examples = load_examples(
-        request.dataset,
-        request.task,
-        fmt=request.dataset_format,
-        text_column=request.text_column,
-        text_pair_column=request.text_pair_column,
-        label_column=request.label_column,
-    )
-    split = split_examples(examples, request.options.val_fraction)
-    encoded = _encode(examples, tokenizer, request.config.max_seq_length)
-    dataset = EncodedDataset(
-        train=encoded.take(split.train),
-        val=encoded.take(split.val),
-        label_names=examples.label_names(),
-        rows_skipped=examples.rows_skipped,
-        split_source=split.source,
-    )
-    if cache_path is not None:
-        try:
-            _save(cache_path, dataset)
-        except (
-            OSError
-        ) as exc:  # the cache only saves time: a full or read-only disk must not fail the run
-            log.warning("tokenization cache not written (%s): %s", cache_path, exc)
-    return dataset
-
-
-def _encode(examples: Examples, tokenizer: Any, max_length: int) -> EncodedSplit:
+def encode_examples(examples: Examples, tokenizer: Any, max_length: int) -> EncodedSplit:
     ids: list[int] = []
     type_ids: list[int] = []
     offsets = [0]
@@ -196,22 +149,12 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _cache_path(request: TrainingRequest, tokenizer: Any) -> Path | None:
-    cache_dir = request.options.cache_dir
-    if cache_dir is None or not request.dataset.is_file():
-        return None
+def cache_key(request: TrainingRequest, tokenizer: Any, file_digest: str) -> str:
+    """The cache entry's name for ``request``'s dataset (whose sha256 is ``file_digest``)."""
     key = json.dumps(
         {
             "format": CACHE_FORMAT,
-            "file": file_sha256(request.dataset),
+            "file": file_digest,
             "dataset_format": request.dataset_format,
             "tokenizer": tokenizer_fingerprint(tokenizer),
             "max_length": request.config.max_seq_length,
@@ -221,35 +164,35 @@ def _cache_path(request: TrainingRequest, tokenizer: Any) -> Path | None:
         },
         sort_keys=True,
     )
-    return Path(cache_dir) / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.pt"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def _save(path: Path, dataset: EncodedDataset) -> None:
-    """Write ``path`` atomically. The temporary file is unique per call, not per process: an agent
-    encodes the trials of one study in parallel threads, which write the same entry at once
-    (measured in the demo: a name per process made one thread's rename fail the other's run)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    os.close(handle)
-    tmp = Path(name)
-    torch.save(
-        {
-            "format": CACHE_FORMAT,
-            "train": dataset.train.to_state(),
-            "val": dataset.val.to_state(),
-            "label_names": dataset.label_names,
-            "rows_skipped": dataset.rows_skipped,
-            "split_source": dataset.split_source,
-        },
-        tmp,
+def encoded_dataset(examples: Examples, tokenizer: Any, request: TrainingRequest) -> EncodedDataset:
+    """``examples`` split (``val_fraction``) and tokenized (``max_seq_length``)."""
+    split = split_examples(examples, request.options.val_fraction)
+    encoded = encode_examples(examples, tokenizer, request.config.max_seq_length)
+    return EncodedDataset(
+        train=encoded.take(split.train),
+        val=encoded.take(split.val),
+        label_names=examples.label_names(),
+        rows_skipped=examples.rows_skipped,
+        split_source=split.source,
     )
-    try:
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
-def _from_state(state: dict[str, Any], *, cache_hit: bool) -> EncodedDataset:
+def dataset_state(dataset: EncodedDataset) -> dict[str, Any]:
+    """What the cache keeps of ``dataset`` (tensors and plain values: ``weights_only`` reads it)."""
+    return {
+        "format": CACHE_FORMAT,
+        "train": dataset.train.to_state(),
+        "val": dataset.val.to_state(),
+        "label_names": dataset.label_names,
+        "rows_skipped": dataset.rows_skipped,
+        "split_source": dataset.split_source,
+    }
+
+
+def dataset_from_state(state: dict[str, Any], *, cache_hit: bool) -> EncodedDataset:
     return EncodedDataset(
         train=EncodedSplit(**state["train"]),
         val=EncodedSplit(**state["val"]),

@@ -13,21 +13,19 @@ Sources, best first:
 Every meter measures an idle baseline before the run (the counter's rate with nothing
 training) and subtracts it, so a run is charged for what it adds, not for the machine
 being on. Hardware counters see the whole device: on a shared machine, other load counts too.
+The counters that read the hardware (NVML, RAPL, this process's CPU time) are in
+:mod:`metatune_trainer_agent.adapters.energy_counters`; the meter and the GPU model are here.
 """
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
-
-import torch
+from typing import Protocol
 
 JOULES_PER_WH = 3600.0
 DEFAULT_WATTS_PER_CORE = 12.0
-POWERCAP = Path("/sys/class/powercap")
 
 
 class EnergyCounter(Protocol):
@@ -39,84 +37,6 @@ class EnergyCounter(Protocol):
 
     def add_busy(self, seconds: float) -> None:
         """Time spent in training steps (used by models that need it; hardware counters ignore it)."""
-
-
-class NvmlCounter:
-    source = "nvml"
-
-    def __init__(self, device_index: int) -> None:
-        import pynvml
-
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        self._handle = _nvml_handle(pynvml, device_index)
-        try:
-            pynvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
-            self._has_energy = True
-        except pynvml.NVMLError:
-            self._has_energy = False
-        self._last_t = time.monotonic()
-        self._last_w = self._power_w()
-        self._integrated = 0.0
-
-    def _power_w(self) -> float:
-        return float(self._nvml.nvmlDeviceGetPowerUsage(self._handle)) / 1000.0
-
-    def joules(self) -> float:
-        if self._has_energy:
-            return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)) / 1000.0
-        now, watts = time.monotonic(), self._power_w()
-        self._integrated += (now - self._last_t) * (watts + self._last_w) / 2  # trapezoid
-        self._last_t, self._last_w = now, watts
-        return self._integrated
-
-    def add_busy(self, seconds: float) -> None:
-        pass
-
-
-class RaplCounter:
-    source = "rapl"
-
-    def __init__(self, root: Path = POWERCAP) -> None:
-        self._zones = rapl_package_zones(root)
-        if not self._zones:
-            raise OSError(f"no readable RAPL package zone under {root}")
-        self._ranges = [int((zone / "max_energy_range_uj").read_text()) for zone in self._zones]
-        self._last = [self._read(zone) for zone in self._zones]
-        self._total_uj = 0
-
-    @staticmethod
-    def _read(zone: Path) -> int:
-        return int((zone / "energy_uj").read_text())
-
-    def joules(self) -> float:
-        for k, zone in enumerate(self._zones):
-            value = self._read(zone)
-            delta = value - self._last[k]
-            if delta < 0:  # the counter wrapped
-                delta += self._ranges[k]
-            self._total_uj += delta
-            self._last[k] = value
-        return self._total_uj / 1e6
-
-    def add_busy(self, seconds: float) -> None:
-        pass
-
-
-class CpuModelCounter:
-    """Watts per core x process CPU seconds (all threads of this process)."""
-
-    source = "model"
-
-    def __init__(self, watts_per_core: float = DEFAULT_WATTS_PER_CORE) -> None:
-        self.watts_per_core = watts_per_core
-
-    def joules(self) -> float:
-        times = os.times()
-        return (times.user + times.system) * self.watts_per_core
-
-    def add_busy(self, seconds: float) -> None:
-        pass
 
 
 class GpuModelCounter:
@@ -133,40 +53,6 @@ class GpuModelCounter:
 
     def add_busy(self, seconds: float) -> None:
         self._busy += seconds
-
-
-def rapl_package_zones(root: Path = POWERCAP) -> list[Path]:
-    """Top-level RAPL zones (packages; sub-zones such as core/dram are inside them) that we may read."""
-    if not root.is_dir():
-        return []
-    zones = []
-    for zone in sorted(root.glob("intel-rapl:*")):
-        if zone.name.count(":") != 1:
-            continue
-        try:
-            int((zone / "energy_uj").read_text())
-            int((zone / "max_energy_range_uj").read_text())
-        except (OSError, ValueError):
-            continue
-        zones.append(zone)
-    return zones
-
-
-def detect_counter(
-    device: torch.device, *, gpu_power_w: float, watts_per_core: float = DEFAULT_WATTS_PER_CORE
-) -> EnergyCounter:
-    """The best counter this machine offers for ``device``."""
-    if device.type == "cuda":
-        try:
-            return NvmlCounter(
-                device.index if device.index is not None else torch.cuda.current_device()
-            )
-        except Exception:  # no driver library, no permission, unsupported board
-            return GpuModelCounter(gpu_power_w)
-    try:
-        return RaplCounter()
-    except (OSError, ValueError):
-        return CpuModelCounter(watts_per_core)
 
 
 @dataclass(frozen=True)
@@ -194,10 +80,11 @@ class EnergyMeter:
         """True when the counter reads the whole machine (RAPL packages), not this process or device."""
         return self.counter.source == "rapl"
 
-    def measure_idle(self, seconds: float) -> float:
-        """Sample the counter with nothing training; the rate becomes the baseline subtracted."""
+    def measure_idle(self, seconds: float, sleep: Callable[[float], None]) -> float:
+        """Sample the counter with nothing training (``sleep(seconds)``: the caller's wait); the
+        rate becomes the baseline subtracted."""
         t0, j0 = time.monotonic(), self.counter.joules()
-        time.sleep(seconds)
+        sleep(seconds)
         t1, j1 = time.monotonic(), self.counter.joules()
         self.idle_w = max(0.0, (j1 - j0) / max(t1 - t0, 1e-9))
         self.reset()
@@ -217,17 +104,3 @@ class EnergyMeter:
         return Lap(
             seconds=seconds, energy_wh=above_idle / JOULES_PER_WH, power_w=above_idle / seconds
         )
-
-
-def _nvml_handle(pynvml: Any, device_index: int) -> Any:  # pynvml is untyped: handles are opaque
-    """The NVML handle of a torch device (matched by PCI bus id: CUDA_VISIBLE_DEVICES reorders indices)."""
-    try:
-        props = torch.cuda.get_device_properties(device_index)
-        # torch's stubs lack the PCI fields its device properties have at run time (torch >= 2.4)
-        domain, bus, device = (
-            getattr(props, f"pci_{part}_id") for part in ("domain", "bus", "device")
-        )
-        bus_id = f"{domain:08x}:{bus:02x}:{device:02x}.0"
-        return pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
-    except Exception:
-        return pynvml.nvmlDeviceGetHandleByIndex(device_index)

@@ -1,9 +1,11 @@
 """One training run from start (or checkpoint) to completion, pause or stop.
 
-:func:`run_training` is the single code path of the agent and of ``metatune train``: load
-and tokenize the data (cached), build the LoRA model, smoke-test it (probing the micro-batch
-on GPU), publish a measured time estimate, then step, evaluate, early-stop, checkpoint and
-account energy and carbon until the run ends or is told to pause.
+:class:`TrainingRun`, behind :func:`metatune_trainer_agent.adapters.training.run_training` (the
+single code path of the agent and of ``metatune train``): load and tokenize the data (cached),
+build the LoRA model, smoke-test it (probing the micro-batch on GPU), publish a measured time
+estimate, then step, evaluate, early-stop, checkpoint and account energy and carbon until the
+run ends or is told to pause. Files, models, hardware and waiting are reached through the
+:class:`~.resources.RunResources` port.
 """
 
 from __future__ import annotations
@@ -19,21 +21,20 @@ from typing import Any, Literal
 import torch
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
-from metatune.clock import Clock, RealClock
+from metatune.clock import Clock
 from metatune.contracts import RunAccounting, TaskType
 
-from .adapter import pack_adapter
 from .batching import Collator
-from .carbon import CarbonLedger, IntensityLookup, no_intensity
+from .carbon import CarbonLedger, IntensityLookup
 from .checkpoint import Accumulated, Checkpoint, fingerprint
-from .distributed import SINGLE, Group
-from .encoding import encode_dataset
-from .energy import DEFAULT_WATTS_PER_CORE, EnergyMeter, Lap, detect_counter
+from .distributed import Group
+from .energy import DEFAULT_WATTS_PER_CORE, EnergyMeter, Lap
 from .errors import InvalidTrainingConfig, OutOfMemory, SmokeTestFailed, TrainingDatasetNotFound
-from .model import count_parameters, device_for, load_model, load_tokenizer
+from .model import count_parameters, device_for
 from .pacing import StepPacer
 from .plateau import PlateauDetector
 from .request import TrainingRequest
+from .resources import RunResources
 from .trainer import Evaluation, Trainer, is_oom
 
 PACER_POLL_S = 0.05
@@ -143,34 +144,9 @@ def total_steps_for(request: TrainingRequest, n_train: int) -> int:
     return max(1, math.ceil((config.epochs or 1.0) * n_train / effective))
 
 
-def run_training(
-    request: TrainingRequest,
-    *,
-    site: Site = Site(),
-    clock: Clock | None = None,
-    intensity: IntensityLookup = no_intensity,
-    hooks: RunHooks | None = None,
-    resume_from: bytes | None = None,
-    planned_hours: float | None = None,
-    taken_up: tuple[datetime, float] | None = None,
-    group: Group = SINGLE,
-) -> RunOutcome:
-    """Train until done, early-stopped, paused or stopped.
+class TrainingRun:
+    """One run's decisions: it reaches files, models and hardware only through ``resources``."""
 
-    ``planned_hours`` (wall hours the scheduler estimated for the whole job) paces the steps
-    when ``clock`` is simulated; ``resume_from`` continues a checkpoint exactly;
-    ``taken_up`` (clock time, ``time.monotonic()``) is when the caller took up the run, so that
-    the start-up reported includes fetching data and checkpoint (default: when this is called).
-    ``group`` is this process's place in a run across several devices (see :mod:`.distributed`):
-    every rank calls this with the same request and checkpoint; only the leader's hooks are
-    called and only its outcome carries the checkpoint and the adapter.
-    """
-    return _Run(
-        request, site, clock or RealClock(), intensity, hooks or RunHooks(), planned_hours, group
-    ).execute(resume_from, taken_up)
-
-
-class _Run:
     def __init__(
         self,
         request: TrainingRequest,
@@ -179,8 +155,10 @@ class _Run:
         intensity: IntensityLookup,
         hooks: RunHooks,
         planned_hours: float | None,
-        group: Group = SINGLE,
+        group: Group,
+        resources: RunResources,
     ) -> None:
+        self.resources = resources
         self.request = request
         self.group = group
         self.options = request.options
@@ -202,7 +180,7 @@ class _Run:
     ) -> RunOutcome:
         self.taken_up = taken_up or (self.clock.now(), time.monotonic())
         self.checkpoint_step: int | None = None
-        if not self.request.dataset.is_file():
+        if not self.resources.dataset_exists(self.request.dataset):
             raise TrainingDatasetNotFound(f"dataset {self.request.dataset} does not exist")
         if self.options.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
@@ -213,20 +191,20 @@ class _Run:
             )
         self.group.join(self.device)
         self.meter = EnergyMeter(
-            detect_counter(
+            self.resources.energy_counter(
                 self.device,
                 gpu_power_w=self.site.gpu_power_w,
                 watts_per_core=self.site.watts_per_core,
             )
         )
-        self.meter.measure_idle(self.site.idle_seconds)
+        self.meter.measure_idle(self.site.idle_seconds, self.resources.sleep)
         self.started = time.monotonic()
         self.lap_at = self.clock.now()
         self.session_tokens = 0
         self.session_padded = 0
 
-        tokenizer, source = load_tokenizer(self.request.base_model)
-        data = encode_dataset(self.request, tokenizer)
+        tokenizer, source = self.resources.load_tokenizer(self.request.base_model)
+        data = self.resources.encode(self.request, tokenizer)
         self.data = data
         total_steps = total_steps_for(self.request, len(data.train))
         self.fingerprint = fingerprint(
@@ -239,7 +217,7 @@ class _Run:
             group_by_length=self.options.group_by_length,
         )
         checkpoint = (
-            Checkpoint.from_bytes(resume_from, expect_fingerprint=self.fingerprint)
+            self.resources.read_checkpoint(resume_from, expect_fingerprint=self.fingerprint)
             if resume_from
             else None
         )
@@ -251,7 +229,7 @@ class _Run:
         torch.manual_seed(
             self.config.seed
         )  # the fresh heads and LoRA matrices start the same everywhere
-        model = load_model(
+        model = self.resources.load_model(
             source,
             self.request.task,
             self.config,
@@ -438,7 +416,7 @@ class _Run:
             control = self.hooks.control() if self.hooks.control else None
             if control is not None or pacer is None or pacer.may_step(stretch_steps):
                 return control
-            time.sleep(
+            self.resources.sleep(
                 min(max(pacer.wait_seconds(), PACER_POLL_S), 0.5)
             )  # short naps: a pause must not wait an hour
 
@@ -467,7 +445,9 @@ class _Run:
             "steps": self.trainer.position.step,
             "val_loss": evaluation.loss,
         }
-        adapter = pack_adapter(self.trainer.model, metadata) if self.group.leader else None
+        adapter = (
+            self.resources.pack_adapter(self.trainer.model, metadata) if self.group.leader else None
+        )
         return self._outcome(
             "completed",
             last_loss,
@@ -599,7 +579,7 @@ class _Run:
     def _checkpoint(self, last_loss: float | None) -> bytes:
         trainer = self.trainer
         accounting = self.accounting()
-        return Checkpoint(
+        checkpoint = Checkpoint(
             fingerprint=self.fingerprint,
             position=trainer.position,
             micro_batch=trainer.micro_batch,
@@ -621,7 +601,8 @@ class _Run:
             ),
             last_train_loss=last_loss,
             evaluations=[(step, asdict(evaluation)) for step, evaluation in self.evaluations],
-        ).to_bytes()
+        )
+        return self.resources.write_checkpoint(checkpoint)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

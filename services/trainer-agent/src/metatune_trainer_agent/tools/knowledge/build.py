@@ -41,9 +41,10 @@ from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
 
 from ...adapters.hardware import cpu_model
+from ...adapters.training import run_training
 from ...domain.errors import TrainingError
 from ...domain.request import TrainingRequest, TrainOptions
-from ...domain.run import RunOutcome, Site, run_training, total_steps_for
+from ...domain.run import RunOutcome, Site, total_steps_for
 from .design import PlannedRun, plan_runs
 from .slices import DataSlice, dataset_name, make_slice
 

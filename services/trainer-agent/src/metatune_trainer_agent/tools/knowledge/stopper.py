@@ -83,6 +83,7 @@ def fit_stopper(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Fit the learning-curve early-stop predictor (final metric with a conformal upper bound) from KB curves."""
+    from ...adapters.curve_files import save_stopper
     from ...domain.curve_stop import CurveModelError
 
     console = Console(stderr=True)
@@ -92,7 +93,7 @@ def fit_stopper(
         console.print(f"[red]kb fit-stopper:[/red] {exc}")
         raise typer.Exit(2) from exc
     out.parent.mkdir(parents=True, exist_ok=True)
-    stopper.save(out)
+    save_stopper(stopper, out)
     p = stopper.provenance
     if as_json:
         print_json(

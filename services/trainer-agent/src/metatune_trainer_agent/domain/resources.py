@@ -1,0 +1,51 @@
+"""The port a training run reaches the world through: the dataset file, the base model and its
+tokenizer, the tokenization cache, the energy counter, waiting, and the bytes of checkpoints and
+adapters. :class:`metatune_trainer_agent.adapters.training.LocalResources` implements it on this
+machine; the run itself (:class:`~.run.TrainingRun`) only decides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from metatune.contracts import LoraConfig, TaskType
+
+from .checkpoint import Checkpoint
+from .encoding import EncodedDataset
+from .energy import EnergyCounter
+from .request import TrainingRequest
+
+
+class RunResources(Protocol):
+    def dataset_exists(self, path: Path) -> bool: ...
+
+    def load_tokenizer(self, base_model: str) -> tuple[Any, str]:
+        """The tokenizer (with a pad token) and where the model loads from."""
+        ...
+
+    def encode(self, request: TrainingRequest, tokenizer: Any) -> EncodedDataset:
+        """The request's dataset tokenized (from the cache when it holds it)."""
+        ...
+
+    def load_model(
+        self, source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int
+    ) -> nn.Module:
+        """The base model wrapped in a fresh LoRA adapter (called under a seeded RNG)."""
+        ...
+
+    def energy_counter(
+        self, device: torch.device, *, gpu_power_w: float, watts_per_core: float
+    ) -> EnergyCounter: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def read_checkpoint(self, data: bytes, *, expect_fingerprint: str) -> Checkpoint: ...
+
+    def write_checkpoint(self, checkpoint: Checkpoint) -> bytes: ...
+
+    def pack_adapter(self, model: nn.Module, metadata: dict[str, Any]) -> bytes:
+        """The trained adapter as one archive with its ``metadata``."""
+        ...
