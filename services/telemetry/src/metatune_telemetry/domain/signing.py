@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,7 +26,7 @@ PREFIX = "whsec_"
 
 
 def new_secret() -> str:
-    return PREFIX + base64.b64encode(os.urandom(32)).decode()
+    return PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
 def secret_key(secret: str) -> bytes:
