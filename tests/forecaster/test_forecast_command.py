@@ -95,6 +95,7 @@ def test_forecast_command_is_one_round_from_the_store(
     assert table.exit_code == 0, table.output
     assert "DE: issued 2023-06-05 00:00 UTC" in table.output
     assert "1344 history hours" in table.output and "p90" in table.output
+    assert "(average, direct factors)" in table.output
     assert f"{got.g_per_kwh[24]:.1f}" in table.output  # the row of lead +24 h
 
     unknown = CliRunner().invoke(app, ["forecaster", "forecast", "--region", "XX"])

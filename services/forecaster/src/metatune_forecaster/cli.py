@@ -221,7 +221,9 @@ def _print_forecast(forecast: CarbonForecast) -> None:
         flags.append(f"{forecast.provider_hours} hours blended with the provider's forecast")
     console.print(
         f"{forecast.region}: issued {forecast.issued_at:%Y-%m-%d %H:%M} UTC by model "
-        f"{forecast.model_version}, {forecast.source} ({forecast.signal}), " + ", ".join(flags)
+        f"{forecast.model_version}, {forecast.source} ({forecast.signal}, "
+        f"{forecast.emission_factors} factors), " + ", ".join(flags),
+        soft_wrap=True,  # one line, however narrow the terminal: the flags are read as phrases
     )
     table = Table("hour (UTC)", "lead", "p10", "p50", "p90", title="gCO2eq/kWh")
     for lead in SHOWN_LEADS:
