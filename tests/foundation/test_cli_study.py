@@ -201,7 +201,7 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
         (str(TRAINED), "early-stopped (plateau, step 113)", 0.9),
         (str(FAILED), "failed: out_of_memory", 0.8),
     ]
-    human = run(["study", "show", str(STUDY)], env)
+    human = run(["study", "show", str(STUDY), "--wide"], env)  # every column, lines unwrapped
     assert (
         human.returncode == 0 and str(FAILED) in human.stdout and "OOM at batch 16" in human.stdout
     )
@@ -228,7 +228,7 @@ async def test_study_list_show_and_results_tell_the_study_from_the_log(
     assert (trained["realised_hours"], trained["forecast_priced_hours"]) == (1, 1)
     assert failed["metrics"] is None and failed["error"] == "OOM at batch 16"
     assert trained["status"] == "early-stopped (plateau, step 113)"
-    human = run(["results", str(STUDY)], env)
+    human = run(["results", str(STUDY), "--wide"], env)
     assert human.returncode == 0 and "0.91" in human.stdout and "38.5" in human.stdout
     assert "early-stopped (plateau, step 113)" in human.stdout
     assert (trained["majority_baseline"], trained["chance_baseline"]) == (0.6, 0.25)

@@ -13,6 +13,7 @@ from huggingface_hub import ModelCard, metadata_load
 
 from metatune import contracts as c
 from metatune.models import EMBEDDED_HUB_ID, hub_model_id
+from metatune.units import compute_hours, mass
 from metatune_cli.asyncapi.examples import CONFIG, NOW, SPEC
 from metatune_cli.model_card import (
     EMISSIONS_SOURCE,
@@ -133,7 +134,8 @@ def test_the_body_gives_labels_metric_beside_baseline_configuration_loading_and_
     assert "trained 113 optimizer steps of 200 planned: early-stopped (plateau)" in text
     assert "PeftModel.from_pretrained(base, adapter)" in text
     assert f'from_pretrained(\n    "{EMBEDDED_HUB_ID}", id2label=id2label' in text
-    assert f"| emissions | {run.accounting.emissions_g:.4g} gCO2eq |" in text
+    assert f"| emissions | {mass(run.accounting.emissions_g)} CO2eq |" in text
+    assert f"{compute_hours(run.accounting.gpu_hours, 'cuda')} |" in text  # a GPU run
     assert "| 2026-03-02 11:00 | osl1 | 60.2 | 1.1 | 18 |" in text  # the hour after the move
     assert "2 x NVIDIA H100 80GB HBM3, bfloat16" in text
 
@@ -227,3 +229,15 @@ def test_hardware_is_what_the_agent_reported() -> None:
         "1 x NVIDIA L4"
     )
     assert hardware_used(None) is None
+
+
+def test_a_cpu_run_is_told_in_cpu_hours_and_small_figures_in_their_units() -> None:
+    tiny = migrated_accounting().model_copy(
+        update={"energy_wh": 0.2, "emissions_g": 0.0573, "gpu_hours": 0.05339}
+    )
+    text = model_card(
+        completed(hardware=c.Hardware(device="cpu", cpu_model="AMD EPYC"), accounting=tiny),
+        spec=SPEC,
+    )
+    assert "0.0534 CPU-hours" in text and "GPU-hours" not in text
+    assert "| emissions | 57.3 mg CO2eq |" in text and "| energy | 200 mWh (IT" in text

@@ -74,13 +74,15 @@ def test_a_migrated_run_lists_datacenters_and_their_regions_in_the_order_it_used
 
 
 def test_energies_show_in_a_unit_with_digits_and_trials_are_numbered_from_one() -> None:
-    assert energy(0.00002, 0.000022) == "20.000 / 22.000 mWh"
-    assert energy(0.002) == "2.000 Wh"
-    assert energy(2.5e-7) == "0.250 mWh"
-    assert energy(1.5, 1.65) == "1.500 / 1.650 kWh"
-    assert energy(0.0) == "0.000 mWh"
+    assert energy(0.00002, 0.000022) == "20.0 mWh / 22.0 mWh"
+    assert energy(0.002) == "2.00 Wh"
+    assert energy(2.5e-7) == "250 µWh"
+    assert energy(1.5, 1.65) == "1.50 kWh / 1.65 kWh"
+    assert energy(0.0) == "0 Wh"
     disclosed = disclose_run(run([at(0, "osl1", wh=0.02)], None))
-    assert dict(run_rows(disclosed))["Energy (IT / facility)"] == "20.000 / 22.000 mWh"
+    rows = dict(run_rows(disclosed))
+    assert rows["Energy (IT / facility)"] == "20.0 mWh / 22.0 mWh"
+    assert rows["Emissions"] == "660 µg CO2eq (priced)"  # never 0.000001 kgCO2eq
     assert (trial_label(0), trial_label(3), trial_label(None)) == ("#1", "#4", "#?")
 
 

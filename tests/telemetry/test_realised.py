@@ -14,6 +14,7 @@ import pytest
 from metatune import contracts as c
 from metatune import subjects
 from metatune.registry import default_registry
+from metatune.units import mass
 from metatune_telemetry.adapters.dashboard import job_timeline
 from metatune_telemetry.adapters.queries import priced_totals, site_facts, study_disclosure
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
@@ -181,7 +182,8 @@ async def test_observed_hours_reprice_job_hours_beside_the_forecast_price(db) ->
     assert f"{NOW + 2 * H:%Y-%m-%d %H:%M} fra1" in note and f"{NOW:%Y-%m-%d %H:%M}" not in note
     markdown = to_markdown(report)
     assert "realised intensity: 2 h; forecast intensity (not observed yet): 1 h" in markdown
-    assert f"{forecast_kg:.6f}" in markdown and f"{realised_kg:.6f}" in markdown
+    assert f"{mass(forecast_kg * 1000)} CO2eq" in markdown
+    assert f"{mass(realised_kg * 1000)} CO2eq" in markdown
     # the dashboard's job view: the disclosed figure and the forecast-priced one beside it
     timeline = await job_timeline(db, done.job_id, REGISTRY)
     assert timeline is not None

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from metatune import units
 from metatune.contracts import Hardware, RunCompleted, StudySpec, TaskType
 from metatune.display import beside_baseline, trial_outcome
 from metatune.models import hub_model_id
@@ -332,14 +333,23 @@ print(model.config.id2label[model(**inputs).logits.argmax(-1).item()])"""
 def _energy(run: RunCompleted, where: list[str]) -> str:
     a = run.accounting
     rows = [
-        ("energy", f"{_num(a.energy_wh)} Wh (IT energy above idle, {a.power_source or 'metered'})"),
-        ("emissions", f"{_num(a.emissions_g)} gCO2eq"),
+        (
+            "energy",
+            f"{units.energy(a.energy_wh)} (IT energy above idle, {a.power_source or 'metered'})",
+        ),
+        ("emissions", f"{units.mass(a.emissions_g)} CO2eq"),
         ("where", ", ".join(where)),
     ]
     if (used := hardware_used(run.hardware)) is not None:
         precision = run.hardware.precision if run.hardware else None
         rows.append(("hardware", used + (f", {precision}" if precision else "")))
-    rows.append(("training time", f"{_num(a.wall_seconds)} s, {_num(a.gpu_hours)} GPU-hours"))
+    device = run.hardware.device if run.hardware else None
+    rows.append(
+        (
+            "training time",
+            f"{_num(a.wall_seconds)} s, {units.compute_hours(a.gpu_hours, device)}",
+        )
+    )
     if a.tokens_seen:
         rows.append(("tokens", f"{a.tokens_seen:,} ({a.tokens_with_padding:,} with padding)"))
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)

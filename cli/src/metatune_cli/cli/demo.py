@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from ..settings import CliSettings
+from ..tables import WIDE_HELP
 from .connect import fail
 from .output import JSON_HELP, logs_to_stderr, print_json
 from .platform_cmds import _restart, _start_all
@@ -39,6 +40,7 @@ def demo(
         help="Folder of the demo datasets (the committed ones by default)",
     ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
     env: bool = typer.Option(
         False,
         "--env",
@@ -59,7 +61,7 @@ def demo(
         typer.echo(exports, nl=False)
         return
     from ..demo.stack import DemoAlreadyRunning
-    from ..demo.view import closing, closing_summary
+    from ..demo.view import closing_summary, print_closing
 
     console = Console(stderr=json_output)
     if not console.is_terminal:  # a log or a pipe: wide enough for the tables
@@ -78,7 +80,7 @@ def demo(
     if json_output:
         print_json(result)
         return
-    console.print(closing(result))
+    print_closing(console, result, wide)
     console.print(closing_summary(result), highlight=False)
     for row in result["studies"]:
         console.print(

@@ -11,10 +11,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from metatune.display import beside_baseline, trial_label
+from metatune.units import energy, mass
 
+from ..tables import WIDE_HELP, Column, render, short_id
 from .calls import client
 from .output import print_json
 
@@ -26,6 +27,7 @@ def results(
         ..., help="Study id, or a unique prefix of it (as `study list` shows)"
     ),
     raw: bool = typer.Option(False, "--json", help="Print JSON"),
+    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
 ) -> None:
     """STUDY's trials: configuration, metrics, energy (Wh), emissions as charged at the forecast
     intensity and realised (gCO2eq, observed hours re-priced)."""
@@ -34,56 +36,65 @@ def results(
     if raw:
         print_json(trials)
         return
-    print_results(trials)
+    print_results(trials, wide=wide)
 
 
-def print_results(trials: list[dict[str, Any]]) -> None:
+COLUMNS = (
+    Column("trial"),
+    Column("status"),
+    Column("rank", wide_only=True, justify="right"),
+    Column("alpha", wide_only=True, justify="right"),
+    Column("lr", wide_only=True, justify="right"),
+    Column("batch", wide_only=True, justify="right"),
+    Column("val loss", wide_only=True, justify="right"),
+    Column("accuracy"),
+    Column("energy", justify="right"),
+    Column("CO2eq as charged", wide_only=True, justify="right"),
+    Column("CO2eq realised", justify="right", compact_header="CO2eq"),
+    Column("hours observed", wide_only=True, justify="right"),
+    Column("job"),
+)
+
+
+def print_results(trials: list[dict[str, Any]], wide: bool = False) -> None:
     """The results table ``metatune results`` prints (each trial as its JSON)."""
-    table = Table(
-        "trial",
-        "job",
-        "status",
-        "rank",
-        "alpha",
-        "lr",
-        "batch",
-        "val loss",
-        "accuracy",
-        "energy Wh",
-        "gCO2eq forecast",
-        "gCO2eq realised",
-        "hours observed",
-    )
+    rows = []
     for t in trials:
         config, metrics = t["config"] or {}, t["metrics"] or {}
-        table.add_row(
-            *(
-                _cell(v)
-                for v in (
-                    trial_label(t["trial_index"]),
-                    t["job_id"],
-                    t["status"],
-                    config.get("rank"),
-                    config.get("alpha"),
-                    config.get("learning_rate"),
-                    config.get("batch_size"),
-                    metrics.get("val_loss"),
-                    beside_baseline(
-                        metrics.get("accuracy"), t["majority_baseline"], t["chance_baseline"]
-                    ),
-                    t["energy_wh"],
-                    t["emissions_g"],
-                    t["realised_emissions_g"],
-                    None
-                    if t["realised_hours"] is None
-                    else f"{t['realised_hours']}/{t['realised_hours'] + t['forecast_priced_hours']}",
-                )
-            )
+        rows.append(
+            [
+                trial_label(t["trial_index"]),
+                t["status"],
+                *(
+                    _cell(v)
+                    for v in (
+                        config.get("rank"),
+                        config.get("alpha"),
+                        config.get("learning_rate"),
+                        config.get("batch_size"),
+                        metrics.get("val_loss"),
+                    )
+                ),
+                beside_baseline(
+                    metrics.get("accuracy"), t["majority_baseline"], t["chance_baseline"]
+                ),
+                energy(t["energy_wh"]),
+                mass(t["emissions_g"]),
+                mass(t["realised_emissions_g"]),
+                "-"
+                if t["realised_hours"] is None
+                else f"{t['realised_hours']}/{t['realised_hours'] + t['forecast_priced_hours']}",
+                short_id(t["job_id"]),
+            ]
         )
-    console.print(table if trials else "no trials requested yet")
+    if not trials:
+        console.print("no trials requested yet")
+        return
+    render(console, COLUMNS, rows, wide=wide)
     if any(t["forecast_priced_hours"] for t in trials):
         console.print(
-            "hours not observed yet are priced at the forecast intensity in 'gCO2eq realised'",
+            "CO2eq realised: each hour the grid has observed at its observed intensity, the hours "
+            "not observed yet at the forecast intensity, as charged",
             highlight=False,
         )
 

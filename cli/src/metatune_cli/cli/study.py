@@ -7,11 +7,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from metatune.contracts import TrainingBudget
 from metatune.display import beside_baseline, prediction, trial_label
 
+from ..tables import WIDE_HELP, Column, render, short_id
 from .calls import client
 from .output import print_json
 
@@ -20,7 +20,31 @@ study_app = typer.Typer(
     help="Studies: what was submitted, profiled, requested, trained and stopped.",
     no_args_is_help=True,
 )
-SHORT_ID = 8  # the leading hex digits `study list` shows; any unique prefix selects a study
+
+
+LIST_COLUMNS = (
+    Column("name"),
+    Column("study"),
+    Column("tags", wide_only=True),
+    Column("submitted", wide_only=True),
+    Column("dataset", wide_only=True),
+    Column("model", wide_only=True),
+    Column("trials", justify="right"),
+    Column("done", justify="right"),
+    Column("failed", justify="right"),
+    Column("status"),
+)
+
+
+SHOW_COLUMNS = (
+    Column("trial"),
+    Column("status"),
+    Column("predicted"),
+    Column("result"),
+    Column("rank", wide_only=True, justify="right"),
+    Column("lr", wide_only=True, justify="right"),
+    Column("job"),
+)
 
 
 @study_app.command("list")
@@ -32,6 +56,7 @@ def list_studies(
         help="Only the studies filed under this tag (repeat: under every one)",
     ),
     raw: bool = typer.Option(False, "--json", help="Print JSON"),
+    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
 ) -> None:
     """Every study in the event log, oldest first."""
     wanted = set(tag or ())
@@ -40,33 +65,23 @@ def list_studies(
     if raw:
         print_json(studies)
         return
-    table = Table(
-        "name",
-        "tags",
-        "study",
-        "submitted",
-        "dataset",
-        "model",
-        "trials",
-        "done",
-        "failed",
-        "status",
-    )
-    for s in studies:
-        table.add_row(
+    rows = [
+        [
             s["name"] or "-",
+            short_id(s["study_id"]),
             ", ".join(s["tags"]) or "-",
-            s["study_id"][:SHORT_ID],
-            (s["submitted_at"] or "")[:16],
+            (s["submitted_at"] or "")[:16].replace("T", " "),
             s["dataset"] or "-",
             s["base_model"] or "-",
             f"{s['trials_requested']}/{s['trials_budget'] or '-'}",
             str(s["trials_completed"]),
             str(s["trials_failed"]),
             s["status"],
-        )
+        ]
+        for s in studies
+    ]
     if studies:
-        console.print(table)
+        render(console, LIST_COLUMNS, rows, wide=wide)
     elif wanted:
         console.print(f"no studies tagged {', '.join(sorted(wanted))} in the event log")
     else:
@@ -108,6 +123,7 @@ def show(
         ..., help="Study id, or a unique prefix of it (as `study list` shows)"
     ),
     raw: bool = typer.Option(False, "--json", help="Print JSON"),
+    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
 ) -> None:
     """One study: submission, profile, each trial with its prediction and outcome, and why it stopped."""
     with client() as metatune:
@@ -136,22 +152,22 @@ def show(
             f"on average, {details['rows_skipped']} rows skipped",
             highlight=False,
         )
-    table = Table("trial", "job", "rank", "lr", "predicted", "status", "result")
-    for t in details["trials"]:
-        config = t["config"] or {}
-        predicted = prediction(
-            t["predicted_metric"], t["predicted_metric_std"], t.get("predicted_metric_interval")
-        )
-        result = _result(t)
-        table.add_row(
+    rows = [
+        [
             trial_label(t["trial_index"]),
-            t["job_id"],
-            str(config.get("rank", "-")),
-            str(config.get("learning_rate", "-")),
-            predicted,
             t["status"],
-            result,
-        )
-    console.print(table)
+            prediction(
+                t["predicted_metric"],
+                t["predicted_metric_std"],
+                t.get("predicted_metric_interval"),
+            ),
+            _result(t),
+            str((t["config"] or {}).get("rank", "-")),
+            str((t["config"] or {}).get("learning_rate", "-")),
+            short_id(t["job_id"]),
+        ]
+        for t in details["trials"]
+    ]
+    render(console, SHOW_COLUMNS, rows, wide=wide)
     if details["stopped"]:
         console.print(f"stopped: {details['stopped']['reason']}", highlight=False)

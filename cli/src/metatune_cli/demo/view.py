@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from metatune.contracts import PredictionSource
 from metatune.display import EARLY_STOPPED, beside_baseline, prediction, trial_label
+from metatune.units import energy, mass
 
+from ..tables import Cell, Column, render
 from .observer import DemoState
 from .receiver import WebhookReceiver
+from .summary import GRID_SIZE
 
 
 class Demo(Protocol):
@@ -236,7 +239,7 @@ def training(demo: Demo) -> Group:
 
 
 def _g(value: float | None) -> str:
-    return "unpriced" if value is None else f"{value:.4f}"
+    return mass(value, "unpriced")
 
 
 def _observed(disclosed: dict[str, Any]) -> str:
@@ -245,25 +248,31 @@ def _observed(disclosed: dict[str, Any]) -> str:
 
 
 CLOSING_COLUMNS = (
-    "study",
-    "trials (early-stopped)",
-    "deadline",
-    "grid",
-    "best accuracy",
-    "predicted (80 %)",
-    "nearest KB best run",
-    "energy Wh",
-    "grid Wh",
-    "gCO2eq",
-    "run now at home g",
-    "greedy g",
-    "realised g (h observed)",
+    Column("study", no_wrap=True),
+    Column("trials (early-stopped)", justify="right", compact_header="trials", no_wrap=True),
+    Column("best accuracy", compact_header="best (majority)", no_wrap=True),
+    Column("predicted (80 %)", wide_only=True),
+    Column("nearest KB best run", wide_only=True),
+    Column("energy", wide_only=True, justify="right"),
+    Column("sweep energy", wide_only=True, justify="right"),
+    Column("CO2eq as charged", justify="right", compact_header="CO2eq", no_wrap=True),
+    Column("run now at home", justify="right", compact_header="run now", no_wrap=True),
+    Column("greedy", justify="right", no_wrap=True),
+    Column("realised (h observed)", wide_only=True, justify="right"),
+    Column("deadline"),
+)
+CLOSING_TITLE = (
+    "6. what MetaTune saved (from the database; CO2eq as charged, run now and greedy: each hour at "
+    "the forecast intensity, as the agents charged it; realised: the disclosure, each hour the "
+    f"grid has since observed at its observed intensity; sweep: the {GRID_SIZE} configurations "
+    "of the search space's grid)"
 )
 
 
 def closing_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """(columns, rows) of the closing table: what the demo prints and the README shows."""
-    return list(CLOSING_COLUMNS), closing_rows(result)
+    rows = [[c if isinstance(c, str) else c[1] for c in cells] for cells in closing_rows(result)]
+    return [c.header for c in CLOSING_COLUMNS], rows
 
 
 def nearest_measured(evidence: dict[str, Any]) -> str:
@@ -284,8 +293,16 @@ def predicted_cell(
     return shown + (f"; {inside}/{measured} inside" if measured and predicted is not None else "")
 
 
-def closing_rows(result: dict[str, Any]) -> list[list[str]]:
-    """The closing table's cells, one row per study, every column."""
+def _beside_majority(accuracy: float | None, majority: float | None) -> str:
+    """The compact layout's accuracy cell: ``0.983 (0.150)``, the majority baseline beside it."""
+    if accuracy is None:
+        return "-"
+    return f"{accuracy:.3f}" + ("" if majority is None else f" ({majority:.3f})")
+
+
+def closing_rows(result: dict[str, Any]) -> list[list[Cell]]:
+    """The closing table's cells, one row per study, every column (a pair: the compact layout's
+    cell and the wide one's)."""
     rows = []
     for row in result["studies"]:
         disclosed = result["disclosure"].get(row["study_id"], {})
@@ -297,22 +314,26 @@ def closing_rows(result: dict[str, Any]) -> list[list[str]]:
             [
                 row["name"],
                 f"{row['trials']} ({row['early_stopped']})",
-                row.get("deadline_cell", "-"),
-                str(row["grid"]),
-                beside_baseline(
-                    row["best_accuracy"], row.get("majority_baseline"), row.get("chance_baseline")
+                (
+                    _beside_majority(row["best_accuracy"], row.get("majority_baseline")),
+                    beside_baseline(
+                        row["best_accuracy"],
+                        row.get("majority_baseline"),
+                        row.get("chance_baseline"),
+                    ),
                 ),
                 predicted_cell(
                     predicted, std, band, row.get("inside_interval", 0), row.get("with_interval", 0)
                 ),
                 nearest_measured(evidence),
-                f"{row['energy_wh']:.2f}",
-                _fmt(row["grid_energy_wh"], "{:.0f}"),
+                energy(row["energy_wh"]),
+                energy(row["grid_energy_wh"]),
                 _g(row["emissions_g"]),
                 _g(row["run_now_g"]),
                 _g(row["greedy_g"]),
                 _g(None if disclosed.get("kgco2eq") is None else disclosed["kgco2eq"] * 1000)
                 + _observed(disclosed),
+                row.get("deadline_cell", "-"),
             ]
         )
     return rows
@@ -340,8 +361,8 @@ def closing_summary(result: dict[str, Any]) -> str:
     webhooks = result["webhooks"]
     return (
         f"All studies: {sum(r['trials'] for r in studies)} trials instead of "
-        f"{sum(r['grid'] for r in studies)}; {total['emissions_g']:.4f} gCO2eq against "
-        f"{total['run_now_g']:.4f} run now at home{saved} and {total['greedy_g']:.4f} placed "
+        f"{sum(r['grid'] for r in studies)}; {mass(total['emissions_g'])} CO2eq against "
+        f"{mass(total['run_now_g'])} run now at home{saved} and {mass(total['greedy_g'])} placed "
         f"greedily. {deadlines(studies)}{result['pauses']} pauses, {result['migrations']} migration(s) through a "
         f"checkpoint, {result['early_stops']} early stops ({result['curve_stops']} by the "
         f"learning-curve predictor); {webhooks['deliveries']} webhook deliveries, "
@@ -350,22 +371,21 @@ def closing_summary(result: dict[str, Any]) -> str:
     )
 
 
-def closing(result: dict[str, Any]) -> Table:
-    table = Table(
-        title="6. what MetaTune saved (from the database; gCO2eq, run now and greedy: each hour at "
-        "the forecast intensity, as the agents charged it; realised: the disclosure, each hour the "
-        "grid has since observed at its observed intensity)"
-    )
-    columns, rows = closing_table(result)
-    for col in columns:
-        table.add_column(col, justify="left" if col == "study" else "right")
-    for cells in rows:
-        table.add_row(*cells)
+def print_closing(console: Console, result: dict[str, Any], wide: bool = False) -> None:
+    """The closing table as the demo prints it: compact where it must fit (a pipe, a narrow
+    terminal; :mod:`metatune_cli.tables`), every column with ``wide``."""
     plan = result.get("plan")
-    table.caption = "\n".join(
+    caption = "\n".join(
         part for part in (evidence_caption(result), plan and plan_against_meter(plan)) if part
     )
-    return table
+    render(
+        console,
+        CLOSING_COLUMNS,
+        closing_rows(result),
+        wide=wide,
+        title=CLOSING_TITLE,
+        caption=caption,
+    )
 
 
 def evidence_caption(result: dict[str, Any]) -> str:

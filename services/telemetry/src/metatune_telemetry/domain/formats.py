@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+from metatune import units
 from metatune.display import beside_baseline, trial_label
 
 from .disclosure import RunDisclosure, StudyDisclosure
@@ -14,18 +15,23 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "unpriced" if value is None else f"{value:.{digits}f}"
 
 
+def _mass(kg: float | None) -> str:
+    return units.mass(None if kg is None else kg * 1000, "unpriced")
+
+
 def _pct(value: float | None, missing: str = "not measured") -> str:
     return missing if value is None else f"{100 * value:.0f} %"
 
 
 def energy(*kwh: float) -> str:
-    """Energies in the one unit (kWh, Wh or mWh) that shows the largest with digits before the
-    point: ``energy(0.00002, 0.00003)`` is ``"20.000 / 30.000 mWh"``."""
-    largest = max(kwh, default=0.0)
-    factor, unit = next(
-        ((f, u) for f, u in ((1.0, "kWh"), (1e3, "Wh")) if largest * f >= 1), (1e6, "mWh")
-    )
-    return " / ".join(f"{v * factor:.3f}" for v in kwh) + f" {unit}"
+    """Energies each in the unit that suits it (:func:`metatune.units.energy`):
+    ``energy(0.00002, 0.000022)`` is ``"20.0 mWh / 22.0 mWh"``."""
+    return " / ".join(units.energy(v * 1000) for v in kwh)
+
+
+def co2(kg: float | None, unknown: str = "unpriced") -> str:
+    """A mass of CO2eq given in kg, in the unit that suits it: ``57.3 mg CO2eq``."""
+    return unknown if kg is None else f"{units.mass(kg * 1000)} CO2eq"
 
 
 def hardware(run: RunDisclosure) -> str:
@@ -114,9 +120,9 @@ def run_rows(run: RunDisclosure) -> list[tuple[str, str]]:
             "-" if run.tokens_with_padding is None else f"{run.tokens_with_padding:,}",
         ),
         ("Energy (IT / facility)", energy(run.it_energy_kwh, run.facility_energy_kwh)),
-        ("Emissions", f"{_num(run.kgco2eq, 6)} kgCO2eq ({run.pricing})"),
+        ("Emissions", f"{co2(run.kgco2eq)} ({run.pricing})"),
         ("Priced at", priced_at(run.realised_hours, run.forecast_priced_hours)),
-        ("Emissions at the forecast intensity", f"{_num(run.forecast_kgco2eq, 6)} kgCO2eq"),
+        ("Emissions at the forecast intensity", co2(run.forecast_kgco2eq)),
     ] + (
         []
         if run.accuracy is None
@@ -138,11 +144,11 @@ def to_markdown(study: StudyDisclosure) -> str:
         f"# Emissions disclosure, study {study.study_id}",
         "",
         f"Total: {energy(study.it_energy_kwh, study.facility_energy_kwh)} (IT / facility), "
-        f"{_num(study.kgco2eq, 6)} kgCO2eq ({study.pricing}; priced part {study.priced_kgco2eq:.6f} kg, "
+        f"{co2(study.kgco2eq)} ({study.pricing}; priced part {co2(study.priced_kgco2eq)}, "
         f"unpriced energy {energy(study.unpriced_energy_kwh)})",
         "",
         f"Priced at the {priced_at(study.realised_hours, study.forecast_priced_hours)}; "
-        f"every hour at the forecast intensity: {_num(study.forecast_kgco2eq, 6)} kgCO2eq",
+        f"every hour at the forecast intensity: {co2(study.forecast_kgco2eq)}",
         "",
         *(
             [f"Deadline {study.deadline:%Y-%m-%d %H:%M} UTC: {study.deadline_outcome}", ""]
@@ -160,14 +166,14 @@ def to_markdown(study: StudyDisclosure) -> str:
         lines += [f"| {k} | {v} |" for k, v in run_rows(run)]
         lines += [
             "",
-            "| Hour (UTC) | Datacenter | Region | IT Wh | PUE | gCO2eq/kWh | kgCO2eq | Priced by "
-            "| Forecast gCO2eq/kWh | Forecast kgCO2eq |",
+            "| Hour (UTC) | Datacenter | Region | IT energy | PUE | gCO2eq/kWh | CO2eq | Priced by "
+            "| Forecast gCO2eq/kWh | Forecast CO2eq |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {h.hour:%Y-%m-%d %H:%M} | {h.datacenter} | {h.grid_region} | {h.it_energy_kwh * 1000:.4f} | {h.pue:.2f} | "
-            f"{_num(h.g_per_kwh, 1)} | {_num(h.kgco2eq, 6)} | {h.priced_by} | "
-            f"{_num(h.forecast_g_per_kwh, 1)} | {_num(h.forecast_kgco2eq, 6)} |"
+            f"| {h.hour:%Y-%m-%d %H:%M} | {h.datacenter} | {h.grid_region} | {units.energy(h.it_energy_kwh * 1000)} | {h.pue:.2f} | "
+            f"{_num(h.g_per_kwh, 1)} | {_mass(h.kgco2eq)} | {h.priced_by} | "
+            f"{_num(h.forecast_g_per_kwh, 1)} | {_mass(h.forecast_kgco2eq)} |"
             for h in run.hours
         ]
         lines += ["", "Normalisation applied:", *[f"- {n}" for n in run.normalisations], ""]

@@ -11,6 +11,7 @@ import html
 from collections.abc import Sequence
 from urllib.parse import quote
 
+from metatune import units
 from metatune.display import beside_baseline, trial_label
 
 from .charts import (
@@ -56,7 +57,8 @@ def _page(title: str, body: str) -> str:
 
 
 def _kg(value: float | None, unknown: str = "unpriced") -> str:
-    return unknown if value is None else f"{value:.6f}"
+    """A mass of CO2eq given in kg, in the unit that suits it (``57.3 mg``)."""
+    return units.mass(None if value is None else value * 1000, unknown)
 
 
 def _num(value: float | None) -> str:
@@ -106,9 +108,9 @@ def study_page(
     title = f"{name} ({d.study_id})" if name else str(d.study_id)
     study = name or str(d.study_id)
     parts = [
-        f"<h1>Study {html.escape(title)}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} kgCO2eq ({d.pricing}; "
+        f"<h1>Study {html.escape(title)}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} CO2eq ({d.pricing}; "
         f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
-        f"forecast intensity: {_kg(d.forecast_kgco2eq)} kgCO2eq)</p>",
+        f"forecast intensity: {_kg(d.forecast_kgco2eq)} CO2eq)</p>",
         *(
             [f"<p>Deadline {d.deadline:%Y-%m-%d %H:%M} UTC: {html.escape(d.deadline_outcome)}</p>"]
             if d.deadline is not None and d.deadline_outcome
@@ -223,10 +225,10 @@ def _bar(stretch: Stretch, kind: str) -> GanttBar:
     label = f"{kind} at {stretch.datacenter}, {stretch.start:%m-%d %H:%M} + {stretch.hours} h"
     if stretch.facility_energy_kwh is not None:
         data["kwh"] = f"{stretch.facility_energy_kwh:.6g}"
-        label += f", {stretch.facility_energy_kwh:.4g} kWh"
+        label += f", {units.energy(stretch.facility_energy_kwh * 1000)}"
     if kind == "ran":
-        data["kgco2eq"] = _kg(stretch.kgco2eq)
-        label += f", {_kg(stretch.kgco2eq)} kgCO2eq"
+        data["kgco2eq"] = "unpriced" if stretch.kgco2eq is None else f"{stretch.kgco2eq:.6g}"
+        label += f", {_kg(stretch.kgco2eq)} CO2eq"
     return GanttBar(stretch.datacenter, stretch.start, stretch.end, kind, label, data)
 
 
@@ -277,19 +279,19 @@ def job_page(t: JobTimeline, study_name: str | None = None) -> str:
             or "not yet",
         ),
         ("Facility energy", f"{t.facility_energy_kwh:.4f} kWh"),
-        ("Emissions", f"{_kg(t.kgco2eq, 'unpriced' if t.ran else 'none yet')} kgCO2eq"),
+        ("Emissions", f"{_kg(t.kgco2eq, 'unpriced' if t.ran else 'none yet')} CO2eq"),
         ("Priced at", _priced_at(t.realised_hours, t.forecast_priced_hours)),
         (
             "Emissions at the forecast intensity",
-            f"{_kg(t.forecast_kgco2eq, 'unpriced' if t.ran else 'none yet')} kgCO2eq",
+            f"{_kg(t.forecast_kgco2eq, 'unpriced' if t.ran else 'none yet')} CO2eq",
         ),
         (
             f"Planned (plan v{t.plan_version})" if t.plan_version is not None else "Planned",
-            f"{_kg(t.planned_kgco2eq, 'no plan')} kgCO2eq",
+            f"{_kg(t.planned_kgco2eq, 'no plan')} CO2eq",
         ),
         (
             "Run-now baseline",
-            f"{_kg(b.kgco2eq, 'unknown')} kgCO2eq"
+            f"{_kg(b.kgco2eq, 'unknown')} CO2eq"
             + (f" ({html.escape(b.missing)})" if b.missing else f", {len(b.hours)} h at home"),
         ),
     ]

@@ -1,0 +1,68 @@
+"""`study list` and `results` as a pipe or a file gets them: the compact layout, every line within
+80 columns and no cell cut to '…', names before ids, numbers with their units (mg, Wh, never
+0.000000); `--wide` gives every column. Real NATS, the real CLI process, stdout a pipe."""
+
+from __future__ import annotations
+
+import pytest
+
+from metatune.units import compute_hours, energy, mass, significant
+from metatune_cli.asyncapi.examples import ACCOUNTING
+from tests.support.cli import run
+
+from .test_cli_study import STUDY, TRAINED, profiled, publish, study_events
+
+
+@pytest.fixture
+def narrow(module_nats: str, env_for) -> dict[str, str]:
+    env = env_for(METATUNE_NATS_URL=module_nats)
+    env.pop("COLUMNS", None)  # as a pipe without a terminal gets it: Rich's 80 columns
+    return env
+
+
+def fits(text: str) -> None:
+    lines = text.splitlines()
+    assert lines and all(len(line) <= 80 for line in lines), "\n".join(lines)
+    assert "…" not in text and "0.000000" not in text, text
+
+
+async def test_compact_by_default_wide_on_request(module_nats: str, narrow) -> None:
+    await publish(module_nats, [*study_events(), profiled()])
+    listed = run(["study", "list"], narrow)
+    assert listed.returncode == 0, listed.stderr
+    fits(listed.stdout)
+    [row] = [line for line in listed.stdout.splitlines() if str(STUDY)[:8] in line]
+    assert row.index("-") < row.index(str(STUDY)[:8])  # the name (none here: '-') first
+    assert "finished (budget)" in listed.stdout and str(STUDY) not in listed.stdout
+    wide = run(["study", "list", "--wide"], narrow)
+    assert wide.returncode == 0 and "all-MiniLM-L6-v2" in wide.stdout  # the model column
+
+    results = run(["results", str(STUDY)], narrow)
+    assert results.returncode == 0, results.stderr
+    fits(results.stdout)
+    # 38.5 Wh; realised: the observed hour at 20 g/kWh, the other at the forecast's
+    assert "38.5 Wh" in results.stdout and " mg" in results.stdout
+    assert str(TRAINED) not in results.stdout  # the job id is a wide column
+    every = run(["results", str(STUDY), "--wide"], narrow)
+    assert every.returncode == 0, every.stderr
+    assert str(TRAINED) in every.stdout and "hours observed" in every.stdout
+    assert mass(ACCOUNTING.emissions_g) in every.stdout  # as charged: 310 mg
+
+
+def test_units_per_magnitude() -> None:
+    assert [mass(g) for g in (0.0573, 12.07, 1500.0, 4e-7, 0.0)] == [
+        "57.3 mg",
+        "12.1 g",
+        "1.50 kg",
+        "400 ng",
+        "0 g",
+    ]
+    assert mass(None) == "-" and mass(0.000012) == "12.0 µg"
+    assert [energy(wh) for wh in (0.22, 38.5, 3200.0, 0.0)] == [
+        "220 mWh",
+        "38.5 Wh",
+        "3.20 kWh",
+        "0 Wh",
+    ]
+    assert compute_hours(0.05339, "cpu") == "0.0534 CPU-hours"
+    assert compute_hours(1.2, "cuda") == "1.20 GPU-hours" and significant(0.012345) == "0.0123"
