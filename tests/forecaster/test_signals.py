@@ -140,3 +140,28 @@ async def test_every_forecast_records_the_deployments_factors(
         outcome = await forecaster.forecast(sites[0], ISSUE, ISSUE + timedelta(minutes=1))
         assert outcome.forecast is not None
         assert outcome.forecast.emission_factors == factors.value
+
+
+def test_each_source_declares_its_factors(tmp_path: Path) -> None:
+    """Fixed by the provider (GB API, WattTime: direct), asked for (Electricity Maps: the
+    deployment's), or said by the operator (the Carbon Aware SDK's data source)."""
+    from metatune_forecaster.adapters.intensity_sources import intensity_source
+
+    token = tmp_path / "key"
+    token.write_text("k")
+    base = {"electricitymaps_token_file": token, "watttime_username": "u"}
+    base |= {"watttime_password_file": token, "eia_api_key_file": token}
+    direct = ForecasterSettings(**base)
+    lifecycle = ForecasterSettings(
+        **base, emission_factors="lifecycle", carbon_aware_sdk_factors="lifecycle"
+    )
+    expected = {
+        "electricity-maps": (DIRECT, LIFECYCLE),
+        "watttime": (DIRECT, DIRECT),
+        "uk-carbon-intensity": (DIRECT, DIRECT),
+        "carbon-aware-sdk": (DIRECT, LIFECYCLE),
+        "eia-930": (LIFECYCLE, LIFECYCLE),
+    }
+    for name, factors in expected.items():
+        got = (intensity_source(name, direct).factors, intensity_source(name, lifecycle).factors)
+        assert got == factors, name
