@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from metatune_scheduler.domain import Aggregation, HighsModelSolver, Periods
 from metatune_scheduler.domain.bounds import lagrangian_bound
 from metatune_scheduler.domain.columns import generate_columns, price_and_branch
-from metatune_scheduler.domain.decomposition import fits, total_cost
+from metatune_scheduler.domain.decomposition import fits
 from metatune_scheduler.domain.highs_builder import solve_relaxation
 from metatune_scheduler.domain.instance import Instance
+from metatune_scheduler.domain.model import total_cost
 from metatune_scheduler.domain.planner import fill_greedily
 
 from .test_model import EXACT, instances

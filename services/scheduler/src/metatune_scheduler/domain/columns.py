@@ -48,8 +48,9 @@ import highspy
 import numpy as np
 
 from .bounds import CheapestSchedules, cheapest_schedules
-from .decomposition import total_cost
+from .highs_builder import run_for
 from .instance import Instance
+from .model import total_cost
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ class RestrictedMaster:
         return np.arange(self.count - k, self.count)
 
     def solve(self) -> MasterSolution:
-        self._highs.run()
+        run_for(self._highs, None)
         solution = self._highs.getSolution()
         jobs, dcs, periods = self.instance.shape
         duals = np.asarray(solution.row_dual, dtype=float)
@@ -270,7 +271,6 @@ class RestrictedMaster:
         Presolve stays off: with it, HiGHS 1.16 once reported the start "optimal" at an objective
         below the LP bound (447.6 vs 465.0 kg at 200×8) and returned it unimproved."""
         highs, every = self._highs, np.arange(self.count, dtype=np.int32)
-        highs.setOptionValue("time_limit", float(time_limit_s))
         highs.setOptionValue("mip_rel_gap", 1e-4)
         highs.setOptionValue("mip_heuristic_effort", float(heuristic_effort))
         highs.changeColsIntegrality(
@@ -290,7 +290,7 @@ class RestrictedMaster:
         warm.col_value = values.tolist()
         warm.value_valid = True
         highs.setSolution(warm)
-        highs.run()
+        run_for(highs, time_limit_s)
         values = np.asarray(highs.getSolution().col_value, dtype=float)
         chosen = np.full(self.instance.shape[0], -1)
         if values.size == self.count:

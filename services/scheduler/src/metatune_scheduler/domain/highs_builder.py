@@ -30,6 +30,17 @@ class SolveLimits:
     presolve: bool = False
 
 
+def run_for(highs: highspy.Highs, seconds: float | None) -> None:
+    """``highs.run()`` stopped after ``seconds`` of this run (None: no limit). HiGHS's
+    ``time_limit`` counts the object's whole run time (``getRunTime``: from its creation, idle
+    time included), not this run's, so a long-lived solver given a fixed limit stops every run
+    after the first few seconds of its life at once (measured: the service's timing LP answered
+    "time limit" after 0 iterations from its second re-plan on)."""
+    limit = np.inf if seconds is None else highs.getRunTime() + float(seconds)
+    highs.setOptionValue("time_limit", float(limit))
+    highs.run()
+
+
 class HighsModelSolver:
     """Owns one ``highspy.Highs``; not thread-safe: one solve at a time."""
 
@@ -58,7 +69,6 @@ class HighsModelSolver:
         highs = self._highs
         highs.clearModel()
         highs.clearSolver()
-        highs.setOptionValue("time_limit", float(time_limit_s or self.limits.time_limit_s))
         highs.setOptionValue("mip_rel_gap", float(self.limits.mip_rel_gap))
         highs.passModel(_to_lp(instance, layout))
         if start is not None:
@@ -66,7 +76,7 @@ class HighsModelSolver:
             warm.col_value = _start_vector(instance, layout, start).tolist()
             warm.value_valid = True
             highs.setSolution(warm)
-        highs.run()
+        run_for(highs, time_limit_s or self.limits.time_limit_s)
         values = np.asarray(highs.getSolution().col_value, dtype=float)
         if values.size != layout.n_cols:  # no feasible point found within the time limit
             values = np.concatenate(
@@ -99,15 +109,18 @@ class Relaxation:
     optimal: bool = True  # False: stopped at a time limit, the values mean nothing
 
 
-def solve_relaxation(highs: highspy.Highs, instance: Instance) -> Relaxation:
-    """Solve the LP relaxation (dual simplex) of ``instance`` on ``highs``."""
+def solve_relaxation(
+    highs: highspy.Highs, instance: Instance, time_limit_s: float | None = None
+) -> Relaxation:
+    """Solve the LP relaxation (dual simplex) of ``instance`` on ``highs``, within
+    ``time_limit_s`` (None: no limit)."""
     layout = Layout.of(instance)
     lp = _to_lp(instance, layout)
     lp.integrality_ = []
     highs.clearModel()
     highs.clearSolver()
     highs.passModel(lp)
-    highs.run()
+    run_for(highs, time_limit_s)
     solution = highs.getSolution()
     values = np.asarray(solution.col_value, dtype=float)
     jobs, dcs, periods = instance.shape

@@ -7,6 +7,7 @@ gCO2eq/kWh, gCO2eq.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,7 +86,12 @@ class Instance:
         """(J, D, T) gCO2eq of one hour of job j at d in period t: R_j * PUE_d * C_{d,t}, plus the
         job's carbon-preference price of time, R_j * PUE_d * (delay_price_j * m_t + finish_price_j *
         max(0, m_t - finish_from_j)) with m_t the period's middle offset, less the hysteresis
-        credit of the hours the previous plan gave it (:mod:`.preferences`)."""
+        credit of the hours the previous plan gave it (:mod:`.preferences`). Computed once per
+        instance (a re-plan reads it about ten times: 0.05 s each at 1000 x 12) and read-only."""
+        return self._hour_cost
+
+    @functools.cached_property
+    def _hour_cost(self) -> np.ndarray:
         cost = self.power_kw[:, None, None] * (self.pue[:, None] * self.intensity)[None, :, :]
         if self.delay_price is not None or self.finish_price is not None:
             middle = self.periods.middle()[None, :]
@@ -100,7 +106,17 @@ class Instance:
         if self.keep is not None and len(self.keep.job):
             cost = np.array(cost, copy=True)
             cost[self.keep.job, self.keep.dc, self.keep.period] -= self.keep.grams
-        return np.asarray(cost)
+        cost = np.asarray(cost)
+        cost.flags.writeable = False
+        return cost
+
+    def with_usable(self, usable: np.ndarray) -> Instance:
+        """The same problem with other usable hours (sites fixed, a restriction): the hour costs
+        do not depend on them, so the copy shares them rather than computing them again."""
+        copy = dataclasses.replace(self, usable=usable)
+        if "_hour_cost" in self.__dict__:
+            copy.__dict__["_hour_cost"] = self._hour_cost
+        return copy
 
     def carbon_blind(self) -> Instance:
         """The same rows with every cost 0 but the unmet hours': a pure feasibility model."""
@@ -125,7 +141,12 @@ class Instance:
         hours instead (1.0: the dearest): the plan keeps room for it where that pays, and drops it
         before any requested job's hour. Below the dearest, because an expected job that finds the
         clean room taken goes to its next-best hour, not its worst (measured on a tight week: S*
-        0.242 t at 1.0, 0.217 t at 0.5, 0.186 t without anticipation)."""
+        0.242 t at 1.0, 0.217 t at 0.5, 0.186 t without anticipation). Computed once per
+        instance, read-only."""
+        return self._unmet_penalty
+
+    @functools.cached_property
+    def _unmet_penalty(self) -> np.ndarray:
         cost = self.hour_cost()
         top = float(cost.max()) if cost.size else 1.0
         penalty = np.full(
@@ -134,4 +155,5 @@ class Instance:
         for j in np.nonzero(self.optional)[0] if self.optional is not None else ():
             usable = cost[j][self.usable[j] > 0]
             penalty[j] = float(np.quantile(usable, self.optional_quantile)) if usable.size else 0.0
+        penalty.flags.writeable = False
         return penalty
