@@ -182,7 +182,7 @@ def test_up_status_submit_down_starts_embedded_servers_and_leaves_nothing(
             (e["subject"], e.get("study_id"), e["event_id"])
             for e in map(json.loads, events.stdout.splitlines())
         ]
-        assert ("metatune.datasets.submitted", study_id, receipt["event_id"]) in subjects
+        assert ("metatune.datasets.submitted.default", study_id, receipt["event_id"]) in subjects
     finally:
         state = data_dir / "run" / "state.json"
         processes = json.loads(state.read_text())["processes"] if state.exists() else []

@@ -333,7 +333,9 @@ def test_every_subject_the_scheduler_consumes_from_the_event_log_is_replayed() -
     consumed = {s.subject.template for s in service.broker.subscribers}
     examples = {subject.replace("*", "x1").replace(">", "x1") for subject in consumed}
     status_stream = {subjects.AGENTS_STATUS_ALL.replace("*", "x1"), subjects.CLOCK_TICK}
-    requests = {subjects.JOBS_LOOKUP}  # request-reply: answered from state, never stored
+    requests = {
+        subjects.JOBS_LOOKUP_ALL.replace("*", "x1")
+    }  # request-reply: answered from state, never stored
     missing = sorted(
         subject for subject in examples - status_stream - requests if contract_for(subject) is None
     )

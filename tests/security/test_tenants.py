@@ -74,7 +74,7 @@ async def test_the_client_submits_into_its_tenant_s_bucket_once_per_key(
     assert await stored.exists(datasets_bucket(A), receipt.dataset.ref)
     assert not await stored.exists(datasets_bucket(), receipt.dataset.ref)
     sub = await admin.jetstream().subscribe(
-        subjects.DATASETS_SUBMITTED, stream="METATUNE", ordered_consumer=True
+        subjects.datasets_submitted(A), stream="METATUNE", ordered_consumer=True
     )
     submitted = DatasetSubmitted.model_validate_json((await sub.next_msg(timeout=5)).data)
     assert submitted.spec.tenant == A and submitted.study_id == receipt.study_id
@@ -100,14 +100,16 @@ async def test_a_study_claiming_another_tenant_finds_no_dataset_of_its_own(
             await client.submit(object_key=receipt.dataset.ref, deadline="2d")
         async with secured.client(submitter_user(B)) as nc:
             reply = await nc.request(
-                subjects.DATASETS_VALIDATE, claimed.model_dump_json().encode(), timeout=30
+                subjects.datasets_validate(B), claimed.model_dump_json().encode(), timeout=30
             )
             problems = DatasetValidationReply.model_validate_json(reply.data).problems
             assert problems and "not in the object store" in " ".join(problems)
-            asked_as_a = claimed.model_copy(
+            # asking about a study of A's, on B's own subject: refused before any bucket is read
+            as_a = claimed.model_copy(
                 update={"spec": claimed.spec.model_copy(update={"tenant": A})}
             )
             reply = await nc.request(
-                subjects.DATASETS_VALIDATE, asked_as_a.model_dump_json().encode(), timeout=30
+                subjects.datasets_validate(B), as_a.model_dump_json().encode(), timeout=30
             )
-            assert DatasetValidationReply.model_validate_json(reply.data).problems == []
+            (refusal,) = DatasetValidationReply.model_validate_json(reply.data).problems
+            assert "published by tenant 'team-b' for tenant 'team-a'" in refusal

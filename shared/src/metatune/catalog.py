@@ -74,7 +74,7 @@ STATUS_LOG = _r("telemetry", "telemetry-status")
 
 CATALOG = [
     Channel(
-        subjects.DATASETS_SUBMITTED,
+        "metatune.datasets.submitted.{tenant}",
         c.DatasetSubmitted,
         "A user asks for a study: dataset location, task, base model, deadline, trial budget, residency.",
         (SUBMITTER,),
@@ -110,7 +110,7 @@ CATALOG = [
         event_id("uuid5 of the job and its deadline"),
     ),
     Channel(
-        subjects.JOBS_CANCELLED,
+        "metatune.jobs.cancelled.{tenant}",
         c.JobCancelled,
         "A job withdrawn: the scheduler stops it where it runs and never starts it again.",
         (SUBMITTER,),
@@ -118,7 +118,7 @@ CATALOG = [
         event_id(),
     ),
     Channel(
-        subjects.STUDIES_CANCELLED,
+        "metatune.studies.cancelled.{tenant}",
         c.StudyCancelled,
         "A whole study withdrawn: the recommender requests no more of its trials.",
         (SUBMITTER,),

@@ -10,23 +10,28 @@ import re
 from uuid import UUID
 
 from .errors import MetaTuneError
+from .tenancy import DEFAULT_TENANT
 
 PREFIX = "metatune"
 
-DATASETS_SUBMITTED = "metatune.datasets.submitted"
+# What a tenant publishes carries the tenant's name as its last token, so the server's per-user
+# permissions keep one tenant from speaking for another (metatune.tenancy); each service follows
+# the whole family (the *_ALL filters) and checks the payload's tenant against the subject's.
+DATASETS_SUBMITTED_ALL = "metatune.datasets.submitted.*"
+JOBS_CANCELLED_ALL = "metatune.jobs.cancelled.*"
+STUDIES_CANCELLED_ALL = "metatune.studies.cancelled.*"
+
 DATASETS_PROFILED = "metatune.datasets.profiled"
 JOBS_REQUESTED = "metatune.jobs.requested"
 JOBS_INFEASIBLE = "metatune.jobs.infeasible"
-JOBS_CANCELLED = "metatune.jobs.cancelled"
 STUDIES_STOPPED = "metatune.studies.stopped"
-STUDIES_CANCELLED = "metatune.studies.cancelled"
 PLANS = "metatune.plans"
 CLOCK_TICK = "metatune.clock.tick"
 
 # Request/reply (core NATS, answered on the requester's inbox). Kept outside the event stream's
 # subjects: JetStream would store a request on ``metatune.jobs.>`` and answer it with its ack.
-JOBS_LOOKUP = "metatune.requests.jobs.lookup"
-DATASETS_VALIDATE = "metatune.requests.datasets.validate"
+JOBS_LOOKUP_ALL = "metatune.requests.jobs.lookup.*"
+DATASETS_VALIDATE_ALL = "metatune.requests.datasets.validate.*"
 KNOWLEDGE_RUNS = "metatune.requests.knowledge.runs"
 
 # Wildcards for consumers that follow a whole family.
@@ -70,6 +75,53 @@ def token(value: str) -> str:
             f"{value!r} is not a valid subject token (letters, digits, '-', '_')"
         )
     return value
+
+
+def _tenant(family: str, tenant: str) -> str:
+    return f"{family.removesuffix('.*')}.{token(tenant)}"
+
+
+def datasets_submitted(tenant: str = DEFAULT_TENANT) -> str:
+    return _tenant(DATASETS_SUBMITTED_ALL, tenant)
+
+
+def jobs_cancelled(tenant: str = DEFAULT_TENANT) -> str:
+    return _tenant(JOBS_CANCELLED_ALL, tenant)
+
+
+def studies_cancelled(tenant: str = DEFAULT_TENANT) -> str:
+    return _tenant(STUDIES_CANCELLED_ALL, tenant)
+
+
+def jobs_lookup(tenant: str = DEFAULT_TENANT) -> str:
+    return _tenant(JOBS_LOOKUP_ALL, tenant)
+
+
+def datasets_validate(tenant: str = DEFAULT_TENANT) -> str:
+    return _tenant(DATASETS_VALIDATE_ALL, tenant)
+
+
+TENANT_FAMILIES = (DATASETS_SUBMITTED_ALL, JOBS_CANCELLED_ALL, STUDIES_CANCELLED_ALL)
+
+
+def every_tenant(subject_filter: str) -> str:
+    """A filter naming a tenant family without its tenant (``metatune.datasets.submitted``, as
+    subjects read before tenants) widened to every tenant's; any other filter as it is."""
+    widened = f"{subject_filter}.*"
+    return widened if widened in TENANT_FAMILIES else subject_filter
+
+
+def tenant_of(subject: str) -> str:
+    """The tenant a tenant's subject (``metatune.datasets.submitted.<tenant>``...) names."""
+    return subject.rsplit(".", 1)[-1]
+
+
+# the default tenant's (external systems and tools that predate tenants publish these)
+DATASETS_SUBMITTED = datasets_submitted()
+JOBS_CANCELLED = jobs_cancelled()
+STUDIES_CANCELLED = studies_cancelled()
+JOBS_LOOKUP = jobs_lookup()
+DATASETS_VALIDATE = datasets_validate()
 
 
 def forecasts(region: str) -> str:

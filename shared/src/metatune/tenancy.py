@@ -11,6 +11,11 @@ that credential and that token, never from what a message says:
 * **A study belongs to the tenant its spec names** (``StudySpec.tenant``), and the dataset is read
   from that tenant's bucket only: a study claiming another tenant finds no dataset of its own
   there (it cannot write one) and fails its digest check.
+* **What a tenant publishes** (submissions, cancellations, its requests) goes out under subjects
+  that end in its name (:mod:`metatune.subjects`), the only ones its credential may publish; each
+  service refuses a message whose payload names another tenant than its subject
+  (:func:`mislabelled`, error code ``foreign_tenant``), and a cancellation of another tenant's
+  job or study changes nothing.
 * **Reads** go through telemetry's read API and dashboard: a tenant's token sees its own studies,
   their jobs and deliveries; the admin's token sees all. No tenant credential reads the event log.
 
@@ -40,6 +45,17 @@ def check_tenant(name: str) -> str:
     return name
 
 
+FOREIGN_TENANT = "foreign_tenant"  # the error code of a message that speaks for another tenant
+
+
+def mislabelled(subject_tenant: str, claimed: str) -> str | None:
+    """Why a message published under ``subject_tenant``'s subject (which the server vouches for)
+    but naming ``claimed`` is refused; None when they agree."""
+    if subject_tenant == claimed:
+        return None
+    return f"published by tenant {subject_tenant!r} for tenant {claimed!r}: refused"
+
+
 def datasets_bucket(tenant: str = DEFAULT_TENANT) -> str:
     """The object bucket holding ``tenant``'s datasets (written by its credential alone)."""
     return DATASETS_BUCKET if tenant == DEFAULT_TENANT else f"{DATASETS_BUCKET}-{tenant}"
@@ -63,10 +79,12 @@ def tenant_of_user(user: str) -> str | None:
 __all__ = [
     "DATASETS_BUCKET",
     "DEFAULT_TENANT",
+    "FOREIGN_TENANT",
     "SUBMITTER",
     "TENANT_PATTERN",
     "check_tenant",
     "datasets_bucket",
+    "mislabelled",
     "submitter_user",
     "tenant_of_user",
 ]

@@ -16,6 +16,7 @@ from metatune.bus.streams import stream_configs, stream_for
 from metatune.catalog import CATALOG, SERVICES, Channel
 from metatune.registry import Registry
 from metatune.settings import Settings
+from metatune.tenancy import DEFAULT_TENANT
 
 from . import requests
 from .examples import JOB, Example, examples
@@ -38,6 +39,8 @@ PARAMETERS = {
     "datacenter": "datacenter name from the registry (shared/src/metatune/data/datacenters.toml)",
     "job_id": "the job (trial) UUID",
     "service": "the service that reports the error",
+    "tenant": "the team publishing (its credential may publish only under its own name; "
+    "`default` is the submitter that predates tenants)",
 }
 
 
@@ -71,6 +74,7 @@ def build(settings: Settings, registry: Registry) -> Doc:
         "datacenter": registry.names(),
         "job_id": [str(JOB)],
         "service": list(SERVICES),
+        "tenant": [DEFAULT_TENANT, "team-a"],
     }
     return {
         "asyncapi": "3.0.0",
@@ -120,7 +124,8 @@ def build(settings: Settings, registry: Registry) -> Doc:
                 name: {
                     "description": text,
                     "examples": values[name],
-                    "location": f"$message.payload#/{name}",
+                    # a tenant is named by a cancellation's payload, a submission's spec
+                    **({} if name == "tenant" else {"location": f"$message.payload#/{name}"}),
                 }
                 for name, text in PARAMETERS.items()
             },

@@ -37,7 +37,7 @@ class RequestChannel:
 REQUESTS = [
     RequestChannel(
         "jobs-lookup",
-        subjects.JOBS_LOOKUP,
+        "metatune.requests.jobs.lookup.{tenant}",
         c.JobLookup(job_id=JOB),
         c.JobLookupReply(job_id=JOB, known=True, study_id=STUDY, state="running"),
         "Where a job stands: `metatune cancel` asks before it publishes a cancellation.",
@@ -47,7 +47,7 @@ REQUESTS = [
     ),
     RequestChannel(
         "datasets-validate",
-        subjects.DATASETS_VALIDATE,
+        "metatune.requests.datasets.validate.{tenant}",
         c.DatasetValidation(spec=SPEC.model_copy(update={"label_column": "nope"})),
         c.DatasetValidationReply(
             problems=[
@@ -91,6 +91,8 @@ def channels() -> Doc:
             f"Answered by: {rc.responder}.",
             "messages": {_name(rc.request): _ref(rc.request)},
         }
+        if "{tenant}" in rc.subject:  # a tenant asks on its own subject (metatune.tenancy)
+            doc[rc.id]["parameters"] = {"tenant": {"$ref": "#/components/parameters/tenant"}}
         doc[rc.reply_id] = {
             "address": None,  # the requester's inbox, chosen per request
             "title": f"reply to {rc.subject}",

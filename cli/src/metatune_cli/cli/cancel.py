@@ -29,9 +29,9 @@ def cancel(
     ),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id (nothing is published
+    """Cancel JOB_ID: publish metatune.jobs.cancelled.<tenant>; prints the event id (nothing is published
     for a job that has already ended; one the scheduler does not know is an error, exit 1). With
-    --study: publish metatune.studies.cancelled, then cancel each trial not ended."""
+    --study: publish metatune.studies.cancelled.<tenant>, then cancel each trial not ended."""
     if (job is None) == (study is None):
         raise fail("give either JOB_ID or --study STUDY_ID, not both and not neither")
     with client() as metatune:

@@ -136,7 +136,7 @@ def events(
             info = await js.stream_info(stream)
             history: deque[tuple[str, dict]] = deque(maxlen=max(last, 0) or None)
             sub = await js.subscribe(
-                subject,
+                subjects.every_tenant(subject),  # metatune.datasets.submitted: every tenant's
                 stream=stream,
                 ordered_consumer=True,
                 config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),

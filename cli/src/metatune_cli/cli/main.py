@@ -228,9 +228,9 @@ CORE = {
     ),
     "cancel": Core(
         "cancel:cancel",
-        "Cancel JOB_ID: publish metatune.jobs.cancelled; prints the event id (nothing is published"
+        "Cancel JOB_ID: publish metatune.jobs.cancelled.<tenant>; prints the event id (nothing is published"
         " for a job that has already ended; one the scheduler does not know is an error, exit 1)."
-        " With --study: publish metatune.studies.cancelled, then cancel each trial not ended.",
+        " With --study: publish metatune.studies.cancelled.<tenant>, then cancel each trial not ended.",
     ),
     "events": Core(
         "events:events",

@@ -164,7 +164,7 @@ class AsyncClient:
             if checked.dataset is not None:  # refused: what this call uploaded does not stay
                 await _discard(objects, bucket, key)
             raise
-        await self._publish(js, subjects.DATASETS_SUBMITTED, event)
+        await self._publish(js, subjects.datasets_submitted(self.settings.tenant), event)
         return Receipt(
             study_id=checked.study_id,
             dataset=event.spec.dataset,
@@ -180,7 +180,7 @@ class AsyncClient:
         check is skipped, and this says so in one line: the profiler checks the dataset when it
         takes the submission and reports on ``metatune.errors.profiler``."""
         checked = await self._ask(
-            subjects.DATASETS_VALIDATE,
+            subjects.datasets_validate(self.settings.tenant),
             DatasetValidation(spec=event.spec),
             DatasetValidationReply,
             VALIDATE_TIMEOUT_S,
@@ -360,7 +360,10 @@ class AsyncClient:
         why."""
         job_id = parse_id(job, "job")
         found = await self._request(
-            subjects.JOBS_LOOKUP, JobLookup(job_id=job_id), JobLookupReply, LOOKUP_TIMEOUT_S
+            subjects.jobs_lookup(self.settings.tenant),
+            JobLookup(job_id=job_id),
+            JobLookupReply,
+            LOOKUP_TIMEOUT_S,
         )
         if found is not None and not found.known and not _reads_log(self.settings):
             raise NotFound(f"no job {job_id}: the scheduler has never seen it requested")
@@ -394,11 +397,15 @@ class AsyncClient:
         clock = await platform_clock(js)
         try:
             event = JobCancelled(
-                occurred_at=clock.now(), job_id=job_id, study_id=study_id, reason=reason
+                occurred_at=clock.now(),
+                job_id=job_id,
+                study_id=study_id,
+                tenant=self.settings.tenant,
+                reason=reason,
             )
         except ValueError as exc:
             raise InvalidRequest(f"invalid cancellation: {exc}") from None
-        await self._publish(js, subjects.JOBS_CANCELLED, event)
+        await self._publish(js, subjects.jobs_cancelled(self.settings.tenant), event)
         return Cancellation(event_id=event.event_id, job_id=job_id, reason=reason)
 
     async def cancel_study(
@@ -411,10 +418,15 @@ class AsyncClient:
         js = await self._js(self.submitter)
         clock = await platform_clock(js)
         try:
-            event = StudyCancelled(occurred_at=clock.now(), study_id=found.study_id, reason=reason)
+            event = StudyCancelled(
+                occurred_at=clock.now(),
+                study_id=found.study_id,
+                tenant=self.settings.tenant,
+                reason=reason,
+            )
         except ValueError as exc:
             raise InvalidRequest(f"invalid cancellation: {exc}") from None
-        await self._publish(js, subjects.STUDIES_CANCELLED, event)
+        await self._publish(js, subjects.studies_cancelled(self.settings.tenant), event)
         cancelled = [
             await self._cancel(js, t.job_id, reason, found.study_id)
             for t in found.ordered_trials()

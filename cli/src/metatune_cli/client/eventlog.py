@@ -20,11 +20,11 @@ from metatune.contracts import Event
 STUDY_EVENTS: dict[str, type[Event]] = {
     subject: catalog.contract(subject)
     for subject in (
-        subjects.DATASETS_SUBMITTED,
+        subjects.DATASETS_SUBMITTED_ALL,
         subjects.DATASETS_PROFILED,
         subjects.JOBS_REQUESTED,
         subjects.ASSIGNMENTS_ALL,  # where each job runs: its run events count only from there
-        subjects.JOBS_CANCELLED,
+        subjects.JOBS_CANCELLED_ALL,
         subjects.JOBS_INFEASIBLE,
         subjects.STUDIES_STOPPED,
         subjects.RUNS_COMPLETED_ALL,

@@ -24,6 +24,7 @@ from metatune.contracts import (
 )
 from metatune.service import Service
 from metatune.settings import Settings
+from metatune.tenancy import FOREIGN_TENANT, mislabelled
 
 from .adapters.block_pool import block_map
 from .adapters.fetch import DatasetFetcher
@@ -71,7 +72,7 @@ def create_service(settings: Settings | None = None) -> Service:
             await service.report_error(
                 code=reason,
                 kind=ErrorKind.bad_input,
-                subject=subjects.DATASETS_SUBMITTED,
+                subject=subjects.datasets_submitted(event.spec.tenant),
                 correlation_id=event.study_id,
                 row=skipped.first_rows[0],
                 message=f"{skipped.count:,} of {result.rows_read:,} rows skipped ({reason}); first at row "
@@ -79,9 +80,16 @@ def create_service(settings: Settings | None = None) -> Service:
                 details={"rows": skipped.count, "first_rows": skipped.first_rows},
             )
 
-    @service.consume(subjects.DATASETS_SUBMITTED, durable="profiler")
+    @service.consume(subjects.DATASETS_SUBMITTED_ALL, durable="profiler")
     async def on_submitted(event: DatasetSubmitted, message: NatsMessage) -> None:
-        """Profile a submitted dataset into meta-features."""
+        """Profile a submitted dataset into meta-features (a submission for another tenant than
+        the one whose subject it came on is refused: ``foreign_tenant``)."""
+        subject = message.raw_message.subject
+        if (why := mislabelled(subjects.tenant_of(subject), event.spec.tenant)) is not None:
+            await service.report_error(
+                code=FOREIGN_TENANT, message=why, subject=subject, correlation_id=event.study_id
+            )
+            return
         options = options_for(event.spec, settings)
 
         async def fetch_and_profile() -> ProfileResult:
@@ -96,7 +104,7 @@ def create_service(settings: Settings | None = None) -> Service:
                 code=exc.code,
                 message=exc.message,
                 kind=ErrorKind.bad_input,
-                subject=subjects.DATASETS_SUBMITTED,
+                subject=subject,
                 correlation_id=event.study_id,
                 row=exc.row,
                 details=exc.details,
@@ -116,10 +124,16 @@ def create_service(settings: Settings | None = None) -> Service:
             subjects.DATASETS_PROFILED, profiled, msg_id=msgids.profiled(event.event_id)
         )
 
-    @service.broker.subscriber(subjects.DATASETS_VALIDATE, queue="profiler")
-    async def on_validate(request: DatasetValidation) -> DatasetValidationReply:
+    @service.broker.subscriber(subjects.DATASETS_VALIDATE_ALL, queue="profiler")
+    async def on_validate(
+        request: DatasetValidation, message: NatsMessage
+    ) -> DatasetValidationReply:
         """Check a submission against its dataset before it is published (a core-NATS request,
-        answered on the requester's inbox): the checks profiling starts with, nothing published."""
+        answered on the requester's inbox): the checks profiling starts with, nothing published.
+        A tenant asks about its own studies only: its dataset is read from its own bucket."""
+        asked_by = subjects.tenant_of(message.raw_message.subject)
+        if (why := mislabelled(asked_by, request.spec.tenant)) is not None:
+            return DatasetValidationReply(problems=[why])
         options = options_for(request.spec, settings)
         try:
             async with fetcher().local_file(request.spec.dataset, request.spec.tenant) as path:

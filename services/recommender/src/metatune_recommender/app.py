@@ -38,6 +38,7 @@ from metatune.contracts import (
 from metatune.knowledge.store import KnowledgeStore
 from metatune.service import Service
 from metatune.settings import Settings
+from metatune.tenancy import FOREIGN_TENANT, mislabelled
 
 from .adapters.advisor import Advisor, RecommenderCache
 from .adapters.flywheel import count_runs, load_seeds, register_flywheel
@@ -90,9 +91,19 @@ def create_service(
         """A failed trial uses up its slot of the budget; the next one is still chosen."""
         await runtime.failed(event, message.raw_message.subject)
 
-    @service.consume(subjects.STUDIES_CANCELLED, durable="recommender-cancelled")
-    async def on_cancelled(event: StudyCancelled) -> None:
-        """The study stops: one StudyStopped (cancelled), nothing requested afterwards."""
+    @service.consume(subjects.STUDIES_CANCELLED_ALL, durable="recommender-cancelled")
+    async def on_cancelled(event: StudyCancelled, message: NatsMessage) -> None:
+        """The study stops: one StudyStopped (cancelled), nothing requested afterwards. A tenant
+        cancels its own studies only (``foreign_tenant`` otherwise, and nothing stops)."""
+        subject = message.raw_message.subject
+        why = mislabelled(subjects.tenant_of(subject), event.tenant)
+        if why is None and (profile := await store.profile(event.study_id)) is not None:
+            why = mislabelled(event.tenant, profile.spec.tenant)
+        if why is not None:
+            await service.report_error(
+                code=FOREIGN_TENANT, message=why, subject=subject, correlation_id=event.study_id
+            )
+            return
         await runtime.cancelled(event)
 
     @service.consume(subjects.AGENTS_STATUS_ALL, durable="recommender-agents")

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from faststream.nats.annotations import NatsMessage
 
-from metatune import subjects
+from metatune import subjects, tenancy
 from metatune.bus import ASSIGNMENTS_BUCKET
 from metatune.contracts import (
     AgentStatus,
@@ -29,6 +29,7 @@ from metatune.provenance import RunEvent, mislabelled
 from metatune.registry import Registry
 from metatune.service import Service
 from metatune.settings import Settings
+from metatune.tenancy import FOREIGN_TENANT
 
 from .adapters.lookup import lookup
 from .adapters.replay import replay
@@ -92,27 +93,39 @@ def create_service(
         """A trial to place."""
         await runtime.fold(event)
 
-    @service.consume(subjects.JOBS_CANCELLED, durable="scheduler-cancelled")
-    async def on_cancelled(event: JobCancelled) -> None:
+    @service.consume(subjects.JOBS_CANCELLED_ALL, durable="scheduler-cancelled")
+    async def on_cancelled(event: JobCancelled, message: NatsMessage) -> None:
         """A job withdrawn: stopped where it runs, never started again. An id the scheduler has
         never seen is most likely a typo, so the sender hears of it (the cancellation is kept in
-        case the request does come later)."""
+        case the request does come later). A tenant cancels its own jobs only."""
+        subject = message.raw_message.subject
+        why = tenancy.mislabelled(subjects.tenant_of(subject), event.tenant)
+        if why is None:
+            await runtime.ready.wait()
+            why = runtime.scheduler.state.cancel_refused(event)
+        if why is not None:
+            await service.report_error(
+                code=FOREIGN_TENANT, message=why, subject=subject, correlation_id=event.job_id
+            )
+            return
         await runtime.fold(event)
         if event.job_id in runtime.scheduler.state.early_cancellations:
             await service.report_error(
                 code="unknown_job",
                 kind=ErrorKind.bad_input,
-                subject=subjects.JOBS_CANCELLED,
+                subject=subject,
                 correlation_id=event.job_id,
                 message=f"job {event.job_id} has not been requested; it will not start if its request comes later",
             )
 
-    @service.broker.subscriber(subjects.JOBS_LOOKUP, queue="scheduler")
-    async def on_lookup(request: JobLookup) -> JobLookupReply:
+    @service.broker.subscriber(subjects.JOBS_LOOKUP_ALL, queue="scheduler")
+    async def on_lookup(request: JobLookup, message: NatsMessage) -> JobLookupReply:
         """Where a job stands (a core-NATS request, answered on the requester's inbox), once the
-        log has been replayed: before that, no answer yet, and the requester goes on without."""
+        log has been replayed: before that, no answer yet, and the requester goes on without.
+        A tenant hears of its own jobs only."""
         await runtime.ready.wait()
-        return lookup(runtime.scheduler.state, request.job_id)
+        tenant = subjects.tenant_of(message.raw_message.subject)
+        return lookup(runtime.scheduler.state, request.job_id, tenant)
 
     @service.consume(subjects.FORECASTS_ALL, durable="scheduler-forecasts")
     async def on_forecast(event: CarbonForecast) -> None:

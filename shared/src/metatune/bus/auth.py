@@ -218,9 +218,9 @@ def core_services(streams: Streams, tenants: Iterable[str] = ()) -> list[Princip
     return [
         _service(
             "profiler",
-            durable(ev, "profiler", subjects.DATASETS_SUBMITTED)
+            durable(ev, "profiler", subjects.DATASETS_SUBMITTED_ALL)
             + publish(subjects.DATASETS_PROFILED)
-            + respond(subjects.DATASETS_VALIDATE)  # a submission checked before it is published
+            + respond(subjects.DATASETS_VALIDATE_ALL)  # a submission checked before it is published
             + _datasets_read(tenants),
             streams,
         ),
@@ -232,7 +232,7 @@ def core_services(streams: Streams, tenants: Iterable[str] = ()) -> list[Princip
             + durable(ev, "recommender-kb-completed", subjects.RUNS_COMPLETED_ALL)
             + durable(ev, "recommender-next-trial-failed", subjects.RUNS_FAILED_ALL)
             + durable(ev, "recommender-kb-failed", subjects.RUNS_FAILED_ALL)
-            + durable(ev, "recommender-cancelled", subjects.STUDIES_CANCELLED)
+            + durable(ev, "recommender-cancelled", subjects.STUDIES_CANCELLED_ALL)
             + durable(st, "recommender-agents", subjects.AGENTS_STATUS_ALL)  # devices to price
             + publish(subjects.JOBS_REQUESTED, subjects.STUDIES_STOPPED)
             + respond(subjects.KNOWLEDGE_RUNS)  # runs of a study in its knowledge base (the demo)
@@ -251,7 +251,7 @@ def core_services(streams: Streams, tenants: Iterable[str] = ()) -> list[Princip
         _service(
             "scheduler",
             durable(ev, "scheduler-jobs", subjects.JOBS_REQUESTED)
-            + durable(ev, "scheduler-cancelled", subjects.JOBS_CANCELLED)
+            + durable(ev, "scheduler-cancelled", subjects.JOBS_CANCELLED_ALL)
             + durable(ev, "scheduler-forecasts", subjects.FORECASTS_ALL)
             + durable(ev, "scheduler-progress", subjects.RUNS_PROGRESS_ALL)
             + durable(ev, "scheduler-paused", subjects.RUNS_PAUSED_ALL)
@@ -262,7 +262,7 @@ def core_services(streams: Streams, tenants: Iterable[str] = ()) -> list[Princip
             + publish(subjects.ASSIGNMENTS_ALL, subjects.PLANS, subjects.JOBS_INFEASIBLE)
             + kv_read(ASSIGNMENTS_BUCKET)
             + kv_write(ASSIGNMENTS_BUCKET, ">")
-            + respond(subjects.JOBS_LOOKUP),  # where a job stands, for a cancel to check first
+            + respond(subjects.JOBS_LOOKUP_ALL),  # where a job stands, for a cancel to check first
             streams,
         ),
         # reads everything, publishes its errors only; reads adapters for the MLflow export
@@ -310,8 +310,12 @@ def submitter(streams: Streams, tenant: str = DEFAULT_TENANT) -> Principal:
         Permissions(publish=(f"{API}.INFO", f"{API}.STREAM.NAMES"))
         + _stream_metadata(streams.events)
         + kv_read(CLOCK_BUCKET)
-        + publish(subjects.DATASETS_SUBMITTED, subjects.JOBS_CANCELLED, subjects.STUDIES_CANCELLED)
-        + publish(subjects.DATASETS_VALIDATE, subjects.JOBS_LOOKUP)
+        + publish(
+            subjects.datasets_submitted(tenant),
+            subjects.jobs_cancelled(tenant),
+            subjects.studies_cancelled(tenant),
+        )
+        + publish(subjects.datasets_validate(tenant), subjects.jobs_lookup(tenant))
         + object_write(bucket)
         + publish(f"{API}.STREAM.CREATE.OBJ_{bucket}")  # its bucket, made by its first upload
     )

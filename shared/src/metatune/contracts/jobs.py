@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import AwareDatetime, Field, model_validator
 
+from ..tenancy import DEFAULT_TENANT, TENANT_PATTERN
 from .base import Contract, Event, JobId, OptionalStudyId, StudyId
 from .datasets import StudySpec
 
@@ -180,6 +181,11 @@ class JobCancelled(Event):
 
     job_id: JobId
     study_id: OptionalStudyId = None
+    tenant: str = Field(
+        DEFAULT_TENANT,
+        pattern=TENANT_PATTERN,
+        description="the tenant cancelling (the subject's last token): only its own jobs stop",
+    )
     reason: str = Field(
         "cancelled by the user",
         min_length=1,
@@ -202,6 +208,11 @@ class StudyCancelled(Event):
     by its own ``JobCancelled``."""
 
     study_id: StudyId
+    tenant: str = Field(
+        DEFAULT_TENANT,
+        pattern=TENANT_PATTERN,
+        description="the tenant cancelling (the subject's last token): only its own studies stop",
+    )
     reason: str | None = Field(
         None,
         min_length=1,

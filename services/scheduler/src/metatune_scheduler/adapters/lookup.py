@@ -27,9 +27,12 @@ def state_of(job: JobRecord) -> JobState:
     return _STATES[job.status]
 
 
-def lookup(state: SchedulerState, job_id: UUID) -> JobLookupReply:
+def lookup(state: SchedulerState, job_id: UUID, tenant: str | None = None) -> JobLookupReply:
+    """Where ``job_id`` stands; asked by ``tenant`` (None: the admin), another tenant's job is
+    answered as unknown."""
     job = state.jobs.get(job_id)
-    if job is None:  # never requested (a cancellation that came first does not make it known)
+    if job is None or (tenant is not None and job.request.spec.tenant != tenant):
+        # never requested (a cancellation that came first does not make it known)
         return JobLookupReply(job_id=job_id, known=False)
     return JobLookupReply(
         job_id=job_id, known=True, study_id=job.request.study_id, state=state_of(job)

@@ -9,7 +9,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
 
-from metatune import catalog, subjects
+from metatune import catalog, subjects, tenancy
 from metatune.contracts import (
     Assignment,
     CarbonForecast,
@@ -79,7 +79,14 @@ async def replay(
                 else:
                     # a run event whose payload names another datacenter than its subject was
                     # refused live; the state refuses one from elsewhere than its job's datacenter
-                    if not (isinstance(event, RUN_EVENTS) and mislabelled(event, msg.subject)):
+                    # (and a cancellation under another tenant's subject than it names)
+                    if not (
+                        (isinstance(event, RUN_EVENTS) and mislabelled(event, msg.subject))
+                        or (
+                            isinstance(event, JobCancelled)
+                            and tenancy.mislabelled(subjects.tenant_of(msg.subject), event.tenant)
+                        )
+                    ):
                         apply(event)
                         folded += 1
             if msg.metadata.num_pending == 0:

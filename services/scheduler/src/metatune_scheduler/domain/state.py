@@ -193,7 +193,7 @@ class SchedulerState:
     first_requested_at: datetime | None = (
         None  # the earliest request folded: where the request log begins
     )
-    early_cancellations: dict[UUID, str] = field(
+    early_cancellations: dict[UUID, JobCancelled] = field(
         default_factory=dict
     )  # cancelled before their request was folded
     _seen: set[UUID] = field(default_factory=set)
@@ -238,8 +238,9 @@ class SchedulerState:
                     record = self.jobs[event.job_id] = JobRecord(
                         event, event.estimated_gpu_hours, event.power_kw, event.deadline
                     )
-                    if (reason := self.early_cancellations.pop(event.job_id, None)) is not None:
-                        record.status, record.cancel_reason = JobStatus.cancelled, reason
+                    early = self.early_cancellations.pop(event.job_id, None)
+                    if early is not None and early.tenant == event.spec.tenant:
+                        record.status, record.cancel_reason = JobStatus.cancelled, early.reason
                     if (
                         self.first_requested_at is None
                         or event.occurred_at < self.first_requested_at
@@ -292,14 +293,22 @@ class SchedulerState:
                     job.location = event.datacenter
         return True
 
+    def cancel_refused(self, event: JobCancelled) -> str | None:
+        """Why ``event`` cancels nothing: the job is another tenant's (None: it may cancel)."""
+        job = self.jobs.get(event.job_id)
+        if job is None or job.request.spec.tenant == event.tenant:
+            return None
+        return f"job {event.job_id} is not tenant {event.tenant!r}'s: not cancelled"
+
     def _cancel(self, event: JobCancelled) -> None:
         """A pending or paused job is cancelled at once; a running one once its stop is sent; a
-        finished one stays as it ended. A job not requested yet is cancelled when its request comes."""
+        finished one stays as it ended; another tenant's is not cancelled. A job not requested yet
+        is cancelled when its request comes, if it is the same tenant's."""
         job = self.jobs.get(event.job_id)
         if job is None:
-            self.early_cancellations[event.job_id] = event.reason
+            self.early_cancellations[event.job_id] = event
             return
-        if job.status not in ACTIVE:
+        if job.status not in ACTIVE or self.cancel_refused(event) is not None:
             return
         job.cancel_reason = event.reason
         if job.status is not JobStatus.running:
