@@ -12,6 +12,7 @@ import pytest
 from huggingface_hub import ModelCard, metadata_load
 
 from metatune import contracts as c
+from metatune.labels import label_maps
 from metatune.models import EMBEDDED_HUB_ID, hub_model_id
 from metatune.units import compute_hours, mass
 from metatune_cli.asyncapi.examples import CONFIG, NOW, SPEC
@@ -19,7 +20,6 @@ from metatune_cli.model_card import (
     EMISSIONS_SOURCE,
     dataset_name,
     hardware_used,
-    label_maps,
     model_card,
 )
 

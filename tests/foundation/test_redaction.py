@@ -42,3 +42,15 @@ def test_the_logging_filter_redacts_formatted_messages(caplog: pytest.LogCapture
     with caplog.at_level(logging.INFO, logger="metatune.test.redaction"):
         logger.info("delivering to %s", "https://u:topsecret@hooks.example.org/x")
     assert "topsecret" not in caplog.text and "***@hooks.example.org" in caplog.text
+
+
+def test_a_url_with_nothing_to_hide_is_shown_as_it_is() -> None:
+    """MLflow users pass URIs such as sqlite:////abs/mlflow.db: rebuilding them loses slashes."""
+    for url in (
+        "sqlite:////srv/mlflow/mlflow.db",
+        "sqlite:///rel.db",
+        "http://h:5000/x?",
+        "file:/x",
+    ):
+        assert redact_url(url) == url
+    assert redact_url("sqlite:////srv/m.db?token=abc") == "sqlite:////srv/m.db?token=***"

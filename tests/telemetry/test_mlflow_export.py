@@ -155,6 +155,7 @@ async def test_each_finished_trial_is_one_run_and_a_second_export_adds_none(
             "dataset": SPEC.dataset.ref,
             "datacenter": "fra1",
             "trial_index": str(i),
+            "trial_number": str(i + 1),  # as the run's name: "trial #1" has trial_number 1
         }
         assert run.data.metrics == pytest.approx(
             {
@@ -178,6 +179,7 @@ async def test_each_finished_trial_is_one_run_and_a_second_export_adds_none(
     failed = runs[jobs[2]]  # its request's configuration, where the failure named none
     assert failed.info.status == "FAILED" and failed.data.tags["metatune.status"] == "failed"
     assert failed.data.params["rank"] == "12" and failed.data.params["trial_index"] == "2"
+    assert failed.data.params["trial_number"] == "3" and failed.info.run_name.startswith("trial #3")
     assert failed.data.metrics == pytest.approx({"energy_kwh": 0.1, "emissions_g_co2e": 20.0})
     adapter = runs[jobs[0]].info.run_id
     assert {f.path for f in client.list_artifacts(adapter, "adapter")} == {

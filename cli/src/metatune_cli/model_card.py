@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Any
 from urllib.parse import urlsplit
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
@@ -28,9 +27,9 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from metatune import units
 from metatune.contracts import Hardware, RunCompleted, StudySpec, TaskType
 from metatune.display import beside_baseline, trial_outcome
+from metatune.labels import LABELS_FILE
 from metatune.models import hub_model_id
 
-LABELS_FILE = "labels.json"
 EMISSIONS_SOURCE = "MetaTune metered energy x grid carbon intensity"
 ADAPTER_PATH = "path/to/this/folder"  # what the card's loading example names this folder
 PIPELINE_TAG = {
@@ -53,15 +52,6 @@ def dataset_name(spec: StudySpec | None) -> str | None:
     ref = spec.dataset.ref
     path = urlsplit(ref).path if spec.dataset.kind == "url" else ref
     return PurePosixPath(path).name.split(".")[0] or None
-
-
-def label_maps(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``id2label`` and ``label2id`` as transformers' configs hold them (JSON keys are strings):
-    label id ``i`` is ``labels[i]``, as the trainer-agent numbers them."""
-    return {
-        "id2label": {str(i): name for i, name in enumerate(labels)},
-        "label2id": {name: i for i, name in enumerate(labels)},
-    }
 
 
 def hardware_used(hardware: Hardware | None) -> str | None:

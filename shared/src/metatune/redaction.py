@@ -44,22 +44,26 @@ def redact(text: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """A URL safe to show: no user info, secret-looking query values masked."""
+    """A URL safe to show: no user info, secret-looking query values masked; one with neither is
+    returned as it is (``sqlite:////abs/mlflow.db`` keeps its slashes)."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return redact(url)
     netloc = parts.netloc
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if "@" not in netloc and not any(_SECRET_PARAMS.search(k) for k, _ in pairs):
+        return url
+    shown = url  # the rest as written: rebuilding it would drop the empty host of sqlite:////
     if "@" in netloc:
-        netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
-    query = urlencode(
-        [
-            (k, MASK if _SECRET_PARAMS.search(k) else v)
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        ],
-        safe="*",
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        shown = shown.replace(netloc, f"{MASK}@{netloc.rsplit('@', 1)[1]}", 1)
+    if parts.query:
+        query = urlencode(
+            [(k, MASK if _SECRET_PARAMS.search(k) else v) for k, v in pairs],
+            safe="*",
+        )
+        shown = shown.replace(f"?{parts.query}", f"?{query}", 1)
+    return shown
 
 
 def url_without_credentials(url: str) -> str:

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from metatune.contracts import RunCompleted, StudySpec
+from metatune.labels import METADATA_FILE, write_labels
 from metatune.models import hub_model_id
 
-from ..model_card import LABELS_FILE, label_maps, model_card
+from ..model_card import model_card
 
 CARD = "README.md"
 PEFT_CONFIG = "adapter_config.json"
-METADATA = "metatune.json"  # the trainer-agent's: labels by id, task, config
+METADATA = METADATA_FILE
 
 
 def unpack(archive: Path, out: Path) -> dict[str, Any]:
@@ -44,8 +45,7 @@ def make_hub_ready(
 ) -> None:
     """Write the model card and the label map into the extracted adapter ``out`` (the README.md
     template PEFT saved, naming the training machine's path as base model, is replaced)."""
-    if labels:
-        (out / LABELS_FILE).write_text(json.dumps(label_maps(labels), indent=2) + "\n")
+    write_labels(out, labels)
     (out / CARD).write_text(model_card(run, spec=spec, labels=labels, regions=regions))
     base = run.base_model or (spec.base_model if spec else None)
     name_base_on_hub(out / PEFT_CONFIG, hub_model_id(base) if base else None)

@@ -204,7 +204,13 @@ def create_service(
         @service.background
         async def export_to_mlflow() -> None:
             await ready.wait()
-            await ExportWorker(db, tracking_uri, fetch_adapter, report_export_failed).run()
+            await ExportWorker(
+                db,
+                tracking_uri,
+                fetch_adapter,
+                report_export_failed,
+                artifact_location=s.mlflow_artifact_location,
+            ).run()
 
     if s.telemetry_http_port:
         # refused at start-up, not in the background: a non-loopback dashboard needs its tokens

@@ -320,8 +320,17 @@ def telemetry_export_mlflow(
         str | None,
         typer.Option(
             "--tracking-uri",
-            help="MLflow tracking URI (http://..., sqlite:///..., file:...); "
-            "default METATUNE_MLFLOW_TRACKING_URI",
+            help="MLflow tracking URI, passed to MLflow as it is (http://host:5000, "
+            "sqlite:////abs/mlflow.db); default METATUNE_MLFLOW_TRACKING_URI",
+        ),
+    ] = None,
+    artifact_location: Annotated[
+        str | None,
+        typer.Option(
+            "--artifact-location",
+            help="Where a new experiment keeps its artifacts (a folder or an object store URI); "
+            "default METATUNE_MLFLOW_ARTIFACT_LOCATION, else beside a SQLite store "
+            "(mlartifacts/<study>) or where a tracking server decides",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -356,7 +365,9 @@ def telemetry_export_mlflow(
                     stores.append(ObjectStore(nc.jetstream()))
                 await stores[0].get_to_file(ADAPTERS_BUCKET, key, path)
 
-            return await export_study(db, study_id, uri, fetch)
+            return await export_study(
+                db, study_id, uri, fetch, artifact_location or s.mlflow_artifact_location
+            )
 
     try:
         summary = _run(main())
@@ -368,6 +379,7 @@ def telemetry_export_mlflow(
     missing = f"; adapters not in the object store: {', '.join(summary.adapters_missing)}"
     typer.echo(
         f"experiment {summary.experiment!r} (id {summary.experiment_id}) at "
-        f"{summary.tracking_uri}: {summary.runs_created} run(s) exported, "
+        f"{summary.tracking_uri} (artifacts at {summary.artifact_location}): "
+        f"{summary.runs_created} run(s) exported, "
         f"{summary.runs_existing} already there" + (missing if summary.adapters_missing else "")
     )

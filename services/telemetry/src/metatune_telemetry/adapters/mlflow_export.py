@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import tarfile
 import tempfile
@@ -36,6 +37,7 @@ from pydantic import BaseModel, Field
 from metatune import __version__
 from metatune.backoff import backoff_s
 from metatune.errors import DatabaseUnavailable, MetaTuneError, ObjectNotFound
+from metatune.labels import saved_labels, write_labels
 from metatune.redaction import redact, redact_url
 
 from ..domain.mlflow_runs import (
@@ -43,6 +45,7 @@ from ..domain.mlflow_runs import (
     EXPORT_COMPLETE,
     TAG_EXPORT,
     TAG_JOB,
+    ArtifactLocationNeeded,
     StepPoint,
     StudyRecord,
     TrialRecord,
@@ -57,6 +60,7 @@ from ..domain.mlflow_runs import (
     run_tags,
     start_millis,
 )
+from ..domain.mlflow_runs import artifact_location as artifact_place
 from .db import Database
 
 if TYPE_CHECKING:
@@ -89,7 +93,10 @@ class ExportSummary(BaseModel):
     study_id: UUID
     experiment: str = Field(description="the MLflow experiment's name")
     experiment_id: str
-    tracking_uri: str = Field(description="where, without credentials")
+    tracking_uri: str = Field(description="where: the URI as given, credentials masked")
+    artifact_location: str | None = Field(
+        None, description="where the experiment keeps its runs' artifacts, as MLflow says"
+    )
     runs_created: int = Field(description="trials exported now")
     runs_existing: int = Field(description="trials already exported before")
     adapters_missing: list[str] = Field(description="adapter keys not in the object store")
@@ -205,15 +212,20 @@ def refused(tracking_uri: str) -> Iterator[None]:
         raise MlflowExportError(f"MLflow at {redact_url(tracking_uri)}: {text}") from exc
 
 
-def experiment_of(client: MlflowClient, study: StudyRecord) -> str:
-    """The study's experiment id, made (or restored from MLflow's bin) where needed."""
+def experiment_of(client: MlflowClient, study: StudyRecord, location: str | None = None) -> str:
+    """The study's experiment id, made (or restored from MLflow's bin) where needed; a new one
+    keeps its artifacts at ``location`` (None: where the tracking store decides)."""
     from mlflow.exceptions import MlflowException
 
     name = experiment_name(study.study_id, study.name)
     found = client.get_experiment_by_name(name)
     if found is None:
         try:
-            return str(client.create_experiment(name, tags=experiment_tags(study)))
+            return str(
+                client.create_experiment(
+                    name, artifact_location=location, tags=experiment_tags(study)
+                )
+            )
         except MlflowException:  # made meanwhile by another exporter
             found = client.get_experiment_by_name(name)
             if found is None:
@@ -299,6 +311,7 @@ async def adapter_files(key: str, fetch: FetchAdapter, folder: Path) -> Path | N
             tar.extractall(out, filter="data")  # no absolute paths, links out or devices
     except tarfile.ReadError:
         return archive
+    write_labels(out, saved_labels(out))  # labels.json, as `metatune adapter download` writes it
     return out
 
 
@@ -316,20 +329,35 @@ async def exporting(db: Database, study_id: UUID) -> AsyncIterator[None]:
 
 
 async def export_study(
-    db: Database, study_id: UUID, tracking_uri: str, fetch_adapter: FetchAdapter
+    db: Database,
+    study_id: UUID,
+    tracking_uri: str,
+    fetch_adapter: FetchAdapter,
+    artifact_location: str | None = None,
 ) -> ExportSummary:
-    """Export every finished trial of ``study_id`` not yet in MLflow at ``tracking_uri``."""
+    """Export every finished trial of ``study_id`` not yet in MLflow at ``tracking_uri`` (passed
+    to MLflow as it is); a new experiment keeps its artifacts at ``artifact_location``, else
+    beside the tracking store (:func:`..domain.mlflow_runs.artifact_location`)."""
+    try:
+        location = artifact_place(tracking_uri, study_id, artifact_location, os.getcwd())
+    except ArtifactLocationNeeded as exc:
+        raise MlflowExportError(f"MLflow at {redact_url(tracking_uri)}: {exc}") from None
     async with exporting(db, study_id):
-        return await _export_study(db, study_id, tracking_uri, fetch_adapter)
+        return await _export_study(db, study_id, tracking_uri, fetch_adapter, location)
 
 
 async def _export_study(
-    db: Database, study_id: UUID, tracking_uri: str, fetch_adapter: FetchAdapter
+    db: Database,
+    study_id: UUID,
+    tracking_uri: str,
+    fetch_adapter: FetchAdapter,
+    location: str | None,
 ) -> ExportSummary:
     study = await study_trials(db, study_id)
     client = await asyncio.to_thread(connect, tracking_uri)
     with refused(tracking_uri):
-        experiment_id = await asyncio.to_thread(experiment_of, client, study)
+        experiment_id = await asyncio.to_thread(experiment_of, client, study, location)
+        experiment = await asyncio.to_thread(client.get_experiment, experiment_id)
         done = await asyncio.to_thread(exported_runs, client, experiment_id)
     created, missing = 0, []
     for trial in study.trials:
@@ -350,6 +378,7 @@ async def _export_study(
         experiment=experiment_name(study_id, study.name),
         experiment_id=experiment_id,
         tracking_uri=redact_url(tracking_uri),
+        artifact_location=experiment.artifact_location,
         runs_created=created,
         runs_existing=sum(t.job_id in done for t in study.trials),
         adapters_missing=missing,
@@ -366,6 +395,7 @@ class ExportWorker:
         fetch_adapter: FetchAdapter,
         on_failed: Callable[[UUID, Exception], Awaitable[None]],
         *,
+        artifact_location: str | None = None,
         poll_s: float = POLL_S,
         retry_s: float = RETRY_S,
         max_retry_s: float = MAX_RETRY_S,
@@ -374,6 +404,7 @@ class ExportWorker:
         self.db = db
         self.tracking_uri = tracking_uri
         self.fetch_adapter = fetch_adapter
+        self.artifact_location = artifact_location
         self.on_failed = on_failed
         self.poll_s = poll_s
         self.retry_s, self.max_retry_s = retry_s, max_retry_s
@@ -398,7 +429,9 @@ class ExportWorker:
             if study in self.exported or due > loop.time():
                 continue
             try:
-                summary = await export_study(self.db, study, self.tracking_uri, self.fetch_adapter)
+                summary = await export_study(
+                    self.db, study, self.tracking_uri, self.fetch_adapter, self.artifact_location
+                )
             except DatabaseUnavailable:
                 raise
             except Exception as exc:

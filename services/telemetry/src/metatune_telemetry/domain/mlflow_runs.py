@@ -16,7 +16,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from metatune.display import trial_label, trial_outcome
@@ -99,6 +101,36 @@ def experiment_tags(study: StudyRecord) -> dict[str, str]:
     return tags
 
 
+class ArtifactLocationNeeded(ValueError):
+    """A tracking store with no folder beside it and no ``--artifact-location``: MLflow would put
+    the artifacts in ``./mlruns`` of whatever folder the export runs in."""
+
+
+def artifact_location(
+    tracking_uri: str, study_id: UUID, given: str | None, cwd: str = "/"
+) -> str | None:
+    """Where a new experiment keeps its runs' artifacts (None: where the store decides).
+
+    ``given`` (``--artifact-location``) as it is; for a SQLite store, ``mlartifacts/<study>`` in
+    the database file's folder (as ``mlflow server`` keeps ``./mlartifacts`` beside its store); a
+    server (``http(s)://``, ``databricks``) and a file store decide themselves; any other database
+    needs ``given``. ``cwd``: the folder a relative SQLite path is in (MLflow's reading of it)."""
+    if given:
+        return given
+    scheme = urlsplit(tracking_uri).scheme.lower()
+    if scheme in ("http", "https", "databricks", "file", ""):
+        return None
+    if scheme == "sqlite":
+        path = tracking_uri.split(":///", 1)[1] if ":///" in tracking_uri else ""
+        if path and path != ":memory:":
+            folder = (PurePosixPath(cwd) / path.split("?", 1)[0]).parent
+            return (folder / "mlartifacts" / str(study_id)).as_uri()
+    raise ArtifactLocationNeeded(
+        f"a {scheme} tracking store has no folder to keep the artifacts beside it: give "
+        "--artifact-location (METATUNE_MLFLOW_ARTIFACT_LOCATION), a folder or an object store URI"
+    )
+
+
 def run_name(trial: TrialRecord) -> str:
     """``trial #1 (1a2b3c4d)``: the trial's number as every view shows it, and its job."""
     return f"trial {trial_label(trial.trial_index)} ({str(trial.job_id)[:8]})"
@@ -113,14 +145,17 @@ def _param(value: Any) -> str:
 
 
 def run_params(trial: TrialRecord) -> dict[str, str]:
-    """The LoRA configuration (one parameter per field), base model, dataset, datacenter(s) and
-    trial index; MLflow keeps parameters as text, so lists and None are written as JSON."""
+    """The LoRA configuration (one parameter per field), base model, dataset, datacenter(s),
+    trial index (0-based) and number (1-based, as the run's name); MLflow keeps parameters as
+    text, so lists and None are written as JSON."""
     params = {str(k): _param(v) for k, v in sorted((trial.config or {}).items())}
     params |= {
         "base_model": _param(trial.base_model),
         "dataset": _param(trial.dataset),
         "datacenter": ",".join(trial.datacenters),
-        "trial_index": _param(trial.trial_index),
+        "trial_index": _param(trial.trial_index),  # 0-based, as the contracts and --json
+        # 1-based, as the run's name and every view show it: run "trial #2" has trial_number 2
+        "trial_number": _param(None if trial.trial_index is None else trial.trial_index + 1),
     }
     return params
 
