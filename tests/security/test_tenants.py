@@ -15,13 +15,21 @@ from metatune import subjects
 from metatune.bus import ObjectStore
 from metatune.bus.auth import agent_user
 from metatune.bus.streams import ensure_bucket
-from metatune.contracts import DatasetSubmitted, DatasetValidation, DatasetValidationReply
+from metatune.contracts import (
+    DatasetLocation,
+    DatasetSubmitted,
+    DatasetValidation,
+    DatasetValidationReply,
+    JobCancelled,
+)
 from metatune.settings import Settings
 from metatune.tenancy import datasets_bucket, submitter_user
 from metatune_cli.client import AsyncClient, InvalidRequest
 from metatune_cli.client.submission import draft, resolve
 from metatune_profiler.app import create_service as create_profiler
 from metatune_profiler.settings import ProfilerSettings
+from metatune_scheduler.domain.state import JobStatus, SchedulerState
+from tests.support.builders import job_request
 from tests.support.secured_bus import SecuredBus, violation
 from tests.support.waiting import wait_for
 
@@ -113,3 +121,46 @@ async def test_a_study_claiming_another_tenant_finds_no_dataset_of_its_own(
             )
             (refusal,) = DatasetValidationReply.model_validate_json(reply.data).problems
             assert "published by tenant 'team-b' for tenant 'team-a'" in refusal
+
+
+async def test_a_tenant_publishes_only_under_its_own_name(secured: SecuredBus, admin) -> None:
+    errors: list[Exception] = []
+    async with secured.client(submitter_user(B), errors) as nc:
+        js = nc.jetstream(timeout=1.0)
+        for subject in (
+            subjects.datasets_submitted(A),
+            subjects.jobs_cancelled(A),
+            subjects.studies_cancelled(A),
+        ):
+            with pytest.raises(REFUSED):
+                await js.publish(subject, b"{}")
+        with pytest.raises(REFUSED):
+            await nc.request(subjects.jobs_lookup(A), b"{}", timeout=1.0)
+        await js.publish(subjects.jobs_cancelled(B), b"{}")  # its own: stored
+    await wait_for(violation(errors, subjects.jobs_cancelled(A)), timeout=5)
+
+
+def test_a_cancellation_by_another_tenant_stops_nothing_even_before_the_request() -> None:
+    """The scheduler's state (live and replayed alike): B's cancellation of A's job, before or
+    after its request, leaves it to run; A's own cancels it."""
+    state = SchedulerState()
+    request = job_request(DatasetLocation(kind="object", ref=KEY), max_steps=8)
+    request = request.model_copy(update={"spec": request.spec.model_copy(update={"tenant": A})})
+
+    def cancel(tenant: str) -> JobCancelled:
+        return JobCancelled(
+            occurred_at=request.occurred_at, job_id=request.job_id, tenant=tenant, reason="mine"
+        )
+
+    state.apply(cancel(B))  # before the request: kept, but it is not B's job
+    state.apply(request)
+    assert state.jobs[request.job_id].status is JobStatus.pending
+    by_b = cancel(B)
+    assert (
+        state.cancel_refused(by_b)
+        == f"job {request.job_id} is not tenant 'team-b''s: not cancelled"
+    )
+    state.apply(by_b)
+    assert state.jobs[request.job_id].status is JobStatus.pending
+    state.apply(cancel(A))
+    assert state.jobs[request.job_id].status is JobStatus.cancelled
