@@ -5,6 +5,8 @@ tenant's bucket, once per key; a study that claims another tenant finds no datas
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import nats
@@ -14,6 +16,7 @@ from nats.js.errors import NoStreamResponseError
 from metatune import subjects
 from metatune.bus import ObjectStore
 from metatune.bus.auth import agent_user
+from metatune.bus.credentials import public_key
 from metatune.bus.streams import ensure_bucket
 from metatune.contracts import (
     DatasetLocation,
@@ -30,6 +33,7 @@ from metatune_profiler.app import create_service as create_profiler
 from metatune_profiler.settings import ProfilerSettings
 from metatune_scheduler.domain.state import JobStatus, SchedulerState
 from tests.support.builders import job_request
+from tests.support.cli import run
 from tests.support.secured_bus import SecuredBus, violation
 from tests.support.waiting import wait_for
 
@@ -164,3 +168,28 @@ def test_a_cancellation_by_another_tenant_stops_nothing_even_before_the_request(
     assert state.jobs[request.job_id].status is JobStatus.pending
     state.apply(cancel(A))
     assert state.jobs[request.job_id].status is JobStatus.cancelled
+
+
+def test_secrets_adds_a_tenant_with_its_credential_and_dashboard_token(tmp_path: Path) -> None:
+    secrets_dir = tmp_path / "secrets"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")} | {
+        "METATUNE_DATA_DIR": str(tmp_path / "data"),
+        "METATUNE_NATS_SECRETS_DIR": str(secrets_dir),
+    }
+    added = run(["secrets", "--tenant", "team-x", "--json"], env)
+    assert added.returncode == 0, added.stderr
+    result = json.loads(added.stdout)
+    assert result["tenants"] == ["team-x"] and "submitter.team-x.nk" in result["files"]
+    seed, token = (
+        secrets_dir / "submitter.team-x.nk",
+        secrets_dir / "tenants/team-x/dashboard.token",
+    )
+    for path in (seed, token):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert public_key(seed) in (secrets_dir / "auth.conf").read_text()
+    assert seed.read_text().strip() not in added.stdout + added.stderr  # names, never secrets
+    again = json.loads(run(["secrets", "--json"], env).stdout)  # the tenant stays
+    assert again["tenants"] == ["team-x"] and seed.read_text() and token.is_file()
+    refused = run(["secrets", "--tenant", "Team X"], env)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "--tenant: tenant 'Team X'" in refused.stderr
