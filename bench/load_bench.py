@@ -1,7 +1,7 @@
 """Load benchmark of the scheduler through the real bus: N job submissions at a stated rate.
 
-A real nats-server (one started here per run) and the real scheduler service in this
-process; N synthetic ``JobRequested`` events (real contracts: 1 GPU, 0.5-3 GPU-hours, deadlines
+A real nats-server (one started here per run) and the real scheduler service in a process of
+its own; N synthetic ``JobRequested`` events (real contracts: 1 GPU, 0.5-3 GPU-hours, deadlines
 two to seven days out, EU / NA / APAC residency, spread over the homes) are published into
 JetStream at ``--rate`` per second, after one synthetic flat-plus-daily-cycle forecast per grid
 region of the registry. A plain subscriber records, per job, when it first appears in a decision
@@ -14,8 +14,16 @@ plan's room every ``--fast-s``, between full solves). The baseline, in the same 
 ``--baseline-submissions`` (default 300): the same scheduler with no debounce and no fast path
 (a solve as soon as the previous one ends, close to one solve per event).
 
+``--stress N`` runs N busy processes (a pure-Python loop each, at normal priority) beside the
+platform for both runs, so the scheduler is measured with less CPU than the machine has. The
+scheduler runs in a process of its own (its solver process beside it), the submitter and the
+observer in this one; the figures add the scheduler process's CPU seconds (its event loop, user
++ system) beside the wall time, and full solves whose result was superseded while they ran
+(``Runtime.superseded``).
+
     python bench/load_bench.py                       # 10,000 at 100/s, baseline 300
     python bench/load_bench.py --submissions 2000 --rate 50 --json
+    python bench/load_bench.py --submissions 3000 --stress 2 --json
 
 ``--json`` prints one object: {"submitted", "planned", "p50_ms", "p99_ms", "solves", "fast_path_decisions", ...}.
 """
@@ -25,14 +33,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import multiprocessing
 import os
 import random
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from uuid import UUID, uuid4
 
 import nats
@@ -62,6 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import print_json, stdout_to_stderr
 
 GROUPS = [RegionGroup.EU, RegionGroup.NA, RegionGroup.APAC]
+STREAM = SchedulerSettings().stream_name
 
 
 @dataclass
@@ -73,6 +86,8 @@ class Result:
     latencies_ms: list[float]
     solves: int
     placements: int = 0  # fast-path decisions (each places every job requested since the last)
+    superseded: int = 0  # full solves whose result was stale when they ended: not applied
+    cpu_s: float = 0.0  # CPU seconds of the scheduler's process (its event loop) during the run
 
     def row(self) -> dict:
         lat = np.asarray(self.latencies_ms)
@@ -86,6 +101,9 @@ class Result:
             "max_ms": round(float(lat.max()), 1) if planned else None,
             "solves": self.solves,
             "fast_path_decisions": self.placements,
+            "superseded_solves": self.superseded,
+            "wall_s": round(self.seconds, 1),
+            "cpu_s": round(self.cpu_s, 1),
         }
 
 
@@ -145,6 +163,45 @@ def job(now: datetime, rng: random.Random) -> JobRequested:
     )
 
 
+@dataclass(frozen=True)
+class Platform:
+    """The scheduler service in a process of its own (as in production: the submitters and the
+    observer are elsewhere, so their CPU is not the scheduler's). ``ready``: replayed and
+    listening; ``started``: the measured submissions begin (its counters and CPU time from here);
+    ``stop``: it reports ``(solves, fast-path decisions, superseded solves, CPU s)`` on ``out``."""
+
+    ready: Any
+    started: Any
+    stop: Any
+    out: Any
+
+
+def serve(url: str, debounce_s: float, fast_s: float | None, platform: Platform) -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+    async def main() -> None:
+        settings = SchedulerSettings(
+            nats_url=url,
+            data_dir=Path(tempfile.mkdtemp(prefix="load-bench-")),
+            heartbeat_s=1.0,
+            agent_lease_s=3600,
+        )
+        service = create_service(settings=settings, debounce_s=debounce_s, fast_s=fast_s)
+        async with service.running():
+            runtime = service.runtime
+            await asyncio.wait_for(runtime.ready.wait(), 60)
+            platform.ready.set()
+            while not platform.started.is_set():
+                await asyncio.sleep(0.01)
+            before = (runtime.solves, runtime.placements, runtime.superseded, time.process_time())
+            while not platform.stop.is_set():
+                await asyncio.sleep(0.05)
+            after = (runtime.solves, runtime.placements, runtime.superseded, time.process_time())
+            platform.out.put(tuple(a - b for a, b in zip(after, before, strict=True)))
+
+    asyncio.run(main())
+
+
 async def run_load(
     url: str,
     n: int,
@@ -155,13 +212,10 @@ async def run_load(
     wait_s: float,
     fast_s: float | None = 0.05,
 ) -> Result:
-    settings = SchedulerSettings(
-        nats_url=url,
-        data_dir=Path(tempfile.mkdtemp(prefix="load-bench-")),
-        heartbeat_s=1.0,
-        agent_lease_s=3600,
-    )
-    service = create_service(settings=settings, debounce_s=debounce_s, fast_s=fast_s)
+    context = multiprocessing.get_context("spawn")
+    platform = Platform(context.Event(), context.Event(), context.Event(), context.Queue())
+    scheduler = context.Process(target=serve, args=(url, debounce_s, fast_s, platform))
+    scheduler.start()
     nc = await nats.connect(url)
     sent: dict[UUID, float] = {}
     seen: dict[UUID, float] = {}
@@ -182,21 +236,22 @@ async def run_load(
     await nc.subscribe(subjects.PLANS, cb=on_plan)
     await nc.subscribe(subjects.ASSIGNMENTS_ALL, cb=on_assignment)
     rng = random.Random(seed)
-    async with service.running():
+    try:
+        if not await asyncio.to_thread(platform.ready.wait, 120):
+            raise RuntimeError("the scheduler did not start within 120 s")
         js = nc.jetstream()
-        now = service.clock.now()
+        now = datetime.now(UTC)  # the service's clock: real time (the settings' default)
         for forecast in forecasts(now, seed):
             await js.publish(
                 subjects.forecasts(forecast.region),
                 forecast.to_bytes(),
-                stream=settings.stream_name,
+                stream=STREAM,
                 headers={"Nats-Msg-Id": str(forecast.event_id)},
             )
         for status in heartbeats(now):  # capacity goes only to datacenters an agent reports
             await js.publish(subjects.agent_status(status.datacenter), status.to_bytes())
-        await asyncio.wait_for(service.runtime.ready.wait(), 60)
-        solves_before, placements_before = service.runtime.solves, service.runtime.placements
         events = [job(now, rng) for _ in range(n)]
+        platform.started.set()
         begin = time.perf_counter()
         for i, event in enumerate(events):
             due = begin + i / rate
@@ -206,18 +261,23 @@ async def run_load(
             await js.publish(
                 subjects.JOBS_REQUESTED,
                 event.to_bytes(),
-                stream=settings.stream_name,
+                stream=STREAM,
                 headers={"Nats-Msg-Id": str(event.event_id)},
             )
         deadline = time.perf_counter() + wait_s
         while len(seen) < n and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
         elapsed = (max(seen.values()) if seen else time.perf_counter()) - begin
-        solves = service.runtime.solves - solves_before
-        placements = service.runtime.placements - placements_before
-    await nc.close()
+        platform.stop.set()
+        solves, placements, superseded, cpu = await asyncio.to_thread(platform.out.get, True, 60)
+    finally:
+        platform.stop.set()
+        await nc.close()
+        await asyncio.to_thread(scheduler.join, 30)
+        if scheduler.is_alive():
+            scheduler.terminate()
     latencies = [(seen[j] - sent[j]) * 1000 for j in seen]
-    return Result(label, n, len(seen), elapsed, latencies, solves, placements)
+    return Result(label, n, len(seen), elapsed, latencies, solves, placements, superseded, cpu)
 
 
 def with_nats(run) -> Result:
@@ -240,6 +300,27 @@ def with_nats(run) -> Result:
         proc.wait(10)
 
 
+def _busy() -> None:
+    while True:
+        pass
+
+
+@contextmanager
+def stress(n: int) -> Iterator[None]:
+    """``n`` busy processes for as long as the block runs: other work on the machine."""
+    context = multiprocessing.get_context("spawn")
+    busy = [context.Process(target=_busy, daemon=True) for _ in range(n)]
+    for process in busy:
+        process.start()
+    try:
+        yield
+    finally:
+        for process in busy:
+            process.terminate()
+        for process in busy:
+            process.join(10)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--submissions", type=int, default=10_000)
@@ -258,13 +339,17 @@ def main(argv: list[str] | None = None) -> int:
         "--wait-s", type=float, default=120.0, help="how long to wait for the last plans"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--stress", type=int, default=0, help="busy processes to run beside the platform"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
     results = []
     load_before = os.getloadavg()[0]  # the machine's load says how much CPU the run was given
-    with stdout_to_stderr(args.json):  # HiGHS prints a banner from native code
+    # HiGHS prints a banner from native code
+    with stdout_to_stderr(args.json), stress(args.stress):
         if args.baseline_submissions:
             results.append(
                 with_nats(
@@ -301,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         **main_result.row(),
         "rate_per_s": args.rate,
+        "stress_processes": args.stress,
         "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "baseline": results[0].row() if args.baseline_submissions else None,
     }
@@ -310,7 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(title=f"scheduler under load: submissions at {args.rate:g}/s through NATS")
+        table = Table(
+            title=f"scheduler under load: submissions at {args.rate:g}/s through NATS, "
+            f"{args.stress} busy processes beside it; load average {report['load_avg_1m']}"
+        )
         for column in (
             "run",
             "submitted",
@@ -321,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
             "max ms",
             "solves",
             "fast-path decisions",
+            "superseded",
+            "wall s",
+            "CPU s",
         ):
             table.add_column(column)
         for result in results:
@@ -335,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
                 str(row["max_ms"]),
                 str(row["solves"]),
                 str(row["fast_path_decisions"]),
+                str(row["superseded_solves"]),
+                str(row["wall_s"]),
+                str(row["cpu_s"]),
             )
         Console().print(table)
     ok = main_result.planned == main_result.submitted

@@ -51,7 +51,10 @@ def subject_of(event: Event) -> str:
 
 class Runtime:
     """One lock guards the state; a full solve holds it only to read the state and to publish
-    its outcome, and runs in a worker thread without it, so events keep folding meanwhile.
+    its outcome, and runs in a solver process (or a worker thread: HiGHS releases the GIL while it
+    solves) without it, so events keep folding meanwhile. A result that events have superseded
+    while it ran (capacity or a forecast changed: :meth:`.Scheduler.current`) is dropped, and the
+    next solve, which those events asked for, plans every job.
 
     ``notify`` marks the plan stale; the loop waits ``debounce_s`` for the burst to settle,
     then solves once, so N events in a burst cost one solve, not N. New jobs do not wait for
@@ -89,7 +92,8 @@ class Runtime:
         self.reach = reach
         self.record = record
         self.ready = asyncio.Event()  # set once the stream has been replayed
-        self.solves = 0
+        self.solves = 0  # full solves applied
+        self.superseded = 0  # full solves whose result was stale when they ended: not applied
         self.placements = 0  # fast-path decisions published
         self._stale = asyncio.Event()
         self._fresh = asyncio.Event()  # a job was requested since the last fast path
@@ -249,6 +253,11 @@ class Runtime:
         )
         async with self._lock:
             decision = self.scheduler.conclude(solve, result, self.now())
+            if decision.superseded:
+                self.superseded += 1
+                self._stale.set()  # already set by the event that superseded it; never lost
+                log.info("full solve superseded while it ran (capacity or forecast changed)")
+                return decision
             self.solves += 1
             await self._emit(decision.events())
         log.info(

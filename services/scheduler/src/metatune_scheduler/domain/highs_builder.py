@@ -31,11 +31,11 @@ class SolveLimits:
 
 
 def run_for(highs: highspy.Highs, seconds: float | None) -> None:
-    """``highs.run()`` stopped after ``seconds`` of this run (None: no limit). HiGHS's
-    ``time_limit`` counts the object's whole run time (``getRunTime``: from its creation, idle
-    time included), not this run's, so a long-lived solver given a fixed limit stops every run
-    after the first few seconds of its life at once (measured: the service's timing LP answered
-    "time limit" after 0 iterations from its second re-plan on)."""
+    """``highs.run()`` stopped after ``seconds`` of this run (None: no limit). HiGHS compares its
+    ``time_limit`` with the run time the object has summed over all its runs (``getRunTime``),
+    not this run's, so a long-lived solver given a fixed limit stops every run at once after its
+    first seconds of solving (measured: the service's timing LP answered "time limit" after 0
+    iterations from its second re-plan on; tests/scheduler/test_time_limit.py)."""
     limit = np.inf if seconds is None else highs.getRunTime() + float(seconds)
     highs.setOptionValue("time_limit", float(limit))
     highs.run()

@@ -1,7 +1,8 @@
 """The scheduler's decision step: state + registry + clock hour -> plan, assignments, notices.
 
 Pure and synchronous; a full solve is three steps (``prepare`` reads the state, ``solve`` runs
-in a worker thread without it, ``conclude`` diffs against the state as it is then), and between
+in a solver process or thread without it, ``conclude`` diffs against the state as it is then, or
+drops a result the state has superseded meanwhile), and between
 solves ``place_new`` is the fast path for new jobs. The caller publishes the outputs and folds
 them back into the state, exactly as a replay of the stream would.
 """
@@ -59,6 +60,8 @@ class Decision:
     plans: list[Plan]  # the parts of a new version; []: the plan did not change
     assignments: list[Assignment] = field(default_factory=list)
     infeasible: list[JobInfeasible] = field(default_factory=list)
+    # a full solve's result no longer current (:meth:`Scheduler.current`): nothing to publish
+    superseded: bool = False
 
     @property
     def plan(self) -> Plan | None:
@@ -221,10 +224,29 @@ class Scheduler:
     def solve(self, solve: Solve) -> PlanResult:
         return full_solve(self.planner, solve)
 
+    def current(self, solve: Solve) -> bool:
+        """Whether the datacenters ``solve`` planned on still hold: the same ones, with the GPUs and
+        the forecast it read. Jobs requested, ended or placed meanwhile do not make a result stale
+        (:meth:`conclude` reconciles them); capacity and forecasts do: an agent lost or back, or a
+        new forecast, would have the result send jobs where there is no room now, or to hours an
+        old forecast priced. The event that changed them has asked for the next solve."""
+        sites = self._sites(solve.hour)
+        return len(sites) == len(solve.sites) and all(
+            now.name == then.name
+            and now.gpus == then.gpus
+            and now.pue == then.pue
+            and np.array_equal(now.intensity, then.intensity)
+            for now, then in zip(sites, solve.sites, strict=True)
+        )
+
     def conclude(self, solve: Solve, result: PlanResult, now: datetime) -> Decision:
         """The decision from a full solve's ``result``, given the state as it is now: jobs that
         ended meanwhile are dropped, jobs requested meanwhile are placed by the fast path into
-        what the result leaves free; no assignment if the hour turned meanwhile."""
+        what the result leaves free; no assignment if the hour turned meanwhile. A result that
+        is no longer :meth:`current` is superseded: nothing is applied (the fast path has placed,
+        or will place, the jobs requested meanwhile; the next solve plans every job)."""
+        if not self.current(solve):
+            return Decision(result, [], superseded=True)
         records = {job.job_id: job for job in self.state.plannable_jobs()}
         if any(job_id not in records for job_id in result.jobs):
             result = dataclasses.replace(
