@@ -1,6 +1,8 @@
 """How long the ``metatune`` CLI takes to answer, and how much memory it takes, when it only lists.
 
-Times ``metatune --version``, ``metatune --help`` and one Tab completion of the top-level command
+Times ``metatune --version``, ``metatune --help``, ``metatune submit --help`` (a command's own help:
+it loads that command and the contracts its options name, not the bus client) and one Tab
+completion of the top-level command
 (bash: ``_METATUNE_COMPLETE=complete_bash``), each a fresh process (the installed ``metatune``
 script beside this Python, else the same import through ``python -c``), the median of ``--runs``
 after one unmeasured warm-up, with each run's peak resident memory (``os.wait4``). The baseline,
@@ -52,8 +54,9 @@ def metatune(*args: str) -> list[str]:
     return [str(SCRIPT), *args] if SCRIPT.exists() else [*LAUNCHER, *args]
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak resident MB of one process (``wait4`` reports that child alone)."""
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall seconds, peak resident MB and CPU seconds (user + system, which load does not change)
+    of one process (``wait4`` reports that child alone)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
@@ -62,16 +65,21 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(argv)} failed: {err.decode(errors='replace')}")
-    return elapsed, usage.ru_maxrss / 1024  # KiB on Linux
+    return elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime  # KiB on Linux
 
 
-def measure(argv: list[str], runs: int, **env: str) -> tuple[float, float]:
-    """Median seconds and the largest peak resident MB of ``runs`` runs, after one warm-up."""
+def measure(argv: list[str], runs: int, **env: str) -> tuple[float, float, float]:
+    """Median seconds, the largest peak resident MB and the median CPU seconds of ``runs`` runs,
+    after one warm-up."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("_METATUNE_")}
     environment.update(env)
     run_once(argv, environment)  # file cache and bytecode, as on a used machine
     results = [run_once(argv, environment) for _ in range(runs)]
-    return statistics.median(t for t, _ in results), max(m for _, m in results)
+    return (
+        statistics.median(t for t, _, _ in results),
+        max(m for _, m, _ in results),
+        statistics.median(c for _, _, c in results),
+    )
 
 
 def machine() -> dict:
@@ -92,18 +100,30 @@ def main() -> None:
     args = parser.parse_args()
 
     where = machine()
-    version_s, version_mb = measure(metatune("--version"), args.runs)
-    help_s, help_mb = measure(metatune("--help"), args.runs, COLUMNS="120")
-    completion_s, completion_mb = measure(metatune(), args.runs, **COMPLETION)
-    eager_s, eager_mb = measure([sys.executable, "-c", EAGER], args.runs)
+    version_s, version_mb, version_cpu = measure(metatune("--version"), args.runs)
+    help_s, help_mb, help_cpu = measure(metatune("--help"), args.runs, COLUMNS="120")
+    submit_s, submit_mb, submit_cpu = measure(
+        metatune("submit", "--help"), args.runs, COLUMNS="120"
+    )
+    completion_s, completion_mb, completion_cpu = measure(metatune(), args.runs, **COMPLETION)
+    eager_s, eager_mb, eager_cpu = measure([sys.executable, "-c", EAGER], args.runs)
     report = {
         "version_s": round(version_s, 3),
         "help_s": round(help_s, 3),
+        "submit_help_s": round(submit_s, 3),
         "completion_s": round(completion_s, 3),
+        "cpu_s": {
+            "version": round(version_cpu, 3),
+            "help": round(help_cpu, 3),
+            "submit_help": round(submit_cpu, 3),
+            "completion": round(completion_cpu, 3),
+            "eager_import": round(eager_cpu, 3),
+        },
         "peak_rss_mb": round(max(version_mb, help_mb, completion_mb), 1),
         "rss_mb": {
             "version": round(version_mb, 1),
             "help": round(help_mb, 1),
+            "submit_help": round(submit_mb, 1),
             "completion": round(completion_mb, 1),
         },
         "eager_import_s": round(eager_s, 3),
@@ -117,12 +137,17 @@ def main() -> None:
         print_json(report)
         return
     table = Table(title=f"metatune startup, median of {args.runs} runs")
-    for column in ("command", "seconds", "peak RSS (MB)"):
+    for column in ("command", "seconds", "CPU seconds", "peak RSS (MB)"):
         table.add_column(column, justify="left" if column == "command" else "right")
-    table.add_row("metatune --version", f"{version_s:.2f}", f"{version_mb:.0f}")
-    table.add_row("metatune --help", f"{help_s:.2f}", f"{help_mb:.0f}")
-    table.add_row("completion: metatune <Tab>", f"{completion_s:.2f}", f"{completion_mb:.0f}")
-    table.add_row("baseline: import every command", f"{eager_s:.2f}", f"{eager_mb:.0f}")
+    rows = (
+        ("metatune --version", version_s, version_cpu, version_mb),
+        ("metatune --help", help_s, help_cpu, help_mb),
+        ("metatune submit --help", submit_s, submit_cpu, submit_mb),
+        ("completion: metatune <Tab>", completion_s, completion_cpu, completion_mb),
+        ("baseline: import every command", eager_s, eager_cpu, eager_mb),
+    )
+    for name, seconds, cpu, mb in rows:
+        table.add_row(name, f"{seconds:.2f}", f"{cpu:.2f}", f"{mb:.0f}")
     Console().print(table)
     load = where["load_avg"]
     print(f"{where['host_cpus']} CPUs, load average {load[0]} at the start, {where['at']}")

@@ -156,3 +156,21 @@ def test_declared_help_reads_each_form_without_running_the_module(
     assert help_of("plugin_source_probe:missing") is None
     assert help_of("no_such_module_anywhere:command") is None
     assert "plugin_source_probe" not in sys.modules
+
+
+def test_a_command_s_help_imports_that_command_not_the_bus_client() -> None:
+    """``submit --help`` loads the submit command and the contracts its options name; the bus
+    client, the model card and numpy come only when a command runs."""
+    probe = PROBE.replace(
+        repr(HEAVY), repr((*HEAVY, "numpy", "huggingface_hub", "metatune_cli.client.aio"))
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, "submit", "--help"],
+        env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--max-train-rows" in result.stdout
+    assert json.loads(result.stderr.strip().splitlines()[-1]) == []

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import typer
 
 from metatune.settings import Settings, get_settings
 
-from ..client import BusUnavailable, Client, InvalidRequest, NotFound, StillRunning
+from ..client.errors import BusUnavailable, InvalidRequest, NotFound, StillRunning
 from .connect import EXIT_NOT_FOUND, fail, unavailable
+
+if TYPE_CHECKING:
+    from ..client.sync import Client
 
 EXIT_STILL_RUNNING = 4  # `submit --wait` gave up; the study goes on
 
@@ -30,6 +34,8 @@ def failure(exc: Exception) -> typer.Exit:
 @contextmanager
 def client(settings: Settings | None = None) -> Iterator[Client]:
     """A client for one command; what it raises ends the command with one line."""
+    from ..client.sync import Client  # the bus client, imported by a command that runs
+
     try:
         with Client(settings or get_settings()) as opened:
             yield opened

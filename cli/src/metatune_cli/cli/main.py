@@ -239,11 +239,11 @@ CORE = {
     ),
     "secrets": Core(
         "platform_cmds:secrets",
-        "Write NATS credentials (an nkey per service, agent and submitter; the admin's password; the"
+        "Write NATS credentials (an nkey per service, agent and tenant; the admin's password; the"
         " server's auth config) to METATUNE_NATS_SECRETS_DIR, and the telemetry dashboard's read-only"
-        " token (dashboard.token; --rotate keeps the previous one valid for the overlap), mode 0600"
-        " (--group: 0640, that group's);"
-        " prints file names, never secrets.",
+        " tokens (dashboard.token, the admin's: every study; one per tenant: its own; --rotate keeps"
+        " the previous ones valid for the overlap), mode 0600 (--group: 0640, that group's); prints"
+        " file names, never secrets. A running embedded NATS is told to reload its users.",
     ),
     "bus-init": Core(
         "platform_cmds:bus_init",

@@ -13,22 +13,60 @@ published as the submitter. Errors are :class:`~metatune.errors.MetaTuneError`::
             print(trial.job_id, trial.status, trial.metrics)
 """
 
-from metatune.errors import MetaTuneError
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from .aio import AsyncClient
-from .errors import BusUnavailable, InvalidRequest, NotFound, ObjectNotFound, StillRunning
-from .models import (
-    AdapterDownload,
-    Cancellation,
-    Progress,
-    Receipt,
-    StudyCancellation,
-    StudyDetail,
-    StudySummary,
-    TrialResult,
-    TrialSummary,
-)
-from .sync import Client
+if TYPE_CHECKING:
+    from metatune.errors import MetaTuneError
+
+    from .aio import AsyncClient
+    from .errors import BusUnavailable, InvalidRequest, NotFound, ObjectNotFound, StillRunning
+    from .models import (
+        AdapterDownload,
+        Cancellation,
+        Progress,
+        Receipt,
+        StudyCancellation,
+        StudyDetail,
+        StudySummary,
+        TrialResult,
+        TrialSummary,
+    )
+    from .sync import Client
+
+# Each name is imported on first use (PEP 562): `metatune submit --help` imports the submission
+# module of this package without the bus client, the model card and what they import.
+_HOMES = {
+    "MetaTuneError": "metatune.errors",
+    "AsyncClient": ".aio",
+    "Client": ".sync",
+    **dict.fromkeys(
+        ("BusUnavailable", "InvalidRequest", "NotFound", "ObjectNotFound", "StillRunning"),
+        ".errors",
+    ),
+    **dict.fromkeys(
+        (
+            "AdapterDownload",
+            "Cancellation",
+            "Progress",
+            "Receipt",
+            "StudyCancellation",
+            "StudyDetail",
+            "StudySummary",
+            "TrialResult",
+            "TrialSummary",
+        ),
+        ".models",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(home, __name__), name)
+
 
 __all__ = [
     "AdapterDownload",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-from numpy.typing import ArrayLike
 from pydantic import AwareDatetime, Field, model_validator
 
 from .base import Contract, Event
+
+if TYPE_CHECKING:  # numpy is imported where a forecast is priced, not wherever a contract is read
+    import numpy as np
+    from numpy.typing import ArrayLike
 
 HORIZON_HOURS = 168
 
@@ -17,6 +19,8 @@ def expected_intensity(p10: ArrayLike, median: ArrayLike, p90: ArrayLike) -> np.
     """The mean of a forecast distribution from its 10th, 50th and 90th percentiles (Swanson's
     rule, 0.3 / 0.4 / 0.3): what minimising *expected* emissions should plan on. It differs
     from the median where the distribution is skewed, as on near-zero grids whose spikes go up."""
+    import numpy as np
+
     return np.asarray(
         0.3 * np.asarray(p10, dtype=float)
         + 0.4 * np.asarray(median, dtype=float)
