@@ -226,8 +226,9 @@ def _check_database(url: str, shown: dict) -> None:
         for row in shown["studies"]:
             sid = row["study_id"]
             results = conn.execute(
-                "SELECT r.job_id, r.status, r.early_stopped, r.metrics, q.trial_index "
-                "FROM run_results r JOIN job_requests q USING (job_id) WHERE r.study_id = %s",
+                "SELECT r.job_id, r.status, r.early_stopped, r.metrics, q.trial_index, "
+                "r.finished_at, q.deadline FROM run_results r JOIN job_requests q USING (job_id) "
+                "WHERE r.study_id = %s",
                 (sid,),
             ).fetchall()
             # 5. every completion landed in the knowledge base, keyed by its job
@@ -264,6 +265,14 @@ def _check_database(url: str, shown: dict) -> None:
                 "SELECT max(majority_baseline) AS m FROM run_results WHERE study_id = %s", (sid,)
             ).fetchone()
             assert row["majority_baseline"] == pytest.approx(baselines["m"])
+            # the deadline as an outcome: the runs that ended after it, and the latest's lateness
+            late = [
+                r["finished_at"] - r["deadline"]
+                for r in results
+                if r["finished_at"] > r["deadline"]
+            ]
+            assert (row["deadline_met"], row["trials_late"]) == (not late, len(late))
+            assert row["late_by_s"] == (max(late).total_seconds() if late else None)
             energy = conn.execute(
                 "SELECT e.hour, e.energy_wh, e.emissions_g, q.requested_at, q.home_datacenter, "
                 "s.spec->>'region_group' AS region_group, e.job_id FROM job_energy e "

@@ -347,6 +347,6 @@ async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
     assert "## Trial #1 " in shown and "## Trial #2 " in shown  # numbered as the demo numbers
     assert report.kgco2eq is None and report.pricing == "partially_priced"
     assert report.priced_kgco2eq == pytest.approx(0.21)
-    assert "unpriced" in to_markdown(report) and "0.210000" in to_markdown(report)
+    assert "unpriced" in to_markdown(report) and "priced part 210 g CO2eq" in to_markdown(report)
     assert to_csv(report).count("\n") == 3
     assert await count(db, "SELECT count(*) FROM run_results") == 2
