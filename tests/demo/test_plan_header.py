@@ -49,8 +49,8 @@ def test_once_every_trial_finished_the_header_shows_the_meter_not_an_empty_plan(
     header = plan_header(state)
     assert "0.0 g vs 0.0 g" not in header and "0 g vs 0 g" not in header
     assert header == (
-        "plan v4: empty, every trial finished; measured 0.4 g for 1.5 Wh, "
-        "first planned 210 g for 1.4e+03 Wh estimated"
+        "plan v4: empty, every trial finished; measured 400 mg for 1.50 Wh, "
+        "first planned 210 g for 1.40 kWh estimated"
     )
     figures = plan_figures(state)
     assert figures["header"] == header
@@ -60,7 +60,7 @@ def test_once_every_trial_finished_the_header_shows_the_meter_not_an_empty_plan(
     assert figures["first_trials"] == 1
     why = plan_against_meter(figures)
     assert why.startswith(
-        "plan: 210 g expected at forecast intensity for 1.4e+03 Wh estimated; "
-        "measured 0.4 g for 1.5 Wh (energy: measured 0.00107x the cost model's estimate;"
+        "plan: 210 g expected at forecast intensity for 1.40 kWh estimated; "
+        "measured 400 mg for 1.50 Wh (energy: measured 0.00107x the cost model's estimate;"
     )
     assert "150 g/kWh planned, 267 g/kWh metered, 0 of 1 trials ran away" in why

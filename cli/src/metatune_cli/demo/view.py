@@ -107,8 +107,8 @@ def _hours(planned: list) -> str:
 
 
 def grams(value: float) -> str:
-    """gCO2eq to three significant digits: a demo's trials weigh milligrams."""
-    return f"{value:.3g} g"
+    """gCO2eq in the unit that suits it (a demo's trials weigh milligrams): ``57.3 mg``."""
+    return mass(value)
 
 
 def plan_header(s: DemoState) -> str:
@@ -120,9 +120,9 @@ def plan_header(s: DemoState) -> str:
     if jobs and s.done():
         return (
             f"plan v{s.plan_version}: empty, every trial finished; measured "
-            f"{grams(sum(j.emissions_g for j in jobs))} for {sum(j.energy_wh for j in jobs):.3g} Wh, "
+            f"{grams(sum(j.emissions_g for j in jobs))} for {energy(sum(j.energy_wh for j in jobs))}, "
             f"first planned {grams(sum(j.expected_g or 0.0 for j in jobs))} for "
-            f"{sum(j.estimated_wh for j in jobs):.3g} Wh estimated"
+            f"{energy(sum(j.estimated_wh for j in jobs))} estimated"
         )
     if not any(j.planned and not j.finished for j in jobs):
         return f"plan v{s.plan_version}: empty, no trial left to place yet"
@@ -159,8 +159,8 @@ def plan_against_meter(plan: dict[str, Any]) -> str:
     measured) and, per Wh, the intensity of the hours and datacenters (planned against run)."""
     est, wh = plan["estimated_wh"], plan["measured_wh"]
     line = (
-        f"plan: {grams(plan['expected_g'])} expected at forecast intensity for {est:.3g} Wh "
-        f"estimated; measured {grams(plan['measured_g'])} for {wh:.3g} Wh"
+        f"plan: {grams(plan['expected_g'])} expected at forecast intensity for {energy(est)} "
+        f"estimated; measured {grams(plan['measured_g'])} for {energy(wh)}"
     )
     if not est or not wh:
         return line
@@ -187,15 +187,15 @@ def runs(demo: Demo) -> Table:
         "where",
         "step",
         "accuracy",
-        "Wh",
-        "gCO2eq",
+        "energy",
+        "CO2eq",
         "pauses",
         "moves",
     ):
         table.add_column(
             col,
             justify="right"
-            if col in ("step", "accuracy", "Wh", "gCO2eq", "pauses", "moves")
+            if col in ("step", "accuracy", "energy", "CO2eq", "pauses", "moves")
             else "left",
         )
     for study in s.studies.values():
@@ -214,8 +214,8 @@ def runs(demo: Demo) -> Table:
                 " -> ".join(job.visited) or "-",
                 step,
                 _fmt(job.metric, "{:.3f}"),
-                f"{job.energy_wh:.2f}",
-                f"{job.emissions_g:.3f}",
+                energy(job.energy_wh),
+                mass(job.emissions_g),
                 str(job.pauses),
                 str(job.migrations),
             )
