@@ -208,6 +208,8 @@ async def test_every_view_shows_the_same_grams(db, private_nats: str) -> None:
         timeline = web.get(f"/api/jobs/{job}/timeline").json()
         report = web.get(f"/api/studies/{study}/report").json()
         page = web.get(f"/studies/{study}").text
+        (indexed,) = [s for s in web.get("/api/studies").json() if s["study_id"] == str(study)]
+        index = web.get("/").text
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://telemetry"
     ) as api:
@@ -238,8 +240,8 @@ async def test_every_view_shows_the_same_grams(db, private_nats: str) -> None:
     assert [v * 1000 for v in bars["run now at home"]] == pytest.approx([run_now])
     assert [v * 1000 for v in bars["as run"]] == pytest.approx([as_run])
 
-    # the deadline, missed: the closing table, the report (and the dashboard page that shows it),
-    # study list and study show
+    # the deadline, missed: the closing table, the report (and the dashboard's study page that
+    # shows it), the dashboard's index, study list and study show
     assert (row.deadline_met, row.trials_late, row.late_by_s) == (False, 1, 1800.0)
     assert row.deadline_cell == "1 late, by 30 min"
     assert (report["deadline_met"], report["trials_late"], report["late_by_s"]) == (
@@ -248,6 +250,12 @@ async def test_every_view_shows_the_same_grams(db, private_nats: str) -> None:
         1800.0,
     )
     assert report["deadline_outcome"] == LATE and LATE in page
+    assert (indexed["deadline_met"], indexed["trials_late"], indexed["late_by_s"]) == (
+        False,
+        1,
+        1800.0,
+    )
+    assert indexed["deadline_cell"] == row.deadline_cell and row.deadline_cell in index
     assert detail.deadline_outcome == listed.deadline_outcome == LATE
     assert (listed.deadline_met, listed.trials_late, listed.late_by_s) == (False, 1, 1800.0)
     assert listed.status == "finished (budget) after its deadline (1 trial late, by 30 min)"

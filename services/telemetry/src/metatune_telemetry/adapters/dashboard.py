@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
+from metatune.deadlines import deadline_outcome
 from metatune.display import chance_baseline, trial_outcome
 from metatune.emissions import as_run, grams, total
 from metatune.registry import Registry
@@ -146,7 +147,9 @@ STUDIES = """
 SELECT s.study_id, s.spec->>'name' AS name, s.submitted_at, s.base_model, s.task,
        count(q.job_id) AS trials_requested, count(r.job_id) AS trials_finished,
        max((r.metrics->>'accuracy')::double precision) AS best_accuracy,
-       max(r.majority_baseline) AS majority_baseline, min(p.n_classes) AS n_classes
+       max(r.majority_baseline) AS majority_baseline, min(p.n_classes) AS n_classes,
+       (s.spec->>'deadline')::timestamptz AS deadline,
+       array_remove(array_agg(r.finished_at), NULL) AS ended
 FROM studies s LEFT JOIN job_requests q USING (study_id) LEFT JOIN run_results r USING (job_id)
 LEFT JOIN study_profiles p ON p.study_id = s.study_id
 GROUP BY s.study_id ORDER BY s.submitted_at DESC LIMIT %s
@@ -157,8 +160,22 @@ async def study_index(db: Database, limit: int = 500) -> list[StudyListing]:
     """The latest ``limit`` studies, newest first."""
     listings = []
     for row in await db.fetch_dicts(STUDIES, (limit,)):
-        classes = row.pop("n_classes")
-        listings.append(StudyListing(**row, chance_baseline=chance_baseline(classes)))
+        classes, ended = row.pop("n_classes"), row.pop("ended")
+        late = (
+            None
+            if row["deadline"] is None or not ended
+            else deadline_outcome(row["deadline"], ended)
+        )
+        listings.append(
+            StudyListing(
+                **row,
+                chance_baseline=chance_baseline(classes),
+                deadline_met=None if late is None else late.met,
+                trials_late=0 if late is None else late.late,
+                late_by_s=None if late is None else late.late_by_s,
+                deadline_cell="-" if late is None else late.cell(),
+            )
+        )
     return listings
 
 

@@ -84,12 +84,14 @@ def index_page(studies: list[StudyListing]) -> str:
         f'<tr><td><a href="/studies/{s.study_id}">{html.escape(s.name or str(s.study_id))}</a></td>'
         f"<td>{s.submitted_at:%Y-%m-%d %H:%M}</td><td>{html.escape(s.base_model)}</td>"
         f"<td>{html.escape(s.task)}</td><td>{s.trials_finished} / {s.trials_requested}</td>"
-        f"<td>{_best(s)}</td><td><code>{s.study_id}</code></td></tr>"
+        f"<td>{_best(s)}</td><td>{html.escape(s.deadline_cell)}</td>"
+        f"<td><code>{s.study_id}</code></td></tr>"
         for s in studies
     )
     table = (
         "<table class=studies><tr><th>study</th><th>submitted (UTC)</th><th>base model</th>"
-        f"<th>task</th><th>trials ended / requested</th><th>best accuracy</th><th>id</th></tr>{rows}"
+        f"<th>task</th><th>trials ended / requested</th><th>best accuracy</th>"
+        f"<th>deadline (runs ended)</th><th>id</th></tr>{rows}"
         "</table>"
         if studies
         else "<p>No study yet: <code>metatune submit FILE</code> starts one.</p>"

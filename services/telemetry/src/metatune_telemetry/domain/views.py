@@ -137,6 +137,12 @@ class StudyListing(BaseModel):
     # the baselines beside it: always the most common label; guessing (1 / the classes profiled)
     majority_baseline: float | None = None
     chance_baseline: float | None = None
+    # the deadline as an outcome of the runs ended so far (metatune.deadlines)
+    deadline: datetime | None = None
+    deadline_met: bool | None = None  # None: no run ended yet
+    trials_late: int = 0
+    late_by_s: float | None = None
+    deadline_cell: str = "-"  # "met", "1 late, by 30 min"
 
 
 class Trial(BaseModel):
