@@ -10,10 +10,8 @@ the job completes, fails, pauses or stops, after its event is published.
 Object-store keys: checkpoints ``checkpoints/<job_id>`` (the latest, overwritten), adapters
 ``adapters/<job_id>.tar``.
 
-Besides the plateau rule, a run is stopped early by the learning-curve stopper
-(:mod:`.domain.curve_stop`) when its predicted final metric cannot beat its study's best so far,
-read at each evaluation from the KV bucket ``metatune_studies`` (written by the recommender); the
-first trial of a study (no best yet) is never stopped by it.
+Besides the plateau rule, a run is stopped early by the learning-curve stopper when its
+predicted final metric cannot beat its study's best so far (:mod:`.study_stopping`).
 """
 
 from __future__ import annotations
@@ -21,10 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -34,7 +29,7 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 from pydantic import ValidationError
 
 from metatune import msgids, subjects
-from metatune.bus import ADAPTERS_BUCKET, ASSIGNMENTS_BUCKET, CHECKPOINTS_BUCKET, STUDIES_BUCKET
+from metatune.bus import ADAPTERS_BUCKET, ASSIGNMENTS_BUCKET, CHECKPOINTS_BUCKET
 from metatune.bus.retry import BUS_ERRORS
 from metatune.contracts import (
     AgentStatus,
@@ -46,54 +41,42 @@ from metatune.contracts import (
     ErrorKind,
     FailureReason,
     Hardware,
-    MetricPoint,
     RunAccounting,
     RunCompleted,
     RunFailed,
     RunMetrics,
     RunPaused,
-    RunProgress,
-    TaskType,
 )
-from metatune.knowledge import StudyBest
 from metatune.private_files import private_dir
 from metatune.registry import Datacenter
 from metatune.service import Service
 
 from ..domain.assignments import parse_assignment
 from ..domain.carbon import ForecastIntensity
-from ..domain.curve_stop import CurveModelError, CurveStopper, RunShape, stop_hook
 from ..domain.errors import InvalidTrainingConfig, TrainingError
-from ..domain.points import StepBuffer
 from ..domain.request import TrainingRequest, TrainOptions
 from ..domain.run import (
     Control,
     Progress,
     RunHooks,
     RunOutcome,
-    SessionPace,
     Site,
 )
-from ..domain.trainer import Evaluation
 from ..domain.versions import SeenVersions, superseded
 from ..settings import AgentSettings
-from .curve_files import load_stopper
 from .datasets import DatasetFetcher
 from .ended_log import EndedLog
 from .hardware import cpu_model, detect
+from .jobs import Job
 from .multi_device import MultiDeviceRun
-from .package_data import shipped_model_path
+from .progress_reports import ProgressReports
 from .run_ids import run_key
+from .study_stopping import StudyStopping
 from .training import run_training
 from .uploads import LatestUploader, with_retries
 
 log = logging.getLogger("metatune.agent")
 CHECKPOINT_UPLOAD_TIMEOUT_S = 300.0
-STUDY_BEST_TIMEOUT_S = 5.0
-CURVE_STOP_TASKS = (
-    TaskType.classification,
-    TaskType.pair_classification,
-)  # the curves the model learned: accuracy
 
 
 def completion_curve(outcome: RunOutcome) -> list[CurvePoint]:
@@ -126,39 +109,6 @@ def adapter_key(job_id: UUID) -> str:
     return f"{job_id}.tar"
 
 
-def _session_fields(session: SessionPace) -> dict[str, Any]:
-    return {
-        "session_started_at": session.started_at,
-        "session_start_step": session.start_step,
-        "startup_s": session.startup_s,
-        "startup_wall_s": session.startup_wall_s,
-        "steps_per_hour": session.steps_per_hour,
-        "tokens_per_second": session.tokens_per_second,
-        "checkpoint_step": session.checkpoint_step,
-    }
-
-
-def _log_failure(future: Any) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.warning("progress event not published: %r", future.exception())
-
-
-@dataclass
-class Job:
-    assignment: Assignment
-    message: NatsMessage
-    control: Control | None = None
-    shutting_down: bool = False  # paused by our own shutdown: leave the message for redelivery
-    step: int = 0
-    last_progress: float = 0.0
-    reported_checkpoint: int | None = None  # the checkpoint step the last progress event carried
-    steps: StepBuffer = field(default_factory=StepBuffer)  # steps since the last progress event
-    task: asyncio.Task[None] | None = field(default=None, repr=False)
-    uploader: LatestUploader | None = field(
-        default=None, repr=False
-    )  # checkpoints, in the background
-
-
 class TrainerAgent:
     def __init__(self, service: Service, datacenter: Datacenter, settings: AgentSettings) -> None:
         self.service = service
@@ -186,8 +136,8 @@ class TrainerAgent:
             max_workers=max(1, datacenter.gpus), thread_name_prefix=f"train-{datacenter.name}"
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopper: CurveStopper | None = None
-        self._stopper_loaded = False
+        self.stopping = StudyStopping(service, settings)  # learning-curve stopping
+        self.progress = ProgressReports(service, datacenter.name, settings)
 
     @property
     def gpus_total(self) -> int:
@@ -273,7 +223,7 @@ class TrainerAgent:
         redeliver = False
         try:
             outcome = await self._train(job)
-            await self._flush_steps(job)
+            await self.progress.flush(job)
             if job.shutting_down and outcome.status == "paused":
                 assert outcome.checkpoint is not None
                 await self._save_checkpoint(job, outcome.checkpoint)
@@ -282,7 +232,7 @@ class TrainerAgent:
                 await self._publish_outcome(job, outcome)
                 self._ended(job)
         except TrainingError as exc:
-            await self._flush_steps(job)
+            await self.progress.flush(job)
             await self._publish_failed(job.assignment, exc)
             self._ended(job)
         except asyncio.CancelledError:
@@ -297,7 +247,7 @@ class TrainerAgent:
             redeliver = True
         except Exception as exc:
             log.exception("job %s failed", job.assignment.job_id)
-            await self._flush_steps(job)
+            await self.progress.flush(job)
             await self._publish_failed(job.assignment, exc, reason=FailureReason.internal)
             self._ended(job)
         finally:
@@ -394,7 +344,7 @@ class TrainerAgent:
             on_progress=partial(self._on_progress, job),
             on_checkpoint=partial(self._on_checkpoint, job),
             control=lambda: job.control,
-            should_stop=self._curve_stop_hook(job, request),
+            should_stop=self.stopping.rule(self._loop, job.assignment, request),
         )
         planned = (
             assignment.estimated_gpu_hours / assignment.gpus
@@ -419,127 +369,9 @@ class TrainerAgent:
             ),
         )
 
-    # ----------------------------------------------------------------- learning-curve stopping
-    def curve_stopper(self) -> CurveStopper | None:
-        """The curve-stop model (loaded once); None when switched off or unreadable (logged, runs go on)."""
-        if not self._stopper_loaded:
-            self._stopper_loaded = True
-            if self.settings.agent_curve_stop:
-                path = self.settings.agent_curve_stop_model or shipped_model_path()
-                try:
-                    self._stopper = load_stopper(path)
-                except CurveModelError as exc:
-                    log.warning("learning-curve stopping off: %s", exc)
-        return self._stopper
-
-    def _curve_stop_hook(
-        self, job: Job, request: TrainingRequest
-    ) -> Callable[[int, int, list[tuple[int, Evaluation]]], str | None] | None:
-        stopper = self.curve_stopper()
-        if stopper is None or request.task not in CURVE_STOP_TASKS:
-            return None
-        assert self._loop is not None
-        loop, study_id, job_id = self._loop, job.assignment.study_id, job.assignment.job_id
-
-        def best() -> float | None:  # training thread: ask the event loop for the KV entry
-            future = asyncio.run_coroutine_threadsafe(self.study_best(study_id), loop)
-            try:
-                found = future.result(STUDY_BEST_TIMEOUT_S)
-            except Exception as exc:  # the bus is slow or down: no stop, training goes on
-                future.cancel()
-                log.warning("job %s: study best of %s not read: %r", job_id, study_id, exc)
-                return None
-            if found is None or found.metric_name != stopper.metric_name or found.job_id == job_id:
-                return None
-            return found.best
-
-        return stop_hook(
-            stopper,
-            RunShape.of(request.config),
-            best,
-            confidence=self.settings.agent_curve_stop_confidence,
-            margin=self.settings.agent_curve_stop_margin,
-        )
-
-    async def study_best(self, study_id: UUID) -> StudyBest | None:
-        """The study's best finished trial so far, from KV ``metatune_studies``; None before the first."""
-        kv = await self.service.js.key_value(STUDIES_BUCKET)
-        try:
-            entry = await kv.get(str(study_id))
-        except KeyNotFoundError:
-            return None
-        if not entry.value:
-            return None  # deleted
-        try:
-            return StudyBest.model_validate_json(entry.value)
-        except ValidationError as exc:
-            log.warning("study best of %s unreadable, ignored: %s", study_id, exc)
-            return None
-
     # ----------------------------------------------------------------- hooks (training thread)
     def _on_progress(self, job: Job, progress: Progress) -> None:
-        """Publish progress (at most every ``agent_progress_interval_s``, except evaluations and a
-        new checkpoint: the scheduler may pause a job only once it has one past its start). A step
-        not published is held and sent with the next event (``RunProgress.points``)."""
-        job.step = progress.step
-        now = time.monotonic()
-        session = progress.session
-        checkpoint = session.checkpoint_step if session is not None else None
-        if (
-            progress.kind == "step"
-            and checkpoint == job.reported_checkpoint
-            and now - job.last_progress < self.settings.agent_progress_interval_s
-            and not job.steps.full
-        ):
-            job.steps.hold(progress, self.service.clock.now())
-            return
-        job.last_progress, job.reported_checkpoint = now, checkpoint
-        at = job.steps.latest(self.service.clock.now())
-        event = self._progress_event(job, progress, at, job.steps.take())
-        assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(
-            self.service.publish(subjects.run_progress(self.dc.name, job.assignment.job_id), event),
-            self._loop,
-        )
-        future.add_done_callback(
-            _log_failure
-        )  # progress is advisory: a lost one must not stop training
-
-    def _progress_event(
-        self, job: Job, progress: Progress, at: datetime, points: list[MetricPoint]
-    ) -> RunProgress:
-        session = progress.session
-        return RunProgress(
-            occurred_at=at,
-            job_id=job.assignment.job_id,
-            datacenter=self.dc.name,
-            step=progress.step,
-            total_steps=progress.total_steps,
-            train_loss=progress.train_loss,
-            val_loss=progress.val_loss,
-            learning_rate=progress.learning_rate,
-            power_w=progress.power_w,
-            step_time_s=progress.step_time_s,
-            estimated_remaining_gpu_hours=progress.estimated_remaining_gpu_hours,
-            accounting=progress.accounting,
-            points=points,
-            **(_session_fields(session) if session is not None else {}),
-        )
-
-    async def _flush_steps(self, job: Job) -> None:
-        """The run ended: the steps held since the last progress event go out as one more (the
-        newest as its own step, the rest as its points), before the run's outcome."""
-        held = job.steps.flush()
-        if held is None:
-            return
-        progress, at, points = held
-        try:
-            await self.service.publish(
-                subjects.run_progress(self.dc.name, job.assignment.job_id),
-                self._progress_event(job, progress, at, points),
-            )
-        except Exception as exc:  # advisory, as every progress event: the outcome still goes out
-            log.warning("job %s: last progress event not published: %r", job.assignment.job_id, exc)
+        self.progress.publish(self._loop, job, progress)
 
     def _on_checkpoint(self, job: Job, step: int, data: bytes) -> None:
         """Hand the checkpoint to the event loop and go on training: it is uploaded in the background
