@@ -1,3 +1,3 @@
-from .app import service
+from .app import create_service
 
-service.run()
+create_service().run()

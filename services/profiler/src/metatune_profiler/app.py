@@ -143,7 +143,3 @@ def create_service(settings: Settings | None = None) -> Service:
         return DatasetValidationReply(problems=problems)
 
     return service
-
-
-service = create_service()
-app = service.app
