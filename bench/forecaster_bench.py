@@ -7,7 +7,8 @@ Trains on every hour before ``--train-until`` (or loads ``--model``), issues 168
 every ``--stride`` hours whose whole horizon lies at or after ``--test-from``, and reports per
 region and lead bucket (1-24, 25-96, 97-168 h): MAPE and weighted MAPE of the model, of the
 seasonal-naive 24 h / 168 h and 7-day same-hour-mean baselines, the model's improvement over the
-better seasonal-naive baseline, and the 10-90 % interval coverage. The model is scored as served:
+better seasonal-naive baseline, and the 10-90 % interval coverage; and the coverage by lead bucket
+(1-24, 25-72, 73-168 h), all regions' hours pooled. The model is scored as served:
 recalibrated at each issue on its re-forecasts of the four weeks before (domain/recent.py); the
 trees alone are scored beside it in the same run, as the baseline of that layer. Observed weather
 (``em_weather/``) is degraded to forecast quality; archived GFS forecasts are used as they are.
@@ -38,7 +39,14 @@ from metatune_forecaster.adapters.model_files import load_model, load_weather_er
 from metatune_forecaster.adapters.package_data import WEATHER_ERROR_PATH
 from metatune_forecaster.domain.baselines import BASELINES
 from metatune_forecaster.domain.blend import PROVIDER_WEIGHT
-from metatune_forecaster.domain.evaluation import Score, coverage, improvement, mape
+from metatune_forecaster.domain.evaluation import (
+    COVERAGE_LEADS,
+    Score,
+    coverage,
+    coverage_hits,
+    improvement,
+    mape,
+)
 from metatune_forecaster.domain.features import RegionArrays
 from metatune_forecaster.domain.model import LEAD_BUCKETS, CarbonModel, bucket_of
 from metatune_forecaster.domain.samples import issue_positions
@@ -47,6 +55,9 @@ from metatune_forecaster.domain.weather_error import WeatherErrorModel
 from metatune_forecaster.tools.train import calibrate_weather_error, train
 
 BUCKET_NAMES = [f"{lo}-{hi}" for lo, hi in LEAD_BUCKETS]
+COVERAGE_NAMES = [f"{lo}-{hi}" for lo, hi in COVERAGE_LEADS]
+NOMINAL = 80.0  # the 10-90 % interval's nominal coverage, %
+TOLERANCE = 5.0  # how far from it a bucket may be, points
 SEASONAL = ("naive-24h", "naive-168h")
 
 
@@ -94,11 +105,17 @@ def evaluate(
     issues: np.ndarray,
     error_model: WeatherErrorModel,
     seed: int,
-) -> list[dict]:
+) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """Rows per model lead bucket, and the interval's coverage counts per COVERAGE_LEADS bucket
+    (``model``: recalibrated, ``static``: the trees alone)."""
     issue, lead, (static_low, static_mid, static_high), (low, mid, high) = forecasts_at(
         model, arrays, issues, error_model, seed
     )
     actual = arrays.y[issue + lead - 1]
+    hits = {
+        "model": coverage_hits(lead, low, high, actual),
+        "static": coverage_hits(lead, static_low, static_high, actual),
+    }
     baselines = {name: fn(arrays.y, issue, lead) for name, fn in BASELINES.items()}
     rows = []
     buckets = bucket_of(lead)
@@ -114,7 +131,7 @@ def evaluate(
         row["static"] = Score.of(static_mid[sel], actual[sel])
         row["static_coverage"] = coverage(static_low[sel], static_high[sel], actual[sel])
         rows.append(row)
-    return rows
+    return rows, hits
 
 
 def dacf_comparison(
@@ -162,6 +179,59 @@ def dacf_comparison(
             )
         )
     return results
+
+
+def coverage_by_lead(hits: dict[str, dict[str, np.ndarray]]) -> dict[str, dict]:
+    """Per COVERAGE_LEADS bucket: the coverage of all regions' hours pooled (recalibrated model and
+    trees alone), the hours, the lowest and highest region, and the regions within 80 ± 5 points."""
+    out = {}
+    for b, name in enumerate(COVERAGE_NAMES):
+        entry: dict = {}
+        for key in ("model", "static"):
+            counts = np.array([h[key][b] for h in hits.values()])
+            per_region = {
+                region: 100.0 * h[key][b][0] / h[key][b][1]
+                for region, h in hits.items()
+                if h[key][b][1]
+            }
+            label = "coverage" if key == "model" else "static_coverage"
+            entry[label] = finite(100.0 * counts[:, 0].sum() / max(counts[:, 1].sum(), 1))
+            entry[f"{label}_min"] = finite(min(per_region.values(), default=float("nan")))
+            entry[f"{label}_max"] = finite(max(per_region.values(), default=float("nan")))
+            entry[f"{label}_regions_within"] = sum(
+                abs(v - NOMINAL) <= TOLERANCE for v in per_region.values()
+            )
+            entry["hours"] = int(counts[:, 1].sum())
+        entry["within"] = (
+            entry["coverage"] is not None and abs(entry["coverage"] - NOMINAL) <= TOLERANCE
+        )
+        out[name] = entry
+    return out
+
+
+def coverage_table(by_lead: dict[str, dict], regions: int) -> Table:
+    table = Table(
+        title="10-90 % interval coverage by lead, all regions' hours pooled (nominal 80 %)"
+    )
+    for column in (
+        "lead h",
+        "hours",
+        "model",
+        "regions 75-85 %",
+        "lowest-highest region",
+        "trees alone",
+    ):
+        table.add_column(column, justify="right")
+    for name, e in by_lead.items():
+        table.add_row(
+            name,
+            f"{e['hours']:,}",
+            f"{e['coverage']:.1f} %" if e["within"] else f"[red]{e['coverage']:.1f} %[/red]",
+            f"{e['coverage_regions_within']} / {regions}",
+            f"{e['coverage_min']:.1f}-{e['coverage_max']:.1f} %",
+            f"{e['static_coverage']:.1f} %",
+        )
+    return table
 
 
 def main() -> None:
@@ -254,12 +324,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     )
 
     rows, arrays_by_name, skipped = [], {}, []
+    hits: dict[str, dict[str, np.ndarray]] = {}  # region -> model / static -> counts
     for one in progress(series, "regions"):
         arrays = RegionArrays(one)
         arrays_by_name[one.name] = arrays
         issues = issue_positions(arrays, args.test_from, args.test_until, args.stride)
         if len(issues):
-            rows += evaluate(model, arrays, issues, error_model, args.seed)
+            region_rows, hits[one.name] = evaluate(model, arrays, issues, error_model, args.seed)
+            rows += region_rows
         else:
             skipped.append(
                 f"{one.name}: no 168 h horizon in the test period (data {arrays.times[0]:%Y-%m-%d} "
@@ -351,6 +423,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
             f"(nominal 80 %); within 80 ± 5 points in {within}/{len(cov)} region-buckets"
         )
 
+    by_lead = coverage_by_lead(hits)
+    console.print(coverage_table(by_lead, len(hits)))
+
     comparison = dacf_comparison(model, args.data, arrays_by_name, error_model, args.test_from)
     if comparison:
         dacf = Table(
@@ -406,6 +481,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         "not_worse_than_best_naive": not_worse,
         "region_buckets": len(rows),
         "mape_bought_with_worse_wmape": mape_bought,
+        "coverage_by_lead": by_lead,
         "coverage_median": {
             key: float(np.median([r[key] for r in rows])) for key in ("coverage", "static_coverage")
         },
