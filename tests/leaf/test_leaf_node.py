@@ -23,7 +23,7 @@ from metatune.contracts import (
     RunProgress,
 )
 from metatune.settings import Settings
-from metatune_trainer_agent.adapters.runtime import adapter_key
+from metatune_trainer_agent.adapters.run_results import adapter_key
 from metatune_trainer_agent.app import create_service as create_agent
 from tests.support.builders import job_request
 from tests.support.waiting import received_on, wait_for

@@ -7,8 +7,7 @@ JetStream redelivers it after ``ack_wait`` and the restarted agent continues fro
 last checkpoint in the object store, not from step 0. A job's message is acknowledged when
 the job completes, fails, pauses or stops, after its event is published.
 
-Object-store keys: checkpoints ``checkpoints/<job_id>`` (the latest, overwritten), adapters
-``adapters/<job_id>.tar``.
+Outcomes and object-store keys: :mod:`.run_results`.
 
 Besides the plateau rule, a run is stopped early by the learning-curve stopper when its
 predicted final metric cannot beat its study's best so far (:mod:`.study_stopping`).
@@ -28,24 +27,16 @@ from faststream.nats.message import NatsMessage
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 from pydantic import ValidationError
 
-from metatune import msgids, subjects
-from metatune.bus import ADAPTERS_BUCKET, ASSIGNMENTS_BUCKET, CHECKPOINTS_BUCKET
+from metatune import subjects
+from metatune.bus import ASSIGNMENTS_BUCKET, CHECKPOINTS_BUCKET
 from metatune.bus.retry import BUS_ERRORS
 from metatune.contracts import (
     AgentStatus,
-    Assignment,
     AssignmentAction,
     CarbonForecast,
     CurrentAssignment,
-    CurvePoint,
     ErrorKind,
     FailureReason,
-    Hardware,
-    RunAccounting,
-    RunCompleted,
-    RunFailed,
-    RunMetrics,
-    RunPaused,
 )
 from metatune.private_files import private_dir
 from metatune.registry import Datacenter
@@ -66,47 +57,18 @@ from ..domain.versions import SeenVersions, superseded
 from ..settings import AgentSettings
 from .datasets import DatasetFetcher
 from .ended_log import EndedLog
-from .hardware import cpu_model, detect
+from .hardware import detect
 from .jobs import Job
 from .multi_device import MultiDeviceRun
 from .progress_reports import ProgressReports
 from .run_ids import run_key
+from .run_results import RunResults, checkpoint_key
 from .study_stopping import StudyStopping
 from .training import run_training
-from .uploads import LatestUploader, with_retries
+from .uploads import LatestUploader
 
 log = logging.getLogger("metatune.agent")
 CHECKPOINT_UPLOAD_TIMEOUT_S = 300.0
-
-
-def completion_curve(outcome: RunOutcome) -> list[CurvePoint]:
-    """The run's periodic evaluations as a learning curve; the metric is accuracy where the task has
-    one, else minus the perplexity (higher is better either way)."""
-    total = max(1, outcome.total_steps)
-    losses = dict(outcome.loss_history)
-    curve = []
-    for step, evaluation in outcome.evaluations:
-        metric = evaluation.accuracy
-        if metric is None and evaluation.perplexity is not None:
-            metric = -evaluation.perplexity
-        curve.append(
-            CurvePoint(
-                step=step,
-                fraction=min(1.0, step / total),
-                val_loss=evaluation.loss,
-                metric=metric,
-                train_loss=losses.get(step),
-            )
-        )
-    return curve
-
-
-def checkpoint_key(job_id: UUID) -> str:
-    return str(job_id)
-
-
-def adapter_key(job_id: UUID) -> str:
-    return f"{job_id}.tar"
 
 
 class TrainerAgent:
@@ -138,6 +100,7 @@ class TrainerAgent:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.stopping = StudyStopping(service, settings)  # learning-curve stopping
         self.progress = ProgressReports(service, datacenter.name, settings)
+        self.results = RunResults(service, datacenter, settings, self.run_key)
 
     @property
     def gpus_total(self) -> int:
@@ -172,7 +135,9 @@ class TrainerAgent:
             )
             return False
         if parsed.config_error is not None:
-            await self._publish_failed(assignment, InvalidTrainingConfig(parsed.config_error))
+            await self.results.publish_failed(
+                assignment, InvalidTrainingConfig(parsed.config_error)
+            )
             return False
         job = self.jobs.get(assignment.job_id)
         if assignment.action in (AssignmentAction.pause, AssignmentAction.stop):
@@ -226,14 +191,14 @@ class TrainerAgent:
             await self.progress.flush(job)
             if job.shutting_down and outcome.status == "paused":
                 assert outcome.checkpoint is not None
-                await self._save_checkpoint(job, outcome.checkpoint)
+                await self.results.save_checkpoint(job, outcome.checkpoint)
                 redeliver = True
             else:
-                await self._publish_outcome(job, outcome)
+                await self.results.publish_outcome(job, outcome)
                 self._ended(job)
         except TrainingError as exc:
             await self.progress.flush(job)
-            await self._publish_failed(job.assignment, exc)
+            await self.results.publish_failed(job.assignment, exc)
             self._ended(job)
         except asyncio.CancelledError:
             redeliver = True
@@ -248,7 +213,7 @@ class TrainerAgent:
         except Exception as exc:
             log.exception("job %s failed", job.assignment.job_id)
             await self.progress.flush(job)
-            await self._publish_failed(job.assignment, exc, reason=FailureReason.internal)
+            await self.results.publish_failed(job.assignment, exc, reason=FailureReason.internal)
             self._ended(job)
         finally:
             keepalive.cancel()
@@ -389,150 +354,6 @@ class TrainerAgent:
 
             job.uploader = LatestUploader(upload, self.settings, f"job {job.assignment.job_id}")
         job.uploader.offer(step, data)
-
-    async def _publish_retrying(
-        self, subject: str, event: Any, *, msg_id: str | None = None
-    ) -> None:
-        """Publish a result through a bus outage (de-duplicated by ``msg_id``, so a retry is stored once)."""
-        await with_retries(
-            self.settings,
-            f"publish on {subject}",
-            lambda: self.service.publish(subject, event, msg_id=msg_id),
-        )
-
-    # ----------------------------------------------------------------- results
-    async def _save_checkpoint(self, job: Job, data: bytes) -> str:
-        objects = self.service.objects
-        assert objects is not None
-        key = checkpoint_key(job.assignment.job_id)
-        if (
-            job.uploader is not None
-        ):  # an older checkpoint still uploading must not land after this one
-            await job.uploader.flush()
-        await with_retries(
-            self.settings,
-            f"job {job.assignment.job_id} checkpoint upload",
-            lambda: objects.put_bytes(CHECKPOINTS_BUCKET, key, data),
-        )
-        return key
-
-    async def _publish_outcome(self, job: Job, outcome: RunOutcome) -> None:
-        assignment = job.assignment
-        objects = self.service.objects
-        assert objects is not None
-        now = self.service.clock.now()
-        if outcome.status == "completed":
-            assert (
-                outcome.adapter is not None
-                and outcome.evaluation is not None
-                and assignment.config is not None
-            )
-            adapter = outcome.adapter
-            await with_retries(
-                self.settings,
-                f"job {assignment.job_id} adapter upload",
-                lambda: objects.put_bytes(ADAPTERS_BUCKET, adapter_key(assignment.job_id), adapter),
-            )
-            e = outcome.evaluation
-            event = RunCompleted(
-                occurred_at=now,
-                job_id=assignment.job_id,
-                study_id=assignment.study_id,
-                datacenter=self.dc.name,
-                config=assignment.config,
-                metrics=RunMetrics(
-                    val_loss=e.loss,
-                    accuracy=e.accuracy,
-                    macro_f1=e.macro_f1,
-                    perplexity=e.perplexity,
-                ),
-                steps=outcome.step,
-                early_stopped=outcome.early_stopped,
-                stop_reason=outcome.stop_reason,
-                adapter_key=adapter_key(assignment.job_id),
-                accounting=outcome.accounting,
-                base_model=assignment.spec.base_model if assignment.spec else None,
-                task=assignment.spec.task if assignment.spec else None,
-                planned_steps=outcome.total_steps,
-                curve=completion_curve(outcome),
-                majority_baseline=outcome.majority_baseline,
-                hardware=self._hardware(outcome, assignment.gpus),
-                dataset_sha256=assignment.spec.dataset.sha256 if assignment.spec else None,
-            )
-            await self._publish_retrying(
-                subjects.runs_completed(self.dc.name),
-                event,
-                msg_id=msgids.completed(self.run_key, assignment.job_id, self.dc.name),
-            )
-        elif outcome.status == "paused":
-            assert outcome.checkpoint is not None
-            key = await self._save_checkpoint(job, outcome.checkpoint)
-            paused = RunPaused(
-                occurred_at=now,
-                job_id=assignment.job_id,
-                study_id=assignment.study_id,
-                datacenter=self.dc.name,
-                step=outcome.step,
-                checkpoint_key=key,
-                accounting=outcome.accounting,
-            )
-            await self._publish_retrying(
-                subjects.runs_paused(self.dc.name),
-                paused,
-                msg_id=msgids.paused(self.run_key, assignment.event_id),
-            )
-        else:
-            await self._publish_failed(
-                assignment,
-                RuntimeError(f"stopped by the scheduler at step {outcome.step}"),
-                reason=FailureReason.stopped,
-                accounting=outcome.accounting,
-            )
-
-    def _hardware(self, outcome: RunOutcome, gpus: int) -> Hardware:
-        on_gpu = outcome.device.startswith("cuda")
-        gpu_model = self.dc.gpu_model
-        if on_gpu:
-            import torch
-
-            gpu_model = torch.cuda.get_device_name(0) if torch.cuda.is_available() else gpu_model
-        return Hardware(
-            device=outcome.device.split(":")[0],
-            gpu_model=gpu_model if on_gpu else None,
-            gpu_count=gpus if on_gpu else 0,
-            cpu_model=cpu_model() or None,
-            precision=outcome.precision,
-        )
-
-    async def _publish_failed(
-        self,
-        assignment: Assignment,
-        exc: BaseException,
-        *,
-        reason: FailureReason | None = None,
-        accounting: RunAccounting | None = None,
-    ) -> None:
-        reason = reason or (
-            exc.reason if isinstance(exc, TrainingError) else FailureReason.internal
-        )
-        event = RunFailed(
-            occurred_at=self.service.clock.now(),
-            job_id=assignment.job_id,
-            study_id=assignment.study_id,
-            datacenter=self.dc.name,
-            reason=reason,
-            message=str(exc) or type(exc).__name__,
-            accounting=accounting or RunAccounting(),
-            config=assignment.config,
-            base_model=assignment.spec.base_model if assignment.spec else None,
-            task=assignment.spec.task if assignment.spec else None,
-        )
-        log.warning("job %s failed (%s): %s", assignment.job_id, reason.value, event.message)
-        await self._publish_retrying(
-            subjects.runs_failed(self.dc.name),
-            event,
-            msg_id=msgids.failed(self.run_key, assignment.event_id),
-        )
 
     # ----------------------------------------------------------------- status and shutdown
     def status(self) -> AgentStatus:
