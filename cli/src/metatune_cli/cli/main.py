@@ -24,11 +24,24 @@ import typer
 
 # typer (>= 0.28) carries its own copy of click, whose usage errors derive from TyperException
 from typer import TyperException as ClickError
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from metatune import __version__
 
 from .connect import fail
+
+_display_type_rich = TyperOption.display_type_rich
+
+
+def _no_type_for_flags(self: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value: its help row shows none (``--wait``, not typer 0.29's ``--wait
+    <bool>``), as click's help and typer's plain-text help do."""
+    if self.is_flag and self.metavar is None:
+        return None
+    return _display_type_rich(self, ctx)
+
+
+TyperOption.display_type_rich = _no_type_for_flags  # type: ignore[method-assign]
 
 
 @contextmanager

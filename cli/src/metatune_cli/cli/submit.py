@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,22 @@ from .results import print_results
 
 console = Console()
 warnings = Console(stderr=True, highlight=False)
+
+
+def default(value: object) -> str:
+    """An option's default as typer's help writes one, ``[default: 24h]``, for an option whose
+    unset value is None (a study file's field applies, else this): the bracket escaped, or rich
+    markup would take it for a style and drop it."""
+    shown = value.value if isinstance(value, Enum) else value
+    return f"\\[default: {shown}]"
+
+
+TASK_HELP = "classification | pair_classification | causal_lm " + default(DEFAULTS["task"])
+CARBON_PREFERENCE_HELP = (
+    "greenest: wait for any saving up to the deadline; balanced: wait only for one above "
+    "3 gCO2eq/kWh per hour of delay; fastest: earliest finish, carbon breaking ties "
+    + default(DEFAULTS["carbon_preference"])
+)
 
 
 def flag(field: str) -> str:
@@ -37,16 +54,17 @@ def submit(
     ),
     base_model: str | None = typer.Option(
         None,
-        help=f"Embedded alias, local HF model dir or hub id [default: {DEFAULTS['base_model']}]",
+        help="Embedded alias, local HF model dir or hub id " + default(DEFAULTS["base_model"]),
     ),
     task: TaskType | None = typer.Option(
-        None, help="classification | pair_classification | causal_lm [default: classification]"
+        None,
+        help=TASK_HELP,
     ),
     deadline: str | None = typer.Option(
-        None, help="24h / 3d from now, or an ISO time [default: 24h]"
+        None, help="24h / 3d from now, or an ISO time " + default(DEFAULTS["deadline"])
     ),
     name: str | None = typer.Option(
-        None, help="What to call the study (default: the dataset file's name, no suffix)"
+        None, help="What to call the study " + default("the dataset file's name, no suffix")
     ),
     tag: list[str] | None = typer.Option(
         None,
@@ -55,10 +73,10 @@ def submit(
         help="A label to file the study under (repeat for several; replaces a study file's tags)",
     ),
     trials: int | None = typer.Option(
-        None, min=1, max=50, help="Configurations to train [default: 3]"
+        None, min=1, max=50, help="Configurations to train " + default(DEFAULTS["trials"])
     ),
     epochs: float | None = typer.Option(
-        None, min=0.001, max=1000, help="Passes over the training rows per trial [default: 3]"
+        None, min=0.001, max=1000, help="Passes over the training rows per trial " + default(3)
     ),
     max_steps: int | None = typer.Option(
         None, min=1, help="Optimizer steps per trial, instead of --epochs"
@@ -66,13 +84,14 @@ def submit(
     max_train_rows: int | None = typer.Option(
         None,
         min=0,
-        help="Training rows a trial uses at most, a seeded sample; 0: every row [default: 1000]",
+        help="Training rows a trial uses at most, a seeded sample; 0: every row " + default(1000),
     ),
     gpus_per_trial: int | None = typer.Option(
         None,
         min=1,
         max=64,
-        help="GPUs each trial trains on, in one datacenter (torchrun + DDP) [default: 1]",
+        help="GPUs each trial trains on, in one datacenter (torchrun + DDP) "
+        + default(DEFAULTS["gpus_per_trial"]),
     ),
     webhook: str | None = typer.Option(
         None, "--webhook", help="URL notified of the study's progress"
@@ -83,13 +102,22 @@ def submit(
     home_datacenter: str | None = typer.Option(None, help="Your datacenter (the run-now baseline)"),
     carbon_preference: CarbonPreference | None = typer.Option(
         None,
-        help="greenest: wait for any saving up to the deadline; balanced: wait only for one above "
-        "3 gCO2eq/kWh per hour of delay; fastest: earliest finish, carbon breaking ties "
-        "[default: greenest]",
+        help=CARBON_PREFERENCE_HELP,
     ),
-    text_column: str | None = typer.Option(None),
-    text_pair_column: str | None = typer.Option(None),
-    label_column: str | None = typer.Option(None),
+    text_column: str | None = typer.Option(
+        None,
+        help="The column of the text " + default("found by name: text, sentence, premise, ..."),
+    ),
+    text_pair_column: str | None = typer.Option(
+        None,
+        help="A pair task's second text column "
+        + default("found by name: text_pair, sentence2, hypothesis, ..."),
+    ),
+    label_column: str | None = typer.Option(
+        None,
+        help="The column of the label (none for causal_lm) "
+        + default("found by name: label, class, intent, ..."),
+    ),
     allow_dataset_outside: bool = typer.Option(
         False,
         "--allow-dataset-outside",

@@ -54,7 +54,7 @@ def profile(
         DatasetFormat | None, typer.Option(help="default: from the name and content")
     ] = None,
     sample_size: Annotated[int, typer.Option(help="rows sampled for tokenizer features")] = 4096,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="seed of the row sample")] = 0,
     as_json: Annotated[
         bool, typer.Option("--json", help="print the ProfileResult as JSON")
     ] = False,

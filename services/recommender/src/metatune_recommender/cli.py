@@ -67,19 +67,19 @@ def recommend(
     base_model: Annotated[str, typer.Option(help="the base model to fine-tune")] = EMBEDDED_MODEL,
     kb: Annotated[
         list[Path] | None,
-        typer.Option(help="knowledge-base file, repeatable (default: every shipped seed)"),
+        typer.Option(help="knowledge-base file, repeatable \\[default: every shipped seed]"),
     ] = None,
     k: Annotated[int, typer.Option("--k", min=1, max=50, help="how many configurations")] = 3,
     epochs: Annotated[
         float | None,
-        typer.Option(min=0.001, max=1000, help="passes over the training rows [default: 3]"),
+        typer.Option(min=0.001, max=1000, help="passes over the training rows \\[default: 3]"),
     ] = None,
     max_steps: Annotated[
         int | None, typer.Option(min=1, help="optimizer steps per trial, instead of --epochs")
     ] = None,
     max_train_rows: Annotated[
         int | None,
-        typer.Option(min=0, help="training rows a trial uses at most; 0: every [default: 1000]"),
+        typer.Option(min=0, help="training rows a trial uses at most; 0: every \\[default: 1000]"),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:

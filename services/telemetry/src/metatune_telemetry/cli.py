@@ -106,8 +106,8 @@ webhooks_app = typer.Typer(
 @webhooks_app.command("list")
 def webhooks_list(
     state: Annotated[str | None, typer.Option(help="pending, sending, delivered or dead")] = None,
-    limit: int = 50,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    limit: Annotated[int, typer.Option(help="the latest this many")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Latest notifications in the outbox (URLs without credentials)."""
     from .adapters.outbox import list_outbox
@@ -252,7 +252,9 @@ telemetry_app = typer.Typer(
 
 
 @telemetry_app.command("verify")
-def telemetry_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def telemetry_verify(
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
     """Compare the JetStream streams with the database; exit 1 when a message is missing."""
 
     from .adapters.verify import verify

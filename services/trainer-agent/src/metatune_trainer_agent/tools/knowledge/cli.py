@@ -50,8 +50,12 @@ def build(
         int,
         typer.Option(min=0, help="more configurations per dataset from its own Sobol design"),
     ] = 0,
-    train_rows: Annotated[int, typer.Option(min=10)] = 2000,
-    val_rows: Annotated[int, typer.Option(min=10)] = 256,
+    train_rows: Annotated[
+        int, typer.Option(min=10, help="training rows sampled from each dataset")
+    ] = 2000,
+    val_rows: Annotated[
+        int, typer.Option(min=10, help="validation rows sampled from each dataset")
+    ] = 256,
     max_steps: Annotated[
         int, typer.Option(min=2, help="optimizer steps per run, whatever the batch size")
     ] = 80,
@@ -66,7 +70,7 @@ def build(
     evaluations: Annotated[
         int, typer.Option(min=1, help="evaluations per run, at fixed step fractions")
     ] = 8,
-    max_seq_length: Annotated[int, typer.Option(min=8)] = 128,
+    max_seq_length: Annotated[int, typer.Option(min=8, help="tokens a text is cut to")] = 128,
     repeat_configs: Annotated[
         int, typer.Option(min=0, help="configurations repeated with other seeds")
     ] = 3,
@@ -74,10 +78,12 @@ def build(
         str, typer.Option(help="comma-separated extra seeds for the repeats")
     ] = "14,15",
     repeat_datasets: Annotated[int, typer.Option(min=0, help="datasets the repeats run on")] = 4,
-    design_seed: Annotated[int, typer.Option()] = 0,
-    base_model: Annotated[str, typer.Option()] = EMBEDDED_MODEL,
+    design_seed: Annotated[int, typer.Option(help="seed of the Sobol designs")] = 0,
+    base_model: Annotated[
+        str, typer.Option(help="embedded alias, local HF model dir or hub id")
+    ] = EMBEDDED_MODEL,
     precision: Annotated[str, typer.Option(help="auto, fp32, bf16, fp16")] = "auto",
-    device: Annotated[str, typer.Option()] = "auto",
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
     work_dir: Annotated[
         Path | None, typer.Option(help="slices, profiles, token cache; default: next to --out")
     ] = None,
