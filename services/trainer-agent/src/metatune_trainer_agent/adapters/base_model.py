@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from typing import Any
 
 import transformers
@@ -33,6 +34,10 @@ from ..domain.model import new_modules
 
 log = logging.getLogger("metatune.agent.model")
 _LOADING = threading.Lock()
+GRADIENT_CHECKPOINTING_WARNING = r"`is_gradient_checkpointing` is deprecated"
+PEFT_ADDS = {
+    PeftTaskType.SEQ_CLS: ("classifier", "score")
+}  # its PeftModelForSequenceClassification
 
 
 def load_tokenizer(base_model: str) -> tuple[Any, str]:
@@ -107,9 +112,13 @@ def _load_model(
             lora_alpha=config.alpha,  # type: ignore[arg-type]  # PEFT annotates int; scales by alpha / r
             lora_dropout=config.dropout,
             target_modules=targets,
-            modules_to_save=fresh or None,
+            # peft adds a classification head to modules_to_save itself: named once
+            modules_to_save=[m for m in fresh if m not in PEFT_ADDS.get(peft_task, ())] or None,
         )
-        return get_peft_model(model, peft_config)
+        with warnings.catch_warnings():
+            # peft reads transformers' deprecated `is_gradient_checkpointing` as it wraps a model
+            warnings.filterwarnings("ignore", GRADIENT_CHECKPOINTING_WARNING, FutureWarning)
+            return get_peft_model(model, peft_config)
     except ValueError as exc:
         raise InvalidTrainingConfig(
             f"LoRA targets {targets!r} do not fit {source!r}: {exc}"
