@@ -27,11 +27,19 @@ PEFT_CONFIG = "adapter_config.json"
 METADATA = METADATA_FILE
 
 
+def as_downloaded(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """tarfile's ``data`` filter (no absolute paths, links out or devices), and each file with the
+    permissions of any file the user writes (their umask's, 0644 as a rule) rather than the agent's
+    (its weights file is 0600): the folder reads as one downloaded model."""
+    member = tarfile.data_filter(member, dest)
+    return member.replace(mode=None, deep=False) if member.isfile() else member
+
+
 def unpack(archive: Path, out: Path) -> dict[str, Any]:
     """Extract the adapter's tar into ``out``; the trainer-agent's metadata it holds."""
     out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(out, filter="data")  # no absolute paths, links out or devices
+        tar.extractall(out, filter=as_downloaded)
     metadata_file = out / METADATA
     return json.loads(metadata_file.read_text()) if metadata_file.is_file() else {}
 
