@@ -32,7 +32,10 @@ def as_downloaded(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
     permissions of any file the user writes (their umask's, 0644 as a rule) rather than the agent's
     (its weights file is 0600): the folder reads as one downloaded model."""
     member = tarfile.data_filter(member, dest)
-    return member.replace(mode=None, deep=False) if member.isfile() else member
+    if not member.isfile():
+        return member
+    # None: no chmod after the write (tarfile's filter API; typeshed annotates an int)
+    return member.replace(mode=None, deep=False)  # type: ignore[arg-type]
 
 
 def unpack(archive: Path, out: Path) -> dict[str, Any]:
