@@ -269,7 +269,7 @@ class TrainerAgent:
             max_bytes=self.service.settings.max_dataset_bytes,
             settings=self.service.settings,
         )
-        dataset = await fetcher.local_path(spec.dataset)
+        dataset = await fetcher.local_path(spec.dataset, spec.tenant)
         key = assignment.checkpoint_key or checkpoint_key(assignment.job_id)
         resume_from = None
         if await objects.exists(CHECKPOINTS_BUCKET, key):
