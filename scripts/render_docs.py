@@ -502,7 +502,7 @@ def _scheduler() -> list[str]:
     scales = ("scheduler_scale_bench", "scheduler_scale_bench.10k")
     sizes = [(size, f) for name in scales for size, f in load_result(name)["sizes"].items()]
     header = ["size (jobs x datacenters)", "binaries (hourly)", "greedy kg", "LP bound kg"]
-    header += ["CG bound kg", "re-plan s", "re-plan kg", "vs best known", "vs best bound"]
+    header += ["CG bound kg", "re-plan s (CPU s)", "re-plan kg", "vs best known", "vs best bound"]
     rows = [
         [
             size.replace("x", " x ") + (" (hours unplaced)" if f["replan_hours_unplaced"] else ""),
@@ -510,7 +510,8 @@ def _scheduler() -> list[str]:
             num(f["greedy_kg"], ",.1f"),
             num(f["lp_bound_kg"], ",.1f"),
             num(f.get("cg_bound_kg"), ",.1f"),
-            bold(f"{f['shipped_replan_s']:.2f}"),
+            bold(f"{f['shipped_replan_s']:.2f}")
+            + (f" ({f['shipped_replan_cpu_s']:.2f})" if "shipped_replan_cpu_s" in f else ""),
             num(f["replan_realised_hourly_kg"], ",.1f"),
             f"{100 * f['gap_vs_best_known']:+.2f} %",
             f"{100 * f['gap_vs_best_bound']:+.2f} %",
@@ -566,7 +567,7 @@ def _scheduler_preferences() -> list[str]:
 def _load() -> list[str]:
     data = load_result("load_bench")
     header = ["run", "submitted", "planned", "throughput /s", "p50 ms", "p99 ms", "max ms"]
-    header += ["full solves", "fast-path decisions"]
+    header += ["full solves (superseded)", "fast-path decisions", "wall s (CPU s)"]
 
     def cells(label: str, r: dict[str, Any]) -> list[str]:
         return [
@@ -577,8 +578,9 @@ def _load() -> list[str]:
             num(r["p50_ms"]),
             bold(num(r["p99_ms"])),
             num(r["max_ms"]),
-            num(r["solves"]),
+            f"{num(r['solves'])} ({num(r.get('superseded_solves'))})",
             num(r["fast_path_decisions"]),
+            f"{num(r.get('wall_s'), '.1f')} ({num(r.get('cpu_s'), '.1f')})",
         ]
 
     rows = [cells("coalescing + fast path", data)]
@@ -586,6 +588,8 @@ def _load() -> list[str]:
         rows.append(cells("baseline: re-plan per event, no fast path", data["baseline"]))
     load = data.get("load_avg_1m")
     note = f" Load average (1 min) before and after: {load[0]} -> {load[1]}." if load else ""
+    if data.get("stress_processes"):
+        note += f" {data['stress_processes']} busy processes beside the platform (`--stress`)."
     return [
         *table(header, rows),
         "",

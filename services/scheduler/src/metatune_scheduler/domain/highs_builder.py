@@ -34,8 +34,10 @@ def run_for(highs: highspy.Highs, seconds: float | None) -> None:
     """``highs.run()`` stopped after ``seconds`` of this run (None: no limit). HiGHS compares its
     ``time_limit`` with the run time the object has summed over all its runs (``getRunTime``),
     not this run's, so a long-lived solver given a fixed limit stops every run at once after its
-    first seconds of solving (measured: the service's timing LP answered "time limit" after 0
-    iterations from its second re-plan on; tests/scheduler/test_time_limit.py)."""
+    first seconds of solving (tests/scheduler/test_time_limit.py). Measured: the scale bench's
+    re-plan LP answered "time limit" after 0 iterations; a planner kept across re-plans (the
+    carbon bench's month, the runtime's worker-thread mode) lost its MILP and timing LP after its
+    first 2-5 s of solving; the solver process was spared (it unpickles new solvers per solve)."""
     limit = np.inf if seconds is None else highs.getRunTime() + float(seconds)
     highs.setOptionValue("time_limit", float(limit))
     highs.run()
