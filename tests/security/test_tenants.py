@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
+from uuid import uuid4
 
 import nats
 import pytest
+from nats.aio.msg import Msg
 from nats.js.errors import NoStreamResponseError
 
 from metatune import subjects
@@ -19,11 +22,16 @@ from metatune.bus.auth import agent_user
 from metatune.bus.credentials import public_key
 from metatune.bus.streams import ensure_bucket
 from metatune.contracts import (
+    Assignment,
+    AssignmentAction,
     DatasetLocation,
     DatasetSubmitted,
     DatasetValidation,
     DatasetValidationReply,
     JobCancelled,
+    LoraConfig,
+    RunCompleted,
+    RunFailed,
 )
 from metatune.settings import Settings
 from metatune.tenancy import datasets_bucket, submitter_user
@@ -32,6 +40,8 @@ from metatune_cli.client.submission import draft, resolve
 from metatune_profiler.app import create_service as create_profiler
 from metatune_profiler.settings import ProfilerSettings
 from metatune_scheduler.domain.state import JobStatus, SchedulerState
+from metatune_trainer_agent.app import create_service as create_agent
+from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import job_request
 from tests.support.cli import run
 from tests.support.secured_bus import SecuredBus, violation
@@ -193,3 +203,45 @@ def test_secrets_adds_a_tenant_with_its_credential_and_dashboard_token(tmp_path:
     refused = run(["secrets", "--tenant", "Team X"], env)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "--tenant: tenant 'Team X'" in refused.stderr
+
+
+async def test_the_agent_trains_a_tenant_s_study_from_that_tenant_s_bucket_only(
+    secured: SecuredBus, admin, tmp_path: Path
+) -> None:
+    """A's study trains on A's object; the same object named by a study of B's is not found
+    (the agent looks in B's bucket), and that trial fails without a step."""
+    outcomes: list[RunCompleted | RunFailed] = []
+
+    async def record(msg: Msg) -> None:
+        kind = RunCompleted if msg.subject.endswith(".completed") else RunFailed
+        outcomes.append(kind.model_validate_json(msg.data))
+
+    await admin.subscribe(subjects.runs_completed("fra1"), cb=record)
+    await admin.subscribe(subjects.runs_failed("fra1"), cb=record)
+    data = rows_file(tmp_path / "data.jsonl")
+    settings = secured.settings(submitter_user(A), tenant=A)
+    async with AsyncClient(settings) as client:
+        ours = draft(resolve(data, None, {"deadline": "2d"}), settings)
+        receipt = await client.submit_draft(ours)
+    spec = ours.spec.model_copy(update={"tenant": A, "dataset": receipt.dataset})
+    trials = {A: uuid4(), B: uuid4()}
+    agent = create_agent("fra1", secured.settings(FRA1, AgentSettings, data_dir=tmp_path / "agent"))
+    async with agent.running():
+        for tenant, job in trials.items():
+            start = Assignment(
+                occurred_at=datetime.now(UTC),
+                job_id=job,
+                study_id=receipt.study_id,
+                datacenter="fra1",
+                action=AssignmentAction.start,
+                plan_version=1,
+                spec=spec.model_copy(update={"tenant": tenant}),
+                config=LoraConfig(batch_size=8, max_seq_length=32, max_steps=2),
+            )
+            await admin.jetstream().publish(subjects.assignments("fra1"), start.to_bytes())
+        await wait_for(lambda: len(outcomes) == 2, "both trials ended", timeout=180)
+    by_job = {o.job_id: o for o in outcomes}
+    assert isinstance(by_job[trials[A]], RunCompleted)
+    refused = by_job[trials[B]]
+    assert isinstance(refused, RunFailed) and "not in the object store" in refused.message
+    assert datasets_bucket(B) in refused.message
