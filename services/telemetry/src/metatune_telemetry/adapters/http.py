@@ -112,15 +112,20 @@ def create_app(
         viewer: Viewer = request.state.viewer
         return None if viewer.tenant is None else await studies_of(db, viewer.tenant)
 
+    async def own_study(request: Request) -> UUID | Response:
+        """The path's study, or the answer when it is not a study id (400) or not this request's
+        to see (404, as if absent)."""
+        if (study := _uuid(request, "study")) is None:
+            return JSONResponse({"error": "not a study id"}, status_code=400)
+        return _no_study() if await hidden(request, study) else study
+
     async def listings(request: Request) -> list[StudyListing]:
         found, mine = await study_index(db), await visible(request)
         return found if mine is None else [s for s in found if s.study_id in mine]
 
     async def report(request: Request) -> Response:
-        if (study := _uuid(request, "study")) is None:
-            return JSONResponse({"error": "not a study id"}, status_code=400)
-        if await hidden(request, study):
-            return _no_study()
+        if isinstance(study := await own_study(request), Response):
+            return study  # not a study id, or not this request's
         disclosure = await study_disclosure(db, study, registry)
         fmt = request.query_params.get("format", "json")
         if fmt == "csv":
@@ -136,19 +141,15 @@ def create_app(
         return Response(STUDIES.dump_json(await listings(request)), media_type="application/json")
 
     async def trials(request: Request) -> Response:
-        if (study := _uuid(request, "study")) is None:
-            return JSONResponse({"error": "not a study id"}, status_code=400)
-        if await hidden(request, study):
-            return _no_study()
+        if isinstance(study := await own_study(request), Response):
+            return study  # not a study id, or not this request's
         return Response(
             TRIALS.dump_json(await study_trials(db, study)), media_type="application/json"
         )
 
     async def records(request: Request) -> Response:
-        if (study := _uuid(request, "study")) is None:
-            return JSONResponse({"error": "not a study id"}, status_code=400)
-        if await hidden(request, study):
-            return _no_study()
+        if isinstance(study := await own_study(request), Response):
+            return study  # not a study id, or not this request's
         return _json(await study_records_of(db, study, registry))
 
     async def study_page(request: Request) -> Response:
