@@ -5,11 +5,17 @@ outage that is not there."""
 
 from __future__ import annotations
 
+from typing import Any
+from uuid import uuid4
+
 import psycopg
 import pytest
+from yoyo import default_migration_table
+from yoyo.connections import parse_uri
+from yoyo.exceptions import LockTimeout
 
 from metatune.errors import DatabaseUnavailable
-from metatune.postgres import Migrations, Postgres
+from metatune.postgres import Migrations, Postgres, migration_backend, yoyo_uri
 from metatune.settings import Settings
 from tests.support.servers import free_port
 
@@ -38,3 +44,40 @@ async def test_an_unreachable_server_is_one_outage_error_without_the_password() 
         await db.fetch("SELECT 1")
     assert "s3cret" not in str(raised.value) and "127.0.0.1" in str(raised.value)
     await db.close()
+
+
+def test_migrating_leaves_no_error_in_postgresqls_log() -> None:
+    """What yoyo's own backend logs as ERROR at every start (its lock table created again, its
+    transactional-DDL probe, a waiter's tries at the lock): each would reach the client as an
+    error from the statement, so none may."""
+    failed: list[str] = []
+
+    class Recording(migration_backend()):  # type: ignore[misc]
+        def execute(self, statement: str, params: Any = None) -> Any:
+            try:
+                return super().execute(statement, params)
+            except self.DatabaseError:
+                failed.append(" ".join(statement.split()))
+                raise
+
+    url = Settings().database_url
+    schema = f"quiet_{uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    backends = []
+    try:
+        for _ in range(2):  # the second finds yoyo's tables made
+            backend = Recording(parse_uri(yoyo_uri(url, schema)), default_migration_table)
+            backend.init_database()
+            backends.append(backend)
+        first, second = backends
+        with first.lock(), pytest.raises(LockTimeout), second.lock(timeout=0.1):
+            pass  # held by the first throughout: a waiter's tries
+        with second.lock():  # free again
+            pass
+    finally:
+        for backend in backends:
+            backend.connection.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    assert failed == []

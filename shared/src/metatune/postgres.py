@@ -14,7 +14,9 @@ once:
 * ``schema``: a PostgreSQL schema of the instance's own (tests), created by :meth:`migrate`;
   otherwise the connection's search path;
 * :meth:`migrate` applies the migrations not yet applied, under yoyo's lock (several processes
-  may start at once), and is safe to call at every start.
+  may start at once), and is safe to call at every start. It leaves no ``ERROR`` line in
+  PostgreSQL's log (:func:`migration_backend`): yoyo's own backend writes three at every start
+  (its lock table created again, its transactional-DDL probe, and a waiter's every try at the lock).
 
 Usage::
 
@@ -29,9 +31,11 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Self
@@ -56,6 +60,10 @@ ROLLED_BACK = (
     psycopg.errors.SerializationFailure,
 )
 MIGRATION_LOCK_S = 60  # how long a process waits for another's migrations
+# a session lock per schema that a waiter polls for (pg_try_advisory_lock fails without an error)
+MIGRATION_LOCK_KEY = "hashtext('metatune.migrations.' || current_schema())"
+TRY_LOCK = f"SELECT pg_try_advisory_lock({MIGRATION_LOCK_KEY})"
+UNLOCK = f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,45 @@ class Migrations:
 
     package: str
     folder: str = "migrations"
+
+
+@functools.cache
+def migration_backend() -> type[Any]:
+    """yoyo's psycopg 3 backend, made quiet in PostgreSQL's log, where yoyo's writes an ``ERROR``
+    line for each of: creating its lock table when it exists, its probe of whether DDL is
+    transactional (a table created, rolled back, then dropped: "does not exist"; PostgreSQL's DDL
+    is transactional), and each try at its lock while another process holds it (an INSERT that
+    violates the lock table's key, every 0.5 s). Here the table is created ``IF NOT EXISTS``, the
+    probe is not run, and a process first takes a PostgreSQL advisory lock of the schema, polled
+    without errors, then yoyo's own (free by then; a process of an older version still sees it)."""
+    from yoyo.backends.core.postgresql import PostgresqlPsycopgBackend
+    from yoyo.exceptions import LockTimeout
+
+    class QuietPostgresBackend(PostgresqlPsycopgBackend):
+        create_lock_table_sql = PostgresqlPsycopgBackend.create_lock_table_sql.replace(
+            "CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1
+        )
+
+        def _check_transactional_ddl(self) -> bool:
+            return True
+
+        @contextmanager
+        def lock(self, timeout: float = 10) -> Iterator[None]:
+            if self._is_locked:  # yoyo's re-entry: its own methods lock again
+                yield
+                return
+            started = time.monotonic()
+            while not self.execute(TRY_LOCK).fetchone()[0]:
+                if timeout and time.monotonic() > started + timeout:
+                    raise LockTimeout("another process is migrating this schema")
+                time.sleep(min(0.5, timeout or 0.5))
+            try:
+                with super().lock(timeout):
+                    yield
+            finally:
+                self.execute(UNLOCK)
+
+    return QuietPostgresBackend
 
 
 def yoyo_uri(url: str, schema: str | None = None, connect_timeout_s: float | None = None) -> str:
@@ -223,14 +270,16 @@ class Postgres:
             raise self.unavailable(exc) from exc
 
     def _migrate_sync(self) -> list[str]:
-        from yoyo import get_backend, read_migrations
+        from yoyo import default_migration_table, read_migrations
+        from yoyo.connections import parse_uri
         from yoyo.exceptions import LockTimeout
 
         uri = yoyo_uri(self.url, self.schema, self.connect_timeout_s)
         backend = None
         for attempt in range(3):  # two processes creating yoyo's own tables at once: one retries
             try:
-                backend = get_backend(uri)
+                backend = migration_backend()(parse_uri(uri), default_migration_table)
+                backend.init_database()
                 break
             except psycopg.OperationalError as exc:
                 raise self.unavailable(exc) from exc
