@@ -7,10 +7,19 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from ..tables import WIDE_HELP
+
 JSON_HELP = "Print the result as one JSON object on stdout (progress and logs on stderr)"
+# parameters several commands share, defined once
+STUDY_ARGUMENT = typer.Argument(
+    ..., help="Study id, or a unique prefix of it (as `study list` shows)"
+)
+JSON_FLAG = typer.Option(False, "--json", help="Print JSON")
+WIDE_FLAG = typer.Option(False, "--wide", help=WIDE_HELP)
 
 
 def _plain(value: object) -> object:

@@ -9,25 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
 from rich.console import Console
 
 from metatune.display import beside_baseline, trial_label
 from metatune.units import energy, mass
 
-from ..tables import WIDE_HELP, Column, render, short_id
+from ..tables import Column, render, short_id
 from .calls import client
-from .output import print_json
+from .output import JSON_FLAG, STUDY_ARGUMENT, WIDE_FLAG, print_json
 
 console = Console()
 
 
 def results(
-    study: str = typer.Argument(
-        ..., help="Study id, or a unique prefix of it (as `study list` shows)"
-    ),
-    raw: bool = typer.Option(False, "--json", help="Print JSON"),
-    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
+    study: str = STUDY_ARGUMENT,
+    raw: bool = JSON_FLAG,
+    wide: bool = WIDE_FLAG,
 ) -> None:
     """STUDY's trials: configuration, metrics, energy (Wh), emissions as charged at the forecast
     intensity and realised (gCO2eq, observed hours re-priced)."""

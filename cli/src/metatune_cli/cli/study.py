@@ -11,9 +11,9 @@ from rich.console import Console
 from metatune.contracts import TrainingBudget
 from metatune.display import beside_baseline, prediction, trial_label
 
-from ..tables import WIDE_HELP, Column, render, short_id
+from ..tables import Column, render, short_id
 from .calls import client
-from .output import print_json
+from .output import JSON_FLAG, STUDY_ARGUMENT, WIDE_FLAG, print_json
 
 console = Console()
 study_app = typer.Typer(
@@ -56,7 +56,7 @@ def list_studies(
         help="Only the studies filed under this tag (repeat: under every one)",
     ),
     raw: bool = typer.Option(False, "--json", help="Print JSON"),
-    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
+    wide: bool = WIDE_FLAG,
 ) -> None:
     """Every study in the event log, oldest first."""
     wanted = set(tag or ())
@@ -119,11 +119,9 @@ def deadline_line(details: dict[str, Any]) -> str:
 
 @study_app.command("show")
 def show(
-    study: str = typer.Argument(
-        ..., help="Study id, or a unique prefix of it (as `study list` shows)"
-    ),
-    raw: bool = typer.Option(False, "--json", help="Print JSON"),
-    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
+    study: str = STUDY_ARGUMENT,
+    raw: bool = JSON_FLAG,
+    wide: bool = WIDE_FLAG,
 ) -> None:
     """One study: submission, profile, each trial with its prediction and outcome, and why it stopped."""
     with client() as metatune:
