@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 from peft import PeftModel
@@ -41,7 +42,12 @@ def main() -> int:
     base = AutoModelForSequenceClassification.from_pretrained(
         base_model, id2label=id2label, label2id=labels["label2id"]
     )
-    model = PeftModel.from_pretrained(base, args.adapter).eval()
+    with warnings.catch_warnings():
+        # peft reads transformers' deprecated `is_gradient_checkpointing` as it wraps the model
+        warnings.filterwarnings(
+            "ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning
+        )
+        model = PeftModel.from_pretrained(base, args.adapter).eval()
     tokenizer = AutoTokenizer.from_pretrained(base_model)
     for text in args.texts:
         inputs = tokenizer(text, return_tensors="pt", truncation=True)
