@@ -40,7 +40,14 @@ PROFILE_FEATURES = (
 
 
 def _fmt(value: Any, pattern: str) -> str:
+    if isinstance(value, bool):  # a yes/no feature (a pair task's)
+        return "yes" if value else "no"
     return "-" if value is None else pattern.format(value)
+
+
+def counted(n: int, thing: str, things: str | None = None) -> str:
+    """``1 pause``, ``2 pauses``: a count with its noun in the number it takes."""
+    return f"{n} {thing if n == 1 else (things or thing + 's')}"
 
 
 def profiles(demo: Demo) -> Table:
@@ -101,7 +108,12 @@ def _hours(planned: list) -> str:
     for dc, hours in planned:
         if hours:
             first, last = min(hours), max(hours)
-            span = f"{first:%H}h" if first == last else f"{first:%H}-{last:%H}h"
+            if first == last:
+                span = f"{first:%-d %b %H}h"
+            elif first.date() == last.date():
+                span = f"{first:%-d %b %H}-{last:%H}h"
+            else:
+                span = f"{first:%-d %b %H}h-{last:%-d %b %H}h"
             parts.append(f"{dc} {span} ({len(hours)} h)")
     return ", ".join(parts) or "-"
 
@@ -363,9 +375,10 @@ def closing_summary(result: dict[str, Any]) -> str:
         f"All studies: {sum(r['trials'] for r in studies)} trials instead of "
         f"{sum(r['grid'] for r in studies)}; {mass(total['emissions_g'])} CO2eq against "
         f"{mass(total['run_now_g'])} run now at home{saved} and {mass(total['greedy_g'])} placed "
-        f"greedily. {deadlines(studies)}{result['pauses']} pauses, {result['migrations']} migration(s) through a "
-        f"checkpoint, {result['early_stops']} early stops ({result['curve_stops']} by the "
-        f"learning-curve predictor); {webhooks['deliveries']} webhook deliveries, "
+        f"greedily. {deadlines(studies)}{counted(result['pauses'], 'pause')}, "
+        f"{counted(result['migrations'], 'migration')} through a checkpoint, "
+        f"{counted(result['early_stops'], 'early stop')} ({result['curve_stops']} by the "
+        f"learning-curve predictor); {counted(webhooks['deliveries'], 'webhook delivery', 'webhook deliveries')}, "
         f"{webhooks['verified']} signature-verified; {result['elapsed_s']:.0f} s from the command "
         "to the table."
     )
