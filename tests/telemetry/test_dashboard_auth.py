@@ -197,3 +197,30 @@ def test_metatune_secrets_creates_and_rotates_the_dashboard_token(tmp_path: Path
     for output in (made, rotated):
         assert first not in output.stdout + output.stderr
         assert found.current.get_secret_value() not in output.stdout + output.stderr
+
+
+async def test_a_refusal_says_what_was_wrong_as_a_page_for_a_browser_json_for_an_api(
+    db, tokens: Path
+) -> None:
+    token = current(tokens)
+    browser = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+    with client_for(db, tokens, FixedClock(T0)) as client:
+        missing = client.get("/api/studies")
+        wrong = client.get("/api/studies", headers={"Authorization": f"Bearer {token[:-1]}x"})
+        assert missing.headers["content-type"] == "application/json"
+        assert missing.json()["error"].startswith("a dashboard token is required")
+        assert wrong.json()["error"].startswith("the dashboard token given is not valid")
+        assert "required" not in wrong.json()["error"]
+        for answer in (
+            client.get("/", headers=browser),
+            client.get("/", params={"token": "nope"}, headers=browser),
+            client.get("/", headers={**browser, "Cookie": f"{COOKIE}=forged"}),
+        ):
+            assert answer.status_code == 401
+            assert answer.headers["content-type"].startswith("text/html")
+            assert answer.headers["www-authenticate"].startswith("Bearer")
+            assert '<input name="token" type="password"' in answer.text
+        page = client.get("/", headers=browser).text
+        assert "a dashboard token is required" in page
+        forged = client.get("/", headers={**browser, "Cookie": f"{COOKIE}=forged"}).text
+        assert "is not valid" in forged and "required" not in forged.split("<form")[0]

@@ -27,6 +27,7 @@ too. No token is ever logged or echoed in an answer.
 from __future__ import annotations
 
 import hmac
+import html
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from starlette.datastructures import URL, Headers, QueryParams
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metatune.dashboard_tokens import TOKEN_FILE, read_tokens, tenant_token_dirs, tokens_dir
@@ -141,15 +142,37 @@ def _cookie(headers: Headers) -> str | None:
     return morsel.value if morsel is not None else None
 
 
-def _refused() -> Response:
-    return JSONResponse(
-        {
-            "error": "a dashboard token is required: send Authorization: Bearer <token>, or open "
-            "the page once with ?token=<token> (the dashboard.token `metatune secrets` wrote)"
-        },
-        status_code=401,
-        headers={"WWW-Authenticate": CHALLENGE},
-    )
+HOW = (
+    "send Authorization: Bearer <token>, or open the page once with ?token=<token> (the "
+    "dashboard.token `metatune secrets` wrote)"
+)
+MISSING = f"a dashboard token is required: {HOW}"
+NOT_VALID = f"the dashboard token given is not valid (mistyped, or rotated past its overlap): {HOW}"
+REFUSED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>MetaTune dashboard: token needed</title></head>
+<body><h1>MetaTune dashboard</h1><p>{message}</p>
+<form method="get" action="{path}"><label>Token <input name="{query}" type="password"
+autocomplete="off" required></label> <button type="submit">Open</button></form></body></html>
+"""
+
+
+def wants_html(headers: Headers) -> bool:
+    """A browser (its Accept names text/html) gets a page; an API client (``*/*``,
+    ``application/json``) gets JSON."""
+    return "text/html" in headers.get("accept", "").lower()
+
+
+def _refused(headers: Headers, path: str, *, given: bool) -> Response:
+    """401 with what went wrong: no token, or one that is not valid (never "required" when one
+    was sent); a page with a token field for a browser, ``{"error": ...}`` for an API client."""
+    message = NOT_VALID if given else MISSING
+    challenge = {"WWW-Authenticate": CHALLENGE}
+    if wants_html(headers):
+        page = REFUSED_PAGE.format(
+            message=html.escape(message), path=html.escape(same_site(path)), query=QUERY
+        )
+        return HTMLResponse(page, status_code=401, headers=challenge)
+    return JSONResponse({"error": message}, status_code=401, headers=challenge)
 
 
 def same_site(path: str) -> str:
@@ -178,7 +201,7 @@ class TokenAuth:
         query = QueryParams(scope["query_string"])
         if (given := query.get(QUERY)) is not None:
             if self.gate.accepts(given, valid) is None:
-                await _refused()(scope, receive, send)
+                await _refused(headers, url.path, given=True)(scope, receive, send)
                 return
             # the token leaves the URL: the same address without it, with a cookie instead
             rest = urlencode([(k, v) for k, v in query.multi_items() if k != QUERY])
@@ -199,7 +222,7 @@ class TokenAuth:
         given = _bearer(headers) or _cookie(headers)
         viewer = None if given is None else self.gate.accepts(given, valid)
         if viewer is None:
-            await _refused()(scope, receive, send)
+            await _refused(headers, url.path, given=given is not None)(scope, receive, send)
             return
         scope.setdefault("state", {})["viewer"] = viewer
         await self.app(scope, receive, send)
