@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 from metatune.contracts import Hardware, LoraConfig, RunAccounting, RunCompleted, RunMetrics
@@ -63,6 +63,12 @@ def test_a_gpu_run_shows_the_measured_model_and_count_and_an_unreported_one_says
     running = disclose_run(run([at(0, "osl1")], None, status="running"))
     assert hardware(running) == "1 x GPU A100-80GB (assumed: not reported by the run)"
     assert any("A100-80GB assumed" in note for note in running.normalisations)
+
+
+def test_the_start_time_reads_to_the_second_in_utc() -> None:
+    started = datetime(2023, 6, 13, 20, 0, 5, 123456, tzinfo=UTC)
+    rows = dict(run_rows(disclose_run(run([at(0, "osl1")], None, start=started))))
+    assert rows["Start time"] == "2023-06-13 20:00:05 UTC"  # not 20:00:05.123456+00:00
 
 
 def test_a_migrated_run_lists_datacenters_and_their_regions_in_the_order_it_used_them() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import UTC
 
 from metatune import units
 from metatune.display import beside_baseline, trial_label
@@ -102,7 +103,10 @@ def run_rows(run: RunDisclosure) -> list[tuple[str, str]]:
         ("Number of servers", str(run.servers)),
         ("Datacenter", ", ".join(run.datacenters) or "-"),
         ("Grid region", ", ".join(run.grid_regions) or "-"),
-        ("Start time", run.start_time.isoformat() if run.start_time else "-"),
+        (
+            "Start time",
+            f"{run.start_time.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if run.start_time else "-",
+        ),
         (
             "Total fine-tuning time",
             "-" if run.total_time_h is None else f"{run.total_time_h:.3f} h",
