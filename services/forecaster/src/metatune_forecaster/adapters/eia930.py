@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
 from ..domain.generation_mix import IPCC_AR5_LIFECYCLE, STORAGE, average_intensity
-from ..domain.hourly import Point, hourly_means, pages, utc, utc_hour, within
+from ..domain.hourly import Point, paged_hours, utc
 from ..domain.providers import EmissionFactors, ProviderUnavailable, Signal
 from .provider_http import ProviderHttp
 
@@ -85,12 +85,10 @@ class Eia930Source:
         await self.http.aclose()
 
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
-        first, stop = utc_hour(start), utc(end)
-        points: list[Point] = []
-        for page_start, page_end in pages(first, stop, pd.Timedelta(hours=self.page_hours)):
-            rows = await self._rows(zone, page_start, page_end)
-            points += within(hourly_intensity(rows), page_start, page_end)
-        return hourly_means(points, first, stop)
+        async def page(page_start: pd.Timestamp, page_end: pd.Timestamp) -> Iterable[Point]:
+            return hourly_intensity(await self._rows(zone, page_start, page_end))
+
+        return await paged_hours(start, end, pd.Timedelta(hours=self.page_hours), page)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
         return None

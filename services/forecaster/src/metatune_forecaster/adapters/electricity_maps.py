@@ -20,14 +20,14 @@ is read only where the plan includes it (``METATUNE_ELECTRICITYMAPS_FORECAST``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
 from pydantic import SecretStr
 
-from ..domain.hourly import Point, hourly_means, pages, utc, utc_hour, within
+from ..domain.hourly import Point, hourly_means, paged_hours, utc, utc_hour
 from ..domain.providers import EmissionFactors, ProviderUnavailable, Signal
 from ..domain.signals import check_answered_factors
 from .provider_http import ProviderHttp, iso_z
@@ -83,15 +83,16 @@ class ElectricityMapsSource:
         if first >= utc(self.now()) - timedelta(hours=HISTORY_HOURS):
             payload = await self._get("/v3/carbon-intensity/history", {"zone": zone})
             return hourly_means(_points(payload, "history"), first, stop)
-        points: list[Point] = []
-        for page_start, page_end in pages(first, stop, pd.Timedelta(hours=self.page_hours)):
+
+        async def page(page_start: pd.Timestamp, page_end: pd.Timestamp) -> Iterable[Point]:
             payload = await self._get(
                 "/v3/carbon-intensity/past-range",
                 {"zone": zone, "start": iso_z(page_start), "end": iso_z(page_end)},
                 plan="/past-range",
             )
-            points += within(_points(payload, "data"), page_start, page_end)
-        return hourly_means(points, first, stop)
+            return _points(payload, "data")
+
+        return await paged_hours(first, stop, pd.Timedelta(hours=self.page_hours), page)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
         if not self.forecast_enabled:

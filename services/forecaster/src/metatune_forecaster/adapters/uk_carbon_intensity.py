@@ -20,13 +20,13 @@ gives wind, solar, hydro and nuclear 0 g/kWh; no response states it, so it is th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
-from ..domain.hourly import Point, hourly_means, pages, utc, utc_hour, within
+from ..domain.hourly import Point, hourly_means, paged_hours, utc_hour
 from ..domain.providers import EmissionFactors, ProviderUnavailable, Signal, SourceMisconfigured
 from .provider_http import ProviderHttp
 
@@ -59,12 +59,12 @@ class UkCarbonIntensitySource:
 
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
         path, field = _route(zone)
-        first, stop = utc_hour(start), utc(end)
-        points: list[Point] = []
-        for page_start, page_end in pages(first, stop, pd.Timedelta(days=self.page_days)):
+
+        async def page(page_start: pd.Timestamp, page_end: pd.Timestamp) -> Iterable[Point]:
             payload = await self.http.get_json(path(f"{_stamp(page_start)}/{_stamp(page_end)}"))
-            points += within(_points(payload, field), page_start, page_end)
-        return hourly_means(points, first, stop)
+            return _points(payload, field)
+
+        return await paged_hours(start, end, pd.Timedelta(days=self.page_days), page)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
         if not self.forecast_enabled:

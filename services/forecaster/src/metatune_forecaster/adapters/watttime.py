@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -29,10 +29,8 @@ from ..domain.hourly import (
     Point,
     hourly_means,
     lbs_per_mwh_to_g_per_kwh,
-    pages,
-    utc,
+    paged_hours,
     utc_hour,
-    within,
 )
 from ..domain.providers import EmissionFactors, ProviderUnavailable, Signal, SourceMisconfigured
 from .provider_http import ProviderHttp, iso_z
@@ -103,9 +101,7 @@ class WattTimeSource:
             return await self.http.get_json(path, params, headers=self._headers)
 
     async def observed(self, zone: str, start: datetime, end: datetime) -> pd.Series:
-        first, stop = utc_hour(start), utc(end)
-        points: list[Point] = []
-        for page_start, page_end in pages(first, stop, pd.Timedelta(days=self.page_days)):
+        async def page(page_start: pd.Timestamp, page_end: pd.Timestamp) -> Iterable[Point]:
             payload = await self._get(
                 "/v3/historical",
                 {
@@ -115,8 +111,9 @@ class WattTimeSource:
                     "signal_type": SIGNAL_TYPE,
                 },
             )
-            points += within(_points(payload), page_start, page_end)
-        return hourly_means(points, first, stop)
+            return _points(payload)
+
+        return await paged_hours(start, end, pd.Timedelta(days=self.page_days), page)
 
     async def forecast(self, zone: str, issue: datetime, hours: int) -> pd.Series | None:
         payload = await self._get(

@@ -9,7 +9,7 @@ values are dropped rather than read as zero, and hours without a point stay abse
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 
 import numpy as np
@@ -75,6 +75,21 @@ def within(points: Iterable[Point], start: datetime, end: datetime) -> list[Poin
     a range with the point at either end too, which the next page answers again."""
     first, stop = utc(start), utc(end)
     return [point for point in points if first <= utc(point[0]) < stop]
+
+
+async def paged_hours(
+    start: datetime,
+    end: datetime,
+    length: pd.Timedelta,
+    page: Callable[[pd.Timestamp, pd.Timestamp], Awaitable[Iterable[Point]]],
+) -> pd.Series:
+    """The hourly means over ``[start, end)`` of what ``page`` answers for each ``[from, to)`` of
+    at most ``length`` (:func:`pages`), each page keeping its own points (:func:`within`)."""
+    first, stop = utc_hour(start), utc(end)
+    points: list[Point] = []
+    for page_start, page_end in pages(first, stop, length):
+        points += within(await page(page_start, page_end), page_start, page_end)
+    return hourly_means(points, first, stop)
 
 
 def lbs_per_mwh_to_g_per_kwh(value: float) -> float:
