@@ -38,7 +38,9 @@ from faststream.nats import ConsumerConfig, DeliverPolicy, JStream, NatsBroker, 
 from faststream.nats.annotations import NatsMessage
 from faststream.nats.security import NatsSecurity
 from nats.aio.client import Client
+from nats.errors import ConnectionReconnectingError, NoRespondersError
 from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
 
@@ -56,6 +58,8 @@ from .settings import Settings, get_settings
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 log = logging.getLogger("metatune.service")
+# a bus that did not answer in time or is reconnecting: a background loop retries, one line logged
+BUS_SLOW = (NatsTimeoutError, NoRespondersError, ConnectionReconnectingError)
 
 
 class Service:
@@ -274,6 +278,13 @@ class Service:
                 return
             except asyncio.CancelledError:
                 raise
+            except BUS_SLOW as exc:  # at start or under load: one line, not a traceback
+                log.warning(
+                    "background task %s: the bus did not answer (%s); restarting in 1 s",
+                    func.__name__,
+                    type(exc).__name__,
+                )
+                await asyncio.sleep(1.0)
             except Exception:
                 log.exception("background task %s failed; restarting in 1 s", func.__name__)
                 await asyncio.sleep(1.0)
