@@ -243,6 +243,14 @@ def histories(draw):
     (1, ["request", "lag", "cancel", "replan", "replan"], 1.0)
 )  # a start sent before its cancellation was folded
 @example((2, ["request", "replan", "tick", "cancel", "request", "replan", "lag", "replan"], 0.7))
+@example(  # a run that failed before its stop was folded, the stop folded first live
+    (
+        13632,
+        ["request", "cancel-unknown", "cancel", "request", "request", "cancel", "cancel"]
+        + ["replan", "replan"],
+        1.0,
+    )
+)
 @example(
     (
         3,

@@ -288,8 +288,11 @@ class SchedulerState:
                     job._stop_clock(event.occurred_at)
                     if isinstance(event, RunCompleted):  # it finished before the stop reached it
                         job.status = JobStatus.completed
-                    elif job.status is not JobStatus.cancelled:
-                        job.status = JobStatus.failed
+                    else:  # a cancelled job's run ended: cancelled, whether its stop was folded
+                        # before this report (live: outputs fold at once) or after (a replay)
+                        job.status = (
+                            JobStatus.failed if job.cancel_reason is None else JobStatus.cancelled
+                        )
                     job.location = event.datacenter
         return True
 
