@@ -110,6 +110,15 @@ def _of(events: list[tuple[str, object]], kind: type) -> list:
     return [e for _, e in events if isinstance(e, kind)]
 
 
+def _check_no_section_is_its_rule_alone(shown: str) -> None:
+    """Every step's rule (``──── 5. knowledge base ────``) is followed by what the step did."""
+    lines = [line for line in shown.splitlines() if line.strip()]
+    rules = [i for i, line in enumerate(lines) if line.startswith("───")]
+    assert len(rules) >= 10, shown[-4000:]
+    alone = [lines[i] for i in rules if i + 1 == len(lines) or lines[i + 1].startswith("───")]
+    assert alone == [], alone
+
+
 def test_fast_demo_end_to_end(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     env = {**os.environ, "METATUNE_DATA_DIR": str(data_dir)}
@@ -118,6 +127,7 @@ def test_fast_demo_end_to_end(tmp_path: Path) -> None:
     try:
         assert run.returncode == 0, run.stderr[-4000:]
         shown = json.loads(run.stdout)
+        _check_no_section_is_its_rule_alone(run.stderr)
         state = json.loads(state_file.read_text())
         settings = Settings(
             data_dir=data_dir / "demo",

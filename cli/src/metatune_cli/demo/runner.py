@@ -110,6 +110,10 @@ class Demo:
         run = self.folder / "run"
         return run if instance == "run" else run / f"{instance}.log"
 
+    def say(self, line: str) -> None:
+        """What a step did, for a step that shows no table: never a section of its rule alone."""
+        self.console.print(line, highlight=False, soft_wrap=True)
+
     @contextmanager
     def step(self, name: str, log: str | None = None) -> Iterator[None]:
         """A named step: its duration is kept; what fails inside it becomes DemoStepFailed
@@ -133,6 +137,9 @@ class Demo:
         with self.step("set-up"):
             env = stack.prepare(self.base, self.scene, secret)
             files = self._write_datasets()
+            self.say(
+                f"{len(files)} datasets of {self.scene.rows} rows each in {self.folder / 'datasets'}"
+            )
         with self.step("platform", log="run"):
             self.settings = stack.apply(env)
             stack.write_cli_env(env)
@@ -141,6 +148,7 @@ class Demo:
             except BaseException:
                 stack.stop_platform(self.settings)
                 raise
+            self.say(f"NATS, PostgreSQL and every service up; their logs in {self.log_of('run')}")
         with self.step("webhook receiver"):
             self.receiver = WebhookReceiver(secret, self.folder / "webhooks" / "deliveries.jsonl")
             self.receiver.start()
@@ -190,6 +198,8 @@ class Demo:
         with self.step("6. knowledge-base evidence", log="run"):
             assert self.evidence_job is not None
             self.evidence = await self.evidence_job
+            found = sum("error" not in e for e in self.evidence.values())
+            self.say(f"the knowledge base's nearest datasets and their best runs: {found} studies")
         with self.step("6. closing table", log="telemetry"):
             async with self._telemetry() as client:
                 rows = await closing_table(
@@ -204,6 +214,7 @@ class Demo:
                 row.chance_baseline = chance_baseline(
                     profile.features.n_classes if profile is not None else None
                 )
+            self.say(f"{len(rows)} studies read through telemetry's read API and the recommender")
         result = self._result(rows, disclosures)
         (self.folder / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         return result
@@ -358,6 +369,7 @@ class Demo:
             self.console.print(view.runs(self))
         with self.step("5. knowledge base", log="recommender"):
             await self._until("knowledge base", self._kb_complete, 60)
+            self.say(f"{self.kb_runs} runs of these studies in the knowledge base, one a trial")
         with self.step("5. webhooks", log="telemetry"):
             await self._until("webhooks", self._webhooks_complete, 90)
             self.console.print(view.footer(self))
