@@ -246,8 +246,10 @@ def histories(draw):
 @example(  # a run that failed before its stop was folded, the stop folded first live
     (
         13632,
-        ["request", "cancel-unknown", "cancel", "request", "request", "cancel", "cancel"]
-        + ["replan", "replan"],
+        [
+            *("request", "cancel-unknown", "cancel", "request", "request", "cancel", "cancel"),
+            *("replan", "replan"),
+        ],
         1.0,
     )
 )
