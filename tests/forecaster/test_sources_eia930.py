@@ -103,6 +103,9 @@ async def test_a_refused_key_names_its_setting_and_the_key_appears_nowhere(
     tmp_path: Path, api: EiaApi, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    # httpx's own level too: telemetry's webhook delivery, imported by other tests in the same
+    # process, quiets it to WARNING
+    caplog.set_level(logging.DEBUG, logger="httpx")
     good = intensity_source("eia-930", settings(tmp_path, api))
     api.failures = [503, 502]  # retried, then answered
     assert len(await good.observed("ERCO", START, START.replace(day=12))) == 24

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 MET = "met its deadline"
 
@@ -67,6 +68,16 @@ class DeadlineOutcome:
             return "met"
         upto = "" if self.late == 1 else "up to "
         return f"{self.late} late, by {upto}{duration(self.late_by)}"
+
+
+def outcome_fields(outcome: DeadlineOutcome | None) -> dict[str, Any]:
+    """The fields a view's JSON carries for ``outcome`` (None: no trial has ended yet)."""
+    return {
+        "deadline_met": None if outcome is None else outcome.met,
+        "trials_late": 0 if outcome is None else outcome.late,
+        "late_by_s": None if outcome is None else outcome.late_by_s,
+        "deadline_outcome": None if outcome is None else outcome.words(),
+    }
 
 
 def deadline_outcome(deadline: datetime, ended_at: Iterable[datetime]) -> DeadlineOutcome:

@@ -70,6 +70,7 @@ Exception hierarchy::
         SourceMisconfigured: the provider refused our credentials or is set up wrongly
       InsufficientHistory: forecaster: not enough observed intensity to scale a forecast
       MlflowExportError: telemetry: the MLflow export cannot run or MLflow refused it
+      ArtifactLocationNeeded (also ValueError): telemetry: no folder for an MLflow store's artifacts
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from uuid import UUID, uuid5
 from pydantic import BaseModel, Field
 
 from metatune import contracts as c
-from metatune.deadlines import deadline_outcome
+from metatune.deadlines import deadline_outcome, outcome_fields
 
 from .notifications import Notification, envelope
 from .views import objective
@@ -130,10 +130,7 @@ def completion(facts: StudyFacts) -> StudyCompleted | None:
         energy_kwh=sum(t.energy_wh for t in facts.trials) / 1000,
         emissions_g=sum(t.emissions_g for t in facts.trials),
         deadline=facts.deadline,
-        deadline_met=None if late is None else late.met,
-        trials_late=0 if late is None else late.late,
-        late_by_s=None if late is None else late.late_by_s,
-        deadline_outcome=None if late is None else late.words(),
+        **outcome_fields(late),
     )
 
 

@@ -24,7 +24,7 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from metatune.contracts import Hardware
-from metatune.deadlines import deadline_outcome
+from metatune.deadlines import deadline_outcome, outcome_fields
 from metatune.display import trial_outcome
 from metatune.emissions import PricedBy, as_run, total
 from metatune.emissions import grams as emission_grams
@@ -324,8 +324,5 @@ def disclose_study(
         forecast_priced_hours=sum(d.forecast_priced_hours for d in disclosed),
         forecast_kgco2eq=total(d.forecast_kgco2eq for d in disclosed),
         deadline=deadline,
-        deadline_met=None if late is None else late.met,
-        trials_late=0 if late is None else late.late,
-        late_by_s=None if late is None else late.late_by_s,
-        deadline_outcome=None if late is None else late.words(),
+        **outcome_fields(late),
     )

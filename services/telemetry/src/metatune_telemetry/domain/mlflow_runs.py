@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from uuid import UUID
 
 from metatune.display import trial_label, trial_outcome
+from metatune.errors import MetaTuneError
 
 TAG_STUDY = "metatune.study_id"
 TAG_STUDY_NAME = "metatune.study_name"
@@ -101,7 +102,7 @@ def experiment_tags(study: StudyRecord) -> dict[str, str]:
     return tags
 
 
-class ArtifactLocationNeeded(ValueError):
+class ArtifactLocationNeeded(MetaTuneError, ValueError):
     """A tracking store with no folder beside it and no ``--artifact-location``: MLflow would put
     the artifacts in ``./mlruns`` of whatever folder the export runs in."""
 
