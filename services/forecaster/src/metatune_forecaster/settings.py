@@ -84,8 +84,8 @@ class ForecasterSettings(Settings):
     )
     emission_factors: Literal["direct", "lifecycle"] = Field(
         "direct",
-        description="Emission factors of every intensity: direct (what the model was trained on) or lifecycle; "
-        "a source that gives the other is refused at start, a response that says the other is refused",
+        description="Emission factors of every intensity (direct: the model's); a source or "
+        "response of the other kind is refused",
     )
     intensity_timeout_s: float = Field(
         10.0, gt=0, description="Seconds per request to an intensity source"

@@ -52,12 +52,11 @@ class TelemetrySettings(Settings):
     )
     mlflow_tracking_uri: str | None = Field(
         None,
-        description="MLflow tracking URI telemetry exports each study to when it completes "
-        "(needs `pip install metatune-telemetry[mlflow]`), passed to MLflow as it is; unset: off",
+        description="MLflow tracking URI each completed study is exported to, as given "
+        "(metatune-telemetry[mlflow]); unset: off",
     )
     mlflow_artifact_location: str | None = Field(
         None,
-        description="Where a new MLflow experiment keeps its runs' artifacts (a folder or an "
-        "object store URI); unset: beside a SQLite store (mlartifacts/<study>), where a tracking "
-        "server or file store decides; another database store needs it",
+        description="A new MLflow experiment's artifact folder or URI; unset: beside a SQLite "
+        "store, else where the server decides",
     )
