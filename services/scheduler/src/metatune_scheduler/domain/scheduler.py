@@ -17,7 +17,6 @@ from datetime import datetime
 from uuid import UUID, uuid5
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from metatune.contracts import (
     AgentStatus,
@@ -52,6 +51,7 @@ from .planner import (
     run_now_at_home,
 )
 from .state import JobRecord, JobStatus, Pace, SchedulerState
+from .uncertainty import planned_intensity
 
 
 @dataclass(frozen=True)
@@ -401,7 +401,8 @@ class Scheduler:
     def _sites(self, hour: int) -> list[SiteSnapshot]:
         """Datacenters with a forecast, at their expected intensity: the plan minimises expected
         emissions, and the median runs below the mean on grids with upward spikes (measured on
-        the ample month: S captures 69 % beyond greedy on the expected value, 62 % on the median)."""
+        the ample month: S captures 69 % beyond greedy on the expected value, 62 % on the median),
+        its interval widened where the forecast is stale or short of history (``uncertainty``)."""
         sites = []
         for dc in self.registry.datacenters:
             forecast = self.state.forecasts.get(dc.region)
@@ -412,12 +413,7 @@ class Scheduler:
                     name=dc.name,
                     pue=dc.pue,
                     gpus=self.capacity(dc),
-                    intensity=_hourly_from(
-                        forecast.expected_g_per_kwh(),
-                        epoch_hour(forecast.start),
-                        hour,
-                        self.planner.aggregation.horizon,
-                    ),
+                    intensity=planned_intensity(forecast, hour, self.planner.aggregation.horizon),
                 )
             )
         return sites
@@ -556,17 +552,3 @@ def _gpus(records: dict[UUID, JobRecord]) -> dict[UUID, int]:
 def full_solve(planner: Planner, solve: Solve) -> PlanResult:
     """The full solve: pure, reads only its arguments, so a worker thread or process can run it."""
     return planner.plan(solve.hour, solve.jobs, solve.sites, previous=solve.previous)
-
-
-def _hourly_from(values: ArrayLike, start_hour: int, hour: int, horizon: int) -> np.ndarray:
-    """Forecast values from ``hour`` on, ``horizon`` long; past its end, the last day repeats."""
-    series = np.asarray(values, dtype=float)
-    offset = hour - start_hour
-    if offset < 0:
-        series = np.concatenate([np.full(-offset, series[0]), series])
-        offset = 0
-    out = series[offset:]
-    day = series[-24:]
-    while len(out) < horizon:
-        out = np.concatenate([out, day])
-    return out[:horizon]
