@@ -20,9 +20,9 @@ PYPROJECTS = [
 ]
 
 
-def _locked() -> dict[str, Version]:
+def _locked(lock: str = "requirements.lock") -> dict[str, Version]:
     pins: dict[str, Version] = {}
-    for line in (REPO / "requirements.lock").read_text().splitlines():
+    for line in (REPO / lock).read_text().splitlines():
         if match := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line):
             pins[canonicalize_name(match[1])] = Version(match[2])
     return pins
@@ -40,11 +40,13 @@ def _declared() -> list[tuple[str, Requirement]]:
         found += [(where, Requirement(text)) for text in project.get("dependencies", [])]
         for extra, texts in project.get("optional-dependencies", {}).items():
             found += [(f"{where}[{extra}]", Requirement(text)) for text in texts]
-    for line in (REPO / "requirements-dev.txt").read_text().splitlines():
-        text = line.split("#", 1)[0].strip()
-        if text:
-            found.append(("requirements-dev.txt", Requirement(text)))
-    return found
+    return found + _listed("requirements-dev.txt")
+
+
+def _listed(name: str) -> list[tuple[str, Requirement]]:
+    """The requirements a requirements file names (not its ``-c``/``-r`` lines)."""
+    texts = [line.split("#", 1)[0].strip() for line in (REPO / name).read_text().splitlines()]
+    return [(name, Requirement(text)) for text in texts if text and not text.startswith("-")]
 
 
 def _problems(declared: list[tuple[str, Requirement]]) -> list[str]:
@@ -75,3 +77,17 @@ def test_a_dependency_missing_from_the_lock_or_outside_its_pin_is_reported() -> 
 
 def test_torch_is_locked_to_the_cpu_build() -> None:
     assert str(_locked()["torch"]) == "2.13.0+cpu"  # the CUDA build is a multi-GB download
+
+
+def test_the_test_only_lock_keeps_the_main_pins_and_stays_out_of_the_runtime_install() -> None:
+    """requirements-test.lock (scripts/install, not --runtime) pins what requirements-test.in
+    names, every package both locks hold at one version, and none of its own in requirements.lock
+    (which the runtime install installs)."""
+    main, test = _locked(), _locked("requirements-test.lock")
+    assert {name: (main[name], v) for name, v in test.items() if main.get(name, v) != v} == {}
+    wanted = _listed("requirements-test.in")
+    assert wanted, "requirements-test.in names no package"
+    for _, requirement in wanted:
+        name = canonicalize_name(requirement.name)
+        assert name not in main, f"{name} is in requirements.lock: the runtime install has it"
+        assert name in test and requirement.specifier.contains(test[name]), "run scripts/lock"

@@ -95,14 +95,14 @@ async def store(db, events) -> None:
     assert not result.rejected
 
 
-async def put_adapter(js, tmp_path: Path, key: str) -> None:
+async def put_adapter(js, tmp_path: Path, key: str, files: dict[str, bytes] = ADAPTER) -> None:
     folder = tmp_path / "adapter-src"
     folder.mkdir()
-    for name, data in ADAPTER.items():
+    for name, data in files.items():
         (folder / name).write_bytes(data)
     archive = tmp_path / "adapter.tar"
     with tarfile.open(archive, "w") as tar:
-        for name in ADAPTER:
+        for name in files:
             tar.add(folder / name, arcname=name)
     await ObjectStore(js).put_file(ADAPTERS_BUCKET, key, archive)
 

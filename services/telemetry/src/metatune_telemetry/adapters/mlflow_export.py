@@ -186,11 +186,14 @@ async def ended_studies(db: Database) -> list[UUID]:
 
 # ----------------------------------------------------------------------------- MLflow (blocking)
 def connect(tracking_uri: str) -> MlflowClient:
-    """MLflow's client for ``tracking_uri``; a clear error when the extra is not installed."""
+    """MLflow's client for ``tracking_uri``; a clear error when the extra is not installed.
+    MLflow's "View run ... at" lines on stdout (a server's runs) are turned off unless the user
+    set ``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT``: stdout is the command's (``--json``)."""
     try:
         from mlflow import MlflowClient
     except ImportError as exc:
         raise MlflowExportError(f"the MLflow export needs MLflow: {INSTALL_HINT} ({exc})") from None
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     with refused(tracking_uri):
         return MlflowClient(tracking_uri=tracking_uri)
 
