@@ -28,7 +28,7 @@ from metatune_scheduler.domain.planner import JobSnapshot
 from tests.support.builders import small_registry
 
 from .conftest import NOW, forecast, job_id, job_requested, with_agents
-from .test_properties import FIRST_HOUR, check_plan, scenarios
+from .random_plans import FIRST_HOUR, check_plan, scenarios
 
 
 def _job(n: int, need: int, deadline: int, gpus: int = 1, **extra) -> JobSnapshot:

@@ -17,7 +17,7 @@ from metatune_scheduler.domain.instance import Instance
 from metatune_scheduler.domain.model import total_cost
 from metatune_scheduler.domain.planner import fill_greedily
 
-from .test_model import EXACT, instances
+from .instances import EXACT, instances
 
 
 def split_pays_in_the_lp() -> Instance:

@@ -10,7 +10,7 @@ import highspy
 
 from metatune_scheduler.domain.highs_builder import solve_relaxation
 
-from .test_model import hand_instance
+from .instances import hand_instance
 
 LIMIT_S = 0.5  # each LP here takes about a millisecond
 
