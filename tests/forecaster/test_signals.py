@@ -30,7 +30,7 @@ from metatune_forecaster.domain.signals import (
 from metatune_forecaster.settings import ForecasterSettings
 from tests.support.builders import small_registry
 
-from .test_sources_config import registry_file
+from .registries import registry_file
 from .trace_source import TraceSource, store, trace
 
 __all__ = ["store"]

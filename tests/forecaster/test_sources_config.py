@@ -18,28 +18,9 @@ from metatune_forecaster.domain.providers import ProviderUnavailable, Signal, So
 from metatune_forecaster.settings import ForecasterSettings
 
 from .provider_api import FakeClock
+from .registries import registry_file
 
 TOKEN, PASSWORD = "em-secret-token-77aa", "wt-secret-password-31bb"
-DC = """
-[[datacenter]]
-name = "{name}"
-region = "{region}"
-region_group = "NA"
-latitude = 37.34
-longitude = -121.89
-pue = 1.2
-gpu_model = "H100-80GB"
-gpus = 8
-gpu_power_w = 700
-"""
-
-
-def registry_file(tmp_path: Path, *entries: tuple[str, str, str]) -> Path:
-    """A registry of ``(name, region, extra TOML lines)`` entries."""
-    text = "".join(DC.format(name=name, region=region) + extra for name, region, extra in entries)
-    path = tmp_path / "datacenters.toml"
-    path.write_text(text)
-    return path
 
 
 def test_the_embedded_registry_keeps_the_replay_everywhere() -> None:

@@ -30,7 +30,7 @@ from metatune_forecaster.settings import ForecasterSettings
 
 from .eia_api import EiaApi, serve
 from .provider_api import fixture
-from .test_sources_config import registry_file
+from .registries import registry_file
 
 DATA = fixture("eia930_ERCO")
 ROWS: list[dict[str, Any]] = DATA["records"]

@@ -33,10 +33,8 @@ from metatune_profiler.app import create_service as create_profiler
 from metatune_profiler.settings import ProfilerSettings
 from metatune_trainer_agent.app import create_service as create_agent
 from metatune_trainer_agent.settings import AgentSettings
-from tests.support.secured_bus import SecuredBus
+from tests.support.secured_bus import FRA1, SecuredBus
 from tests.support.waiting import wait_for
-
-from .test_permissions import FRA1
 
 ROWS = [{"text": f"an example sentence number {i}", "label": str(i % 2)} for i in range(40)]
 

@@ -33,10 +33,8 @@ from metatune.integrity import sha256_of
 from metatune_trainer_agent.adapters.run_ids import run_key
 from metatune_trainer_agent.app import create_service as create_agent
 from metatune_trainer_agent.settings import AgentSettings
-from tests.support.secured_bus import SecuredBus
+from tests.support.secured_bus import FRA1, OSL1, SecuredBus
 from tests.support.waiting import wait_for
-
-from .test_permissions import FRA1, OSL1
 
 ROWS = [{"text": f"an example sentence number {i}", "label": str(i % 2)} for i in range(40)]
 

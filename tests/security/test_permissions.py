@@ -10,7 +10,6 @@ from uuid import uuid4
 import nats
 import pytest
 from nats.errors import NoRespondersError
-from nats.js.errors import NoStreamResponseError
 
 from metatune import subjects
 from metatune.bus import ADAPTERS_BUCKET, CHECKPOINTS_BUCKET, DATASETS_BUCKET, ObjectStore
@@ -21,11 +20,8 @@ from metatune.registry import default_registry
 from metatune.service import Service
 from metatune_cli.asyncapi import document
 from metatune_cli.asyncapi.requests import REQUESTS
-from tests.support.secured_bus import SecuredBus, violation
+from tests.support.secured_bus import FRA1, REFUSED, SecuredBus, violation
 from tests.support.waiting import wait_for
-
-REFUSED = (nats.errors.TimeoutError, NoStreamResponseError)
-FRA1, OSL1 = "trainer-agent.fra1", "trainer-agent.osl1"
 
 
 async def test_a_client_without_credentials_is_refused(secured: SecuredBus) -> None:

@@ -25,10 +25,8 @@ from metatune_cli.client import AsyncClient, InvalidRequest
 from metatune_profiler.app import create_service
 from metatune_profiler.settings import ProfilerSettings
 from tests.support.requests import answer
-from tests.support.secured_bus import SecuredBus, violation
+from tests.support.secured_bus import REFUSED, SecuredBus, violation
 from tests.support.waiting import wait_for
-
-from .test_permissions import REFUSED
 
 ROWS = [{"text": f"row {i}", "label": str(i % 2)} for i in range(20)]
 

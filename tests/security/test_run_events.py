@@ -51,10 +51,8 @@ from tests.support.builders import small_registry
 from tests.support.cli import run
 from tests.support.databases import count, schema, store  # noqa: F401  (fixtures)
 from tests.support.samples import CONFIG, NOW, SPEC
-from tests.support.secured_bus import SecuredBus, violation
+from tests.support.secured_bus import FRA1, OSL1, REFUSED, SecuredBus, violation
 from tests.support.waiting import wait_for
-
-from .test_permissions import FRA1, OSL1, REFUSED
 
 JOB = UUID("004aea17-75ec-4dd9-9aad-724d18c9f7c4")  # fixed: it names a parametrized test
 

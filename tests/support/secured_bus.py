@@ -10,6 +10,7 @@ from typing import TypeVar
 import nats
 import pytest
 from nats.aio.client import Client
+from nats.js.errors import NoStreamResponseError
 
 from metatune.bus import ensure_streams
 from metatune.bus.connection import client_auth
@@ -18,6 +19,10 @@ from metatune.settings import Settings
 from tests.support.servers import nats_secrets, start_secured_nats, stop, wait_until_serving
 
 S = TypeVar("S", bound=Settings)
+
+# what a refused publish or read looks like to the client: no answer, or no stream answering
+REFUSED = (nats.errors.TimeoutError, NoStreamResponseError)
+FRA1, OSL1 = "trainer-agent.fra1", "trainer-agent.osl1"  # two agents' users
 
 
 class SecuredBus:
