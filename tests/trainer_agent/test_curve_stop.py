@@ -34,7 +34,7 @@ from metatune_trainer_agent.domain.trainer import Evaluation
 from metatune_trainer_agent.settings import AgentSettings
 from tests.support.builders import FAST_SITE, request_for
 
-from .test_agent_bus import AGENT, Bus, assignment, spec, upload_dataset
+from .agent_bus import AGENT, Bus, assignment, spec, upload_dataset
 
 pytestmark = pytest.mark.slow  # real training runs, stopped and not
 
