@@ -1,14 +1,27 @@
-"""`study list` and `results` as a pipe or a file gets them: the compact layout, every line within
-80 columns and no cell cut to '…', names before ids, numbers with their units (mg, Wh, never
-0.000000); `--wide` gives every column. Real NATS, the real CLI process, stdout a pipe."""
+"""`study list`, `results`, `events` and the `kb` tables as a pipe or a file gets them: the compact
+layout, every line within 80 columns and no cell cut to '…', names before ids, numbers with their
+units (mg, Wh, never 0.000000), times without microseconds; `--wide` gives every column. Real
+NATS, the real CLI process, stdout a pipe. (`webhooks list`: tests/telemetry/test_outbox_table.py)"""
 
 from __future__ import annotations
 
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import uuid4
+
 import pytest
 
+from metatune import contracts as c
+from metatune import subjects
+from metatune.knowledge.files import write_kb_file
+from metatune.knowledge.records import KbFileHeader
 from metatune.units import compute_hours, energy, mass, significant
 from metatune_cli.asyncapi.examples import ACCOUNTING
+from tests.knowledge.test_stats import runs as kb_runs
 from tests.support.cli import run
+from tests.support.samples import started
 
 from .test_cli_study import STUDY, TRAINED, profiled, publish, study_events
 
@@ -24,6 +37,59 @@ def fits(text: str) -> None:
     lines = text.splitlines()
     assert lines and all(len(line) <= 80 for line in lines), "\n".join(lines)
     assert "…" not in text and "0.000000" not in text, text
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d", text), text  # no fractions of a second
+
+
+async def test_events_fit_80_columns_with_short_ids_and_wide_gives_them_whole(
+    module_nats: str, narrow
+) -> None:
+    study, job = uuid4(), uuid4()
+    at = datetime(2026, 3, 2, 9, 15, 7, 123456, tzinfo=UTC)
+    failed = c.ErrorEvent(
+        occurred_at=at,
+        service="trainer-agent",
+        kind=c.ErrorKind.bad_input,
+        code="dataset_unreadable",
+        message="the dataset's third shard could not be read: " + "truncated gzip stream " * 6,
+        correlation_id=str(study),
+    )
+    await publish(
+        module_nats,
+        [started(job, study_id=study, at=at), (subjects.errors("trainer-agent"), failed)],
+    )
+
+    shown = run(["events", "--study", str(study)], narrow)
+    assert shown.returncode == 0, shown.stderr
+    fits(shown.stdout)
+    assert "03-02 09:15:07" in shown.stdout and "2026-03-02" not in shown.stdout
+    assert "assignments.fra1" in shown.stdout and "metatune.assign" not in shown.stdout
+    assert f"job_id={str(job)[:8]}" in shown.stdout and str(job) not in shown.stdout
+    assert shown.stdout.index("assignments.fra1") < shown.stdout.index("dataset_unreadable")
+
+    every = run(["events", "--study", str(study), "--wide"], narrow)
+    assert every.returncode == 0, every.stderr
+    assert "2026-03-02 09:15:07" in every.stdout and ".123456" not in every.stdout
+    assert subjects.assignments("fra1") in every.stdout and f"job_id={job}" in every.stdout
+    assert len(every.stdout.splitlines()) == 3  # the header and one line an event, never wrapped
+
+
+def test_kb_tables_fit_80_columns_and_wide_gives_every_column(tmp_path: Path) -> None:
+    path = tmp_path / "kb.jsonl"
+    write_kb_file(path, KbFileHeader(), kb_runs())
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    stats = run(["kb", "stats", "--kb", str(path)], env)
+    assert stats.returncode == 0, stats.stderr
+    fits(stats.stdout)
+    assert "quiet" in stats.stdout and "seed std <= spread/3" not in stats.stdout
+    portfolio = run(["kb", "portfolio", "--kb", str(path), "--k", "2"], env)
+    assert portfolio.returncode == 0, portfolio.stderr
+    fits(portfolio.stdout)
+    assert "rank=4" in portfolio.stdout and "=None" not in portfolio.stdout  # what it sets
+
+    wide_stats = run(["kb", "stats", "--kb", str(path), "--wide"], env)
+    assert wide_stats.returncode == 0 and "seed std <= spread/3" in wide_stats.stdout
+    wide = run(["kb", "portfolio", "--kb", str(path), "--k", "2", "--wide"], env)
+    assert wide.returncode == 0 and "target_modules=None" in wide.stdout
 
 
 async def test_compact_by_default_wide_on_request(module_nats: str, narrow) -> None:

@@ -81,7 +81,7 @@ async def test_a_dead_webhook_is_shown_without_its_query_or_user_info(
         "COLUMNS": "200",
     }
     printed = []
-    for extra in ([], ["--json"]):
+    for extra in (["--wide"], ["--json"]):  # --wide: each URL on one line
         done = await asyncio.to_thread(
             subprocess.run,
             [sys.executable, "-m", "metatune_cli.cli", "webhooks", "list", *extra],

@@ -38,6 +38,9 @@ class Column:
     justify: Literal["left", "right"] = "left"
     compact_header: str | None = None  # a shorter header for the compact layout
     no_wrap: bool = False  # a name: never broken across lines
+    compact_width: int | None = (
+        None  # a fixed width in the compact layout (rows printed apart align)
+    )
 
 
 def compact(console: Console, wide: bool) -> bool:
@@ -53,10 +56,12 @@ def render(
     wide: bool,
     title: str | None = None,
     caption: str | None = None,
+    header: bool = True,
 ) -> None:
     """Print ``rows`` (every column's cell, in ``columns``' order; a pair: the compact layout's
     cell and the wide one's, as a short id and the whole) in the layout ``console`` and ``wide``
-    call for."""
+    call for. ``header=False``: the rows alone, no header and no blank edge lines (rows that
+    follow a table printed before, as ``events --follow`` prints them)."""
     small = compact(console, wide)
     keep = [i for i, c in enumerate(columns) if not (small and c.wide_only)]
     table = Table(
@@ -66,11 +71,18 @@ def render(
         pad_edge=False,
         title_justify="left",
         caption_justify="left",
+        show_header=header,
+        show_edge=header,
     )
     for i in keep:
         column = columns[i]
-        header = column.compact_header if small and column.compact_header else column.header
-        table.add_column(header, justify=column.justify, overflow="fold", no_wrap=column.no_wrap)
+        table.add_column(
+            column.compact_header if small and column.compact_header else column.header,
+            justify=column.justify,
+            overflow="fold",
+            no_wrap=column.no_wrap,
+            width=column.compact_width if small else None,
+        )
     for cells in rows:
         table.add_row(*(_shown(cells[i], small) for i in keep))
     if small:

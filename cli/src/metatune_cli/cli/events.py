@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import deque
 
 import typer
@@ -16,11 +17,21 @@ from metatune.display import printable
 from metatune.errors import BusUnavailable
 from metatune.settings import get_settings
 
+from ..tables import Cell, Column, render
 from .calls import client
 from .connect import bus, fail, unavailable
+from .output import WIDE_FLAG
 
 console = Console()
 FORECASTS_PREFIX = "metatune.forecasts"
+# time, subject, what: in the compact layout the subject without ``metatune.``, at a fixed width
+# so that the rows --follow prints one by one line up, and ids to their first 8 hex digits
+COLUMNS = (
+    Column("time", no_wrap=True),
+    Column("subject", compact_width=22),
+    Column("event"),
+)
+UUID = re.compile(r"\b([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 # the kinds of event: the second part of the subjects the two streams hold (metatune.runs.> ...)
 KINDS = tuple(
     s.split(".")[1] for s in subjects.EVENT_STREAM_SUBJECTS + subjects.STATUS_STREAM_SUBJECTS
@@ -106,6 +117,7 @@ def events(
     forecasts: bool = typer.Option(
         False, "--forecasts", help="Include the hourly carbon forecasts (left out by default)"
     ),
+    wide: bool = WIDE_FLAG,
 ) -> None:
     """Tail the event log (stream METATUNE), newest last. The hourly forecasts are left out
     unless asked for (--forecasts, --kind forecasts or a forecasts --subject)."""
@@ -151,14 +163,13 @@ def events(
                 if wanted(msg.subject, payload):
                     history.append((msg.subject, payload))
                 caught_up = msg.metadata.num_pending == 0
-            if last:
-                for subject_name, payload in history:
-                    _print(subject_name, payload, raw)
+            if last and history:
+                _print(list(history), raw, wide)
             while follow:
                 msg = await sub.next_msg(timeout=None)
                 payload = _decode(msg.data)
                 if wanted(msg.subject, payload):
-                    _print(msg.subject, payload, raw)
+                    _print([(msg.subject, payload)], raw, wide, header=not (last and history))
 
     try:
         asyncio.run(run())
@@ -182,19 +193,28 @@ def _decode(data: bytes) -> dict:
     return payload if isinstance(payload, dict) else {"value": payload}
 
 
-def _print(subject: str, payload: dict, raw: bool) -> None:
-    if raw:
+def _row(subject: str, payload: dict) -> list[Cell]:
+    """An event as a table row: (compact, wide) cells. The payload's text is anyone's: printed as
+    text (no markup), escaped where a terminal cannot show it (a lone surrogate) or would obey it
+    (a control character)."""
+    when = printable(str(payload.get("occurred_at", ""))[:19].replace("T", " "))
+    style = _STYLE.get(_kind(subject), "white")
+    shown = [escape(subject.removeprefix("metatune.")), escape(subject)]
+    what = printable(summarize(subject, payload))
+    return [
+        (escape(when[5:]), escape(when)),  # the year in the wide layout only; no microseconds
+        (f"[{style}]{shown[0]}[/{style}]", f"[{style}]{shown[1]}[/{style}]"),
+        (escape(UUID.sub(r"\1", what)), escape(what)),
+    ]
+
+
+def _print(events: list[tuple[str, dict]], raw: bool, wide: bool, header: bool = True) -> None:
+    if not raw:
+        rows = [_row(subject, payload) for subject, payload in events]
+        render(console, COLUMNS, rows, wide=wide, header=header)
+        return
+    for subject, payload in events:
         record = {**payload, "subject": subject}  # the subject it was published on
         if "subject" in payload:  # an error's own field: the subject of what caused it
             record["cause_subject"] = payload["subject"]
         print(json.dumps(record))
-        return
-    style = _STYLE.get(_kind(subject), "white")
-    when = str(payload.get("occurred_at", ""))[:19]
-    # the payload's text is anyone's: printed as text (no markup), escaped where a terminal
-    # cannot show it (a lone surrogate) or would obey it (a control character)
-    console.print(
-        f"[dim]{escape(printable(when))}[/dim] [{style}]{escape(subject)}[/{style}] "
-        f"{escape(printable(summarize(subject, payload)))}",
-        highlight=False,
-    )

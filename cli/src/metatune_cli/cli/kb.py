@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from metatune.redaction import redact
 
+from ..tables import Cell, Column, render
 from .connect import EXIT_UNAVAILABLE, err_console, fail
-from .output import JSON_HELP, print_json
+from .output import JSON_HELP, WIDE_FLAG, print_json
 
 if TYPE_CHECKING:
     from metatune.knowledge.stats import KbStats
@@ -26,10 +27,42 @@ if TYPE_CHECKING:
 kb_app = typer.Typer(
     help="The knowledge base of fine-tuning runs: build, import, stats.", no_args_is_help=True
 )
+IMPORT_COLUMNS = (
+    Column("file / table"),
+    Column("runs", justify="right"),
+    Column("added", justify="right"),
+    Column("already there", justify="right", compact_header="there"),
+)
+PORTFOLIO_COLUMNS = (
+    Column("#", justify="right"),
+    Column("configuration"),
+    Column("mean score", justify="right", compact_header="mean"),
+    Column("portfolio score", justify="right", compact_header="portfolio"),
+    Column("datasets", justify="right", wide_only=True),
+)
+SUMMARY_COLUMNS = (Column("", no_wrap=True), Column(""))
+SOURCE_COLUMNS = (
+    Column("source"),
+    Column("runs", justify="right"),
+    Column("datasets", justify="right"),
+)
+QUALITY_COLUMNS = (
+    Column("dataset"),
+    Column("runs", justify="right"),
+    Column("configs", justify="right", wide_only=True),
+    Column("majority", justify="right", wide_only=True),
+    Column("beat it", justify="right"),
+    Column("best margin", justify="right", compact_header="margin"),
+    Column("spread (std)", justify="right", compact_header="spread"),
+    Column("seed std", justify="right"),
+    Column("seed std <= spread/3", compact_header="quiet"),
+)
 LICENCE_HELP = (
     "keep only the runs of datasets whose recorded licence contains this (case-insensitive; "
     "repeatable: any of them), e.g. --licence 'CC BY' --licence CC0"
 )
+Licences = Annotated[list[str] | None, typer.Option(help=LICENCE_HELP)]
+AsJson = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 
 
 def _store():
@@ -86,8 +119,9 @@ def import_(
             help="public HPO folder (nmt_hpo/, deberta_mnli/, peft_metamathqa/, tasks.csv)"
         ),
     ] = None,
-    licence: Annotated[list[str] | None, typer.Option(help=LICENCE_HELP)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    licence: Licences = None,
+    as_json: AsJson = False,
+    wide: bool = WIDE_FLAG,
 ) -> None:
     """Load a knowledge-base file, or the public HPO tables, into the configured database; each run
     once (by run id), so importing again adds nothing."""
@@ -105,18 +139,17 @@ def import_(
     if as_json:
         print_json({"reports": reports})
         return
-    table = Table("file / table", "runs", "added", "already there")
-    for report in reports:
-        table.add_row(report.name, str(report.runs), str(report.added), str(report.existed))
-    Console().print(table)
+    rows = [[escape(r.name), str(r.runs), str(r.added), str(r.existed)] for r in reports]
+    render(Console(), IMPORT_COLUMNS, rows, wide=wide)
 
 
 @kb_app.command("portfolio")
 def portfolio(
     kb: Annotated[Path, typer.Option(help="knowledge-base file (.jsonl or .jsonl.gz)")],
     k: Annotated[int, typer.Option(min=1, help="configurations in the portfolio")] = 5,
-    licence: Annotated[list[str] | None, typer.Option(help=LICENCE_HELP)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    licence: Licences = None,
+    as_json: AsJson = False,
+    wide: bool = WIDE_FLAG,
 ) -> None:
     """The configurations that do well across the file's datasets, chosen greedily so that they
     complement one another: the cold-start portfolio and, its first entry, the trainer's defaults."""
@@ -135,17 +168,20 @@ def portfolio(
     if as_json:
         print_json({"kb": kb.name, "runs": len(runs), "portfolio": [vars(e) for e in entries]})
         return
-    table = Table("#", "configuration", "mean score", "portfolio score", "datasets")
-    for i, entry in enumerate(entries, 1):
-        config = ", ".join(f"{key}={value}" for key, value in entry.config.items())
-        table.add_row(
+    rows: list[list[Cell]] = [
+        [
             str(i),
-            config,
+            (  # the settings a configuration sets; every one in the wide layout
+                escape(", ".join(f"{k}={v}" for k, v in entry.config.items() if v is not None)),
+                escape(", ".join(f"{k}={v}" for k, v in entry.config.items())),
+            ),
             f"{entry.mean_score:.3f}",
             f"{entry.portfolio_score:.3f}",
             str(entry.datasets),
-        )
-    Console().print(table)
+        ]
+        for i, entry in enumerate(entries, 1)
+    ]
+    render(Console(), PORTFOLIO_COLUMNS, rows, wide=wide)
 
 
 async def _stats():
@@ -161,7 +197,8 @@ def stats(
         typer.Option(help="a knowledge-base file to describe instead of the database"),
     ] = None,
     licence: Annotated[list[str] | None, typer.Option(help=f"with --kb: {LICENCE_HELP}")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    as_json: AsJson = False,
+    wide: bool = WIDE_FLAG,
 ) -> None:
     """What the knowledge base holds: runs, datasets, configurations per dataset, sources, and how
     many datasets' best run beats the majority-class baseline; per dataset, the share of runs that
@@ -188,67 +225,84 @@ def stats(
         typer.echo(summary.model_dump_json())
         return
     console = Console()
-    table = Table("", "value", title="knowledge base", show_header=False)
-    table.add_row(
-        "runs",
-        f"{summary.runs} ({summary.runs_completed} completed, {summary.runs_early_stopped} "
-        f"early-stopped, {summary.runs_failed} failed)",
+    render(
+        console,
+        SUMMARY_COLUMNS,
+        _summary_rows(summary),
+        wide=wide,
+        title="knowledge base",
+        header=False,
     )
-    table.add_row("datasets", str(summary.datasets))
-    table.add_row(
-        "configurations per dataset",
-        f"min {summary.configs_per_dataset_min}, median "
-        f"{summary.configs_per_dataset_median:g}, max {summary.configs_per_dataset_max}",
-    )
-    table.add_row("base models", str(summary.base_models))
-    table.add_row(
-        "study profiles",
-        f"{summary.study_profiles} ({summary.runs_profile_missing} runs await one)",
-    )
+    sources = [
+        [escape(source), str(runs), str(summary.datasets_per_source.get(source, 0))]
+        for source, runs in summary.runs_per_source.items()
+    ]
+    render(console, SOURCE_COLUMNS, sources, wide=wide, title="by source")
+    if summary.per_dataset:
+        render(
+            console,
+            QUALITY_COLUMNS,
+            _quality_rows(summary),
+            wide=wide,
+            title="per dataset",
+        )
+        console.print(  # a line of its own: a table's caption wraps at the table's width
+            f"quiet: seed noise within a third of the spread on "
+            f"{summary.datasets_noise_within_spread} of {summary.datasets_noise_measured} measured",
+            highlight=False,
+        )
+
+
+def _summary_rows(summary: KbStats) -> list[list[str]]:
+    rows = [
+        [
+            "runs",
+            f"{summary.runs} ({summary.runs_completed} completed, {summary.runs_early_stopped} "
+            f"early-stopped, {summary.runs_failed} failed)",
+        ],
+        ["datasets", str(summary.datasets)],
+        [
+            "configurations per dataset",
+            f"min {summary.configs_per_dataset_min}, median "
+            f"{summary.configs_per_dataset_median:g}, max {summary.configs_per_dataset_max}",
+        ],
+        ["base models", str(summary.base_models)],
+        [
+            "study profiles",
+            f"{summary.study_profiles} ({summary.runs_profile_missing} runs await one)",
+        ],
+    ]
     if summary.datasets_with_majority_baseline:
-        table.add_row(
-            "best run beats the majority class",
-            f"{summary.datasets_beating_majority_baseline} of {summary.datasets_with_majority_baseline} datasets, "
-            f"median margin {summary.median_margin_over_majority_baseline:+.3f}, "
-            f"worst {summary.min_margin_over_majority_baseline:+.3f}",
+        rows.append(
+            [
+                "best run beats the majority class",
+                f"{summary.datasets_beating_majority_baseline} of "
+                f"{summary.datasets_with_majority_baseline} datasets, median margin "
+                f"{summary.median_margin_over_majority_baseline:+.3f}, worst "
+                f"{summary.min_margin_over_majority_baseline:+.3f}",
+            ]
         )
     if summary.repeated_configs:
-        table.add_row(
-            "noise between seeds",
-            f"metric std median {summary.seed_noise_std_median:.3f}, max "
-            f"{summary.seed_noise_std_max:.3f} over {summary.repeated_configs} repeated configurations",
+        rows.append(
+            [
+                "noise between seeds",
+                f"metric std median {summary.seed_noise_std_median:.3f}, max "
+                f"{summary.seed_noise_std_max:.3f} over {summary.repeated_configs} repeated "
+                "configurations",
+            ]
         )
-    console.print(table)
-    sources = Table("source", "runs", "datasets", title="by source")
-    for source, runs in summary.runs_per_source.items():
-        sources.add_row(source, str(runs), str(summary.datasets_per_source.get(source, 0)))
-    console.print(sources)
-    if summary.per_dataset:
-        console.print(_quality_table(summary))
+    return rows
 
 
-def _quality_table(summary: KbStats) -> Table:
+def _quality_rows(summary: KbStats) -> list[list[str]]:
     """Per dataset: does it learn, and do its configurations differ beyond the noise between seeds?"""
-    table = Table(
-        "dataset",
-        "runs",
-        "configs",
-        "majority",
-        "beat it",
-        "best margin",
-        "spread (std)",
-        "seed std",
-        "seed std <= spread/3",
-        title=f"per dataset: seed noise within a third of the spread on "
-        f"{summary.datasets_noise_within_spread} of {summary.datasets_noise_measured} measured",
-    )
 
     def figure(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"
 
-    for q in summary.per_dataset:
-        table.add_row(
-            q.dataset,
+    return [
+        [
+            escape(q.dataset),
             str(q.runs),
             str(q.configs),
             f"{q.majority_baseline:.3f}",
@@ -257,5 +311,6 @@ def _quality_table(summary: KbStats) -> Table:
             figure(q.config_spread),
             figure(q.seed_std) + (f" ({q.repeated_configs})" if q.repeated_configs else ""),
             {None: "-", True: "yes", False: "no"}[q.noise_within_spread],
-        )
-    return table
+        ]
+        for q in summary.per_dataset
+    ]

@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from metatune.errors import BusUnavailable, DatabaseUnavailable
 from metatune.redaction import redact_url
 from metatune_cli.cli.connect import EXIT_NOT_FOUND, bus, fail, unavailable
 from metatune_cli.cli.output import JSON_HELP, print_json
+from metatune_cli.tables import WIDE_HELP, Column, render
 
 from .settings import TelemetrySettings
 
@@ -108,6 +110,7 @@ def webhooks_list(
     state: Annotated[str | None, typer.Option(help="pending, sending, delivered or dead")] = None,
     limit: Annotated[int, typer.Option(help="the latest this many")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Latest notifications in the outbox (URLs without credentials)."""
     from .adapters.outbox import list_outbox
@@ -123,20 +126,35 @@ def webhooks_list(
     if as_json:
         typer.echo(json.dumps(rows, default=str, indent=2))
         return
-    table = Table()
-    for col in ("id", "type", "url", "state", "attempts", "last", "next attempt"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            str(r["id"]),
-            r["event_type"],
-            r["url"],
-            r["state"],
-            str(r["attempts"]),
-            r["last_error"] or (str(r["last_status"]) if r["last_status"] else ""),
-            "" if r["state"] in ("delivered", "dead") else f"{r['next_attempt_at']:%H:%M:%S}",
-        )
-    console.print(table)
+    if not rows:
+        console.print(f"no {state} notifications in the outbox" if state else "the outbox is empty")
+        return
+    render(console, OUTBOX_COLUMNS, [_outbox_row(r) for r in rows], wide=wide)
+
+
+OUTBOX_COLUMNS = (
+    Column("id", justify="right"),
+    Column("type", no_wrap=True),
+    Column("state"),
+    Column("attempts", justify="right", compact_header="tries"),
+    Column("next attempt", compact_header="next"),
+    Column("url"),
+    Column("last", wide_only=True),
+)
+
+
+def _outbox_row(r: dict[str, Any]) -> list[str]:
+    """A notification: its next attempt (none once delivered or dead) to the second, in UTC."""
+    pending = r["state"] not in ("delivered", "dead")
+    return [
+        str(r["id"]),
+        r["event_type"],
+        r["state"],
+        str(r["attempts"]),
+        f"{r['next_attempt_at']:%m-%d %H:%M:%S}" if pending else "-",
+        escape(r["url"]),
+        escape(r["last_error"] or (str(r["last_status"]) if r["last_status"] else "-")),
+    ]
 
 
 @webhooks_app.command("retry")
