@@ -40,11 +40,11 @@ from rich.console import Console
 from rich.table import Table
 
 from metatune.contracts import LoraConfig, TaskType
+from metatune_trainer_agent.adapters.devices import cpu_has_native_bf16
 from metatune_trainer_agent.adapters.hardware import cpu_model
 from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.domain.request import TrainingRequest, TrainOptions
 from metatune_trainer_agent.domain.run import RunOutcome, Site
-from metatune_trainer_agent.domain.trainer import cpu_has_native_bf16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import progress

@@ -6,6 +6,12 @@ the modules that only do I/O (``os``, ``gzip``, ``tarfile``, ``joblib``...) out 
 this script catches the calls a module-level rule cannot see, in the source's syntax tree:
 
 * ``time.sleep`` (and ``sleep`` imported from ``time``), ``torch.save``, ``torch.load``;
+* the device: any call into ``torch.cuda`` (is it there, which one, synchronise, free its cache,
+  its random generator) or ``torch.distributed`` (join a process group, broadcast, reduce), and
+  wrapping a model in ``DistributedDataParallel`` / ``DataParallel`` (which talks to the other
+  devices); placing tensors (``.to(device)``) is the maths' and stays, on the device the
+  adapters chose. A module imported under another name is followed (``import
+  torch.distributed as dist``, ``from torch.cuda import synchronize``);
 * ``from_pretrained`` / ``save_pretrained`` on anything (a model, tokenizer or config file);
 * the builtin ``open`` and the file methods of ``pathlib`` (read and write text or bytes, open,
   mkdir, touch, unlink, rmdir, iterdir, glob, stat, exists, is_file, is_dir; not ``rename``,
@@ -24,7 +30,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE_CALLS = {("time", "sleep"), ("torch", "save"), ("torch", "load")}
+MODULE_CALLS = {"time.sleep", "torch.save", "torch.load"}
+DEVICE_MODULES = ("torch.cuda.", "torch.distributed.")
+DEVICE_CALLS = {
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.nn.DataParallel",
+}
 ANY_CALLS = {"from_pretrained", "save_pretrained"}
 PATH_METHODS = {
     "read_text",
@@ -58,17 +70,41 @@ def domain_folders() -> list[Path]:
     return sorted(ROOT.glob("services/*/src/*/domain"))
 
 
-def _imported_calls(tree: ast.AST) -> set[str]:
-    """Names bound by ``from time import sleep`` / ``from torch import save, load``."""
-    names = set()
+def _imported_names(tree: ast.AST) -> dict[str, str]:
+    """The dotted name each imported name stands for: ``dist`` -> ``torch.distributed`` for
+    ``import torch.distributed as dist``, ``nap`` -> ``time.sleep`` for ``from time import sleep
+    as nap``."""
+    names = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module in {"time", "torch"}:
+        if isinstance(node, ast.Import):
+            names |= {alias.asname: alias.name for alias in node.names if alias.asname}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names |= {
-                alias.asname or alias.name
-                for alias in node.names
-                if (node.module, alias.name) in MODULE_CALLS
+                alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names
             }
     return names
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name; None for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _called(dotted: str, imported: dict[str, str]) -> str | None:
+    """What calling ``dotted`` does, if it is I/O: ``"I/O"`` or ``"device"``."""
+    head, _, rest = dotted.partition(".")
+    full = ".".join(filter(None, [imported.get(head, head), rest]))
+    if full in MODULE_CALLS:
+        return "I/O"
+    if full.startswith(DEVICE_MODULES) or full in DEVICE_CALLS:
+        return "device"
+    return None
 
 
 def _reader_import(node: ast.AST) -> str | None:
@@ -82,28 +118,28 @@ def _reader_import(node: ast.AST) -> str | None:
     return f"imports {found[0]}" if found else None
 
 
-def _call(node: ast.Call, bare: set[str]) -> str | None:
+def _call(node: ast.Call, imported: dict[str, str]) -> str | None:
     func = node.func
-    if isinstance(func, ast.Name):
-        if func.id == "open":
-            return "open()"
-        return f"{func.id}()" if func.id in bare else None
+    if isinstance(func, ast.Name) and func.id == "open":
+        return "open()"
+    dotted = _dotted(func)
+    kind = _called(dotted, imported) if dotted else None
+    if kind:
+        return f"{dotted}()" + (" (device)" if kind == "device" else "")
     if not isinstance(func, ast.Attribute):
         return None
-    if isinstance(func.value, ast.Name) and (func.value.id, func.attr) in MODULE_CALLS:
-        return f"{func.value.id}.{func.attr}()"
     if func.attr in ANY_CALLS or func.attr in PATH_METHODS:
         return f".{func.attr}()"
     return None
 
 
 def violations(path: Path, source: str) -> list[str]:
-    """``path:line: what`` for each I/O call or file-reader import in ``source``."""
+    """``path:line: what`` for each I/O or device call or file-reader import in ``source``."""
     tree = ast.parse(source, str(path))
-    bare = _imported_calls(tree)
+    imported = _imported_names(tree)
     found = []
     for node in ast.walk(tree):
-        what = _call(node, bare) if isinstance(node, ast.Call) else _reader_import(node)
+        what = _call(node, imported) if isinstance(node, ast.Call) else _reader_import(node)
         if what:
             found.append((node.lineno, what))  # type: ignore[attr-defined]
     return [f"{_shown(path)}:{line}: {what}" for line, what in sorted(found)]

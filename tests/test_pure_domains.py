@@ -3,8 +3,9 @@
 Two gates, both in ``scripts/check``: import-linter's ``domains-without-io`` contract (the
 modules that only do I/O: ``os``, ``gzip``, ``tarfile``, ``joblib``...) and
 ``scripts/pure_domains.py`` (the calls: ``time.sleep``, ``torch.save``/``load``,
-``from_pretrained``, ``open``, ``Path`` reads and writes, pyarrow's file readers). Each is shown
-to catch a planted violation, then to pass on the code.
+``from_pretrained``, ``open``, ``Path`` reads and writes, pyarrow's file readers, and the device:
+``torch.cuda``, ``torch.distributed``, DDP). Each is shown to catch a planted violation, then to
+pass on the code.
 """
 
 from __future__ import annotations
@@ -37,11 +38,29 @@ PLANTED_CALLS = {  # source: the line and the call reported
         "2: imports pyarrow.parquet"
     ),
     "from pyarrow import parquet\n": "1: imports pyarrow.parquet",
+    "import torch\nready = torch.cuda.is_available()\n": "2: torch.cuda.is_available() (device)",
+    "import torch\ndef wait(device):\n    torch.cuda.synchronize(device)\n": (
+        "3: torch.cuda.synchronize() (device)"
+    ),
+    "from torch import cuda\ncuda.empty_cache()\n": "2: cuda.empty_cache() (device)",
+    "from torch.cuda import set_device as pick\npick(1)\n": "2: pick() (device)",
+    "import torch.distributed as dist\ndist.init_process_group('gloo')\n": (
+        "2: dist.init_process_group() (device)"
+    ),
+    "import torch\ntorch.distributed.all_reduce(x)\n": "2: torch.distributed.all_reduce() (device)",
+    "from torch.nn.parallel import DistributedDataParallel as DDP\nDDP(model)\n": (
+        "2: DDP() (device)"
+    ),
+    "import time as clock\nclock.sleep(1)\n": "2: clock.sleep()",
 }
 PURE = (
     "import time\nimport pandas as pd\nstarted = time.perf_counter()\n"
     "frame = pd.DataFrame({'a': [1]}).rename(columns={'a': 'b'})\n"
     "import pyarrow.json as pa_json\n"
+    # tensor maths on the device the adapters chose is the domain's
+    "import torch\ndef step(batch, device):\n    x = batch.to(device)\n"
+    "    with torch.autocast(device_type=device.type, dtype=torch.bfloat16):\n"
+    "        return torch.nn.functional.relu(x).sum()\n"
 )
 
 
@@ -65,7 +84,9 @@ def test_the_call_check_finds_a_planted_io_call(tmp_path: Path, source: str) -> 
     assert "1 I/O calls in domain code" in done.stdout
 
 
-def test_the_call_check_passes_clocks_dataframes_and_parsing_bytes(tmp_path: Path) -> None:
+def test_the_call_check_passes_clocks_dataframes_parsing_bytes_and_tensor_maths(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "pure.py").write_text(PURE)
     done = _pure_domains(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -34,16 +34,14 @@ from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from metatune.clock import Clock
 
 from ..domain.carbon import IntensityLookup
-from ..domain.distributed import Group
 from ..domain.errors import TrainingError
-from ..domain.model import device_for
 from ..domain.request import TrainingRequest
 from ..domain.run import RunHooks, RunOutcome, Site
+from .devices import device_for, open_device
+from .process_group import ProcessGroup
 from .training import run_training
 
 log = logging.getLogger(__name__)
@@ -255,10 +253,10 @@ class _AgentClock(Clock):
 def run_worker(address: str, device_type: str) -> None:
     """One rank of a multi-device run (the body of :mod:`metatune_trainer_agent.adapters.worker`)."""
     authkey = bytes.fromhex(os.environ.pop(AUTHKEY_ENV, ""))
-    group = Group.from_env(os.environ)
-    device = torch.device(device_type)
-    if device.type == "cuda":
-        torch.cuda.set_device(group.local_rank)
+    group = ProcessGroup.from_env(os.environ)
+    if not isinstance(group, ProcessGroup):
+        raise TrainingError("a rank of a multi-device run starts under torchrun (WORLD_SIZE > 1)")
+    device = open_device(device_type, group.local_rank).device
     group.join(device)
     try:
         if group.leader:
@@ -277,7 +275,7 @@ def run_worker(address: str, device_type: str) -> None:
         group.leave()
 
 
-def _lead(group: Group, address: str, authkey: bytes) -> None:
+def _lead(group: ProcessGroup, address: str, authkey: bytes) -> None:
     if not authkey:
         raise TrainingError(f"rank 0 needs the channel's key in {AUTHKEY_ENV}")
     with (

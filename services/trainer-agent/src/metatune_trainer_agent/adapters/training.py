@@ -1,6 +1,6 @@
 """A training run on this machine: :func:`run_training` runs the domain's
 :class:`~..domain.run.TrainingRun` with :class:`LocalResources`, its port to the files, the model
-hub (or the embedded models), the hardware's energy counters and the wall clock's waits.
+hub (or the embedded models), the device and its energy counters and the wall clock's waits.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ..domain.run import RunHooks, RunOutcome, Site, TrainingRun
 from .adapter_archive import pack_adapter
 from .base_model import load_model, load_tokenizer
 from .checkpoint_bytes import checkpoint_from_bytes, checkpoint_to_bytes
+from .devices import LocalDevice, open_device
 from .encoding_cache import encode_dataset
 from .energy_counters import detect_counter
 
@@ -46,6 +47,9 @@ class LocalResources:
         self, source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int
     ) -> nn.Module:
         return load_model(source, task, config, num_labels=num_labels, pad_token_id=pad_token_id)
+
+    def open_device(self, name: str, local_rank: int | None) -> LocalDevice:
+        return open_device(name, local_rank)
 
     def energy_counter(
         self, device: torch.device, *, gpu_power_w: float, watts_per_core: float

@@ -2,7 +2,7 @@
 
 A run on ``n`` devices is ``n`` processes, one per device, that torchrun starts and that find
 each other through its environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_*``).
-Every process walks the single-device code path of :mod:`.run`; this module holds what they
+Every process walks the single-device code path of :mod:`.run`; :class:`Group` is what they
 share:
 
 * each optimizer step's global batch is the one a single process would draw; every rank takes
@@ -15,79 +15,85 @@ share:
 * losses, tokens and energy are reduced over the ranks, so the run reports what all of its
   devices did.
 
+Joining the group and talking over it is I/O: :class:`Group` is a port, implemented over
+``torch.distributed`` by :class:`metatune_trainer_agent.adapters.process_group.ProcessGroup`.
 A single-process run uses :data:`SINGLE`, whose operations are the identity.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-import torch
-import torch.distributed as dist
+from torch import nn
+
+
+class Group(Protocol):
+    """This process's place in the run: ``rank`` of ``world`` (``local_rank`` picks its device)."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world(self) -> int: ...
+
+    @property
+    def local_rank(self) -> int: ...
+
+    @property
+    def leader(self) -> bool: ...
+
+    @property
+    def distributed(self) -> bool: ...
+
+    def shard(self, indices: Sequence[int]) -> list[int]:
+        """This rank's slice of a micro-batch (rank ``r`` takes every ``world``-th example from ``r``)."""
+        ...
+
+    def from_leader(self, value: Any) -> Any:
+        """The leader's ``value`` on every rank (any picklable object)."""
+        ...
+
+    def total(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sums of ``values`` over the ranks."""
+        ...
+
+    def parallel(self, model: nn.Module) -> nn.Module:
+        """The module an optimizer steps through: ``model`` whose gradients are averaged over
+        the ranks (DDP), or ``model`` itself in one process."""
+        ...
+
+    def accumulating(self, module: nn.Module) -> AbstractContextManager[object]:
+        """A context for a micro-batch that is not the step's last: no gradient exchange yet."""
+        ...
 
 
 @dataclass(frozen=True)
-class Group:
-    """This process's place in the run: ``rank`` of ``world`` (``local_rank`` picks its device)."""
+class Single:
+    """One process on one device: every operation over the group is the identity."""
 
     rank: int = 0
     world: int = 1
     local_rank: int = 0
-
-    @property
-    def leader(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def distributed(self) -> bool:
-        return self.world > 1
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Group:
-        """The group torchrun describes in the environment ``env`` (the process's: ``os.environ``);
-        :data:`SINGLE` outside torchrun."""
-        world = int(env.get("WORLD_SIZE", "1"))
-        if world <= 1:
-            return SINGLE
-        return cls(
-            rank=int(env["RANK"]), world=world, local_rank=int(env.get("LOCAL_RANK", env["RANK"]))
-        )
-
-    def join(self, device: torch.device) -> None:
-        """Join the process group: NCCL between GPUs, gloo between CPU processes."""
-        if self.distributed and not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-
-    def leave(self) -> None:
-        if self.distributed and dist.is_initialized():
-            dist.destroy_process_group()
+    leader: bool = True
+    distributed: bool = False
 
     def shard(self, indices: Sequence[int]) -> list[int]:
-        """This rank's slice of a micro-batch (rank ``r`` takes every ``world``-th example from ``r``)."""
-        return list(indices[self.rank :: self.world])
+        return list(indices)
 
     def from_leader(self, value: Any) -> Any:
-        """The leader's ``value`` on every rank (any picklable object)."""
-        if not self.distributed:
-            return value
-        box = [value if self.leader else None]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
+        return value
 
     def total(self, values: Sequence[float]) -> list[float]:
-        """Element-wise sums of ``values`` over the ranks."""
-        if not self.distributed:
-            return list(values)
-        on = torch.device("cuda", torch.cuda.current_device()) if _nccl() else None
-        tensor = torch.tensor(list(values), dtype=torch.float64, device=on)
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-        return [float(v) for v in tensor.tolist()]
+        return list(values)
+
+    def parallel(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def accumulating(self, module: nn.Module) -> AbstractContextManager[object]:
+        return nullcontext()
 
 
-def _nccl() -> bool:
-    return bool(dist.get_backend() == "nccl")
-
-
-SINGLE = Group()
+SINGLE: Group = Single()

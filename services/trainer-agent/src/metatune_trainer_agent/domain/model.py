@@ -1,16 +1,14 @@
 """The LoRA model's pure parts: which modules a base checkpoint lacked (trained and saved with the
-adapter), how many parameters train, and the device a run asks for. The base model and its
-tokenizer are loaded by :mod:`metatune_trainer_agent.adapters.base_model`.
+adapter) and how many parameters train. The base model and its tokenizer are loaded by
+:mod:`metatune_trainer_agent.adapters.base_model`, the device opened by
+:mod:`metatune_trainer_agent.adapters.devices`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
-
-from .errors import InvalidTrainingConfig
 
 
 def new_modules(model: nn.Module, missing_keys: Any) -> list[str]:
@@ -36,12 +34,3 @@ def count_parameters(model: nn.Module) -> tuple[int, int]:
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     return trainable, total
-
-
-def device_for(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidTrainingConfig(f"device {name!r} requested but no CUDA device is present")
-    return device

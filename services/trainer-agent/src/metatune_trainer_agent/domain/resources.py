@@ -1,5 +1,5 @@
 """The port a training run reaches the world through: the dataset file, the base model and its
-tokenizer, the tokenization cache, the energy counter, waiting, and the bytes of checkpoints and
+tokenizer, the tokenization cache, the device and its energy counter, waiting, and the bytes of checkpoints and
 adapters. :class:`metatune_trainer_agent.adapters.training.LocalResources` implements it on this
 machine; the run itself (:class:`~.run.TrainingRun`) only decides."""
 
@@ -14,6 +14,7 @@ from torch import nn
 from metatune.contracts import LoraConfig, TaskType
 
 from .checkpoint import Checkpoint
+from .device import Accelerator
 from .encoding import EncodedDataset
 from .energy import EnergyCounter
 from .request import TrainingRequest
@@ -34,6 +35,11 @@ class RunResources(Protocol):
         self, source: str, task: TaskType, config: LoraConfig, *, num_labels: int, pad_token_id: int
     ) -> nn.Module:
         """The base model wrapped in a fresh LoRA adapter (called under a seeded RNG)."""
+        ...
+
+    def open_device(self, name: str, local_rank: int | None) -> Accelerator:
+        """The device the option ``name`` names (``auto``: CUDA when present); ``local_rank``
+        (a rank of a run across several devices) picks that process's GPU."""
         ...
 
     def energy_counter(

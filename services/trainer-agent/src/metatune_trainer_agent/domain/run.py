@@ -25,16 +25,17 @@ from metatune.contracts import TaskType
 from .batching import Collator
 from .carbon import IntensityLookup
 from .checkpoint import Accumulated, Checkpoint, fingerprint
+from .device import Accelerator
 from .distributed import Group
 from .encoding import EncodedDataset
 from .energy import EnergyMeter
 from .errors import InvalidTrainingConfig, OutOfMemory, SmokeTestFailed, TrainingDatasetNotFound
-from .model import count_parameters, device_for
+from .model import count_parameters
 from .plateau import PlateauDetector
 from .request import TrainingRequest
 from .resources import RunResources
 from .run_accounting import RunAccountant
-from .run_loop import LoopSetup, TrainingLoop, synchronize
+from .run_loop import LoopSetup, TrainingLoop
 from .run_types import Control, Progress, RunHooks, RunOutcome, SessionPace, Site
 from .trainer import Evaluation, Trainer, is_oom
 
@@ -83,10 +84,10 @@ class TrainingRun:
         self.intensity = intensity
         self.hooks = hooks
         self.planned_hours = planned_hours
-        self.device = device_for(self.options.device)
-        if group.distributed and self.device.type == "cuda":
-            self.device = torch.device("cuda", group.local_rank)  # one device per process
-            torch.cuda.set_device(self.device)
+        self.accelerator = resources.open_device(
+            self.options.device, group.local_rank if group.distributed else None
+        )
+        self.device = self.accelerator.device
         self.causal_lm = request.task == TaskType.causal_lm
 
     def execute(
@@ -94,7 +95,6 @@ class TrainingRun:
     ) -> RunOutcome:
         taken_up = taken_up or (self.clock.now(), time.monotonic())
         self._check()
-        self.group.join(self.device)
         meter = self._idle_meter()
         started, lap_at = time.monotonic(), self.clock.now()  # the start-up is charged too
         tokenizer, source = self.resources.load_tokenizer(self.request.base_model)
@@ -140,7 +140,7 @@ class TrainingRun:
             else []
         )
         if checkpoint:
-            restore(trainer, checkpoint, self.device)
+            restore(trainer, checkpoint, self.accelerator)
         else:
             torch.manual_seed(self.config.seed)  # the smoke test's dropout draws leave no trace
         loop = TrainingLoop(
@@ -151,7 +151,7 @@ class TrainingRun:
                 hooks=self.hooks,
                 planned_hours=self.planned_hours,
                 group=self.group,
-                device=self.device,
+                accelerator=self.accelerator,
                 resources=self.resources,
                 data=data,
                 fingerprint=run_fingerprint,
@@ -219,7 +219,7 @@ class TrainingRun:
             train=data.train,
             val=data.val,
             collator=collator,
-            device=self.device,
+            accelerator=self.accelerator,
             precision=self.options.precision,
             micro_batch=checkpoint.micro_batch if checkpoint else self.config.batch_size,
             grad_accum=checkpoint.grad_accum if checkpoint else self.config.grad_accum_steps,
@@ -238,10 +238,12 @@ class TrainingRun:
         probe = self.options.probe_batch_size
         if probe is None:  # across processes the micro-batch is fixed: every rank steps alike
             probe = self.device.type == "cuda" and not resumed and not self.group.distributed
-        return smoke_test(trainer, self.device, self.config.max_seq_length, probe)
+        return smoke_test(trainer, self.accelerator, self.config.max_seq_length, probe)
 
 
-def smoke_test(trainer: Trainer, device: torch.device, max_seq_length: int, probe: bool) -> float:
+def smoke_test(
+    trainer: Trainer, accelerator: Accelerator, max_seq_length: int, probe: bool
+) -> float:
     """Two forward/backward passes (the longest batch, then a typical one); returns a step-time estimate."""
     effective = trainer.micro_batch * trainer.grad_accum
     while True:
@@ -253,31 +255,30 @@ def smoke_test(trainer: Trainer, device: torch.device, max_seq_length: int, prob
                 raise SmokeTestFailed(
                     f"smoke test failed on the longest batch: {type(exc).__name__}: {exc}"
                 ) from exc
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            accelerator.release_memory()
             if not probe or trainer.micro_batch == 1:
                 raise OutOfMemory(
                     f"a micro-batch of {trainer.micro_batch} x {max_seq_length} tokens does not fit "
-                    f"on {device}" + ("" if probe else " (batch-size probing is off)")
+                    f"on {accelerator.device}" + ("" if probe else " (batch-size probing is off)")
                 ) from exc
             micro = trainer.micro_batch // 2
             trainer.resize(micro, math.ceil(effective / micro))
     try:
         typical = trainer.plan.epoch(0)[len(trainer.plan) // 2]
-        synchronize(device)
+        accelerator.synchronize()
         started = time.perf_counter()
         trainer.trial_pass(typical)
-        synchronize(device)
+        accelerator.synchronize()
         seconds = time.perf_counter() - started
     except Exception as exc:
         raise SmokeTestFailed(f"smoke test failed: {type(exc).__name__}: {exc}") from exc
     return seconds * trainer.grad_accum
 
 
-def restore(trainer: Trainer, checkpoint: Checkpoint, device: torch.device) -> None:
+def restore(trainer: Trainer, checkpoint: Checkpoint, accelerator: Accelerator) -> None:
     """Continue ``checkpoint`` exactly: adapter, optimizer, scheduler, scaler, position, RNGs."""
     set_peft_model_state_dict(
-        trainer.model, {k: v.to(device) for k, v in checkpoint.adapter.items()}
+        trainer.model, {k: v.to(accelerator.device) for k, v in checkpoint.adapter.items()}
     )
     trainer.optimizer.load_state_dict(checkpoint.optimizer)
     trainer.scheduler.load_state_dict(checkpoint.scheduler)
@@ -285,5 +286,4 @@ def restore(trainer: Trainer, checkpoint: Checkpoint, device: torch.device) -> N
         trainer.scaler.load_state_dict(checkpoint.scaler)
     trainer.set_position(checkpoint.position)
     torch.set_rng_state(checkpoint.rng_cpu)
-    if device.type == "cuda" and checkpoint.rng_cuda:
-        torch.cuda.set_rng_state(checkpoint.rng_cuda[0], device)
+    accelerator.restore_rng(checkpoint.rng_cuda)

@@ -20,6 +20,7 @@ from peft import get_peft_model_state_dict
 from metatune.clock import Clock
 
 from .checkpoint import Checkpoint
+from .device import Accelerator
 from .distributed import Group
 from .encoding import EncodedDataset
 from .errors import OutOfMemory
@@ -45,7 +46,7 @@ class LoopSetup:
     hooks: RunHooks
     planned_hours: float | None
     group: Group
-    device: torch.device
+    accelerator: Accelerator
     resources: RunResources
     data: EncodedDataset
     fingerprint: str
@@ -98,7 +99,8 @@ class TrainingLoop:
         self.clock = setup.clock
         self.hooks = setup.hooks
         self.group = setup.group
-        self.device = setup.device
+        self.accelerator = setup.accelerator
+        self.device = setup.accelerator.device
         self.resources = setup.resources
         self.data = setup.data
         self.fingerprint = setup.fingerprint
@@ -332,7 +334,7 @@ class TrainingLoop:
             scheduler=trainer.scheduler.state_dict(),
             scaler=trainer.scaler.state_dict() if trainer.scaler else None,
             rng_cpu=torch.get_rng_state(),
-            rng_cuda=[torch.cuda.get_rng_state(self.device)] if self.device.type == "cuda" else [],
+            rng_cuda=self.accelerator.rng_states(),
             plateau=self.plateau.history,
             accumulated=self.accountant.carried(),
             last_train_loss=last_loss,
@@ -343,10 +345,4 @@ class TrainingLoop:
         return self.resources.write_checkpoint(checkpoint)
 
     def _sync(self) -> None:
-        synchronize(self.device)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for ``device``'s queued work (CUDA runs asynchronously), so a timing is the step's."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        self.accelerator.synchronize()

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from metatune.contracts import LoraConfig, LrSchedule
 
 from .batching import Batch, BatchPlan, Collator
 from .checkpoint import Position
+from .device import Accelerator
 from .distributed import SINGLE, Group
 from .encoding import EncodedSplit
 from .metrics import classification_metrics
@@ -41,21 +41,15 @@ def lr_lambda(schedule: LrSchedule, warmup_steps: int, total_steps: int) -> Call
     return factor
 
 
-def cpu_has_native_bf16() -> bool:
-    """True when the CPU computes bf16 natively (AVX512-BF16 or AMX tiles)."""
-    cpu = torch.cpu
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for a precision choice ('auto' resolved here); None means fp32."""
+def autocast_dtype(precision: str, device: torch.device, native_bf16: bool) -> torch.dtype | None:
+    """The autocast dtype for a precision choice ('auto' resolved here from the device and
+    whether it computes bf16 natively); None means fp32."""
     if precision == "auto":
         if device.type != "cuda":
             # bf16 autocast pays on CPUs with native bf16 (AVX512-BF16 or AMX); without them it is
             # emulated and slower. Measured with bench/trainer_bench.py --precision (see README).
-            return torch.bfloat16 if cpu_has_native_bf16() else None
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            return torch.bfloat16 if native_bf16 else None
+        return torch.bfloat16 if native_bf16 else torch.float16
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
@@ -101,7 +95,7 @@ class Trainer:
         train: EncodedSplit,
         val: EncodedSplit,
         collator: Collator,
-        device: torch.device,
+        accelerator: Accelerator,
         precision: str,
         micro_batch: int,
         grad_accum: int,
@@ -120,8 +114,8 @@ class Trainer:
         self.train_split = train
         self.val_split = val
         self.collator = collator
-        self.device = device
-        self.dtype = autocast_dtype(precision, device)
+        self.device = accelerator.device
+        self.dtype = autocast_dtype(precision, self.device, accelerator.native_bf16)
         self.micro_batch = micro_batch
         self.grad_accum = grad_accum
         self.total_steps = total_steps
@@ -195,8 +189,7 @@ class Trainer:
 
     def _distributed_module(self) -> nn.Module:
         if self.group.distributed and self.train_module is self.model:
-            # buffers (position ids) never change: no broadcast before each forward
-            self.train_module = DistributedDataParallel(self.model, broadcast_buffers=False)
+            self.train_module = self.group.parallel(self.model)
         return self.train_module
 
     def train_step(self) -> StepResult:
@@ -213,11 +206,7 @@ class Trainer:
             # DDP's average of the ranks' gradients the gradient of the whole micro-batch's mean
             share = len(mine) * self.group.world / len(indices)
             last = micro == self.grad_accum - 1
-            sync = (
-                module.no_sync()
-                if isinstance(module, DistributedDataParallel) and not last
-                else nullcontext()
-            )
+            sync = self.group.accumulating(module) if not last else nullcontext()
             with sync:
                 loss = self.forward_backward(batch, share / self.grad_accum, module)
             total.loss += loss * len(mine) / len(indices) / self.grad_accum
