@@ -20,7 +20,7 @@ from metatune.settings import Settings
 from metatune_cli.client import AsyncClient, InvalidRequest
 from tests.support.cli import run
 
-from .test_cli_study import one_error_line
+from .recorded_study import one_error_line
 
 ROWS = '{"text": "hello", "label": "a"}\n{"text": "bye", "label": "b"}\n'
 

@@ -17,7 +17,7 @@ from tests.support.cli import run
 from tests.support.requests import answer
 from tests.support.secured_bus import SecuredBus, admin, secured  # noqa: F401 (fixtures)
 
-from .test_cli_study import TRAINED, study_events
+from .recorded_study import TRAINED, study_events
 
 
 async def cancelled_count(js) -> int:

@@ -15,8 +15,7 @@ from metatune.settings import Settings
 from metatune_cli.client import AsyncClient
 from tests.support.cli import run
 
-from .test_cli_study import FAILED, TRAINED, one_error_line, publish, study_events
-from .test_client import logged
+from .recorded_study import FAILED, TRAINED, logged, one_error_line, publish, study_events
 
 
 async def event_log(url: str) -> list[tuple[str, dict]]:

@@ -13,7 +13,7 @@ import pytest
 from tests.support.cli import run
 from tests.support.servers import free_port
 
-from .test_cli_study import publish
+from .recorded_study import publish
 
 JOB = "00000000-0000-0000-0000-000000000001"
 STUDY_FILE = str(Path(__file__).resolve().parents[2] / "examples" / "study.yaml")

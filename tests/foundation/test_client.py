@@ -31,7 +31,7 @@ from tests.support.secured_bus import SecuredBus, admin, secured  # noqa: F401 (
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for
 
-from .test_cli_study import FAILED, TRAINED, publish, study_events
+from .recorded_study import FAILED, TRAINED, logged, publish, study_events
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,19 +40,6 @@ def dataset(tmp_path: Path) -> Path:
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "hello", "label": "a"}\n')
     return data
-
-
-async def logged(url: str, subject: str) -> list[dict]:
-    """The payloads the event log holds on ``subject``, oldest first."""
-    nc = await nats.connect(url)
-    js = nc.jetstream()
-    count = sum(
-        ((await js.stream_info("METATUNE", subjects_filter=subject)).state.subjects or {}).values()
-    )
-    sub = await js.subscribe(subject, stream="METATUNE", ordered_consumer=True)
-    payloads = [json.loads((await sub.next_msg(timeout=10)).data) for _ in range(count)]
-    await nc.close()
-    return payloads
 
 
 async def test_submit_list_show_follow_and_results(private_nats: str, tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from metatune_cli.study_file import (
 )
 from tests.support.cli import run
 
-from .test_cli_study import one_error_line
+from .recorded_study import one_error_line
 
 REPO = Path(__file__).resolve().parents[2]
 

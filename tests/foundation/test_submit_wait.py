@@ -18,7 +18,7 @@ from metatune.settings import Settings
 from tests.support.cli import METATUNE, run
 from tests.support.waiting import wait_for
 
-from .test_cli_study import FAILED, TRAINED, publish, study_events
+from .recorded_study import FAILED, TRAINED, publish, study_events
 
 
 async def test_submit_wait_ends_with_the_results_once_every_trial_has_ended(
