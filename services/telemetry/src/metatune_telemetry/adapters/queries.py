@@ -12,6 +12,7 @@ from metatune.display import chance_baseline
 from metatune.registry import Registry
 
 from ..domain.disclosure import HourInput, RunInput, StudyDisclosure, disclose_study
+from ..domain.priced_from import ForecastHour, pricing_forecast
 from .db import Database
 
 
@@ -40,7 +41,15 @@ async def site_facts(db: Database, registry: Registry) -> Sites:
     return sites
 
 
-HOUR_COLUMNS = ("hour", "datacenter", "energy_wh", "pue", "g_per_kwh", "realised_g_per_kwh")
+HOUR_COLUMNS = (
+    "hour",
+    "datacenter",
+    "energy_wh",
+    "pue",
+    "g_per_kwh",
+    "realised_g_per_kwh",
+    "realised_emission_factors",
+)
 # each job-hour beside the observed (average, location-based) intensity of its datacenter's grid
 # region in that hour: NULL until the hour is observed, when the forecast price stands
 REALISED_JOIN = (
@@ -52,7 +61,7 @@ REALISED_JOIN = (
 )
 PRICED_HOURS = (
     "SELECT e.job_id, e.hour, e.datacenter, e.energy_wh, e.pue, e.g_per_kwh, "
-    "o.g_per_kwh AS realised_g_per_kwh "
+    "o.g_per_kwh AS realised_g_per_kwh, o.emission_factors AS realised_emission_factors "
     + REALISED_JOIN
     + " WHERE {where} ORDER BY e.hour, e.datacenter"
 )
@@ -77,6 +86,39 @@ async def priced_hours(
     }
     where = "TRUE" if job_ids is None else "e.job_id = ANY(%(ids)s)"
     return await db.fetch_dicts(PRICED_HOURS.format(where=where), params)
+
+
+# the stored forecast hours of the given (region, hour) pairs (domain/priced_from.py)
+FORECAST_HOURS = (
+    "SELECT p.region, p.hour, p.issued_at, p.p10_g_per_kwh, p.g_per_kwh, p.p90_g_per_kwh, "
+    "p.stale, p.short_history FROM forecast_points p "
+    "JOIN unnest(%(regions)s::text[], %(hours)s::timestamptz[]) AS k(region, hour) "
+    "ON p.region = k.region AND p.hour = k.hour"
+)
+
+
+async def forecast_hours(
+    db: Database, keys: set[tuple[str, Any]]
+) -> dict[tuple[str, Any], list[ForecastHour]]:
+    """Per (region, hour): every stored forecast hour (one per issue) with its flags."""
+    if not keys:
+        return {}
+    regions, hours = zip(*sorted(keys), strict=True)
+    out: dict[tuple[str, Any], list[ForecastHour]] = defaultdict(list)
+    for row in await db.fetch_dicts(
+        FORECAST_HOURS, {"regions": list(regions), "hours": list(hours)}
+    ):
+        out[(row["region"], row["hour"])].append(
+            ForecastHour(
+                row["issued_at"],
+                row["p10_g_per_kwh"],
+                row["g_per_kwh"],
+                row["p90_g_per_kwh"],
+                row["stale"],
+                row["short_history"],
+            )
+        )
+    return out
 
 
 async def priced_totals(db: Database, sites: Sites) -> dict[str, Any]:
@@ -111,9 +153,25 @@ async def run_inputs(db: Database, study_id: UUID, registry: Registry) -> list[R
         "FROM run_metrics WHERE job_id = ANY(%s) GROUP BY job_id",
         (ids,),
     )
+    stored = await forecast_hours(
+        db,
+        {
+            (sites.region_of[h["datacenter"]], h["hour"])
+            for h in hours
+            if h["datacenter"] in sites.region_of and h["g_per_kwh"] is not None
+        },
+    )
     by_job: dict[Any, list[HourInput]] = defaultdict(list)
     for h in hours:
-        by_job[h["job_id"]].append(HourInput(**{k: h[k] for k in HOUR_COLUMNS}))
+        region = sites.region_of.get(h["datacenter"])
+        candidates = [] if region is None else stored.get((region, h["hour"]), [])
+        source = pricing_forecast(h["g_per_kwh"], candidates)
+        by_job[h["job_id"]].append(
+            HourInput(
+                **{k: h[k] for k in HOUR_COLUMNS},
+                forecast_flags=source.flags if source is not None else [],
+            )
+        )
     metric_of = {m["job_id"]: m for m in metrics}
     region_of, pue_of, gpu_of = sites.region_of, sites.pue_of, sites.gpu_of
     out = []

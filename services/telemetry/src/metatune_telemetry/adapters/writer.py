@@ -66,7 +66,8 @@ AGENT_STATUS = target(
 STAGE_FORECASTS = target(
     "stage_forecasts",
     "hour timestamptz, region text, issued_at timestamptz, g_per_kwh float8, "
-    "p10_g_per_kwh float8, p90_g_per_kwh float8, model_version text, stale bool, imputed bool",
+    "p10_g_per_kwh float8, p90_g_per_kwh float8, model_version text, stale bool, imputed bool, "
+    "short_history bool",
 )
 STAGE_ENERGY = target(
     "stage_energy",
@@ -99,10 +100,23 @@ ENERGY_PRICE_KEPT = (
 )
 PARTITION_LOCK = "SELECT pg_advisory_xact_lock(1952803942, hashtext(current_schema()))"
 # an hour reported again by a later issue (a provider revising it) replaces the earlier report
+# an hour of an issue is stored once; a later forecast that carried it (a stale one repeats its
+# issue's hours) adds its flags (telemetry_0011), so the disclosure knows what priced an hour
+INSERT_FORECASTS = (
+    f"INSERT INTO forecast_points ({STAGE_FORECASTS.names}) SELECT {STAGE_FORECASTS.names} "
+    "FROM stage_forecasts ORDER BY region, issued_at, hour "
+    "ON CONFLICT (region, issued_at, hour) DO UPDATE SET "
+    "stale = forecast_points.stale OR EXCLUDED.stale, "
+    "short_history = forecast_points.short_history OR EXCLUDED.short_history "
+    "WHERE (EXCLUDED.stale AND NOT forecast_points.stale) "
+    "OR (EXCLUDED.short_history AND NOT forecast_points.short_history)"
+)
 OBSERVED_SQL = (
-    "INSERT INTO observed_intensity (region, hour, signal, g_per_kwh, source, issued_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (region, hour, signal) DO UPDATE SET "
-    "g_per_kwh = EXCLUDED.g_per_kwh, source = EXCLUDED.source, issued_at = EXCLUDED.issued_at "
+    "INSERT INTO observed_intensity (region, hour, signal, g_per_kwh, source, issued_at, "
+    "emission_factors) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (region, hour, signal) DO UPDATE SET "
+    "g_per_kwh = EXCLUDED.g_per_kwh, source = EXCLUDED.source, issued_at = EXCLUDED.issued_at, "
+    "emission_factors = EXCLUDED.emission_factors "
     "WHERE observed_intensity.issued_at <= EXCLUDED.issued_at"
 )
 TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
@@ -336,11 +350,8 @@ class EventWriter:
         if rows.agent_status:
             await AGENT_STATUS.copy(cur, rows.agent_status)
         if rows.forecast_points:
-            await STAGE_FORECASTS.copy(cur, rows.forecast_points)
-            await cur.execute(
-                f"INSERT INTO forecast_points ({STAGE_FORECASTS.names}) SELECT {STAGE_FORECASTS.names} "
-                "FROM stage_forecasts ON CONFLICT DO NOTHING"
-            )
+            await STAGE_FORECASTS.copy(cur, rows.forecast_rows())
+            await cur.execute(INSERT_FORECASTS)
         observed = rows.observed_rows()
         if observed:
             await cur.executemany(OBSERVED_SQL, observed)

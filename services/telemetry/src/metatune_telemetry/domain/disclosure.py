@@ -13,21 +13,30 @@ forecast's intensity) and, once the grid region's hour has been observed, the *r
 (location-based) one. The disclosure prices an hour at its realised intensity where it has one
 and at the forecast's otherwise, says which (``priced_by``) and lists the hours still
 forecast-priced; both totals are kept beside each other.
+
+An hour's forecast price may come from a forecast flagged stale (the last good one, served while
+its provider was down) or short of history (:mod:`.priced_from` finds it): such hours are listed
+(``flagged_forecast_hours``, with what priced the hour in the end), and those still priced at that
+forecast are named in the notes. A realised price says the emission factors of its observation
+(``realised_emission_factors``: direct or lifecycle, the deployment's ``METATUNE_EMISSION_FACTORS``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from metatune.contracts import Hardware
 from metatune.deadlines import deadline_outcome, outcome_fields
 from metatune.display import trial_outcome
 from metatune.emissions import PricedBy, as_run, total
 from metatune.emissions import grams as emission_grams
+
+from .priced_from import ForecastFlag
 
 DEFAULT_GPU = "NVIDIA A100 80GB"  # the methodology's most common training GPU of recent years
 DEFAULT_LOCATION = "US"
@@ -41,6 +50,10 @@ class HourInput(BaseModel):
     pue: float | None
     g_per_kwh: float | None  # the forecast intensity the agent charged
     realised_g_per_kwh: float | None = None  # the observed intensity, once the hour is observed
+    # the flags of the forecast that priced the hour (domain/priced_from.py)
+    forecast_flags: list[ForecastFlag] = Field(default_factory=list)
+    # the emission factors of the observed intensity (direct or lifecycle)
+    realised_emission_factors: Literal["direct", "lifecycle"] | None = None
 
 
 class RunInput(BaseModel):
@@ -86,6 +99,19 @@ class HourLine(BaseModel):
     forecast_kgco2eq: float | None
     realised_g_per_kwh: float | None
     realised_kgco2eq: float | None
+    forecast_flags: list[ForecastFlag] = Field(default_factory=list)
+    realised_emission_factors: Literal["direct", "lifecycle"] | None = None
+
+
+class FlaggedHour(BaseModel):
+    """An hour whose forecast price came from a stale or short-history forecast."""
+
+    hour: datetime
+    datacenter: str
+    flags: list[ForecastFlag]
+    priced_by: (
+        PricedBy  # forecast: the disclosed price is that forecast's; realised: observed since
+    )
 
 
 class RunDisclosure(BaseModel):
@@ -118,6 +144,9 @@ class RunDisclosure(BaseModel):
     realised_hours: int  # hours priced at their observed intensity
     forecast_priced_hours: int  # hours not observed yet, priced at the forecast's
     forecast_kgco2eq: float | None  # every hour at the forecast price (None: one had none)
+    # the emission factors of the observed intensities its realised hours were priced at
+    realised_emission_factors: list[Literal["direct", "lifecycle"]] = Field(default_factory=list)
+    flagged_forecast_hours: list[FlaggedHour] = Field(default_factory=list)
     hours: list[HourLine]
     normalisations: list[str]
     # what the run reached on its held-out split, beside its dataset's majority-class and chance
@@ -139,6 +168,9 @@ class StudyDisclosure(BaseModel):
     realised_hours: int
     forecast_priced_hours: int
     forecast_kgco2eq: float | None
+    flagged_forecast_hours: int = 0  # hours whose forecast price came from a flagged forecast
+    flagged_forecast_priced_hours: int = 0  # of those, still priced at it (not observed yet)
+    realised_emission_factors: list[Literal["direct", "lifecycle"]] = Field(default_factory=list)
     # the deadline as an outcome (metatune.deadlines; None: no deadline stored or no run ended)
     deadline: datetime | None = None
     deadline_met: bool | None = None
@@ -149,6 +181,23 @@ class StudyDisclosure(BaseModel):
 
 def _kg(grams: float | None) -> float | None:
     return None if grams is None else grams / 1000.0
+
+
+def flag_words(flags: Iterable[ForecastFlag]) -> str:
+    """``stale, short history``."""
+    return ", ".join(flag.replace("_", " ") for flag in flags)
+
+
+def flagged_label(hour: FlaggedHour) -> str:
+    """``2025-03-03 02:00 fra1 (stale, short history)``."""
+    return f"{hour.hour:%Y-%m-%d %H:%M} {hour.datacenter} ({flag_words(hour.flags)})"
+
+
+def _factors(
+    values: Iterable[Literal["direct", "lifecycle"] | None],
+) -> list[Literal["direct", "lifecycle"]]:
+    """The distinct factor types, in order of first use."""
+    return list(dict.fromkeys(v for v in values if v is not None))
 
 
 def _pricing(priced: int, unpriced: int) -> Literal["priced", "partially_priced", "unpriced"]:
@@ -198,6 +247,10 @@ def disclose_run(run: RunInput) -> RunDisclosure:
                 forecast_kgco2eq=_kg(emission_grams(h.energy_wh, pue, h.g_per_kwh)),
                 realised_g_per_kwh=realised,
                 realised_kgco2eq=_kg(emission_grams(h.energy_wh, pue, realised)),
+                forecast_flags=h.forecast_flags if h.g_per_kwh is not None else [],
+                realised_emission_factors=h.realised_emission_factors
+                if realised is not None
+                else None,
             )
         )
     unpriced = [line for line in lines if line.kgco2eq is None]
@@ -210,6 +263,22 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         notes.append(
             f"{len(forecast_priced)} hour(s) not observed yet, priced at the forecast intensity: "
             + ", ".join(f"{line.hour:%Y-%m-%d %H:%M} {line.datacenter}" for line in forecast_priced)
+        )
+    flagged = [
+        FlaggedHour(
+            hour=line.hour,
+            datacenter=line.datacenter,
+            flags=line.forecast_flags,
+            priced_by=line.priced_by,
+        )
+        for line in lines
+        if line.forecast_flags
+    ]
+    still = [hour for hour in flagged if hour.priced_by == "forecast"]
+    if still:
+        notes.append(
+            f"{len(still)} hour(s) priced at a stale or short-history forecast: "
+            + ", ".join(flagged_label(hour) for hour in still)
         )
     priced_kg = sum(line.kgco2eq or 0.0 for line in lines)
     pricing = _pricing(len(lines) - len(unpriced), len(unpriced)) if lines else "unpriced"
@@ -262,6 +331,8 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         realised_hours=sum(1 for line in lines if line.priced_by == "realised"),
         forecast_priced_hours=len(forecast_priced),
         forecast_kgco2eq=total(line.forecast_kgco2eq for line in lines),
+        realised_emission_factors=_factors(line.realised_emission_factors for line in lines),
+        flagged_forecast_hours=flagged,
         hours=lines,
         normalisations=list(dict.fromkeys(notes)),
         accuracy=run.accuracy,
@@ -323,6 +394,13 @@ def disclose_study(
         realised_hours=sum(d.realised_hours for d in disclosed),
         forecast_priced_hours=sum(d.forecast_priced_hours for d in disclosed),
         forecast_kgco2eq=total(d.forecast_kgco2eq for d in disclosed),
+        flagged_forecast_hours=sum(len(d.flagged_forecast_hours) for d in disclosed),
+        flagged_forecast_priced_hours=sum(
+            1 for d in disclosed for h in d.flagged_forecast_hours if h.priced_by == "forecast"
+        ),
+        realised_emission_factors=_factors(
+            factors for d in disclosed for factors in d.realised_emission_factors
+        ),
         deadline=deadline,
         **outcome_fields(late),
     )

@@ -9,7 +9,7 @@ from datetime import UTC
 from metatune import units
 from metatune.display import beside_baseline, trial_label
 
-from .disclosure import RunDisclosure, StudyDisclosure
+from .disclosure import HourLine, RunDisclosure, StudyDisclosure, flag_words, flagged_label
 
 
 def _num(value: float | None, digits: int = 4) -> str:
@@ -71,6 +71,7 @@ RUN_FIELDS = [
     "realised_hours",
     "forecast_priced_hours",
     "forecast_kgco2eq",
+    "realised_emission_factors",
     "accuracy",
     "majority_baseline",
     "chance_baseline",
@@ -127,6 +128,7 @@ def run_rows(run: RunDisclosure) -> list[tuple[str, str]]:
         ("Emissions", f"{co2(run.kgco2eq)} ({run.pricing})"),
         ("Priced at", priced_at(run.realised_hours, run.forecast_priced_hours)),
         ("Emissions at the forecast intensity", co2(run.forecast_kgco2eq)),
+        *_caveat_rows(run),
     ] + (
         []
         if run.accuracy is None
@@ -137,6 +139,38 @@ def run_rows(run: RunDisclosure) -> list[tuple[str, str]]:
             )
         ]
     )
+
+
+def _caveat_rows(run: RunDisclosure) -> list[tuple[str, str]]:
+    """The emission factors of its realised prices, and the hours priced from flagged forecasts."""
+    rows = []
+    if run.realised_emission_factors:
+        rows.append(
+            ("Realised intensity's emission factors", ", ".join(run.realised_emission_factors))
+        )
+    if run.flagged_forecast_hours:
+        still = sum(1 for h in run.flagged_forecast_hours if h.priced_by == "forecast")
+        rows.append(
+            (
+                "Hours from a stale or short-history forecast",
+                f"{len(run.flagged_forecast_hours)} h, {still} still priced at it: "
+                + ", ".join(flagged_label(h) for h in run.flagged_forecast_hours),
+            )
+        )
+    return rows
+
+
+def _priced_by(line: HourLine) -> str:
+    """``realised (direct)``: what priced the hour, and the factors of an observed price."""
+    if line.priced_by == "realised" and line.realised_emission_factors:
+        return f"realised ({line.realised_emission_factors})"
+    return line.priced_by
+
+
+def _forecast_cell(line: HourLine) -> str:
+    """The forecast's g/kWh, and its flags (``200.0 (stale)``)."""
+    flags = flag_words(line.forecast_flags)
+    return _num(line.forecast_g_per_kwh, 1) + (f" ({flags})" if flags else "")
 
 
 def priced_at(realised: int, forecast: int) -> str:
@@ -154,6 +188,26 @@ def to_markdown(study: StudyDisclosure) -> str:
         f"Priced at the {priced_at(study.realised_hours, study.forecast_priced_hours)}; "
         f"every hour at the forecast intensity: {co2(study.forecast_kgco2eq)}",
         "",
+        *(
+            [
+                f"Hours whose forecast price came from a stale or short-history forecast: "
+                f"{study.flagged_forecast_hours} ({study.flagged_forecast_priced_hours} still "
+                "priced at it)",
+                "",
+            ]
+            if study.flagged_forecast_hours
+            else []
+        ),
+        *(
+            [
+                "Realised intensities on "
+                + " and ".join(study.realised_emission_factors)
+                + " emission factors",
+                "",
+            ]
+            if study.realised_emission_factors
+            else []
+        ),
         *(
             [f"Deadline {study.deadline:%Y-%m-%d %H:%M} UTC: {study.deadline_outcome}", ""]
             if study.deadline is not None and study.deadline_outcome
@@ -176,8 +230,8 @@ def to_markdown(study: StudyDisclosure) -> str:
         ]
         lines += [
             f"| {h.hour:%Y-%m-%d %H:%M} | {h.datacenter} | {h.grid_region} | {units.energy(h.it_energy_kwh * 1000)} | {h.pue:.2f} | "
-            f"{_num(h.g_per_kwh, 1)} | {_mass(h.kgco2eq)} | {h.priced_by} | "
-            f"{_num(h.forecast_g_per_kwh, 1)} | {_mass(h.forecast_kgco2eq)} |"
+            f"{_num(h.g_per_kwh, 1)} | {_mass(h.kgco2eq)} | {_priced_by(h)} | "
+            f"{_forecast_cell(h)} | {_mass(h.forecast_kgco2eq)} |"
             for h in run.hours
         ]
         lines += ["", "Normalisation applied:", *[f"- {n}" for n in run.normalisations], ""]

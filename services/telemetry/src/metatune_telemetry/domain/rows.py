@@ -30,8 +30,13 @@ def _json(model: Any) -> str | None:
 @dataclass
 class TypedRows:
     run_metrics: list[tuple[Any, ...]] = field(default_factory=list)
-    forecast_points: list[tuple[Any, ...]] = field(default_factory=list)
-    # (region, hour, signal) -> (region, hour, signal, g/kWh, source, issued_at): the latest report
+    # (region, issued_at, hour) -> (hour, region, issued_at, g/kWh, p10, p90, model, stale,
+    # imputed, short_history): a stale forecast repeats its issue's hours; the flags of all kept
+    forecast_points: dict[tuple[str, datetime, datetime], tuple[Any, ...]] = field(
+        default_factory=dict
+    )
+    # (region, hour, signal) -> (region, hour, signal, g/kWh, source, issued_at, emission factors):
+    # the latest report
     observed: dict[tuple[str, datetime, str], tuple[Any, ...]] = field(default_factory=dict)
     agent_status: list[tuple[Any, ...]] = field(default_factory=list)
     job_energy: dict[tuple[UUID, datetime, str], tuple[Any, ...]] = field(default_factory=dict)
@@ -56,6 +61,10 @@ class TypedRows:
     def job_energy_rows(self) -> list[tuple[Any, ...]]:
         return list(self.job_energy.values())
 
+    def forecast_rows(self) -> list[tuple[Any, ...]]:
+        """Forecast hours in key order (writers sharing the stream lock rows alike)."""
+        return [self.forecast_points[k] for k in sorted(self.forecast_points)]
+
     def observed_rows(self) -> list[tuple[Any, ...]]:
         """Observed region-hours in key order (writers sharing the stream lock rows alike)."""
         return [self.observed[k] for k in sorted(self.observed)]
@@ -66,7 +75,7 @@ class TypedRows:
         each have a time of their own)."""
         return {
             "run_metrics": _months(r[0] for r in self.run_metrics),
-            "forecast_points": _months(r[0] for r in self.forecast_points),
+            "forecast_points": _months(k[2] for k in self.forecast_points),
             "agent_status": _months(r[0] for r in self.agent_status),
             "job_energy": _months(k[1] for k in self.job_energy),
         }
@@ -211,23 +220,36 @@ def _paused(rows: TypedRows, e: c.RunPaused) -> None:
 
 
 def _forecast(rows: TypedRows, e: c.CarbonForecast) -> None:
+    """Each hour of the forecast; an hour of its issue already held keeps its values and gains
+    the flags (stale, short history) of this forecast too."""
     _observed(rows, e)
     imputed = set(e.imputed_hours)
+    region = clean_text(e.region)
     for i, (g, lo, hi) in enumerate(
         zip(e.g_per_kwh, e.p10_g_per_kwh, e.p90_g_per_kwh, strict=True)
     ):
-        rows.forecast_points.append(
-            (
-                e.start + timedelta(hours=i),
-                clean_text(e.region),
-                e.issued_at,
-                g,
-                lo,
-                hi,
-                clean_text(e.model_version),
-                e.stale,
-                i in imputed,
+        hour = e.start + timedelta(hours=i)
+        key = (region, e.issued_at, hour)
+        current = rows.forecast_points.get(key)
+        if current is not None:
+            rows.forecast_points[key] = (
+                *current[:7],
+                current[7] or e.stale,
+                current[8],
+                current[9] or e.short_history,
             )
+            continue
+        rows.forecast_points[key] = (
+            hour,
+            region,
+            e.issued_at,
+            g,
+            lo,
+            hi,
+            clean_text(e.model_version),
+            e.stale,
+            i in imputed,
+            e.short_history,
         )
 
 
@@ -241,7 +263,15 @@ def _observed(rows: TypedRows, e: c.CarbonForecast) -> None:
         current = rows.observed.get(key)
         if current is not None and (current[5], current[3]) >= (e.issued_at, h.g_per_kwh):
             continue
-        rows.observed[key] = (region, h.hour, signal, h.g_per_kwh, source, e.issued_at)
+        rows.observed[key] = (
+            region,
+            h.hour,
+            signal,
+            h.g_per_kwh,
+            source,
+            e.issued_at,
+            e.emission_factors,
+        )
 
 
 def _status(rows: TypedRows, e: c.AgentStatus) -> None:

@@ -1,0 +1,1 @@
+ALTER TABLE forecast_points DROP COLUMN IF EXISTS short_history;
