@@ -56,7 +56,8 @@ def test_a_scatter_of_accuracy_spans_zero_to_one_with_its_baselines() -> None:
         "Predicted vs actual accuracy", [point], "predicted", "actual", bounds=(0, 1)
     ).to_dict()
     assert fig["layout"]["xaxis"]["range"] == fig["layout"]["yaxis"]["range"] == [0, 1]
-    (trial,) = [t for t in traces(fig, "scatter") if t["name"] == "trial"]
+    (trial,) = [t for t in traces(fig, "scatter") if t.get("meta") == "trial"]
+    assert trial["name"] == "trial #4" and trial.get("showlegend", True)
     assert trial["customdata"] == [{"trial": "4"}]
     # the whisker is cut at 1: +0.05 to the right, the whole 0.3 to the left
     assert trial["error_x"]["array"] == pytest.approx([0.05])

@@ -150,8 +150,8 @@ async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db
             "emissions (gCO2eq)",
             None,
         ),
-        ("intents-en: facility energy per run-hour", "facility energy (Wh)", None),
-        ("intents-en: emissions per run-hour (priced hours)", "emissions (gCO2eq)", None),
+        ("intents-en: facility energy per run-hour", "time (UTC)", "facility energy (Wh)"),
+        ("intents-en: emissions per run-hour (priced hours)", "time (UTC)", "emissions (gCO2eq)"),
         (
             "intents-en: predicted vs actual accuracy per trial (whiskers: ±1 sd)",
             "predicted accuracy",
@@ -200,12 +200,14 @@ async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db
     assert {"#1", "ran at osl1", "run now at home", "osl1", "fra1"} <= texts  # bars labelled
     # the accuracy axis: the majority-class and chance baselines, each a dotted line in the legend
     accuracy = titled(study, "predicted vs actual accuracy")
-    assert {t["meta"]: t["y"] for t in traces(accuracy, "scatter") if "meta" in t} == {
+    assert {
+        t["meta"]: t["y"] for t in traces(accuracy, "scatter") if t.get("meta", "trial") != "trial"
+    } == {
         "baseline": [0.85, 0.85],
         "chance": [1 / CLASSES, 1 / CLASSES],
     }
     legend = labels(seen["study"], "predicted vs actual accuracy")
-    assert {"majority baseline 0.850", "chance 0.250"} <= legend
+    assert {"majority baseline 0.850", "chance 0.250", "trial #1"} <= legend  # an entry a trial
     forecast = {
         t["meta"]: t["y"] for t in traces(titled(seen["datacenter"].html, "forecasts"), "scatter")
     }
@@ -215,7 +217,7 @@ async def test_every_page_is_drawn_with_titled_axes_and_no_overlapping_labels(db
         for f in figures(study)
         if "predicted vs actual" in f["layout"]["title"]["text"]
         for t in traces(f, "scatter")
-        if t["name"] == "trial"
+        if t.get("meta") == "trial"
         for d in t["customdata"]
     ]
     assert points == [("0", "0.85", "0.8"), ("1", "0.4", "0.45")]

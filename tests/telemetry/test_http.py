@@ -140,7 +140,7 @@ async def test_study_trials_predicted_against_actual(db) -> None:
         tuple(d.values())
         for metric in ("accuracy", "val_loss")
         for t in traces(titled(page, f"intents-en: predicted vs actual {metric}"), "scatter")
-        if t["name"] == "trial"
+        if t.get("meta") == "trial"
         for d in t["customdata"]
     ]
     assert points == [("0", "accuracy", "0.85", "0.8"), ("1", "val_loss", "0.4", "0.45")]

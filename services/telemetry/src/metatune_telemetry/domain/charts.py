@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
@@ -27,6 +27,21 @@ SMALLER_UNITS = {
     "kWh": (("kWh", 1.0), ("Wh", 1e3), ("mWh", 1e6)),
     "kgCO2eq": (("kgCO2eq", 1.0), ("gCO2eq", 1e3), ("mgCO2eq", 1e6)),
 }
+
+
+# predicted-vs-actual points: a symbol and size each, drawn see-through with an outline, so two
+# trials at the same spot both show (the larger under the smaller, different shapes)
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "pentagon", "star", "hexagon", "cross")
+HOUR_MS = 3600 * 1000
+# an hourly bar chart's tick spacing (hours) by the hours it spans: at most about 16 ticks
+HOURLY_TICKS = ((12, 1), (36, 3), (96, 6), (192, 12))
+
+
+def datacenter_colors(datacenters: Iterable[str]) -> dict[str, str]:
+    """The colour of each datacenter on a page, the one every chart of the page draws it in: the
+    palette in the datacenters' sorted order (so a page's datacenters never share a colour while
+    the palette lasts, and the same datacenters always get the same colours)."""
+    return {dc: PALETTE[i % len(PALETTE)] for i, dc in enumerate(sorted(set(datacenters)))}
 
 
 def readable_unit(top: float, unit: str) -> tuple[str, float]:
@@ -139,6 +154,61 @@ def bar_chart(
 
 
 @dataclass(frozen=True, slots=True)
+class HourBar:
+    hour: datetime  # the hour's start
+    value: float
+    datacenter: str
+    label: str  # tooltip, e.g. "trial #1 at fra1, 03-01 12:00"
+
+
+def hourly_bars(
+    title: str,
+    bars: Sequence[HourBar],
+    unit: str,
+    what: str,
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """A value per hour on a time axis: one column per hour, its trials' bars stacked, coloured by
+    datacenter (``colors``: the page's :func:`datacenter_colors`), a legend entry per datacenter.
+    However many hours, the ticks stay readable: every 1, 3, 6, 12 or 24 h by the hours spanned,
+    each with its day. ``customdata`` keeps each value in ``unit``."""
+    if not bars:
+        return empty(title)
+    shown, factor = readable_unit(max(b.value for b in bars) or 1.0, unit)
+    first, last = min(b.hour for b in bars), max(b.hour for b in bars)
+    spanned = (last - first) / timedelta(hours=1) + 1
+    every = next((step for most, step in HOURLY_TICKS if spanned <= most), 24)
+    colors = colors or datacenter_colors(b.datacenter for b in bars)
+    fig = _figure(
+        title,
+        380,
+        barmode="stack",
+        legend={"title": {"text": "datacenter"}},
+        xaxis=_time_axis()
+        | {
+            "dtick": every * HOUR_MS,
+            "tick0": "2000-01-01 00:00:00",  # ticks on the hours of the day divisible by dtick
+            "tickformat": "%H:%M<br>%b %d",
+        },
+        yaxis=_number_axis(f"{what} ({shown})"),
+    )
+    for datacenter in sorted({b.datacenter for b in bars}):
+        mine = [b for b in bars if b.datacenter == datacenter]
+        fig.add_bar(
+            name=datacenter,
+            x=[_utc(b.hour + timedelta(minutes=30)) for b in mine],  # centred in its hour
+            y=[b.value * factor for b in mine],
+            width=[HOUR_MS * 0.9] * len(mine),
+            customdata=[b.value for b in mine],
+            hovertext=[b.label for b in mine],
+            hovertemplate=f"%{{hovertext}}: %{{y:{NUMBER}}} {shown}<extra></extra>",
+            marker_color=colors[datacenter],
+            showlegend=True,  # named even when it is the only one
+        )
+    return fig
+
+
+@dataclass(frozen=True, slots=True)
 class GanttBar:
     row: str  # the datacenter
     start: datetime
@@ -162,12 +232,19 @@ GANTT_KINDS = {  # kind: (legend, fill, pattern)
 }
 
 
-def gantt(title: str, bars: Sequence[GanttBar], marks: Sequence[GanttMark] = ()) -> go.Figure:
+def gantt(
+    title: str,
+    bars: Sequence[GanttBar],
+    marks: Sequence[GanttMark] = (),
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
     """One row per datacenter, time across; in each row the kinds of bar sit side by side and
-    assignments are ticks."""
+    assignments are ticks. Bars that ran or were planned take their datacenter's colour
+    (``colors``, the page's :func:`datacenter_colors`)."""
     if not bars and not marks:
         return empty(title)
     rows = sorted({b.row for b in bars} | {m.row for m in marks})
+    colors = colors or datacenter_colors(rows)
     fig = _figure(
         title,
         170 + 60 * len(rows),
@@ -194,7 +271,7 @@ def gantt(title: str, bars: Sequence[GanttBar], marks: Sequence[GanttMark] = ())
                 hovertext=[b.label for b in mine],
                 hovertemplate="%{hovertext}<extra></extra>",
                 marker={
-                    "color": fill or [PALETTE[rows.index(b.row) % len(PALETTE)] for b in mine],
+                    "color": fill or [colors[b.row] for b in mine],
                     "pattern": {"shape": pattern},
                 },
             )
@@ -235,11 +312,14 @@ RUN_NOW = "run now at home"
 RUN_NOW_COLOR = "#adb5bd"
 
 
-def timeline(title: str, rows: Sequence[TimelineRow]) -> go.Figure:
+def timeline(
+    title: str, rows: Sequence[TimelineRow], colors: Mapping[str, str] | None = None
+) -> go.Figure:
     """A row per trial (in the given order, top down), time across: the hours it ran, coloured
     and labelled by datacenter, and beside them the hours it would have taken run now at home
     (grey, dotted), so a reader sees what the scheduler shifted. A label that does not fit its
-    bar is hidden (the tooltip and legend still say it), never drawn over another."""
+    bar is hidden (the tooltip and legend still say it), never drawn over another. ``colors``:
+    the page's :func:`datacenter_colors`."""
     rows = [r for r in rows if r.ran or r.run_now is not None]
     if not rows:
         return empty(title)
@@ -260,9 +340,10 @@ def timeline(title: str, rows: Sequence[TimelineRow]) -> go.Figure:
         },
     )
     datacenters = sorted({s.datacenter for r in rows for s in r.ran})
-    for i, datacenter in enumerate(datacenters):
+    colors = colors or datacenter_colors(datacenters)
+    for datacenter in datacenters:
         spans = [(r.trial, s) for r in rows for s in r.ran if s.datacenter == datacenter]
-        _spans(fig, f"ran at {datacenter}", "ran", spans, PALETTE[i % len(PALETTE)])
+        _spans(fig, f"ran at {datacenter}", "ran", spans, colors[datacenter])
     run_now = [(r.trial, r.run_now) for r in rows if r.run_now is not None]
     if run_now:  # light dots under dark text: the label stays legible
         dots = {"shape": ".", "fgcolor": "#f8f9fa", "solidity": 0.15}
@@ -358,7 +439,9 @@ def scatter(
     bounds: tuple[float, float] | None = None,
 ) -> go.Figure:
     """Points against the y = x diagonal (a perfect prediction sits on it), each with its
-    majority-class and chance baselines marked (dotted, across). ``bounds``: the metric's range (accuracy: 0 to 1); a bounded
+    majority-class and chance baselines marked (dotted, across). Each point is a trace of its own
+    (meta ``trial``): a legend entry each, in its colour and symbol, so points that overlap stay
+    told apart. ``bounds``: the metric's range (accuracy: 0 to 1); a bounded
     metric is drawn over its whole range, the axes never run past it, whiskers are cut at it."""
     if not points:
         return empty(title)
@@ -385,24 +468,33 @@ def scatter(
                 line={"color": color, "dash": "dot", "width": 1}, meta=attribute,
                 hovertemplate=f"{hover} {plain(value)}<extra></extra>",
             )  # fmt: skip
-    errors = [p.x_err or 0.0 for p in points]
-    fig.add_scatter(
-        name="trial",
-        mode="markers",
-        x=[p.x for p in points],
-        y=[p.y for p in points],
-        customdata=[p.data for p in points],
-        hovertext=[p.label for p in points],
-        hovertemplate=f"%{{hovertext}}: predicted %{{x:{NUMBER}}}, actual %{{y:{NUMBER}}}<extra></extra>",
-        marker={"size": 9, "color": [PALETTE[i % len(PALETTE)] for i in range(len(points))]},
-        error_x={
-            "type": "data",
-            "symmetric": False,
-            "array": [min(p.x + e, hi) - p.x for p, e in zip(points, errors, strict=True)],
-            "arrayminus": [p.x - max(p.x - e, lo) for p, e in zip(points, errors, strict=True)],
-            "thickness": 1,
-        },
-    )
+    for i, p in enumerate(points):
+        error = p.x_err or 0.0
+        fig.add_scatter(
+            name=p.label,
+            meta="trial",
+            mode="markers",
+            x=[p.x],
+            y=[p.y],
+            customdata=[p.data],
+            hovertext=[p.label],
+            hovertemplate=f"%{{hovertext}}: predicted %{{x:{NUMBER}}}, actual %{{y:{NUMBER}}}<extra></extra>",
+            marker={
+                "size": 16 - 2 * (i % 4),
+                "symbol": SYMBOLS[i % len(SYMBOLS)],
+                "color": PALETTE[i % len(PALETTE)],
+                "opacity": 0.75,
+                "line": {"color": "#fff", "width": 1},
+            },
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [min(p.x + error, hi) - p.x],
+                "arrayminus": [p.x - max(p.x - error, lo)],
+                "thickness": 1,
+                "color": PALETTE[i % len(PALETTE)],
+            },
+        )
     return fig
 
 

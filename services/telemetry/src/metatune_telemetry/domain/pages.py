@@ -18,15 +18,18 @@ from .charts import (
     BandCurve,
     GanttBar,
     GanttMark,
+    HourBar,
     ScatterPoint,
     band_chart,
     bar_chart,
+    datacenter_colors,
     embed,
     empty,
     gantt,
+    hourly_bars,
     scatter,
 )
-from .disclosure import StudyDisclosure
+from .disclosure import HourLine, StudyDisclosure
 from .formats import energy, run_rows
 from .formats import priced_at as _priced_at
 from .timelines import study_timeline, trial_emissions
@@ -109,6 +112,11 @@ def study_page(
     running it now at home (``timelines``, one per trial), predicted against actual."""
     title = f"{name} ({d.study_id})" if name else str(d.study_id)
     study = name or str(d.study_id)
+    # one colour per datacenter on every chart of the page
+    colors = datacenter_colors(
+        [s.datacenter for t in timelines for s in t.ran]
+        + [h.datacenter for r in d.runs for h in r.hours]
+    )
     parts = [
         f"<h1>Study {html.escape(title)}</h1><p>{energy(d.it_energy_kwh)} IT, {_kg(d.kgco2eq)} CO2eq ({d.pricing}; "
         f"{html.escape(_priced_at(d.realised_hours, d.forecast_priced_hours))}; every hour at the "
@@ -118,37 +126,29 @@ def study_page(
             if d.deadline is not None and d.deadline_outcome
             else []
         ),
-        embed(study_timeline(study, timelines)),
+        embed(study_timeline(study, timelines, colors)),
         embed(trial_emissions(study, timelines)),
     ]
-    bars = [
-        (
-            f"trial {trial_label(r.trial_index)} {h.hour:%m-%d %H:%M} {h.datacenter}",
-            h.facility_energy_kwh,
-            h.datacenter,
-        )
-        for r in d.runs
-        for h in r.hours
-    ]
+    hours = [(r, h) for r in d.runs for h in r.hours]
     parts.append(
-        embed(bar_chart(f"{study}: facility energy per run-hour", bars, "kWh", "facility energy"))
+        embed(
+            hourly_bars(
+                f"{study}: facility energy per run-hour",
+                [_hour_bar(r.trial_index, h, h.facility_energy_kwh) for r, h in hours],
+                "kWh",
+                "facility energy",
+                colors,
+            )
+        )
     )
     parts.append(
         embed(
-            bar_chart(
+            hourly_bars(
                 f"{study}: emissions per run-hour (priced hours)",
-                [
-                    (
-                        f"trial {trial_label(r.trial_index)} {h.hour:%m-%d %H:%M}",
-                        h.kgco2eq,
-                        h.datacenter,
-                    )
-                    for r in d.runs
-                    for h in r.hours
-                    if h.kgco2eq is not None
-                ],
+                [_hour_bar(r.trial_index, h, h.kgco2eq) for r, h in hours if h.kgco2eq is not None],
                 "kgCO2eq",
                 "emissions",
+                colors,
             )
         )
     )
@@ -162,6 +162,11 @@ def study_page(
             f"<table>{rows}</table>"
         )
     return _page(f"MetaTune study {name or d.study_id}", "".join(parts))
+
+
+def _hour_bar(trial_index: int | None, h: HourLine, value: float) -> HourBar:
+    label = f"trial {trial_label(trial_index)} at {h.datacenter}, {h.hour:%m-%d %H:%M} UTC"
+    return HourBar(h.hour, value, h.datacenter, label)
 
 
 # the range a metric lives in: a scatter of it never draws an axis past it

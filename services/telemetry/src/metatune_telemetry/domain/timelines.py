@@ -7,7 +7,7 @@ hour it was requested. Beside the timeline, each trial's gCO2eq as run against r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
@@ -81,11 +81,15 @@ def trial_row(t: JobTimeline) -> TimelineRow:
     return TimelineRow(name, ran, now)
 
 
-def study_timeline(study: str, timelines: Sequence[JobTimeline]) -> go.Figure:
-    """Every trial of a study, a row each: where and when it ran against run now at home."""
+def study_timeline(
+    study: str, timelines: Sequence[JobTimeline], colors: Mapping[str, str] | None = None
+) -> go.Figure:
+    """Every trial of a study, a row each: where and when it ran against run now at home
+    (``colors``: the page's colour of each datacenter)."""
     return timeline(
         f"{study}: where and when each trial ran, against running it now at home",
         [trial_row(t) for t in _ordered(timelines)],
+        colors,
     )
 
 
