@@ -29,7 +29,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from faststream import FastStream
@@ -43,6 +43,7 @@ from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
+from typing_extensions import TypeVar as TypeVarWithDefault
 
 from . import __version__, msgids, subjects
 from .bus import ObjectStore, ensure_streams, publish_event, stream_for
@@ -53,24 +54,27 @@ from .bus.middleware import contract_middleware
 from .bus.streams import HEALTH_BUCKET
 from .clock import HOUR, Clock, RealClock
 from .contracts import ClockTick, ErrorEvent, ErrorKind, Event, ServiceHealth
+from .errors import ConfigurationError
 from .redaction import RedactingFilter, redact, redact_url
 from .settings import Settings, get_settings
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
+# what a service's handlers call into (the scheduler's Runtime, an agent's TrainerAgent, the
+# profiler's Profiler...): set once by its create_service; a bare ``Service`` (tests, tools)
+# leaves it open
+RuntimeT = TypeVarWithDefault("RuntimeT", default=Any)
 log = logging.getLogger("metatune.service")
 # a bus that did not answer in time or is reconnecting: a background loop retries, one line logged
 BUS_SLOW = (NatsTimeoutError, NoRespondersError, ConnectionReconnectingError)
 
 
-class Service:
+class Service(Generic[RuntimeT]):
     def __init__(
         self, name: str, *, instance: str | None = None, settings: Settings | None = None
     ) -> None:
         self.name = subjects.token(name)
         self.settings = settings or get_settings()
-        # the adapter a service's handlers call into (the scheduler's Runtime, an agent's
-        # TrainerAgent), set by its create_service: what tests, benches and tools read
-        self.runtime: Any = None
+        self._runtime: RuntimeT | None = None
         self.instance = instance or self.settings.service_name or name
         auth = client_auth(self.settings, self.instance)
         tls = auth.pop("tls", None)  # FastStream takes the TLS context as its security option
@@ -110,6 +114,19 @@ class Service:
         self.durables: list[
             tuple[str, str, str]
         ] = []  # (stream, durable, subject): what its NATS user must be granted
+
+    @property
+    def runtime(self) -> RuntimeT:
+        """The adapter this service's handlers call into, which tests, benches and tools read."""
+        if self._runtime is None:
+            raise ConfigurationError(
+                f"service {self.name} has no runtime: its create_service sets one"
+            )
+        return self._runtime
+
+    @runtime.setter
+    def runtime(self, runtime: RuntimeT) -> None:
+        self._runtime = runtime
 
     # ----------------------------------------------------------------- declaring handlers
     def consume(

@@ -72,7 +72,7 @@ def create_service(
     weather: WeatherProvider | None = None,
     sources: Mapping[str, LiveSource] | None = None,
     store: ObservationStore | None = None,
-) -> Service:
+) -> Service[RegionForecaster]:
     """Build the service; a region without data, a live source that cannot be built (no key), a
     registry that mixes average and marginal sources or a source of other emission factors than
     the setting's (:mod:`.domain.signals`), or an unusable model is a ConfigurationError here, at
@@ -99,7 +99,8 @@ def create_service(
     forecaster = region_forecaster(
         settings, data, sites_of(registry, intensity), intensity, weather
     )
-    service = Service("forecaster", settings=settings)
+    service: Service[RegionForecaster] = Service("forecaster", settings=settings)
+    service.runtime = forecaster
     if store is not None:
         service.app.after_shutdown(store.close)
 

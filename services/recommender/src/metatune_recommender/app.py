@@ -52,8 +52,8 @@ def create_service(
     *,
     store: KnowledgeStore | None = None,
     load_seed_kb: bool = True,
-) -> Service:
-    service = Service("recommender", settings=settings)
+) -> Service[LoopRuntime]:
+    service: Service[LoopRuntime] = Service("recommender", settings=settings)
     settings = service.settings
     store = store or KnowledgeStore(
         settings.database_url, connect_timeout_s=settings.connect_timeout_s
@@ -73,7 +73,7 @@ def create_service(
 
     service.app.on_shutdown(close)
     advisor = Advisor(service, RecommenderCache(store, prior_cache(settings)))
-    runtime = LoopRuntime(service, store, advisor, LoopStore(lambda: service.js))
+    runtime = service.runtime = LoopRuntime(service, store, advisor, LoopStore(lambda: service.js))
 
     @service.consume(subjects.DATASETS_PROFILED, durable="recommender")
     async def on_profiled(event: DatasetProfiled) -> None:

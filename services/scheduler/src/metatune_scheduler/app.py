@@ -45,12 +45,12 @@ def create_service(
     debounce_s: float = 0.5,
     fast_s: float | None = 0.05,
     solve_in_process: bool = True,
-) -> Service:
+) -> Service[Runtime]:
     """``debounce_s``: how long a full solve waits for a burst of events to settle; ``fast_s``:
     how long the fast path gathers new requests before placing them (None: no fast path);
     ``solve_in_process``: full solves run in a solver process (else a worker thread)."""
     settings = SchedulerSettings.of(settings)
-    service = Service("scheduler", settings=settings)
+    service: Service[Runtime] = Service("scheduler", settings=settings)
     registry = registry or settings.registry()
     planner = planner or Planner(
         anticipated_quantile=settings.scheduler_anticipated_quantile,

@@ -29,11 +29,11 @@ log = logging.getLogger("metatune.agent")
 SERVICE_NAME = "trainer-agent"
 
 
-def create_service(datacenter: str, settings: Settings | None = None) -> Service:
+def create_service(datacenter: str, settings: Settings | None = None) -> Service[TrainerAgent]:
     """The agent of ``datacenter``; its :class:`TrainerAgent` is ``service.runtime``."""
     settings = AgentSettings.of(settings)
     dc = settings.registry().get(subjects.token(datacenter))
-    service = Service(
+    service: Service[TrainerAgent] = Service(
         SERVICE_NAME,
         instance=settings.service_name or f"{SERVICE_NAME}.{dc.name}",
         settings=settings,
