@@ -1,26 +1,21 @@
-"""`study list`, `results`, `events` and the `kb` tables as a pipe or a file gets them: the compact
-layout, every line within 80 columns and no cell cut to '…', names before ids, numbers with their
-units (mg, Wh, never 0.000000), times without microseconds; `--wide` gives every column. Real
-NATS, the real CLI process, stdout a pipe. (`webhooks list`: tests/telemetry/test_outbox_table.py)"""
+"""`study list`, `results` and `events` as a pipe or a file gets them: the compact layout, every
+line within 80 columns and no cell cut to '…', names before ids, numbers with their units (mg, Wh,
+never 0.000000), times without microseconds; `--wide` gives every column. Real NATS, the real CLI
+process, stdout a pipe. (`webhooks list`: tests/telemetry/test_outbox_table.py; the `kb` tables:
+tests/knowledge/test_stats.py.)"""
 
 from __future__ import annotations
 
-import os
-import re
 from datetime import UTC, datetime
-from pathlib import Path
 from uuid import uuid4
 
 import pytest
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.knowledge.files import write_kb_file
-from metatune.knowledge.records import KbFileHeader
 from metatune.units import compute_hours, energy, mass, significant
 from metatune_cli.asyncapi.examples import ACCOUNTING
-from tests.knowledge.test_stats import runs as kb_runs
-from tests.support.cli import run
+from tests.support.cli import fits, run
 from tests.support.samples import started
 
 from .test_cli_study import STUDY, TRAINED, profiled, publish, study_events
@@ -31,13 +26,6 @@ def narrow(module_nats: str, env_for) -> dict[str, str]:
     env = env_for(METATUNE_NATS_URL=module_nats)
     env.pop("COLUMNS", None)  # as a pipe without a terminal gets it: Rich's 80 columns
     return env
-
-
-def fits(text: str) -> None:
-    lines = text.splitlines()
-    assert lines and all(len(line) <= 80 for line in lines), "\n".join(lines)
-    assert "…" not in text and "0.000000" not in text, text
-    assert not re.search(r"\d\d:\d\d:\d\d\.\d", text), text  # no fractions of a second
 
 
 async def test_events_fit_80_columns_with_short_ids_and_wide_gives_them_whole(
@@ -71,25 +59,6 @@ async def test_events_fit_80_columns_with_short_ids_and_wide_gives_them_whole(
     assert "2026-03-02 09:15:07" in every.stdout and ".123456" not in every.stdout
     assert subjects.assignments("fra1") in every.stdout and f"job_id={job}" in every.stdout
     assert len(every.stdout.splitlines()) == 3  # the header and one line an event, never wrapped
-
-
-def test_kb_tables_fit_80_columns_and_wide_gives_every_column(tmp_path: Path) -> None:
-    path = tmp_path / "kb.jsonl"
-    write_kb_file(path, KbFileHeader(), kb_runs())
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    stats = run(["kb", "stats", "--kb", str(path)], env)
-    assert stats.returncode == 0, stats.stderr
-    fits(stats.stdout)
-    assert "quiet" in stats.stdout and "seed std <= spread/3" not in stats.stdout
-    portfolio = run(["kb", "portfolio", "--kb", str(path), "--k", "2"], env)
-    assert portfolio.returncode == 0, portfolio.stderr
-    fits(portfolio.stdout)
-    assert "rank=4" in portfolio.stdout and "=None" not in portfolio.stdout  # what it sets
-
-    wide_stats = run(["kb", "stats", "--kb", str(path), "--wide"], env)
-    assert wide_stats.returncode == 0 and "seed std <= spread/3" in wide_stats.stdout
-    wide = run(["kb", "portfolio", "--kb", str(path), "--k", "2", "--wide"], env)
-    assert wide.returncode == 0 and "target_modules=None" in wide.stdout
 
 
 async def test_compact_by_default_wide_on_request(module_nats: str, narrow) -> None:

@@ -4,6 +4,7 @@ against the spread between configurations, the same from a file as from the real
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from metatune.knowledge import KbFileHeader, KbRun
 from metatune.knowledge.files import write_kb_file
 from metatune.knowledge.stats import file_stats
 from metatune.knowledge.store import KnowledgeStore
+from tests.support.cli import fits
+from tests.support.cli import run as cli
 
 from .samples import run
 
@@ -91,3 +94,22 @@ def test_cli_stats_of_a_file(tmp_path: Path) -> None:
     )
     missing = kb_stats("--kb", str(tmp_path / "absent.jsonl"))
     assert missing.returncode == 2 and "absent.jsonl" in missing.stderr
+
+
+def test_kb_tables_fit_80_columns_and_wide_gives_every_column(tmp_path: Path) -> None:
+    path = tmp_path / "kb.jsonl"
+    write_kb_file(path, KbFileHeader(), runs())
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe: 80 columns
+    stats = cli(["kb", "stats", "--kb", str(path)], env)
+    assert stats.returncode == 0, stats.stderr
+    fits(stats.stdout)
+    assert "quiet" in stats.stdout and "seed std <= spread/3" not in stats.stdout
+    portfolio = cli(["kb", "portfolio", "--kb", str(path), "--k", "2"], env)
+    assert portfolio.returncode == 0, portfolio.stderr
+    fits(portfolio.stdout)
+    assert "rank=4" in portfolio.stdout and "=None" not in portfolio.stdout  # what it sets
+
+    wide_stats = cli(["kb", "stats", "--kb", str(path), "--wide"], env)
+    assert wide_stats.returncode == 0 and "seed std <= spread/3" in wide_stats.stdout
+    wide = cli(["kb", "portfolio", "--kb", str(path), "--k", "2", "--wide"], env)
+    assert wide.returncode == 0 and "target_modules=None" in wide.stdout

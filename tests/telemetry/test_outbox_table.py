@@ -9,8 +9,7 @@ import asyncio
 import subprocess
 
 from metatune_telemetry.adapters.outbox import list_outbox
-from tests.foundation.test_cli_tables import fits
-from tests.support.cli import run
+from tests.support.cli import fits, run
 
 from .test_mlflow_export import cli_env, store
 from .test_webhooks import infeasible, study_events
