@@ -175,6 +175,7 @@ def curve_policy(
     return decide
 
 
+# long: the bench's protocol in order, one block per step of its docstring
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

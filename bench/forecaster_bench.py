@@ -286,6 +286,7 @@ def main() -> None:
         print_json(report)
 
 
+# long: the bench's protocol in order, one block per step of its docstring
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     console = Console(width=160, stderr=args.json)
     overlap = None

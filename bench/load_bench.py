@@ -321,6 +321,7 @@ def stress(n: int) -> Iterator[None]:
             process.join(10)
 
 
+# long: the bench's protocol in order: start, load, measure, report
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--submissions", type=int, default=10_000)

@@ -238,6 +238,7 @@ def _in_subprocess(kind: str, path: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# long: the bench's protocol in order, one block per step of its docstring
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

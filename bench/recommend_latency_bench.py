@@ -154,6 +154,7 @@ def machine() -> dict[str, Any]:
     }
 
 
+# long: the bench's protocol in order: cold, warm, report
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

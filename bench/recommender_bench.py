@@ -747,6 +747,7 @@ def _overrides(items: list[str], parser: argparse.ArgumentParser) -> dict[str, A
     return out
 
 
+# long: the bench's protocol in order, one block per step of its docstring
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(

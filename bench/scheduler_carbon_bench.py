@@ -276,6 +276,7 @@ def machine() -> dict:
     return {**benchkit.machine(), "load_avg_1m": round(os.getloadavg()[0], 2)}
 
 
+# long: one simulated month, hour by hour: the loop reads as the service's re-plan
 def rolling(
     jobs: Jobs,
     ci,
@@ -571,6 +572,7 @@ def main() -> None:
         print_json(report)
 
 
+# long: one add_argument per option
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -731,6 +733,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# long: the five planners of the docstring in order, one block each
 def run(args: argparse.Namespace) -> dict:
     console = Console(width=240, stderr=args.json)
 

@@ -205,6 +205,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# long: the bench's protocol in order, one block per column of its table
 def run(args: argparse.Namespace) -> dict:
     console = Console(width=240, stderr=args.json)
     start = pd.Timestamp(args.start)

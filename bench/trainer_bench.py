@@ -140,6 +140,7 @@ def loop_report(args: argparse.Namespace, rows: list[Row]) -> dict:
     }
 
 
+# long: one block per precision compared, in the table's order
 def precision_compare(args: argparse.Namespace, console: Console) -> None:
     """bf16 autocast against fp32 on CPU: speed, final loss and accuracy, two seeds for the noise."""
     results: dict[tuple[str, str], list[RunOutcome]] = {}
@@ -261,6 +262,7 @@ def precision_compare(args: argparse.Namespace, console: Console) -> None:
     console.print(table)
 
 
+# long: the bench's protocol in order, one block per step of its docstring
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -601,6 +601,7 @@ def _load() -> list[str]:
 # trainer-agent ----------------------------------------------------------------------
 
 
+# long: one README block, rendered top to bottom
 @renders("results/trainer-agent")
 def _trainer() -> list[str]:
     data = load_result("trainer_bench")
@@ -800,6 +801,7 @@ def link(name: str) -> str:
     return f"[{name}.json](docs/results/{name}.json)"
 
 
+# long: one README block, rendered top to bottom
 @renders("results/summary")
 def _summary() -> list[str]:
     rows = []

@@ -117,6 +117,7 @@ FEATURES = c.MetaFeatures(
 FORECAST = [120.0 - 40.0 * ((h % 24) in range(10, 16)) for h in range(c.HORIZON_HOURS)]
 
 
+# long: one example per contract, a table read as data
 def examples() -> list[Example]:
     """One example per contract, in the order a study's events happen."""
     return [
