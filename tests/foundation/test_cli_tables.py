@@ -6,6 +6,8 @@ tests/knowledge/test_stats.py.)"""
 
 from __future__ import annotations
 
+import subprocess
+import threading
 from datetime import UTC, datetime
 from uuid import uuid4
 
@@ -15,8 +17,9 @@ from metatune import contracts as c
 from metatune import subjects
 from metatune.units import compute_hours, energy, mass, significant
 from metatune_cli.asyncapi.examples import ACCOUNTING
-from tests.support.cli import fits, run
+from tests.support.cli import METATUNE, fits, run
 from tests.support.samples import started
+from tests.support.waiting import wait_for
 
 from .test_cli_study import STUDY, TRAINED, profiled, publish, study_events
 
@@ -59,6 +62,31 @@ async def test_events_fit_80_columns_with_short_ids_and_wide_gives_them_whole(
     assert "2026-03-02 09:15:07" in every.stdout and ".123456" not in every.stdout
     assert subjects.assignments("fra1") in every.stdout and f"job_id={job}" in every.stdout
     assert len(every.stdout.splitlines()) == 3  # the header and one line an event, never wrapped
+
+
+async def test_follow_prints_each_event_as_it_comes_lined_up_under_one_header(
+    module_nats: str, narrow
+) -> None:
+    study, jobs = uuid4(), [uuid4(), uuid4()]
+    await publish(module_nats, [started(jobs[0], study_id=study)])
+    env = {k: v for k, v in narrow.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers
+    command = [*METATUNE, "events", "--follow", "--study", str(study)]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
+        reader.start()
+        try:
+            await wait_for(lambda: len(lines) >= 2, "the header and the first event", timeout=120)
+            await publish(module_nats, [started(jobs[1], "osl1", study)])
+            await wait_for(lambda: any("osl1" in line for line in lines), "the event that came")
+        finally:
+            proc.terminate()
+            reader.join(30)
+    header, *rows = lines
+    assert header.split() == ["time", "subject", "event"]  # once: the second row has none
+    first, second = [row for row in rows if not row.startswith(" ")]  # each row's first line
+    assert first.index("assignments.fra1") == second.index("assignments.osl1")
+    assert header.index("event") == first.index("study_id=") == second.index("study_id=")
 
 
 async def test_compact_by_default_wide_on_request(module_nats: str, narrow) -> None:

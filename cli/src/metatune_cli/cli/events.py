@@ -217,4 +217,4 @@ def _print(events: list[tuple[str, dict]], raw: bool, wide: bool, header: bool =
         record = {**payload, "subject": subject}  # the subject it was published on
         if "subject" in payload:  # an error's own field: the subject of what caused it
             record["cause_subject"] = payload["subject"]
-        print(json.dumps(record))
+        print(json.dumps(record), flush=True)  # --follow into a pipe: each event as it comes
