@@ -19,7 +19,9 @@ POWERCAP = Path("/sys/class/powercap")
 class NvmlCounter:
     source = "nvml"
 
-    def __init__(self, device_index: int) -> None:
+    def __init__(self, device_index: int, *, energy_counter: bool = True) -> None:
+        """``energy_counter=False``: integrate the power reading even where the board counts
+        energy (bench/gpu_check.py compares the two)."""
         import pynvml
 
         pynvml.nvmlInit()
@@ -27,9 +29,9 @@ class NvmlCounter:
         self._handle = _nvml_handle(pynvml, device_index)
         try:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
-            self._has_energy = True
+            self.has_energy_counter = energy_counter
         except pynvml.NVMLError:
-            self._has_energy = False
+            self.has_energy_counter = False
         self._last_t = time.monotonic()
         self._last_w = self._power_w()
         self._integrated = 0.0
@@ -38,7 +40,7 @@ class NvmlCounter:
         return float(self._nvml.nvmlDeviceGetPowerUsage(self._handle)) / 1000.0
 
     def joules(self) -> float:
-        if self._has_energy:
+        if self.has_energy_counter:
             return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)) / 1000.0
         now, watts = time.monotonic(), self._power_w()
         self._integrated += (now - self._last_t) * (watts + self._last_w) / 2  # trapezoid
