@@ -18,8 +18,9 @@ Two flags of a forecast, one rule each, multiplied where both hold:
   their bands were made for their true lead from the issue, and the forecaster's intervals are
   calibrated per lead (79.5 / 79.7 / 78.9 % at 1-24 / 25-72 / 73-168 h in the forecaster bench).
 * **Short history** (``short_history``: under 90 % of the model's 8 weeks): the forecaster's
-  per-issue recalibration of the interval needs the last four weeks scored, so such a forecast's
-  interval is near the model's static one. Its offsets are widened by :data:`SHORT_HISTORY_WIDTH`.
+  per-issue recalibration of the interval scores the last four weeks, so such a forecast's
+  interval is recalibrated on fewer hours, or (days of history) is the model's static one. Its
+  offsets are widened by :data:`SHORT_HISTORY_WIDTH`, the static interval's worst case.
 """
 
 from __future__ import annotations
