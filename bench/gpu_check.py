@@ -54,6 +54,7 @@ from metatune_trainer_agent.adapters.multi_device import MultiDeviceRun
 from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.app import create_service
 from metatune_trainer_agent.domain.carbon import no_intensity
+from metatune_trainer_agent.domain.errors import TrainingError
 from metatune_trainer_agent.domain.request import TrainingRequest
 from metatune_trainer_agent.domain.run import RunHooks, RunOutcome, Site
 from metatune_trainer_agent.domain.trainer import autocast_dtype
@@ -339,7 +340,8 @@ def run_part(name: str, check: Check, report: dict[str, Any]) -> None:
     try:
         report["parts"][name] = PART_RUNS[name](check)
     except Exception as exc:
-        traceback.print_exc()
+        if not isinstance(exc, TrainingError):  # the run's own refusals say it all in one line
+            traceback.print_exc()
         report["parts"][name] = {
             "status": "failed",
             "reason": f"{type(exc).__name__}: {exc}".splitlines()[0],

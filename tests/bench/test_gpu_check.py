@@ -107,3 +107,19 @@ def test_a_missing_data_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
         == f"error: --data {tmp_path / 'absent.jsonl'}: no such file"
     )
     assert not (tmp_path / "gpu_check.json").exists()
+
+
+def test_a_part_that_fails_says_why_in_one_line_and_the_others_still_run(tmp_path: Path) -> None:
+    unlabelled = tmp_path / "unlabelled.jsonl"
+    unlabelled.write_text('{"text": "a b c"}\n{"text": "d e"}\n')
+    done = _check(
+        tmp_path, "--quick", "--data", str(unlabelled), "--parts", "precision", "heartbeat"
+    )
+    assert done.returncode == 1  # a part failed
+    parts = _report(tmp_path)["parts"]
+    assert parts["precision"]["status"] == "failed"
+    assert parts["precision"]["reason"].startswith("InvalidTrainingConfig: no label column found")
+    assert "\n" not in parts["precision"]["reason"]
+    assert parts["heartbeat"]["status"] == "ran"
+    assert "precision: failed (InvalidTrainingConfig: no label column found" in done.stdout
+    assert "Traceback" not in done.stderr
