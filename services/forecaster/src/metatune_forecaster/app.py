@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import datetime
 
-from metatune import msgids, subjects
-from metatune.bus import forecasts
-from metatune.contracts import ClockTick, ErrorKind
+from metatune.contracts import ClockTick
 from metatune.registry import Registry
 from metatune.service import Service
 from metatune.settings import Settings
@@ -21,11 +18,11 @@ from .adapters.live import LiveIntensity, LiveSource, region_kinds, region_sourc
 from .adapters.model_files import load_model, load_weather_error
 from .adapters.open_meteo import OpenMeteoWeather
 from .adapters.package_data import MODEL_PATH, REPLAY_PATH, WEATHER_ERROR_PATH
+from .adapters.publisher import ForecastPublisher
 from .adapters.replay import ReplayData, ReplayIntensity, ReplayWeather
 from .adapters.runtime import RegionForecaster, sites_of
 from .adapters.store import ObservationStore
 from .domain.providers import EmissionFactors, IntensityProvider, Site, WeatherProvider
-from .domain.rounds import Rounds
 from .domain.signals import deployment_signal
 from .settings import ForecasterSettings
 
@@ -66,115 +63,69 @@ def region_forecaster(
     )
 
 
+def intensity_for(
+    settings: ForecasterSettings,
+    data: ReplayData,
+    registry: Registry,
+    sources: Mapping[str, LiveSource] | None,
+    store: ObservationStore | None,
+) -> tuple[IntensityProvider, ObservationStore | None]:
+    """Where each region's history comes from: the replay extract ``data``, or with any live region the
+    observation ``store`` (default: the one at ``database_url``), extended from the source each
+    hour. A registry that mixes average and marginal sources, or a source of other emission
+    factors than the setting's, is a ConfigurationError (:mod:`.domain.signals`)."""
+    replay = ReplayIntensity(data)
+    live = dict(sources) if sources is not None else region_sources(registry, settings)
+    deployment_signal(
+        region_kinds(registry.regions(), live), EmissionFactors(settings.emission_factors)
+    )
+    if not live:
+        return replay, store
+    store = store or ObservationStore(
+        settings.database_url, connect_timeout_s=settings.connect_timeout_s
+    )
+    return LiveIntensity(store, live, fallback=replay), store
+
+
 def create_service(
     settings: Settings | None = None,
     registry: Registry | None = None,
     weather: WeatherProvider | None = None,
     sources: Mapping[str, LiveSource] | None = None,
     store: ObservationStore | None = None,
-) -> Service[RegionForecaster]:
+) -> Service[ForecastPublisher]:
     """Build the service; a region without data, a live source that cannot be built (no key), a
-    registry that mixes average and marginal sources or a source of other emission factors than
-    the setting's (:mod:`.domain.signals`), or an unusable model is a ConfigurationError here, at
-    start-up, not at the first hour.
+    registry that mixes signals (:func:`intensity_for`), or an unusable model is a
+    ConfigurationError here, at start-up, not at the first hour.
 
     ``sources``: each region's live source (default: those the registry entries name, through
-    ``intensity_source``/``intensity_zone``); regions without one replay the embedded extract.
-    With any live region, history is served from the observation ``store`` (default: the one at
-    ``database_url``), extended from the source each hour."""
+    ``intensity_source``/``intensity_zone``); regions without one replay the embedded extract."""
     settings = ForecasterSettings.of(settings)
     registry = registry or settings.registry()
     data = replay_data(settings)
-    replay = ReplayIntensity(data)
-    live = dict(sources) if sources is not None else region_sources(registry, settings)
-    deployment_signal(
-        region_kinds(registry.regions(), live), EmissionFactors(settings.emission_factors)
-    )
-    intensity: IntensityProvider = replay
-    if live:
-        store = store or ObservationStore(
-            settings.database_url, connect_timeout_s=settings.connect_timeout_s
-        )
-        intensity = LiveIntensity(store, live, fallback=replay)
+    intensity, store = intensity_for(settings, data, registry, sources, store)
     forecaster = region_forecaster(
         settings, data, sites_of(registry, intensity), intensity, weather
     )
-    service: Service[RegionForecaster] = Service("forecaster", settings=settings)
-    service.runtime = forecaster
+    service: Service[ForecastPublisher] = Service("forecaster", settings=settings)
+    publisher = service.runtime = ForecastPublisher(service, forecaster)
     if store is not None:
         service.app.after_shutdown(store.close)
 
-    rounds, one_at_a_time = Rounds(), asyncio.Lock()  # the start-up round and a tick's
-    recalled = asyncio.Event()  # the kept last good forecasts were read back
-
-    def show_lag() -> None:
-        now = service.clock.now()
-        service.health_status = "behind" if rounds.behind(now) else "ok"
-        service.status_details = {
-            "last_hour": rounds.completed.isoformat() if rounds.completed else "",
-            "lag_s": f"{rounds.lag(now).total_seconds():.0f}",
-            "model": forecaster.model.version,
-        }
-
-    async def publish_round(hour: datetime) -> None:
-        if not rounds.claim(hour):
-            return  # this hour's round ran, or runs, already (a tick delivered again)
-        try:
-            async with one_at_a_time:
-                await forecast_and_publish(hour)
-        except BaseException:
-            rounds.abandon(hour)
-            raise
-        overrun = rounds.finish(hour, service.clock.now())
-        if overrun is not None:
-            await service.report_error(
-                code="round_overran",
-                kind=ErrorKind.unavailable,
-                message=f"the round of {hour:%Y-%m-%dT%H:%MZ} ended {overrun} after its hour",
-                details={"hour": hour.isoformat(), "overrun_s": f"{overrun.total_seconds():.0f}"},
-            )
-        show_lag()
-
-    async def forecast_and_publish(hour: datetime) -> None:
-        if not recalled.is_set():  # before the first round: what a previous process kept
-            regions = [site.region for site in forecaster.sites]
-            forecaster.last_good.update(await forecasts.recall(service.js, regions))
-            recalled.set()
-        for outcome in await forecaster.round(hour, service.clock.now()):
-            subject = subjects.forecasts(outcome.region)
-            if outcome.failure is not None:
-                await service.report_error(
-                    code=outcome.code,
-                    kind=ErrorKind.unavailable,
-                    message=f"{outcome.region} at {hour:%Y-%m-%dT%H:%MZ}: {outcome.failure}",
-                    subject=subject,
-                    details={
-                        "region": outcome.region,
-                        "hour": hour.isoformat(),
-                        "stale_published": outcome.forecast is not None,
-                    },
-                )
-            if outcome.failure is None and outcome.forecast is not None:
-                await forecasts.keep(service.js, outcome.forecast)  # kept before anyone sees it
-            if outcome.forecast is not None:
-                await service.publish(
-                    subject, outcome.forecast, msg_id=msgids.forecast(outcome.region, hour)
-                )
-
     @service.on_tick
     async def on_tick(tick: ClockTick) -> None:
-        await publish_round(tick.hour)
+        await publisher.publish_round(tick.hour)
 
     @service.background
     async def first_round() -> None:
         """Publish for the current hour at start-up, so consumers do not wait for the next tick."""
-        await publish_round(service.clock.current_hour())
+        await publisher.publish_round(service.clock.current_hour())
 
     @service.background
     async def lag_in_heartbeat() -> None:
         """The lag grows while no round ends: the heartbeat shows it as it is."""
         while True:
-            show_lag()
+            publisher.show_lag()
             await asyncio.sleep(settings.heartbeat_s)
 
     return service
