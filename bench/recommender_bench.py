@@ -779,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="override one PriorSettings field (e.g. joint=false), for measuring the options",
+        help="override one PriorSettings field (e.g. opening=cover), for measuring the options",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)

@@ -13,13 +13,14 @@ from metatune.knowledge.space import LR_RANGE, RANKS, encode
 from metatune_recommender.domain.acquisition import select_batch
 from metatune_recommender.domain.history import Task
 from metatune_recommender.domain.portfolio import distinct_picks
-from metatune_recommender.domain.prior import LearnedPrior, PriorSettings, bootstrap_rank_weights
+from metatune_recommender.domain.prior import LearnedPrior, PriorSettings
 from metatune_recommender.domain.recommender import (
     COLD_START,
     KNOWLEDGE_BASE,
     Recommender,
     profile_descriptors,
 )
+from metatune_recommender.domain.task_weighting import TaskWeighting, misordered_pairs
 
 from .synthetic import OPTIMUM, design, family, features, kb_runs, profile, score, two_kinds_kb
 
@@ -56,7 +57,7 @@ def test_learned_prior_beats_a_flat_prior_on_related_tasks() -> None:
         for learned in (True, False):
             prior = LearnedPrior.fit(
                 tasks[:-1],
-                PriorSettings(iterations=150, learned_mean=learned, joint=learned, seed=seed),
+                PriorSettings(iterations=150, learned_mean=learned, seed=seed),
                 extra_configs=pool,
             )
             picks = select_batch(
@@ -164,7 +165,7 @@ def test_numerical_failure_answers_with_the_portfolio() -> None:
     recommender = Recommender(kb_runs(datasets=2), settings=FAST)
     prior = recommender.prior("all-MiniLM-L6-v2")
     with torch.no_grad():
-        for p in prior.mean.parameters():
+        for p in prior.gp.mean.parameters():
             p.fill_(float("nan"))
     advice = recommender.recommend("all-MiniLM-L6-v2", profile_descriptors(features(2000)))
     assert advice.source == COLD_START and "failed" in advice.error
@@ -293,16 +294,30 @@ def test_only_tasks_of_the_same_search_space_are_sources() -> None:
     assert served.weights is not None and served.weights[:2].min() > 0
 
 
-def test_bootstrap_rank_weights_move_only_as_far_as_the_results_agree() -> None:
-    """RGPE's bootstrap: a source that orders every result right takes most of the weight from
-    one that orders them all wrong, but with two results (most resamples hold one distinct value,
-    a tie) the prior weights still count."""
-    mu = np.array([[1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0]])
-    y = np.array([1.0, 2.0, 3.0, 4.0])
-    prior = np.array([0.5, 0.5])
-    many = bootstrap_rank_weights(prior, mu, y, 256)
-    few = bootstrap_rank_weights(prior, mu[:, :2], y[:2], 256)
-    assert many[0] > 0.95 and 0.5 < few[0] < 0.9
+def test_each_misordered_pair_costs_a_source_the_rank_temperature() -> None:
+    """Pairs of distinct results a source orders the other way are counted (a tie is no pair),
+    and each pair beyond another source's count divides its weight by e^rank_temperature."""
+    mu = np.array([[1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0], [1.0, 3.0, 2.0, 4.0]])
+    assert misordered_pairs(mu, np.array([1.0, 2.0, 3.0, 4.0])).tolist() == [0, 6, 1]
+    assert misordered_pairs(mu, np.array([1.0, 1.0, 3.0, 4.0])).tolist() == [0, 5, 1]
+    tasks, pool = _bimodal_history()
+    prior = LearnedPrior.fit(tasks, PriorSettings(iterations=100), extra_configs=pool)
+    seen = [0, 10, 20, 30, 40]
+    x, y = prior.inputs([pool[i] for i in seen], {"size": 1.5}), tasks[1].values[seen]
+    candidates = prior.inputs(pool, {"size": 1.5})
+    w1, w2 = (
+        TaskWeighting(PriorSettings(rank_temperature=t)).weights(
+            prior.transfer, {"size": 1.5}, x, y, candidates
+        )
+        for t in (1.0, 2.0)
+    )
+    assert w1 is not None and w2 is not None
+    wrong = misordered_pairs(prior.source_predictions(x)[0], y)
+    assert len(set(wrong.tolist())) > 1  # the sources disagree on the results' order
+    # one more degree of temperature: each source's weight relative to the learned mean's
+    # moves by e^-1 per pair it mis-orders beyond the learned mean's count
+    shift = np.log((w2 / w2[-1]) / (w1 / w1[-1]))
+    np.testing.assert_allclose(shift, -(wrong - wrong[-1]), atol=1e-9)
 
 
 def test_different_profiles_get_the_top3_of_their_own_kind() -> None:
@@ -357,5 +372,5 @@ def test_batched_pretraining_likelihood_is_each_task_s_own() -> None:
         (prior.inputs(t.configs, t.descriptors), torch.as_tensor(t.values, dtype=torch.float64))
         for t in tasks
     ]
-    each = torch.stack([prior._log_likelihood(x, z) / len(z) for x, z in batch])
-    torch.testing.assert_close(prior._tasks_log_likelihood(batch), each, rtol=1e-10, atol=1e-10)
+    each = torch.stack([prior.gp.log_likelihood(x, z) / len(z) for x, z in batch])
+    torch.testing.assert_close(prior.gp.tasks_log_likelihood(batch), each, rtol=1e-10, atol=1e-10)

@@ -155,10 +155,3 @@ print(json.dumps({{"torch": "torch" in sys.modules, "gpytorch": "gpytorch" in sy
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["torch"] is False and result["gpytorch"] is False
     assert result["advice"] == json.loads(json.dumps(expected))
-
-
-def test_a_multi_task_prior_keeps_the_torch_path() -> None:
-    recommender = Recommender(two_kinds_kb(), settings=PriorSettings(iterations=20, joint=True))
-    assert recommender.scorer(BASE) is None
-    advice = recommender.recommend(BASE, PROFILES[0])
-    assert advice.source == KNOWLEDGE_BASE and len(advice.recommendations) == 3

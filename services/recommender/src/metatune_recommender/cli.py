@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from metatune.models import EMBEDDED_MODEL
+
+if TYPE_CHECKING:  # imported where used: `metatune --help` stays quick
+    from metatune.contracts import TrainingBudget
+    from metatune.knowledge.records import KbRun
 
 
 def _table(advice: dict) -> Table:
@@ -84,26 +88,60 @@ def recommend(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Recommend LoRA configurations for a profiled dataset from the knowledge base."""
-    from pydantic import ValidationError
-
-    from metatune.contracts import TrainingBudget, validation_summary
-    from metatune.knowledge.errors import KnowledgeBaseError
-    from metatune.knowledge.files import read_kb_file
     from metatune.settings import get_settings
 
     from .adapters.prior_cache import prior_cache
-    from .adapters.seeds import seed_paths
     from .domain.errors import RecommenderError
     from .domain.recommender import Recommender, profile_descriptors
 
     err = Console(stderr=True)
+    budget = _budget(err, epochs, max_steps, max_train_rows)
+    features = _profile_features(err, profile)
+    runs = _runs(err, kb)
     try:
-        budget = TrainingBudget.model_validate(
+        recommender = Recommender(runs, store=prior_cache(get_settings()))
+        advice = recommender.recommend(base_model, profile_descriptors(features), k, budget=budget)
+    except RecommenderError as exc:
+        err.print(f"[red]cannot recommend[/red]: {exc}")
+        raise typer.Exit(2) from exc
+    for warning in advice.warnings:
+        err.print(f"[yellow]warning[/yellow]: {warning}")
+    if advice.imputed:
+        err.print(f"[yellow]imputed from the knowledge base[/yellow]: {', '.join(advice.imputed)}")
+    if advice.error:
+        err.print(f"[yellow]cold start[/yellow]: {advice.error}")
+    if as_json:
+        typer.echo(json.dumps(advice.as_dict(), indent=2))
+        return
+    out = Console()
+    out.print(_table(advice.as_dict()))
+    out.print(f"each trains {budget.describe()}", highlight=False)
+    for i, rec in enumerate(advice.recommendations, start=1):
+        if rec.reason:
+            out.print(f"{i}: {rec.reason}", highlight=False)
+    if advice.evidence:
+        out.print(advice.evidence, highlight=False)
+
+
+def _budget(
+    err: Console, epochs: float | None, max_steps: int | None, max_train_rows: int | None
+) -> TrainingBudget:
+    """The study budget the flags give; an invalid one exits 2 with a one-line error."""
+    from pydantic import ValidationError
+
+    from metatune.contracts import TrainingBudget, validation_summary
+
+    try:
+        return TrainingBudget.model_validate(
             TrainingBudget.options(epochs, max_steps, max_train_rows)
         )
     except ValidationError as exc:
         err.print(f"[red]invalid budget[/red]: {validation_summary(exc)}")
         raise typer.Exit(2) from exc
+
+
+def _profile_features(err: Console, profile: Path) -> dict[str, Any]:
+    """The meta-features of ``profile`` (`metatune profile --json`'s object, or its features)."""
     try:
         data = json.loads(profile.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -115,34 +153,21 @@ def recommend(
             "[red]profile unreadable[/red]: expected a JSON object (of `metatune profile --json`)"
         )
         raise typer.Exit(2)
-    runs = []
+    return features
+
+
+def _runs(err: Console, kb: list[Path] | None) -> list[KbRun]:
+    """The runs of the ``kb`` files, else of every shipped seed."""
+    from metatune.knowledge.errors import KnowledgeBaseError
+    from metatune.knowledge.files import read_kb_file
+
+    from .adapters.seeds import seed_paths
+
+    runs: list[KbRun] = []
     try:
         for path in kb or [p for p in seed_paths() if p.is_file()]:
             runs += read_kb_file(path).runs
     except KnowledgeBaseError as exc:
         err.print(f"[red]knowledge base unreadable[/red]: {exc}")
         raise typer.Exit(2) from exc
-    try:
-        recommender = Recommender(runs, store=prior_cache(get_settings()))
-        advice = recommender.recommend(base_model, profile_descriptors(features), k, budget=budget)
-    except RecommenderError as exc:
-        err.print(f"[red]cannot recommend[/red]: {exc}")
-        raise typer.Exit(2) from exc
-    result = advice.as_dict()
-    for warning in advice.warnings:
-        err.print(f"[yellow]warning[/yellow]: {warning}")
-    if advice.imputed:
-        err.print(f"[yellow]imputed from the knowledge base[/yellow]: {', '.join(advice.imputed)}")
-    if advice.error:
-        err.print(f"[yellow]cold start[/yellow]: {advice.error}")
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-        return
-    out = Console()
-    out.print(_table(result))
-    out.print(f"each trains {budget.describe()}", highlight=False)
-    for i, rec in enumerate(advice.recommendations, start=1):
-        if rec.reason:
-            out.print(f"{i}: {rec.reason}", highlight=False)
-    if advice.evidence:
-        out.print(advice.evidence, highlight=False)
+    return runs

@@ -40,7 +40,6 @@ class Adapted:
     a: float
     b: float
     mean_weight: float
-    residual_weight: float = 1.0  # how much of the history's residuals (multi-task prior) it keeps
 
 
 def adapt(
@@ -52,14 +51,11 @@ def adapt(
     mean_at_x: torch.Tensor,
     a0: float,
     b0: float,
-    residual_at_x: torch.Tensor | None = None,
 ) -> Adapted:
     """MAP hyperparameters for one task's results ``y`` (raw) at inputs ``x``, starting from the
     prior's ``pretrained`` kernel and ``noise``; ``varied``: the input columns some history task
     varied; ``a0``, ``b0``: the affine map under the pre-trained hyperparameters (the start). Falls
-    back to the pre-trained values if the fit fails numerically. ``residual_at_x``: what the history's
-    residuals add to the mean (multi-task prior), weighted by its own factor (prior N(1, sd^2) as
-    the learned mean's), so a task unlike its siblings can drop what they measured."""
+    back to the pre-trained values if the fit fails numerically."""
     kernel = copy.deepcopy(pretrained)
     noise0 = noise.detach().reshape(())
     # the pre-trained kernel itself: the copy is being optimised and may be left half-way
@@ -72,17 +68,13 @@ def adapt(
     da = torch.zeros((), dtype=DTYPE, requires_grad=True)  # a = a0 + b0 * da
     dlog_b = torch.zeros((), dtype=DTYPE, requires_grad=True)
     weight = torch.ones((), dtype=DTYPE, requires_grad=True)
-    rweight = torch.ones((), dtype=DTYPE, requires_grad=residual_at_x is not None)
-    residual = residual_at_x if residual_at_x is not None else torch.zeros_like(mean_at_x)
     log_noise = torch.log(noise0).clone().requires_grad_(True)
     params = [*kernel.parameters(), da, dlog_b, weight, log_noise]
-    if residual_at_x is not None:
-        params.append(rweight)
     eye = torch.eye(len(y), dtype=DTYPE)
 
     def objective() -> torch.Tensor:
         b = b0 * torch.exp(dlog_b)
-        r = (yt - (a0 + b0 * da)) / b - weight * mean_at_x - rweight * residual
+        r = (yt - (a0 + b0 * da)) / b - weight * mean_at_x
         cov = kernel(x).to_dense() + (torch.exp(log_noise) + 1e-8) * eye
         chol = torch.linalg.cholesky(cov)
         w = torch.linalg.solve_triangular(chol, r.unsqueeze(-1), upper=False)
@@ -92,7 +84,6 @@ def adapt(
             + 0.5 * ((torch.log(kernel.outputscale) - log_os0) / LOG_SD) ** 2
             + 0.5 * ((log_noise - torch.log(noise0)) / LOG_SD) ** 2
             + 0.5 * ((weight - 1.0) / MEAN_WEIGHT_SD) ** 2
-            + 0.5 * ((rweight - 1.0) / MEAN_WEIGHT_SD) ** 2
             + 0.5 * (dlog_b / LOG_B_SD) ** 2
         )
         return nll + penalty
@@ -109,7 +100,7 @@ def adapt(
         optimiser.step(closure)
     except RuntimeError:  # a Cholesky failure mid-search: keep what the history says
         return fallback
-    values = [float(p.detach().reshape(-1)[0]) for p in (da, dlog_b, weight, log_noise, rweight)]
+    values = [float(p.detach().reshape(-1)[0]) for p in (da, dlog_b, weight, log_noise)]
     if not all(math.isfinite(v) for v in values) or not torch.isfinite(base.lengthscale).all():
         return fallback
     for p in kernel.parameters():
@@ -120,5 +111,4 @@ def adapt(
         a0 + b0 * values[0],
         b0 * math.exp(values[1]),
         float(np.clip(values[2], 0.0, 2.0)),
-        float(np.clip(values[4], 0.0, 2.0)),
     )

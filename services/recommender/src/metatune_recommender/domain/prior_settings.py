@@ -38,8 +38,6 @@ class PriorSettings:
     # their set cover (measured: on the GPU seed 5.7x / 83 % against 3.6x / 69 % with 1; on the
     # public tables 10.9x / 39 % against 10.1x / 50 %)
     transfer_after: int = 0
-    # 0: weight x exp(-rank_temperature) per mis-ordered pair; N: RGPE's bootstrap over N resamples
-    rank_bootstrap: int = 0
     own_weight: float = 0.25  # the learned mean's share of the prior weight among the sources
     rank_temperature: float = 1.0  # per mis-ordered pair of the task's results: weight x exp(-this)
     top_quantile: float = 0.03  # the top-k covers each related task's top 3 % (set cover)
@@ -51,12 +49,6 @@ class PriorSettings:
     # the opening's picks lie at least this quantile of the pool's pairwise configuration
     # distances apart (portfolio.distinct_picks): different bets, not neighbours; 0: no spread
     opening_spread: float = 0.03
-    # True: history tasks are correlated draws (multi-task GP): a task's covariance with another is
-    # rho * k_task(descriptors) * k_config, learned jointly, and a new task's mean adds what the
-    # history's measured residuals say through that covariance (its most similar tasks' exact rows);
-    # measured no better on the public tables and the seed knowledge base (README), 3x the fit: off
-    joint: bool = False
-    history_points: int = 256  # per history task, kept for the new task's history-conditioned mean
     seed: int = 0
 
     def __post_init__(self) -> None:

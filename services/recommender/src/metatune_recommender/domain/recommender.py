@@ -50,7 +50,7 @@ from .history import (
     tasks_from_runs,
 )
 from .intervals import Z80, conformal_factor, interval
-from .metric_scale import metric_scale
+from .metric_scale import MetricScale, metric_scale
 from .prior_settings import PriorSettings
 from .scoring import PriorScorer
 from .similarity import evidence, task_weights
@@ -258,7 +258,7 @@ class Recommender:
         self.ei_threshold = ei_threshold
         self.store = store  # fitted priors kept between processes (None: fit in each)
         self._priors: dict[str, LearnedPrior] = {}
-        self._scorers: dict[str, PriorScorer | None] = {}
+        self._scorers: dict[str, PriorScorer] = {}
         # per base model, made once: the runs never change after construction
         self._histories: dict[str, list[Task]] = {}
         self._interval_factors: dict[str, float] = {}
@@ -293,16 +293,15 @@ class Recommender:
             self._priors[base_model] = prior
         return self._priors[base_model]
 
-    def scorer(self, base_model: str) -> PriorScorer | None:
+    def scorer(self, base_model: str) -> PriorScorer:
         """The pre-result path's NumPy form of ``base_model``'s prior with its candidates: this
-        object's, else the store's (read without torch), else made from :meth:`prior` (and kept);
-        None when the prior has none (a multi-task prior)."""
+        object's, else the store's (read without torch), else made from :meth:`prior` (and kept)."""
         if base_model not in self._scorers:
             key = self.scorer_key(base_model) if self.store else ""
             scorer = self.store.load_scorer(key) if self.store else None
             if scorer is None:
                 scorer = self.prior(base_model).scorer(self._scored_configs(base_model))
-                if self.store and scorer is not None:
+                if self.store:
                     self.store.save_scorer(key, scorer)
             self._scorers[base_model] = scorer
         return self._scorers[base_model]
@@ -395,8 +394,8 @@ class Recommender:
 
     def interval_factor(self, base_model: str) -> float:
         """How many stds the 80 % interval spans before results, calibrated leaving each history
-        task out in turn (:mod:`.intervals`); the normal's 1.28 where that cannot be measured (a
-        multi-task prior, fewer than three tasks)."""
+        task out in turn (:mod:`.intervals`); the normal's 1.28 where that cannot be measured
+        (fewer than three tasks)."""
         if base_model in self._interval_factors:
             return self._interval_factors[base_model]
         history = self.history(base_model)
@@ -459,60 +458,70 @@ class Recommender:
                 f"no knowledge-base runs for base model {base_model!r}: using the nearest family, {used!r}"
             )
         history = self.history(used)
-        # before the study's first result or pending trial, the NumPy scorer answers (no torch)
         try:
             reference = self.study_reference(used, budget, profile, fleet_device)
-            scorer = None if observed or pending else self.scorer(used)
-            if scorer is not None:  # its candidates, as the study's budget trains them
-                scorer = scorer.with_scored(self._scored_configs(used, reference))
-            prior: LearnedPrior | PriorScorer = scorer or self.prior(used)
+            prior, scored = self._model(used, reference, opening=not (observed or pending))
         except (EmptyHistory, SurrogateFailure) as exc:
             return self._cold_start(
                 budget, profile, k, str(exc), warnings, len(observed), base_model=used
             )
-        # the model compares datasets on what the history's tasks are described by (no
-        # sample-dependent meta-features); the whole profile still prices the trials
-        descriptors, _ = impute(feature_descriptors(profile), history)
-        measured, imputed = impute(profile, history, measured_features)
-        try:
-            features = features_with(measured, profile)
-        except ValueError as exc:
-            raise RecommenderError(f"profile unusable: {exc}") from exc
-        scored = scorer.scored if scorer else self._scored_configs(used, reference)
+        descriptors, features, imputed = self._task_features(profile, history)
         scale = metric_scale(history[0].metric_name if history else "metric")
-        pricing = Pricing([r for r in self.runs if r.base_model == used], fleet_device)
         try:
-            posterior: TaskModel
-            candidates: Any  # the prior's inputs: a NumPy array (scorer) or a torch tensor
-            if isinstance(prior, PriorScorer):
-                candidates = prior.inputs(scored, descriptors)
-                posterior = prior.condition(descriptors, [], [], candidates)
-                exclude: set[int] = set()
-            else:
-                candidates = prior.inputs(scored, descriptors)
-                posterior = prior.condition(
-                    descriptors,
-                    [self.at_reference(c, reference) for c, _ in observed],
-                    [scale.to_model(v) for _, v in observed],
-                    candidates,
-                )
-                taken = [self.at_reference(o, reference) for o, _ in observed] + [
-                    self.at_reference(p, reference) for p in pending
-                ]
-                exclude = {i for i, c in enumerate(scored) for o in taken if self._same(c, o)}
-                for config in pending:
-                    x_row = prior.inputs([self.at_reference(config, reference)], descriptors)
-                    mean, _ = posterior.predict_inputs(x_row)
-                    posterior = posterior.with_observation(x_row[0], float(mean[0]))
+            posterior, candidates, exclude = self._posterior(
+                prior, scored, descriptors, observed, pending, reference, scale
+            )
             picks = select_batch(posterior, candidates, k, exclude=exclude)
         except SurrogateFailure as exc:
             return self._cold_start(
                 budget, profile, k, str(exc), warnings, len(observed), base_model=used
             )
-        metric_name = history[0].metric_name if history else "metric"
-        weights = task_weights(descriptors, history)
-        factor = self.interval_factor(used)
-        recommendations = [
+        pricing = Pricing([r for r in self.runs if r.base_model == used], fleet_device)
+        return Advice(
+            self._recommendations(
+                used, picks, scored, posterior, descriptors, features, pricing, budget, observed
+            ),
+            KNOWLEDGE_BASE,
+            used,
+            imputed,
+            warnings,
+            None,
+            pricing.throughput().device,
+            max((p.ei for p in picks), default=None) if observed else None,
+            None if observed else evidence(descriptors, history).note(),
+        )
+
+    @staticmethod
+    def _task_features(
+        profile: Mapping[str, Any], history: Sequence[Task]
+    ) -> tuple[dict[str, float], MetaFeatures, list[str]]:
+        """The task's descriptors, its meta-features and which of them were imputed. The model
+        compares datasets on what the history's tasks are described by (no sample-dependent
+        meta-features); the whole profile, imputed where missing, still prices the trials."""
+        descriptors, _ = impute(feature_descriptors(profile), history)
+        measured, imputed = impute(profile, history, measured_features)
+        try:
+            return descriptors, features_with(measured, profile), imputed
+        except ValueError as exc:
+            raise RecommenderError(f"profile unusable: {exc}") from exc
+
+    def _recommendations(
+        self,
+        base_model: str,
+        picks: Sequence[Pick],
+        scored: Sequence[Mapping[str, Any]],
+        posterior: TaskModel,
+        descriptors: Mapping[str, Any],
+        features: MetaFeatures,
+        pricing: Pricing,
+        budget: TrainingBudget,
+        observed: Sequence[Any],
+    ) -> list[Recommendation]:
+        """Each pick as a configuration at the study's ``budget``, predicted in metric units (with
+        its 80 % interval), priced, and why it is there."""
+        history = self.history(base_model)
+        weights, factor = task_weights(descriptors, history), self.interval_factor(base_model)
+        return [
             self._recommendation(
                 scored[p.index],
                 p,
@@ -521,25 +530,58 @@ class Recommender:
                 weights,
                 features,
                 pricing,
-                metric_name,
+                history[0].metric_name if history else "metric",
                 "expected-improvement" if observed else "top-k",
                 budget,
                 factor,
             )
             for p in picks
         ]
-        best_ei = max((p.ei for p in picks), default=None) if observed else None
-        return Advice(
-            recommendations,
-            KNOWLEDGE_BASE,
-            used,
-            imputed,
-            warnings,
-            None,
-            pricing.throughput().device,
-            best_ei,
-            None if observed else evidence(descriptors, history).note(),
+
+    def _model(
+        self, base_model: str, reference: Reference, *, opening: bool
+    ) -> tuple[LearnedPrior | PriorScorer, list[dict[str, Any]]]:
+        """What scores a study's candidates, and the candidates as its budget trains them: before
+        its first result or pending trial (``opening``), the NumPy scorer (no torch), else the
+        prior, which results and pending trials condition."""
+        scored = self._scored_configs(base_model, reference)
+        if opening:
+            scorer = self.scorer(base_model).with_scored(scored)
+            return scorer, scorer.scored
+        return self.prior(base_model), scored
+
+    def _posterior(
+        self,
+        prior: LearnedPrior | PriorScorer,
+        scored: Sequence[Mapping[str, Any]],
+        descriptors: Mapping[str, Any],
+        observed: Sequence[tuple[Mapping[str, Any], float]],
+        pending: Sequence[Mapping[str, Any]],
+        reference: Reference,
+        scale: MetricScale,
+    ) -> tuple[TaskModel, Any, set[int]]:
+        """The study's posterior given its ``observed`` results (on the model's ``scale``) and its
+        ``pending`` trials fantasised at their predicted mean, the candidates' inputs (a NumPy array
+        for the scorer, a torch tensor for the prior) and the candidates never to propose again."""
+        if isinstance(prior, PriorScorer):
+            columns = prior.inputs(scored, descriptors)
+            return prior.condition(descriptors, [], [], columns), columns, set()
+        candidates = prior.inputs(scored, descriptors)
+        posterior: TaskModel = prior.condition(
+            descriptors,
+            [self.at_reference(c, reference) for c, _ in observed],
+            [scale.to_model(v) for _, v in observed],
+            candidates,
         )
+        taken = [self.at_reference(o, reference) for o, _ in observed] + [
+            self.at_reference(p, reference) for p in pending
+        ]
+        exclude = {i for i, c in enumerate(scored) for o in taken if self._same(c, o)}
+        for config in pending:
+            x_row = prior.inputs([self.at_reference(config, reference)], descriptors)
+            mean, _ = posterior.predict_inputs(x_row)
+            posterior = posterior.with_observation(x_row[0], float(mean[0]))
+        return posterior, candidates, exclude
 
     def should_stop(self, advice: Advice, results: int) -> bool:
         """Stop by EI only once the first batch's results are in: before that, the task's scale (and so

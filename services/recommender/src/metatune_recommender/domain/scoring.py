@@ -7,15 +7,11 @@ adapts anything, so it needs the prior's numbers, not its modules. :class:`Prior
 as arrays (the MLP means' weights, the Matérn-5/2 lengthscales and scale, the noise, each history
 source's inputs, inverse Cholesky factor and weights) with the candidates it scores and their encoded
 configuration columns, and evaluates the same formulas as :class:`~.prior.LearnedPrior` and
-:class:`~.prior.TaskPosterior` (the kernel as gpytorch computes it: inputs centred on the first
+:class:`~.posterior.TaskPosterior` (the kernel as gpytorch computes it: inputs centred on the first
 argument's mean, distances clamped at 1e-15, 1e-30 squared on the diagonal), so the top-k and its
 predictions are the torch path's to rounding (the tests compare them). Pickled, it loads in
 milliseconds where the prior needs torch and gpytorch imported (seconds): what lets
 ``metatune recommend`` answer from a cached fit without importing either.
-
-A multi-task prior (``settings.joint``) reads the history's residuals through a learned task
-kernel; it has no scorer (:meth:`~.prior.LearnedPrior.scorer` returns None) and keeps the torch
-path.
 """
 
 from __future__ import annotations
@@ -104,7 +100,7 @@ class Layer:
 
 @dataclass(frozen=True)
 class ScorerSource:
-    """A history task's GP posterior under the learned hyperparameters (see ``HistorySource``)."""
+    """A history task's GP posterior under the learned hyperparameters (see :class:`~.sources.HistorySource`)."""
 
     name: str
     descriptors: Mapping[str, Any]
@@ -250,7 +246,7 @@ class PriorScorer:
         return xc[:, : self.config_dim]
 
     def shared_space(self, pool: Array) -> NDArray[np.bool_]:
-        """As :meth:`.prior.LearnedPrior.shared_space`."""
+        """As :meth:`.sources.TransferSources.shared_space`."""
         if self.settings.source_overlap <= 0:
             return np.ones(len(self.sources), dtype=bool)
         wanted = array_config_keys(pool, space_columns(self.config_encoder))
@@ -259,7 +255,7 @@ class PriorScorer:
         )
 
     def source_weights(self, descriptors: Mapping[str, Any], pool: Array) -> Array | None:
-        """As :meth:`.prior.LearnedPrior.source_weights` for a task without results."""
+        """As :meth:`.task_weighting.TaskWeighting.weights` for a task without results."""
         if not self.sources or self.settings.transfer_after > 0:
             return None
         shared = self.shared_space(pool)
@@ -288,7 +284,7 @@ class PriorScorer:
 @dataclass(frozen=True)
 class ScorerPosterior(Incumbent):
     """A task's posterior before its results, with fantasised observations (Kriging believer);
-    :class:`~.prior.TaskPosterior`'s interface as :mod:`.acquisition` uses it."""
+    :class:`~.posterior.TaskPosterior`'s interface as :mod:`.acquisition` uses it."""
 
     prior: PriorScorer
     x: Array
@@ -353,7 +349,7 @@ def _solve_upper(upper: Array, rhs: Array) -> Array:
 
 
 def _cholesky(cov: Array) -> Array:
-    """As :func:`.prior._cholesky`: the factor with escalating jitter, or SurrogateFailure."""
+    """As :func:`.posterior.conditioning_cholesky`: the factor with escalating jitter, or SurrogateFailure."""
     if not bool(np.isfinite(cov).all()):
         raise SurrogateFailure("conditioning", "non-finite covariance")
     eye = np.eye(len(cov))
