@@ -4,9 +4,10 @@ The portfolio is the knowledge base's own answer, not a guess: the greedy portfo
 shipped seed (``metatune kb portfolio --kb .../data/seed_kb.jsonl --k 5``: each entry is the
 configuration that most raises the mean over the seed's 12 datasets of the best normalised
 accuracy so far, so any prefix complements itself). The seed's step budget is left out, so a
-study's own budget applies. ``tests/recommender/test_cold_start_portfolio.py`` fails when the seed
-changes and this list does not. Cost estimates come from the profile's token counts and a stated
-throughput assumption; the trainer-agent replaces them with measured step times once a run starts.
+study's own budget applies. The list is generated, never pasted: ``scripts/cold_start_portfolio.py``
+writes it from the seed and ``tests/recommender/test_cold_start_portfolio.py`` fails when it
+differs. Cost estimates come from the profile's token counts and a stated throughput assumption;
+the trainer-agent replaces them with measured step times once a run starts.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from metatune.contracts import LoraConfig, LrSchedule, MetaFeatures, TrainingBud
 
 ATTENTION = ["query", "key", "value", "attention.output.dense"]
 ALL_LINEAR = ["all-linear"]
-# rank, alpha, dropout, target modules, learning rate, schedule, warm-up ratio, batch size
+# rank, alpha, dropout, target modules, learning rate, schedule, warm-up ratio, weight decay,
+# batch size, gradient accumulation steps
+# BEGIN GENERATED: portfolio (scripts/cold_start_portfolio.py)
 _ENTRIES = [
-    (8, 4.004, 0.1359, ATTENTION, 0.00245, LrSchedule.constant, 0.1953, 8),
-    (4, 4.738, 0.2927, ATTENTION, 0.00104, LrSchedule.constant, 0.1178, 32),
-    (32, 113.989, 0.0747, ALL_LINEAR, 0.00358, LrSchedule.linear, 0.1567, 64),
-    (16, 28.298, 0.2127, ALL_LINEAR, 0.00071, LrSchedule.linear, 0.1283, 16),
-    (64, 68.033, 0.1094, ATTENTION, 0.00198, LrSchedule.cosine, 0.1121, 8),
+    (8, 4.004, 0.1359, ATTENTION, 0.00245, LrSchedule.constant, 0.1953, 0.0, 8, 1),
+    (4, 4.738, 0.2927, ATTENTION, 0.00104, LrSchedule.constant, 0.1178, 0.0, 32, 1),
+    (32, 113.989, 0.0747, ALL_LINEAR, 0.00358, LrSchedule.linear, 0.1567, 0.0, 64, 1),
+    (16, 28.298, 0.2127, ALL_LINEAR, 0.00071, LrSchedule.linear, 0.1283, 0.0, 16, 1),
+    (64, 68.033, 0.1094, ATTENTION, 0.00198, LrSchedule.cosine, 0.1121, 0.0, 8, 1),
 ]
+# END GENERATED: portfolio
 PORTFOLIO = [
     LoraConfig(
         rank=rank,
@@ -34,9 +38,11 @@ PORTFOLIO = [
         learning_rate=lr,
         lr_schedule=schedule,
         warmup_ratio=warmup,
+        weight_decay=decay,
         batch_size=batch,
+        grad_accum_steps=accum,
     )
-    for rank, alpha, dropout, targets, lr, schedule, warmup, batch in _ENTRIES
+    for rank, alpha, dropout, targets, lr, schedule, warmup, decay, batch, accum in _ENTRIES
 ]
 
 # Assumed training throughput of one GPU before any measurement, tokens (incl. padding) per second.
