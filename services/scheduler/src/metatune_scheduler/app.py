@@ -51,19 +51,7 @@ def create_service(
     ``solve_in_process``: full solves run in a solver process (else a worker thread)."""
     settings = SchedulerSettings.of(settings)
     service: Service[Runtime] = Service("scheduler", settings=settings)
-    registry = registry or settings.registry()
-    planner = planner or Planner(
-        anticipated_quantile=settings.scheduler_anticipated_quantile,
-        delay_premium=settings.scheduler_delay_premium,
-        hysteresis_share=settings.scheduler_hysteresis_share,
-        hysteresis_near_h=settings.scheduler_hysteresis_near_h,
-    )
-    scheduler = Scheduler(
-        registry,
-        planner,
-        anticipate_h=settings.scheduler_anticipate_h,
-        anticipation_days=settings.scheduler_anticipation_days,
-    )
+    scheduler = scheduler_for(settings, registry or settings.registry(), planner)
 
     async def record(assignment: Assignment) -> None:
         """Each job's current assignment in KV, for agents to refuse older ones."""
@@ -72,7 +60,7 @@ def create_service(
             str(assignment.job_id), CurrentAssignment.of(assignment).model_dump_json().encode()
         )
 
-    runtime = Runtime(
+    runtime = service.runtime = Runtime(
         scheduler,
         service.publish,
         lambda: service.clock.now(),
@@ -83,10 +71,35 @@ def create_service(
         solve_in_process=solve_in_process,
         reach=service.reaches_bus,
     )
-    service.runtime = runtime
     # its own outage is not the agents' silence: leases wait while it is cut off from NATS (a
     # dropped connection, or a server that stops answering its own round trips)
     service.on_connection_change(down=runtime.bus_down, up=runtime.bus_up)
+    consume_requests(service, runtime)
+    consume_runs(service, runtime)
+    run_loops(service, runtime, settings)
+    return service
+
+
+def scheduler_for(
+    settings: SchedulerSettings, registry: Registry, planner: Planner | None
+) -> Scheduler:
+    """The scheduler over ``registry``, with the settings' planner unless one is given."""
+    planner = planner or Planner(
+        anticipated_quantile=settings.scheduler_anticipated_quantile,
+        delay_premium=settings.scheduler_delay_premium,
+        hysteresis_share=settings.scheduler_hysteresis_share,
+        hysteresis_near_h=settings.scheduler_hysteresis_near_h,
+    )
+    return Scheduler(
+        registry,
+        planner,
+        anticipate_h=settings.scheduler_anticipate_h,
+        anticipation_days=settings.scheduler_anticipation_days,
+    )
+
+
+def consume_requests(service: Service[Runtime], runtime: Runtime) -> None:
+    """Jobs requested and cancelled, job lookups, forecasts and agents' status."""
 
     @service.consume(subjects.JOBS_REQUESTED, durable="scheduler-jobs")
     async def on_job(event: JobRequested) -> None:
@@ -132,6 +145,15 @@ def create_service(
         """A new 168 h carbon-intensity forecast of one grid region."""
         await runtime.fold(event)
 
+    @service.consume(subjects.AGENTS_STATUS_ALL, durable="scheduler-agents")
+    async def on_agent(event: AgentStatus) -> None:
+        """A live agent and its GPUs: the datacenter's capacity (none without a live agent)."""
+        await runtime.fold(event)
+
+
+def consume_runs(service: Service[Runtime], runtime: Runtime) -> None:
+    """Run events: progress, pauses, completions, failures (from their job's datacenter only)."""
+
     async def fold_run(event: RunEvent, message: NatsMessage) -> None:
         """A run event counts only from the datacenter its job is assigned to (the subject's, which
         the server vouches for, and the payload's); anything else is reported, never folded."""
@@ -158,10 +180,9 @@ def create_service(
     async def on_failed(event: RunFailed, message: NatsMessage) -> None:
         await fold_run(event, message)
 
-    @service.consume(subjects.AGENTS_STATUS_ALL, durable="scheduler-agents")
-    async def on_agent(event: AgentStatus) -> None:
-        """A live agent and its GPUs: the datacenter's capacity (none without a live agent)."""
-        await runtime.fold(event)
+
+def run_loops(service: Service[Runtime], runtime: Runtime, settings: SchedulerSettings) -> None:
+    """The hourly re-plan, the agents' leases, and the replay of the log before the first plan."""
 
     @service.on_tick
     async def on_hour(tick: ClockTick) -> None:
@@ -188,5 +209,3 @@ def create_service(
             service.status_details["replayed_events"] = str(count)
             runtime.ready.set()
         await runtime.loop()
-
-    return service
