@@ -222,27 +222,9 @@ class Planner:
                 break
             residual = _residual(instance, periods, solution, sites, pinned, plannable)
             relaxed = {}
-            everywhere = frozenset(site.name for site in sites)
             for job in late:
-                estimate = _earliest_finish(job, sites, residual, first_hour, self.migration)
-                finish = max(estimate, job.deadline_hour + 1)
-                original = offered[job.job_id].reason if job.job_id in offered else None
-                anywhere = (
-                    None
-                    if everywhere <= job.allowed
-                    else _earliest_finish(
-                        dataclasses.replace(job, allowed=everywhere),
-                        sites,
-                        residual,
-                        first_hour,
-                        self.migration,
-                    )
-                )
-                offered[job.job_id] = Infeasibility(
-                    job.job_id,
-                    original or _late_reason(job, finish),
-                    finish,
-                    anywhere_finish_hour=anywhere,
+                offered[job.job_id], finish = self._offer(
+                    job, sites, residual, first_hour, offered.get(job.job_id)
                 )
                 relaxed[job.job_id] = dataclasses.replace(job, deadline_hour=finish)
             plannable = [relaxed.get(job.job_id, job) for job in plannable]
@@ -270,6 +252,34 @@ class Planner:
         return PlanResult(
             first_hour, planned, baseline, infeasible, time.perf_counter() - began, solution.mip_gap
         )
+
+    def _offer(
+        self,
+        job: JobSnapshot,
+        sites: Sequence[SiteSnapshot],
+        residual: np.ndarray,
+        first_hour: int,
+        earlier: Infeasibility | None,
+    ) -> tuple[Infeasibility, int]:
+        """What ``job`` is offered, and its finish hour: the earliest the plan leaves it room for
+        (after its deadline), and where it would finish with every site allowed; the reason of
+        an ``earlier`` offer is kept."""
+        estimate = _earliest_finish(job, sites, residual, first_hour, self.migration)
+        finish = max(estimate, job.deadline_hour + 1)
+        everywhere = frozenset(site.name for site in sites)
+        anywhere = (
+            None
+            if everywhere <= job.allowed
+            else _earliest_finish(
+                dataclasses.replace(job, allowed=everywhere),
+                sites,
+                residual,
+                first_hour,
+                self.migration,
+            )
+        )
+        reason = (earlier.reason if earlier is not None else None) or _late_reason(job, finish)
+        return Infeasibility(job.job_id, reason, finish, anywhere_finish_hour=anywhere), finish
 
     def _choose(
         self,
@@ -463,10 +473,7 @@ class Planner:
         )
         caps = np.array([site.power_cap_kw or np.inf for site in sites])
         priced = self._priced(periods, hourly)
-        preferences = [job.preference for job in jobs]
-        delay_price, finish_price = time_prices(preferences, need, fastest_price(pue, priced))
-        anywhere = np.asarray(allowed_hour.sum(axis=1) > 0)  # (J, horizon): may run somewhere
-        finish_from = np.where(anywhere.any(axis=1), anywhere.argmax(axis=1), 0) + need - 1
+        delay_price, finish_price, finish_from = _time_prices(jobs, need, pue, priced, allowed_hour)
         instance = Instance(
             periods=periods,
             need=need,
@@ -482,7 +489,7 @@ class Planner:
             optional_quantile=self.anticipated_quantile,
             delay_price=delay_price if delay_price.any() else None,
             finish_price=finish_price if finish_price.any() else None,
-            finish_from=finish_from.astype(float) if finish_price.any() else None,
+            finish_from=finish_from if finish_price.any() else None,
             keep=self._keep(periods, jobs, sites, hourly, usable),
         )
         return instance, Held(pinned, hold)
@@ -591,6 +598,22 @@ def _late_reason(job: JobSnapshot, finish: int) -> str:
         f"{job.need_hours} h on {job.gpus} GPUs cannot finish by the deadline with the capacity left; "
         f"the earliest feasible finish is {finish - job.deadline_hour} h later"
     )
+
+
+def _time_prices(
+    jobs: Sequence[JobSnapshot],
+    need: np.ndarray,
+    pue: np.ndarray,
+    priced: np.ndarray,
+    allowed_hour: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The jobs' prices of delay and of a late finish (their preferences), and the hour from
+    which each finish is priced: its earliest possible finish."""
+    preferences = [job.preference for job in jobs]
+    delay_price, finish_price = time_prices(preferences, need, fastest_price(pue, priced))
+    anywhere = np.asarray(allowed_hour.sum(axis=1) > 0)  # (J, horizon): may run somewhere
+    finish_from = np.where(anywhere.any(axis=1), anywhere.argmax(axis=1), 0) + need - 1
+    return delay_price, finish_price, finish_from.astype(float)
 
 
 def _residual(
