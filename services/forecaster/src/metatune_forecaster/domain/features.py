@@ -197,6 +197,7 @@ class RegionArrays:
             beta_g = np.where(ok, (vww * cgy - vwg * cwy) / det, np.nan)
         return beta_w, beta_g
 
+    # long: one entry per model feature (60), a table read as data; FEATURE_NAMES orders it
     def features(
         self, issue: np.ndarray, lead: np.ndarray, weather: ForecastWeather
     ) -> pd.DataFrame:
