@@ -286,16 +286,16 @@ async def copy_path(
         await js.add_consumer(settings.stream_name, config=config, pause_until=until)
         service = create_service(settings, schema=schema)
         async with service.running():
-            await service.ready.wait()
-            while service.writers.started.value < writers - 1:
+            await service.runtime.ready.wait()
+            while service.runtime.writers.started.value < writers - 1:
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.5)  # the service's own ingestor starts on ready
             await js.resume_consumer(settings.stream_name, LOG_DURABLE)
             # the clock starts with the schema migrated, the whole stream waiting, all writers up
             started, own_started = time.perf_counter(), time.process_time()
             nats_before = process_cpu_s(nats_pid) or 0.0
-            server_before = await backends(service.db, app)
-            pids = [p.pid for p in service.writers.processes if p.pid is not None]
+            server_before = await backends(service.runtime.db, app)
+            pids = [p.pid for p in service.runtime.writers.processes if p.pid is not None]
             children_before = {pid: process_cpu_s(pid) or 0.0 for pid in pids}
             children: dict[int, float] = dict(children_before)
             while True:
@@ -309,18 +309,18 @@ async def copy_path(
             elapsed = time.perf_counter() - started
             own = time.process_time() - own_started
             nats_cpu = (process_cpu_s(nats_pid) or 0.0) - nats_before
-            server_after = await backends(service.db, app)
+            server_after = await backends(service.runtime.db, app)
             writer_cpu = sum(children.values()) - sum(children_before.values())
-            stored = (await service.db.fetch("SELECT count(*) FROM run_metrics"))[0][0]
+            stored = (await service.runtime.db.fetch("SELECT count(*) FROM run_metrics"))[0][0]
             steps = (
-                await service.db.fetch(
+                await service.runtime.db.fetch(
                     "SELECT count(*) FROM (SELECT DISTINCT job_id, step FROM run_metrics) s"
                 )
             )[0][0]
-            logged = (await service.db.fetch("SELECT count(*) FROM event_log"))[0][0]
-            distinct = (await service.db.fetch("SELECT count(DISTINCT event_id) FROM event_log"))[
-                0
-            ][0]
+            logged = (await service.runtime.db.fetch("SELECT count(*) FROM event_log"))[0][0]
+            distinct = (
+                await service.runtime.db.fetch("SELECT count(DISTINCT event_id) FROM event_log")
+            )[0][0]
     server = sum(server_after.values()) - sum(
         cpu for pid, cpu in server_before.items() if pid in server_after
     )

@@ -197,8 +197,8 @@ async def test_forged_run_events_are_refused_by_every_consumer_and_the_genuine_o
         assert job.status.value in {"running", "paused"} and job.location == "osl1"
         assert other.status.value != "failed" and job.steps_per_hour is None
         assert await store.study_runs(study) == []
-        assert await count(telemetry.db, "SELECT count(*) FROM run_results") == 0
-        assert await count(telemetry.db, "SELECT count(*) FROM run_metrics") == 0
+        assert await count(telemetry.runtime.db, "SELECT count(*) FROM run_results") == 0
+        assert await count(telemetry.runtime.db, "SELECT count(*) FROM run_metrics") == 0
 
         async with secured.client(OSL1) as agent:
 
@@ -232,13 +232,14 @@ async def test_forged_run_events_are_refused_by_every_consumer_and_the_genuine_o
         assert [(r.run_id, r.metric) for r in rows] == [(str(running), 0.95)]
 
         async def stored() -> bool:
-            return await count(telemetry.db, "SELECT count(*) FROM run_results") == 1
+            return await count(telemetry.runtime.db, "SELECT count(*) FROM run_results") == 1
 
         await wait_for(stored, "telemetry storing the genuine result", timeout=60)
-        result = await telemetry.db.fetch("SELECT datacenter, status FROM run_results")
+        result = await telemetry.runtime.db.fetch("SELECT datacenter, status FROM run_results")
         assert result == [("osl1", "completed")]
         assert await count(
-            telemetry.db, "SELECT count(*) FROM event_rejects WHERE code = 'foreign_run_event'"
+            telemetry.runtime.db,
+            "SELECT count(*) FROM event_rejects WHERE code = 'foreign_run_event'",
         ) == len(forged)
 
 

@@ -63,8 +63,8 @@ async def test_every_event_stored_once_and_redelivery_is_one_row(tsettings, sche
             await publish(js, tsettings, subject, event)
         for subject, event in events[:5]:  # again, outside de-duplication: new stream messages
             await publish(js, tsettings, subject, event, dedup=False)
-        await no_gap(js, service.db, tsettings)
-        db = service.db
+        await no_gap(js, service.runtime.db, tsettings)
+        db = service.runtime.db
         assert await count(db, "SELECT count(*) FROM event_log") == len(events)
         assert await count(db, "SELECT count(DISTINCT event_id) FROM event_log") == len(events)
         assert await count(db, "SELECT count(*) FROM event_rejects") == 0
@@ -89,8 +89,8 @@ async def test_nul_bytes_in_a_valid_event_are_stored_and_kept_exactly(
     service = create_service(tsettings, schema=schema)
     async with service.running():
         await publish(js, tsettings, subjects.errors("profiler"), error)
-        await no_gap(js, service.db, tsettings)
-        rows = await service.db.fetch(
+        await no_gap(js, service.runtime.db, tsettings)
+        rows = await service.runtime.db.fetch(
             "SELECT payload->>'message', raw FROM event_log WHERE event_id = %s", (error.event_id,)
         )
     assert rows[0][0] == "row 3 holds \ufffd here"
@@ -126,15 +126,15 @@ async def test_every_contract_violation_is_rejected_with_its_bytes(tsettings, sc
     async with service.running():
         for subject, data, _ in cases:
             await publish(js, tsettings, subject, data)
-        db = service.db
-        await asyncio.wait_for(service.ready.wait(), 60)
+        db = service.runtime.db
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
 
         async def errors_back() -> bool:  # telemetry's error events about them come back as events
             query = "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'"
             return await count(db, query) >= len(cases)
 
         await wait_for(errors_back, "one telemetry error event per violation stored")
-        await no_gap(js, service.db, tsettings)
+        await no_gap(js, service.runtime.db, tsettings)
         rejects = await db.fetch(
             "SELECT subject, code, reason, raw FROM event_rejects ORDER BY stream, stream_seq"
         )
@@ -206,10 +206,14 @@ async def test_postgres_restart_mid_stream_loses_and_doubles_nothing(
         start()
         for event in progress[400:]:
             await publish(js, settings, subjects.run_progress("fra1", job), event)
-        await no_gap(js, service.db, settings)
-        assert await count(service.db, "SELECT count(*) FROM event_log") == 601  # and its start
-        assert await count(service.db, "SELECT count(*) FROM run_metrics") == 600
-        assert await count(service.db, "SELECT count(DISTINCT step) FROM run_metrics") == 600
+        await no_gap(js, service.runtime.db, settings)
+        assert (
+            await count(service.runtime.db, "SELECT count(*) FROM event_log") == 601
+        )  # and its start
+        assert await count(service.runtime.db, "SELECT count(*) FROM run_metrics") == 600
+        assert (
+            await count(service.runtime.db, "SELECT count(DISTINCT step) FROM run_metrics") == 600
+        )
 
 
 async def test_telemetry_started_before_postgres_migrates_once_it_answers(
@@ -222,8 +226,8 @@ async def test_telemetry_started_before_postgres_migrates_once_it_answers(
     service = create_service(settings)
     async with service.running():
         await publish(js, settings, *started(job))
-        assert not service.ready.is_set()
+        assert not service.runtime.ready.is_set()
         start()
-        await wait_for(service.ready.is_set, "the schema migrated once PostgreSQL answers")
-        await no_gap(js, service.db, settings)
-        assert await count(service.db, "SELECT count(*) FROM assignments") == 1
+        await wait_for(service.runtime.ready.is_set, "the schema migrated once PostgreSQL answers")
+        await no_gap(js, service.runtime.db, settings)
+        assert await count(service.runtime.db, "SELECT count(*) FROM assignments") == 1

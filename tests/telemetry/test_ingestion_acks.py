@@ -19,7 +19,7 @@ async def test_every_stored_message_is_acked(tsettings, schema, js) -> None:
         events = [(s, without_webhook(e)) for s, e in samples()]
         for subject, event in events:
             await publish(js, tsettings, subject, event)
-        await no_gap(js, service.db, tsettings)
+        await no_gap(js, service.runtime.db, tsettings)
         consumers = [
             (tsettings.stream_name, LOG_DURABLE),
             (tsettings.status_stream_name, "telemetry-status"),

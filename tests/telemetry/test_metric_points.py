@@ -69,8 +69,8 @@ async def test_each_step_is_one_row_and_a_redelivered_event_adds_none(
             await publish(js, tsettings, subjects.run_progress("fra1", job), event)
         for event in events[1:3]:  # again, outside de-duplication: new stream messages
             await publish(js, tsettings, subjects.run_progress("fra1", job), event, dedup=False)
-        await no_gap(js, service.db, tsettings)
-        db = service.db
+        await no_gap(js, service.runtime.db, tsettings)
+        db = service.runtime.db
         assert await count(db, "SELECT count(*) FROM event_log") == len(events) + 1  # its start
         assert await count(db, "SELECT count(*) FROM run_metrics") == PER_EVENT * len(events)
         steps = await db.fetch(
@@ -145,11 +145,11 @@ async def test_a_bad_point_list_is_rejected_with_the_reason(tsettings, schema, j
     async with service.running():
         for data, _ in cases:
             await publish(js, tsettings, subjects.run_progress("fra1", job), data)
-        await no_gap(js, service.db, tsettings)
-        rejects = await service.db.fetch(
+        await no_gap(js, service.runtime.db, tsettings)
+        rejects = await service.runtime.db.fetch(
             "SELECT code, reason, raw FROM event_rejects ORDER BY stream_seq"
         )
-        assert await count(service.db, "SELECT count(*) FROM run_metrics") == 0
+        assert await count(service.runtime.db, "SELECT count(*) FROM run_metrics") == 0
     assert [raw for _, _, raw in rejects] == [data for data, _ in cases]
     for (code, reason, _), (_, names) in zip(rejects, cases, strict=True):
         assert code == "invalid_message"

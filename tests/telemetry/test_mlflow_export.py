@@ -357,12 +357,12 @@ async def test_a_failed_export_is_an_error_event_and_ingestion_goes_on(
     async with service.running():
         for subject, event in events:
             await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.ready.wait(), 60)
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
 
         async def reported() -> bool:
             return (
                 await count(
-                    service.db,
+                    service.runtime.db,
                     "SELECT count(*) FROM event_log WHERE subject = %s "
                     "AND payload->>'code' = 'mlflow_export_failed' "
                     "AND payload->>'correlation_id' = %s",
@@ -372,7 +372,7 @@ async def test_a_failed_export_is_an_error_event_and_ingestion_goes_on(
             )
 
         await wait_for(reported, "the export's error event", timeout=120)
-        [(message,)] = await service.db.fetch(
+        [(message,)] = await service.runtime.db.fetch(
             "SELECT payload->>'message' FROM event_log WHERE payload->>'code' = %s LIMIT 1",
             ("mlflow_export_failed",),
         )
@@ -381,7 +381,7 @@ async def test_a_failed_export_is_an_error_event_and_ingestion_goes_on(
         # every event of the study stored all the same
         ids = [event.event_id for _, event in events]
         stored = "SELECT count(*) FROM event_log WHERE event_id = ANY(%s)"
-        assert await count(service.db, stored, (ids,)) == len(events)
+        assert await count(service.runtime.db, stored, (ids,)) == len(events)
 
 
 async def test_a_failed_export_is_tried_again(db, js, tsettings, tmp_path, monkeypatch) -> None:

@@ -212,7 +212,7 @@ async def test_through_the_bus_a_redelivered_observation_is_stored_once(
             await publish(js, tsettings, subject, event)
         await publish(js, tsettings, subjects.forecasts("DE"), observed)
         await publish(js, tsettings, subjects.forecasts("DE"), observed, dedup=False)
-        db = service.db
+        db = service.runtime.db
 
         async def repriced() -> bool:
             try:

@@ -117,10 +117,10 @@ async def test_credentials_leave_sealed_and_only_telemetry_delivers_with_them(
     async with service.running():
         for subject, event in events + stray:
             await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.ready.wait(), 60)
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
 
         async def delivered() -> list[dict]:
-            rows = await list_outbox(service.db)
+            rows = await list_outbox(service.runtime.db)
             return rows if sum(r["state"] == "delivered" for r in rows) == 2 else []
 
         await wait_for(delivered, "both job.requested notifications delivered")

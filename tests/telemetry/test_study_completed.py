@@ -121,16 +121,16 @@ async def test_study_completed_once_whichever_order(
     async with service.running():
         for subject, event in before + ending[:1]:
             await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.ready.wait(), 60)
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
 
         async def stored(n: int) -> bool:
-            return await count(service.db, "SELECT count(*) FROM event_log") == n
+            return await count(service.runtime.db, "SELECT count(*) FROM event_log") == n
 
         await wait_for(lambda: stored(len(before) + 1), "the events before the study's end")
         # half-way: stopped with a trial still open, or every trial ended but not stopped
         assert (
             await count(
-                service.db,
+                service.runtime.db,
                 "SELECT count(*) FROM webhook_outbox WHERE event_type = 'study.completed'",
             )
             == 0
@@ -161,7 +161,7 @@ async def test_study_completed_once_whichever_order(
         await publish(js, settings, subjects.JOBS_INFEASIBLE, sentinel)
 
         async def sentinel_delivered() -> bool:
-            rows = await list_outbox(service.db, limit=100)
+            rows = await list_outbox(service.runtime.db, limit=100)
             return any(
                 r["event_type"] == "job.infeasible" and r["state"] == "delivered" for r in rows
             )
@@ -169,7 +169,7 @@ async def test_study_completed_once_whichever_order(
         await wait_for(sentinel_delivered, "the job.infeasible after the study's end")
 
         async def completed_delivered() -> bool:
-            rows = await list_outbox(service.db, limit=100)
+            rows = await list_outbox(service.runtime.db, limit=100)
             return any(
                 r["event_type"] == "study.completed" and r["state"] == "delivered" for r in rows
             )
@@ -218,7 +218,7 @@ async def test_rotated_endpoint_secret_overlaps_then_only_the_new(
     async with service.running():
         await publish(js, settings, *before[0])  # the study and its webhook URL
         await publish(js, settings, *before[1])  # job.requested: the first delivery
-        await asyncio.wait_for(service.ready.wait(), 60)
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
         await wait_for(lambda: len(receiver.received) >= 1, "a delivery during the overlap")
         _, during_headers, during_body = receiver.received[0]
         second = await rotate(db, url, overlap_s=0)  # the overlap ends now: only the newest signs

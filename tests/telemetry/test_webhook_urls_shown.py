@@ -66,7 +66,7 @@ async def test_a_dead_webhook_is_shown_without_its_query_or_user_info(
                 return next((e for e in errors if e.code == "webhook_dead"), None)
 
             event = await wait_for(dead, "the webhook_dead event")
-            rows = await list_outbox(service.db)
+            rows = await list_outbox(service.runtime.db)
     finally:
         await nc.close()
     assert event is not None and shown in event.message

@@ -132,10 +132,10 @@ async def test_signed_deliveries_one_per_state_change(tsettings, schema, js, rec
     async with service.running():
         for subject, event in events:
             await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.ready.wait(), 60)
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
 
         async def both_delivered() -> list[dict]:
-            rows = await list_outbox(service.db)
+            rows = await list_outbox(service.runtime.db)
             return rows if len(rows) == 2 and all(r["state"] == "delivered" for r in rows) else []
 
         outbox = await wait_for(both_delivered, "two deliveries in the outbox")
@@ -177,12 +177,12 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(
     async with service.running():
         for subject, event in later + broken + moved:
             await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.ready.wait(), 60)
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
 
         async def states() -> dict[str, tuple[str, int]]:
             return {
                 r["url"].rsplit("/", 1)[1]: (r["state"], r["attempts"])
-                for r in await list_outbox(service.db)
+                for r in await list_outbox(service.runtime.db)
             }
 
         async def settled() -> dict[str, tuple[str, int]]:
@@ -192,7 +192,7 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(
 
         found = await wait_for(settled, "later delivered, broken and moved dead")
         assert found == {"later": ("delivered", 3), "broken": ("dead", 3), "moved": ("dead", 3)}
-        rows = {r["url"].rsplit("/", 1)[1]: r for r in await list_outbox(service.db)}
+        rows = {r["url"].rsplit("/", 1)[1]: r for r in await list_outbox(service.runtime.db)}
         assert (
             rows["broken"]["last_status"] == 500 and rows["moved"]["last_status"] == 404
         )  # a 3xx is no delivery
@@ -280,21 +280,23 @@ async def test_hanging_receiver_delays_neither_ingestion_nor_others(
     async with service.running():
         for subject, event in slow:
             await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.ready.wait(), 60)
+        await asyncio.wait_for(service.runtime.ready.wait(), 60)
         await wait_for(lambda: any(p == "/slow" for p, _, _ in receiver.received))
         for subject, event in fast + ticks:
             await publish(js, settings, subject, event)
         await wait_for(lambda: any(p == "/fast" for p, _, _ in receiver.received))
 
         async def all_stored() -> bool:
-            return await count(service.db, "SELECT count(*) FROM event_log") == 55  # with the start
+            return (
+                await count(service.runtime.db, "SELECT count(*) FROM event_log") == 55
+            )  # with the start
 
         await wait_for(all_stored, "the 55 events stored")
-        stored = await count(service.db, "SELECT count(*) FROM event_log")
-        slow_state = await service.db.fetch(
+        stored = await count(service.runtime.db, "SELECT count(*) FROM event_log")
+        slow_state = await service.runtime.db.fetch(
             "SELECT state FROM webhook_outbox WHERE url LIKE '%%/slow'"
         )
-        outbox = await list_outbox(service.db)
+        outbox = await list_outbox(service.runtime.db)
         receiver.release.set()
     assert (
         stored == 55 and slow_state[0][0] == "sending"

@@ -46,7 +46,7 @@ def progress(job, n: int) -> list[c.RunProgress]:
 
 
 async def _stored_starts(service, n: int) -> bool:
-    return await count(service.db, "SELECT count(*) FROM assignments") >= n
+    return await count(service.runtime.db, "SELECT count(*) FROM assignments") >= n
 
 
 async def test_writer_processes_share_the_stream_and_store_each_event_once(
@@ -60,7 +60,9 @@ async def test_writer_processes_share_the_stream_and_store_each_event_once(
     ]
     service = create_service(settings, schema=schema)
     async with service.running():
-        await wait_for(lambda: service.writers.started.value >= 2, "both writer processes pulling")
+        await wait_for(
+            lambda: service.runtime.writers.started.value >= 2, "both writer processes pulling"
+        )
         for (
             job
         ) in jobs:  # stored before any progress: a run event counts only from its job's datacenter
@@ -72,8 +74,8 @@ async def test_writer_processes_share_the_stream_and_store_each_event_once(
             await publish(js, settings, subjects.run_progress("fra1", job), event, dedup=False)
         for job, data in zip(jobs, invalid, strict=True):
             await publish(js, settings, subjects.run_progress("fra1", job), data)
-        await no_gap(js, service.db, settings)
-        db = service.db
+        await no_gap(js, service.runtime.db, settings)
+        db = service.runtime.db
 
         async def errors_back() -> bool:  # the service publishes the writers' rejects too
             query = "SELECT count(*) FROM event_log WHERE subject = 'metatune.errors.telemetry'"
@@ -89,7 +91,9 @@ async def test_writer_processes_share_the_stream_and_store_each_event_once(
         rollup = await db.fetch("SELECT sum(energy_wh) FROM energy_hourly_job")
         assert rollup[0][0] == pytest.approx(3 * 0.5 * 399)
         # the work was shared: the writer processes stored events too
-        await wait_for(lambda: sum(service.writers.stored) > 0, "events stored by the writers")
+        await wait_for(
+            lambda: sum(service.runtime.writers.stored) > 0, "events stored by the writers"
+        )
 
 
 @pytest.mark.slow  # writer processes over a backlog
@@ -116,10 +120,12 @@ async def test_a_backlog_read_by_several_writers_keeps_every_genuine_run_event(
     )
     service = create_service(settings, schema=schema)
     async with service.running():
-        await wait_for(lambda: service.writers.started.value >= 2, "both writer processes pulling")
+        await wait_for(
+            lambda: service.runtime.writers.started.value >= 2, "both writer processes pulling"
+        )
         await js.resume_consumer(settings.stream_name, LOG_DURABLE)
-        await no_gap(js, service.db, settings)
-        db = service.db
+        await no_gap(js, service.runtime.db, settings)
+        db = service.runtime.db
         assert await count(db, "SELECT count(*) FROM run_metrics") == len(events)
         rejects = await db.fetch("SELECT code, raw FROM event_rejects")
         assert rejects == [("foreign_run_event", forged.to_bytes())]
