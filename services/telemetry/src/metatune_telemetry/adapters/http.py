@@ -88,45 +88,76 @@ def create_app(
     Raises ``ConfigurationError`` for a non-loopback ``telemetry_http_host`` without tokens."""
     settings = TelemetrySettings.of(settings)
     gate = require_tokens(settings, now or RealClock().now)
-    plotly_js = get_plotlyjs()
-    registry = settings.registry()  # the deployment's datacenters: every page and /metrics
-    metrics_endpoint = MetricsEndpoint(db, settings.agent_status_interval_s, registry)
-    openapi_json = render()
+    api = Endpoints(db, settings)
+    return Starlette(
+        routes=[
+            Route("/", api.index),
+            Route(pages.PLOTLY_JS, api.plotly),
+            Route("/api/studies", api.studies),
+            Route("/api/studies/{study}/report", api.report),
+            Route("/api/studies/{study}/trials", api.trials),
+            Route("/api/studies/{study}/records", api.records),
+            Route("/studies/{study}", api.study_page),
+            Route("/api/jobs/{job}/timeline", api.timeline),
+            Route("/jobs/{job}", api.job_page),
+            Route("/api/datacenters/{datacenter}/forecast", api.forecast),
+            Route("/datacenters/{datacenter}", api.datacenter_page),
+            Route("/api/regions/{region}/forecasts", api.region_history),
+            Route("/api/totals", api.totals),
+            Route("/api/webhooks", api.webhooks),
+            Route("/metrics", api.metrics),
+            Route("/openapi.json", api.openapi),
+            Route("/healthz", api.healthz),
+        ],
+        middleware=[Middleware(SecurityHeaders), Middleware(TokenAuth, gate=gate)],
+    )
 
-    async def plotly(request: Request) -> Response:
+
+class Endpoints:
+    """Every route's handler over one database and the deployment's registry; a tenant's token
+    sees its own studies (another's are answered as absent), the admin's sees everything."""
+
+    def __init__(self, db: Database, settings: TelemetrySettings) -> None:
+        self.db = db
+        self.registry = settings.registry()  # the deployment's datacenters: every page and /metrics
+        self.metrics_endpoint = MetricsEndpoint(db, settings.agent_status_interval_s, self.registry)
+        self.plotly_js = get_plotlyjs()
+        self.openapi_json = render()
+
+    async def plotly(self, request: Request) -> Response:
         return Response(
-            plotly_js,
+            self.plotly_js,
             media_type="text/javascript",
             headers={"Cache-Control": "public, max-age=86400"},
         )
 
-    async def hidden(request: Request, study: UUID | None) -> bool:
+    async def hidden(self, request: Request, study: UUID | None) -> bool:
         """Whether ``study`` is not this request's to see (another tenant's: answered as absent)."""
         viewer: Viewer = request.state.viewer
         if viewer.admin:
             return False
-        return study is None or not viewer.sees(await study_tenant(db, study))
+        return study is None or not viewer.sees(await study_tenant(self.db, study))
 
-    async def visible(request: Request) -> set[UUID] | None:
+    async def visible(self, request: Request) -> set[UUID] | None:
         """The studies this request may see; None: every one (the admin)."""
         viewer: Viewer = request.state.viewer
-        return None if viewer.tenant is None else await studies_of(db, viewer.tenant)
+        return None if viewer.tenant is None else await studies_of(self.db, viewer.tenant)
 
-    async def own_study(request: Request) -> UUID | Response:
+    async def own_study(self, request: Request) -> UUID | Response:
         """The path's study, or the answer when it is not a study id (400) or not this request's
         to see (404, as if absent)."""
         if (study := _uuid(request, "study")) is None:
             return JSONResponse({"error": "not a study id"}, status_code=400)
-        return _no_study() if await hidden(request, study) else study
+        return _no_study() if await self.hidden(request, study) else study
 
-    async def listings(request: Request) -> list[StudyListing]:
-        found, mine = await study_index(db), await visible(request)
+    async def listings(self, request: Request) -> list[StudyListing]:
+        found, mine = await study_index(self.db), await self.visible(request)
         return found if mine is None else [s for s in found if s.study_id in mine]
 
-    async def report(request: Request) -> Response:
-        if isinstance(study := await own_study(request), Response):
+    async def report(self, request: Request) -> Response:
+        if isinstance(study := await self.own_study(request), Response):
             return study  # not a study id, or not this request's
-        disclosure = await study_disclosure(db, study, registry)
+        disclosure = await study_disclosure(self.db, study, self.registry)
         fmt = request.query_params.get("format", "json")
         if fmt == "csv":
             return PlainTextResponse(to_csv(disclosure), media_type="text/csv")
@@ -134,86 +165,88 @@ def create_app(
             return PlainTextResponse(to_markdown(disclosure), media_type="text/markdown")
         return _json(disclosure)
 
-    async def index(request: Request) -> Response:
-        return HTMLResponse(pages.index_page(await listings(request)))
+    async def index(self, request: Request) -> Response:
+        return HTMLResponse(pages.index_page(await self.listings(request)))
 
-    async def studies(request: Request) -> Response:
-        return Response(STUDIES.dump_json(await listings(request)), media_type="application/json")
-
-    async def trials(request: Request) -> Response:
-        if isinstance(study := await own_study(request), Response):
-            return study  # not a study id, or not this request's
+    async def studies(self, request: Request) -> Response:
         return Response(
-            TRIALS.dump_json(await study_trials(db, study)), media_type="application/json"
+            STUDIES.dump_json(await self.listings(request)), media_type="application/json"
         )
 
-    async def records(request: Request) -> Response:
-        if isinstance(study := await own_study(request), Response):
+    async def trials(self, request: Request) -> Response:
+        if isinstance(study := await self.own_study(request), Response):
             return study  # not a study id, or not this request's
-        return _json(await study_records_of(db, study, registry))
+        return Response(
+            TRIALS.dump_json(await study_trials(self.db, study)), media_type="application/json"
+        )
 
-    async def study_page(request: Request) -> Response:
+    async def records(self, request: Request) -> Response:
+        if isinstance(study := await self.own_study(request), Response):
+            return study  # not a study id, or not this request's
+        return _json(await study_records_of(self.db, study, self.registry))
+
+    async def study_page(self, request: Request) -> Response:
         if (study := _uuid(request, "study")) is None:
             return HTMLResponse("not a study id", status_code=400)
-        if await hidden(request, study):
+        if await self.hidden(request, study):
             return HTMLResponse("no such study", status_code=404)
-        trials = await study_trials(db, study)
+        trials = await study_trials(self.db, study)
         return HTMLResponse(
             pages.study_page(
-                await study_disclosure(db, study, registry),
+                await study_disclosure(self.db, study, self.registry),
                 trials,
-                await study_name(db, study),
-                await study_timelines(db, [t.job_id for t in trials], registry),
+                await study_name(self.db, study),
+                await study_timelines(self.db, [t.job_id for t in trials], self.registry),
             )
         )
 
-    async def timeline(request: Request) -> Response:
+    async def timeline(self, request: Request) -> Response:
         if (job := _uuid(request, "job")) is None:
             return JSONResponse({"error": "not a job id"}, status_code=400)
-        found = await job_timeline(db, job, registry)
+        found = await job_timeline(self.db, job, self.registry)
         return (
             JSONResponse({"error": "no such job"}, status_code=404)
-            if found is None or await hidden(request, found.study_id)
+            if found is None or await self.hidden(request, found.study_id)
             else _json(found)
         )
 
-    async def job_page(request: Request) -> Response:
+    async def job_page(self, request: Request) -> Response:
         if (job := _uuid(request, "job")) is None:
             return HTMLResponse("not a job id", status_code=400)
-        found = await job_timeline(db, job, registry)
+        found = await job_timeline(self.db, job, self.registry)
         return (
             HTMLResponse("no such job", status_code=404)
-            if found is None or await hidden(request, found.study_id)
+            if found is None or await self.hidden(request, found.study_id)
             else HTMLResponse(
                 pages.job_page(
-                    found, await study_name(db, found.study_id) if found.study_id else None
+                    found, await study_name(self.db, found.study_id) if found.study_id else None
                 )
             )
         )
 
-    async def forecast(request: Request) -> Response:
+    async def forecast(self, request: Request) -> Response:
         return _json(
             await datacenter_forecast(
-                db, request.path_params["datacenter"], registry, _issues(request)
+                self.db, request.path_params["datacenter"], self.registry, _issues(request)
             )
         )
 
-    async def region_history(request: Request) -> Response:
+    async def region_history(self, request: Request) -> Response:
         start, end = _instant(request, "from"), _instant(request, "to")
         if (problem := window(start, end)) is not None or start is None or end is None:
             return JSONResponse({"error": problem}, status_code=400)
-        return _json(await region_forecasts(db, request.path_params["region"], start, end))
+        return _json(await region_forecasts(self.db, request.path_params["region"], start, end))
 
-    async def datacenter_page(request: Request) -> Response:
+    async def datacenter_page(self, request: Request) -> Response:
         found = await datacenter_forecast(
-            db, request.path_params["datacenter"], registry, _issues(request)
+            self.db, request.path_params["datacenter"], self.registry, _issues(request)
         )
         return HTMLResponse(pages.datacenter_page(found), status_code=200 if found.region else 404)
 
-    async def totals(request: Request) -> Response:
+    async def totals(self, request: Request) -> Response:
         if not request.state.viewer.admin:  # the whole platform's: the admin's alone
             return _admin_only()
-        rows = await db.fetch_dicts(
+        rows = await self.db.fetch_dicts(
             "SELECT (SELECT count(*) FROM run_results WHERE status = 'completed') AS runs_completed, "
             "(SELECT count(*) FROM run_results WHERE status = 'failed') AS runs_failed, "
             "(SELECT coalesce(sum(energy_wh), 0) / 1000 FROM job_energy) AS it_energy_kwh, "
@@ -224,7 +257,7 @@ def create_app(
             "(SELECT DISTINCT ON (plan_version) * FROM plans ORDER BY plan_version DESC, occurred_at DESC LIMIT 1) p) "
             "AS planned_kgco2eq_saved_latest_plan"
         )
-        realised = await priced_totals(db, await site_facts(db, registry))
+        realised = await priced_totals(self.db, await site_facts(self.db, self.registry))
         return _json(
             Totals(
                 **rows[0],
@@ -234,58 +267,35 @@ def create_app(
             )
         )
 
-    async def webhooks(request: Request) -> Response:
-        mine = await visible(request)
+    async def webhooks(self, request: Request) -> Response:
+        mine = await self.visible(request)
         rows = [
             {k: (str(v) if v is not None else None) for k, v in r.items()}
-            for r in await list_outbox(db, request.query_params.get("state"))
+            for r in await list_outbox(self.db, request.query_params.get("state"))
             if mine is None or r["study_id"] in mine
         ]
         return Response(
             OUTBOX.dump_json(OUTBOX.validate_python(rows)), media_type="application/json"
         )
 
-    async def metrics(request: Request) -> Response:
+    async def metrics(self, request: Request) -> Response:
         if not request.state.viewer.admin:
             return _admin_only()
         try:
-            body = await metrics_endpoint.render()
+            body = await self.metrics_endpoint.render()
         except DatabaseUnavailable:
             return PlainTextResponse("database unavailable", status_code=503)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
-    async def openapi(request: Request) -> Response:
-        return Response(openapi_json, media_type="application/json")
+    async def openapi(self, request: Request) -> Response:
+        return Response(self.openapi_json, media_type="application/json")
 
-    async def healthz(request: Request) -> Response:
+    async def healthz(self, request: Request) -> Response:
         try:
-            await db.fetch("SELECT 1")
+            await self.db.fetch("SELECT 1")
         except DatabaseUnavailable:
             return JSONResponse({"database": "unavailable"}, status_code=503)
-        return JSONResponse({"database": "ok", "mode": db.mode})
-
-    return Starlette(
-        routes=[
-            Route("/", index),
-            Route(pages.PLOTLY_JS, plotly),
-            Route("/api/studies", studies),
-            Route("/api/studies/{study}/report", report),
-            Route("/api/studies/{study}/trials", trials),
-            Route("/api/studies/{study}/records", records),
-            Route("/studies/{study}", study_page),
-            Route("/api/jobs/{job}/timeline", timeline),
-            Route("/jobs/{job}", job_page),
-            Route("/api/datacenters/{datacenter}/forecast", forecast),
-            Route("/datacenters/{datacenter}", datacenter_page),
-            Route("/api/regions/{region}/forecasts", region_history),
-            Route("/api/totals", totals),
-            Route("/api/webhooks", webhooks),
-            Route("/metrics", metrics),
-            Route("/openapi.json", openapi),
-            Route("/healthz", healthz),
-        ],
-        middleware=[Middleware(SecurityHeaders), Middleware(TokenAuth, gate=gate)],
-    )
+        return JSONResponse({"database": "ok", "mode": self.db.mode})
 
 
 def _issues(request: Request) -> int:
