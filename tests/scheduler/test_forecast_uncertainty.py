@@ -11,7 +11,7 @@ from metatune.contracts import CarbonForecast, RegionGroup
 from metatune_scheduler.domain import HighsModelSolver, Planner, Scheduler, SolveLimits
 from metatune_scheduler.domain.horizon import epoch_hour
 from metatune_scheduler.domain.uncertainty import (
-    REPEATED_HOUR_WIDTH,
+    REPEATED_DAY_WIDTHS,
     SHORT_HISTORY_WIDTH,
     interval_widths,
     planned_intensity,
@@ -42,7 +42,7 @@ def oslo(*, age_h: int = 0, short_history: bool = False) -> CarbonForecast:
 
 def planned_at(clean: CarbonForecast) -> str:
     """Where a 2-hour job due in a day runs, Oslo's grid (PUE 1.1) as ``clean``, Frankfurt's
-    (PUE 1.25) a flat 30.5 g/kWh: 38.1 g/kWh at the meter, against Oslo's 1.1 x 33.5 = 36.9 fresh."""
+    (PUE 1.25) a flat 30.2 g/kWh: 37.75 g/kWh at the meter, against Oslo's 1.1 x 33.5 = 36.85 fresh."""
     sched = with_agents(
         Scheduler(
             REGISTRY, Planner(HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)))
@@ -50,7 +50,7 @@ def planned_at(clean: CarbonForecast) -> str:
     )
     for event in (
         clean,
-        forecast("DE", [30.5]),
+        forecast("DE", [30.2]),
         job_requested(1, hours=2, home="osl1", group=RegionGroup.EU),
     ):
         sched.apply(event)
@@ -62,40 +62,45 @@ def test_a_fresh_forecast_of_the_cleaner_grid_wins() -> None:
     assert planned_at(oslo()) == "osl1"
 
 
-def test_a_week_old_stale_forecast_of_the_cleaner_grid_loses_to_a_sure_one() -> None:
-    """170 h after its issue every hour of Oslo's forecast is a repeated day: widened by 1.27 its
-    expected value is 0.3 x 0.95 + 0.4 x 20 + 0.3 x 96.2 = 37.1 g/kWh, x 1.1 = 40.8 > 38.1."""
-    assert planned_at(oslo(age_h=170)) == "fra1"
-
-
 def test_a_stale_forecast_still_inside_its_horizon_is_taken_as_it_is() -> None:
     """Two hours old, only the last two hours of the week are repeated: the day the job can run
     in keeps the bands the forecaster made for its true lead."""
     assert planned_at(oslo(age_h=2)) == "osl1"
 
 
+def test_the_older_the_stale_forecast_the_less_the_cleaner_grid_is_preferred() -> None:
+    """170 h after its issue the job's day is 1 day past the horizon, widened by 1.051: 0.3 x 4.24
+    + 0.4 x 20 + 0.3 x 83.06 = 34.19 g/kWh, x 1.1 = 37.6, still under 37.75. 218 h after, it is 3
+    days past, widened by 1.12: 0.3 x 3.2 + 0.4 x 20 + 0.3 x 87.2 = 35.1, x 1.1 = 38.6: Frankfurt."""
+    assert planned_at(oslo(age_h=170)) == "osl1"
+    assert planned_at(oslo(age_h=218)) == "fra1"
+
+
 def test_a_short_history_forecast_of_the_cleaner_grid_loses_to_a_sure_one() -> None:
-    """Widened by 1.19: 0.3 x 2.15 + 0.4 x 20 + 0.3 x 91.4 = 36.1 g/kWh, x 1.1 = 39.7 > 38.1."""
+    """Widened by 1.19: 0.3 x 2.15 + 0.4 x 20 + 0.3 x 91.4 = 36.1 g/kWh, x 1.1 = 39.7 > 37.75."""
     assert planned_at(oslo(short_history=True)) == "fra1"
 
 
-@pytest.mark.parametrize("age_h", [0, 1, 24, 100, 167, 168, 300])
-def test_the_widened_hours_are_those_past_the_issue_horizon(age_h: int) -> None:
-    widths = interval_widths(oslo(age_h=age_h), HOUR, 168)
-    repeated = min(age_h, 168)
-    assert (widths[: 168 - repeated] == 1.0).all()
-    assert (widths[168 - repeated :] == REPEATED_HOUR_WIDTH).all()
+def test_the_widened_hours_are_those_past_the_issue_horizon_by_days_past() -> None:
+    one, two, more = REPEATED_DAY_WIDTHS
+    assert (interval_widths(oslo(), HOUR, 168) == 1.0).all()
+    day_old = interval_widths(oslo(age_h=24), HOUR, 168)  # leads 25-192
+    assert (day_old[:144] == 1.0).all() and (day_old[144:] == one).all()
+    older = interval_widths(oslo(age_h=100), HOUR, 168)  # leads 101-268
+    assert older[67] == 1.0 and older[68] == one and older[91] == one  # leads 168, 169, 192
+    assert older[92] == two and older[115] == two and (older[116:] == more).all()  # 193, 216, 217+
+    assert (interval_widths(oslo(age_h=300), HOUR, 168) == more).all()
 
 
 def test_the_plan_hour_ages_a_forecast_too() -> None:
     """A fresh forecast the scheduler still holds a day later: its last day is repeated."""
     widths = interval_widths(oslo(), HOUR + 24, 168)
-    assert (widths[:144] == 1.0).all() and (widths[144:] == REPEATED_HOUR_WIDTH).all()
+    assert (widths[:144] == 1.0).all() and (widths[144:] == REPEATED_DAY_WIDTHS[0]).all()
 
 
 def test_both_flags_multiply() -> None:
-    widths = interval_widths(oslo(age_h=200, short_history=True), HOUR, 48)
-    assert widths == pytest.approx(np.full(48, REPEATED_HOUR_WIDTH * SHORT_HISTORY_WIDTH))
+    widths = interval_widths(oslo(age_h=400, short_history=True), HOUR, 48)
+    assert widths == pytest.approx(np.full(48, REPEATED_DAY_WIDTHS[-1] * SHORT_HISTORY_WIDTH))
 
 
 def test_widening_keeps_the_median_and_a_symmetric_expected_value() -> None:
@@ -116,7 +121,10 @@ def test_widening_keeps_the_median_and_a_symmetric_expected_value() -> None:
 
 
 def test_the_lower_bound_stops_at_zero() -> None:
-    low, _, high = planning_bands(oslo(age_h=400, short_history=True), HOUR, 24)
-    k = REPEATED_HOUR_WIDTH * SHORT_HISTORY_WIDTH
-    assert (low == 0.0).all()  # 20 - 1.51 x 15 < 0
+    near_zero = oslo(age_h=400, short_history=True).model_copy(
+        update={"p10_g_per_kwh": [2.0] * 168}
+    )
+    low, _, high = planning_bands(near_zero, HOUR, 24)
+    k = REPEATED_DAY_WIDTHS[-1] * SHORT_HISTORY_WIDTH
+    assert (low == 0.0).all()  # 20 - 1.33 x 18 < 0
     assert high == pytest.approx(np.full(24, 20 + 60 * k))

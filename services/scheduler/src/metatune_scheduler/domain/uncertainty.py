@@ -10,13 +10,14 @@ meets 0 (a clean grid), gets a higher one, so the plan prefers that grid less, a
 
 Two flags of a forecast, one rule each, multiplied where both hold:
 
-* **Hours past the forecast's horizon** (a lead over 168 h from ``issued_at``) are days
+* **Hours past the forecast's horizon** (a lead over 168 h from ``issued_at``) are its last day
   repeated, not forecast: the tail a stale forecast was continued with (the forecaster shifts the
   last good one and keeps its ``issued_at``), or the days the scheduler repeats when it holds an
-  older forecast. Their offsets are widened by :data:`REPEATED_HOUR_WIDTH`, so the older the
-  forecast, the more of the plan's hours are widened. The hours still inside the horizon are not:
-  their bands were made for their true lead from the issue, and the forecaster's intervals are
-  calibrated per lead (79.5 / 79.7 / 78.9 % at 1-24 / 25-72 / 73-168 h in the forecaster bench).
+  older forecast. Their offsets are widened by :data:`REPEATED_DAY_WIDTHS`, by how many days the
+  hour is past the horizon, so the older the forecast, the more of the plan's hours are widened
+  and the more. The hours still inside the horizon are not: their bands were made for their true
+  lead from the issue, and the forecaster's intervals are calibrated per lead (79.5 / 79.7 / 78.9 %
+  at 1-24 / 25-72 / 73-168 h in the forecaster bench).
 * **Short history** (``short_history``: under 90 % of the model's 8 weeks): the forecaster's
   per-issue recalibration of the interval scores the last four weeks, so such a forecast's
   interval is recalibrated on fewer hours, or (days of history) is the model's static one. Its
@@ -33,9 +34,11 @@ from metatune.contracts.forecasts import HORIZON_HOURS, expected_intensity
 
 from .horizon import epoch_hour
 
-# A repeated day is a seasonal-naive forecast of a forecast: the better seasonal-naive forecast's
-# MAPE over the model's at 97-168 h, median of the 17 regions in docs/results/forecaster_bench.json.
-REPEATED_HOUR_WIDTH = 1.27
+# An hour 1, 2, 3 or more days past the horizon: the factor its repeated band's 80 % interval
+# needed over the one the same band needed on its own hours, median of 17 regions
+# (docs/results/stale_interval_bench.json; from the third day on it stops growing: the median of
+# days 3-7, 1.121 / 1.144 / 1.114 / 1.120 / 1.102).
+REPEATED_DAY_WIDTHS = (1.051, 1.085, 1.12)
 # The model's static (not recalibrated) interval covered as little as 71.7 % (1-24 h, the same
 # bench); with normal errors an 80 % interval is z(0.90) / z(0.8585) = 1.19 times as wide.
 SHORT_HISTORY_WIDTH = 1.19
@@ -58,7 +61,8 @@ def hourly_from(values: ArrayLike, start_hour: int, hour: int, horizon: int) -> 
 def interval_widths(forecast: CarbonForecast, hour: int, horizon: int) -> np.ndarray:
     """(horizon,) factor on both interval offsets of each hour from ``hour`` on (see the module doc)."""
     lead = hour - epoch_hour(forecast.issued_at) + np.arange(1, horizon + 1)
-    widths = np.where(lead > HORIZON_HOURS, REPEATED_HOUR_WIDTH, 1.0)
+    days_past = np.clip((lead - HORIZON_HOURS + 23) // 24, 0, len(REPEATED_DAY_WIDTHS))
+    widths = np.array([1.0, *REPEATED_DAY_WIDTHS])[days_past]
     return widths * (SHORT_HISTORY_WIDTH if forecast.short_history else 1.0)
 
 
