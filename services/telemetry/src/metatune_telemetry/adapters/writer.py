@@ -355,25 +355,34 @@ class EventWriter:
         observed = rows.observed_rows()
         if observed:
             await cur.executemany(OBSERVED_SQL, observed)
-        energy = rows.job_energy_rows()
-        if energy:
-            await STAGE_ENERGY.copy(cur, energy)
-            await cur.execute(ENERGY_LOCK)
+        if energy := rows.job_energy_rows():
+            await self._energy(cur, energy)
+        await self._records(cur, rows)
+
+    async def _energy(self, cur: psycopg.AsyncCursor[Any], energy: list[tuple[Any, ...]]) -> None:
+        """Each job's metered hours: the newest reading of an hour wins, a price once known is
+        kept; the rollups of those hours refreshed."""
+        await STAGE_ENERGY.copy(cur, energy)
+        await cur.execute(ENERGY_LOCK)
+        await cur.execute(
+            f"INSERT INTO job_energy ({STAGE_ENERGY.names}) SELECT {STAGE_ENERGY.names} FROM stage_energy "
+            "ORDER BY job_id, hour, datacenter ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
+            "g_per_kwh = coalesce(EXCLUDED.g_per_kwh, job_energy.g_per_kwh), "
+            "emissions_g = coalesce(EXCLUDED.emissions_g, "
+            "EXCLUDED.energy_wh / 1000 * EXCLUDED.pue * job_energy.g_per_kwh), source_at = EXCLUDED.source_at "
+            "WHERE (job_energy.source_at, job_energy.energy_wh) <= (EXCLUDED.source_at, EXCLUDED.energy_wh)"
+        )
+        await cur.execute(ENERGY_PRICE_KEPT)
+        if self.db.mode == "postgresql":
+            hours = [row[0] for row in energy]
             await cur.execute(
-                f"INSERT INTO job_energy ({STAGE_ENERGY.names}) SELECT {STAGE_ENERGY.names} FROM stage_energy "
-                "ORDER BY job_id, hour, datacenter ON CONFLICT (job_id, hour, datacenter) DO UPDATE SET pue = EXCLUDED.pue, energy_wh = EXCLUDED.energy_wh, "
-                "g_per_kwh = coalesce(EXCLUDED.g_per_kwh, job_energy.g_per_kwh), "
-                "emissions_g = coalesce(EXCLUDED.emissions_g, "
-                "EXCLUDED.energy_wh / 1000 * EXCLUDED.pue * job_energy.g_per_kwh), source_at = EXCLUDED.source_at "
-                "WHERE (job_energy.source_at, job_energy.energy_wh) <= (EXCLUDED.source_at, EXCLUDED.energy_wh)"
+                "SELECT telemetry_refresh_rollups(%s, %s)",
+                (min(hours), max(hours) + timedelta(hours=1)),
             )
-            await cur.execute(ENERGY_PRICE_KEPT)
-            if self.db.mode == "postgresql":
-                hours = [row[0] for row in energy]
-                await cur.execute(
-                    "SELECT telemetry_refresh_rollups(%s, %s)",
-                    (min(hours), max(hours) + timedelta(hours=1)),
-                )
+
+    async def _records(self, cur: psycopg.AsyncCursor[Any], rows: TypedRows) -> None:
+        """Studies, profiles, requests, results, stops, cancellations, plans and assignments:
+        each row once (its key), a failed result replaced by a later one."""
         if rows.studies:
             await cur.executemany(
                 "INSERT INTO studies (study_id, submitted_at, webhook_url, base_model, task, "
