@@ -215,83 +215,13 @@ def disclose_run(run: RunInput) -> RunDisclosure:
     notes.append(
         f"servers: not reported by the agents, default {DEFAULT_SERVERS} (cluster size assumption)"
     )
-    lines: list[HourLine] = []
-    for h in sorted(run.hours, key=lambda x: (x.hour, x.datacenter)):
-        region = run.region_of.get(h.datacenter)
-        if region is None:
-            region = DEFAULT_LOCATION
-            notes.append(
-                f"grid region of {h.datacenter}: unknown, default {DEFAULT_LOCATION} (relatively high-carbon)"
-            )
-        pue = h.pue if h.pue is not None else run.pue_of.get(h.datacenter)
-        if pue is None:
-            pue = 1.0
-            notes.append(f"PUE of {h.datacenter}: unknown, 1.0 (IT energy only)")
-        it_kwh = h.energy_wh / 1000.0
-        facility = it_kwh * pue
-        realised = h.realised_g_per_kwh
-        disclosed = realised if realised is not None else h.g_per_kwh
-        grams, priced_by = as_run(h.energy_wh, pue, h.g_per_kwh, realised)
-        lines.append(
-            HourLine(
-                hour=h.hour,
-                datacenter=h.datacenter,
-                grid_region=region,
-                it_energy_kwh=it_kwh,
-                pue=pue,
-                facility_energy_kwh=facility,
-                g_per_kwh=disclosed,
-                kgco2eq=_kg(grams),
-                priced_by=priced_by,
-                forecast_g_per_kwh=h.g_per_kwh,
-                forecast_kgco2eq=_kg(emission_grams(h.energy_wh, pue, h.g_per_kwh)),
-                realised_g_per_kwh=realised,
-                realised_kgco2eq=_kg(emission_grams(h.energy_wh, pue, realised)),
-                forecast_flags=h.forecast_flags if h.g_per_kwh is not None else [],
-                realised_emission_factors=h.realised_emission_factors
-                if realised is not None
-                else None,
-            )
-        )
-    unpriced = [line for line in lines if line.kgco2eq is None]
-    if unpriced:
-        notes.append(
-            f"{len(unpriced)} hour(s) without a known carbon intensity: unpriced, not counted as 0"
-        )
-    forecast_priced = [line for line in lines if line.priced_by == "forecast"]
-    if forecast_priced:
-        notes.append(
-            f"{len(forecast_priced)} hour(s) not observed yet, priced at the forecast intensity: "
-            + ", ".join(f"{line.hour:%Y-%m-%d %H:%M} {line.datacenter}" for line in forecast_priced)
-        )
-    flagged = [
-        FlaggedHour(
-            hour=line.hour,
-            datacenter=line.datacenter,
-            flags=line.forecast_flags,
-            priced_by=line.priced_by,
-        )
-        for line in lines
-        if line.forecast_flags
+    lines = [
+        _hour_line(h, run, notes) for h in sorted(run.hours, key=lambda x: (x.hour, x.datacenter))
     ]
-    still = [hour for hour in flagged if hour.priced_by == "forecast"]
-    if still:
-        notes.append(
-            f"{len(still)} hour(s) priced at a stale or short-history forecast: "
-            + ", ".join(flagged_label(hour) for hour in still)
-        )
+    unpriced, forecast_priced, flagged = _priced_hours(lines, notes)
     priced_kg = sum(line.kgco2eq or 0.0 for line in lines)
     pricing = _pricing(len(lines) - len(unpriced), len(unpriced)) if lines else "unpriced"
-    utilisation = None
-    if gpu_model is None:
-        notes.append("GPU utilisation: not applicable (trained on the CPU)")
-    elif run.mean_power_w is not None and run.gpu_power_w:
-        utilisation = min(1.0, run.mean_power_w / (gpus * run.gpu_power_w))
-        notes.append(
-            "GPU utilisation: estimated as mean measured power above idle / rated GPU power"
-        )
-    else:
-        notes.append("GPU utilisation: not measured")
+    utilisation = _gpu_utilisation(run, gpu_model, gpus, notes)
     used = list(dict.fromkeys(line.datacenter for line in lines))  # first use first
     notes.append("CPU utilisation: not measured by the agents")
     return RunDisclosure(
@@ -339,6 +269,95 @@ def disclose_run(run: RunInput) -> RunDisclosure:
         majority_baseline=run.majority_baseline,
         chance_baseline=run.chance_baseline,
     )
+
+
+def _hour_line(h: HourInput, run: RunInput, notes: list[str]) -> HourLine:
+    """One metered hour: its grid region and PUE (defaults listed in ``notes``), priced at the
+    realised intensity where observed, else at the forecast's."""
+    region = run.region_of.get(h.datacenter)
+    if region is None:
+        region = DEFAULT_LOCATION
+        notes.append(
+            f"grid region of {h.datacenter}: unknown, default {DEFAULT_LOCATION} (relatively high-carbon)"
+        )
+    pue = h.pue if h.pue is not None else run.pue_of.get(h.datacenter)
+    if pue is None:
+        pue = 1.0
+        notes.append(f"PUE of {h.datacenter}: unknown, 1.0 (IT energy only)")
+    it_kwh = h.energy_wh / 1000.0
+    facility = it_kwh * pue
+    realised = h.realised_g_per_kwh
+    disclosed = realised if realised is not None else h.g_per_kwh
+    grams, priced_by = as_run(h.energy_wh, pue, h.g_per_kwh, realised)
+    return HourLine(
+        hour=h.hour,
+        datacenter=h.datacenter,
+        grid_region=region,
+        it_energy_kwh=it_kwh,
+        pue=pue,
+        facility_energy_kwh=facility,
+        g_per_kwh=disclosed,
+        kgco2eq=_kg(grams),
+        priced_by=priced_by,
+        forecast_g_per_kwh=h.g_per_kwh,
+        forecast_kgco2eq=_kg(emission_grams(h.energy_wh, pue, h.g_per_kwh)),
+        realised_g_per_kwh=realised,
+        realised_kgco2eq=_kg(emission_grams(h.energy_wh, pue, realised)),
+        forecast_flags=h.forecast_flags if h.g_per_kwh is not None else [],
+        realised_emission_factors=h.realised_emission_factors if realised is not None else None,
+    )
+
+
+def _priced_hours(
+    lines: list[HourLine], notes: list[str]
+) -> tuple[list[HourLine], list[HourLine], list[FlaggedHour]]:
+    """The hours left unpriced, those priced at a forecast, and those whose forecast was stale or
+    short of history; each kind named in ``notes``."""
+    unpriced = [line for line in lines if line.kgco2eq is None]
+    if unpriced:
+        notes.append(
+            f"{len(unpriced)} hour(s) without a known carbon intensity: unpriced, not counted as 0"
+        )
+    forecast_priced = [line for line in lines if line.priced_by == "forecast"]
+    if forecast_priced:
+        notes.append(
+            f"{len(forecast_priced)} hour(s) not observed yet, priced at the forecast intensity: "
+            + ", ".join(f"{line.hour:%Y-%m-%d %H:%M} {line.datacenter}" for line in forecast_priced)
+        )
+    flagged = [
+        FlaggedHour(
+            hour=line.hour,
+            datacenter=line.datacenter,
+            flags=line.forecast_flags,
+            priced_by=line.priced_by,
+        )
+        for line in lines
+        if line.forecast_flags
+    ]
+    still = [hour for hour in flagged if hour.priced_by == "forecast"]
+    if still:
+        notes.append(
+            f"{len(still)} hour(s) priced at a stale or short-history forecast: "
+            + ", ".join(flagged_label(hour) for hour in still)
+        )
+    return unpriced, forecast_priced, flagged
+
+
+def _gpu_utilisation(
+    run: RunInput, gpu_model: str | None, gpus: int, notes: list[str]
+) -> float | None:
+    """Mean measured power over the GPUs' rated power, where both are known (how, in ``notes``)."""
+    utilisation = None
+    if gpu_model is None:
+        notes.append("GPU utilisation: not applicable (trained on the CPU)")
+    elif run.mean_power_w is not None and run.gpu_power_w:
+        utilisation = min(1.0, run.mean_power_w / (gpus * run.gpu_power_w))
+        notes.append(
+            "GPU utilisation: estimated as mean measured power above idle / rated GPU power"
+        )
+    else:
+        notes.append("GPU utilisation: not measured")
+    return utilisation
 
 
 def _hardware(run: RunInput, notes: list[str]) -> tuple[str, str | None, str | None, int]:
