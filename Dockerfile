@@ -4,6 +4,8 @@
 # Targets: profiler, recommender, forecaster, scheduler, telemetry, trainer-agent (image
 # metatune/<target>, package metatune_<target with _>), and cli (metatune/cli: the tools on the
 # core, for one-shot operator commands such as `metatune bus-init`; no service image has them).
+# The knowledge base's package (kb/: the seed build and the `metatune kb` commands) is in no image:
+# it sits above the services it trains and profiles through (scripts/install installs it).
 #
 # build: the package in SOURCE and the core (./shared) into a venv at the versions CI tested,
 #   requirements.lock as constraints (its pins, without the development tools or the embedded

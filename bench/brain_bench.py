@@ -70,14 +70,14 @@ from pydantic import ValidationError
 from metatune.contracts import LoraConfig, MetaFeatures, TrainingBudget, validation_summary
 from metatune.knowledge.errors import KnowledgeBaseError
 from metatune.knowledge.files import read_kb_file
-from metatune.knowledge.portfolio import config_key, greedy_portfolio
 from metatune.knowledge.records import KbFileHeader, KbRun
 from metatune.knowledge.space import DIMENSIONS, Budget, decode
 from metatune.models import EMBEDDED_MODEL
+from metatune_kb.domain.portfolio import config_key, greedy_portfolio
 
 if TYPE_CHECKING:  # the trainer (torch) loads only when something trains
-    from metatune_trainer_agent.tools.knowledge.build import BuildSettings
-    from metatune_trainer_agent.tools.knowledge.slices import DataSlice
+    from metatune_kb.adapters.build import BuildSettings
+    from metatune_kb.adapters.slices import DataSlice
 
 ARMS = ("top3", "portfolio3", "random")
 TOP = 3
@@ -371,14 +371,14 @@ class Dataset:
 def train_run(settings: BuildSettings, dataset: Dataset, key: str) -> KbRun:
     """One planned run of ``dataset`` trained by the platform's ``run_training`` at the bench's
     budget, recorded as ``metatune kb build`` records a run (a failed run is a failed record)."""
-    from metatune_trainer_agent.adapters.training import run_training
-    from metatune_trainer_agent.domain.errors import TrainingError
-    from metatune_trainer_agent.tools.knowledge.build import (
+    from metatune_kb.adapters.build import (
         failed_record,
         to_record,
         training_request,
     )
-    from metatune_trainer_agent.tools.knowledge.design import PlannedRun
+    from metatune_kb.domain.design import PlannedRun
+    from metatune_trainer_agent.adapters.training import run_training
+    from metatune_trainer_agent.domain.errors import TrainingError
 
     config = LoraConfig.model_validate(dataset.plan.configs[key])
     planned = PlannedRun(key, dataset.name, 0, config.seed, config)
@@ -423,7 +423,7 @@ class Bench:
         self.loads: list[float] = []  # the 1-minute load before each run this session trained
 
     def _build_settings(self) -> BuildSettings:
-        from metatune_trainer_agent.tools.knowledge.build import BuildSettings
+        from metatune_kb.adapters.build import BuildSettings
 
         budget = self.budget
         extra: dict[str, Any] = {"epochs": float(budget["epochs"])} if budget.get("epochs") else {}
@@ -502,8 +502,8 @@ class Bench:
         return plan
 
     def prepare(self, files: list[Path]) -> tuple[list[Dataset], dict[str, str]]:
-        from metatune_trainer_agent.tools.knowledge.build import BuildError, profile
-        from metatune_trainer_agent.tools.knowledge.slices import dataset_name, make_slice
+        from metatune_kb.adapters.build import BuildError, profile
+        from metatune_kb.adapters.slices import dataset_name, make_slice
 
         slices = self.work.root / "slices"
         prepared: list[Dataset] = []
@@ -583,13 +583,13 @@ class Bench:
 
     # ------------------------------------------------------------------ the whole run
     def run(self) -> dict[str, Any]:
-        from metatune_recommender.adapters.prior_cache import scorer_code_version
-        from metatune_trainer_agent.tools.knowledge.build import (
+        from metatune_kb.adapters.build import (
             BuildError,
             discover,
             machine,
             read_existing,
         )
+        from metatune_recommender.adapters.prior_cache import scorer_code_version
 
         started = datetime.now(UTC)
         load_start = os.getloadavg()[0]

@@ -42,6 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 from metatune.knowledge.records import KbRun
+from metatune_kb.adapters.stopper import read_runs
 from metatune_trainer_agent.domain.curve_stop import (
     DEFAULT_GRID,
     Curve,
@@ -49,7 +50,6 @@ from metatune_trainer_agent.domain.curve_stop import (
     TrainingCurve,
 )
 from metatune_trainer_agent.domain.plateau import PlateauDetector
-from metatune_trainer_agent.tools.knowledge.stopper import read_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import progress

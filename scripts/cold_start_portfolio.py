@@ -6,7 +6,7 @@
 
 The block between ``# BEGIN GENERATED: portfolio`` and ``# END GENERATED: portfolio`` in
 ``metatune_recommender/domain/cold_start.py`` is the greedy portfolio
-(``metatune.knowledge.portfolio.greedy_portfolio``) of the recommender's shipped seed: each
+(``metatune_kb.domain.portfolio.greedy_portfolio``) of the recommender's shipped seed: each
 entry's choices (everything but the run's budget: steps, epochs, length, seed, rows), in the
 order the greedy search picked them. ``tests/recommender/test_cold_start_portfolio.py`` runs
 the check, so a new seed without a regenerated portfolio fails the tests.
@@ -22,7 +22,7 @@ from typing import Any
 
 from metatune.contracts import LoraConfig
 from metatune.knowledge.files import read_kb_file
-from metatune.knowledge.portfolio import greedy_portfolio
+from metatune_kb.domain.portfolio import greedy_portfolio
 from metatune_recommender.adapters.flywheel import seed_path
 
 ROOT = Path(__file__).resolve().parents[1]

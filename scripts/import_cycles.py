@@ -4,7 +4,7 @@ A cycle makes import order matter and hides a missing layer; imports under ``TYP
 count too, since they state the same dependency. The import graph is grimp's (import-linter's
 own); the cycles are its strongly connected components of more than one module.
 
-    python scripts/import_cycles.py [package ...]   # default: shared and every service
+    python scripts/import_cycles.py [package ...]   # default: shared, cli, every service, kb
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ PACKAGES = (
     "metatune_scheduler",
     "metatune_telemetry",
     "metatune_trainer_agent",
+    "metatune_kb",
 )
 
 

@@ -1,4 +1,4 @@
-"""deptry on shared, on the tools package (cli) and on each service (configured by ``[tool.deptry]`` in its pyproject.toml,
+"""deptry on shared, the tools package (cli), each service and the knowledge base (kb) (configured by ``[tool.deptry]`` in its pyproject.toml,
 the same run as scripts/deps): every import is declared in the package that makes it, and nothing
 is declared that the package does not import."""
 
@@ -16,6 +16,7 @@ PACKAGES = [
     REPO / "shared",
     REPO / "cli",
     *sorted(p.parent for p in REPO.glob("services/*/pyproject.toml")),
+    REPO / "kb",
 ]
 
 

@@ -188,6 +188,15 @@ def test_an_image_installs_no_tool(folder: Path) -> None:
     assert commands == ("cli" in (metadata(_distribution(folder)).get_all("Provides-Extra") or []))
 
 
+@pytest.mark.parametrize("folder", SERVICES, ids=lambda path: path.name)
+def test_no_service_image_ships_the_knowledge_base_build(folder: Path) -> None:
+    """The seed build and every ``metatune kb`` command are the knowledge-base package's (``kb/``),
+    which sits above the services: no service's install brings it or adds a ``kb`` command."""
+    assert "metatune-kb" not in _closure(_distribution(folder))
+    assert "metatune.cli.kb" not in (folder / "pyproject.toml").read_text()
+    assert not list((REPO / folder / "src").rglob("knowledge/build.py"))
+
+
 def test_the_core_package_installs_no_tool() -> None:
     assert _closure("metatune-shared") & TOOLS_ONLY == set()
     assert {"typer", "rich", "pyyaml"} <= _closure("metatune-cli")  # the check reads real metadata

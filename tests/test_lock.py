@@ -17,6 +17,7 @@ PYPROJECTS = [
     REPO / "shared" / "pyproject.toml",
     REPO / "cli" / "pyproject.toml",
     *sorted(REPO.glob("services/*/pyproject.toml")),
+    REPO / "kb" / "pyproject.toml",
 ]
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from metatune.knowledge.portfolio import greedy_portfolio, normalised_scores
 from metatune.knowledge.records import DatasetInfo, KbRun, Provenance, RunStatus
+from metatune_kb.domain.portfolio import greedy_portfolio, normalised_scores
 
 
 def run(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from metatune.knowledge.public import import_public
 from metatune.knowledge.store import KnowledgeStore
+from metatune_kb.adapters.public import import_public
 from tests.support.plugin import TEST_DATA
 
 # The row counts the public tables' README gives (its table and file-format notes); the tables are

@@ -11,7 +11,7 @@ import pytest
 
 from metatune.contracts import LoraConfig
 from metatune.knowledge.files import read_kb_file
-from metatune.knowledge.portfolio import PortfolioEntry, greedy_portfolio
+from metatune_kb.domain.portfolio import PortfolioEntry, greedy_portfolio
 from metatune_recommender.adapters.flywheel import seed_path
 from metatune_recommender.domain.cold_start import PORTFOLIO
 

@@ -210,7 +210,7 @@ class LazyGroup(TyperGroup):
 
 
 class KbGroup(LazyGroup):
-    """``metatune kb``: its own commands (kb.py) and the services' (``metatune_cli.cli.kb``)."""
+    """``metatune kb``: the knowledge-base package's commands (``metatune.cli.kb`` entry points)."""
 
     plugin_group = "metatune.cli.kb"
 

@@ -1,4 +1,4 @@
-"""The knowledge base of fine-tuning runs: records, search space, store, import (see records.py)."""
+"""The knowledge base of fine-tuning runs: records, files, search space, statistics, store (see records.py)."""
 
 from .errors import KbFileError, KbSchemaMismatch, KnowledgeBaseError
 from .files import KbFile, read_kb_file, repair_kb_file, write_kb_file
@@ -32,5 +32,5 @@ __all__ = [
     "repair_kb_file",
     "write_kb_file",
 ]
-# The store (PostgreSQL) and the public-table importer are imported from their modules:
-# ``metatune.knowledge.store.KnowledgeStore``, ``metatune.knowledge.public.import_public``.
+# The store (PostgreSQL) is imported from its module, ``metatune.knowledge.store.KnowledgeStore``;
+# the public tables, the portfolio and the build are the knowledge-base package's (``metatune_kb``).

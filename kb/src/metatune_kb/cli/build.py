@@ -32,6 +32,7 @@ def _shard(value: str) -> tuple[int, int]:
     return k, n
 
 
+# long: one typer option per setting of the build (its --help), then a few lines that run it
 def build(
     data: Annotated[
         Path,
@@ -125,7 +126,7 @@ def build(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Train a space-filling design of LoRA configurations on each dataset; resume where a killed build stopped."""
-    from .build import BuildError, BuildSettings, build_parallel
+    from ..adapters.build import BuildError, BuildSettings, build_parallel
 
     settings = BuildSettings(
         data_dir=data,
@@ -194,7 +195,7 @@ def merge(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Add the runs of PARTS to OUT, each run once (by run id); OUT keeps its header."""
-    from .build import BuildError, merge_files
+    from ..adapters.build import BuildError, merge_files
 
     try:
         added, total = merge_files(out, parts)

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import multiprocessing
 import os
 import platform
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
@@ -39,13 +37,19 @@ from metatune.knowledge.records import (
 )
 from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
+from metatune_profiler.adapters.block_pool import block_map
+from metatune_profiler.adapters.files import profile_file
+from metatune_profiler.domain.columns import ColumnRequest
+from metatune_profiler.domain.errors import ProfileError
+from metatune_profiler.domain.profile import ProfileOptions
+from metatune_profiler.settings import ProfilerSettings
+from metatune_trainer_agent.adapters.hardware import cpu_model
+from metatune_trainer_agent.adapters.training import run_training
+from metatune_trainer_agent.domain.errors import TrainingError
+from metatune_trainer_agent.domain.request import TrainingRequest, TrainOptions
+from metatune_trainer_agent.domain.run import RunOutcome, Site, total_steps_for
 
-from ...adapters.hardware import cpu_model
-from ...adapters.training import run_training
-from ...domain.errors import TrainingError
-from ...domain.request import TrainingRequest, TrainOptions
-from ...domain.run import RunOutcome, Site, total_steps_for
-from .design import PlannedRun, plan_runs
+from ..domain.design import PlannedRun, plan_runs
 from .slices import DataSlice, dataset_name, make_slice
 
 
@@ -172,32 +176,25 @@ def machine() -> str:
 
 # ----------------------------------------------------------------- profiling
 def profile(path: Path, cache: Path, base_model: str, pair: bool) -> MetaFeatures:
-    """The profiler's meta-features of ``path``, through ``metatune profile --json`` (the profiler is
-    another service: the agent runs its command, never imports it). Cached next to the slice."""
+    """The profiler's meta-features of ``path``, computed here by the profiler's own code (what the
+    service publishes and ``metatune profile`` prints, with the same options). Cached next to the
+    slice."""
     if cache.is_file():
         return MetaFeatures.model_validate_json(cache.read_text())
-    command = [
-        sys.executable,
-        "-m",
-        "metatune_cli.cli",
-        "profile",
-        str(path),
-        "--json",
-        "--base-model",
-        base_model,
-        "--text-column",
-        "text",
-        "--label-column",
-        "label",
-    ]
-    if pair:
-        command += ["--text-pair-column", "text_pair"]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
-    if done.returncode != 0:
-        raise BuildError(f"profiling {path.name} failed: {done.stderr.strip()[-500:]}")
-    features = MetaFeatures.model_validate(json.loads(done.stdout)["features"])
-    cache.write_text(features.model_dump_json())
-    return features
+    options = ProfileOptions(
+        base_model=base_model,
+        columns=ColumnRequest(
+            text="text", text_pair="text_pair" if pair else None, label="label", task=None
+        ),
+    )
+    try:
+        result = profile_file(
+            path, options, map_blocks=block_map(ProfilerSettings().profiler_workers, path)
+        )
+    except ProfileError as exc:
+        raise BuildError(f"profiling {path.name} failed: {exc.code}: {exc.message}") from exc
+    cache.write_text(result.features.model_dump_json())
+    return result.features
 
 
 # ----------------------------------------------------------------- one run

@@ -22,8 +22,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import KbFileError
-from .records import CurvePoint, DatasetInfo, Hardware, KbRun, Provenance, RunStatus
+from metatune.knowledge.errors import KbFileError
+from metatune.knowledge.records import (
+    CurvePoint,
+    DatasetInfo,
+    Hardware,
+    KbRun,
+    Provenance,
+    RunStatus,
+)
 
 LICENCES = {"nmt_hpo": "MIT", "deberta_mnli": "CC BY-SA 4.0", "peft_metamathqa": "Apache-2.0"}
 UPSTREAM = {

@@ -4,7 +4,7 @@ repeats with other seeds on every dataset, stable run ids; the first seed's plan
 from __future__ import annotations
 
 from metatune.knowledge.space import Budget
-from metatune_trainer_agent.tools.knowledge.design import plan_runs
+from metatune_kb.domain.design import plan_runs
 
 NAMES = ["alpha", "beta", "gamma"]
 

@@ -1,7 +1,8 @@
-"""Fit the learning-curve stopper from a knowledge-base file (``metatune kb fit-stopper``).
+"""The learning-curve stopper fitted from a knowledge-base file (``metatune kb fit-stopper``).
 
-The shipped model, ``metatune_trainer_agent/data/curve_stopper.json``, is written by this command from the
-seed knowledge base; its provenance (file, digest, runs, datasets) travels inside it.
+The trainer-agent's shipped model, ``metatune_trainer_agent/data/curve_stopper.json``, is written
+by that command from the seed knowledge base; its provenance (file, digest, runs, datasets)
+travels inside it.
 """
 
 from __future__ import annotations
@@ -11,21 +12,17 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
-
-import typer
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
-from metatune_cli.cli.output import JSON_HELP, print_json
 
 if TYPE_CHECKING:  # the predictor imports torch (through the trainer): only when a command runs
-    from ...domain.curve_stop import CurveStopper, TrainingCurve
+    from metatune_trainer_agent.domain.curve_stop import CurveStopper, TrainingCurve
 
 
 def read_runs(path: Path) -> list[KbRun]:
     """The runs of a knowledge-base file, read only (a line still being written is left out)."""
-    from ...domain.curve_stop import CurveModelError
+    from metatune_trainer_agent.domain.curve_stop import CurveModelError
 
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
@@ -48,13 +45,13 @@ def read_runs(path: Path) -> list[KbRun]:
 
 
 def training_curves(runs: list[KbRun], metric: str = "accuracy") -> list[TrainingCurve]:
-    from ...domain.curve_stop import TrainingCurve
+    from metatune_trainer_agent.domain.curve_stop import TrainingCurve
 
     return [c for c in (TrainingCurve.of_kb_run(r, metric) for r in runs) if c is not None]
 
 
 def fit_from_kb(path: Path, metric: str = "accuracy") -> CurveStopper:
-    from ...domain.curve_stop import DEFAULT_GRID, CurveStopper
+    from metatune_trainer_agent.domain.curve_stop import DEFAULT_GRID, CurveStopper
 
     runs = read_runs(path)
     curves = training_curves(runs, metric)
@@ -68,47 +65,3 @@ def fit_from_kb(path: Path, metric: str = "accuracy") -> CurveStopper:
         "of fold, grouped by dataset",
     }
     return CurveStopper.fit(curves, grid=DEFAULT_GRID, metric_name=metric, provenance=provenance)
-
-
-def fit_stopper(
-    kb: Annotated[
-        Path,
-        typer.Option(help="knowledge-base file (.jsonl[.gz]) whose curves train the predictor"),
-    ],
-    out: Annotated[
-        Path,
-        typer.Option(help="model file to write (JSON); the agent ships data/curve_stopper.json"),
-    ],
-    metric: Annotated[str, typer.Option(help="the curve metric to predict")] = "accuracy",
-    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-) -> None:
-    """Fit the learning-curve early-stop predictor (final metric with a conformal upper bound) from KB curves."""
-    from ...adapters.curve_files import save_stopper
-    from ...domain.curve_stop import CurveModelError
-
-    console = Console(stderr=True)
-    try:
-        stopper = fit_from_kb(kb, metric)
-    except CurveModelError as exc:
-        console.print(f"[red]kb fit-stopper:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    out.parent.mkdir(parents=True, exist_ok=True)
-    save_stopper(stopper, out)
-    p = stopper.provenance
-    if as_json:
-        print_json(
-            {
-                "out": str(out),
-                "kb": str(kb),
-                "metric": metric,
-                "runs": p["runs"],
-                "datasets": p["datasets"],
-                "prefix_models": len(stopper.models),
-                "grid_fractions": len(stopper.grid),
-            }
-        )
-        return
-    console.print(
-        f"{out}: {p['runs']} runs on {p['datasets']} datasets from {kb.name}, "
-        f"prefix models for {len(stopper.models)} of {len(stopper.grid)} grid fractions"
-    )

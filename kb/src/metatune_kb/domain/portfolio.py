@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .records import KbRun, RunStatus
+from metatune.knowledge.records import KbRun, RunStatus
 
 IGNORED_KEYS = ("seed",)  # a repeat with another seed is the same configuration
 

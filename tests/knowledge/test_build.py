@@ -1,5 +1,6 @@
 """`metatune kb build` trains for real, survives a kill (nothing lost, nothing trained twice) and
-its shards (or a parallel build's workers) merge into one knowledge base; `kb fit-stopper` fits from the seed; `--json` reports each."""
+its shards (or a parallel build's workers) merge into one knowledge base; its profiles are the
+profiler's own; `kb fit-stopper` fits from the seed; `--json` reports each."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from metatune.contracts import MetaFeatures
 from metatune.knowledge.records import KB_SCHEMA_VERSION, KbRun
-from metatune_trainer_agent.tools.knowledge.build import BuildSettings, build
+from metatune.models import EMBEDDED_MODEL
+from metatune_kb.adapters.build import BuildSettings, build, profile
 from tests.support.waiting import wait_for_sync
 
 pytestmark = pytest.mark.slow  # builds a knowledge base by training
@@ -87,6 +90,26 @@ def data(tmp_path: Path) -> Path:
     tiny_dataset(folder / "alpha.jsonl")
     tiny_dataset(folder / "beta.jsonl", pair=True)
     return folder
+
+
+@pytest.mark.parametrize("pair", [False, True], ids=["text", "pair"])
+def test_the_builds_profile_is_what_metatune_profile_prints(
+    data: Path, tmp_path: Path, pair: bool
+) -> None:
+    """The build profiles in its own process, through the profiler's code: the same meta-features
+    as the service's command, and cached (a second call reads the cache, not the data)."""
+    source = data / ("beta.jsonl" if pair else "alpha.jsonl")
+    command = [sys.executable, "-m", "metatune_cli.cli", "profile", str(source), "--json"]
+    command += ["--text-column", "text", "--label-column", "label"]
+    if pair:
+        command += ["--text-pair-column", "text_pair"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
+    printed = MetaFeatures.model_validate(json.loads(done.stdout)["features"])
+    cache = tmp_path / "profile.json"
+    assert profile(source, cache, EMBEDDED_MODEL, pair=pair) == printed
+    assert MetaFeatures.model_validate_json(cache.read_text()) == printed
+    source.unlink()  # the cache answers now
+    assert profile(source, cache, EMBEDDED_MODEL, pair=pair) == printed
 
 
 def test_a_killed_build_resumes_with_every_run_stored_once(data: Path, tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""The ``metatune kb`` commands, each a ``metatune.cli.kb`` entry point."""
