@@ -153,25 +153,7 @@ async def run_inputs(db: Database, study_id: UUID, registry: Registry) -> list[R
         "FROM run_metrics WHERE job_id = ANY(%s) GROUP BY job_id",
         (ids,),
     )
-    stored = await forecast_hours(
-        db,
-        {
-            (sites.region_of[h["datacenter"]], h["hour"])
-            for h in hours
-            if h["datacenter"] in sites.region_of and h["g_per_kwh"] is not None
-        },
-    )
-    by_job: dict[Any, list[HourInput]] = defaultdict(list)
-    for h in hours:
-        region = sites.region_of.get(h["datacenter"])
-        candidates = [] if region is None else stored.get((region, h["hour"]), [])
-        source = pricing_forecast(h["g_per_kwh"], candidates)
-        by_job[h["job_id"]].append(
-            HourInput(
-                **{k: h[k] for k in HOUR_COLUMNS},
-                forecast_flags=source.flags if source is not None else [],
-            )
-        )
+    by_job = await _hours_by_job(db, hours, sites)
     metric_of = {m["job_id"]: m for m in metrics}
     region_of, pue_of, gpu_of = sites.region_of, sites.pue_of, sites.gpu_of
     out = []
@@ -213,6 +195,33 @@ async def run_inputs(db: Database, study_id: UUID, registry: Registry) -> list[R
             )
         )
     return out
+
+
+async def _hours_by_job(
+    db: Database, hours: list[dict[str, Any]], sites: Sites
+) -> dict[Any, list[HourInput]]:
+    """Each job's priced hours, each with the flags (stale, short history) of the stored forecast
+    whose price the agent charged."""
+    stored = await forecast_hours(
+        db,
+        {
+            (sites.region_of[h["datacenter"]], h["hour"])
+            for h in hours
+            if h["datacenter"] in sites.region_of and h["g_per_kwh"] is not None
+        },
+    )
+    by_job: dict[Any, list[HourInput]] = defaultdict(list)
+    for h in hours:
+        region = sites.region_of.get(h["datacenter"])
+        candidates = [] if region is None else stored.get((region, h["hour"]), [])
+        source = pricing_forecast(h["g_per_kwh"], candidates)
+        by_job[h["job_id"]].append(
+            HourInput(
+                **{k: h[k] for k in HOUR_COLUMNS},
+                forecast_flags=source.flags if source is not None else [],
+            )
+        )
+    return by_job
 
 
 async def study_disclosure(db: Database, study_id: UUID, registry: Registry) -> StudyDisclosure:
