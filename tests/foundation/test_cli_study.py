@@ -21,12 +21,11 @@ from metatune.settings import Settings
 from metatune_cli.asyncapi.examples import ACCOUNTING, CONFIG, SPEC
 from tests.support.cli import run
 
-from .recorded_study import (  # noqa: F401 (test_cli_tables)
+from .recorded_study import (
     FAILED,
     OBSERVED_G,
     STUDY,
     TRAINED,
-    observed_forecast,
     one_error_line,
     profiled,
     publish,

@@ -21,7 +21,7 @@ from tests.support.cli import METATUNE, fits, run
 from tests.support.samples import started
 from tests.support.waiting import wait_for
 
-from .test_cli_study import STUDY, TRAINED, profiled, publish, study_events
+from .recorded_study import STUDY, TRAINED, profiled, publish, study_events
 
 
 @pytest.fixture
