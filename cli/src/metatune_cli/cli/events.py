@@ -6,16 +6,18 @@ import asyncio
 import json
 import re
 from collections import deque
+from dataclasses import dataclass
 
 import typer
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.client import JetStreamContext
 from rich.console import Console
 from rich.markup import escape
 
 from metatune import subjects
 from metatune.display import printable
 from metatune.errors import BusUnavailable
-from metatune.settings import get_settings
+from metatune.settings import Settings, get_settings
 
 from ..tables import Cell, Column, render
 from .calls import client
@@ -91,6 +93,26 @@ class StudyFilter:
         return str(payload.get("job_id")) in self.jobs or payload.get("correlation_id") in self.jobs
 
 
+@dataclass
+class EventFilter:
+    """Which events are printed: those of the kinds asked for (``--kind``; the hourly forecasts
+    only when asked for), on no hidden subject (``--hide``), of the study asked for (``--study``)."""
+
+    kinds: list[str]
+    hide: list[str]
+    forecasts: bool
+    study: StudyFilter
+
+    def __call__(self, subject_name: str, payload: dict) -> bool:
+        family = _kind(subject_name)
+        if self.kinds and family not in self.kinds:
+            return False
+        if family == "forecasts" and not self.forecasts:
+            return False
+        hidden = any(subject_name.startswith(prefix) for prefix in self.hide)
+        return not hidden and self.study(payload)  # the study's filter learns its jobs here
+
+
 def events(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events"),
     last: int = typer.Option(
@@ -129,54 +151,69 @@ def events(
     if study is not None:  # a prefix names one study, as everywhere else
         with client(settings) as metatune:
             study = str(metatune.study_id(study))
-    keep = StudyFilter(study)
-    asked_for_forecasts = (
-        forecasts or "forecasts" in kind or subject.startswith(f"{FORECASTS_PREFIX}.")
+    wanted = EventFilter(
+        kinds=kind,
+        hide=hide,
+        forecasts=forecasts or "forecasts" in kind or subject.startswith(f"{FORECASTS_PREFIX}."),
+        study=StudyFilter(study),
     )
-
-    def wanted(subject_name: str, payload: dict) -> bool:
-        family = _kind(subject_name)
-        if kind and family not in kind:
-            return False
-        if family == "forecasts" and not asked_for_forecasts:
-            return False
-        return not any(subject_name.startswith(prefix) for prefix in hide) and keep(payload)
-
-    async def run() -> None:
-        async with bus(settings) as nc:
-            js = nc.jetstream()
-            info = await js.stream_info(stream)
-            history: deque[tuple[str, dict]] = deque(maxlen=max(last, 0) or None)
-            sub = await js.subscribe(
-                subjects.every_tenant(subject),  # metatune.datasets.submitted: every tenant's
-                stream=stream,
-                ordered_consumer=True,
-                config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
-            )
-            caught_up = info.state.messages == 0
-            while not caught_up:  # the filters apply before counting the last N
-                try:
-                    msg = await sub.next_msg(timeout=2.0)
-                except TimeoutError:
-                    break
-                payload = _decode(msg.data)
-                if wanted(msg.subject, payload):
-                    history.append((msg.subject, payload))
-                caught_up = msg.metadata.num_pending == 0
-            if last and history:
-                _print(list(history), raw, wide)
-            while follow:
-                msg = await sub.next_msg(timeout=None)
-                payload = _decode(msg.data)
-                if wanted(msg.subject, payload):
-                    _print([(msg.subject, payload)], raw, wide, header=not (last and history))
-
+    tail = Tail(stream, subject, wanted, last=last, raw=raw, wide=wide)
     try:
-        asyncio.run(run())
+        asyncio.run(tail.run(settings, follow=follow))
     except BusUnavailable as exc:
         raise unavailable(exc) from None
     except KeyboardInterrupt:
         pass
+
+
+@dataclass
+class Tail:
+    """Reads a stream's events on ``subject`` from its start: prints the ``last`` of those
+    ``wanted`` once caught up, then (following) each new one as it comes."""
+
+    stream: str
+    subject: str
+    wanted: EventFilter
+    last: int
+    raw: bool
+    wide: bool
+
+    async def run(self, settings: Settings, *, follow: bool) -> None:
+        async with bus(settings) as nc:
+            js = nc.jetstream()
+            info = await js.stream_info(self.stream)
+            sub = await js.subscribe(
+                subjects.every_tenant(self.subject),  # metatune.datasets.submitted: every tenant's
+                stream=self.stream,
+                ordered_consumer=True,
+                config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+            )
+            history = await self.history(sub, caught_up=info.state.messages == 0)
+            if self.last and history:
+                _print(history, self.raw, self.wide)
+            while follow:
+                msg = await sub.next_msg(timeout=None)
+                payload = _decode(msg.data)
+                if self.wanted(msg.subject, payload):
+                    header = not (self.last and history)
+                    _print([(msg.subject, payload)], self.raw, self.wide, header=header)
+
+    async def history(
+        self, sub: JetStreamContext.PushSubscription, *, caught_up: bool
+    ) -> list[tuple[str, dict]]:
+        """The wanted events the stream holds, the last ``last`` of them (every one for 0): the
+        filters apply before counting."""
+        history: deque[tuple[str, dict]] = deque(maxlen=max(self.last, 0) or None)
+        while not caught_up:
+            try:
+                msg = await sub.next_msg(timeout=2.0)
+            except TimeoutError:
+                break
+            payload = _decode(msg.data)
+            if self.wanted(msg.subject, payload):
+                history.append((msg.subject, payload))
+            caught_up = msg.metadata.num_pending == 0
+        return list(history)
 
 
 def _kind(subject: str) -> str:

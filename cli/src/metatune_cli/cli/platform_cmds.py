@@ -6,6 +6,9 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -567,38 +570,74 @@ def secrets(
     previous ones valid for the overlap), mode 0600 (--group: 0640, that group's); prints file
     names, never secrets. A running embedded NATS is told to reload its users."""
     settings = CliSettings()
-    try:
+    with _refused("--tenant"):
         new_tenants = [check_tenant(name) for name in tenant]
-    except InputNotAllowed as exc:
-        raise fail(f"--tenant: {exc}") from None
     if group is not None:
-        try:
+        with _refused("--group"):
             check_group(group)  # before anything is written
-        except InputNotAllowed as exc:
-            raise fail(f"--group: {exc}") from None
-    # folders this command creates hold only secrets: --group may close them (0700)
-    made: set[Path] = set()
-    if db_password_file is not None and not db_password_file.parent.exists():
-        made.add(db_password_file.parent)
+    made = _folders_to_make(db_password_file)
     store = nats_secrets(settings, rotate=rotate, new_tenants=new_tenants)
+    tokens, tenants = _write_dashboard_tokens(settings, store, rotate, token_overlap_hours)
+    reloaded = _reload_embedded_nats(settings)
+    report = SecretsWritten(
+        result={
+            "directory": str(store.directory),
+            "rotated": rotate,
+            "files": sorted(p.name for p in store.directory.iterdir() if p.is_file()),
+            "tenants": tenants,
+            "nats_reloaded": reloaded,
+        },
+        messages=_ready_messages(store, tokens, tenants, rotate, token_overlap_hours, reloaded),
+    )
+    if db_password_file is not None:
+        report.add(*_write_db_password(db_password_file, rotate=rotate))
+    if group is not None:  # compose bind-mounts each file with the host's owner, group and mode
+        report.add(*_share_secrets_with_group(store, tokens, db_password_file, group, made))
+    report.show(json_output)
+
+
+@contextmanager
+def _refused(option: str) -> Iterator[None]:
+    """A value the option may not take (:class:`InputNotAllowed`) as the option's one-line error."""
+    try:
+        yield
+    except InputNotAllowed as exc:
+        raise fail(f"{option}: {exc}") from None
+
+
+def _folders_to_make(db_password_file: Path | None) -> set[Path]:
+    """The folders ``secrets`` creates: they hold only secrets, so --group may close them (0700)."""
+    if db_password_file is not None and not db_password_file.parent.exists():
+        return {db_password_file.parent}
+    return set()
+
+
+def _write_dashboard_tokens(
+    settings: CliSettings, store: NatsSecrets, rotate: bool, overlap_hours: float
+) -> tuple[Path, list[str]]:
+    """Write the admin's dashboard tokens and each tenant's; their folder and the tenants."""
     tokens = tokens_dir(settings)
     tenants = tenants_in(store.directory)
-    now, overlap = RealClock().now(), timedelta(hours=token_overlap_hours)
+    now, overlap = RealClock().now(), timedelta(hours=overlap_hours)
     for folder in [tokens, *(tenant_tokens_dir(tokens, t) for t in tenants)]:
         write_tokens(folder, now, rotate=rotate, overlap=overlap)
-    reloaded = _reload_embedded_nats(settings)
-    result: dict = {
-        "directory": str(store.directory),
-        "rotated": rotate,
-        "files": sorted(p.name for p in store.directory.iterdir() if p.is_file()),
-        "tenants": tenants,
-        "nats_reloaded": reloaded,
-    }
+    return tokens, tenants
+
+
+def _ready_messages(
+    store: NatsSecrets,
+    tokens: Path,
+    tenants: list[str],
+    rotate: bool,
+    overlap_hours: float,
+    reloaded: bool,
+) -> list[str]:
+    """What ``secrets`` says of the NATS credentials and the dashboard tokens."""
     messages = [
         f"NATS credentials {'rotated' if rotate else 'ready'} in {store.directory} "
         f"({len(list(store.directory.glob('*.nk')))} nkeys, admin password, {store.server_config.name})",
         f"dashboard token {'rotated' if rotate else 'ready'} in {tokens}"
-        + (f" (the previous one valid for {token_overlap_hours:g} h)" if rotate else ""),
+        + (f" (the previous one valid for {overlap_hours:g} h)" if rotate else ""),
     ]
     if tenants:
         messages.append(
@@ -607,31 +646,51 @@ def secrets(
         )
     if reloaded:
         messages.append("the embedded NATS reloaded its users")
+    return messages
+
+
+def _write_db_password(path: Path, *, rotate: bool) -> tuple[dict, str]:
+    """A random database password in ``path`` (kept unless rotating): the result's fields, a line."""
+    written = write_password(path, rotate=rotate)
+    fields = {"db_password_file": str(path), "db_password_written": written}
+    return fields, f"database password {'written to' if written else 'kept in'} {path}"
+
+
+def _share_secrets_with_group(
+    store: NatsSecrets, tokens: Path, db_password_file: Path | None, group: int, made: set[Path]
+) -> tuple[dict, str]:
+    """Every secret file readable by ``group`` (0640) in folders only the owner opens (0700):
+    the result's fields and a line."""
+    files = [p for p in sorted(store.directory.iterdir()) if p.is_file()]
+    files += [p for p in sorted(tokens.rglob("*")) if p.is_file()]
     if db_password_file is not None:
-        written = write_password(db_password_file, rotate=rotate)
-        result |= {"db_password_file": str(db_password_file), "db_password_written": written}
-        messages.append(
-            f"database password {'written to' if written else 'kept in'} {db_password_file}"
-        )
-    if group is not None:  # compose bind-mounts each file with the host's owner, group and mode
-        files = [p for p in sorted(store.directory.iterdir()) if p.is_file()]
-        files += [p for p in sorted(tokens.rglob("*")) if p.is_file()]
-        if db_password_file is not None:
-            files.append(db_password_file)
-        try:
-            share_with_group(sorted(set(files)), group, ours={store.directory, tokens, *made})
-        except InputNotAllowed as exc:
-            raise fail(f"--group: {exc}") from None
-        result |= {"group": group, "group_readable": len(set(files))}
-        messages.append(
-            f"{len(set(files))} files readable by group {group} (0640), in folders only you may "
-            f"open (0700); compose: METATUNE_SECRETS_GID={group}"
-        )
-    if json_output:
-        print_json(result)
-    else:
-        for message in messages:
-            console.print(message)
+        files.append(db_password_file)
+    with _refused("--group"):
+        share_with_group(sorted(set(files)), group, ours={store.directory, tokens, *made})
+    shared = len(set(files))
+    return {"group": group, "group_readable": shared}, (
+        f"{shared} files readable by group {group} (0640), in folders only you may "
+        f"open (0700); compose: METATUNE_SECRETS_GID={group}"
+    )
+
+
+@dataclass
+class SecretsWritten:
+    """What ``secrets`` reports: one JSON object (``result``), or its ``messages``, one a line."""
+
+    result: dict
+    messages: list[str]
+
+    def add(self, fields: dict, message: str) -> None:
+        self.result |= fields
+        self.messages.append(message)
+
+    def show(self, json_output: bool) -> None:
+        if json_output:
+            print_json(self.result)
+        else:
+            for message in self.messages:
+                console.print(message)
 
 
 def _reload_embedded_nats(settings: CliSettings) -> bool:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 import typer
 from rich.console import Console
@@ -16,6 +17,10 @@ from ..client.submission import DEFAULTS, draft, resolve
 from .calls import client
 from .output import JSON_HELP, print_json
 from .results import print_results
+
+if TYPE_CHECKING:
+    from ..client.models import Receipt, StudyDetail
+    from ..client.sync import Client
 
 console = Console()
 warnings = Console(stderr=True, highlight=False)
@@ -42,94 +47,113 @@ def flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+# the command's options, one constant each: the signature below reads as the list of flags
+SOURCE = typer.Argument(
+    ...,
+    exists=True,
+    dir_okay=False,
+    readable=True,
+    help="CSV, JSON-lines, Parquet or text file, or a study file naming one (.yaml/.yml, or "
+    ".json holding one JSON object; docs/study.schema.json)",
+    metavar="DATASET|STUDY.yaml",
+)
+BASE_MODEL = typer.Option(
+    None,
+    help="Embedded alias, local HF model dir or hub id " + default(DEFAULTS["base_model"]),
+)
+TASK = typer.Option(
+    None,
+    help=TASK_HELP,
+)
+DEADLINE = typer.Option(
+    None, help="24h / 3d from now, or an ISO time " + default(DEFAULTS["deadline"])
+)
+NAME = typer.Option(
+    None, help="What to call the study " + default("the dataset file's name, no suffix")
+)
+TAG = typer.Option(
+    None,
+    "--tag",
+    metavar="TAG",
+    help="A label to file the study under (repeat for several; replaces a study file's tags)",
+)
+TRIALS = typer.Option(
+    None, min=1, max=50, help="Configurations to train " + default(DEFAULTS["trials"])
+)
+EPOCHS = typer.Option(
+    None, min=0.001, max=1000, help="Passes over the training rows per trial " + default(3)
+)
+MAX_STEPS = typer.Option(None, min=1, help="Optimizer steps per trial, instead of --epochs")
+MAX_TRAIN_ROWS = typer.Option(
+    None,
+    min=0,
+    help="Training rows a trial uses at most, a seeded sample; 0: every row " + default(1000),
+)
+GPUS_PER_TRIAL = typer.Option(
+    None,
+    min=1,
+    max=64,
+    help="GPUs each trial trains on, in one datacenter (torchrun + DDP) "
+    + default(DEFAULTS["gpus_per_trial"]),
+)
+WEBHOOK = typer.Option(None, "--webhook", help="URL notified of the study's progress")
+REGION_GROUP = typer.Option(None, help="Data residency: EU, NA, APAC, SA, AF")
+HOME_DATACENTER = typer.Option(None, help="Your datacenter (the run-now baseline)")
+CARBON_PREFERENCE = typer.Option(
+    None,
+    help=CARBON_PREFERENCE_HELP,
+)
+TEXT_COLUMN = typer.Option(
+    None,
+    help="The column of the text " + default("found by name: text, sentence, premise, ..."),
+)
+TEXT_PAIR_COLUMN = typer.Option(
+    None,
+    help="A pair task's second text column "
+    + default("found by name: text_pair, sentence2, hypothesis, ..."),
+)
+LABEL_COLUMN = typer.Option(
+    None,
+    help="The column of the label (none for causal_lm) "
+    + default("found by name: label, class, intent, ..."),
+)
+ALLOW_DATASET_OUTSIDE = typer.Option(
+    False,
+    "--allow-dataset-outside",
+    help="Let a study file name a dataset outside its own folder (refused otherwise)",
+)
+WAIT = typer.Option(
+    False, "--wait", help="Follow the study until it finishes, then print its results"
+)
+WAIT_HOURS = typer.Option(
+    48.0, min=0.0, help="With --wait: give up after this many hours (exit 4; the study goes on)"
+)
+JSON_OUTPUT = typer.Option(False, "--json", help=JSON_HELP)
+
+
 def submit(
-    source: Path = typer.Argument(
-        ...,
-        exists=True,
-        dir_okay=False,
-        readable=True,
-        help="CSV, JSON-lines, Parquet or text file, or a study file naming one (.yaml/.yml, or "
-        ".json holding one JSON object; docs/study.schema.json)",
-        metavar="DATASET|STUDY.yaml",
-    ),
-    base_model: str | None = typer.Option(
-        None,
-        help="Embedded alias, local HF model dir or hub id " + default(DEFAULTS["base_model"]),
-    ),
-    task: TaskType | None = typer.Option(
-        None,
-        help=TASK_HELP,
-    ),
-    deadline: str | None = typer.Option(
-        None, help="24h / 3d from now, or an ISO time " + default(DEFAULTS["deadline"])
-    ),
-    name: str | None = typer.Option(
-        None, help="What to call the study " + default("the dataset file's name, no suffix")
-    ),
-    tag: list[str] | None = typer.Option(
-        None,
-        "--tag",
-        metavar="TAG",
-        help="A label to file the study under (repeat for several; replaces a study file's tags)",
-    ),
-    trials: int | None = typer.Option(
-        None, min=1, max=50, help="Configurations to train " + default(DEFAULTS["trials"])
-    ),
-    epochs: float | None = typer.Option(
-        None, min=0.001, max=1000, help="Passes over the training rows per trial " + default(3)
-    ),
-    max_steps: int | None = typer.Option(
-        None, min=1, help="Optimizer steps per trial, instead of --epochs"
-    ),
-    max_train_rows: int | None = typer.Option(
-        None,
-        min=0,
-        help="Training rows a trial uses at most, a seeded sample; 0: every row " + default(1000),
-    ),
-    gpus_per_trial: int | None = typer.Option(
-        None,
-        min=1,
-        max=64,
-        help="GPUs each trial trains on, in one datacenter (torchrun + DDP) "
-        + default(DEFAULTS["gpus_per_trial"]),
-    ),
-    webhook: str | None = typer.Option(
-        None, "--webhook", help="URL notified of the study's progress"
-    ),
-    region_group: RegionGroup | None = typer.Option(
-        None, help="Data residency: EU, NA, APAC, SA, AF"
-    ),
-    home_datacenter: str | None = typer.Option(None, help="Your datacenter (the run-now baseline)"),
-    carbon_preference: CarbonPreference | None = typer.Option(
-        None,
-        help=CARBON_PREFERENCE_HELP,
-    ),
-    text_column: str | None = typer.Option(
-        None,
-        help="The column of the text " + default("found by name: text, sentence, premise, ..."),
-    ),
-    text_pair_column: str | None = typer.Option(
-        None,
-        help="A pair task's second text column "
-        + default("found by name: text_pair, sentence2, hypothesis, ..."),
-    ),
-    label_column: str | None = typer.Option(
-        None,
-        help="The column of the label (none for causal_lm) "
-        + default("found by name: label, class, intent, ..."),
-    ),
-    allow_dataset_outside: bool = typer.Option(
-        False,
-        "--allow-dataset-outside",
-        help="Let a study file name a dataset outside its own folder (refused otherwise)",
-    ),
-    wait: bool = typer.Option(
-        False, "--wait", help="Follow the study until it finishes, then print its results"
-    ),
-    wait_hours: float = typer.Option(
-        48.0, min=0.0, help="With --wait: give up after this many hours (exit 4; the study goes on)"
-    ),
-    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    source: Path = SOURCE,
+    base_model: str | None = BASE_MODEL,
+    task: TaskType | None = TASK,
+    deadline: str | None = DEADLINE,
+    name: str | None = NAME,
+    tag: list[str] | None = TAG,
+    trials: int | None = TRIALS,
+    epochs: float | None = EPOCHS,
+    max_steps: int | None = MAX_STEPS,
+    max_train_rows: int | None = MAX_TRAIN_ROWS,
+    gpus_per_trial: int | None = GPUS_PER_TRIAL,
+    webhook: str | None = WEBHOOK,
+    region_group: RegionGroup | None = REGION_GROUP,
+    home_datacenter: str | None = HOME_DATACENTER,
+    carbon_preference: CarbonPreference | None = CARBON_PREFERENCE,
+    text_column: str | None = TEXT_COLUMN,
+    text_pair_column: str | None = TEXT_PAIR_COLUMN,
+    label_column: str | None = LABEL_COLUMN,
+    allow_dataset_outside: bool = ALLOW_DATASET_OUTSIDE,
+    wait: bool = WAIT,
+    wait_hours: float = WAIT_HOURS,
+    json_output: bool = JSON_OUTPUT,
 ) -> None:
     """Upload a dataset and request a study; prints the study id (with --json: also the dataset's
     location, the event id and whether the profiler checked the dataset first). Given a study file
@@ -151,29 +175,53 @@ def submit(
         "text_pair_column": text_pair_column,
         "label_column": label_column,
     }
-    progress = Console(stderr=json_output)
     with client() as metatune:
-        # every option is checked before anything is uploaded or published
-        sources = resolve(source, None, flags, flag, allow_dataset_outside=allow_dataset_outside)
-        checked = draft(sources, metatune.settings)
-        receipt = metatune.submit_draft(checked)
-        if receipt.validation_note:  # published unchecked: one line, stdout stays the receipt
-            warnings.print(f"[yellow]warning:[/yellow] {receipt.validation_note}", soft_wrap=True)
-        printed: dict[str, Any] = receipt.model_dump(mode="json")
-        if json_output and not wait:
-            print_json(printed)
+        receipt = request_study(metatune, source, flags, allow_dataset_outside)
+        print_receipt(receipt, json_output=json_output, wait=wait)
+        if not wait:
             return
-        if not json_output:
-            console.print(str(receipt.study_id))
-            if not wait:
-                return
-        study = metatune.wait(
-            receipt.study_id,
-            timeout_s=wait_hours * 3600,
-            on_progress=lambda update: progress.print(update.line, highlight=False, soft_wrap=True),
-        )
-        outcomes = [t.model_dump(mode="json") for t in metatune.results(receipt.study_id)]
+        study, outcomes = follow(metatune, receipt.study_id, wait_hours, to_stderr=json_output)
+    print_finished(receipt, study, outcomes, json_output=json_output)
+
+
+def request_study(
+    metatune: Client, source: Path, flags: dict[str, Any], allow_dataset_outside: bool
+) -> Receipt:
+    """Check every setting (before anything is uploaded or published), then upload the dataset
+    and publish the submission; a submission published unchecked gets one warning line."""
+    sources = resolve(source, None, flags, flag, allow_dataset_outside=allow_dataset_outside)
+    receipt = metatune.submit_draft(draft(sources, metatune.settings))
+    if receipt.validation_note:  # published unchecked: one line, stdout stays the receipt
+        warnings.print(f"[yellow]warning:[/yellow] {receipt.validation_note}", soft_wrap=True)
+    return receipt
+
+
+def print_receipt(receipt: Receipt, *, json_output: bool, wait: bool) -> None:
+    """The study id; with --json the whole receipt, printed at the end instead when waiting."""
+    if not json_output:
+        console.print(str(receipt.study_id))
+    elif not wait:
+        print_json(receipt.model_dump(mode="json"))
+
+
+def follow(
+    metatune: Client, study_id: UUID, wait_hours: float, *, to_stderr: bool
+) -> tuple[StudyDetail, list[dict[str, Any]]]:
+    """Wait for the study to finish, printing its progress, and read its trials' results."""
+    progress = Console(stderr=to_stderr)
+    study = metatune.wait(
+        study_id,
+        timeout_s=wait_hours * 3600,
+        on_progress=lambda update: progress.print(update.line, highlight=False, soft_wrap=True),
+    )
+    return study, [t.model_dump(mode="json") for t in metatune.results(study_id)]
+
+
+def print_finished(
+    receipt: Receipt, study: StudyDetail, outcomes: list[dict[str, Any]], *, json_output: bool
+) -> None:
+    """A finished study's results: a table, or with --json the receipt, status and results."""
     if json_output:
-        print_json(printed | {"status": study.status, "results": outcomes})
+        print_json(receipt.model_dump(mode="json") | {"status": study.status, "results": outcomes})
     else:
         print_results(outcomes)

@@ -245,9 +245,7 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Fine-tune a LoRA adapter on FILE and print metrics, tokens, energy and time."""
-    overrides = _parse_sets(set_ or [])
-    if max_steps is not None:
-        overrides["max_steps"] = str(max_steps)
+    overrides = _overrides(set_ or [], max_steps)
     settings = get_settings()
     err = Console(stderr=True)
     try:
@@ -269,27 +267,51 @@ def train(
             config=config,
             options=options,
         )
-        from metatune.clock import RealClock
-
-        from .adapters.multi_device import MultiDeviceRun
-        from .adapters.training import run_training
-        from .domain.run import RunHooks, Site
-
         with _progress(err, enabled=not as_json) as on_progress:
-            train = run_training if devices == 1 else MultiDeviceRun(devices)
-            outcome = train(
-                request,
-                site=Site(pue=pue, gpus=devices),
-                clock=RealClock(),
-                intensity=(lambda hour: g_per_kwh),
-                hooks=RunHooks(on_progress=on_progress),
-            )
+            outcome = _run(request, devices, pue, g_per_kwh, on_progress)
     except TrainingError as exc:
         err.print(f"[red]{exc.reason.value}[/red]: {exc}")
         raise typer.Exit(2) from exc
     if adapter_out is not None and outcome.adapter is not None:
         adapter_out.write_bytes(outcome.adapter)
-    result = report(outcome, config, g_per_kwh=g_per_kwh, pue=pue)
+    _print_report(report(outcome, config, g_per_kwh=g_per_kwh, pue=pue), as_json=as_json)
+
+
+def _overrides(sets: list[str], max_steps: int | None) -> dict[str, str]:
+    """The ``--set KEY=VALUE`` pairs, with ``--max-steps`` as one more."""
+    overrides = _parse_sets(sets)
+    if max_steps is not None:
+        overrides["max_steps"] = str(max_steps)
+    return overrides
+
+
+def _run(
+    request: TrainingRequest,
+    devices: int,
+    pue: float,
+    g_per_kwh: float | None,
+    on_progress: Callable[[Progress], None] | None,
+) -> RunOutcome:
+    """Train on ``devices`` devices (one: in this process; more: under torchrun), in a
+    datacenter of ``pue``, its energy priced at ``g_per_kwh`` every hour."""
+    from metatune.clock import RealClock
+
+    from .adapters.multi_device import MultiDeviceRun
+    from .adapters.training import run_training
+    from .domain.run import RunHooks, Site
+
+    train = run_training if devices == 1 else MultiDeviceRun(devices)
+    return train(
+        request,
+        site=Site(pue=pue, gpus=devices),
+        clock=RealClock(),
+        intensity=(lambda hour: g_per_kwh),
+        hooks=RunHooks(on_progress=on_progress),
+    )
+
+
+def _print_report(result: TrainReport, *, as_json: bool) -> None:
+    """The report as a table, or with --json as JSON."""
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     else:

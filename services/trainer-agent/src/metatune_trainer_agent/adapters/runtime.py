@@ -20,6 +20,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -32,11 +33,14 @@ from metatune.bus import ASSIGNMENTS_BUCKET, CHECKPOINTS_BUCKET
 from metatune.bus.retry import BUS_ERRORS
 from metatune.contracts import (
     AgentStatus,
+    Assignment,
     AssignmentAction,
     CarbonForecast,
     CurrentAssignment,
     ErrorKind,
     FailureReason,
+    LoraConfig,
+    StudySpec,
 )
 from metatune.private_files import private_dir
 from metatune.registry import Datacenter
@@ -257,53 +261,12 @@ class TrainerAgent:
             raise InvalidTrainingConfig(
                 f"a {assignment.action.value} assignment needs a spec and a config"
             )
-        spec = assignment.spec
-        objects = self.service.objects
-        assert objects is not None
         # datasets, token caches, checkpoints: only the agent's user may read them
         data_dir = private_dir(self.service.settings.resolved_data_dir() / "agent")
-        fetcher = DatasetFetcher(
-            objects=objects,
-            js=self.service.js,
-            directory=data_dir / "datasets",
-            max_bytes=self.service.settings.max_dataset_bytes,
-            settings=self.service.settings,
-        )
-        dataset = await fetcher.local_path(spec.dataset, spec.tenant)
-        key = assignment.checkpoint_key or checkpoint_key(assignment.job_id)
-        resume_from = None
-        if await objects.exists(CHECKPOINTS_BUCKET, key):
-            resume_from = await objects.get_bytes(CHECKPOINTS_BUCKET, key)
-        elif assignment.action == AssignmentAction.resume:
-            await self.service.report_error(
-                code="checkpoint_missing",
-                kind=ErrorKind.bad_input,
-                message=f"resume of job {assignment.job_id}: no checkpoint {CHECKPOINTS_BUCKET}/{key}; starting from step 0",
-                correlation_id=assignment.job_id,
-            )
-        request = TrainingRequest(
-            dataset=dataset,
-            dataset_format=spec.dataset.format,
-            task=spec.task,
-            base_model=spec.base_model,
-            text_column=spec.text_column,
-            text_pair_column=spec.text_pair_column,
-            label_column=spec.label_column,
-            config=assignment.config,
-            options=TrainOptions(
-                device=self.settings.agent_device,
-                cache_dir=data_dir / "cache" / "tokens",
-                checkpoint_every=self.settings.agent_checkpoint_every,
-                max_eval_examples=self.settings.agent_max_eval_examples,
-            ),
-        )
-        site = Site(
-            datacenter=self.dc.name,
-            pue=self.dc.pue,
-            gpus=assignment.gpus,
-            gpu_power_w=self.dc.gpu_power_w,
-            watts_per_core=self.settings.agent_watts_per_core,
-            idle_seconds=self.settings.agent_idle_seconds,
+        dataset = await self._dataset(assignment.spec, data_dir / "datasets")
+        resume_from = await self._checkpoint(assignment)
+        request = self._request(
+            assignment.spec, assignment.config, dataset, data_dir / "cache" / "tokens"
         )
         hooks = RunHooks(
             on_progress=partial(self._on_progress, job),
@@ -324,7 +287,7 @@ class TrainerAgent:
             partial(
                 train,
                 request,
-                site=site,
+                site=self._site(assignment),
                 clock=self.service.clock,
                 intensity=self.intensity,
                 hooks=hooks,
@@ -332,6 +295,69 @@ class TrainerAgent:
                 planned_hours=planned,
                 taken_up=taken_up,
             ),
+        )
+
+    async def _dataset(self, spec: StudySpec, directory: Path) -> Path:
+        """The study's dataset as a local file in ``directory`` (fetched once, then cached)."""
+        objects = self.service.objects
+        assert objects is not None
+        fetcher = DatasetFetcher(
+            objects=objects,
+            js=self.service.js,
+            directory=directory,
+            max_bytes=self.service.settings.max_dataset_bytes,
+            settings=self.service.settings,
+        )
+        return await fetcher.local_path(spec.dataset, spec.tenant)
+
+    async def _checkpoint(self, assignment: Assignment) -> bytes | None:
+        """The job's last checkpoint, if the object store holds one; a resume without one is
+        reported (bad input) and trains from step 0."""
+        objects = self.service.objects
+        assert objects is not None
+        key = assignment.checkpoint_key or checkpoint_key(assignment.job_id)
+        if await objects.exists(CHECKPOINTS_BUCKET, key):
+            return await objects.get_bytes(CHECKPOINTS_BUCKET, key)
+        if assignment.action == AssignmentAction.resume:
+            await self.service.report_error(
+                code="checkpoint_missing",
+                kind=ErrorKind.bad_input,
+                message=f"resume of job {assignment.job_id}: no checkpoint {CHECKPOINTS_BUCKET}/{key}; starting from step 0",
+                correlation_id=assignment.job_id,
+            )
+        return None
+
+    def _request(
+        self, spec: StudySpec, config: LoraConfig, dataset: Path, cache_dir: Path
+    ) -> TrainingRequest:
+        """What to train: the study's dataset, task and model, the trial's configuration, and this
+        agent's training options."""
+        return TrainingRequest(
+            dataset=dataset,
+            dataset_format=spec.dataset.format,
+            task=spec.task,
+            base_model=spec.base_model,
+            text_column=spec.text_column,
+            text_pair_column=spec.text_pair_column,
+            label_column=spec.label_column,
+            config=config,
+            options=TrainOptions(
+                device=self.settings.agent_device,
+                cache_dir=cache_dir,
+                checkpoint_every=self.settings.agent_checkpoint_every,
+                max_eval_examples=self.settings.agent_max_eval_examples,
+            ),
+        )
+
+    def _site(self, assignment: Assignment) -> Site:
+        """Where the run trains: this datacenter's PUE and power figures, the assignment's GPUs."""
+        return Site(
+            datacenter=self.dc.name,
+            pue=self.dc.pue,
+            gpus=assignment.gpus,
+            gpu_power_w=self.dc.gpu_power_w,
+            watts_per_core=self.settings.agent_watts_per_core,
+            idle_seconds=self.settings.agent_idle_seconds,
         )
 
     # ----------------------------------------------------------------- hooks (training thread)
