@@ -29,8 +29,8 @@ from tests.support.waiting import wait_for
 
 from .browser import Look, chromium, overlapping
 from .figures import figures, stored, titled, traces
+from .recording import record_two_trials
 from .scenario import ACTUAL_KG, BASELINE_KG, CLASSES, DE, PLANNED_KG, record_dashboard
-from .test_storage import test_disclosure_of_a_recorded_run_equals_hand_computation as record_run
 
 CHROMIUM = (
     shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -96,7 +96,7 @@ def axes(page: Look) -> list[tuple[str | None, str | None, str | None]]:
 
 @needs_chromium
 async def test_study_page_charts_show_data(db) -> None:
-    await record_run(db)
+    await record_two_trials(db)
     study = (await db.fetch("SELECT study_id FROM studies"))[0][0]
     async with serving(db) as base:
         page = (await look(base, {"study": f"/studies/{study}"}))["study"]

@@ -16,8 +16,8 @@ from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.adapters.openapi import document, render
 
+from .recording import outbox
 from .scenario import record_dashboard
-from .test_metrics import outbox
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "telemetry.openapi.json"
 REGENERATE = ".venv/bin/python -m metatune_telemetry.adapters.openapi > docs/telemetry.openapi.json"

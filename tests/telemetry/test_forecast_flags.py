@@ -17,16 +17,8 @@ from metatune_telemetry.adapters.writer import EventWriter
 from metatune_telemetry.domain.formats import run_rows, to_csv, to_markdown
 from tests.support.samples import NOW
 
-from .test_profiles import roll_back
-from .test_realised import (
-    FORECAST,
-    REALISED,
-    REGISTRY,
-    H,
-    completed_subject,
-    incoming,
-    recorded_run,
-)
+from .realised_run import FORECAST, REALISED, REGISTRY, H, completed_subject, incoming, recorded_run
+from .recording import roll_back
 
 FLAGS = "telemetry_0011_forecast_flags"
 FACTORS = "telemetry_0012_observed_factors"

@@ -10,49 +10,19 @@ import shutil
 import signal
 from uuid import uuid4
 
-import psycopg
 import pytest
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.settings import Settings
 from metatune_cli.embedded import servers
 from metatune_cli.embedded.probe import postgres_answers
-from metatune_telemetry.adapters.db import Database
-from metatune_telemetry.adapters.verify import verify
 from metatune_telemetry.app import create_service
 from tests.support.samples import NOW, samples, started
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for, wait_for_sync
 
 from .conftest import count, publish
-
-
-def without_webhook(event):
-    spec = getattr(event, "spec", None)
-    return (
-        event.model_copy(update={"spec": spec.model_copy(update={"webhook_url": None})})
-        if spec
-        else event
-    )
-
-
-async def no_gap(js, db: Database, settings: Settings) -> None:
-    """Wait until ``verify`` finds every message of both streams in the database."""
-    result = []
-
-    async def check() -> bool:
-        try:
-            result[:] = await verify(js, db, [settings.stream_name, settings.status_stream_name])
-        except psycopg.errors.UndefinedTable:  # the service has not migrated yet
-            return False
-        return all(r.gap == 0 for r in result)
-
-    try:
-        await wait_for(check, "verify finding every message stored")
-    except AssertionError as exc:
-        gaps = [(r.stream, r.missing[:5]) for r in result]
-        raise AssertionError(f"verify reports a gap: {gaps}") from exc
+from .recording import no_gap, without_webhook
 
 
 async def test_every_event_stored_once_and_redelivery_is_one_row(tsettings, schema, js) -> None:

@@ -10,7 +10,7 @@ from tests.support.samples import samples
 from tests.support.waiting import wait_for
 
 from .conftest import publish
-from .test_ingestion import no_gap, without_webhook
+from .recording import no_gap, without_webhook
 
 
 async def test_every_stored_message_is_acked(tsettings, schema, js) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
 from importlib import resources
 from uuid import uuid4
 
@@ -18,43 +17,10 @@ from metatune import subjects
 from metatune.postgres import yoyo_uri
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.app import create_service
-from tests.support.samples import NOW, started
+from tests.support.samples import started
 
 from .conftest import count, publish
-from .test_ingestion import no_gap
-
-PER_EVENT = 5  # steps each event reports: 4 points and its own
-
-
-def carrying(job, first_step: int, *, at=NOW, points: int = PER_EVENT - 1) -> c.RunProgress:
-    """The event of step ``first_step + points`` with the steps before it as points, one second
-    apart, as the trainer-agent sends them."""
-    own = first_step + points
-    return c.RunProgress(
-        occurred_at=at + timedelta(seconds=own),
-        job_id=job,
-        datacenter="fra1",
-        step=own,
-        total_steps=1000,
-        train_loss=1.0 / own,
-        learning_rate=1e-4,
-        power_w=200.0,
-        accounting=c.RunAccounting(
-            tokens_seen=100 * own, tokens_with_padding=120 * own, energy_wh=0.5 * own
-        ),
-        points=[
-            c.MetricPoint(
-                step=s,
-                occurred_at=at + timedelta(seconds=s),
-                train_loss=1.0 / s,
-                learning_rate=1e-4,
-                tokens_seen=100 * s,
-                tokens_with_padding=120 * s,
-                step_time_s=0.25,
-            )
-            for s in range(first_step, own)
-        ],
-    )
+from .recording import PER_EVENT, carrying, no_gap
 
 
 async def test_each_step_is_one_row_and_a_redelivered_event_adds_none(

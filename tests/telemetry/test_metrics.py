@@ -18,6 +18,7 @@ from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.adapters.metrics import JOB_STATES
 from tests.support.samples import CONFIG, NOW
 
+from .recording import outbox
 from .scenario import record_dashboard
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -58,15 +59,6 @@ async def status(db, dc: str, total: int, free: int, ago_s: float, lag_s: float 
         {"datacenter": dc, "gpus_total": total, "gpus_free": free},
         ago_s,
         lag_s,
-    )
-
-
-async def outbox(db, state: str, attempts: int, age_s: float) -> None:
-    await db.fetch(
-        "INSERT INTO webhook_outbox (message_id, event_id, event_type, url, body, state, attempts, "
-        "created_at) VALUES (%s, %s, 'job.completed', 'https://example.org/hook', '{}', %s, %s, "
-        "now() - make_interval(secs => %s))",
-        (str(uuid4()), uuid4(), state, attempts, age_s),
     )
 
 

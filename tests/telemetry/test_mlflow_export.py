@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
-import tarfile
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,16 +17,13 @@ from uuid import UUID, uuid4
 import pytest
 
 from metatune import __version__, subjects
-from metatune import contracts as c
 from metatune.bus import ADAPTERS_BUCKET, ObjectStore, ensure_streams
-from metatune.settings import Settings
 from metatune_telemetry.adapters.mlflow_export import (
     ExportWorker,
     MlflowExportError,
     connect,
     export_study,
 )
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.app import create_service
 from metatune_telemetry.domain.mlflow_runs import (
     TAG_EXPORT,
@@ -41,20 +35,24 @@ from metatune_telemetry.domain.mlflow_runs import (
     run_tags,
     status_label,
 )
-from tests.support.cli import run
 from tests.support.samples import CONFIG, NOW, SPEC
 from tests.support.waiting import wait_for
 
 from .conftest import count, publish
-from .test_metric_points import carrying
-from .test_study_completed import study
+from .mlflow_study import (
+    ADAPTER,
+    STEPS,
+    cli,
+    cli_env,
+    put_adapter,
+    recorded_study,
+    runs_by_job,
+    store,
+    tracking,
+)
 
 if TYPE_CHECKING:
-    from mlflow import MlflowClient
     from mlflow.entities import Run
-
-ADAPTER = {"adapter_config.json": b'{"r": 4}', "adapter_model.safetensors": b"\x00weights"}
-STEPS = 10  # per trial: two progress events of five steps
 
 
 @pytest.fixture
@@ -62,63 +60,6 @@ def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A local MLflow tracking store (MLflow keeps its file store behind this switch)."""
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     return (tmp_path / "mlruns").as_uri()
-
-
-def recorded_study():
-    """``study``'s three trials (two completed, with adapters a0 and a1, the third cancelled and
-    its run then stopped, the failure naming only the job), with each completed trial's training
-    curve, and the events that end the study."""
-    sid, jobs, before, stop, last = study(None)  # no webhook
-    curves = [
-        (subjects.run_progress("fra1", job), carrying(job, first))
-        for job in jobs[:2]
-        for first in (1, 6)
-    ]
-    stopped = c.RunFailed(
-        occurred_at=NOW + timedelta(hours=5),
-        job_id=jobs[2],
-        datacenter="fra1",
-        reason=c.FailureReason.stopped,
-        message="stopped",
-        accounting=c.RunAccounting(energy_wh=100.0, emissions_g=20.0),
-    )
-    # after the three starts (run events count only from there), before the completions
-    events = before[:7] + curves + before[7:] + [stop, last]
-    return sid, jobs, [*events, (subjects.runs_failed("fra1"), stopped)]
-
-
-async def store(db, events) -> None:
-    """Through the real writer, as the service's ingestion stores them."""
-    result = await EventWriter(db).write(
-        [Incoming("METATUNE", i, s, e.to_bytes()) for i, (s, e) in enumerate(events, 1)]
-    )
-    assert not result.rejected
-
-
-async def put_adapter(js, tmp_path: Path, key: str, files: dict[str, bytes] = ADAPTER) -> None:
-    folder = tmp_path / "adapter-src"
-    folder.mkdir()
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
-    archive = tmp_path / "adapter.tar"
-    with tarfile.open(archive, "w") as tar:
-        for name in files:
-            tar.add(folder / name, arcname=name)
-    await ObjectStore(js).put_file(ADAPTERS_BUCKET, key, archive)
-
-
-def tracking(uri: str) -> MlflowClient:
-    """MLflow's public client (imported here: collecting the tests needs no MLflow)."""
-    from mlflow import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def runs_by_job(client: MlflowClient, sid: UUID) -> dict[UUID, Run]:
-    experiment = client.get_experiment_by_name(f"sst2-sweep ({sid})")
-    if experiment is None:
-        return {}
-    return {UUID(r.data.tags[TAG_JOB]): r for r in client.search_runs([experiment.experiment_id])}
 
 
 async def test_each_finished_trial_is_one_run_and_a_second_export_adds_none(
@@ -269,19 +210,6 @@ def test_an_early_stopped_trial_says_so_and_writes_lists_as_json() -> None:
     }
 
 
-def cli_env(settings: Settings, schema: str) -> dict[str, str]:
-    url = settings.database_url
-    return {
-        **os.environ,
-        "METATUNE_DATABASE_URL": f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}",
-        "METATUNE_NATS_URL": settings.nats_url,
-    }
-
-
-def cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run(["telemetry", "export-mlflow", *args], env)
-
-
 async def test_the_command_exports_a_study_and_says_why_not_in_one_line(
     db, schema, js, tsettings, mlflow_uri, tmp_path
 ) -> None:
@@ -320,7 +248,7 @@ async def test_the_service_exports_a_study_when_it_completes_only_when_set(
     sid, jobs, events = recorded_study()
     unset = create_service(tsettings, schema=schema)
     async with unset.running():
-        await asyncio.wait_for(unset.ready.wait(), 60)
+        await asyncio.wait_for(unset.runtime.ready.wait(), 60)
         assert not export_task_running()
     settings = tsettings.model_copy(update={"mlflow_tracking_uri": mlflow_uri})
     service = create_service(settings, schema=schema)

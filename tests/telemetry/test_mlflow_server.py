@@ -25,7 +25,7 @@ from tests.support.samples import CONFIG
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for_sync
 
-from .test_mlflow_export import (
+from .mlflow_study import (
     ADAPTER,
     cli,
     cli_env,

@@ -18,7 +18,7 @@ from metatune.bus import ADAPTERS_BUCKET, ObjectStore, ensure_streams
 from metatune.labels import METADATA_FILE, label_maps
 from metatune_telemetry.adapters.mlflow_export import MlflowExportError, export_study
 
-from .test_mlflow_export import ADAPTER, cli, cli_env, recorded_study, runs_by_job, store, tracking
+from .mlflow_study import ADAPTER, cli, cli_env, recorded_study, runs_by_job, store, tracking
 
 LABELS = ["negative", "positive"]
 # MLflow's SQLAlchemy store (a SQLite tracking store, read back here) still uses the loader

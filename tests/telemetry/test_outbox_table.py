@@ -11,8 +11,8 @@ import subprocess
 from metatune_telemetry.adapters.outbox import list_outbox
 from tests.support.cli import fits, run
 
-from .test_mlflow_export import cli_env, store
-from .test_webhooks import infeasible, study_events
+from .mlflow_study import cli_env, store
+from .receiver import infeasible, study_events
 
 HOOK = "https://hooks.example.com/metatune/studies/notifications"
 

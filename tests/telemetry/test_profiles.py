@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from importlib import resources
 from uuid import UUID, uuid4
-
-from yoyo import get_backend, read_migrations
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.postgres import yoyo_uri
 from metatune_telemetry.adapters.queries import study_classes
 from metatune_telemetry.adapters.writer import EventWriter
 from tests.support.samples import FEATURES, NOW, SPEC
 
-from .test_storage import incoming
+from .recording import incoming, roll_back
 
 H = timedelta(hours=1)
 PROFILES = "telemetry_0009_profiles"
@@ -30,18 +26,6 @@ def profiled(study: UUID, classes: int, at: datetime) -> tuple[str, c.DatasetPro
     return subjects.DATASETS_PROFILED, c.DatasetProfiled(
         occurred_at=at, study_id=study, spec=SPEC, features=features
     )
-
-
-def roll_back(db, migration: str) -> None:
-    """Roll ``migration`` back in the test's schema, as yoyo's rollback command would."""
-    backend = get_backend(yoyo_uri(db.url, db.schema))
-    try:
-        with resources.as_file(resources.files("metatune_telemetry") / "migrations") as path:
-            chosen = read_migrations(str(path)).filter(lambda m: m.id == migration)
-            with backend.lock():
-                backend.rollback_migrations(backend.to_rollback(chosen))
-    finally:
-        backend.connection.close()
 
 
 async def test_a_study_keeps_the_classes_of_its_latest_profile(db) -> None:

@@ -27,7 +27,7 @@ from tests.support.samples import CONFIG, NOW, SPEC
 from tests.support.waiting import wait_for
 
 from .conftest import publish
-from .test_webhooks import SECRET, Receiver
+from .receiver import SECRET, Receiver
 
 PASSWORD, TOKEN = "hook-pw-8Kq2", "tok-Zr55-only-telemetry"
 

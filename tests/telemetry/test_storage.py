@@ -16,11 +16,12 @@ from metatune import subjects
 from metatune.postgres import yoyo_uri
 from metatune.registry import default_registry
 from metatune_telemetry.adapters.queries import study_disclosure
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.adapters.writer import EventWriter
 from metatune_telemetry.domain.formats import to_csv, to_markdown
 from tests.support.samples import CONFIG, NOW, SPEC, started
 
 from .conftest import count
+from .recording import hour, incoming, progress, record_two_trials
 
 
 @pytest.mark.storage("postgresql")  # its TimescaleDB counterpart: test_timescaledb.py
@@ -124,39 +125,6 @@ async def test_ingest_migrations_roll_back_and_reapply_with_the_predictions_back
     ) == [("accuracy", 0.9, 0.02)]
 
 
-def progress(job, step, hours, datacenter="fra1", at=NOW):
-    accounting = c.RunAccounting(
-        tokens_seen=100 * step,
-        tokens_with_padding=120 * step,
-        energy_wh=sum(h.energy_wh for h in hours),
-        hours=hours,
-    )
-    return c.RunProgress(
-        occurred_at=at,
-        job_id=job,
-        datacenter=datacenter,
-        step=step,
-        total_steps=100,
-        power_w=300.0,
-        accounting=accounting,
-    )
-
-
-def hour(i, wh, g, dc="fra1", pue=1.2):
-    return c.HourlyEnergy(
-        hour=NOW + timedelta(hours=i),
-        datacenter=dc,
-        pue=pue,
-        energy_wh=wh,
-        g_per_kwh=g,
-        emissions_g=wh / 1000 * pue * g if g is not None else 0.0,
-    )
-
-
-def incoming(events, first=1):
-    return [Incoming("METATUNE", first + i, s, e.to_bytes()) for i, (s, e) in enumerate(events)]
-
-
 async def test_rollups_equal_raw_sums_after_updates(db) -> None:
     writer = EventWriter(db)
     a, b = uuid4(), uuid4()
@@ -238,89 +206,14 @@ async def test_a_priced_job_hour_keeps_its_price_when_another_report_has_none(db
 
 
 async def test_disclosure_of_a_recorded_run_equals_hand_computation(db) -> None:
-    study, job, job2 = uuid4(), uuid4(), uuid4()
-    spec = SPEC.model_copy(update={"webhook_url": None})
-    status = c.AgentStatus(
-        occurred_at=NOW,
-        datacenter="fra1",
-        region="DE",
-        gpus_total=8,
-        gpus_free=7,
-        gpu_model="H100",
-        power_per_gpu_w=700.0,
-        pue=1.2,
-    )
-    hours = [hour(0, 500.0, 300.0), hour(1, 250.0, 100.0)]
-    done = c.RunCompleted(
-        occurred_at=NOW + timedelta(hours=2),
-        job_id=job,
-        study_id=study,
-        datacenter="fra1",
-        config=CONFIG,
-        metrics=c.RunMetrics(val_loss=0.3),
-        steps=100,
-        accounting=c.RunAccounting(
-            tokens_seen=9000,
-            tokens_with_padding=10_000,
-            energy_wh=750.0,
-            wall_seconds=5400.0,
-            hours=hours,
-        ),
-    )
-    unpriced = c.RunCompleted(
-        occurred_at=NOW + timedelta(hours=2),
-        job_id=job2,
-        study_id=study,
-        datacenter="fra1",
-        config=CONFIG,
-        metrics=c.RunMetrics(val_loss=0.4),
-        steps=100,
-        accounting=c.RunAccounting(
-            energy_wh=100.0, wall_seconds=600.0, hours=[hour(0, 100.0, None)]
-        ),
-        # trained on the CPU of a datacenter whose registry lists H100s: disclosed as measured
-        hardware=c.Hardware(device="cpu", cpu_model="AMD EPYC 7B13", precision="fp32"),
-    )
-    events = [
-        (
-            subjects.DATASETS_SUBMITTED,
-            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
-        ),
-        (subjects.agent_status("fra1"), status),
-    ]
-    for i, j in enumerate((job, job2)):
-        events.append(
-            (
-                subjects.JOBS_REQUESTED,
-                c.JobRequested(
-                    occurred_at=NOW,
-                    job_id=j,
-                    study_id=study,
-                    trial_index=i,
-                    spec=spec,
-                    config=CONFIG,
-                    gpus=2,
-                    estimated_gpu_hours=1.0,
-                    power_kw=0.7,
-                    deadline=spec.deadline,
-                ),
-            )
-        )
-    events += [
-        started(job, study_id=study),
-        started(job2, study_id=study),
-        (subjects.run_progress("fra1", job), progress(job, 10, hours[:1])),
-        (subjects.runs_completed("fra1"), done),
-        (subjects.runs_completed("fra1"), unpriced),
-    ]
-    await EventWriter(db).write(incoming(events))
+    study = await record_two_trials(db)
     report = await study_disclosure(db, study, default_registry())
     first, second = report.runs
     # by hand: 0.5 kWh x 1.2 x 300 g + 0.25 kWh x 1.2 x 100 g = 180 + 30 g = 0.21 kg
     assert first.kgco2eq == pytest.approx(0.21)
     assert first.facility_energy_kwh == pytest.approx(0.9)
     assert (first.base_model, first.gpu_model, first.gpu_count, first.grid_regions) == (
-        spec.base_model,
+        SPEC.base_model,
         "H100",
         2,
         ["DE"],

@@ -20,11 +20,12 @@ from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
 from metatune_telemetry.domain.completion import StudyFacts, TrialFacts, completion
 from metatune_telemetry.domain.signing import EndpointSecret, live_secrets, new_secret
-from tests.support.samples import CONFIG, NOW, SPEC, started
+from tests.support.samples import CONFIG, NOW
 from tests.support.waiting import wait_for
 
 from .conftest import count, publish
-from .test_webhooks import Receiver
+from .receiver import Receiver
+from .recording import study
 
 SECRET = new_secret()
 
@@ -34,72 +35,6 @@ def receiver():
     r = Receiver()
     yield r
     r.close()
-
-
-def run_completed(job, study, accuracy: float, adapter: str, wh: float, grams: float):
-    return (
-        subjects.runs_completed("fra1"),
-        c.RunCompleted(
-            occurred_at=NOW + timedelta(hours=2),
-            job_id=job,
-            study_id=study,
-            datacenter="fra1",
-            config=CONFIG,
-            metrics=c.RunMetrics(val_loss=0.5, accuracy=accuracy),
-            steps=100,
-            adapter_key=adapter,
-            accounting=c.RunAccounting(energy_wh=wh, emissions_g=grams),
-        ),
-    )
-
-
-def study(url: str):
-    """A study of three trials: two complete (the second better), the third is cancelled; the
-    events before its end, and the two that can end it (the stop, the last trial's)."""
-    sid, jobs = uuid4(), [uuid4() for _ in range(3)]
-    spec = SPEC.model_validate({**SPEC.model_dump(), "webhook_url": url, "name": "sst2-sweep"})
-    before = [
-        (subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=sid, spec=spec))
-    ]
-    for i, job in enumerate(jobs):
-        before.append(
-            (
-                subjects.JOBS_REQUESTED,
-                c.JobRequested(
-                    occurred_at=NOW,
-                    job_id=job,
-                    study_id=sid,
-                    trial_index=i,
-                    spec=spec,
-                    config=CONFIG.model_copy(update={"rank": 4 * (i + 1)}),
-                    metric_name="accuracy",
-                    estimated_gpu_hours=1.0,
-                    power_kw=0.5,
-                    deadline=spec.deadline,
-                ),
-            )
-        )
-    before += [started(job, study_id=sid) for job in jobs]
-    before += [
-        run_completed(jobs[0], sid, 0.81, "adapters/a0.tar", 1500.0, 300.0),
-        run_completed(jobs[1], sid, 0.88, "adapters/a1.tar", 2500.0, 200.0),
-    ]
-    stop = (
-        subjects.STUDIES_STOPPED,
-        c.StudyStopped(
-            occurred_at=NOW + timedelta(hours=3),
-            study_id=sid,
-            reason=c.StopReason.budget,
-            trials_requested=3,
-            trials_finished=2,
-            metric_name="accuracy",
-        ),
-    )
-    last = (
-        subjects.JOBS_CANCELLED,
-        c.JobCancelled(occurred_at=NOW + timedelta(hours=4), job_id=jobs[2], study_id=sid),
-    )
-    return sid, jobs, before, stop, last
 
 
 def verified(secret: str, headers: dict[str, str], body: bytes) -> bool:

@@ -27,7 +27,7 @@ from metatune_telemetry.settings import TelemetrySettings
 from tests.support.waiting import received_on, wait_for
 
 from .conftest import publish
-from .test_webhooks import SECRET, Receiver, study_events
+from .receiver import SECRET, Receiver, study_events
 
 PASSWORD, TOKEN = "hook-pw-Jq81", "code-Vt93-only-the-receiver"
 

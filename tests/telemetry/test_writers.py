@@ -24,7 +24,7 @@ from tests.support.samples import NOW, started
 from tests.support.waiting import wait_for
 
 from .conftest import count, publish
-from .test_ingestion import no_gap
+from .recording import no_gap
 
 
 def progress(job, n: int) -> list[c.RunProgress]:
