@@ -33,6 +33,7 @@ CLOCK_TICK = "metatune.clock.tick"
 JOBS_LOOKUP_ALL = "metatune.requests.jobs.lookup.*"
 DATASETS_VALIDATE_ALL = "metatune.requests.datasets.validate.*"
 KNOWLEDGE_RUNS = "metatune.requests.knowledge.runs"
+KNOWLEDGE_EVIDENCE = "metatune.requests.knowledge.evidence"
 
 # Wildcards for consumers that follow a whole family.
 FORECASTS_ALL = "metatune.forecasts.*"

@@ -70,6 +70,34 @@ REQUESTS = [
         "recommender",
         "a study whose three trials are in the knowledge base",
     ),
+    RequestChannel(
+        "knowledge-evidence",
+        subjects.KNOWLEDGE_EVIDENCE,
+        c.KnowledgeEvidence(study_ids=[STUDY]),
+        c.KnowledgeEvidenceReply(
+            evidence={
+                STUDY: c.StudyEvidence(
+                    base_model=SPEC.base_model,
+                    metric_name="accuracy",
+                    budget="2 epochs over 1500 rows, 128 tokens, cuda",
+                    nearest=[
+                        c.NearestDataset(
+                            dataset="snips_intents",
+                            similarity=0.412,
+                            best_measured=0.975,
+                            runs=48,
+                            majority_baseline=0.143,
+                        )
+                    ],
+                )
+            }
+        ),
+        "What the knowledge base measured on the datasets nearest each study's: `metatune demo` "
+        "sets it beside each study's best trial and its prediction.",
+        (ADMIN,),
+        "recommender",
+        "a study whose nearest measured dataset is snips_intents",
+    ),
 ]
 
 HOW = (

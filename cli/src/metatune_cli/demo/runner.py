@@ -12,7 +12,6 @@ import asyncio
 import base64
 import hashlib
 import json
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +39,8 @@ from metatune.clock import SimulatedClock
 from metatune.contracts import (
     DatasetLocation,
     DatasetSubmitted,
+    KnowledgeEvidence,
+    KnowledgeEvidenceReply,
     KnowledgeRuns,
     KnowledgeRunsReply,
     StudySpec,
@@ -57,6 +58,8 @@ from .scenario import DemoScenario, DemoStudy, demo_registry
 from .summary import StudyRow, closing_table
 
 DEFAULT_DATA = Path("examples/demo")
+# the recommender answers from its fitted knowledge base: the first answer may fit it
+EVIDENCE_TIMEOUT_S = 300.0
 
 
 class DemoStepFailed(MetaTuneError):
@@ -414,25 +417,26 @@ class Demo:
         await asyncio.to_thread(self.restart, self.settings, f"trainer-agent.{dc}")
 
     async def _evidence(self) -> dict[str, Any]:
-        """What the knowledge base measured on the datasets nearest each study's (a program of the
-        recommender service, run beside the training at low priority)."""
-        proc = await asyncio.create_subprocess_exec(
-            "nice",
-            "-n",
-            "10",
-            sys.executable,
-            "-m",
-            "metatune_recommender.tools.evidence",
-            *[str(s) for s in self.studies],
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"metatune_recommender.tools.evidence exited {proc.returncode}: {err.decode()[-2000:]}"
+        """What the knowledge base measured on the datasets nearest each study's, as the
+        recommender answers it (``metatune.requests.knowledge.evidence``), per study id."""
+        assert self.bus is not None
+        request = KnowledgeEvidence(study_ids=list(self.studies))
+        try:
+            msg = await self.bus.request(
+                subjects.KNOWLEDGE_EVIDENCE,
+                request.model_dump_json().encode(),
+                timeout=EVIDENCE_TIMEOUT_S,
             )
-        return dict(json.loads(out))
+        except (NoRespondersError, TimeoutError) as exc:  # nats' own timeout is one
+            raise RuntimeError(
+                f"the recommender did not answer {subjects.KNOWLEDGE_EVIDENCE} within "
+                f"{EVIDENCE_TIMEOUT_S:.0f} s ({type(exc).__name__})"
+            ) from exc
+        reply = KnowledgeEvidenceReply.model_validate_json(msg.data)
+        return {
+            str(study): evidence.model_dump(mode="json", exclude_none=True)
+            for study, evidence in reply.evidence.items()
+        }
 
     async def _kb_complete(self) -> bool:
         """Every finished trial is a row of the knowledge base, as the recommender counts them

@@ -13,6 +13,8 @@
   knowledge base's runs on that device.
 * ``metatune.requests.knowledge.runs`` (core NATS request/reply): how many runs of the studies
   asked the knowledge base holds, so no tool reads the recommender's tables.
+* ``metatune.requests.knowledge.evidence`` (request/reply): each study's nearest datasets in the
+  knowledge base with the best run measured on them (the demo's closing table).
 
 The decisions are :class:`~.domain.study_loop.StudyLoop`'s; its state is kept per study in KV
 (:mod:`.adapters.loop_store`), so a restart loses and doubles nothing. Ids are stable: job =
@@ -29,6 +31,8 @@ from metatune import subjects
 from metatune.contracts import (
     AgentStatus,
     DatasetProfiled,
+    KnowledgeEvidence,
+    KnowledgeEvidenceReply,
     KnowledgeRuns,
     KnowledgeRunsReply,
     RunCompleted,
@@ -41,6 +45,7 @@ from metatune.settings import Settings
 from metatune.tenancy import FOREIGN_TENANT, mislabelled
 
 from .adapters.advisor import Advisor, RecommenderCache
+from .adapters.evidence import answer_evidence
 from .adapters.flywheel import count_runs, load_seeds, register_flywheel
 from .adapters.loop_runtime import LoopRuntime
 from .adapters.loop_store import LoopStore
@@ -72,7 +77,8 @@ def create_service(
         await store.close()
 
     service.app.on_shutdown(close)
-    advisor = Advisor(service, RecommenderCache(store, prior_cache(settings)))
+    cache = RecommenderCache(store, prior_cache(settings))
+    advisor = Advisor(service, cache)
     runtime = service.runtime = LoopRuntime(service, store, advisor, LoopStore(lambda: service.js))
 
     @service.consume(subjects.DATASETS_PROFILED, durable="recommender")
@@ -116,5 +122,10 @@ def create_service(
         """How many runs of these studies the knowledge base holds (a core-NATS request, answered
         on the requester's inbox; the store is migrated before the service subscribes)."""
         return await count_runs(store, request)
+
+    @service.broker.subscriber(subjects.KNOWLEDGE_EVIDENCE, queue="recommender")
+    async def on_knowledge_evidence(request: KnowledgeEvidence) -> KnowledgeEvidenceReply:
+        """Each study's nearest measured datasets in the knowledge base (a core-NATS request)."""
+        return await answer_evidence(store, cache, request)
 
     return service

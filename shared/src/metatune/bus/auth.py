@@ -236,6 +236,7 @@ def core_services(streams: Streams, tenants: Iterable[str] = ()) -> list[Princip
             + durable(st, "recommender-agents", subjects.AGENTS_STATUS_ALL)  # devices to price
             + publish(subjects.JOBS_REQUESTED, subjects.STUDIES_STOPPED)
             + respond(subjects.KNOWLEDGE_RUNS)  # runs of a study in its knowledge base (the demo)
+            + respond(subjects.KNOWLEDGE_EVIDENCE)  # the datasets nearest a study's (the demo)
             + kv_read(STUDIES_BUCKET)
             + kv_read(ASSIGNMENTS_BUCKET)  # where each job runs: run events from elsewhere refused
             + kv_write(STUDIES_BUCKET, ">"),

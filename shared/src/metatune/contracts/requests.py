@@ -68,12 +68,55 @@ class KnowledgeRunsReply(Contract):
     runs: dict[UUID, int] = Field(description="study id -> runs stored")
 
 
+class KnowledgeEvidence(Contract):
+    """What the knowledge base measured on the datasets nearest each study's, asked of the
+    recommender (the demo sets it beside each study's best trial and its prediction)."""
+
+    study_ids: list[UUID] = Field(
+        min_length=1, max_length=100, description="the platform studies (profiled) to answer for"
+    )
+
+
+class NearestDataset(Contract):
+    """A knowledge-base dataset near a study's, with the best run measured on it."""
+
+    dataset: str = Field(description="the knowledge base's name of the dataset")
+    similarity: float = Field(ge=0, le=1, description="the recommender's task weight, rounded")
+    best_measured: float = Field(description="the best metric its runs measured at the budget")
+    runs: int = Field(ge=1, description="runs measured at the reference budget")
+    majority_baseline: float | None = Field(
+        None, description="the share of its most common label, where recorded"
+    )
+
+
+class StudyEvidence(Contract):
+    """One study's evidence: its nearest measured datasets, or why there are none (``error``)."""
+
+    base_model: str | None = Field(None, description="the knowledge base's base model used")
+    metric_name: str | None = Field(None, description="the metric the figures are in")
+    budget: str | None = Field(
+        None, description="the reference budget in words, e.g. '2 epochs over 1500 rows'"
+    )
+    nearest: list[NearestDataset] = Field(default_factory=list, description="nearest first")
+    error: str | None = Field(None, description="why no evidence: no profile, no other dataset")
+
+
+class KnowledgeEvidenceReply(Contract):
+    """The recommender's answer: per study asked, its evidence."""
+
+    evidence: dict[UUID, StudyEvidence] = Field(description="study id -> its evidence")
+
+
 __all__ = [
     "DatasetValidation",
     "DatasetValidationReply",
     "JobLookup",
     "JobLookupReply",
     "JobState",
+    "KnowledgeEvidence",
+    "KnowledgeEvidenceReply",
     "KnowledgeRuns",
     "KnowledgeRunsReply",
+    "NearestDataset",
+    "StudyEvidence",
 ]

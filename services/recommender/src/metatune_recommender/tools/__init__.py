@@ -1,1 +1,0 @@
-"""Tools of the recommender that run beside the service (python -m metatune_recommender.tools.NAME)."""
