@@ -117,7 +117,10 @@ async def test_events_prints_any_text_as_text(
     hostile = "lone \ud800 surrogate [/x] [bold]markup \x1b[2J escape"
     body = json.dumps({"occurred_at": "2026-12-01T00:00:00Z", "code": "x", "message": hostile})
     await js.publish(subjects.errors("probe"), body.encode())  # ASCII JSON: "\ud800" escaped
-    printed = [run(args, {**env, "COLUMNS": "300"}) for args in (["events"], ["events", "--json"])]
+    printed = [
+        run(args, {**env, "COLUMNS": "300"})
+        for args in (["events", "--wide"], ["events", "--json"])
+    ]
     assert [p.returncode for p in printed] == [0, 0], [p.stderr for p in printed]
     assert "lone \\ud800 surrogate [/x] [bold]markup \\x1b[2J escape" in printed[0].stdout
     assert json.loads(printed[1].stdout)["message"] == hostile
