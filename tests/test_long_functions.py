@@ -29,3 +29,7 @@ def test_a_long_function_is_found_and_a_stated_reason_accepted(tmp_path: Path) -
         "(# long: ...)"
     ]
 
+
+def test_the_code_has_no_long_function_without_a_reason() -> None:
+    result = subprocess.run(GATE, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
