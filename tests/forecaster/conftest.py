@@ -7,6 +7,7 @@ from metatune_forecaster.adapters.package_data import MODEL_PATH
 from metatune_forecaster.adapters.replay import ReplayData
 from metatune_forecaster.domain.model import CarbonModel
 from tests.support.secured_bus import admin, secured  # noqa: F401 (fixtures)
+from tests.support.servers import free_port
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +18,13 @@ def model() -> CarbonModel:
 @pytest.fixture(scope="session")
 def replay() -> ReplayData:
     return ReplayData()
+
+
+@pytest.fixture
+def database_down(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The database URL at a free port where nothing listens (half a second to connect): the
+    port, which the error must name."""
+    port = free_port()
+    monkeypatch.setenv("METATUNE_DATABASE_URL", f"postgresql://postgres@127.0.0.1:{port}/metatune")
+    monkeypatch.setenv("METATUNE_CONNECT_TIMEOUT_S", "0.5")
+    return port

@@ -6,12 +6,12 @@ included), ``offset`` / ``length`` pages, ``total`` as a string, and the request
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.servers import QuietHandler, base_url, serve_http
 
 PATH = "/v2/electricity/rto/fuel-type-data/data/"
 
@@ -26,7 +26,7 @@ class EiaApi:
         self.requests: list[dict[str, list[str]]] = []
         api = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
                 query = parse_qs(parts.query)
@@ -39,13 +39,8 @@ class EiaApi:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = serve_http(Handler)
+        self.url = base_url(self.server)
 
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
         if query.get("api_key") != [self.key]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -145,14 +144,7 @@ def test_backfill_command_fills_a_region_from_its_registry_source(cli_db: str) -
     assert backwards.exit_code == 2 and "is not after" in backwards.output
 
 
-def test_without_a_database_backfill_and_import_say_how_to_start_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    with socket.socket() as sock:  # a port where nothing listens
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setenv("METATUNE_DATABASE_URL", f"postgresql://postgres@127.0.0.1:{port}/metatune")
-    monkeypatch.setenv("METATUNE_CONNECT_TIMEOUT_S", "0.5")
+def test_without_a_database_backfill_and_import_say_how_to_start_one(database_down: int) -> None:
     runner = CliRunner()
     for args in (
         ["forecaster", "backfill", "--region", "DE", "--from", "2025-05-01", "--to", "2025-05-02"],
@@ -161,7 +153,7 @@ def test_without_a_database_backfill_and_import_say_how_to_start_one(
         result = runner.invoke(app, args)
         assert result.exit_code == 3, result.output  # unavailable, not a usage error
         (line,) = result.stderr.strip().splitlines()
-        assert f"127.0.0.1:{port}" in line
+        assert f"127.0.0.1:{database_down}" in line
         assert "`metatune up`" in line and "METATUNE_DATABASE_URL" in line
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -131,15 +130,12 @@ def test_a_region_without_weather_is_forecast_from_history_alone_and_says_so(
     assert "no weather: from history alone" in table.output
 
 
-def test_forecast_without_a_database_says_how_to_start_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    with socket.socket() as sock:  # a port where nothing listens
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setenv("METATUNE_DATABASE_URL", f"postgresql://postgres@127.0.0.1:{port}/metatune")
-    monkeypatch.setenv("METATUNE_CONNECT_TIMEOUT_S", "0.5")
+def test_forecast_without_a_database_says_how_to_start_one(database_down: int) -> None:
     result = CliRunner().invoke(app, ["forecaster", "forecast", "--region", "DE"])
     assert result.exit_code == 3, result.output  # unavailable, as backfill's
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error:") and f"127.0.0.1:{port}" in line and "`metatune up`" in line
+    assert (
+        line.startswith("error:")
+        and f"127.0.0.1:{database_down}" in line
+        and "`metatune up`" in line
+    )

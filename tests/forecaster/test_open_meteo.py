@@ -13,6 +13,8 @@ import pytest
 from metatune_forecaster.adapters.open_meteo import OpenMeteoWeather
 from metatune_forecaster.domain.providers import ProviderUnavailable, Site
 
+from .provider_api import ProviderApi
+
 ISSUE = datetime(2025, 3, 14, 6, tzinfo=UTC)
 SITE = Site("DE", 50.11, 8.68)
 
@@ -39,30 +41,18 @@ def payload(params: httpx.QueryParams) -> dict:
     }
 
 
-class Api:
-    """Answers with ``failures`` errors first, then real-shaped data; counts requests."""
-
-    def __init__(self, failures: list[int | Exception]) -> None:
-        self.failures = list(failures)
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        if self.failures:
-            failure = self.failures.pop(0)
-            if isinstance(failure, Exception):
-                raise failure
-            return httpx.Response(failure, text="busy")
-        return httpx.Response(200, text=json.dumps(payload(request.url.params)))
+def answer(request: httpx.Request) -> httpx.Response:
+    """Real-shaped data for what ``request`` asks (after the stand-in's scripted failures)."""
+    return httpx.Response(200, text=json.dumps(payload(request.url.params)))
 
 
-def provider(api: Api, retries: int = 3) -> OpenMeteoWeather:
+def provider(api: ProviderApi, retries: int = 3) -> OpenMeteoWeather:
     return OpenMeteoWeather(retries=retries, backoff_s=0.0, transport=httpx.MockTransport(api))
 
 
 @pytest.mark.asyncio
 async def test_hourly_weather_covers_history_and_horizon_in_our_units() -> None:
-    api = Api([])
+    api = ProviderApi(answer)
     frame = await provider(api).hourly(SITE, ISSUE, 672, 168)
     assert len(frame) == 840 and frame.index[0] == pd.Timestamp(ISSUE) - pd.Timedelta(hours=672)
     assert frame.index[672] == pd.Timestamp(ISSUE) and str(frame.index.tz) == "UTC"
@@ -80,7 +70,7 @@ async def test_hourly_weather_covers_history_and_horizon_in_our_units() -> None:
 
 @pytest.mark.asyncio
 async def test_transient_failures_are_retried_and_answers_cached() -> None:
-    api = Api([503, httpx.ConnectTimeout("slow"), 429])
+    api = ProviderApi(answer, [503, httpx.ConnectTimeout("slow"), 429])
     weather = provider(api)
     first = await weather.hourly(SITE, ISSUE, 672, 168)
     again = await weather.hourly(SITE, ISSUE, 672, 168)
@@ -91,9 +81,9 @@ async def test_transient_failures_are_retried_and_answers_cached() -> None:
 @pytest.mark.asyncio
 async def test_provider_down_or_refusing_raises_provider_unavailable() -> None:
     with pytest.raises(ProviderUnavailable, match="after 3 attempts"):
-        await provider(Api([503, 503, 503]), retries=2).hourly(SITE, ISSUE, 24, 24)
+        await provider(ProviderApi(answer, [503, 503, 503]), retries=2).hourly(SITE, ISSUE, 24, 24)
     with pytest.raises(ProviderUnavailable, match="HTTP 400"):
-        await provider(Api([400])).hourly(SITE, ISSUE, 24, 24)
+        await provider(ProviderApi(answer, [400])).hourly(SITE, ISSUE, 24, 24)
     unreachable = OpenMeteoWeather(url="http://127.0.0.1:9/v1/forecast", retries=0, timeout_s=2.0)
     with pytest.raises(ProviderUnavailable):
         await unreachable.hourly(SITE, ISSUE, 24, 24)

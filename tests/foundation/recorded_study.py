@@ -1,5 +1,6 @@
 """A recorded study as the event log holds it (two trials: one trained at osl1, one failed at fra1),
-and the helpers the CLI's tests share: publish events, read the log back, check a one-line error."""
+and the helpers the CLI's tests share: publish events, count what is stored, wait for a
+submission, read the log back, check a one-line error."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from datetime import timedelta
 from uuid import UUID, uuid4
 
 import nats
+from nats.js import JetStreamContext
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.bus import ensure_streams, headers_for
+from metatune.bus import DATASETS_BUCKET, ensure_streams, headers_for
 from metatune.settings import Settings
 from metatune_cli.asyncapi.examples import ACCOUNTING, CONFIG, FEATURES, NOW, SPEC
+from tests.support.waiting import wait_for
 
 STUDY, TRAINED, FAILED = uuid4(), uuid4(), uuid4()
 
@@ -137,6 +140,23 @@ async def publish(url: str, events: list[tuple[str, c.Event]]) -> None:
     for subject, event in events:
         await js.publish(subject, event.to_bytes(), headers=headers_for(event))
     await nc.close()
+
+
+async def stored(js: JetStreamContext) -> tuple[int, int]:
+    """Messages in the event log and in the datasets bucket."""
+    events = (await js.stream_info("METATUNE")).state.messages
+    return events, (await js.stream_info(f"OBJ_{DATASETS_BUCKET}")).state.messages
+
+
+async def submission(js: JetStreamContext, what: str) -> dict:
+    """Wait (two minutes at most) until something is published (``what``: the submission), then
+    the payload of the last ``datasets.submitted`` event."""
+
+    async def published() -> bool:
+        return (await js.stream_info("METATUNE")).state.messages > 0
+
+    await wait_for(published, what, timeout=120)
+    return json.loads((await js.get_last_msg("METATUNE", subjects.DATASETS_SUBMITTED)).data)
 
 
 async def logged(url: str, subject: str) -> list[dict]:

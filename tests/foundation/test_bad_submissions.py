@@ -7,40 +7,19 @@ surrogate, rich markup or a terminal escape as text. Real NATS, the real CLI pro
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import nats
 import pytest
 from nats.js import JetStreamContext
 
 from metatune import subjects
-from metatune.bus import DATASETS_BUCKET, ensure_streams
 from metatune.settings import Settings
 from metatune_cli.client import AsyncClient, InvalidRequest
 from tests.support.cli import run
 
-from .recorded_study import one_error_line
+from .recorded_study import one_error_line, stored
 
 ROWS = '{"text": "hello", "label": "a"}\n{"text": "bye", "label": "b"}\n'
-
-
-@pytest.fixture
-async def submitter(
-    private_nats: str, env_for
-) -> AsyncIterator[tuple[dict[str, str], JetStreamContext]]:
-    """The CLI's environment against a private NATS, and that NATS's JetStream with the streams."""
-    nc = await nats.connect(private_nats)
-    js = nc.jetstream()
-    await ensure_streams(js, Settings(nats_url=private_nats))
-    yield env_for(METATUNE_NATS_URL=private_nats, HF_HUB_OFFLINE="1"), js
-    await nc.close()
-
-
-async def stored(js: JetStreamContext) -> tuple[int, int]:
-    """Messages in the event log and in the datasets bucket."""
-    events = (await js.stream_info("METATUNE")).state.messages
-    return events, (await js.stream_info(f"OBJ_{DATASETS_BUCKET}")).state.messages
 
 
 @pytest.mark.slow  # a CLI process per case

@@ -13,6 +13,7 @@ from uuid import uuid4
 
 import nats
 import pytest
+from nats.js import JetStreamContext
 
 from metatune import contracts as c
 from metatune import subjects
@@ -242,12 +243,9 @@ async def test_adapter_download_gives_a_hub_ready_folder_peft_loads(
 
 @pytest.mark.slow  # fourteen CLI processes
 async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(
-    private_nats: str, env_for, tmp_path: Path
+    submitter: tuple[dict[str, str], JetStreamContext], private_nats: str, tmp_path: Path
 ) -> None:
-    env = env_for(METATUNE_NATS_URL=private_nats, HF_HUB_OFFLINE="1")
-    nc = await nats.connect(private_nats)
-    js = nc.jetstream()
-    await ensure_streams(js, Settings(nats_url=private_nats))
+    env, js = submitter
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "hello", "label": "a"}\n')
     submit = ["submit", str(data)]
@@ -309,4 +307,3 @@ async def test_submit_and_cancel_refuse_bad_arguments_before_publishing(
         "job_id": str(TRAINED),
         "reason": "not needed",
     }
-    await nc.close()

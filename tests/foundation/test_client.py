@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from uuid import UUID, uuid4
 
-import nats
 import pytest
+from nats.js import JetStreamContext
 
 from metatune import subjects
 from metatune.bus import DATASETS_BUCKET, headers_for
@@ -31,7 +31,7 @@ from tests.support.secured_bus import SecuredBus, admin, secured  # noqa: F401 (
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for
 
-from .recorded_study import FAILED, TRAINED, logged, publish, study_events
+from .recorded_study import FAILED, TRAINED, logged, publish, study_events, submission
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -198,35 +198,27 @@ async def test_an_external_submitter_s_credentials_suffice(
 
 
 async def test_the_example_submits_follows_and_prints_the_results(
-    private_nats: str, env_for
+    submitter: tuple[dict[str, str], JetStreamContext], private_nats: str
 ) -> None:
     """examples/client.py against a platform whose part is published here."""
-    await publish(private_nats, [])
-    nc = await nats.connect(private_nats)
-    js = nc.jetstream()
+    env, js = submitter
     example = await asyncio.create_subprocess_exec(
         sys.executable,
         str(REPO / "examples" / "client.py"),
         "--trials",
         "2",
-        env=env_for(METATUNE_NATS_URL=private_nats, HF_HUB_OFFLINE="1"),
+        env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-
-        async def submitted() -> bool:
-            return (await js.stream_info("METATUNE")).state.messages > 0
-
-        await wait_for(submitted, "the example's submission", timeout=120)
-        event = json.loads((await js.get_last_msg("METATUNE", subjects.DATASETS_SUBMITTED)).data)
+        event = await submission(js, "the example's submission")
         assert event["spec"]["name"] == "snips-intents" and event["spec"]["trials"] == 2
         await publish(private_nats, study_events(UUID(event["study_id"]))[1:])
         out, err = await asyncio.wait_for(example.communicate(), timeout=120)
     finally:
         if example.returncode is None:
             example.kill()
-        await nc.close()
     assert example.returncode == 0, err.decode()
     text = out.decode()
     assert f"study {event['study_id']}" in text and "snips-intents: finished (budget)" in text

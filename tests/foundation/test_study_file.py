@@ -7,17 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import nats
 import pytest
 from nats.js import JetStreamContext
 
 from metatune import subjects
-from metatune.bus import DATASETS_BUCKET, ensure_streams
-from metatune.settings import Settings
 from metatune_cli.study_file import (
     StudyFileError,
     is_study_file,
@@ -26,21 +22,9 @@ from metatune_cli.study_file import (
 )
 from tests.support.cli import run
 
-from .recorded_study import one_error_line
+from .recorded_study import one_error_line, stored
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-async def submitter(
-    private_nats: str, env_for
-) -> AsyncIterator[tuple[dict[str, str], JetStreamContext]]:
-    """The CLI's environment against a private NATS, and that NATS's JetStream with the streams."""
-    nc = await nats.connect(private_nats)
-    js = nc.jetstream()
-    await ensure_streams(js, Settings(nats_url=private_nats))
-    yield env_for(METATUNE_NATS_URL=private_nats, HF_HUB_OFFLINE="1"), js
-    await nc.close()
 
 
 def test_the_published_schema_is_the_model_s() -> None:
@@ -162,10 +146,6 @@ async def test_submit_a_study_file_with_flags_overriding_it(
     data.write_text('{"text": "hello", "label": "a"}\n')
     study = tmp_path / "study.yaml"
 
-    async def stored() -> tuple[int, int]:
-        events = (await js.stream_info("METATUNE")).state.messages
-        return events, (await js.stream_info(f"OBJ_{DATASETS_BUCKET}")).state.messages
-
     # refused before anything is published or uploaded, in one line naming file and field
     refused = [
         ("trials: 99\n", "study.yaml: trials: Input should be less than or equal to 50"),
@@ -203,7 +183,7 @@ async def test_submit_a_study_file_with_flags_overriding_it(
     )
     both = run(["submit", str(data), "--epochs", "2", "--max-steps", "9"], env)
     one_error_line(both, 2, "invalid budget", "not both")
-    assert await stored() == (0, 0)
+    assert await stored(js) == (0, 0)
 
     # the file's values, three flags overriding theirs, the defaults for what both leave out
     study.write_text(
@@ -242,7 +222,7 @@ async def test_submit_a_study_file_with_flags_overriding_it(
     assert spec["dataset"]["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
 
     # a JSON study file naming the dataset just uploaded by its key: checked, not uploaded
-    uploaded = (await stored())[1]
+    uploaded = (await stored(js))[1]
     again = tmp_path / "again.json"
     again.write_text(
         json.dumps({"dataset": {"object_key": spec["dataset"]["ref"]}, "tags": ["nlp"]})
@@ -254,7 +234,7 @@ async def test_submit_a_study_file_with_flags_overriding_it(
     assert second["spec"]["dataset"] | {"format": None} == spec["dataset"]
     assert (second["spec"]["name"], second["spec"]["tags"]) == ("d", ["nlp"])
     assert second["spec"]["budget"] == {"epochs": 3.0, "max_steps": None, "max_train_rows": 1000}
-    assert (await stored())[1] == uploaded
+    assert (await stored(js))[1] == uploaded
 
     # the tags select studies
     listed = run(["study", "list", "--tag", "nlp", "--json"], env)

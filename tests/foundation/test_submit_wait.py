@@ -10,24 +10,18 @@ import json
 from pathlib import Path
 from uuid import UUID
 
-import nats
+from nats.js import JetStreamContext
 
 from metatune import subjects
-from metatune.bus import ensure_streams
-from metatune.settings import Settings
 from tests.support.cli import METATUNE, run
-from tests.support.waiting import wait_for
 
-from .recorded_study import FAILED, TRAINED, publish, study_events
+from .recorded_study import FAILED, TRAINED, publish, study_events, submission
 
 
 async def test_submit_wait_ends_with_the_results_once_every_trial_has_ended(
-    private_nats: str, env_for, tmp_path: Path
+    submitter: tuple[dict[str, str], JetStreamContext], private_nats: str, tmp_path: Path
 ) -> None:
-    env = env_for(METATUNE_NATS_URL=private_nats, HF_HUB_OFFLINE="1")
-    nc = await nats.connect(private_nats)
-    js = nc.jetstream()
-    await ensure_streams(js, Settings(nats_url=private_nats))
+    env, js = submitter
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "hello", "label": "a"}\n')
     waiting = await asyncio.create_subprocess_exec(
@@ -43,13 +37,7 @@ async def test_submit_wait_ends_with_the_results_once_every_trial_has_ended(
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-
-        async def submitted() -> bool:
-            return (await js.stream_info("METATUNE")).state.messages > 0
-
-        await wait_for(submitted, "the submission on the bus", timeout=120)
-        logged = json.loads((await js.get_last_msg("METATUNE", subjects.DATASETS_SUBMITTED)).data)
-        study = UUID(logged["study_id"])
+        study = UUID((await submission(js, "the submission on the bus"))["study_id"])
         events = study_events(study)[1:]  # the platform's part: requests, the runs, the stop
         stop = [e for e in events if e[0] == subjects.STUDIES_STOPPED]
         before_stop = [e for e in events if e[0] != subjects.STUDIES_STOPPED]
@@ -61,7 +49,6 @@ async def test_submit_wait_ends_with_the_results_once_every_trial_has_ended(
     finally:
         if waiting.returncode is None:
             waiting.kill()
-        await nc.close()
     assert waiting.returncode == 0, err.decode()
     receipt = json.loads(out)
     assert receipt["study_id"] == str(study)

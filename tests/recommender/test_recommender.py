@@ -8,10 +8,8 @@ import pytest
 
 from metatune import subjects
 from metatune.contracts import (
-    DatasetProfiled,
     JobRequested,
     PredictionSource,
-    StudyStopped,
 )
 from metatune.knowledge.records import Hardware
 from metatune.knowledge.store import KnowledgeStore
@@ -20,8 +18,9 @@ from metatune_recommender.adapters.loop_store import LoopStore
 from metatune_recommender.app import create_service
 from metatune_recommender.domain.cold_start import PORTFOLIO, cold_start_trials
 from metatune_recommender.domain.study_loop import job_id_for
-from tests.support.samples import FEATURES, NOW, SPEC, agent_status, record_assignment
-from tests.support.studies import acked_through, completion, requests_stored
+from tests.support.builders import profiled
+from tests.support.samples import FEATURES, SPEC, agent_status, record_assignment
+from tests.support.studies import acked_through, completion, requests_and_stops, requests_stored
 from tests.support.waiting import received_on, wait_for
 
 from .synthetic import kb_runs
@@ -42,12 +41,11 @@ async def test_profiled_three_jobs_one_completes_next_trial(
     spec = SPEC.model_copy(update={"trials": 4})
     async with service.running():
         nc = service.broker.connection
-        requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
-        stopped = await received_on(nc, subjects.STUDIES_STOPPED, StudyStopped)
-        profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES)
+        requests, stopped = await requests_and_stops(nc)
+        profile = profiled(study, spec)
         for _ in range(2):  # redelivered profile: still three jobs, each published once
             ack = await service.js.publish(
-                subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name
+                subjects.DATASETS_PROFILED, profile.to_bytes(), stream=settings.stream_name
             )
         await wait_for(
             lambda: acked_through(service.js, settings.stream_name, "recommender", ack.seq),
@@ -111,9 +109,9 @@ async def test_empty_knowledge_base_answers_with_the_flagged_portfolio(
         requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
         # trials on two devices each: the job holds two GPUs and draws the power of both
         spec = SPEC.model_copy(update={"gpus_per_trial": 2})
-        profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES)
+        profile = profiled(study, spec)
         await service.js.publish(
-            subjects.DATASETS_PROFILED, profiled.to_bytes(), stream=settings.stream_name
+            subjects.DATASETS_PROFILED, profile.to_bytes(), stream=settings.stream_name
         )
         await wait_for(lambda: len(requests) >= 3, timeout=60)
     assert {r.prediction_source for r in requests} == {PredictionSource.cold_start}
@@ -153,7 +151,7 @@ async def test_trials_are_priced_for_the_device_the_agents_train_on(
         requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
 
         async def profile(study: uuid.UUID) -> list[JobRequested]:
-            event = DatasetProfiled(occurred_at=NOW, study_id=study, spec=SPEC, features=FEATURES)
+            event = profiled(study)
             await service.js.publish(
                 subjects.DATASETS_PROFILED, event.to_bytes(), stream=settings.stream_name
             )

@@ -7,9 +7,7 @@ import uuid
 
 from metatune import subjects
 from metatune.contracts import (
-    DatasetProfiled,
     Event,
-    JobRequested,
     StopReason,
     StudyCancelled,
     StudyStopped,
@@ -19,8 +17,9 @@ from metatune.service import Service
 from metatune.settings import Settings
 from metatune_recommender.adapters.loop_store import LoopStore
 from metatune_recommender.app import create_service
-from tests.support.samples import FEATURES, NOW, SPEC, record_assignment
-from tests.support.studies import acked_through, completion, requests_stored
+from tests.support.builders import profiled
+from tests.support.samples import NOW, SPEC, record_assignment
+from tests.support.studies import acked_through, completion, requests_and_stops, requests_stored
 from tests.support.waiting import received_on, wait_for
 
 
@@ -54,10 +53,9 @@ async def test_a_study_cancelled_mid_way_requests_nothing_when_a_trial_finishes(
     service = create_service(settings, store=store, load_seed_kb=False)
     async with service.running():
         nc = service.broker.connection
-        requests = await received_on(nc, subjects.JOBS_REQUESTED, JobRequested)
-        stopped = await received_on(nc, subjects.STUDIES_STOPPED, StudyStopped)
-        profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES)
-        await handled(service, subjects.DATASETS_PROFILED, profiled, "recommender")
+        requests, stopped = await requests_and_stops(nc)
+        profile = profiled(study, spec)
+        await handled(service, subjects.DATASETS_PROFILED, profile, "recommender")
         await wait_for(lambda: store.profile(study), "the profile stored", timeout=120)
         assert await requests_stored(service.js, settings.stream_name) == 3
         await wait_for(lambda: len(requests) >= 3, "the opening batch received", timeout=30)
@@ -99,8 +97,8 @@ async def test_a_study_cancelled_before_its_profile_requests_nothing(
         await handled(
             service, subjects.STUDIES_CANCELLED, cancellation(study), "recommender-cancelled"
         )
-        profiled = DatasetProfiled(occurred_at=NOW, study_id=study, spec=SPEC, features=FEATURES)
-        await handled(service, subjects.DATASETS_PROFILED, profiled, "recommender")
+        profile = profiled(study)
+        await handled(service, subjects.DATASETS_PROFILED, profile, "recommender")
         await wait_for(lambda: stopped, "the study's stop received", timeout=30)
         assert await requests_stored(service.js, settings.stream_name) == 0
         assert await stops_stored(service) == 1

@@ -20,8 +20,8 @@ from metatune.contracts import (
     TaskType,
 )
 from metatune_cli.embedded import servers
-from metatune_scheduler.domain import Scheduler
-from tests.support.builders import heartbeat
+from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
+from tests.support.builders import heartbeat, small_registry
 from tests.support.servers import free_port, stop, wait_until_serving
 from tests.support.waiting import wait_for
 
@@ -89,6 +89,23 @@ def with_agents(scheduler: Scheduler, *names: str) -> Scheduler:
         if not names or dc.name in names:
             scheduler.apply(heartbeat(dc, at=NOW))
     return scheduler
+
+
+THREE_SITES = small_registry("fra1", "osl1", "sjc1")
+
+
+def three_site_scheduler() -> Scheduler:
+    """A scheduler over fra1, osl1 and sjc1, each agent live: an exact solve (20 s at most) over
+    48 hours, hourly for the first day, then 3-hour blocks."""
+    return with_agents(
+        Scheduler(
+            THREE_SITES,
+            Planner(
+                HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
+                Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
+            ),
+        )
+    )
 
 
 async def announce_agents(js: Any, service: Any) -> None:

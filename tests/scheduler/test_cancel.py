@@ -27,27 +27,20 @@ from metatune.contracts import (
     RunFailed,
 )
 from metatune_scheduler.app import create_service
-from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
+from metatune_scheduler.domain import Scheduler
 from metatune_scheduler.domain.state import JobStatus
 from metatune_scheduler.settings import SchedulerSettings
-from tests.support.builders import small_registry
 from tests.support.waiting import received_on, wait_for
 
-from .conftest import NOW, announce_agents, forecast, job_id, job_requested, with_agents
-
-REGISTRY = small_registry("fra1", "osl1", "sjc1")
-
-
-def scheduler() -> Scheduler:
-    return with_agents(
-        Scheduler(
-            REGISTRY,
-            Planner(
-                HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
-                Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
-            ),
-        )
-    )
+from .conftest import (
+    NOW,
+    THREE_SITES,
+    announce_agents,
+    forecast,
+    job_id,
+    job_requested,
+    three_site_scheduler,
+)
 
 
 def inputs() -> list[Event]:
@@ -80,7 +73,7 @@ def step(sched: Scheduler, log: list[Event], now) -> list[Assignment]:
 
 
 def test_a_running_job_that_is_cancelled_is_stopped_where_it_runs_once() -> None:
-    sched, log = scheduler(), list(inputs())
+    sched, log = three_site_scheduler(), list(inputs())
     for event in log:
         sched.apply(event)
     started = step(sched, log, NOW)
@@ -110,7 +103,7 @@ def test_a_running_job_that_is_cancelled_is_stopped_where_it_runs_once() -> None
     )
     assert sched.state.jobs[job_id(2)].status is JobStatus.cancelled
 
-    restarted = scheduler()  # the log replayed: same verdict, nothing to send
+    restarted = three_site_scheduler()  # the log replayed: same verdict, nothing to send
     for event in log:
         restarted.apply(event)
     assert restarted.state.jobs[job_id(2)].status is JobStatus.cancelled
@@ -118,7 +111,7 @@ def test_a_running_job_that_is_cancelled_is_stopped_where_it_runs_once() -> None
 
 
 def test_a_waiting_job_that_is_cancelled_is_never_started() -> None:
-    sched = scheduler()
+    sched = three_site_scheduler()
     for event in inputs():
         sched.apply(event)
     sched.apply(
@@ -136,7 +129,7 @@ def test_a_waiting_job_that_is_cancelled_is_never_started() -> None:
 
 
 def test_a_cancellation_that_comes_before_its_request_still_holds() -> None:
-    sched = scheduler()
+    sched = three_site_scheduler()
     sched.apply(cancelled(1))
     assert job_id(1) in sched.state.early_cancellations
     for event in inputs():
@@ -165,7 +158,7 @@ async def test_metatune_cancel_stops_the_job_through_nats_and_an_unknown_id_is_r
     nc = await nats.connect(module_nats)
     received: list[Assignment] = await received_on(nc, subjects.ASSIGNMENTS_ALL, Assignment)
     errors: list[ErrorEvent] = await received_on(nc, subjects.errors("scheduler"), ErrorEvent)
-    service = create_service(settings=settings, registry=REGISTRY, debounce_s=0.2)
+    service = create_service(settings=settings, registry=THREE_SITES, debounce_s=0.2)
     env = {k: v for k, v in os.environ.items() if not k.startswith("METATUNE_")}
     env.update(METATUNE_NATS_URL=module_nats, METATUNE_DATA_DIR=str(tmp_path))
     try:

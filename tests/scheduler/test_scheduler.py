@@ -5,25 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from metatune.contracts import AssignmentAction, Event, JobInfeasible, RegionGroup
-from metatune_scheduler.domain import Aggregation, HighsModelSolver, Planner, Scheduler, SolveLimits
+from metatune_scheduler.domain import HighsModelSolver, Planner, Scheduler, SolveLimits
 from metatune_scheduler.domain.horizon import from_epoch_hour
 from tests.support.builders import small_registry
 
-from .conftest import NOW, forecast, job_requested, with_agents
-
-REGISTRY = small_registry("fra1", "osl1", "sjc1")
-
-
-def scheduler() -> Scheduler:
-    return with_agents(
-        Scheduler(
-            REGISTRY,
-            Planner(
-                HighsModelSolver(SolveLimits(time_limit_s=20, mip_rel_gap=0.0)),
-                Aggregation(horizon=48, hourly=24, blocks=((48, 3),)),
-            ),
-        )
-    )
+from .conftest import NOW, THREE_SITES, forecast, job_requested, three_site_scheduler, with_agents
 
 
 def inputs() -> list[Event]:
@@ -47,7 +33,7 @@ def run(sched: Scheduler, log: list[Event], now) -> list[Event]:
 
 
 def test_assignments_go_where_the_plan_runs_jobs_now() -> None:
-    sched = scheduler()
+    sched = three_site_scheduler()
     for event in inputs():
         sched.apply(event)
     decision = sched.replan(NOW)
@@ -68,7 +54,7 @@ def test_assignments_go_where_the_plan_runs_jobs_now() -> None:
 
 def test_restart_rebuilds_the_same_plan_and_sends_nothing_twice() -> None:
     log: list[Event] = list(inputs())
-    first = scheduler()
+    first = three_site_scheduler()
     for event in log:
         first.apply(event)
     run(first, log, NOW)
@@ -76,7 +62,7 @@ def test_restart_rebuilds_the_same_plan_and_sends_nothing_twice() -> None:
     assert any(e.__class__.__name__ == "Assignment" for e in log)
     before = first.state.last_plan
 
-    restarted = scheduler()
+    restarted = three_site_scheduler()
     for event in log:  # what the stream holds: inputs and every output
         restarted.apply(event)
     again = restarted.replan(NOW + timedelta(hours=1, minutes=20))
@@ -96,7 +82,7 @@ def _entries(result):
 
 
 def test_a_deadline_that_cannot_hold_gets_an_infeasible_event_once() -> None:
-    sched = scheduler()
+    sched = three_site_scheduler()
     for event in inputs():
         sched.apply(event)
     tight = job_requested(7, hours=6, gpus=2, home="sjc1", group=RegionGroup.NA, deadline_h=3)
@@ -141,4 +127,4 @@ def test_the_plan_uses_the_expected_intensity_not_the_median() -> None:
         sched.apply(event)
     (entry,) = sched.replan(NOW).plan.entries
     assert entry.datacenter == "fra1"
-    assert entry.emissions_g == 2 * 1.0 * REGISTRY.get("fra1").pue * 150.0
+    assert entry.emissions_g == 2 * 1.0 * THREE_SITES.get("fra1").pue * 150.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID, uuid4
 
 from metatune import contracts as c
@@ -256,9 +257,15 @@ def agent_status(
 
 
 def started(
-    job_id: UUID, datacenter: str = "fra1", study_id: UUID | None = None, at: datetime = NOW
+    job_id: UUID,
+    datacenter: str = "fra1",
+    study_id: UUID | None = None,
+    at: datetime = NOW,
+    **fields: Any,
 ) -> tuple[str, c.Assignment]:
-    """A start assignment of ``job_id`` at ``datacenter``: run events count only from there."""
+    """A start assignment of ``job_id`` at ``datacenter``: run events count only from there;
+    plan 1, the sample spec and config, one hour, unless ``fields`` say (``gpus``, ``spec``...)."""
+    values: dict[str, Any] = {"plan_version": 1, "spec": SPEC, "config": CONFIG, "hours_planned": 1}
     return (
         subjects.assignments(datacenter),
         c.Assignment(
@@ -267,10 +274,7 @@ def started(
             study_id=study_id or STUDY,
             datacenter=datacenter,
             action=c.AssignmentAction.start,
-            plan_version=1,
-            spec=SPEC,
-            config=CONFIG,
-            hours_planned=1,
+            **(values | fields),
         ),
     )
 

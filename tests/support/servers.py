@@ -1,10 +1,12 @@
 """Local servers for tests that need one of their own: free ports, nats-server with auth on (as
-`metatune up` starts it) and a probe that says when a server listens."""
+`metatune up` starts it), a probe that says when a server listens, and a loopback HTTP server."""
 
 from __future__ import annotations
 
+import http.server
 import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,6 +61,28 @@ def wait_until_serving(url: str, what: str = "nats-server") -> None:
     short one would fail every attempt however long we waited."""
     wait_for_sync(lambda: accepts(url), f"{what} listening")
     wait_for_sync(lambda: nats_answers_sync(url, 10.0), f"{what} letting us in")
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A request handler that logs nothing (pytest shows what a test prints)."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def serve_http(
+    handler: type[http.server.BaseHTTPRequestHandler],
+) -> http.server.ThreadingHTTPServer:
+    """A threading HTTP server on a free loopback port answering with ``handler``, served from a
+    daemon thread; its base URL is :func:`base_url`; ``shutdown()`` stops it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def base_url(server: http.server.HTTPServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

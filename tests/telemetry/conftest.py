@@ -3,7 +3,9 @@ server of each test's own (so ``verify`` compares exactly this test's stream), a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 import nats
 import pytest
@@ -60,3 +62,18 @@ async def publish(
             headers=headers_for(event) if dedup else None,
             stream=stream_for(subject, settings),
         )
+
+
+async def publish_all(
+    js, settings: TelemetrySettings, events: Iterable[tuple[str, Event]], *, dedup: bool = True
+) -> None:
+    """Publish each (subject, event) of ``events`` in order."""
+    for subject, event in events:
+        await publish(js, settings, subject, event, dedup=dedup)
+
+
+async def publish_ready(service: Any, js, events: Iterable[tuple[str, Event]]) -> None:
+    """Publish ``events`` to a running telemetry ``service`` (on its settings' streams) and wait
+    until it is ready (a minute at most)."""
+    await publish_all(js, service.settings, events)
+    await asyncio.wait_for(service.runtime.ready.wait(), 60)

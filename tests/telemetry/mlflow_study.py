@@ -1,11 +1,12 @@
 """A study recorded for the MLflow export's tests (three trials, their curves and adapters), the
-stores it is exported to, and the CLI that exports it."""
+stores it is exported to, how the export fetches adapters, and the CLI that exports it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import tarfile
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +14,7 @@ from uuid import UUID
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.bus import ADAPTERS_BUCKET, ObjectStore
+from metatune.bus import ADAPTERS_BUCKET, ObjectStore, ensure_streams
 from metatune.settings import Settings
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.domain.mlflow_runs import (
@@ -73,6 +74,29 @@ async def put_adapter(js, tmp_path: Path, key: str, files: dict[str, bytes] = AD
         for name in files:
             tar.add(folder / name, arcname=name)
     await ObjectStore(js).put_file(ADAPTERS_BUCKET, key, archive)
+
+
+def fetcher(js) -> Callable[[str, Path], Awaitable[None]]:
+    """How the export fetches an adapter: from the adapters bucket of ``js``."""
+
+    async def fetch(key: str, path: Path) -> None:
+        await ObjectStore(js).get_to_file(ADAPTERS_BUCKET, key, path)
+
+    return fetch
+
+
+async def recorded(
+    db, js, settings: Settings, tmp_path: Path | None = None, files: dict[str, bytes] = ADAPTER
+) -> tuple[UUID, list[UUID], Callable[[str, Path], Awaitable[None]]]:
+    """:func:`recorded_study` stored through the writer, the streams ensured on ``js`` and, given
+    ``tmp_path``, a0's adapter (``files``) in the bucket; the study's id, its jobs' ids and the
+    export's :func:`fetcher`."""
+    await ensure_streams(js, settings)
+    if tmp_path is not None:
+        await put_adapter(js, tmp_path, "adapters/a0.tar", files)
+    sid, jobs, events = recorded_study()
+    await store(db, events)
+    return sid, jobs, fetcher(js)
 
 
 def tracking(uri: str) -> MlflowClient:

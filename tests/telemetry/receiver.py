@@ -3,7 +3,6 @@ secret the tests' telemetry uses, and the events of a study with a webhook."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import threading
 from datetime import timedelta
@@ -12,7 +11,9 @@ from uuid import uuid4
 from metatune import contracts as c
 from metatune import subjects
 from metatune_telemetry.domain.signing import new_secret
-from tests.support.samples import CONFIG, NOW, SPEC
+from tests.support.builders import requested, submitted
+from tests.support.samples import NOW, SPEC
+from tests.support.servers import QuietHandler, base_url, serve_http
 
 SECRET = new_secret()
 
@@ -28,7 +29,7 @@ class Receiver:
         self.release = threading.Event()
         receiver = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 receiver.received.append((self.path, dict(self.headers), body))
@@ -42,13 +43,8 @@ class Receiver:
                 self.send_header("content-length", "0")
                 self.end_headers()
 
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = serve_http(Handler)
+        self.base = base_url(self.server)
 
     def bodies(self, path: str) -> list[dict]:
         return [json.loads(b) for p, _, b in self.received if p == path]
@@ -67,24 +63,8 @@ def study_events(hook: str | None):
         study,
         job,
         [
-            (
-                subjects.DATASETS_SUBMITTED,
-                c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
-            ),
-            (
-                subjects.JOBS_REQUESTED,
-                c.JobRequested(
-                    occurred_at=NOW,
-                    job_id=job,
-                    study_id=study,
-                    trial_index=0,
-                    spec=spec,
-                    config=CONFIG,
-                    estimated_gpu_hours=1.0,
-                    power_kw=0.5,
-                    deadline=spec.deadline,
-                ),
-            ),
+            (subjects.DATASETS_SUBMITTED, submitted(study, spec)),
+            (subjects.JOBS_REQUESTED, requested(job, study, spec=spec)),
         ],
     )
 

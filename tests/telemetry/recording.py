@@ -1,6 +1,6 @@
 """What several telemetry tests record and wait for: events as the writer takes them, the
-wait until the database holds both streams, an outbox row, progress events carrying points,
-a migration rolled back."""
+samples without a webhook, the wait until the database holds both streams, an outbox row,
+progress events carrying points, a migration rolled back."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
 from metatune_telemetry.adapters.verify import verify
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
-from tests.support.samples import CONFIG, NOW, SPEC, started
+from tests.support.builders import requested, submitted
+from tests.support.samples import CONFIG, NOW, SPEC, samples, started
 from tests.support.waiting import wait_for
 
 
@@ -33,6 +34,12 @@ def without_webhook(event):
         if spec
         else event
     )
+
+
+def samples_without_webhook() -> list[tuple[str, c.Event]]:
+    """Every contract's sample (:func:`tests.support.samples.samples`), its spec without a webhook
+    (so nothing is delivered)."""
+    return [(s, without_webhook(e)) for s, e in samples()]
 
 
 async def no_gap(js, db: Database, settings: Settings) -> None:
@@ -113,27 +120,11 @@ def study(url: str):
     events before its end, and the two that can end it (the stop, the last trial's)."""
     sid, jobs = uuid4(), [uuid4() for _ in range(3)]
     spec = SPEC.model_validate({**SPEC.model_dump(), "webhook_url": url, "name": "sst2-sweep"})
-    before = [
-        (subjects.DATASETS_SUBMITTED, c.DatasetSubmitted(occurred_at=NOW, study_id=sid, spec=spec))
-    ]
+    before = [(subjects.DATASETS_SUBMITTED, submitted(sid, spec))]
     for i, job in enumerate(jobs):
-        before.append(
-            (
-                subjects.JOBS_REQUESTED,
-                c.JobRequested(
-                    occurred_at=NOW,
-                    job_id=job,
-                    study_id=sid,
-                    trial_index=i,
-                    spec=spec,
-                    config=CONFIG.model_copy(update={"rank": 4 * (i + 1)}),
-                    metric_name="accuracy",
-                    estimated_gpu_hours=1.0,
-                    power_kw=0.5,
-                    deadline=spec.deadline,
-                ),
-            )
-        )
+        rank = CONFIG.model_copy(update={"rank": 4 * (i + 1)})
+        trial = requested(job, sid, spec=spec, trial_index=i, config=rank, metric_name="accuracy")
+        before.append((subjects.JOBS_REQUESTED, trial))
     before += [started(job, study_id=sid) for job in jobs]
     before += [
         run_completed(jobs[0], sid, 0.81, "adapters/a0.tar", 1500.0, 300.0),
@@ -250,30 +241,12 @@ async def record_two_trials(db) -> UUID:
         hardware=c.Hardware(device="cpu", cpu_model="AMD EPYC 7B13", precision="fp32"),
     )
     events = [
-        (
-            subjects.DATASETS_SUBMITTED,
-            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
-        ),
+        (subjects.DATASETS_SUBMITTED, submitted(study, spec)),
         (subjects.agent_status("fra1"), status),
     ]
     for i, j in enumerate((job, job2)):
-        events.append(
-            (
-                subjects.JOBS_REQUESTED,
-                c.JobRequested(
-                    occurred_at=NOW,
-                    job_id=j,
-                    study_id=study,
-                    trial_index=i,
-                    spec=spec,
-                    config=CONFIG,
-                    gpus=2,
-                    estimated_gpu_hours=1.0,
-                    power_kw=0.7,
-                    deadline=spec.deadline,
-                ),
-            )
-        )
+        trial = requested(j, study, spec=spec, trial_index=i, gpus=2, power_kw=0.7)
+        events.append((subjects.JOBS_REQUESTED, trial))
     events += [
         started(job, study_id=study),
         started(job2, study_id=study),

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 from uuid import UUID, uuid4
 
 from metatune import contracts as c
 from metatune import subjects
+from metatune.dashboard_tokens import TOKEN_FILE, write_tokens
+from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
-from tests.support.samples import CONFIG, FEATURES, NOW, SPEC, started
+from metatune_telemetry.settings import TelemetrySettings
+from tests.support.builders import finished, profiled, requested, submitted
+from tests.support.samples import FEATURES, NOW, SPEC, started
 
 H = timedelta(hours=1)
 DE = [
@@ -68,18 +74,10 @@ async def record_dashboard(db) -> Scenario:
         for i, (wh, g) in enumerate(zip(RUN_WH, (22.0, 23.0), strict=True))
     ]
     events = [
-        (
-            subjects.DATASETS_SUBMITTED,
-            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
-        ),
+        (subjects.DATASETS_SUBMITTED, submitted(study, spec)),
         (
             subjects.DATASETS_PROFILED,
-            c.DatasetProfiled(
-                occurred_at=NOW,
-                study_id=study,
-                spec=spec,
-                features=FEATURES.model_copy(update={"n_classes": CLASSES}),
-            ),
+            profiled(study, spec, FEATURES.model_copy(update={"n_classes": CLASSES})),
         ),
         (
             subjects.agent_status("fra1"),
@@ -98,37 +96,29 @@ async def record_dashboard(db) -> Scenario:
         _forecast("NO", NO),
         (
             subjects.JOBS_REQUESTED,
-            c.JobRequested(
-                occurred_at=NOW,
-                job_id=job,
-                study_id=study,
-                trial_index=0,
+            requested(
+                job,
+                study,
                 spec=spec,
-                config=CONFIG,
                 predicted_metric=0.85,
                 predicted_metric_std=0.05,
                 metric_name="accuracy",
                 gpus=2,
                 estimated_gpu_hours=4.0,
                 power_kw=0.7,
-                deadline=spec.deadline,
             ),
         ),
         (
             subjects.JOBS_REQUESTED,
-            c.JobRequested(
-                occurred_at=NOW,
-                job_id=job2,
-                study_id=study,
-                trial_index=1,
+            requested(
+                job2,
+                study,
                 spec=spec,
-                config=CONFIG,
+                trial_index=1,
                 predicted_loss=0.4,
                 predicted_loss_std=0.1,
                 gpus=1,
-                estimated_gpu_hours=1.0,
                 power_kw=0.3,
-                deadline=spec.deadline,
             ),
         ),
         (
@@ -150,53 +140,41 @@ async def record_dashboard(db) -> Scenario:
                 ],
             ),
         ),
-        (
-            subjects.assignments("osl1"),
-            c.Assignment(
-                occurred_at=NOW + 2 * H,
-                job_id=job,
-                study_id=study,
-                datacenter="osl1",
-                action=c.AssignmentAction.start,
-                plan_version=3,
-                spec=spec,
-                config=CONFIG,
-                gpus=2,
-                hours_planned=2,
-            ),
+        started(
+            job, "osl1", study, NOW + 2 * H, plan_version=3, spec=spec, gpus=2, hours_planned=2
         ),
-        (
-            subjects.runs_completed("osl1"),
-            c.RunCompleted(
-                occurred_at=NOW + 4 * H,
-                job_id=job,
-                study_id=study,
-                datacenter="osl1",
-                config=CONFIG,
-                steps=100,
-                metrics=c.RunMetrics(val_loss=0.3, accuracy=0.8),
-                majority_baseline=0.85,  # this trial does not beat always saying the commonest label
-                accounting=c.RunAccounting(energy_wh=sum(RUN_WH), wall_seconds=7200.0, hours=hours),
-            ),
+        finished(
+            job,
+            study,
+            "osl1",
+            NOW + 4 * H,
+            steps=100,
+            metrics=c.RunMetrics(val_loss=0.3, accuracy=0.8),
+            majority_baseline=0.85,  # this trial does not beat always saying the commonest label
+            accounting=c.RunAccounting(energy_wh=sum(RUN_WH), wall_seconds=7200.0, hours=hours),
         ),
         started(job2, "fra1", study),
-        (
-            subjects.runs_completed("fra1"),
-            c.RunCompleted(
-                occurred_at=NOW + H,
-                job_id=job2,
-                study_id=study,
-                datacenter="fra1",
-                config=CONFIG,
-                steps=10,
-                early_stopped=True,
-                stop_reason="plateau",
-                metrics=c.RunMetrics(val_loss=0.45),
-                accounting=c.RunAccounting(energy_wh=10.0, wall_seconds=600.0),
-            ),
+        finished(
+            job2,
+            study,
+            "fra1",
+            NOW + H,
+            steps=10,
+            early_stopped=True,
+            stop_reason="plateau",
+            metrics=c.RunMetrics(val_loss=0.45),
+            accounting=c.RunAccounting(energy_wh=10.0, wall_seconds=600.0),
         ),
     ]
     await EventWriter(db).write(
         [Incoming("METATUNE", i + 1, s, e.to_bytes()) for i, (s, e) in enumerate(events)]
     )
     return Scenario(study, job, job2)
+
+
+def guarded_app(db, tokens_dir: Path) -> tuple[Any, str]:
+    """Telemetry's read API over ``db`` with a dashboard token written (at NOW) in ``tokens_dir``:
+    the app and the token."""
+    write_tokens(tokens_dir, NOW)
+    app = create_app(db, TelemetrySettings(dashboard_tokens_dir=tokens_dir))
+    return app, (tokens_dir / TOKEN_FILE).read_text().strip()

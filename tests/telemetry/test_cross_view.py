@@ -34,7 +34,8 @@ from metatune_cli.demo.summary import closing_table
 from metatune_cli.model_card import model_card
 from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
-from tests.support.samples import CONFIG, FEATURES, NOW, SPEC
+from tests.support.builders import finished, profiled, requested, submitted
+from tests.support.samples import NOW, SPEC, started
 
 from .figures import titled, traces
 
@@ -100,70 +101,45 @@ def recorded_study(study, job) -> list[tuple[str, c.Event]]:
         for dc, region, pue in (("fra1", "DE", 1.25), ("osl1", "NO", 1.1))
     ]
     return [
-        (
-            subjects.DATASETS_SUBMITTED,
-            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
-        ),
+        (subjects.DATASETS_SUBMITTED, submitted(study, spec)),
         (
             subjects.DATASETS_PROFILED,
-            c.DatasetProfiled(occurred_at=NOW, study_id=study, spec=spec, features=FEATURES),
+            profiled(study, spec),
         ),
         *status,
         _forecast("DE", DE_MEDIAN),
         _forecast("NO", NO_MEDIAN),
         (
             subjects.JOBS_REQUESTED,
-            c.JobRequested(
-                occurred_at=NOW,
-                job_id=job,
-                study_id=study,
-                trial_index=0,
+            requested(
+                job,
+                study,
                 spec=spec,
-                config=CONFIG,
                 predicted_metric=0.8,
                 predicted_metric_std=0.05,
                 metric_name="accuracy",
                 gpus=1,
                 estimated_gpu_hours=2.0,
                 power_kw=0.3,
-                deadline=spec.deadline,
             ),
         ),
-        (
-            subjects.assignments("osl1"),
-            c.Assignment(
-                occurred_at=NOW + 2 * H,
-                job_id=job,
-                study_id=study,
-                datacenter="osl1",
-                action=c.AssignmentAction.start,
-                plan_version=1,
-                spec=spec,
-                config=CONFIG,
-                gpus=1,
-                hours_planned=2,
-            ),
-        ),
-        (
-            subjects.runs_completed("osl1"),
-            c.RunCompleted(
-                occurred_at=NOW + 4 * H,
-                job_id=job,
-                study_id=study,
-                datacenter="osl1",
-                config=CONFIG,
-                steps=100,
-                metrics=c.RunMetrics(val_loss=0.3, accuracy=0.8),
-                majority_baseline=0.5,
-                base_model=spec.base_model,
-                task=spec.task,
-                hardware=c.Hardware(device="cpu", cpu_model="Test CPU"),
-                accounting=c.RunAccounting(
-                    energy_wh=sum(WH),
-                    emissions_g=sum(h.emissions_g or 0.0 for h in hours),
-                    wall_seconds=7000.0,
-                    hours=hours,
-                ),
+        started(job, "osl1", study, NOW + 2 * H, spec=spec, gpus=1, hours_planned=2),
+        finished(
+            job,
+            study,
+            "osl1",
+            NOW + 4 * H,
+            steps=100,
+            metrics=c.RunMetrics(val_loss=0.3, accuracy=0.8),
+            majority_baseline=0.5,
+            base_model=spec.base_model,
+            task=spec.task,
+            hardware=c.Hardware(device="cpu", cpu_model="Test CPU"),
+            accounting=c.RunAccounting(
+                energy_wh=sum(WH),
+                emissions_g=sum(h.emissions_g or 0.0 for h in hours),
+                wall_seconds=7000.0,
+                hours=hours,
             ),
         ),
         _forecast("NO", NO_MEDIAN, issued=NOW + 3 * H, observed=True),

@@ -9,21 +9,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from metatune.dashboard_tokens import TOKEN_FILE, write_tokens
 from metatune_cli.demo.scenario import demo_registry
 from metatune_cli.demo.summary import GRID_SIZE, closing_table
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.settings import TelemetrySettings
-from tests.support.samples import NOW
 
-from .scenario import DE, NO, RUN_PUE, RUN_WH, record_dashboard
+from .scenario import DE, NO, RUN_PUE, RUN_WH, guarded_app, record_dashboard
 
 
 async def test_the_closing_table_from_telemetrys_read_api(db, tmp_path: Path) -> None:
     s = await record_dashboard(db)
-    write_tokens(tmp_path, NOW)
-    token = (tmp_path / TOKEN_FILE).read_text().strip()
-    app = create_app(db, TelemetrySettings(dashboard_tokens_dir=tmp_path))
+    app, token = guarded_app(db, tmp_path)
     registry = demo_registry()
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app),

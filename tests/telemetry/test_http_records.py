@@ -14,15 +14,13 @@ from starlette.testclient import TestClient
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune.dashboard_tokens import TOKEN_FILE, write_tokens
 from metatune.settings import Settings
 from metatune_telemetry.adapters.http import create_app
 from metatune_telemetry.adapters.openapi import document
 from metatune_telemetry.adapters.writer import EventWriter, Incoming
-from metatune_telemetry.settings import TelemetrySettings
 from tests.support.samples import NOW
 
-from .scenario import CLASSES, DE, RUN_PUE, RUN_WH, H, record_dashboard
+from .scenario import CLASSES, DE, RUN_PUE, RUN_WH, H, guarded_app, record_dashboard
 
 
 def _valid(path: str, answer: object) -> None:
@@ -145,9 +143,7 @@ async def test_a_forecast_history_needs_a_window_of_at_most_two_weeks(db, params
 
 async def test_both_need_the_dashboard_token_once_one_is_written(db, tmp_path: Path) -> None:
     s = await record_dashboard(db)
-    write_tokens(tmp_path, NOW)
-    token = (tmp_path / TOKEN_FILE).read_text().strip()
-    app = create_app(db, TelemetrySettings(dashboard_tokens_dir=tmp_path))
+    app, token = guarded_app(db, tmp_path)
     window = {"from": NOW.isoformat(), "to": (NOW + H).isoformat()}
     with TestClient(app) as client:
         for path, params in (

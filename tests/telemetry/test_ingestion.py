@@ -21,18 +21,17 @@ from tests.support.samples import NOW, samples, started
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for, wait_for_sync
 
-from .conftest import count, publish
-from .recording import no_gap, without_webhook
+from .conftest import count, publish, publish_all
+from .recording import no_gap, samples_without_webhook
 
 
 async def test_every_event_stored_once_and_redelivery_is_one_row(tsettings, schema, js) -> None:
     service = create_service(tsettings, schema=schema)
     async with service.running():
-        events = [(s, without_webhook(e)) for s, e in samples()]
-        for subject, event in events:
-            await publish(js, tsettings, subject, event)
-        for subject, event in events[:5]:  # again, outside de-duplication: new stream messages
-            await publish(js, tsettings, subject, event, dedup=False)
+        events = samples_without_webhook()
+        await publish_all(js, tsettings, events)
+        # again, outside de-duplication: new stream messages
+        await publish_all(js, tsettings, events[:5], dedup=False)
         await no_gap(js, service.runtime.db, tsettings)
         db = service.runtime.db
         assert await count(db, "SELECT count(*) FROM event_log") == len(events)

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 from metatune_telemetry.adapters.writers import LOG_DURABLE
 from metatune_telemetry.app import create_service
-from tests.support.samples import samples
 from tests.support.waiting import wait_for
 
-from .conftest import publish
-from .recording import no_gap, without_webhook
+from .conftest import publish_all
+from .recording import no_gap, samples_without_webhook
 
 
 async def test_every_stored_message_is_acked(tsettings, schema, js) -> None:
     service = create_service(tsettings, schema=schema)
     async with service.running():
-        events = [(s, without_webhook(e)) for s, e in samples()]
-        for subject, event in events:
-            await publish(js, tsettings, subject, event)
+        events = samples_without_webhook()
+        await publish_all(js, tsettings, events)
         await no_gap(js, service.runtime.db, tsettings)
         consumers = [
             (tsettings.stream_name, LOG_DURABLE),

@@ -17,7 +17,6 @@ from uuid import UUID, uuid4
 import pytest
 
 from metatune import __version__, subjects
-from metatune.bus import ADAPTERS_BUCKET, ObjectStore, ensure_streams
 from metatune_telemetry.adapters.mlflow_export import (
     ExportWorker,
     MlflowExportError,
@@ -38,16 +37,16 @@ from metatune_telemetry.domain.mlflow_runs import (
 from tests.support.samples import CONFIG, NOW, SPEC
 from tests.support.waiting import wait_for
 
-from .conftest import count, publish
+from .conftest import count, publish, publish_ready
 from .mlflow_study import (
     ADAPTER,
     STEPS,
     cli,
     cli_env,
     put_adapter,
+    recorded,
     recorded_study,
     runs_by_job,
-    store,
     tracking,
 )
 
@@ -65,13 +64,7 @@ def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 async def test_each_finished_trial_is_one_run_and_a_second_export_adds_none(
     db, js, tsettings, mlflow_uri, tmp_path
 ) -> None:
-    await ensure_streams(js, tsettings)
-    await put_adapter(js, tmp_path, "adapters/a0.tar")  # a1's is not in the store
-    sid, jobs, events = recorded_study()
-    await store(db, events)
-
-    async def fetch(key: str, path: Path) -> None:
-        await ObjectStore(js).get_to_file(ADAPTERS_BUCKET, key, path)
+    sid, jobs, fetch = await recorded(db, js, tsettings, tmp_path)  # a1's adapter is not stored
 
     first = await export_study(db, sid, mlflow_uri, fetch)
     assert (first.runs_created, first.runs_existing) == (3, 0)
@@ -141,13 +134,7 @@ async def test_two_exports_of_a_study_at_once_leave_one_run_per_trial(
     db, js, tsettings, mlflow_uri, tmp_path
 ) -> None:
     """The command and the service exporting the same study at the same moment."""
-    await ensure_streams(js, tsettings)
-    await put_adapter(js, tmp_path, "adapters/a0.tar")
-    sid, jobs, events = recorded_study()
-    await store(db, events)
-
-    async def fetch(key: str, path: Path) -> None:
-        await ObjectStore(js).get_to_file(ADAPTERS_BUCKET, key, path)
+    sid, jobs, fetch = await recorded(db, js, tsettings, tmp_path)
 
     both = await asyncio.gather(*(export_study(db, sid, mlflow_uri, fetch) for _ in range(2)))
     assert sorted((e.runs_created, e.runs_existing) for e in both) == [(0, 3), (3, 0)]
@@ -157,12 +144,7 @@ async def test_two_exports_of_a_study_at_once_leave_one_run_per_trial(
 async def test_a_run_an_interrupted_export_left_is_made_again(
     db, js, tsettings, mlflow_uri
 ) -> None:
-    await ensure_streams(js, tsettings)
-    sid, jobs, events = recorded_study()
-    await store(db, events)
-
-    async def fetch(key: str, path: Path) -> None:
-        await ObjectStore(js).get_to_file(ADAPTERS_BUCKET, key, path)
+    sid, jobs, fetch = await recorded(db, js, tsettings)
 
     client = tracking(mlflow_uri)
     experiment = client.create_experiment(f"sst2-sweep ({sid})")
@@ -213,10 +195,7 @@ def test_an_early_stopped_trial_says_so_and_writes_lists_as_json() -> None:
 async def test_the_command_exports_a_study_and_says_why_not_in_one_line(
     db, schema, js, tsettings, mlflow_uri, tmp_path
 ) -> None:
-    await ensure_streams(js, tsettings)
-    await put_adapter(js, tmp_path, "adapters/a0.tar")
-    sid, jobs, events = recorded_study()
-    await store(db, events)
+    sid, jobs, _ = await recorded(db, js, tsettings, tmp_path)
     env = cli_env(tsettings, schema)
     done = await asyncio.to_thread(
         cli, [str(sid)[:13], "--tracking-uri", mlflow_uri, "--json"], env
@@ -283,9 +262,7 @@ async def test_a_failed_export_is_an_error_event_and_ingestion_goes_on(
     sid, _, events = recorded_study()
     service = create_service(settings, schema=schema)
     async with service.running():
-        for subject, event in events:
-            await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.runtime.ready.wait(), 60)
+        await publish_ready(service, js, events)
 
         async def reported() -> bool:
             return (
@@ -314,18 +291,13 @@ async def test_a_failed_export_is_an_error_event_and_ingestion_goes_on(
 
 async def test_a_failed_export_is_tried_again(db, js, tsettings, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    await ensure_streams(js, tsettings)
-    sid, jobs, events = recorded_study()
-    await store(db, events)
+    sid, jobs, fetch = await recorded(db, js, tsettings)
     blocked = tmp_path / "store"
     blocked.write_text("in the way")
     failures: list[tuple[UUID, Exception]] = []
 
     async def failed(study_id: UUID, exc: Exception) -> None:
         failures.append((study_id, exc))
-
-    async def fetch(key: str, path: Path) -> None:
-        await ObjectStore(js).get_to_file(ADAPTERS_BUCKET, key, path)
 
     worker = ExportWorker(db, blocked.as_uri(), fetch, failed, retry_s=0.05, max_retry_s=0.05)
     assert await worker.export_ended() == 0

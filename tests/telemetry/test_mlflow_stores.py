@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from metatune.bus import ADAPTERS_BUCKET, ObjectStore, ensure_streams
 from metatune.labels import METADATA_FILE, label_maps
 from metatune_telemetry.adapters.mlflow_export import MlflowExportError, export_study
 
-from .mlflow_study import ADAPTER, cli, cli_env, recorded_study, runs_by_job, store, tracking
+from .mlflow_study import ADAPTER, cli, cli_env, recorded, runs_by_job, tracking
 
 LABELS = ["negative", "positive"]
 # MLflow's SQLAlchemy store (a SQLite tracking store, read back here) still uses the loader
@@ -28,36 +26,14 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-async def put_adapter_with_labels(js, tmp_path: Path, key: str) -> None:
-    """An adapter as the trainer-agent uploads it: the PEFT files and its ``metatune.json``."""
-    folder = tmp_path / "adapter-src"
-    folder.mkdir()
-    files = {**ADAPTER, METADATA_FILE: json.dumps({"labels": LABELS}).encode()}
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
-    archive = tmp_path / "adapter.tar"
-    with tarfile.open(archive, "w") as tar:
-        for name in files:
-            tar.add(folder / name, arcname=name)
-    await ObjectStore(js).put_file(ADAPTERS_BUCKET, key, archive)
-
-
-async def recorded(db, js, tsettings, tmp_path: Path):
-    await ensure_streams(js, tsettings)
-    await put_adapter_with_labels(js, tmp_path, "adapters/a0.tar")
-    sid, jobs, events = recorded_study()
-    await store(db, events)
-
-    async def fetch(key: str, path: Path) -> None:
-        await ObjectStore(js).get_to_file(ADAPTERS_BUCKET, key, path)
-
-    return sid, jobs, fetch
+# an adapter as the trainer-agent uploads it: the PEFT files and its ``metatune.json``
+WITH_LABELS = {**ADAPTER, METADATA_FILE: json.dumps({"labels": LABELS}).encode()}
 
 
 async def test_a_sqlite_store_keeps_its_uri_and_its_artifacts_beside_it(
     db, js, tsettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sid, jobs, fetch = await recorded(db, js, tsettings, tmp_path)
+    sid, jobs, fetch = await recorded(db, js, tsettings, tmp_path, WITH_LABELS)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # where the export runs: no mlruns may appear here
@@ -78,7 +54,7 @@ async def test_a_sqlite_store_keeps_its_uri_and_its_artifacts_beside_it(
 async def test_the_command_puts_the_artifacts_where_it_is_told(
     db, schema, js, tsettings, tmp_path: Path
 ) -> None:
-    sid, jobs, _ = await recorded(db, js, tsettings, tmp_path)
+    sid, jobs, _ = await recorded(db, js, tsettings, tmp_path, WITH_LABELS)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     there = tmp_path / "artifacts"
     done = await asyncio.to_thread(
@@ -95,7 +71,7 @@ async def test_the_command_puts_the_artifacts_where_it_is_told(
 async def test_a_database_store_without_an_artifact_location_is_refused(
     db, js, tsettings, tmp_path: Path
 ) -> None:
-    sid, _, fetch = await recorded(db, js, tsettings, tmp_path)
+    sid, _, fetch = await recorded(db, js, tsettings, tmp_path, WITH_LABELS)
     with pytest.raises(MlflowExportError, match="give --artifact-location") as refused:
         await export_study(db, sid, "postgresql://mlflow:secret@db.example/mlflow", fetch)
     assert "secret" not in str(refused.value) and "\n" not in str(refused.value)

@@ -5,7 +5,6 @@ the service carries them. Real NATS, real PostgreSQL, the real telemetry service
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import os
@@ -22,11 +21,12 @@ from metatune import subjects
 from metatune.webhook_seal import ensure_keypair, key_file, seal_for_telemetry
 from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
+from tests.support.builders import requested, submitted
 from tests.support.cli import run
 from tests.support.samples import CONFIG, NOW, SPEC
 from tests.support.waiting import wait_for
 
-from .conftest import publish
+from .conftest import publish_ready
 from .receiver import SECRET, Receiver
 
 PASSWORD, TOKEN = "hook-pw-8Kq2", "tok-Zr55-only-telemetry"
@@ -46,24 +46,8 @@ def submission(url: str, key_settings) -> list[tuple[str, c.Event]]:
     )
     study, job = uuid4(), uuid4()
     return [
-        (
-            subjects.DATASETS_SUBMITTED,
-            c.DatasetSubmitted(occurred_at=NOW, study_id=study, spec=spec),
-        ),
-        (
-            subjects.JOBS_REQUESTED,
-            c.JobRequested(
-                occurred_at=NOW,
-                job_id=job,
-                study_id=study,
-                trial_index=0,
-                spec=spec,
-                config=CONFIG,
-                estimated_gpu_hours=1.0,
-                power_kw=0.5,
-                deadline=spec.deadline,
-            ),
-        ),
+        (subjects.DATASETS_SUBMITTED, submitted(study, spec)),
+        (subjects.JOBS_REQUESTED, requested(job, study, spec=spec)),
         (
             subjects.assignments("fra1"),
             c.Assignment(
@@ -115,9 +99,7 @@ async def test_credentials_leave_sealed_and_only_telemetry_delivers_with_them(
     caplog.set_level(logging.DEBUG)
     service = create_service(settings, schema=schema)
     async with service.running():
-        for subject, event in events + stray:
-            await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.runtime.ready.wait(), 60)
+        await publish_ready(service, js, events + stray)
 
         async def delivered() -> list[dict]:
             rows = await list_outbox(service.runtime.db)

@@ -28,7 +28,7 @@ from metatune_telemetry.settings import TelemetrySettings
 from tests.support.samples import NOW, started
 from tests.support.waiting import wait_for
 
-from .conftest import count, publish
+from .conftest import count, publish, publish_ready
 from .receiver import SECRET, Receiver, infeasible, study_events
 
 
@@ -45,9 +45,7 @@ async def test_signed_deliveries_one_per_state_change(tsettings, schema, js, rec
     events += [infeasible(job, study, h) for h in range(4)]  # re-sent every hour: one state
     service = create_service(settings, schema=schema)
     async with service.running():
-        for subject, event in events:
-            await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.runtime.ready.wait(), 60)
+        await publish_ready(service, js, events)
 
         async def both_delivered() -> list[dict]:
             rows = await list_outbox(service.runtime.db)
@@ -90,9 +88,7 @@ async def test_retries_retry_after_dead_letter_and_manual_retry(
     _, _, moved = study_events(f"{receiver.base}/moved")
     service = create_service(settings, schema=schema)
     async with service.running():
-        for subject, event in later + broken + moved:
-            await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.runtime.ready.wait(), 60)
+        await publish_ready(service, js, later + broken + moved)
 
         async def states() -> dict[str, tuple[str, int]]:
             return {
@@ -193,9 +189,7 @@ async def test_hanging_receiver_delays_neither_ingestion_nor_others(
     service = create_service(settings, schema=schema)
     caplog.set_level(logging.DEBUG)
     async with service.running():
-        for subject, event in slow:
-            await publish(js, settings, subject, event)
-        await asyncio.wait_for(service.runtime.ready.wait(), 60)
+        await publish_ready(service, js, slow)
         await wait_for(lambda: any(p == "/slow" for p, _, _ in receiver.received))
         for subject, event in fast + ticks:
             await publish(js, settings, subject, event)
