@@ -1,6 +1,7 @@
-"""One exception tree: every exception class of ``metatune``, ``metatune_cli`` and the services derives from
-``MetaTuneError``, has a name no other class has, and is drawn in ``metatune.errors``' docstring
-exactly as it is declared (parent, the builtins it also derives from)."""
+"""One exception tree: every exception class of ``metatune``, ``metatune_cli``, ``metatune_kb`` and
+the services derives from ``MetaTuneError``, has a name no other class has, and is drawn in
+``metatune.errors``' docstring exactly as it is declared (parent, the builtins it also derives
+from)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from metatune.errors import MetaTuneError
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_PACKAGES = sorted(p.parent.name for p in ROOT.glob("services/*/src/*/__init__.py"))
-OUR_PACKAGES = frozenset({"metatune", "metatune_cli", *SERVICE_PACKAGES})
+OUR_PACKAGES = frozenset({"metatune", "metatune_cli", "metatune_kb", *SERVICE_PACKAGES})
 SKIPPED: list[str] = []  # modules whose optional extra is not installed here
 ENTRY = re.compile(r"^(?P<indent> *)(?P<name>\w+)(?: \(also (?P<also>\w+(?:, \w+)*)\))?: \S")
 INDENT = 2  # spaces per level of the drawing

@@ -40,8 +40,8 @@ Exception hierarchy::
       KnowledgeBaseError: base of the knowledge base's errors
         KbFileError: not a knowledge-base file, or a line that is not a run
           KbSchemaMismatch: a knowledge-base file of another schema version
-        BuildError (also RuntimeError): trainer: the knowledge-base build cannot go on
-        SliceError (also ValueError): trainer: a dataset file the build cannot slice
+        BuildError (also RuntimeError): kb: the knowledge-base build cannot go on
+        SliceError (also ValueError): kb: a dataset file the build cannot slice
         CurveModelError (also ValueError): trainer: a curve-stop model file that cannot be used
       ProfileError: profiler: a dataset (or request) unusable as submitted; carries ``code``
         NotUtf8: a row that is not UTF-8
