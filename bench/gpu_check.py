@@ -404,6 +404,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="a classification JSON-lines file (text, label)",
     )
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument(
+        "--json", action="store_true", help="print the report as one JSON object on stdout"
+    )
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(f"error: --data {args.data}: no such file", file=sys.stderr)
@@ -430,9 +433,13 @@ def main(argv: list[str] | None = None) -> int:
             report["wall_s"] = time.monotonic() - check.started
             report["load_1m_end"] = os.getloadavg()[0]
             write(report, args.out)  # after each part: a killed check still leaves its parts
-    for name, part in report["parts"].items():
-        print(f"{name}: {part['status']}" + (f" ({part['reason']})" if "reason" in part else ""))
-    print(f"wrote {args.out / 'gpu_check.json'}")
+    if args.json:
+        print(json.dumps(report, allow_nan=False))
+    else:
+        for name, part in report["parts"].items():
+            status = part["status"] + (f" ({part['reason']})" if "reason" in part else "")
+            print(f"{name}: {status}")
+    print(f"wrote {args.out / 'gpu_check.json'}", file=sys.stderr if args.json else sys.stdout)
     return 1 if any(p["status"] == "failed" for p in report["parts"].values()) else 0
 
 
