@@ -64,9 +64,9 @@ from metatune.bus import ensure_streams
 from metatune.settings import Settings
 from metatune_cli.embedded import servers
 from metatune_telemetry.adapters.db import Database
-from metatune_telemetry.adapters.writers import LOG_DURABLE, log_consumer_config
 from metatune_telemetry.app import create_service
-from metatune_telemetry.domain.rows import TypedRows
+from metatune_telemetry.ingest.adapters.writer_pool import LOG_DURABLE, log_consumer_config
+from metatune_telemetry.ingest.domain.rows import TypedRows
 from metatune_telemetry.settings import TelemetrySettings
 
 Message = tuple[str, bytes, dict[str, str]]  # subject, payload, headers

@@ -19,7 +19,7 @@ this script catches the calls a module-level rule cannot see, in the source's sy
 * importing pyarrow's file readers (``pyarrow.parquet``, ``.dataset``, ``.fs``, ``.feather``,
   ``.orc``, ``.csv``); parsing bytes already read (``pyarrow.json`` on a buffer) stays pure.
 
-    python scripts/pure_domains.py [folder ...]   # default: services/*/src/*/domain, kb/src/*/domain
+    python scripts/pure_domains.py [folder ...]   # default: every services/ and kb/ domain/, wings' too
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ FILE_READERS = (
 
 
 def domain_folders() -> list[Path]:
-    return sorted([*ROOT.glob("services/*/src/*/domain"), *ROOT.glob("kb/src/*/domain")])
+    """Every service's ``domain/``, its wings' (``<wing>/domain``) and the knowledge base's."""
+    globs = ("services/*/src/*/domain", "services/*/src/*/*/domain", "kb/src/*/domain")
+    return sorted(p for g in globs for p in ROOT.glob(g) if p.is_dir())
 
 
 def _imported_names(tree: ast.AST) -> dict[str, str]:

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from metatune.dashboard_tokens import PREVIOUS_FILE, TOKEN_FILE
-from metatune_telemetry.adapters.auth import is_loopback
-from metatune_telemetry.adapters.metrics import Snapshot, families
+from metatune_telemetry.api.adapters.auth import is_loopback
+from metatune_telemetry.api.adapters.metrics import Snapshot, families
 from tests.support.storage import POSTGRES_MAJOR, TIMESCALEDB_VERSION
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from metatune_forecaster.adapters.package_data import REPLAY_PATH
 from metatune_forecaster.app import create_service
 from metatune_forecaster.settings import ForecasterSettings
 from metatune_telemetry.adapters.db import Database
-from metatune_telemetry.adapters.http import create_app
+from metatune_telemetry.api.adapters.http import create_app
 from metatune_telemetry.settings import TelemetrySettings
 from tests.support.cli import run
 from tests.support.databases import schema

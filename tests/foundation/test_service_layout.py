@@ -5,6 +5,10 @@ settings class), and the subpackages ``domain/`` (pure), ``adapters/`` (bus, dat
 runtime) and ``tools/`` (offline tools), with the non-Python folders ``data/`` and
 ``migrations/``; ``domain/`` imports nothing from its service's adapters, app or tools.
 
+A service of several subsystems may split them into **wings** (telemetry's ``ingest/``,
+``webhooks/``, ``api/``, ``disclosure/``, ``exports/``): a wing is a package holding only its own
+``domain/`` and ``adapters/``, with the same rule: no wing's domain imports any adapters.
+
 The files are read and parsed (``ast``), never imported."""
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ IGNORED = {"__pycache__"}
 # Files a service may keep at its root beside the above (the test fails once one is gone, so an
 # entry cannot outlive its file).
 EXCEPTIONS: dict[str, set[str]] = {}
-# What domain code must not import from its own service.
+# What domain code must not import from its own service (``adapters`` at the root or in a wing).
 IMPURE = ("adapters", "app", "tools")
+WING = {"domain", "adapters"}
 
 
 def service_packages() -> list[Path]:
@@ -47,11 +52,28 @@ def misplaced(package: Path) -> list[str]:
             if not (
                 (entry.name in SUBPACKAGES and is_package)
                 or (entry.name in FOLDERS and not is_package)
+                or is_wing(entry)
             ):
                 wrong.append(f"{entry.name}/")
         elif entry.name not in allowed:
             wrong.append(entry.name)
     return wrong
+
+
+def is_wing(folder: Path) -> bool:
+    """A wing: a package of nothing but its ``domain/`` and ``adapters/`` packages."""
+    entries = {e.name for e in folder.iterdir() if e.name not in IGNORED} - {"__init__.py"}
+    return (
+        (folder / "__init__.py").is_file()
+        and entries == WING
+        and all((folder / name / "__init__.py").is_file() for name in WING)
+    )
+
+
+def domain_folders(package: Path) -> list[Path]:
+    """The service's ``domain/`` and each wing's."""
+    wings = [e / "domain" for e in sorted(package.iterdir()) if e.is_dir() and is_wing(e)]
+    return [package / "domain", *wings]
 
 
 def imported_modules(path: Path, package: Path) -> list[str]:
@@ -75,15 +97,15 @@ def imported_modules(path: Path, package: Path) -> list[str]:
 
 
 def impure_imports(path: Path, package: Path) -> list[str]:
-    """The imports of ``path`` that reach its service's adapters, app or tools."""
-    own = [f"{package.name}.{name}" for name in IMPURE]
-    return sorted(
-        {
-            name
-            for name in imported_modules(path, package)
-            if any(name == o or name.startswith(o + ".") for o in own)
-        }
-    )
+    """The imports of ``path`` that reach its service's adapters (a wing's too), app or tools."""
+
+    def impure(name: str) -> bool:
+        parts = name.split(".")
+        if parts[0] != package.name or len(parts) < 2:
+            return False
+        return parts[1] in IMPURE or (len(parts) > 2 and parts[2] == "adapters")
+
+    return sorted({name for name in imported_modules(path, package) if impure(name)})
 
 
 PACKAGES = service_packages()
@@ -122,7 +144,7 @@ def test_app_defines_create_service(package: Path) -> None:
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
 def test_the_domain_imports_no_adapter_app_or_tool(package: Path) -> None:
-    modules = sorted((package / "domain").rglob("*.py"))
+    modules = sorted(m for folder in domain_folders(package) for m in folder.rglob("*.py"))
     assert modules, f"{package.name} has no domain/"
     found = {
         str(m.relative_to(package)): impure_imports(m, package)
@@ -143,6 +165,8 @@ def test_the_domain_imports_no_adapter_app_or_tool(package: Path) -> None:
         "from metatune_example import app\n",
         "from metatune_example.tools import train\n",
         "def f():\n    from ..adapters import runtime\n",
+        "from ..ingest.adapters.writer import EventWriter\n",
+        "import metatune_example.api.adapters.http\n",
     ],
 )
 def test_the_check_catches_a_domain_import_of_the_service_edges(line: str, tmp_path: Path) -> None:
@@ -179,3 +203,15 @@ def test_the_check_catches_a_stray_module_at_the_root(tmp_path: Path) -> None:
     (package / "migrations").mkdir()
     (package / "migrations" / "__init__.py").write_text("")
     assert misplaced(package) == ["knowledge/", "migrations/", "runtime.py"]
+
+
+def test_a_wing_holds_only_its_domain_and_adapters(tmp_path: Path) -> None:
+    package = tmp_path / "metatune_example"
+    for name in ("domain", "adapters", "ingest/domain", "ingest/adapters", "api/domain", "extra"):
+        (package / name).mkdir(parents=True)
+        (package / name / "__init__.py").write_text("")
+    for name in ("__init__.py", "app.py", "ingest/__init__.py", "api/__init__.py", "api/rules.py"):
+        (package / name).write_text("")
+    # a wing with a module beside its two folders, or without adapters/, is not a wing
+    assert misplaced(package) == ["api/", "extra/"]
+    assert domain_folders(package) == [package / "domain", package / "ingest" / "domain"]

@@ -16,10 +16,10 @@ from metatune import contracts as c
 from metatune import subjects
 from metatune.bus import ADAPTERS_BUCKET, ObjectStore, ensure_streams
 from metatune.settings import Settings
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
-from metatune_telemetry.domain.mlflow_runs import (
+from metatune_telemetry.exports.domain.mlflow_runs import (
     TAG_JOB,
 )
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from tests.support.cli import run
 from tests.support.samples import NOW
 

@@ -9,7 +9,7 @@ from uuid import uuid4
 from metatune import contracts as c
 from metatune import subjects
 from metatune.registry import default_registry
-from metatune_telemetry.adapters.writer import Incoming
+from metatune_telemetry.ingest.adapters.writer import Incoming
 from tests.support.samples import CONFIG, NOW, SPEC
 
 H = timedelta(hours=1)

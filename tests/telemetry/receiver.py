@@ -10,7 +10,7 @@ from uuid import uuid4
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune_telemetry.domain.signing import new_secret
+from metatune_telemetry.webhooks.domain.signing import new_secret
 from tests.support.builders import requested, submitted
 from tests.support.samples import NOW, SPEC
 from tests.support.servers import QuietHandler, base_url, serve_http

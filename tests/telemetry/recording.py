@@ -16,8 +16,8 @@ from metatune import subjects
 from metatune.postgres import yoyo_uri
 from metatune.settings import Settings
 from metatune_telemetry.adapters.db import Database
-from metatune_telemetry.adapters.verify import verify
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.ingest.adapters.verify import verify
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from tests.support.builders import requested, submitted
 from tests.support.samples import CONFIG, NOW, SPEC, samples, started
 from tests.support.waiting import wait_for

@@ -17,8 +17,8 @@ from uuid import UUID, uuid4
 from metatune import contracts as c
 from metatune import subjects
 from metatune.dashboard_tokens import TOKEN_FILE, write_tokens
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.api.adapters.http import create_app
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.settings import TelemetrySettings
 from tests.support.builders import finished, profiled, requested, submitted
 from tests.support.samples import FEATURES, NOW, SPEC, started

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from metatune_telemetry.domain.charts import (
+from metatune_telemetry.api.domain.charts import (
     GanttBar,
     GanttMark,
     ScatterPoint,

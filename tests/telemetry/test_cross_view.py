@@ -32,8 +32,8 @@ from metatune.settings import Settings
 from metatune_cli.client import AsyncClient
 from metatune_cli.demo.summary import closing_table
 from metatune_cli.model_card import model_card
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.api.adapters.http import create_app
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from tests.support.builders import finished, profiled, requested, submitted
 from tests.support.samples import NOW, SPEC, started
 

@@ -18,8 +18,8 @@ from starlette.testclient import TestClient
 from metatune.clock import FixedClock
 from metatune.dashboard_tokens import TOKEN_FILE, read_tokens, write_tokens
 from metatune.errors import ConfigurationError
-from metatune_telemetry.adapters.auth import COOKIE, same_site
-from metatune_telemetry.adapters.http import create_app
+from metatune_telemetry.api.adapters.auth import COOKIE, same_site
+from metatune_telemetry.api.adapters.http import create_app
 from metatune_telemetry.app import create_service
 from metatune_telemetry.settings import TelemetrySettings
 from tests.support.cli import run

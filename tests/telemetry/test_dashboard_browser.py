@@ -23,7 +23,7 @@ import uvicorn
 from metatune.clock import RealClock
 from metatune.dashboard_tokens import TOKEN_FILE, write_tokens
 from metatune.settings import Settings
-from metatune_telemetry.adapters.http import create_app
+from metatune_telemetry.api.adapters.http import create_app
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for
 

@@ -15,9 +15,8 @@ from starlette.testclient import TestClient
 from metatune import contracts as c
 from metatune import subjects
 from metatune.settings import Settings
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
-from metatune_telemetry.domain.charts import (
+from metatune_telemetry.api.adapters.http import create_app
+from metatune_telemetry.api.domain.charts import (
     PALETTE,
     HourBar,
     ScatterPoint,
@@ -25,6 +24,7 @@ from metatune_telemetry.domain.charts import (
     hourly_bars,
     scatter,
 )
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from tests.support.samples import CONFIG, NOW, SPEC, started
 
 from .figures import figures, stored, traces

@@ -13,14 +13,16 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from metatune.settings import Settings
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.adapters.openapi import document, render
+from metatune_telemetry.api.adapters.http import create_app
+from metatune_telemetry.api.adapters.openapi import document, render
 
 from .recording import outbox
 from .scenario import record_dashboard
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "telemetry.openapi.json"
-REGENERATE = ".venv/bin/python -m metatune_telemetry.adapters.openapi > docs/telemetry.openapi.json"
+REGENERATE = (
+    ".venv/bin/python -m metatune_telemetry.api.adapters.openapi > docs/telemetry.openapi.json"
+)
 
 
 def test_the_committed_document_is_the_generated_one() -> None:

@@ -7,9 +7,9 @@ from uuid import uuid4
 
 from metatune.contracts import Hardware, LoraConfig, RunAccounting, RunCompleted, RunMetrics
 from metatune.display import trial_label
-from metatune_telemetry.domain.disclosure import HourInput, RunInput, disclose_run
-from metatune_telemetry.domain.formats import energy, hardware, run_rows
-from metatune_telemetry.domain.notifications import notification_for
+from metatune_telemetry.disclosure.domain.disclosure import HourInput, RunInput, disclose_run
+from metatune_telemetry.disclosure.domain.formats import energy, hardware, run_rows
+from metatune_telemetry.webhooks.domain.notifications import notification_for
 from tests.support.samples import NOW
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune_telemetry.adapters.queries import study_disclosure
-from metatune_telemetry.adapters.writer import EventWriter
-from metatune_telemetry.domain.formats import run_rows, to_csv, to_markdown
+from metatune_telemetry.disclosure.adapters.queries import study_disclosure
+from metatune_telemetry.disclosure.domain.formats import run_rows, to_csv, to_markdown
+from metatune_telemetry.ingest.adapters.writer import EventWriter
 from tests.support.samples import NOW
 
 from .realised_run import FORECAST, REALISED, REGISTRY, H, completed_subject, incoming, recorded_run

@@ -9,7 +9,7 @@ from uuid import uuid4
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from tests.support.samples import CONFIG, NOW, STUDY
 
 from .conftest import count

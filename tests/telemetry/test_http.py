@@ -11,7 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from metatune.settings import Settings
-from metatune_telemetry.adapters.http import create_app
+from metatune_telemetry.api.adapters.http import create_app
 from tests.support.samples import NOW
 from tests.support.storage import BACKEND
 

@@ -15,9 +15,9 @@ from starlette.testclient import TestClient
 from metatune import contracts as c
 from metatune import subjects
 from metatune.settings import Settings
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.adapters.openapi import document
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.api.adapters.http import create_app
+from metatune_telemetry.api.adapters.openapi import document
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from tests.support.samples import NOW
 
 from .scenario import CLASSES, DE, RUN_PUE, RUN_WH, H, guarded_app, record_dashboard

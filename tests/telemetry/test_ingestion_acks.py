@@ -4,8 +4,8 @@ nothing left pending (no message would come back after ``ack_wait``)."""
 
 from __future__ import annotations
 
-from metatune_telemetry.adapters.writers import LOG_DURABLE
 from metatune_telemetry.app import create_service
+from metatune_telemetry.ingest.adapters.writer_pool import LOG_DURABLE
 from tests.support.waiting import wait_for
 
 from .conftest import publish_all

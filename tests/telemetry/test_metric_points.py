@@ -15,8 +15,8 @@ from yoyo import get_backend, read_migrations
 from metatune import contracts as c
 from metatune import subjects
 from metatune.postgres import yoyo_uri
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.app import create_service
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from tests.support.samples import started
 
 from .conftest import count, publish

@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from metatune.settings import Settings
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.adapters.metrics import JOB_STATES
+from metatune_telemetry.api.adapters.http import create_app
+from metatune_telemetry.api.adapters.metrics import JOB_STATES
 from tests.support.samples import CONFIG, NOW
 
 from .recording import outbox

@@ -17,14 +17,14 @@ from uuid import UUID, uuid4
 import pytest
 
 from metatune import __version__, subjects
-from metatune_telemetry.adapters.mlflow_export import (
+from metatune_telemetry.app import create_service
+from metatune_telemetry.exports.adapters.mlflow_export import (
     ExportWorker,
     MlflowExportError,
     connect,
     export_study,
 )
-from metatune_telemetry.app import create_service
-from metatune_telemetry.domain.mlflow_runs import (
+from metatune_telemetry.exports.domain.mlflow_runs import (
     TAG_EXPORT,
     TAG_JOB,
     StudyRecord,

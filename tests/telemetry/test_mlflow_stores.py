@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from metatune.labels import METADATA_FILE, label_maps
-from metatune_telemetry.adapters.mlflow_export import MlflowExportError, export_study
+from metatune_telemetry.exports.adapters.mlflow_export import MlflowExportError, export_study
 
 from .mlflow_study import ADAPTER, cli, cli_env, recorded, runs_by_job, tracking
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 
-from metatune_telemetry.adapters.outbox import list_outbox
+from metatune_telemetry.webhooks.adapters.outbox import list_outbox
 from tests.support.cli import fits, run
 
 from .mlflow_study import cli_env, store

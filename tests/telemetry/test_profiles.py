@@ -11,8 +11,8 @@ from uuid import UUID, uuid4
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune_telemetry.adapters.queries import study_classes
-from metatune_telemetry.adapters.writer import EventWriter
+from metatune_telemetry.disclosure.adapters.queries import study_classes
+from metatune_telemetry.ingest.adapters.writer import EventWriter
 from tests.support.samples import FEATURES, NOW, SPEC
 
 from .recording import incoming, roll_back

@@ -11,11 +11,15 @@ import pytest
 from metatune import contracts as c
 from metatune import subjects
 from metatune.units import mass
-from metatune_telemetry.adapters.dashboard import job_timeline
-from metatune_telemetry.adapters.queries import priced_totals, site_facts, study_disclosure
-from metatune_telemetry.adapters.writer import EventWriter
+from metatune_telemetry.api.adapters.dashboard import job_timeline
 from metatune_telemetry.app import create_service
-from metatune_telemetry.domain.formats import to_markdown
+from metatune_telemetry.disclosure.adapters.queries import (
+    priced_totals,
+    site_facts,
+    study_disclosure,
+)
+from metatune_telemetry.disclosure.domain.formats import to_markdown
+from metatune_telemetry.ingest.adapters.writer import EventWriter
 from tests.support.samples import NOW
 from tests.support.waiting import wait_for
 

@@ -19,8 +19,8 @@ import pytest
 from metatune import contracts as c
 from metatune import subjects
 from metatune.webhook_seal import ensure_keypair, key_file, seal_for_telemetry
-from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
+from metatune_telemetry.webhooks.adapters.outbox import list_outbox
 from tests.support.builders import requested, submitted
 from tests.support.cli import run
 from tests.support.samples import CONFIG, NOW, SPEC

@@ -10,7 +10,7 @@ import hmac
 import pytest
 
 from metatune.errors import ConfigurationError
-from metatune_telemetry.domain.signing import headers, new_secret, secret_key
+from metatune_telemetry.webhooks.domain.signing import headers, new_secret, secret_key
 
 
 def test_headers_carry_one_standard_signature_per_secret_in_order() -> None:

@@ -15,9 +15,9 @@ from metatune import contracts as c
 from metatune import subjects
 from metatune.postgres import yoyo_uri
 from metatune.registry import default_registry
-from metatune_telemetry.adapters.queries import study_disclosure
-from metatune_telemetry.adapters.writer import EventWriter
-from metatune_telemetry.domain.formats import to_csv, to_markdown
+from metatune_telemetry.disclosure.adapters.queries import study_disclosure
+from metatune_telemetry.disclosure.domain.formats import to_csv, to_markdown
+from metatune_telemetry.ingest.adapters.writer import EventWriter
 from tests.support.samples import CONFIG, NOW, SPEC, started
 
 from .conftest import count

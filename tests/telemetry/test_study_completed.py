@@ -15,11 +15,11 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune_telemetry.adapters.endpoint_secrets import rotate
-from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
-from metatune_telemetry.domain.completion import StudyFacts, TrialFacts, completion
-from metatune_telemetry.domain.signing import EndpointSecret, live_secrets, new_secret
+from metatune_telemetry.webhooks.adapters.endpoint_secrets import rotate
+from metatune_telemetry.webhooks.adapters.outbox import list_outbox
+from metatune_telemetry.webhooks.domain.completion import StudyFacts, TrialFacts, completion
+from metatune_telemetry.webhooks.domain.signing import EndpointSecret, live_secrets, new_secret
 from tests.support.samples import CONFIG, NOW
 from tests.support.waiting import wait_for
 

@@ -15,8 +15,8 @@ from metatune import contracts as c
 from metatune import subjects
 from metatune.clock import FixedClock
 from metatune.dashboard_tokens import TOKEN_FILE, tenant_tokens_dir, write_tokens
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.api.adapters.http import create_app
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from metatune_telemetry.settings import TelemetrySettings
 from tests.support.samples import NOW, SPEC
 

@@ -10,9 +10,9 @@ from uuid import uuid4
 
 import pytest
 
-from metatune_telemetry.domain.charts import PALETTE, RUN_NOW_COLOR, timeline
-from metatune_telemetry.domain.timelines import study_timeline, trial_emissions
-from metatune_telemetry.domain.views import Baseline, JobTimeline, Stretch
+from metatune_telemetry.api.domain.charts import PALETTE, RUN_NOW_COLOR, timeline
+from metatune_telemetry.api.domain.timelines import study_timeline, trial_emissions
+from metatune_telemetry.api.domain.views import Baseline, JobTimeline, Stretch
 from tests.support.samples import NOW
 
 from .figures import stored, traces

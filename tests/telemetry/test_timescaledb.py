@@ -14,7 +14,7 @@ import pytest
 
 from metatune import contracts as c
 from metatune import subjects
-from metatune_telemetry.adapters.writer import EventWriter, Incoming
+from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
 from tests.support.samples import started
 from tests.support.storage import TIMESCALEDB_VERSION
 

@@ -20,10 +20,10 @@ from metatune import subjects
 from metatune.contracts import ErrorEvent
 from metatune.redaction import url_without_credentials
 from metatune.settings import Settings
-from metatune_telemetry.adapters.http import create_app
-from metatune_telemetry.adapters.outbox import list_outbox
+from metatune_telemetry.api.adapters.http import create_app
 from metatune_telemetry.app import create_service
 from metatune_telemetry.settings import TelemetrySettings
+from metatune_telemetry.webhooks.adapters.outbox import list_outbox
 from tests.support.waiting import received_on, wait_for
 
 from .conftest import publish

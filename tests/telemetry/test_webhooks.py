@@ -20,11 +20,11 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from metatune import contracts as c
 from metatune import subjects
 from metatune.inputs import parse_networks
-from metatune_telemetry.adapters.delivery import post
-from metatune_telemetry.adapters.outbox import list_outbox
 from metatune_telemetry.app import create_service
-from metatune_telemetry.domain.signing import new_secret
 from metatune_telemetry.settings import TelemetrySettings
+from metatune_telemetry.webhooks.adapters.delivery import post
+from metatune_telemetry.webhooks.adapters.outbox import list_outbox
+from metatune_telemetry.webhooks.domain.signing import new_secret
 from tests.support.samples import NOW, started
 from tests.support.waiting import wait_for
 

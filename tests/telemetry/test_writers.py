@@ -17,9 +17,9 @@ import pytest
 from metatune import contracts as c
 from metatune import subjects
 from metatune.bus import ensure_streams
-from metatune_telemetry.adapters.consumer import delivery, stream_seq
-from metatune_telemetry.adapters.writers import LOG_DURABLE, log_consumer_config
 from metatune_telemetry.app import create_service
+from metatune_telemetry.ingest.adapters.consumer import delivery, stream_seq
+from metatune_telemetry.ingest.adapters.writer_pool import LOG_DURABLE, log_consumer_config
 from tests.support.samples import NOW, started
 from tests.support.waiting import wait_for
 

@@ -14,8 +14,8 @@ from metatune.clock import RealClock
 from metatune.service import Service
 from metatune.settings import Settings
 
-from .adapters.auth import require_tokens
 from .adapters.runtime import Telemetry
+from .api.adapters.auth import require_tokens
 from .settings import TelemetrySettings
 
 

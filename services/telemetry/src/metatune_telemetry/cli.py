@@ -62,8 +62,8 @@ def report(
     """The emissions disclosure of a study and each of its runs."""
     from metatune.display import trial_label
 
-    from .adapters.queries import find_study, study_disclosure
-    from .domain.formats import run_rows, to_csv, to_markdown
+    from .disclosure.adapters.queries import find_study, study_disclosure
+    from .disclosure.domain.formats import run_rows, to_csv, to_markdown
 
     async def main():
         db = _db()
@@ -113,7 +113,7 @@ def webhooks_list(
     wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Latest notifications in the outbox (URLs without credentials)."""
-    from .adapters.outbox import list_outbox
+    from .webhooks.adapters.outbox import list_outbox
 
     async def main():
         db = _db()
@@ -164,7 +164,7 @@ def webhooks_retry(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Queue notifications again with a fresh attempt budget."""
-    from .adapters.outbox import retry
+    from .webhooks.adapters.outbox import retry
 
     if not ids and not all_dead:
         raise typer.BadParameter("give outbox ids or --all-dead")
@@ -186,7 +186,7 @@ def webhooks_retry(
 @webhooks_app.command("secret")
 def webhooks_secret() -> None:
     """The whsec_ signing secret receivers verify with (keep it secret)."""
-    from .adapters.outbox import signing_secret
+    from .webhooks.adapters.outbox import signing_secret
 
     async def main():
         db = _db()
@@ -210,7 +210,7 @@ def webhooks_rotate(
 ) -> None:
     """Give an endpoint a new whsec_ secret (printed once: keep it secret); until the overlap
     ends, deliveries carry a signature by the old secret and one by the new."""
-    from .adapters.endpoint_secrets import rotate
+    from .webhooks.adapters.endpoint_secrets import rotate
 
     async def main():
         db = _db()
@@ -228,7 +228,7 @@ def webhooks_endpoints(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Endpoints with secrets of their own: when each was made and retires (never the secrets)."""
-    from .adapters.endpoint_secrets import list_endpoints
+    from .webhooks.adapters.endpoint_secrets import list_endpoints
 
     async def main():
         db = _db()
@@ -275,7 +275,7 @@ def telemetry_verify(
 ) -> None:
     """Compare the JetStream streams with the database; exit 1 when a message is missing."""
 
-    from .adapters.verify import verify
+    from .ingest.adapters.verify import verify
 
     s = TelemetrySettings()
 
@@ -362,8 +362,8 @@ def telemetry_export_mlflow(
 
     from metatune.bus import ADAPTERS_BUCKET, ObjectStore
 
-    from .adapters.mlflow_export import ExportSummary, MlflowExportError, export_study
-    from .adapters.queries import find_study
+    from .disclosure.adapters.queries import find_study
+    from .exports.adapters.mlflow_export import ExportSummary, MlflowExportError, export_study
 
     s = TelemetrySettings()
     uri = tracking_uri or s.mlflow_tracking_uri

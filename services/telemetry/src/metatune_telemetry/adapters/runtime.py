@@ -32,14 +32,14 @@ from metatune.service import Service
 from metatune.webhook_seal import opener
 
 from ..domain.events import Rejected
+from ..exports.adapters.mlflow_export import ExportWorker
+from ..ingest.adapters.consumer import StreamIngestor
+from ..ingest.adapters.writer import EventWriter, Incoming
+from ..ingest.adapters.writer_pool import RejectNote, WriterPool, connect_ingest, log_ingestor
 from ..settings import TelemetrySettings
-from .consumer import StreamIngestor
+from ..webhooks.adapters.delivery import Outcome
+from ..webhooks.adapters.outbox import Claimed, OutboxWorker
 from .db import Database
-from .delivery import Outcome
-from .mlflow_export import ExportWorker
-from .outbox import Claimed, OutboxWorker
-from .writer import EventWriter, Incoming
-from .writers import RejectNote, WriterPool, connect_ingest, log_ingestor
 
 log = logging.getLogger("metatune.telemetry")
 EXCERPT_BYTES = 2048
@@ -205,7 +205,7 @@ class Telemetry:
         await self.ready.wait()
         import uvicorn
 
-        from .http import create_app
+        from ..api.adapters.http import create_app
 
         s = self.settings
         config = uvicorn.Config(
