@@ -10,6 +10,7 @@ from metatune import contracts as c
 from metatune import subjects
 from metatune.registry import default_registry
 from metatune_telemetry.ingest.adapters.writer import Incoming
+from tests.support.builders import requested
 from tests.support.samples import CONFIG, NOW, SPEC
 
 H = timedelta(hours=1)
@@ -75,18 +76,7 @@ def recorded_run() -> tuple[list[tuple[str, c.Event]], c.RunCompleted, c.Assignm
         ),
         (
             subjects.JOBS_REQUESTED,
-            c.JobRequested(
-                occurred_at=NOW,
-                job_id=job,
-                study_id=study,
-                trial_index=0,
-                spec=spec,
-                config=CONFIG,
-                gpus=1,
-                estimated_gpu_hours=3.0,
-                power_kw=0.5,
-                deadline=spec.deadline,
-            ),
+            requested(job, study, spec=spec, estimated_gpu_hours=3.0),
         ),
         (subjects.assignments("fra1"), start),
     ]

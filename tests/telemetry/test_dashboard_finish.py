@@ -25,6 +25,7 @@ from metatune_telemetry.api.domain.charts import (
     scatter,
 )
 from metatune_telemetry.ingest.adapters.writer import EventWriter, Incoming
+from tests.support.builders import requested
 from tests.support.samples import CONFIG, NOW, SPEC, started
 
 from .figures import figures, stored, traces
@@ -66,18 +67,7 @@ async def a_third_trial_at_fra1(db, study, job) -> None:
     events = [
         (
             subjects.JOBS_REQUESTED,
-            c.JobRequested(
-                occurred_at=NOW,
-                job_id=job,
-                study_id=study,
-                trial_index=2,
-                spec=spec,
-                config=CONFIG,
-                gpus=1,
-                estimated_gpu_hours=2.0,
-                power_kw=0.3,
-                deadline=spec.deadline,
-            ),
+            requested(job, study, spec=spec, trial_index=2, estimated_gpu_hours=2.0, power_kw=0.3),
         ),
         started(job, "fra1", study, NOW + 5 * H),
         (

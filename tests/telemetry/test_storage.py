@@ -11,14 +11,14 @@ from uuid import uuid4
 import pytest
 from yoyo import get_backend, read_migrations
 
-from metatune import contracts as c
 from metatune import subjects
 from metatune.postgres import yoyo_uri
 from metatune.registry import default_registry
 from metatune_telemetry.disclosure.adapters.queries import study_disclosure
 from metatune_telemetry.disclosure.domain.formats import to_csv, to_markdown
 from metatune_telemetry.ingest.adapters.writer import EventWriter
-from tests.support.samples import CONFIG, NOW, SPEC, started
+from tests.support.builders import requested
+from tests.support.samples import NOW, SPEC, started
 
 from .conftest import count
 from .recording import hour, incoming, progress, record_two_trials
@@ -68,21 +68,10 @@ async def test_ingest_migrations_roll_back_and_reapply_with_the_predictions_back
     """telemetry_0003 (json payload, indexes that skip metric events) and 0004 (prediction columns,
     filled from the logged events) both roll back and apply again."""
     study, job = uuid4(), uuid4()
-    requested = c.JobRequested(
-        occurred_at=NOW,
-        job_id=job,
-        study_id=study,
-        trial_index=0,
-        spec=SPEC,
-        config=CONFIG,
-        predicted_metric=0.9,
-        predicted_metric_std=0.02,
-        metric_name="accuracy",
-        estimated_gpu_hours=1.0,
-        power_kw=0.5,
-        deadline=SPEC.deadline,
+    request = requested(
+        job, study, predicted_metric=0.9, predicted_metric_std=0.02, metric_name="accuracy"
     )
-    await EventWriter(db).write(incoming([(subjects.JOBS_REQUESTED, requested)]))
+    await EventWriter(db).write(incoming([(subjects.JOBS_REQUESTED, request)]))
     payload_type = (
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'event_log'::regclass "
         "AND attname = 'payload'"
