@@ -10,13 +10,19 @@ most 1,000 training rows; ``kb``: the first knowledge base's own, its header's
   portfolio3  the first 3 of the knowledge base's greedy portfolio (``metatune kb portfolio``:
               for the shipped seed, the recommender's cold-start list)
   random      a seeded pool of ``--random-k`` configurations drawn uniformly from the search
-              space the knowledge base is built over (``metatune.knowledge.space``)
+              space the knowledge base is built over (``metatune.knowledge.space``); with
+              ``--random-pool kb``, the dataset's own design runs in the first knowledge base
+              instead (``metatune kb build``'s shared and local scrambled Sobol designs: draws from
+              the same space, already trained at the same budget and seed; the repeats' other
+              seeds left out)
 
 A dataset the knowledge base holds is left out of it for that dataset (its runs are dropped
 before the recommender and the portfolio see the base): every dataset is unseen. The slices and
 profiles are the build's (``metatune kb build``: the first train + validation rows, profiled by
 ``metatune profile --json``), every run keeps the build's seed, and a configuration chosen by more
-than one arm is trained once.
+than one arm is trained once, and one the first knowledge base already trained on that dataset at
+the bench's budget (its header's), base model and seed is read from it instead of trained again
+(``reused_runs``: the same slice, configuration and seed give the same run).
 
 Figures per dataset: the best of each arm; the expected best of k random configurations for every
 k up to the pool (exact: the expectation of the best of k drawn without replacement from the
@@ -235,6 +241,15 @@ def random_pool(name: str, k: int, seed: int, budget: Budget) -> list[dict[str, 
     ]
 
 
+def same_budget(built: Mapping[str, Any], budget: Mapping[str, Any]) -> bool:
+    """Whether a knowledge base built at ``built`` (its header's budget) trained its runs as the
+    bench trains at ``budget``: the same rows, steps or epochs, evaluations and length."""
+    keys = ("train_rows", "val_rows", "epochs", "max_steps", "evaluations", "max_seq_length")
+    return all(built.get(key) == budget.get(key) for key in keys) and (
+        built.get("precision") or "auto"
+    ) == (budget.get("precision") or "auto")
+
+
 def run_id(name: str, config: Mapping[str, Any]) -> str:
     digest = hashlib.sha256(config_key(dict(config)).encode()).hexdigest()[:12]
     return f"brain-bench:{name}:{digest}:s{config.get('seed')}"
@@ -417,6 +432,18 @@ class Bench:
         design = kb.header.provenance.get("design")
         self.seed = int(design.get("seed", 13)) if isinstance(design, dict) else 13
         self.space = space_budget(self.budget)
+        # the first knowledge base's runs trained as the bench trains (its budget, model, seed)
+        built = kb.header.provenance.get("budget")
+        trained_alike = (
+            isinstance(built, dict)
+            and same_budget(built, self.budget)
+            and kb.header.provenance.get("base_model") == self.base_model
+        )
+        self.trained_before: dict[str, KbRun] = {}
+        for run in kb.runs if trained_alike else []:
+            if run.seed == self.seed and run.metric is not None:
+                config = at_budget(run.config, self.space, self.seed)
+                self.trained_before.setdefault(run_id(run.dataset.name, config), run)
         self.work = Work(args.work)
         self.settings = self._build_settings()
         self.recommenders: dict[str | None, Any] = {}
@@ -445,15 +472,34 @@ class Bench:
         )
 
     def identity(self) -> dict[str, Any]:
+        pool = (
+            {"random_pool": "kb"}
+            if self.args.random_pool == "kb"
+            else {"random_k": self.args.random_k, "random_seed": self.args.random_seed}
+        )
         return {
             # with their digests: the same base from any checkout
             "kb": ", ".join(path.name for path in self.kb_paths),
             "kb_sha256": ", ".join(kb_digest(path) for path in self.kb_paths),
-            "random_k": self.args.random_k,
-            "random_seed": self.args.random_seed,
+            **pool,
             "budget": self.budget,
             "base_model": self.base_model,
         }
+
+    def design_pool(self, name: str) -> list[dict[str, Any]]:
+        """``name``'s own design runs in the first knowledge base, at the bench's budget and seed
+        (``--random-pool kb``): draws from the search space, already trained."""
+        pool = [
+            dict(run.config)
+            for key, run in sorted(self.trained_before.items())
+            if run.dataset.name == name
+        ]
+        if not pool:
+            raise BenchError(
+                f"--random-pool kb: {self.kb_path.name} holds no run of {name} at this budget and "
+                f"seed ({budget_text(self.budget)}, seed {self.seed}): draw the pool instead"
+            )
+        return pool
 
     # ------------------------------------------------------------------ planning
     def recommender(self, left_out: str | None) -> Any:
@@ -492,7 +538,9 @@ class Bench:
         chosen = {
             "top3": [rec.config.model_dump(mode="json") for rec in advice.recommendations],
             "portfolio3": [entry.config for entry in greedy_portfolio(history, TOP)],
-            "random": random_pool(name, self.args.random_k, self.args.random_seed, self.space),
+            "random": self.design_pool(name)
+            if self.args.random_pool == "kb"
+            else random_pool(name, self.args.random_k, self.args.random_seed, self.space),
         }
         intervals = [rec.interval for rec in advice.recommendations]
         plan = Plan.of(
@@ -531,9 +579,25 @@ class Bench:
         return prepared, skipped
 
     # ------------------------------------------------------------------ training
+    def reuse(self, datasets: list[Dataset], done: dict[str, KbRun]) -> None:
+        """The planned runs the first knowledge base already trained alike, recorded as the
+        bench's own (their id, source ``brain-bench``, the knowledge base's run named)."""
+        for dataset in datasets:
+            for key in dataset.plan.configs:
+                before = self.trained_before.get(key)
+                if key in done or before is None:
+                    continue
+                provenance = before.provenance.model_copy(
+                    update={"source": "brain-bench", "note": f"read from {before.run_id}"}
+                )
+                record = before.model_copy(update={"run_id": key, "provenance": provenance})
+                append_line(self.work.runs, record.model_dump_json())
+                done[key] = record
+
     def train(self, datasets: list[Dataset], done: dict[str, KbRun]) -> dict[str, KbRun]:
         """Train every planned run ``done`` lacks, ``--jobs`` at a time, each result appended to
         the results file as it finishes (a kill loses at most the runs in flight)."""
+        self.reuse(datasets, done)
         todo = [
             (dataset, key)
             for dataset in datasets
@@ -623,6 +687,8 @@ class Bench:
             "datasets": figures,
             **summarise(figures),
             "train_seconds": round(sum(f.get("train_seconds", 0.0) for f in figures), 1),
+            "random_pool": self.args.random_pool,
+            "reused_runs": sum(f.get("reused_runs", 0) for f in figures),
             "recommender_code": scorer_code_version(),
             "machine": machine(),
             "date": started.isoformat(timespec="seconds"),
@@ -651,6 +717,7 @@ class Bench:
                 metrics("top3"), metrics("portfolio3"), metrics("random"), dataset.plan.intervals
             ),
             "failed_runs": sum(r.metric is None for r in runs),
+            "reused_runs": sum((r.provenance.note or "").startswith("read from ") for r in runs),
             "train_seconds": round(sum(r.train_seconds or 0.0 for r in runs), 1),
         }
 
@@ -819,6 +886,13 @@ def main(argv: list[str] | None = None) -> int:
         "--random-k", type=int, default=12, help="random configurations per dataset (the pool)"
     )
     parser.add_argument("--random-seed", type=int, default=0, help="seed of the random pools")
+    parser.add_argument(
+        "--random-pool",
+        choices=("draw", "kb"),
+        default="draw",
+        help="draw: --random-k configurations drawn here and trained; kb: the dataset's own "
+        "design runs in the first knowledge base (trained already, at its budget)",
+    )
     parser.add_argument(
         "--work",
         type=Path,

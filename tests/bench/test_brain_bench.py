@@ -33,6 +33,8 @@ REPORT_FIELDS = {
     "mean_regret_top3",
     "mean_regret_portfolio3",
     "train_seconds",
+    "random_pool",
+    "reused_runs",
     "recommender_code",
     "machine",
     "date",
@@ -284,6 +286,55 @@ def test_end_to_end_on_a_tiny_dataset_then_resumed_training_only_what_is_missing
     assert plan["recommender_code"] == report["recommender_code"]
     assert results.read_bytes() == settled and "[1/" not in again.stderr
     assert json.loads(again.stdout)["datasets"] == json.loads(resumed.stdout)["datasets"]
+
+
+@pytest.mark.slow  # builds the dataset's design, profiles, fits the prior and trains the top-3
+def test_a_pool_from_the_knowledge_base_s_own_design_is_read_not_trained(tmp_path: Path) -> None:
+    """``--random-pool kb``: the dataset's design runs that ``metatune kb build`` trained at the
+    bench's budget are the random arm, read from the knowledge base; every configuration an arm
+    shares with them is read too, and only the rest is trained."""
+    from metatune_kb.adapters.build import BuildSettings, build
+
+    data, work, kb, built = (tmp_path / n for n in ("text", "work", "kb.jsonl", "built.jsonl"))
+    data.mkdir()
+    tiny_dataset(data / "tiny_films.jsonl")
+    tiny_kb(kb)
+    design = BuildSettings(
+        data_dir=data,
+        out=built,
+        work_dir=tmp_path / "build",
+        configs=3,
+        local_configs=1,
+        train_rows=36,
+        val_rows=12,
+        max_steps=2,
+        evaluations=1,
+        max_seq_length=32,
+        repeat_configs=1,
+        repeat_seeds=(14,),
+        repeat_datasets=1,
+        precision="fp32",
+        device="cpu",
+        idle_seconds=0.0,
+    )
+    assert build(design).trained == 5  # 3 shared, 1 local, 1 repeat with another seed
+    done = brain_bench(data, built, work, "--kb", str(kb), "--random-pool", "kb")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    (figures,) = report["datasets"]
+    assert figures["left_out_of_kb"] and figures["source"] == "knowledge-base"
+    by_id = {run.run_id.split(":", 2)[2]: run for run in read_kb_file(built).runs}
+    design_metrics = sorted(by_id[f"{i}:s13"].metric for i in ("c000", "c001", "c002", "d000"))
+    assert sorted(figures["random_pool"]) == design_metrics  # the repeat's seed left out
+    plan = json.loads((work / "plans" / "tiny_films.json").read_text())
+    assert set(plan["arms"]["random"]) <= set(plan["configs"])
+    results = read_kb_file(work / "runs.jsonl").runs
+    reused = [run for run in results if (run.provenance.note or "").startswith("read from ")]
+    assert report["reused_runs"] == figures["reused_runs"] == len(reused) >= 4
+    assert {run.run_id for run in reused} >= set(plan["arms"]["random"])
+    trained = len(plan["configs"]) - len(reused)
+    assert trained == 0 or f"[{trained}/{trained}] tiny_films" in done.stderr  # trained the rest
+    assert report["random_pool"] == "kb"
 
 
 def test_another_bench_on_the_same_work_folder_is_refused(tmp_path: Path) -> None:
