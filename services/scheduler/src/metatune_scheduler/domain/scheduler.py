@@ -86,6 +86,16 @@ class Solve:
     considered: frozenset[UUID]  # the jobs it plans: any other pending job arrived while it ran
 
 
+@dataclass(frozen=True)
+class _Moment:
+    """What the snapshots of every job in one solve or fast path share: read once, not per job."""
+
+    now: datetime
+    known: frozenset[str]  # datacenters with a forecast
+    committed: bool  # this hour's plan is out: its running jobs are pinned where they run
+    pace: Pace  # with the latest measured start-up
+
+
 class Scheduler:
     def __init__(
         self,
@@ -204,15 +214,15 @@ class Scheduler:
     def prepare(self, now: datetime) -> Solve:
         hour = epoch_hour(now)
         sites = self._sites(hour)
-        known = {site.name for site in sites}
-        jobs = [self._snapshot(job, now, hour, known) for job in self.state.plannable_jobs()]
+        moment = self._moment(now, sites)
+        jobs = [self._snapshot(job, moment) for job in self.state.plannable_jobs()]
         planned = [job for job in jobs if job is not None]
         considered = frozenset(job.job_id for job in planned)
         self._arrived = []
         since = self.state.first_requested_at  # set once any job is planned
         if planned and self.anticipate_h and since is not None:
             planned += anticipated_jobs(
-                self._recent_requests(hour, known),
+                self._recent_requests(hour, moment.known),
                 hour,
                 self.anticipate_h,
                 self.anticipation_days,
@@ -382,10 +392,8 @@ class Scheduler:
         hour: int,
     ) -> tuple[dict[UUID, PlannedJob], float]:
         """``jobs`` placed by the fast path where ``used`` (updated) leaves room, and their run-now baseline."""
-        known = {site.name for site in sites}
-        snapshots = [
-            snap for job in jobs if (snap := self._snapshot(job, now, hour, known)) is not None
-        ]
+        moment = self._moment(now, sites)
+        snapshots = [snap for job in jobs if (snap := self._snapshot(job, moment)) is not None]
         placed = fast_path.place(snapshots, sites, used, hour, self.planner.delay_premium)
         horizon = used.shape[1]
         hourly = (
@@ -418,7 +426,7 @@ class Scheduler:
             )
         return sites
 
-    def _recent_requests(self, hour: int, known: set[str]) -> list[Request]:
+    def _recent_requests(self, hour: int, known: frozenset[str]) -> list[Request]:
         """Every job requested within the hours anticipation looks back, as it was requested."""
         requests, back = [], history_hours(self.anticipate_h, self.anticipation_days)
         for job in self.state.jobs.values():
@@ -448,10 +456,12 @@ class Scheduler:
                 )
         return requests
 
-    def _placement(self, job: JobRecord, known: set[str]) -> tuple[frozenset[str], str] | None:
+    def _placement(
+        self, job: JobRecord, known: frozenset[str]
+    ) -> tuple[frozenset[str], str] | None:
         """The datacenters a job may use (its region group, with a forecast) and its home."""
         spec = job.request.spec
-        return self._placements(spec.region_group, spec.home_datacenter, frozenset(known))
+        return self._placements(spec.region_group, spec.home_datacenter, known)
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 - a few groups x homes; the scheduler lives as long as the service
     def _placements(
@@ -463,16 +473,21 @@ class Scheduler:
         names = self.registry.names()
         return allowed, home if home in names else sorted(allowed, key=names.index)[0]
 
-    def _snapshot(
-        self, job: JobRecord, now: datetime, hour: int, known: set[str]
-    ) -> JobSnapshot | None:
-        placement = self._placement(job, known)
+    def _moment(self, now: datetime, sites: list[SiteSnapshot]) -> _Moment:
+        last = self.state.last_plan
+        return _Moment(
+            now,
+            frozenset(site.name for site in sites),
+            committed=last is not None and epoch_hour(last.horizon_start) == epoch_hour(now),
+            pace=self.state.planning_pace(),
+        )
+
+    def _snapshot(self, job: JobRecord, moment: _Moment) -> JobSnapshot | None:
+        placement = self._placement(job, moment.known)
         if placement is None:
             return None  # waits for a forecast of an allowed grid
         allowed, home = placement
-        last = self.state.last_plan
-        committed = last is not None and epoch_hour(last.horizon_start) == hour
-        pace = self.state.planning_pace()
+        now, pace = moment.now, moment.pace
         return JobSnapshot(
             job_id=job.job_id,
             need_hours=job.remaining_hours(now, pace),
@@ -487,7 +502,7 @@ class Scheduler:
             location=job.location
             if job.status in (JobStatus.running, JobStatus.paused) and job.location not in self.lost
             else None,
-            pinned=committed and job.status is JobStatus.running,
+            pinned=moment.committed and job.status is JobStatus.running,
             hold_hours=job.hold_hours(now, pace) if job.location not in self.lost else 0,
             not_before_hour=ceil_epoch_hour(start)
             if (start := job.request.earliest_start) is not None
