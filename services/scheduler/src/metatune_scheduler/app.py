@@ -70,6 +70,7 @@ def create_service(
         fast_s=fast_s,
         solve_in_process=solve_in_process,
         reach=service.reaches_bus,
+        solve_duty=settings.scheduler_solve_duty,
     )
     # its own outage is not the agents' silence: leases wait while it is cut off from NATS (a
     # dropped connection, or a server that stops answering its own round trips)

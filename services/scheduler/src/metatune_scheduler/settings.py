@@ -17,6 +17,13 @@ class SchedulerSettings(Settings):
         gt=0,
         description="Real seconds an agent may stay silent (no status heartbeat) before the scheduler declares it lost and re-plans its jobs from their checkpoints",
     )
+    scheduler_solve_duty: float = Field(
+        0.01,
+        gt=0,
+        le=1,
+        description="Largest share of the scheduler's event-loop time that full solves asked for only by new jobs "
+        "(which the fast path has placed) may take: the next such solve waits; 1: no wait",
+    )
     scheduler_anticipate_h: int = Field(
         0,
         ge=0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -23,9 +24,9 @@ from metatune.contracts import (
 )
 from metatune.provenance import ForeignRunEvent
 
-from ..domain import Decision, Scheduler
+from ..domain import Decision, PlanResult, Scheduler
 from ..domain.leases import Leases
-from ..domain.scheduler import full_solve
+from ..domain.scheduler import Solve, full_solve
 
 log = logging.getLogger("metatune.scheduler")
 Publish = Callable[[str, Event], Awaitable[None]]
@@ -59,7 +60,13 @@ class Runtime:
     ``notify`` marks the plan stale; the loop waits ``debounce_s`` for the burst to settle,
     then solves once, so N events in a burst cost one solve, not N. New jobs do not wait for
     it: ``fast_s`` after a request, the fast path places every new job into the room the
-    current plan leaves and publishes that as their first decision."""
+    current plan leaves and publishes that as their first decision.
+
+    What a full solve costs the event loop (reading the state, concluding, publishing: O(jobs),
+    a third of a second at 10,000) delays every arrival behind it. When only new jobs ask for
+    the next one (the fast path has placed them), it waits until the loop has spent no more than
+    ``solve_duty`` of its time on full solves; anything else that makes the plan stale (a run
+    event, a cancellation, capacity, a forecast, a lost agent) solves after the debounce alone."""
 
     def __init__(
         self,
@@ -73,6 +80,7 @@ class Runtime:
         fast_s: float | None = 0.05,
         solve_in_process: bool = False,
         reach: Reach | None = None,
+        solve_duty: float = 1.0,
     ) -> None:
         """``lease_s``: real seconds an agent may stay silent before it is lost; ``reach``: the
         scheduler's own round trip through the bus within a timeout (None: the bus is always
@@ -80,7 +88,11 @@ class Runtime:
         each job's current assignment (KV) before the assignment is published; ``fast_s``: how
         long the fast path gathers new requests (None: no fast path, new jobs wait for a solve);
         ``solve_in_process``: the loop's full solves run in a solver process of their own, so
-        that their CPU time (seconds with thousands of jobs) and the GIL do not slow the fast path."""
+        that their CPU time (seconds with thousands of jobs) and the GIL do not slow the fast path;
+        ``solve_duty``: the largest share of the loop's time full solves asked for by new jobs
+        alone may take (1: no limit)."""
+        if not 0 < solve_duty <= 1:
+            raise ValueError(f"solve_duty must be in (0, 1], not {solve_duty}")
         self.scheduler = scheduler
         self.publish = publish
         self.now = now
@@ -95,7 +107,10 @@ class Runtime:
         self.solves = 0  # full solves applied
         self.superseded = 0  # full solves whose result was stale when they ended: not applied
         self.placements = 0  # fast-path decisions published
+        self.solve_duty = solve_duty
         self._stale = asyncio.Event()
+        self._urgent = asyncio.Event()  # stale for more than new jobs the fast path places
+        self._quiet_until = 0.0  # monotonic: before it, new jobs alone start no full solve
         self._fresh = asyncio.Event()  # a job was requested since the last fast path
         self._lock = asyncio.Lock()
 
@@ -115,11 +130,13 @@ class Runtime:
                 log.warning(
                     "trainer-agent of %s is back: its capacity counts again", event.datacenter
                 )
-                self._stale.set()
+                self.notify()
             if self.scheduler.apply(event):
-                self._stale.set()
-                if isinstance(event, JobRequested):
+                if isinstance(event, JobRequested) and self.fast_s is not None:
+                    self._stale.set()  # the fast path places it; the next full solve may wait
                     self._fresh.set()
+                else:
+                    self.notify()
         return None
 
     async def watch_leases(self) -> None:
@@ -153,7 +170,7 @@ class Runtime:
                     )
                     await self._emit(events)
             if lost:
-                self._stale.set()
+                self.notify()
             self._expect_running(time.monotonic())
         return lost
 
@@ -201,13 +218,15 @@ class Runtime:
             self.scheduler.apply(event)
 
     def notify(self) -> None:
+        """The plan is stale for more than new jobs: the next full solve waits for the debounce only."""
         self._stale.set()
+        self._urgent.set()
 
     async def loop(self) -> None:
         await self.ready.wait()
         async with self._lock:  # before the first plan: running jobs keep their datacenter's room
             self._expect_running(time.monotonic())
-        self._stale.set()  # plan once after a (re)start
+        self.notify()  # plan once after a (re)start
         if self.solve_in_process:
             self._executor = ProcessPoolExecutor(
                 1,
@@ -222,12 +241,21 @@ class Runtime:
                 while True:
                     await self._stale.wait()
                     await asyncio.sleep(self.debounce_s)
+                    await self._quiet()
                     self._stale.clear()
+                    self._urgent.clear()
                     await self.solve_once()
         finally:
             if self._executor is not None:
                 self._executor.shutdown(wait=False, cancel_futures=True)
                 self._executor = None
+
+    async def _quiet(self) -> None:
+        """Wait out the solve duty when only new jobs asked for the solve (or until more does)."""
+        left = self._quiet_until - time.monotonic()
+        if left > 0 and not self._urgent.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._urgent.wait(), left)
 
     async def _fast_loop(self) -> None:
         while True:
@@ -246,16 +274,27 @@ class Runtime:
         return decision
 
     async def solve_once(self) -> Decision:
+        began = time.monotonic()
         async with self._lock:
             solve = self.scheduler.prepare(self.now())
+        on_loop = time.monotonic() - began
         result = await asyncio.get_running_loop().run_in_executor(
             self._executor, full_solve, self.scheduler.planner, solve
         )
+        concluding = time.monotonic()
+        try:
+            return await self._conclude(solve, result)
+        finally:
+            on_loop += time.monotonic() - concluding
+            # the loop's time in this solve, spread so that it is solve_duty of the time until the next
+            self._quiet_until = time.monotonic() + on_loop * (1 / self.solve_duty - 1)
+
+    async def _conclude(self, solve: Solve, result: PlanResult) -> Decision:
         async with self._lock:
             decision = self.scheduler.conclude(solve, result, self.now())
             if decision.superseded:
                 self.superseded += 1
-                self._stale.set()  # already set by the event that superseded it; never lost
+                self.notify()  # already so by the event that superseded it; never lost
                 log.info("full solve superseded while it ran (capacity or forecast changed)")
                 return decision
             self.solves += 1
