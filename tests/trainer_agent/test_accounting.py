@@ -72,6 +72,25 @@ def test_an_hour_without_forecast_is_priced_when_one_arrives_and_keeps_its_first
     assert ledger.hours()[0].g_per_kwh == 200.0  # priced when the energy was spent
 
 
+def test_energy_charged_late_for_the_hour_before_a_new_issue_is_priced_by_the_issue_before() -> (
+    None
+):
+    """A span that crossed the hour is charged when the run reports it; the next issue, which
+    starts at the new hour, may be in by then: the hour before keeps the price of the issue that
+    covered it, never none (an unpriced hour the disclosure could not total)."""
+    intensity = ForecastIntensity(forecast(T0, [100.0, 300.0]))
+    intensity.update(forecast(T0 + H, [500.0], issued=T0 + H))
+    ledger = CarbonLedger("fra1", pue=1.0)
+    ledger.add(T0 + timedelta(minutes=50), T0 + H + timedelta(minutes=10), 20.0, intensity)
+    assert [h.g_per_kwh for h in ledger.hours()] == [100.0, 500.0]
+    # an older issue arriving late prices nothing the newer one covers, and is kept at most KEPT
+    intensity.update(forecast(T0, [999.0], issued=T0 - H))
+    assert intensity(T0 + H) == 500.0 and intensity.forecast.issued_at == T0 + H
+    for n in range(2, 2 + ForecastIntensity.KEPT):
+        intensity.update(forecast(T0 + n * H, [50.0], issued=T0 + n * H))
+    assert intensity(T0) is None  # the issues that covered it are no longer kept
+
+
 def test_ledger_travels_with_a_migrating_job() -> None:
     intensity = ForecastIntensity(forecast(T0, [300.0]))
     fra = CarbonLedger("fra1", pue=1.25)

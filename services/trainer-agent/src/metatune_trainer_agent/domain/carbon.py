@@ -32,28 +32,40 @@ def no_intensity(hour: datetime) -> float | None:
 
 
 class ForecastIntensity:
-    """Hourly intensity from the latest forecast of one region (replaced whole, so safe across threads)."""
+    """Hourly intensity of one region from the latest forecast that covers the hour.
+
+    A new issue starts at its own hour, while energy is charged when a run reports it: a span that
+    crossed the hour is charged after the next issue may have arrived. So the issues before the
+    latest are kept (``KEPT``, newest first) and price the hours the latest does not cover, as
+    they did when the energy was spent (replaced whole, so safe across threads)."""
+
+    KEPT = 4
 
     def __init__(self, forecast: CarbonForecast | None = None) -> None:
-        self.forecast = forecast
+        self.forecasts: tuple[CarbonForecast, ...] = () if forecast is None else (forecast,)
+
+    @property
+    def forecast(self) -> CarbonForecast | None:
+        """The latest issue (None before the first)."""
+        return self.forecasts[0] if self.forecasts else None
 
     def update(self, forecast: CarbonForecast) -> None:
-        if self.forecast is None or forecast.issued_at >= self.forecast.issued_at:
-            self.forecast = forecast
+        if any(kept.event_id == forecast.event_id for kept in self.forecasts):
+            return
+        issues = sorted([forecast, *self.forecasts], key=lambda f: f.issued_at, reverse=True)
+        self.forecasts = tuple(issues[: self.KEPT])
 
     def __call__(self, hour: datetime) -> float | None:
-        forecast = self.forecast
-        if forecast is None:
-            return None
-        index = int((floor_hour(hour) - forecast.start) / HOUR)
-        if 0 <= index < len(forecast.g_per_kwh):
-            return float(
-                expected_intensity(
-                    forecast.p10_g_per_kwh[index],
-                    forecast.g_per_kwh[index],
-                    forecast.p90_g_per_kwh[index],
+        for forecast in self.forecasts:
+            index = int((floor_hour(hour) - forecast.start) / HOUR)
+            if 0 <= index < len(forecast.g_per_kwh):
+                return float(
+                    expected_intensity(
+                        forecast.p10_g_per_kwh[index],
+                        forecast.g_per_kwh[index],
+                        forecast.p90_g_per_kwh[index],
+                    )
                 )
-            )
         return None
 
 
