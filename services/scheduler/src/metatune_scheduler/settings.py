@@ -21,8 +21,7 @@ class SchedulerSettings(Settings):
         0.01,
         gt=0,
         le=1,
-        description="Largest share of the scheduler's event-loop time that full solves asked for only by new jobs "
-        "(which the fast path has placed) may take: the next such solve waits; 1: no wait",
+        description="Share of the event loop's time full solves asked for by new jobs alone may take; 1: no wait",
     )
     scheduler_anticipate_h: int = Field(
         0,
