@@ -552,7 +552,8 @@ class Bench:
         return plan
 
     def prepare(self, files: list[Path]) -> tuple[list[Dataset], dict[str, str]]:
-        from metatune_kb.adapters.build import BuildError, profile
+        from metatune_kb.adapters.build import profile
+        from metatune_kb.adapters.kb_file import BuildError
         from metatune_kb.adapters.slices import dataset_name, make_slice
 
         slices = self.work.root / "slices"
@@ -649,12 +650,8 @@ class Bench:
 
     # ------------------------------------------------------------------ the whole run
     def run(self) -> dict[str, Any]:
-        from metatune_kb.adapters.build import (
-            BuildError,
-            discover,
-            machine,
-            read_existing,
-        )
+        from metatune_kb.adapters.build import discover, machine
+        from metatune_kb.adapters.kb_file import BuildError, read_existing
         from metatune_recommender.adapters.prior_cache import scorer_code_version
 
         started = datetime.now(UTC)

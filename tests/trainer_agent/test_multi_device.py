@@ -117,7 +117,7 @@ def test_a_failure_in_the_processes_reaches_the_caller_as_its_own_error(
     missing = request_for(tmp_path / "absent.jsonl", cache=tmp_path / "cache")
     with pytest.raises(TrainingDatasetNotFound, match="does not exist"):
         on_two(missing)
-    # a batch smaller than the devices cannot be split: refused before any step
+    # a batch smaller than the devices cannot be split: refused before any process starts
     with pytest.raises(InvalidTrainingConfig, match="cannot be split"):
         on_two(request_for(intents_binary, cache=tmp_path / "cache", batch_size=1))
 

@@ -32,7 +32,11 @@ def _restart_instance(settings: CliSettings, instance: str) -> None:
 
 def demo(
     seed: int = typer.Option(0, help="Seed of the run: same seed, same studies, grids and hours"),
-    fast: bool = typer.Option(False, "--fast", help="Shorter variant (300 rows per dataset)"),
+    fast: bool = typer.Option(
+        False,
+        "--fast",
+        help="Shorter variant: 300 rows per dataset, one epoch a trial, an hour every 15 s",
+    ),
     data: Path = typer.Option(
         Path("examples/demo"),
         exists=True,

@@ -291,6 +291,7 @@ class Demo:
                     base_model=self.scene.base_model,
                     deadline=now + timedelta(hours=self.scene.deadline_h),
                     trials=study.trials,
+                    budget=self.scene.budget,
                     region_group=study.region_group,
                     home_datacenter=study.home_datacenter,
                     webhook_url=self.receiver.url,
@@ -309,7 +310,7 @@ class Demo:
                 )
                 self.console.print(
                     f"submitted {study.name} ({study.language}, {study.task.value}, "
-                    f"{self.scene.rows} rows, {study.trials} trials"
+                    f"{self.scene.rows} rows, {study.trials} trials of {spec.budget.describe()}"
                     + (f", residency {study.region_group.value}" if study.region_group else "")
                     + f", home {study.home_datacenter}): study {study_id}"
                 )

@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from metatune.contracts import MetaFeatures
-from metatune.knowledge.errors import KbFileError, KbSchemaMismatch, KnowledgeBaseError
-from metatune.knowledge.files import repair_kb_file
 from metatune.knowledge.records import (
     CurvePoint,
     DatasetInfo,
@@ -50,11 +48,8 @@ from metatune_trainer_agent.domain.request import TrainingRequest, TrainOptions
 from metatune_trainer_agent.domain.run import RunOutcome, Site, total_steps_for
 
 from ..domain.design import PlannedRun, plan_runs
+from .kb_file import BuildError, append_line, merge_files, read_existing
 from .slices import DataSlice, dataset_name, make_slice
-
-
-class BuildError(KnowledgeBaseError, RuntimeError):
-    """The build cannot go on (an output file of another kind or version, a dataset folder without data)."""
 
 
 @dataclass(frozen=True)
@@ -103,26 +98,6 @@ class BuildReport:
     trained: int = 0
     failed: int = 0
     skipped_datasets: dict[str, str] = field(default_factory=dict)
-
-
-# ----------------------------------------------------------------- the output file
-def read_existing(out: Path) -> dict[str, KbRun]:
-    """Runs already in ``out``; a torn last line is cut off; another file kind or version is refused."""
-    if not out.exists() or out.stat().st_size == 0:
-        return {}
-    try:
-        return repair_kb_file(out).by_id()
-    except KbSchemaMismatch as exc:
-        raise BuildError(f"{exc}: use another --out") from exc
-    except KbFileError as exc:
-        raise BuildError(str(exc)) from exc
-
-
-def _append(out: Path, line: str) -> None:
-    with out.open("a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 # ----------------------------------------------------------------- provenance
@@ -415,7 +390,7 @@ def _start_file(settings: BuildSettings, names: list[str]) -> None:
     settings.out.parent.mkdir(parents=True, exist_ok=True)
     if not settings.out.exists() or settings.out.stat().st_size == 0:
         header_line = header(settings, names, licences(settings.data_dir)).model_dump_json()
-        _append(settings.out, header_line)
+        append_line(settings.out, header_line)
 
 
 def build(
@@ -462,7 +437,7 @@ def build(
         except TrainingError as exc:
             record = failed_record(run, data, features[run.dataset], settings, exc, licence)
             report.failed += 1
-        _append(settings.out, record.model_dump_json())
+        append_line(settings.out, record.model_dump_json())
         done += 1
     if on_progress:
         on_progress(done, report.total, "")
@@ -496,6 +471,8 @@ def build_parallel(
     for other in settings.done_files:
         existing.update(read_existing(other))
     report = BuildReport(total=len(planned), done_before=sum(p.run_id in existing for p in planned))
+    if report.done_before == report.total:  # a finished build started again: no process to start
+        return report
     for path in files:  # the workers would otherwise write the same slice at once
         try:
             prepare(settings, path)
@@ -566,21 +543,3 @@ def training_request(settings: BuildSettings, data: DataSlice, run: PlannedRun) 
 
 def _todo(planned: list[PlannedRun], existing: dict[str, KbRun]) -> Iterator[PlannedRun]:
     return (run for run in planned if run.run_id not in existing)
-
-
-def merge_files(out: Path, parts: list[Path]) -> tuple[int, int]:
-    """Append to ``out`` the runs of ``parts`` it lacks; returns (added, total). Every file must be a
-    knowledge-base file of this schema version; ``out`` takes the first part's header if it is new."""
-    existing = read_existing(out)
-    added = 0
-    for part in parts:
-        runs = read_existing(part)
-        if not out.exists() or out.stat().st_size == 0:
-            first_line = part.read_text(encoding="utf-8").split("\n", 1)[0]
-            _append(out, first_line)
-        for run_id, run in runs.items():
-            if run_id not in existing:
-                _append(out, run.model_dump_json())
-                existing[run_id] = run
-                added += 1
-    return added, len(existing)

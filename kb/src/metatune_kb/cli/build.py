@@ -195,7 +195,7 @@ def merge(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Add the runs of PARTS to OUT, each run once (by run id); OUT keeps its header."""
-    from ..adapters.build import BuildError, merge_files
+    from ..adapters.kb_file import BuildError, merge_files
 
     try:
         added, total = merge_files(out, parts)

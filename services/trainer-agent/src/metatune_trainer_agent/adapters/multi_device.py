@@ -39,7 +39,7 @@ from metatune.clock import Clock
 from ..domain.carbon import IntensityLookup
 from ..domain.errors import TrainingError
 from ..domain.request import TrainingRequest
-from ..domain.run import RunHooks, RunOutcome, Site
+from ..domain.run import RunHooks, RunOutcome, Site, check_split
 from .devices import device_for, open_device
 from .process_group import ProcessGroup
 from .training import run_training
@@ -87,6 +87,7 @@ class MultiDeviceRun:
         planned_hours: float | None = None,
         taken_up: tuple[datetime, float] | None = None,
     ) -> RunOutcome:
+        check_split(request.config.batch_size, self.processes)  # before any process starts
         device = device_for(request.options.device)
         arguments = RunArguments(
             request, site, resume_from, planned_hours, taken_up, clock.simulated

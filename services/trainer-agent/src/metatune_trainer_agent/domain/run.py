@@ -51,6 +51,16 @@ __all__ = [
 ]
 
 
+def check_split(batch_size: int, devices: int) -> None:
+    """Refuse a batch that ``devices`` data-parallel processes cannot share (one example each at
+    least per micro-batch): checked before the processes start and again in each."""
+    if devices > batch_size:
+        raise InvalidTrainingConfig(
+            f"a batch of {batch_size} cannot be split across {devices} "
+            "devices: each needs at least one example per micro-batch"
+        )
+
+
 def total_steps_for(request: TrainingRequest, n_train: int) -> int:
     config = request.config
     if config.max_steps is not None:
@@ -172,11 +182,7 @@ class TrainingRun:
             raise TrainingDatasetNotFound(f"dataset {self.request.dataset} does not exist")
         if self.options.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
-        if self.group.world > self.config.batch_size:
-            raise InvalidTrainingConfig(
-                f"a batch of {self.config.batch_size} cannot be split across {self.group.world} "
-                "devices: each needs at least one example per micro-batch"
-            )
+        check_split(self.config.batch_size, self.group.world)
 
     def _fingerprint(self, data: EncodedDataset) -> str:
         """What a checkpoint must match to continue this run."""
