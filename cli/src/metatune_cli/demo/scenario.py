@@ -96,8 +96,8 @@ class DemoScenario(Contract):
 
 
 def scenario(seed: int = 0, fast: bool = False) -> DemoScenario:
-    """The demo; ``fast``: the same story told in about a third of the time and CPU (half the rows,
-    one epoch a trial instead of the default three, an hour every 15 s), what ``tests/demo`` runs."""
+    """The demo; ``fast``: the same story, shorter (half the rows, one epoch a trial instead of the
+    default three, an hour every 15 s), what ``tests/demo`` runs."""
     return DemoScenario(
         seed=seed,
         fast=fast,
