@@ -5,7 +5,8 @@ domain what they read, or a small port). Import-linter's ``domains-without-io`` 
 the modules that only do I/O (``os``, ``gzip``, ``tarfile``, ``joblib``...) out of ``domain/``;
 this script catches the calls a module-level rule cannot see, in the source's syntax tree:
 
-* ``time.sleep`` (and ``sleep`` imported from ``time``), ``torch.save``, ``torch.load``;
+* ``time.sleep`` (and ``sleep`` imported from ``time``), ``torch.save``, ``torch.load``; a
+  ``.sleep()`` on anything (a port that waits, ``asyncio.sleep``): waiting is the adapters';
 * the device: any call into ``torch.cuda`` (is it there, which one, synchronise, free its cache,
   its random generator) or ``torch.distributed`` (join a process group, broadcast, reduce), and
   wrapping a model in ``DistributedDataParallel`` / ``DataParallel`` (which talks to the other
@@ -37,7 +38,8 @@ DEVICE_CALLS = {
     "torch.nn.parallel.DataParallel",
     "torch.nn.DataParallel",
 }
-ANY_CALLS = {"from_pretrained", "save_pretrained"}
+# on anything: model files, and waiting through a port (``resources.sleep``, ``asyncio.sleep``)
+ANY_CALLS = {"from_pretrained", "save_pretrained", "sleep"}
 PATH_METHODS = {
     "read_text",
     "write_text",
@@ -122,8 +124,8 @@ def _reader_import(node: ast.AST) -> str | None:
 
 def _call(node: ast.Call, imported: dict[str, str]) -> str | None:
     func = node.func
-    if isinstance(func, ast.Name) and func.id == "open":
-        return "open()"
+    if isinstance(func, ast.Name) and func.id in {"open", "sleep"}:  # sleep: a wait handed in
+        return f"{func.id}()"
     dotted = _dotted(func)
     kind = _called(dotted, imported) if dotted else None
     if kind:

@@ -2,7 +2,7 @@
 
 Two gates, both in ``scripts/check``: import-linter's ``domains-without-io`` contract (the
 modules that only do I/O: ``os``, ``gzip``, ``tarfile``, ``joblib``...) and
-``scripts/pure_domains.py`` (the calls: ``time.sleep``, ``torch.save``/``load``,
+``scripts/pure_domains.py`` (the calls: ``time.sleep`` or any ``.sleep()``, ``torch.save``/``load``,
 ``from_pretrained``, ``open``, ``Path`` reads and writes, pyarrow's file readers, and the device:
 ``torch.cuda``, ``torch.distributed``, DDP). Each is shown to catch a planted violation, then to
 pass on the code.
@@ -52,6 +52,9 @@ PLANTED_CALLS = {  # source: the line and the call reported
         "2: DDP() (device)"
     ),
     "import time as clock\nclock.sleep(1)\n": "2: clock.sleep()",
+    "def idle(sleep):\n    sleep(1)\n": "2: sleep()",
+    "def nap(resources):\n    resources.sleep(1)\n": "2: .sleep()",
+    "import asyncio\nasync def nap():\n    await asyncio.sleep(1)\n": "3: .sleep()",
 }
 PURE = (
     "import time\nimport pandas as pd\nstarted = time.perf_counter()\n"

@@ -13,6 +13,7 @@ from metatune.contracts import CarbonForecast, ClockAnchor
 from metatune_trainer_agent.adapters.energy_counters import (
     CpuModelCounter,
     RaplCounter,
+    idle_watts,
     rapl_package_zones,
 )
 from metatune_trainer_agent.domain.carbon import CarbonLedger, ForecastIntensity
@@ -103,8 +104,9 @@ def test_ledger_travels_with_a_migrating_job() -> None:
 
 
 def test_energy_meter_subtracts_the_idle_baseline() -> None:
-    meter = EnergyMeter(CpuModelCounter(watts_per_core=10.0))
-    idle = meter.measure_idle(0.2, time.sleep)
+    counter = CpuModelCounter(watts_per_core=10.0)
+    idle = idle_watts(counter, 0.2)
+    meter = EnergyMeter(counter, idle_w=idle)
     assert idle < 10.0  # sleeping uses (almost) no CPU
     deadline = time.process_time() + 0.3
     while time.process_time() < deadline:

@@ -96,6 +96,15 @@ class CpuModelCounter:
         pass
 
 
+def idle_watts(counter: EnergyCounter, seconds: float) -> float:
+    """The counter's rate over ``seconds`` with nothing training (this call waits): the baseline
+    an :class:`~..domain.energy.EnergyMeter` subtracts."""
+    t0, j0 = time.monotonic(), counter.joules()
+    time.sleep(seconds)
+    t1, j1 = time.monotonic(), counter.joules()
+    return max(0.0, (j1 - j0) / max(t1 - t0, 1e-9))
+
+
 def rapl_package_zones(root: Path = POWERCAP) -> list[Path]:
     """Top-level RAPL zones (packages; sub-zones such as core/dram are inside them) that we may read."""
     if not root.is_dir():

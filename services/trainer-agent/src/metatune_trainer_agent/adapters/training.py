@@ -6,6 +6,7 @@ hub (or the embedded models), the device and its energy counters and the wall cl
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,14 +22,20 @@ from ..domain.checkpoint import Checkpoint
 from ..domain.distributed import SINGLE, Group
 from ..domain.encoding import EncodedDataset
 from ..domain.energy import EnergyCounter
+from ..domain.pacing import StepPacer
 from ..domain.request import TrainingRequest
 from ..domain.run import RunHooks, RunOutcome, Site, TrainingRun
+from ..domain.run_types import Control
 from .adapter_archive import pack_adapter
 from .base_model import load_model, load_tokenizer
 from .checkpoint_bytes import checkpoint_from_bytes, checkpoint_to_bytes
 from .devices import LocalDevice, open_device
 from .encoding_cache import encode_dataset
-from .energy_counters import detect_counter
+from .energy_counters import detect_counter, idle_watts
+
+# the pacer's naps: checked at least this often, never longer (a pause must not wait an hour)
+PACER_POLL_S = 0.05
+PACER_NAP_S = 0.5
 
 
 class LocalResources:
@@ -56,8 +63,17 @@ class LocalResources:
     ) -> EnergyCounter:
         return detect_counter(device, gpu_power_w=gpu_power_w, watts_per_core=watts_per_core)
 
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+    def idle_watts(self, counter: EnergyCounter, seconds: float) -> float:
+        return idle_watts(counter, seconds)
+
+    def wait_for_budget(
+        self, pacer: StepPacer, steps_done: int, control: Callable[[], Control | None]
+    ) -> Control | None:
+        while True:
+            answer = control()
+            if answer is not None or pacer.may_step(steps_done):
+                return answer
+            time.sleep(min(max(pacer.wait_seconds(), PACER_POLL_S), PACER_NAP_S))
 
     def read_checkpoint(self, data: bytes, *, expect_fingerprint: str) -> Checkpoint:
         return checkpoint_from_bytes(data, expect_fingerprint=expect_fingerprint)

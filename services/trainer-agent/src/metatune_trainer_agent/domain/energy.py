@@ -10,8 +10,9 @@ Sources, best first:
   core is the Green Algorithms default (Lannelongue et al., 2021). GPU: board power x the time
   spent in training steps (utilisation 1 while stepping: an upper bound).
 
-Every meter measures an idle baseline before the run (the counter's rate with nothing
-training) and subtracts it, so a run is charged for what it adds, not for the machine
+Every meter subtracts an idle baseline measured before the run (the counter's rate with nothing
+training: :func:`~metatune_trainer_agent.adapters.energy_counters.idle_watts` waits between two
+readings), so a run is charged for what it adds, not for the machine
 being on. Hardware counters see the whole device: on a shared machine, other load counts too.
 The counters that read the hardware (NVML, RAPL, this process's CPU time) are in
 :mod:`metatune_trainer_agent.adapters.energy_counters`; the meter and the GPU model are here.
@@ -20,7 +21,6 @@ The counters that read the hardware (NVML, RAPL, this process's CPU time) are in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,16 +79,6 @@ class EnergyMeter:
     def machine_wide(self) -> bool:
         """True when the counter reads the whole machine (RAPL packages), not this process or device."""
         return self.counter.source == "rapl"
-
-    def measure_idle(self, seconds: float, sleep: Callable[[float], None]) -> float:
-        """Sample the counter with nothing training (``sleep(seconds)``: the caller's wait); the
-        rate becomes the baseline subtracted."""
-        t0, j0 = time.monotonic(), self.counter.joules()
-        sleep(seconds)
-        t1, j1 = time.monotonic(), self.counter.joules()
-        self.idle_w = max(0.0, (j1 - j0) / max(t1 - t0, 1e-9))
-        self.reset()
-        return self.idle_w
 
     def reset(self) -> None:
         self._t, self._j = time.monotonic(), self.counter.joules()

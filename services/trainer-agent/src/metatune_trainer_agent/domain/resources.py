@@ -1,10 +1,12 @@
 """The port a training run reaches the world through: the dataset file, the base model and its
-tokenizer, the tokenization cache, the device and its energy counter, waiting, and the bytes of checkpoints and
-adapters. :class:`metatune_trainer_agent.adapters.training.LocalResources` implements it on this
-machine; the run itself (:class:`~.run.TrainingRun`) only decides."""
+tokenizer, the tokenization cache, the device and its energy counter, waiting (an idle baseline,
+the pacer's budget), and the bytes of checkpoints and adapters.
+:class:`metatune_trainer_agent.adapters.training.LocalResources` implements it on this machine;
+the run itself (:class:`~.run.TrainingRun`) only decides."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,7 +19,9 @@ from .checkpoint import Checkpoint
 from .device import Accelerator
 from .encoding import EncodedDataset
 from .energy import EnergyCounter
+from .pacing import StepPacer
 from .request import TrainingRequest
+from .run_types import Control
 
 
 class RunResources(Protocol):
@@ -46,7 +50,16 @@ class RunResources(Protocol):
         self, device: torch.device, *, gpu_power_w: float, watts_per_core: float
     ) -> EnergyCounter: ...
 
-    def sleep(self, seconds: float) -> None: ...
+    def idle_watts(self, counter: EnergyCounter, seconds: float) -> float:
+        """The counter's rate over ``seconds`` with nothing training (the port waits)."""
+        ...
+
+    def wait_for_budget(
+        self, pacer: StepPacer, steps_done: int, control: Callable[[], Control | None]
+    ) -> Control | None:
+        """Wait until ``pacer`` lets a stretch that has run ``steps_done`` steps take another, or
+        ``control`` answers (checked between short naps: a pause must not wait an hour)."""
+        ...
 
     def read_checkpoint(self, data: bytes, *, expect_fingerprint: str) -> Checkpoint: ...
 

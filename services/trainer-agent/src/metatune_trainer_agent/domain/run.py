@@ -198,15 +198,14 @@ class TrainingRun:
 
     def _idle_meter(self) -> EnergyMeter:
         """The best energy meter for the device, its idle baseline measured."""
-        meter = EnergyMeter(
-            self.resources.energy_counter(
-                self.device,
-                gpu_power_w=self.site.gpu_power_w,
-                watts_per_core=self.site.watts_per_core,
-            )
+        counter = self.resources.energy_counter(
+            self.device,
+            gpu_power_w=self.site.gpu_power_w,
+            watts_per_core=self.site.watts_per_core,
         )
-        meter.measure_idle(self.site.idle_seconds, self.resources.sleep)
-        return meter
+        return EnergyMeter(
+            counter, idle_w=self.resources.idle_watts(counter, self.site.idle_seconds)
+        )
 
     def _trainer(
         self, model: nn.Module, pad_id: int, data: EncodedDataset, checkpoint: Checkpoint | None

@@ -32,8 +32,6 @@ from .run_accounting import RunAccountant
 from .run_types import Control, Progress, RunHooks, RunOutcome, SessionPace, Site
 from .trainer import Evaluation, Trainer, is_oom
 
-PACER_POLL_S = 0.05
-
 
 @dataclass(frozen=True)
 class LoopSetup:
@@ -195,14 +193,10 @@ class TrainingLoop:
         return bool(early_stopped)
 
     def _wait_for_budget(self, stretch_steps: int) -> Control | None:
-        pacer = self.pacer
-        while True:
-            control = self.hooks.control() if self.hooks.control else None
-            if control is not None or pacer is None or pacer.may_step(stretch_steps):
-                return control
-            self.resources.sleep(
-                min(max(pacer.wait_seconds(), PACER_POLL_S), 0.5)
-            )  # short naps: a pause must not wait an hour
+        control = self.hooks.control or _no_control
+        if self.pacer is None:
+            return control()
+        return self.resources.wait_for_budget(self.pacer, stretch_steps, control)
 
     def _evaluate(self, kind_step: int) -> float:
         return self.history.record(kind_step, self.trainer.evaluate(self.options.max_eval_examples))
@@ -346,3 +340,7 @@ class TrainingLoop:
 
     def _sync(self) -> None:
         self.accelerator.synchronize()
+
+
+def _no_control() -> Control | None:
+    return None
