@@ -8,6 +8,9 @@ integer problem per job: pick one allowed site and its ``need`` cheapest priced 
 
     L(λ) = Σ_j min_d [switch[j,d] + cheapest need hours of (cost + gpus_j·λ)] − Σ λ·capacity
 
+(the switch paid only where the job places an hour: a job that runs nowhere pays its need at the
+penalty and nothing else, as in the MILP and :func:`.model.total_cost`)
+
 is a lower bound on the MILP optimum (weak duality), and at the LP relaxation's capacity duals
 it is already at least the LP bound (each job's subproblem only gets harder than its
 relaxation). Projected subgradient steps then raise it. Power caps are dropped, which can only
@@ -38,7 +41,7 @@ class CheapestSchedules:
     Lagrangian bound (L(λ) sums ``cost``) and column generation (``domain/columns.py``: the
     schedule is the job's new column, ``cost`` its price before the convexity dual)."""
 
-    cost: np.ndarray  # (J,) switch + Σ (hour cost + gpus·λ)·hours + penalty·unmet hours
+    cost: np.ndarray  # (J,) switch (if placed) + Σ (hour cost + gpus·λ)·hours + penalty·unmet hours
     site: np.ndarray  # (J,) the chosen datacenter, -1 where the job has no allowed one
     hours: np.ndarray  # (J, D, T) the schedule's hours, all at ``site``
 
@@ -73,9 +76,11 @@ def cheapest_schedules(instance: Instance, prices: np.ndarray) -> CheapestSchedu
     placed = hours.sum(axis=2)
     with np.errstate(invalid="ignore"):
         site_cost = np.where(hours > 0, hours * cost_sorted, 0.0).sum(axis=2)
-    site_cost += (instance.need[:, None] - placed) * penalty[
-        :, None
-    ] + instance.switch_g  # hours a site cannot offer are unmet
+    # hours a site cannot offer are unmet; the switch is paid where the job runs, so a site that
+    # places nothing costs the whole need at the penalty (the job runs nowhere)
+    site_cost += (instance.need[:, None] - placed) * penalty[:, None] + instance.switch_g * (
+        placed > 0
+    )
     has_site = instance.usable.sum(axis=2) > 0
     site_cost = np.where(has_site, site_cost, np.inf)
     best = np.argmin(site_cost, axis=1)

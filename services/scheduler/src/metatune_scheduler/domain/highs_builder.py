@@ -172,13 +172,13 @@ def _to_lp(instance: Instance, layout: Layout) -> highspy.HighsLp:
     ]
     row_lower = [
         need,
-        (np.bincount(layout.y_job, minlength=jobs) > 0).astype(float),
+        np.zeros(jobs),
         np.full(n_y, -np.inf),
         np.full(dcs * periods, -np.inf),
     ]
     row_upper = [
         need,
-        row_lower[1],
+        np.ones(jobs),
         np.zeros(n_y),
         (np.maximum(instance.capacity, 0) * length[None, :]).ravel(),
     ]
@@ -230,6 +230,6 @@ def _start_vector(instance: Instance, layout: Layout, start: np.ndarray) -> np.n
                 if not excess[j]:
                     break
         placed = np.bincount(layout.x_job, weights=x, minlength=jobs)
-    y = (site[layout.y_job] == layout.y_dc).astype(float)
+    y = ((site[layout.y_job] == layout.y_dc) & (placed[layout.y_job] > 0)).astype(float)
     unmet = instance.need - placed
     return np.concatenate([x.astype(float), y, unmet.astype(float)])

@@ -16,7 +16,9 @@ Minimise  sum R_j PUE_d C_{d,t} x[j,d,t] + sum switch_g[j,d] y[j,d] + sum penalt
 subject to
 
 * demand:   sum_{d,t} x[j,d,t] + u[j] = need[j]                (exactly the remaining hours)
-* site:     sum_d y[j,d] = 1                                   (one datacenter at a time)
+* site:     sum_d y[j,d] <= 1                                  (one datacenter at a time; none
+            for a job the plan places nowhere, which pays no switch_g: the cost every plan is priced
+            at, :func:`total_cost`, and the column generation's, :mod:`.columns`)
 * link:     sum_t x[j,d,t] <= need[j] * y[j,d]
 * capacity: sum_j gpus[j] x[j,d,t] <= capacity[d,t] * length[t]  (GPU-hours of the period)
 * power:    sum_j R_j x[j,d,t] <= power_cap[d] * length[t]      (only if a power cap is set)

@@ -58,7 +58,7 @@ def build(
         problem += pulp.lpSum(by_job[j]) + u[j] == int(instance.need[j]), f"demand_{j}"
         sites = [y[j, d] for d in range(dcs) if (j, d) in y]
         if sites:
-            problem += pulp.lpSum(sites) == 1, f"site_{j}"
+            problem += pulp.lpSum(sites) <= 1, f"site_{j}"
     for (j, d), hours in by_pair.items():
         problem += pulp.lpSum(hours) <= int(instance.need[j]) * y[j, d], f"link_{j}_{d}"
     for (d, t), members in by_cell.items():
