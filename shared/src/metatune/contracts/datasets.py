@@ -292,6 +292,13 @@ class MetaFeatures(Contract):
         default_factory=dict, description="share of characters per script"
     )
     is_pair: bool = Field(False, description="examples are text pairs")
+    probe_accuracy: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="5-fold accuracy of a TF-IDF linear classifier on up to probe_rows sampled"
+        " labelled rows (a landmarker: how separable the labels are); None without labels",
+    )
     sample_size: int = Field(
         ge=0, description="rows in the reservoir sample behind tokenizer features"
     )

@@ -37,6 +37,7 @@ from .block_counts import (
 from .columns import ColumnMap, ColumnRequest
 from .errors import SKIP_REASON_ERRORS, EmptyDataset, OneClassLabel, ProfileError
 from .lexicon import Mattr, TypeCounter, TypeTable, WordIds, word_ids, words
+from .probe import probe_accuracy
 from .rows import Row, RowBatch, Skip
 from .sampling import DuplicateCounter, Reservoir
 from .scripts import script_counts, script_mix
@@ -64,6 +65,9 @@ class ProfileOptions(BaseModel):
         500, ge=1, description="tokens per MATTR window (Covington & McFall use 500)"
     )
     padding_batch_size: int = Field(32, ge=1)
+    probe_rows: int = Field(
+        1000, ge=0, description="sampled rows the label probe is fitted on (0: no probe)"
+    )
     extra_batch_sizes: tuple[int, ...] = (8, 16, 64)
     max_types: int = Field(
         1_000_000, ge=1000, description="word types counted exactly before type sampling"
@@ -423,6 +427,9 @@ def _features(
         duplicate_rate=acc.duplicates.rate(),
         script_mix=script_mix(acc.scripts),
         is_pair=columns.text_pair is not None,
+        probe_accuracy=probe_accuracy(sample, options.probe_rows, seed)
+        if options.probe_rows
+        else None,
         sample_size=len(sample),
         extra=extra,
     )

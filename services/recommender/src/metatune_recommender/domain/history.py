@@ -40,12 +40,23 @@ SAMPLE_DEPENDENT = frozenset(
 )
 
 
+# Meta-features that say how high a dataset's results lie rather than what it is like: read by
+# :mod:`.levels` to place a new dataset's scale, not compared by similarity.
+LEVEL_FEATURES = frozenset({"probe_accuracy"})
+
+
 def feature_descriptors(features: Mapping[str, Any]) -> dict[str, float]:
     """A profile's scalar meta-features as task descriptors: numbers and flags (``is_pair`` as
-    0/1), without the sample-dependent ones (:data:`SAMPLE_DEPENDENT`) and open-ended maps."""
+    0/1), without the sample-dependent ones (:data:`SAMPLE_DEPENDENT`), the level ones
+    (:data:`LEVEL_FEATURES`) and open-ended maps."""
     out: dict[str, float] = {}
     for key, value in features.items():
-        if key in SAMPLE_DEPENDENT or value is None or isinstance(value, (dict, list, str)):
+        if (
+            key in SAMPLE_DEPENDENT
+            or key in LEVEL_FEATURES
+            or value is None
+            or isinstance(value, (dict, list, str))
+        ):
             continue
         if isinstance(value, (int, float)) and np.isfinite(float(value)):
             out[key] = float(value)

@@ -50,6 +50,7 @@ from .history import (
     tasks_from_runs,
 )
 from .intervals import Z80, conformal_factor, interval
+from .levels import LEVEL_FEATURES, probed, shifted, task_probe
 from .metric_scale import MetricScale, metric_scale
 from .prior_settings import PriorSettings
 from .scoring import PriorScorer
@@ -398,35 +399,47 @@ class Recommender:
         (fewer than three tasks)."""
         if base_model in self._interval_factors:
             return self._interval_factors[base_model]
-        history = self.history(base_model)
-        scorer = self.scorer(base_model) if len(history) >= 3 else None
+        scorer = self.scorer(base_model) if len(self.history(base_model)) >= 3 else None
         if scorer is not None and scorer.interval_factor is not None:
             self._interval_factors[base_model] = scorer.interval_factor
             return scorer.interval_factor
-        residuals: list[float] = []
-        stds: list[float] = []
-        if scorer is not None:
-            for index, task in enumerate(history):
-                others = history[:index] + history[index + 1 :]
-                pool = scorer.inputs(scorer.scored, task.descriptors)
-                posterior = scorer.condition(task.descriptors, [], [], pool)
-                if posterior.weights is not None:  # its own source says nothing of it
-                    own = [s.name == task.name for s in scorer.sources] + [False]
-                    weights = np.where(own, 0.0, posterior.weights)
-                    posterior = dataclasses.replace(posterior, weights=weights / weights.sum())
-                mu, sd = posterior.predict_inputs(scorer.inputs(task.configs, task.descriptors))
-                weights_by_scale = task_weights(task.descriptors, others)
-                for m, d, actual in zip(mu, sd, task.values, strict=True):
-                    predicted, std = self._to_metric(m, d, posterior, others, weights_by_scale)
-                    residuals.append(float(actual) - predicted)
-                    stds.append(std)
-        factor = conformal_factor(residuals, stds)
+        held_out = self.held_out_predictions(base_model) if scorer is not None else {}
+        pairs = [
+            (actual - predicted, std)
+            for rows in held_out.values()
+            for actual, predicted, std in rows
+        ]
+        factor = conformal_factor([r for r, _ in pairs], [s for _, s in pairs])
         if scorer is not None and factor is not None:
             scorer.interval_factor = factor
             if self.store:
                 self.store.save_scorer(self.scorer_key(base_model), scorer)
         self._interval_factors[base_model] = Z80 if factor is None else factor
         return self._interval_factors[base_model]
+
+    def held_out_predictions(self, base_model: str) -> dict[str, list[tuple[float, float, float]]]:
+        """Each history task's measured configurations predicted as a new dataset's would be, before
+        any result (its descriptors and probe; the other tasks' scales; its own source weighted 0):
+        ``(achieved, predicted, std)`` per run, by task name. What the interval is calibrated on."""
+        history = self.history(base_model)
+        scorer = self.scorer(base_model)
+        out: dict[str, list[tuple[float, float, float]]] = {}
+        for index, task in enumerate(history):
+            others = history[:index] + history[index + 1 :]
+            pool = scorer.inputs(scorer.scored, task.descriptors)
+            posterior = scorer.condition(task.descriptors, [], [], pool)
+            if posterior.weights is not None:  # its own source says nothing of it
+                own = [s.name == task.name for s in scorer.sources] + [False]
+                weights = np.where(own, 0.0, posterior.weights)
+                posterior = dataclasses.replace(posterior, weights=weights / weights.sum())
+            mu, sd = posterior.predict_inputs(scorer.inputs(task.configs, task.descriptors))
+            weights_by_scale = task_weights(task.descriptors, others)
+            probe = task_probe(task)
+            out[task.name] = [
+                (float(actual), *self._to_metric(m, d, posterior, others, weights_by_scale, probe))
+                for m, d, actual in zip(mu, sd, task.values, strict=True)
+            ]
+        return out
 
     # ------------------------------------------------------------------ answers
     def recommend(
@@ -500,6 +513,9 @@ class Recommender:
         meta-features); the whole profile, imputed where missing, still prices the trials."""
         descriptors, _ = impute(feature_descriptors(profile), history)
         measured, imputed = impute(profile, history, measured_features)
+        for key in LEVEL_FEATURES:  # read as measured or not at all (:mod:`.levels`)
+            measured.pop(key, None)
+        imputed = [key for key in imputed if key not in LEVEL_FEATURES]
         try:
             return descriptors, features_with(measured, profile), imputed
         except ValueError as exc:
@@ -642,7 +658,9 @@ class Recommender:
         config = LoraConfig.model_validate(
             {**choice, **budget.lengths(), "max_seq_length": max_len}
         )
-        predicted, std = self._to_metric(pick.mean, pick.std, posterior, history, weights)
+        predicted, std = self._to_metric(
+            pick.mean, pick.std, posterior, history, weights, features.probe_accuracy
+        )
         scale = metric_scale(metric_name)
         band = interval(predicted, std, interval_factor, scale.low, scale.high)
         throughput = pricing.throughput(config)
@@ -668,19 +686,28 @@ class Recommender:
         posterior: TaskModel,
         history: Sequence[Task],
         weights: np.ndarray,
+        probe: float | None = None,
     ) -> tuple[float, float]:
         """Normal score -> metric units. Before two results the task's scale is unknown: each history
-        task reads the score on its own scale, weighted by similarity, and the ± holds both the
-        model's uncertainty and how much the similar tasks' scales disagree. From two results on, the
+        task reads the score on its own scale, weighted by similarity and moved to the study's label
+        ``probe`` where there is one (:mod:`.levels`), and the ± holds both the model's uncertainty
+        and how much the similar tasks' scales disagree. From two results on, the
         task's own map reads it on the metric's model scale (:mod:`.metric_scale`), so a prediction
         stays inside the metric's range."""
         if posterior.observed >= 2:
-            scale = metric_scale(history[0].metric_name if history else "metric")
-            return scale.interval(posterior.a + posterior.b * mu, posterior.b * sd)
+            model_scale = metric_scale(history[0].metric_name if history else "metric")
+            return model_scale.interval(posterior.a + posterior.b * mu, posterior.b * sd)
+
+        probes = probed(history, probe)
+        scale = metric_scale(history[0].metric_name if history else "metric")
 
         def values(z: float) -> np.ndarray:
             p = float(ndtr(z))
-            return np.array([np.quantile(t.values, p) for t in history])
+            at = np.array([np.quantile(t.values, p) for t in history])
+            if probes is None or probe is None:
+                return at
+            low, high = scale.low, scale.high
+            return np.clip(shifted(at, probes, probe), low, high)
 
         at_mean = values(mu)
         predicted = float(weights @ at_mean)

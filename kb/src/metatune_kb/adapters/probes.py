@@ -1,0 +1,83 @@
+"""Fill the label probe (``MetaFeatures.probe_accuracy``) into knowledge-base files built before it.
+
+The probe is a meta-feature the profiler measures on a dataset's own rows, so a file built without
+it can only gain it from the datasets themselves: each dataset a run names is profiled again from
+``data_dir`` (``<name>.jsonl.gz`` or ``<name>.jsonl``, as ``scripts/kb-data`` writes them) by the
+profiler's own code with its default options, the probe copied into every run of that dataset, and
+the file rewritten atomically. Nothing else in a row changes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from metatune.knowledge.files import repair_kb_file, write_kb_file
+from metatune.knowledge.records import KbRun
+from metatune_profiler.adapters.block_pool import block_map
+from metatune_profiler.adapters.files import profile_file
+from metatune_profiler.domain.columns import ColumnRequest
+from metatune_profiler.domain.errors import ProfileError
+from metatune_profiler.domain.profile import ProfileOptions
+from metatune_profiler.settings import ProfilerSettings
+
+from .kb_file import BuildError
+
+
+def dataset_probe(data_dir: Path, name: str, pair: bool, base_model: str) -> float | None:
+    """The probe of dataset ``name`` in ``data_dir``, as the profiler measures it for a study."""
+    found = [data_dir / f"{name}{ext}" for ext in (".jsonl.gz", ".jsonl")]
+    path = next((p for p in found if p.is_file()), None)
+    if path is None:
+        raise BuildError(f"dataset {name!r} is not in {data_dir} (no {name}.jsonl[.gz])")
+    options = ProfileOptions(
+        base_model=base_model,
+        columns=ColumnRequest(
+            text="text", text_pair="text_pair" if pair else None, label="label", task=None
+        ),
+    )
+    try:
+        result = profile_file(
+            path, options, map_blocks=block_map(ProfilerSettings().profiler_workers, path)
+        )
+    except ProfileError as exc:
+        raise BuildError(f"profiling {path.name} failed: {exc.code}: {exc.message}") from exc
+    return result.features.probe_accuracy
+
+
+def fill_probes(kb_path: Path, data_dir: Path, *, again: bool = False) -> dict[str, float | None]:
+    """Give every run of ``kb_path`` whose dataset lacks a probe (every run, with ``again``) its
+    dataset's probe; returns the probe of each dataset measured. Runs without profiled features
+    are left as they are."""
+    kb = repair_kb_file(kb_path)
+    wanted: dict[str, KbRun] = {}
+    for run in kb.runs:
+        features = run.dataset.features
+        if features is not None and (again or features.probe_accuracy is None):
+            wanted.setdefault(run.dataset.name, run)
+    probes = {
+        name: dataset_probe(
+            data_dir,
+            name,
+            bool(run.dataset.features and run.dataset.features.is_pair),
+            run.base_model,
+        )
+        for name, run in sorted(wanted.items())
+    }
+    if probes:
+        write_kb_file(kb_path, kb.header, (_with_probe(run, probes) for run in kb.runs))
+    return probes
+
+
+def _with_probe(run: KbRun, probes: dict[str, float | None]) -> KbRun:
+    features = run.dataset.features
+    if features is None or run.dataset.name not in probes:
+        return run
+    dataset = run.dataset.model_copy(
+        update={
+            "features": features.model_copy(update={"probe_accuracy": probes[run.dataset.name]})
+        }
+    )
+    return run.model_copy(update={"dataset": dataset})
+
+
+__all__ = ["dataset_probe", "fill_probes"]
