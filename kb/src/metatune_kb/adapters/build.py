@@ -153,9 +153,11 @@ def machine() -> str:
 def profile(path: Path, cache: Path, base_model: str, pair: bool) -> MetaFeatures:
     """The profiler's meta-features of ``path``, computed here by the profiler's own code (what the
     service publishes and ``metatune profile`` prints, with the same options). Cached next to the
-    slice."""
+    slice (a cache written before the label probe, without one for labelled rows, is made again)."""
     if cache.is_file():
-        return MetaFeatures.model_validate_json(cache.read_text())
+        cached = MetaFeatures.model_validate_json(cache.read_text())
+        if cached.probe_accuracy is not None or cached.n_classes < 2:
+            return cached
     options = ProfileOptions(
         base_model=base_model,
         columns=ColumnRequest(

@@ -4,7 +4,8 @@ The probe is a meta-feature the profiler measures on a dataset's own rows, so a 
 it can only gain it from the datasets themselves: each dataset a run names is profiled again from
 ``data_dir`` (``<name>.jsonl.gz`` or ``<name>.jsonl``, as ``scripts/kb-data`` writes them) by the
 profiler's own code with its default options, the probe copied into every run of that dataset, and
-the file rewritten atomically. Nothing else in a row changes.
+the file rewritten atomically. Nothing else in a row changes (a file that predates the budget
+field is written with the budget its loader derives).
 """
 
 from __future__ import annotations
