@@ -147,19 +147,3 @@ def two_kinds_kb(per_kind: int = 4, base_model: str = "all-MiniLM-L6-v2") -> lis
                 metric = score(config, shift=shift)
                 runs.append(kb_run(f"two:{kind}{d}:{i}", dataset, config, metric, base_model))
     return runs
-
-
-PROBES = (0.3, 0.45, 0.6, 0.75, 0.9)
-
-
-def levelled_kb(*, probed: bool, base_model: str = "all-MiniLM-L6-v2") -> list[KbRun]:
-    """Five datasets alike in every meta-feature but how high their results lie: each reaches
-    ``probe`` + a configuration's effect, and (``probed``) its profile says its probe."""
-    runs = []
-    for d, probe in enumerate(PROBES):
-        profile = features(1500).model_copy(update={"probe_accuracy": probe if probed else None})
-        dataset = DatasetInfo(name=f"level{d}", features=profile)
-        for i, config in enumerate(design(16, seed=d)):
-            value = probe + 0.25 * (score(config) - 0.9)
-            runs.append(kb_run(f"level:{d}:{i}", dataset, config, value, base_model))
-    return runs

@@ -35,12 +35,6 @@ from metatune.knowledge.records import (
 )
 from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
-from metatune_profiler.adapters.block_pool import block_map
-from metatune_profiler.adapters.files import profile_file
-from metatune_profiler.domain.columns import ColumnRequest
-from metatune_profiler.domain.errors import ProfileError
-from metatune_profiler.domain.profile import ProfileOptions
-from metatune_profiler.settings import ProfilerSettings
 from metatune_trainer_agent.adapters.hardware import cpu_model
 from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.domain.errors import TrainingError
@@ -49,6 +43,7 @@ from metatune_trainer_agent.domain.run import RunOutcome, Site, total_steps_for
 
 from ..domain.design import PlannedRun, plan_runs
 from .kb_file import BuildError, append_line, merge_files, read_existing
+from .profiles import profile_dataset
 from .slices import DataSlice, dataset_name, make_slice
 
 
@@ -158,20 +153,9 @@ def profile(path: Path, cache: Path, base_model: str, pair: bool) -> MetaFeature
         cached = MetaFeatures.model_validate_json(cache.read_text())
         if cached.probe_accuracy is not None or cached.n_classes < 2:
             return cached
-    options = ProfileOptions(
-        base_model=base_model,
-        columns=ColumnRequest(
-            text="text", text_pair="text_pair" if pair else None, label="label", task=None
-        ),
-    )
-    try:
-        result = profile_file(
-            path, options, map_blocks=block_map(ProfilerSettings().profiler_workers, path)
-        )
-    except ProfileError as exc:
-        raise BuildError(f"profiling {path.name} failed: {exc.code}: {exc.message}") from exc
-    cache.write_text(result.features.model_dump_json())
-    return result.features
+    features = profile_dataset(path, base_model, pair)
+    cache.write_text(features.model_dump_json())
+    return features
 
 
 # ----------------------------------------------------------------- one run

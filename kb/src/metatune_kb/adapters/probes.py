@@ -14,14 +14,9 @@ from pathlib import Path
 
 from metatune.knowledge.files import repair_kb_file, write_kb_file
 from metatune.knowledge.records import KbRun
-from metatune_profiler.adapters.block_pool import block_map
-from metatune_profiler.adapters.files import profile_file
-from metatune_profiler.domain.columns import ColumnRequest
-from metatune_profiler.domain.errors import ProfileError
-from metatune_profiler.domain.profile import ProfileOptions
-from metatune_profiler.settings import ProfilerSettings
 
 from .kb_file import BuildError
+from .profiles import profile_dataset
 
 
 def dataset_probe(data_dir: Path, name: str, pair: bool, base_model: str) -> float | None:
@@ -30,19 +25,7 @@ def dataset_probe(data_dir: Path, name: str, pair: bool, base_model: str) -> flo
     path = next((p for p in found if p.is_file()), None)
     if path is None:
         raise BuildError(f"dataset {name!r} is not in {data_dir} (no {name}.jsonl[.gz])")
-    options = ProfileOptions(
-        base_model=base_model,
-        columns=ColumnRequest(
-            text="text", text_pair="text_pair" if pair else None, label="label", task=None
-        ),
-    )
-    try:
-        result = profile_file(
-            path, options, map_blocks=block_map(ProfilerSettings().profiler_workers, path)
-        )
-    except ProfileError as exc:
-        raise BuildError(f"profiling {path.name} failed: {exc.code}: {exc.message}") from exc
-    return result.features.probe_accuracy
+    return profile_dataset(path, base_model, pair).probe_accuracy
 
 
 def fill_probes(kb_path: Path, data_dir: Path, *, again: bool = False) -> dict[str, float | None]:

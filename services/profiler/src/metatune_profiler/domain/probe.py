@@ -41,8 +41,8 @@ def probe_accuracy(rows: Sequence[Row], max_rows: int, seed: int = 0) -> float |
         drawn = np.random.default_rng(seed).choice(len(labelled), max_rows, replace=False)
         labelled = [labelled[i] for i in sorted(drawn.tolist())]
     labels = np.array([row.label for row in labelled])
-    classes = len(set(labels.tolist()))
-    if len(labelled) < PROBE_MIN_ROWS or not 2 <= classes <= len(labelled) // 2:
+    n_labels = len(set(labels.tolist()))
+    if len(labelled) < PROBE_MIN_ROWS or not 2 <= n_labels <= len(labelled) // 2:
         return None  # too few rows, one label, or labels nearly unique: nothing to probe
     texts = [_probe_text(row) for row in labelled]
     words = TfidfVectorizer(sublinear_tf=True, max_features=20000)

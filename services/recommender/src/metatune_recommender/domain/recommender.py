@@ -707,7 +707,7 @@ class Recommender:
             if probes is None or probe is None:
                 return at
             low, high = scale.low, scale.high
-            return np.clip(shifted(at, probes, probe), low, high)
+            return np.asarray(np.clip(shifted(at, probes, probe), low, high), dtype=float)
 
         at_mean = values(mu)
         predicted = float(weights @ at_mean)
