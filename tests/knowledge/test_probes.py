@@ -9,6 +9,8 @@ from pathlib import Path
 
 from metatune.knowledge import KbFileHeader
 from metatune.knowledge.files import read_kb_file, write_kb_file
+from metatune.models import EMBEDDED_MODEL
+from metatune_kb.adapters.build import profile
 from metatune_profiler.adapters.files import profile_file
 from metatune_profiler.domain.columns import ColumnRequest
 from metatune_profiler.domain.profile import ProfileOptions
@@ -76,3 +78,14 @@ def test_kb_probe_names_a_dataset_it_cannot_find_in_one_line(tmp_path: Path) -> 
     assert done.returncode == 2
     assert "absent" in done.stderr and "absent.jsonl" in done.stderr
     assert kb.read_bytes() == before  # nothing half-written
+
+
+def test_a_builds_profile_cached_before_the_probe_is_made_again(tmp_path: Path) -> None:
+    source = _dataset(tmp_path / "topics.jsonl")
+    cache = tmp_path / "topics.profile.json"
+    fresh = profile(source, cache, EMBEDDED_MODEL, pair=False)
+    assert fresh.probe_accuracy is not None
+    cache.write_text(fresh.model_copy(update={"probe_accuracy": None}).model_dump_json())
+    assert profile(source, cache, EMBEDDED_MODEL, pair=False) == fresh  # measured again
+    source.unlink()
+    assert profile(source, cache, EMBEDDED_MODEL, pair=False) == fresh  # the cache answers now

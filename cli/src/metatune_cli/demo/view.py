@@ -30,6 +30,7 @@ PROFILE_FEATURES = (
     ("rows", "n_examples", "{:.0f}"),
     ("classes", "n_classes", "{:.0f}"),
     ("label entropy", "label_entropy_norm", "{:.2f}"),
+    ("label probe", "probe_accuracy", "{:.2f}"),
     ("tokens p50/p95", None, ""),
     ("unknown tokens", "unk_rate", "{:.1%}"),
     ("fertility", "fertility", "{:.2f}"),
