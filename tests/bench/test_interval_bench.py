@@ -12,7 +12,7 @@ import pytest
 
 from metatune.knowledge import KbFileHeader
 from metatune.knowledge.files import write_kb_file
-from tests.support.levelled import levelled_kb
+from tests.support.synthetic_kb import levelled_kb
 
 from .conftest import BENCH, load_bench
 

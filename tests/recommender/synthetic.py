@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from scipy.stats import qmc
 
 from metatune.contracts import MetaFeatures
-from metatune.knowledge.records import DatasetInfo, Hardware, KbRun, Provenance
+from metatune.knowledge.records import DatasetInfo, KbRun
 from metatune.knowledge.space import DIMENSIONS, Budget, decode, encode
 from metatune_recommender.domain.history import Task
 from tests.support.samples import FEATURES
+from tests.support.synthetic_kb import kb_run
 
 OPTIMUM = np.array(
     [0.7, 0.4]
@@ -49,27 +48,6 @@ def kb_runs(
             dataset = DatasetInfo(name=f"syn{d}", features=features(1000 + 500 * d))
             runs.append(kb_run(f"syn:{d}:{i}", dataset, config, score(config), base_model))
     return runs
-
-
-def kb_run(
-    run_id: str, dataset: DatasetInfo, config: dict[str, Any], metric: float, base_model: str
-) -> KbRun:
-    """A finished classification run with the same accounting for every synthetic run."""
-    return KbRun(
-        run_id=run_id,
-        dataset=dataset,
-        base_model=base_model,
-        task="classification",
-        config=config,
-        metric_name="accuracy",
-        metric=metric,
-        tokens_with_padding=10_000,
-        train_seconds=5.0,
-        wall_seconds=8.0,
-        energy_wh=0.2,
-        hardware=Hardware(device="cpu"),
-        provenance=Provenance(source="seed-kb"),
-    )
 
 
 def family(tasks: int, per_task: int, seed: int) -> list[Task]:

@@ -10,7 +10,7 @@ from metatune_recommender.domain.history import feature_descriptors
 from metatune_recommender.domain.levels import shifted
 from metatune_recommender.domain.prior_settings import PriorSettings
 from metatune_recommender.domain.recommender import Recommender, profile_descriptors
-from tests.support.levelled import levelled_kb
+from tests.support.synthetic_kb import levelled_kb
 
 from .synthetic import features
 

@@ -1,7 +1,10 @@
-"""A knowledge base whose datasets differ only in how high their results lie, each with the label
-probe that says so: what the recommender's level step (``domain/levels.py``) and its bench read."""
+"""Synthetic knowledge-base runs: one finished run with fixed accounting, and a knowledge base whose
+datasets differ only in how high their results lie, each with the label probe that says so (what
+the recommender's level step, ``domain/levels.py``, and the interval bench read)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from scipy.stats import qmc
 
@@ -11,6 +14,27 @@ from metatune.knowledge.space import DIMENSIONS, Budget, decode, encode
 from .samples import FEATURES
 
 PROBES = (0.3, 0.45, 0.6, 0.75, 0.9)
+
+
+def kb_run(
+    run_id: str, dataset: DatasetInfo, config: dict[str, Any], metric: float, base_model: str
+) -> KbRun:
+    """A finished classification run with the same accounting for every synthetic run."""
+    return KbRun(
+        run_id=run_id,
+        dataset=dataset,
+        base_model=base_model,
+        task="classification",
+        config=config,
+        metric_name="accuracy",
+        metric=metric,
+        tokens_with_padding=10_000,
+        train_seconds=5.0,
+        wall_seconds=8.0,
+        energy_wh=0.2,
+        hardware=Hardware(device="cpu"),
+        provenance=Provenance(source="seed-kb"),
+    )
 
 
 def levelled_kb(*, probed: bool, base_model: str = "all-MiniLM-L6-v2") -> list[KbRun]:
@@ -29,20 +53,8 @@ def levelled_kb(*, probed: bool, base_model: str = "all-MiniLM-L6-v2") -> list[K
             config.pop("seed", None)
             lr = encode(config)[0]
             runs.append(
-                KbRun(
-                    run_id=f"level:{d}:{i}",
-                    dataset=dataset,
-                    base_model=base_model,
-                    task="classification",
-                    config=config,
-                    metric_name="accuracy",
-                    metric=probe - 0.1 * (2 * lr - 1) ** 2,
-                    tokens_with_padding=10_000,
-                    train_seconds=5.0,
-                    wall_seconds=8.0,
-                    energy_wh=0.2,
-                    hardware=Hardware(device="cpu"),
-                    provenance=Provenance(source="seed-kb"),
+                kb_run(
+                    f"level:{d}:{i}", dataset, config, probe - 0.1 * (2 * lr - 1) ** 2, base_model
                 )
             )
     return runs
