@@ -53,3 +53,10 @@ def test_a_dataset_whose_probe_is_higher_is_predicted_higher_and_held_out_errors
         held_out_error(levelled_kb(probed=False)),
     )
     assert with_probe < without / 2
+
+
+def test_a_scorer_cached_before_the_probes_is_not_read_after_them() -> None:
+    """The interval factor kept with a scorer was calibrated through the probes it saw."""
+    before = Recommender(levelled_kb(probed=False), settings=FAST).scorer_key(BASE)
+    after = Recommender(levelled_kb(probed=True), settings=FAST).scorer_key(BASE)
+    assert before != after

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .history import Task
+from .levels import task_probe
 from .prior_settings import PriorSettings
 from .scoring import PriorScorer
 
@@ -72,11 +73,13 @@ def scorer_key(
 ) -> str:
     """A digest of what a :class:`~.scoring.PriorScorer` is derived from: the history tasks (as
     :func:`prior_key` digests them), each run's (budget key, configuration) in order (they decide
-    the reference budget and the measured candidates), the number of Sobol candidates and the
-    settings."""
+    the reference budget and the measured candidates), the number of Sobol candidates, the
+    settings, and the tasks' label probes (the interval factor kept with the scorer was calibrated
+    through them, :mod:`.levels`)."""
     return _digest(
         settings,
         tasks,
         measured=[[list(budget), dict(config)] for budget, config in measured],
         sobol=candidates,
+        probes=[task_probe(t) for t in tasks],
     )
