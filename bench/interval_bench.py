@@ -4,15 +4,15 @@ On one or more knowledge-base files (``--kb``, repeatable), leave one dataset ou
 measured configurations are predicted as a new dataset's would be
 (``Recommender.held_out_predictions``: its descriptors and label probe, the other datasets' scales,
 its own source weighted 0), and the interval factor is calibrated on the *other* datasets' held-out
-predictions only (split-conformal, ``domain/intervals.py``), so no dataset's interval was tuned on
-its own results. Figures, pooled over datasets:
+predictions only (split-conformal, ``domain/intervals.py``), so no dataset's interval factor was
+tuned on its own results (the fitted model's mean and kernel did see every dataset). Figures, pooled over datasets:
 
 * ``interval_coverage`` / ``interval_median_width``: share of every measured run inside its 80 %
   interval, and the interval's median width (metric units);
 * ``top3_interval_coverage`` / ``top3_interval_median_width`` / ``top3_mae``: the same on each
   dataset's three best runs (where a good recommendation lands), and their mean absolute error;
-* the same figures for the baseline, in the same run: the same runs with the label probe removed
-  (``probe_accuracy`` None: the scales of the similar datasets, unmoved, as before the probe).
+* the same figures for the baseline, in the same run: the same predictions without the label probe
+  (the scales of the similar datasets, unmoved, as before the probe).
 
 The knowledge-base files must carry the probe (``metatune kb probe FILE --data DATA`` fills it into a
 file built before it). The interval's factor and the probe's design were chosen on the team's 21
@@ -36,25 +36,16 @@ from benchkit import finite, machine, print_json
 
 from metatune.knowledge.files import read_kb_file
 from metatune.knowledge.records import KbRun
-from metatune_recommender.domain.intervals import conformal_factor, interval
+from metatune_recommender.domain.intervals import HeldOut, conformal_factor, interval
 from metatune_recommender.domain.metric_scale import metric_scale
 from metatune_recommender.domain.recommender import Recommender
 
-Held = Mapping[str, Sequence[tuple[float, float, float]]]  # task -> (achieved, predicted, std)
+Held = Mapping[str, Sequence[HeldOut]]  # by task name
 TOP = 3
+Figures = dict[str, float | None]
 
 
-def without_probe(run: KbRun) -> KbRun:
-    features = run.dataset.features
-    if features is None:
-        return run
-    dataset = run.dataset.model_copy(
-        update={"features": features.model_copy(update={"probe_accuracy": None})}
-    )
-    return run.model_copy(update={"dataset": dataset})
-
-
-def cross_conformal(held: Held, metric_name: str) -> dict[str, float | None]:
+def cross_conformal(held: Held, metric_name: str) -> Figures:
     """Each dataset's runs against intervals whose factor the other datasets calibrated."""
     scale = metric_scale(metric_name)
     inside: list[bool] = []
@@ -67,7 +58,7 @@ def cross_conformal(held: Held, metric_name: str) -> dict[str, float | None]:
         factor = conformal_factor([a - p for a, p, _ in others], [s for _, _, s in others])
         if factor is None:
             continue
-        best = sorted(rows, key=lambda row: -row[0])[:TOP]
+        best = sorted(rows, key=lambda row: -row.achieved)[:TOP]
         for group, hits, spans in ((rows, inside, widths), (best, top_inside, top_widths)):
             for achieved, predicted, std in group:
                 low, high = interval(predicted, std, factor, scale.low, scale.high)
@@ -90,13 +81,22 @@ def cross_conformal(held: Held, metric_name: str) -> dict[str, float | None]:
     }
 
 
-def measure(runs: Sequence[KbRun], base_model: str | None) -> tuple[dict[str, float | None], int]:
+def measure(runs: Sequence[KbRun], base_model: str | None) -> tuple[Figures, Figures, int]:
+    """The figures with the label probe and without it (the baseline), and the datasets left out."""
     recommender = Recommender(runs)
-    base = base_model or recommender.base_models()[0]
+    bases = recommender.base_models()
+    base = base_model or (bases[0] if bases else None)
+    if base is None or base not in bases:
+        sys.exit(f"interval_bench: no LoRA run of base model {base_model or 'any'} in --kb")
     history = recommender.history(base)
-    held = recommender.held_out_predictions(base)
-    metric_name = history[0].metric_name if history else "metric"
-    return cross_conformal(held, metric_name), len(history)
+    if len(history) < 3:
+        sys.exit(f"interval_bench: {len(history)} datasets of {base}: leaving one out needs 3")
+    metric_name = history[0].metric_name
+    return (
+        cross_conformal(recommender.held_out_predictions(base), metric_name),
+        cross_conformal(recommender.held_out_predictions(base, probes=False), metric_name),
+        len(history),
+    )
 
 
 def main() -> None:
@@ -113,7 +113,9 @@ def main() -> None:
     probed = {
         r.dataset.name
         for r in runs
-        if r.dataset.features and r.dataset.features.probe_accuracy is not None
+        if r.dataset.features
+        and r.dataset.features.probe_accuracy is not None
+        and (args.base_model is None or r.base_model == args.base_model)
     }
     if not probed:
         sys.exit(
@@ -121,8 +123,7 @@ def main() -> None:
             "fill it with `metatune kb probe FILE --data DATA`"
         )
     start = time.process_time()
-    probe, datasets = measure(runs, args.base_model)
-    baseline, _ = measure([without_probe(r) for r in runs], args.base_model)
+    probe, baseline, datasets = measure(runs, args.base_model)
     report = {
         "kb": [str(p) for p in args.kb],
         "datasets": datasets,

@@ -12,6 +12,7 @@ import pytest
 
 from metatune.knowledge import KbFileHeader
 from metatune.knowledge.files import write_kb_file
+from metatune_recommender.domain.intervals import HeldOut
 from tests.support.synthetic_kb import levelled_kb
 
 from .conftest import BENCH, load_bench
@@ -29,8 +30,8 @@ FIGURES = (
 def test_no_dataset_is_given_an_interval_calibrated_on_itself() -> None:
     # two datasets: each one's factor comes from the other's residuals alone
     held = {
-        "a": [(0.5, 0.5, 0.1), (0.7, 0.5, 0.1)],  # misses by 0 and 2 stds
-        "b": [(0.5, 0.4, 0.1), (0.5, 0.6, 0.1)],  # misses by 1 std each
+        "a": [HeldOut(0.5, 0.5, 0.1), HeldOut(0.7, 0.5, 0.1)],  # misses by 0 and 2 stds
+        "b": [HeldOut(0.5, 0.4, 0.1), HeldOut(0.5, 0.6, 0.1)],  # misses by 1 std each
     }
     figures = bench.cross_conformal(held, "accuracy")
     # a's factor is 1 (b's misses): a's 0.7 falls outside; b's factor is 2: both inside

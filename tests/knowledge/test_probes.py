@@ -26,7 +26,7 @@ TOPICS = {
 
 def _dataset(path: Path) -> Path:
     rows = []
-    for i in range(120):
+    for i in range(400):
         label = sorted(TOPICS)[i % 2]
         words = TOPICS[label]
         rows.append({"text": f"{words[i % 6]} news {words[(i * 5) % 6]} today", "label": label})

@@ -9,7 +9,7 @@ import pytest
 
 from metatune_profiler.adapters.files import profile_file
 from metatune_profiler.domain.columns import ColumnRequest
-from metatune_profiler.domain.probe import PROBE_MIN_ROWS, probe_accuracy
+from metatune_profiler.domain.probe import probe_accuracy
 from metatune_profiler.domain.profile import ProfileOptions
 from metatune_profiler.domain.rows import Row
 
@@ -38,39 +38,41 @@ def _rows(n: int, *, informative: bool, seed: int = 0) -> list[Row]:
 
 
 def test_labels_the_text_names_probe_near_one_and_labels_it_ignores_near_chance() -> None:
-    assert probe_accuracy(_rows(300, informative=True), 1000) >= 0.95
-    chance = probe_accuracy(_rows(300, informative=False), 1000)
+    assert probe_accuracy(_rows(300, informative=True), 300) >= 0.95
+    chance = probe_accuracy(_rows(300, informative=False), 300)
     assert chance is not None and chance <= 0.5  # three classes: a third by chance
 
 
-def test_the_probe_is_reproducible_and_reads_at_most_max_rows() -> None:
+def test_the_probe_is_reproducible_and_always_reads_n_rows() -> None:
     rows = _rows(400, informative=True)
     assert probe_accuracy(rows, 100, seed=3) == probe_accuracy(rows, 100, seed=3)
     probe = probe_accuracy(rows, 100)
     assert probe is not None and probe * 100 == pytest.approx(round(probe * 100))  # k of 100 rows
+    assert probe_accuracy(rows[:99], 100) is None  # fewer rows than the size probes compare at
 
 
-def test_no_probe_without_enough_rows_a_second_label_or_repeated_labels() -> None:
-    assert probe_accuracy(_rows(PROBE_MIN_ROWS - 1, informative=True), 1000) is None
+def test_no_probe_with_a_single_label_repeated_labels_or_none() -> None:
     one_label = [row._replace(label="sport") for row in _rows(100, informative=True)]
-    assert probe_accuracy(one_label, 1000) is None
+    assert probe_accuracy(one_label, 100) is None
     unique = [row._replace(label=f"id{row.row}") for row in _rows(100, informative=True)]
-    assert probe_accuracy(unique, 1000) is None
+    assert probe_accuracy(unique, 100) is None
     unlabelled = [row._replace(label=None) for row in _rows(100, informative=True)]
-    assert probe_accuracy(unlabelled, 1000) is None
+    assert probe_accuracy(unlabelled, 100) is None
 
 
 def test_the_profile_carries_the_probe_of_a_labelled_file_and_none_when_asked_for_none(
     tmp_path: Path,
 ) -> None:
     records = [
-        {"text": row.text, "label": row.label} for row in _rows(200, informative=True, seed=1)
+        {"text": row.text, "label": row.label} for row in _rows(400, informative=True, seed=1)
     ]
     path = write_jsonl(tmp_path / "topics.jsonl", records)
     columns = ColumnRequest(text="text", label="label")
     profiled = profile_file(path, ProfileOptions(columns=columns))
     assert profiled.features.probe_accuracy is not None
     assert profiled.features.probe_accuracy >= 0.9
+    few = write_jsonl(tmp_path / "few.jsonl", records[:299])
+    assert profile_file(few, ProfileOptions(columns=columns)).features.probe_accuracy is None
     off = profile_file(path, ProfileOptions(columns=columns, probe_rows=0))
     assert off.features.probe_accuracy is None
     text_only = write_jsonl(tmp_path / "text.jsonl", [{"text": r["text"]} for r in records])

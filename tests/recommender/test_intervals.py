@@ -40,7 +40,7 @@ def test_every_recommendation_holds_its_prediction_in_a_calibrated_interval(
     runs = kb_runs(datasets=4)
     recommender = Recommender(runs, settings=FAST, store=PriorCache(tmp_path))
     advice = recommender.recommend(BASE, profile_descriptors(features(1500)))
-    factor = recommender.interval_factor(BASE)
+    factor = recommender.interval_factor(BASE, probed=False)  # the profile has no label probe
     assert factor != Z80  # measured on the history, leaving each task out
     for rec in advice.recommendations:
         assert rec.interval is not None and rec.predicted is not None and rec.std is not None
@@ -51,7 +51,7 @@ def test_every_recommendation_holds_its_prediction_in_a_calibrated_interval(
     # kept with the scorer: another process reads the factor instead of measuring it again
     again = Recommender(runs, settings=FAST, store=PriorCache(tmp_path))
     scorer = again.scorer(BASE)
-    assert scorer is not None and scorer.interval_factor == factor
+    assert scorer is not None and scorer.interval_factors[False] == factor
 
 
 def test_a_dataset_unlike_every_known_one_is_told_there_is_no_close_evidence() -> None:

@@ -35,6 +35,7 @@ from metatune.knowledge.records import (
 )
 from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
+from metatune_profiler.domain.profile import ProfileOptions
 from metatune_trainer_agent.adapters.hardware import cpu_model
 from metatune_trainer_agent.adapters.training import run_training
 from metatune_trainer_agent.domain.errors import TrainingError
@@ -151,7 +152,8 @@ def profile(path: Path, cache: Path, base_model: str, pair: bool) -> MetaFeature
     slice (a cache written before the label probe, without one for labelled rows, is made again)."""
     if cache.is_file():
         cached = MetaFeatures.model_validate_json(cache.read_text())
-        if cached.probe_accuracy is not None or cached.n_classes < 2:
+        probed_then = cached.probe_accuracy is not None or cached.n_classes < 2
+        if probed_then or cached.n_examples < ProfileOptions().probe_rows:
             return cached
     features = profile_dataset(path, base_model, pair)
     cache.write_text(features.model_dump_json())

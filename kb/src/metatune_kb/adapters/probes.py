@@ -33,6 +33,7 @@ def fill_probes(kb_path: Path, data_dir: Path, *, again: bool = False) -> dict[s
     dataset's probe; returns the probe of each dataset measured. Runs without profiled features
     are left as they are."""
     kb = repair_kb_file(kb_path)
+    read_as = _stamp(kb_path)
     wanted: dict[str, KbRun] = {}
     for run in kb.runs:
         features = run.dataset.features
@@ -48,8 +49,18 @@ def fill_probes(kb_path: Path, data_dir: Path, *, again: bool = False) -> dict[s
         for name, run in sorted(wanted.items())
     }
     if probes:
+        if _stamp(kb_path) != read_as:  # a build appended while the datasets were profiled
+            raise BuildError(
+                f"{kb_path} changed while its datasets were probed (a build still writing it?): "
+                "nothing written; run kb probe again once it stops"
+            )
         write_kb_file(kb_path, kb.header, (_with_probe(run, probes) for run in kb.runs))
     return probes
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns
 
 
 def _with_probe(run: KbRun, probes: dict[str, float | None]) -> KbRun:

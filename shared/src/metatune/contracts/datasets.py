@@ -296,8 +296,9 @@ class MetaFeatures(Contract):
         None,
         ge=0,
         le=1,
-        description="5-fold accuracy of a TF-IDF linear classifier on up to probe_rows sampled"
-        " labelled rows (a landmarker: how separable the labels are); None without labels",
+        description="5-fold accuracy of a TF-IDF linear classifier on probe_rows (300) sampled"
+        " labelled rows (a landmarker: how separable the labels are); None with fewer such rows,"
+        " without labels, or with more labels than half the rows",
     )
     sample_size: int = Field(
         ge=0, description="rows in the reservoir sample behind tokenizer features"

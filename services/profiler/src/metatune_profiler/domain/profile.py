@@ -66,7 +66,9 @@ class ProfileOptions(BaseModel):
     )
     padding_batch_size: int = Field(32, ge=1)
     probe_rows: int = Field(
-        1000, ge=0, description="sampled rows the label probe is fitted on (0: no probe)"
+        300,
+        ge=0,
+        description="sampled rows the label probe is measured on (fewer labelled: no probe; 0: none)",
     )
     extra_batch_sizes: tuple[int, ...] = (8, 16, 64)
     max_types: int = Field(

@@ -14,11 +14,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 COVERAGE = 0.8
 Z80 = 1.2815515655446004  # the normal's 90 % quantile: predicted ± Z80 x std holds 80 %
+
+
+class HeldOut(NamedTuple):
+    """One measured run of a history task, predicted as if its dataset were new."""
+
+    achieved: float
+    predicted: float
+    std: float
 
 
 def conformal_factor(

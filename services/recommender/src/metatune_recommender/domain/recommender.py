@@ -42,6 +42,7 @@ from .costs import Pricing, estimate
 from .errors import EmptyHistory, RecommenderError, SurrogateFailure
 from .fitted import PriorStore, prior_key, scorer_key
 from .history import (
+    LEVEL_FEATURES,
     RUN_BUDGET_KEYS,
     Task,
     feature_descriptors,
@@ -49,8 +50,8 @@ from .history import (
     run_descriptors,
     tasks_from_runs,
 )
-from .intervals import Z80, conformal_factor, interval
-from .levels import LEVEL_FEATURES, probed, shifted, task_probe
+from .intervals import Z80, HeldOut, conformal_factor, interval
+from .levels import history_probes, probed_weights, shifted, task_probe
 from .metric_scale import MetricScale, metric_scale
 from .prior_settings import PriorSettings
 from .scoring import PriorScorer
@@ -262,7 +263,7 @@ class Recommender:
         self._scorers: dict[str, PriorScorer] = {}
         # per base model, made once: the runs never change after construction
         self._histories: dict[str, list[Task]] = {}
-        self._interval_factors: dict[str, float] = {}
+        self._interval_factors: dict[tuple[str, bool], float] = {}
         self._candidates: dict[tuple[str, tuple[Any, ...]], list[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ history
@@ -393,37 +394,38 @@ class Recommender:
                     configs.append(config)
         return configs
 
-    def interval_factor(self, base_model: str) -> float:
+    def interval_factor(self, base_model: str, probed: bool = True) -> float:
         """How many stds the 80 % interval spans before results, calibrated leaving each history
-        task out in turn (:mod:`.intervals`); the normal's 1.28 where that cannot be measured
-        (fewer than three tasks)."""
-        if base_model in self._interval_factors:
-            return self._interval_factors[base_model]
+        task out in turn (:mod:`.intervals`), for a study with a label probe (``probed``) or
+        without one (the level read through the probe, or not: :mod:`.levels`); the normal's 1.28
+        where that cannot be measured (fewer than three tasks)."""
+        key = (base_model, probed)
+        if key in self._interval_factors:
+            return self._interval_factors[key]
         scorer = self.scorer(base_model) if len(self.history(base_model)) >= 3 else None
-        if scorer is not None and scorer.interval_factor is not None:
-            self._interval_factors[base_model] = scorer.interval_factor
-            return scorer.interval_factor
-        held_out = self.held_out_predictions(base_model) if scorer is not None else {}
-        pairs = [
-            (actual - predicted, std)
-            for rows in held_out.values()
-            for actual, predicted, std in rows
-        ]
+        if scorer is not None and probed in scorer.interval_factors:
+            self._interval_factors[key] = scorer.interval_factors[probed]
+            return self._interval_factors[key]
+        held = self.held_out_predictions(base_model, probes=probed) if scorer is not None else {}
+        pairs = [(h.achieved - h.predicted, h.std) for rows in held.values() for h in rows]
         factor = conformal_factor([r for r, _ in pairs], [s for _, s in pairs])
         if scorer is not None and factor is not None:
-            scorer.interval_factor = factor
+            scorer.interval_factors[probed] = factor
             if self.store:
                 self.store.save_scorer(self.scorer_key(base_model), scorer)
-        self._interval_factors[base_model] = Z80 if factor is None else factor
-        return self._interval_factors[base_model]
+        self._interval_factors[key] = Z80 if factor is None else factor
+        return self._interval_factors[key]
 
-    def held_out_predictions(self, base_model: str) -> dict[str, list[tuple[float, float, float]]]:
+    def held_out_predictions(
+        self, base_model: str, *, probes: bool = True
+    ) -> dict[str, list[HeldOut]]:
         """Each history task's measured configurations predicted as a new dataset's would be, before
-        any result (its descriptors and probe; the other tasks' scales; its own source weighted 0):
-        ``(achieved, predicted, std)`` per run, by task name. What the interval is calibrated on."""
+        any result (its descriptors and, with ``probes``, its label probe; the other tasks'
+        scales; its own source weighted 0), by task name: what the interval is calibrated on. The
+        fitted model itself saw every task (only its source is silenced)."""
         history = self.history(base_model)
         scorer = self.scorer(base_model)
-        out: dict[str, list[tuple[float, float, float]]] = {}
+        out: dict[str, list[HeldOut]] = {}
         for index, task in enumerate(history):
             others = history[:index] + history[index + 1 :]
             pool = scorer.inputs(scorer.scored, task.descriptors)
@@ -434,9 +436,12 @@ class Recommender:
                 posterior = dataclasses.replace(posterior, weights=weights / weights.sum())
             mu, sd = posterior.predict_inputs(scorer.inputs(task.configs, task.descriptors))
             weights_by_scale = task_weights(task.descriptors, others)
-            probe = task_probe(task)
+            probe = task_probe(task) if probes else None
             out[task.name] = [
-                (float(actual), *self._to_metric(m, d, posterior, others, weights_by_scale, probe))
+                HeldOut(
+                    float(actual),
+                    *self._to_metric(m, d, posterior, others, weights_by_scale, probe),
+                )
                 for m, d, actual in zip(mu, sd, task.values, strict=True)
             ]
         return out
@@ -536,7 +541,8 @@ class Recommender:
         """Each pick as a configuration at the study's ``budget``, predicted in metric units (with
         its 80 % interval), priced, and why it is there."""
         history = self.history(base_model)
-        weights, factor = task_weights(descriptors, history), self.interval_factor(base_model)
+        weights = task_weights(descriptors, history)
+        factor = self.interval_factor(base_model, features.probe_accuracy is not None)
         return [
             self._recommendation(
                 scored[p.index],
@@ -698,16 +704,19 @@ class Recommender:
             model_scale = metric_scale(history[0].metric_name if history else "metric")
             return model_scale.interval(posterior.a + posterior.b * mu, posterior.b * sd)
 
-        probes = probed(history, probe)
         scale = metric_scale(history[0].metric_name if history else "metric")
+        probes = history_probes(history, probe, scale)
+        if probes is not None:
+            weights = probed_weights(weights, probes)
 
         def values(z: float) -> np.ndarray:
             p = float(ndtr(z))
             at = np.array([np.quantile(t.values, p) for t in history])
             if probes is None or probe is None:
                 return at
-            low, high = scale.low, scale.high
-            return np.asarray(np.clip(shifted(at, probes, probe), low, high), dtype=float)
+            return np.asarray(
+                np.nan_to_num(shifted(at, probes, probe)), dtype=float
+            )  # weight 0 at NaN
 
         at_mean = values(mu)
         predicted = float(weights @ at_mean)

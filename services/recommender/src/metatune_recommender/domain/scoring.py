@@ -126,9 +126,10 @@ class PriorScorer:
     sources: list[ScorerSource]
     scored: list[dict[str, Any]]  # the candidates, as the reference budget would train them
     scored_columns: Array  # their encoded configuration columns
-    # stds an 80 % interval spans before results (:mod:`.intervals`), once measured: kept with
-    # the scorer, so a process that loads it does not measure it again
-    interval_factor: float | None = None
+    # stds an 80 % interval spans before results (:mod:`.intervals`), by whether the study has a
+    # label probe (:mod:`.levels`), once measured: kept with the scorer, so a process that loads
+    # it does not measure it again
+    interval_factors: dict[bool, float] = field(default_factory=dict)
     _cache: dict[Any, tuple[Array, Array]] = field(default_factory=dict, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
