@@ -11,6 +11,7 @@ import pytest
 from metatune.knowledge import KB_SCHEMA_VERSION, KbFileHeader
 from metatune.knowledge.errors import KbFileError, KbSchemaMismatch
 from metatune.knowledge.files import read_kb_file, repair_kb_file, write_kb_file
+from metatune_recommender.adapters.seeds import seed_paths
 
 from .samples import run
 
@@ -85,14 +86,15 @@ def test_a_line_that_is_not_a_run_names_its_line(tmp_path: Path) -> None:
 
 
 def test_every_shipped_seed_row_has_its_budget_in_epochs_steps_and_examples() -> None:
-    seeds = Path(__file__).parents[2] / "services/recommender/src/metatune_recommender/data"
-    for name in ("seed_kb.jsonl", "seed_kb_v2.jsonl", "seed_kb_gpu.jsonl"):
-        for kb_run in read_kb_file(seeds / name).runs:  # files that predate the field
+    seeds = seed_paths()
+    assert len(seeds) == 4
+    for path in seeds:
+        for kb_run in read_kb_file(path).runs:  # files that predate the field included
             budget, config = kb_run.budget, kb_run.config
             assert budget is not None and budget.steps == kb_run.steps
             assert budget.examples_seen == kb_run.steps * config["batch_size"]
             assert budget.train_rows == kb_run.dataset.n_train
             if config.get("max_steps") is None and kb_run.status == "completed":
                 assert budget.epochs == pytest.approx(config["epochs"], rel=0.02)
-    written = read_kb_file(seeds / "seed_kb_v2.jsonl").runs[0]
+    written = read_kb_file(seeds[1]).runs[0]
     assert type(written).model_validate_json(written.model_dump_json()).budget == written.budget

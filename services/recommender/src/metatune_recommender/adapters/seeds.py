@@ -8,9 +8,15 @@ from pathlib import Path
 
 # The seed knowledge bases shipped in this package (each built by ``metatune kb build``, with its
 # own run-id prefix): the first seed (64 steps on the CPU), the second (2 epochs of 800 rows on
-# the CPU) and the GPU seed (2 epochs of 1,500 rows). Each row records its budget and hardware, which
-# the recommender takes as inputs.
-SEED_RESOURCES = ("data/seed_kb.jsonl", "data/seed_kb_v2.jsonl", "data/seed_kb_gpu.jsonl")
+# the CPU), the GPU seed (2 epochs of 1,500 rows) and seed v3 (a study's default budget, 3 epochs
+# of 1,000 rows, on 21 datasets). Each row records its budget and hardware, which the recommender
+# takes as inputs.
+SEED_RESOURCES = (
+    "data/seed_kb.jsonl",
+    "data/seed_kb_v2.jsonl",
+    "data/seed_kb_gpu.jsonl",
+    "data/seed_kb_v3.jsonl",
+)
 
 
 def seed_paths() -> list[Path]:
