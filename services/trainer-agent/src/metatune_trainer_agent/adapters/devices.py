@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from ..domain.errors import InvalidTrainingConfig
+
+T = TypeVar("T")
 
 
 def device_for(name: str) -> torch.device:
@@ -42,7 +47,14 @@ class LocalDevice:
     def native_bf16(self) -> bool:
         return bool(torch.cuda.is_bf16_supported()) if self.cuda else cpu_has_native_bf16()
 
-    def synchronize(self) -> None:
+    def timed(self, work: Callable[[], T]) -> tuple[T, float]:
+        self._drain()
+        started = time.perf_counter()
+        result = work()
+        self._drain()
+        return result, time.perf_counter() - started
+
+    def _drain(self) -> None:
         if self.cuda:
             torch.cuda.synchronize(self.device)
 

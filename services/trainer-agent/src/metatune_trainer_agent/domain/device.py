@@ -6,9 +6,12 @@ places tensors on :attr:`Accelerator.device` and does the maths there.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 
 class Accelerator(Protocol):
@@ -23,8 +26,9 @@ class Accelerator(Protocol):
         AVX512-BF16 or AMX), so that ``precision="auto"`` may pick it."""
         ...
 
-    def synchronize(self) -> None:
-        """Wait for the device's queued work (CUDA runs asynchronously), so a timing is the work's."""
+    def timed(self, work: Callable[[], T]) -> tuple[T, float]:
+        """Run ``work`` and return its result with the seconds the device spent on it: the device's
+        queue is drained before and after (CUDA runs asynchronously), so the time is the work's."""
         ...
 
     def release_memory(self) -> None:

@@ -270,11 +270,7 @@ def smoke_test(
             trainer.resize(micro, math.ceil(effective / micro))
     try:
         typical = trainer.plan.epoch(0)[len(trainer.plan) // 2]
-        accelerator.synchronize()
-        started = time.perf_counter()
-        trainer.trial_pass(typical)
-        accelerator.synchronize()
-        seconds = time.perf_counter() - started
+        _, seconds = accelerator.timed(lambda: trainer.trial_pass(typical))
     except Exception as exc:
         raise SmokeTestFailed(f"smoke test failed: {type(exc).__name__}: {exc}") from exc
     return seconds * trainer.grad_accum

@@ -159,17 +159,14 @@ class TrainingLoop:
     def _step(self) -> tuple[float, float]:
         """One optimizer step: its seconds and its loss."""
         trainer = self.trainer
-        started = time.perf_counter()
         try:
-            result = trainer.train_step()
+            result, seconds = self.accelerator.timed(trainer.train_step)
         except Exception as exc:
             if is_oom(exc):
                 raise OutOfMemory(
                     f"out of memory at step {trainer.position.step + 1}: {exc}"
                 ) from exc
             raise
-        self._sync()
-        seconds = time.perf_counter() - started
         self.timing.train_seconds += seconds
         self.step_time = seconds if self.step_time is None else 0.8 * self.step_time + 0.2 * seconds
         self.history.loss_history.append((trainer.position.step, result.loss))
@@ -337,9 +334,6 @@ class TrainingLoop:
             ],
         )
         return self.resources.write_checkpoint(checkpoint)
-
-    def _sync(self) -> None:
-        self.accelerator.synchronize()
 
 
 def _no_control() -> Control | None:
