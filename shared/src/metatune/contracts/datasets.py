@@ -296,9 +296,10 @@ class MetaFeatures(Contract):
         None,
         ge=0,
         le=1,
-        description="5-fold accuracy of a TF-IDF linear classifier on probe_rows (300) sampled"
-        " labelled rows (a landmarker: how separable the labels are); None with fewer such rows,"
-        " without labels, or with more labels than half the rows",
+        description="5-fold accuracy of a logistic regression on the base model's frozen, mean-pooled"
+        " embeddings of probe_rows (300) sampled labelled rows (a landmarker: how separable the"
+        " labels are to that model before tuning); None with fewer such rows, without labels, or"
+        " with more labels than half the rows",
     )
     sample_size: int = Field(
         ge=0, description="rows in the reservoir sample behind tokenizer features"

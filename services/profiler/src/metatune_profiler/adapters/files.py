@@ -1,5 +1,5 @@
 """The profiler on a dataset file: open it (:class:`.reader.Dataset`), load the base model's
-tokenizer (:func:`.tokenizer.load_tokenizer`) and hand both to the pure
+tokenizer (:func:`.tokenizer.load_tokenizer`) and the probe's encoder and hand them to the pure
 :func:`~..domain.profile.profile_rows`; or check a submission against its file."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ..domain.errors import ProfileError
 from ..domain.profile import BlockMap, ProfileOptions, ProfileResult, profile_rows
 from ..domain.rows import ReadLimits
 from ..domain.validate import problem
+from .encoder import ModelEncoder
 from .reader import Dataset
 from .tokenizer import load_tokenizer
 
@@ -59,8 +60,15 @@ def _profile(
     options = options or ProfileOptions()
     tokenizer = load_tokenizer(options.base_model)  # fail fast on an unknown model, before reading
     dataset = open_dataset(path, options)
+    encoder = ModelEncoder(options.base_model)  # loads the model only if the probe runs
     return profile_rows(
-        dataset, tokenizer, options, on_rows, batched=batched, map_blocks=map_blocks
+        dataset,
+        tokenizer,
+        options,
+        on_rows,
+        encoder=encoder,
+        batched=batched,
+        map_blocks=map_blocks,
     )
 
 

@@ -37,7 +37,7 @@ from .block_counts import (
 from .columns import ColumnMap, ColumnRequest
 from .errors import SKIP_REASON_ERRORS, EmptyDataset, OneClassLabel, ProfileError
 from .lexicon import Mattr, TypeCounter, TypeTable, WordIds, word_ids, words
-from .probe import probe_accuracy
+from .probe import Encoder, probe_accuracy
 from .rows import Row, RowBatch, Skip
 from .sampling import DuplicateCounter, Reservoir
 from .scripts import script_counts, script_mix
@@ -299,6 +299,7 @@ def profile_rows(
     options: ProfileOptions,
     on_rows: Callable[[int], None] | None = None,
     *,
+    encoder: Encoder,
     batched: bool = True,
     map_blocks: BlockMap | None = None,
 ) -> ProfileResult:
@@ -306,7 +307,8 @@ def profile_rows(
     they are unusable. ``on_rows(n)`` is told the rows read so far every few thousand rows. With
     ``map_blocks``, the blocks of a JSON-lines file are counted by it (e.g. in other processes)
     and merged in order: the same profile as without. ``batched=False`` computes it one row at a
-    time with word strings: the reference the batched pass is tested against."""
+    time with word strings: the reference the batched pass is tested against. ``encoder`` gives
+    the base model's features of the rows the label probe reads (called only when it probes)."""
     acc: _Pass
     if batched and map_blocks is not None and dataset.format is DatasetFormat.jsonl:
         acc = batch_pass = _BatchPass(options)
@@ -350,7 +352,7 @@ def profile_rows(
             details={"label": only, "rows": acc.examples},
         )
 
-    features = _features(acc, dataset.columns, tokenizer, options)
+    features = _features(acc, dataset.columns, tokenizer, encoder, options)
     return ProfileResult(
         features=features,
         format=dataset.format,
@@ -364,7 +366,11 @@ def profile_rows(
 
 
 def _features(
-    acc: _Pass, columns: ColumnMap, tokenizer: PreTrainedTokenizerBase, options: ProfileOptions
+    acc: _Pass,
+    columns: ColumnMap,
+    tokenizer: PreTrainedTokenizerBase,
+    encoder: Encoder,
+    options: ProfileOptions,
 ) -> MetaFeatures:
     sample = acc.sample.items
     tokens = count_tokens(tokenizer, sample)
@@ -429,7 +435,7 @@ def _features(
         duplicate_rate=acc.duplicates.rate(),
         script_mix=script_mix(acc.scripts),
         is_pair=columns.text_pair is not None,
-        probe_accuracy=probe_accuracy(sample, options.probe_rows, seed)
+        probe_accuracy=probe_accuracy(sample, options.probe_rows, encoder, seed)
         if options.probe_rows
         else None,
         sample_size=len(sample),
