@@ -409,9 +409,13 @@ def train_run(settings: BuildSettings, dataset: Dataset, key: str) -> KbRun:
 
 
 def _one_job(threads: int) -> None:
-    """A training process's share of the cores (``--jobs``: the cores split between them)."""
+    """A training process's share of the cores (``--jobs``: the cores split between them); it ends
+    with the bench (a killed bench leaves no run training for no one)."""
     import torch
 
+    from metatune.processes import die_with_parent
+
+    die_with_parent()
     torch.set_num_threads(threads)
 
 

@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import json
 import os
 import random
@@ -61,6 +60,7 @@ from rich.table import Table
 from metatune import catalog, subjects
 from metatune import contracts as c
 from metatune.bus import ensure_streams
+from metatune.processes import die_with_parent
 from metatune.settings import Settings
 from metatune_cli.embedded import servers
 from metatune_telemetry.adapters.db import Database
@@ -178,15 +178,7 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-PR_SET_PDEATHSIG = 1
 _children: list[subprocess.Popen[bytes]] = []  # nats-servers this process started, not yet reaped
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: the kernel sends it SIGKILL when the bench dies, however it dies
-    (even by SIGKILL, which no handler of ours sees)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _reap() -> None:
@@ -217,7 +209,7 @@ def start_nats(url: str, tmp: Path) -> subprocess.Popen[bytes]:
             [binary, "-a", str(host), "-p", str(port), "-js", "-sd", store],
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     _children.append(proc)
     return proc

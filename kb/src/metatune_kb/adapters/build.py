@@ -35,6 +35,7 @@ from metatune.knowledge.records import (
 )
 from metatune.knowledge.space import Budget
 from metatune.models import EMBEDDED_MODEL
+from metatune.processes import die_with_parent
 from metatune_profiler.domain.profile import ProfileOptions
 from metatune_trainer_agent.adapters.hardware import cpu_model
 from metatune_trainer_agent.adapters.training import run_training
@@ -477,7 +478,9 @@ def build_parallel(
         for k in range(workers)
     ]
     context = multiprocessing.get_context("spawn")  # a CUDA context cannot cross a fork
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(  # a killed build leaves no worker training for no one
+        max_workers=workers, mp_context=context, initializer=die_with_parent
+    ) as pool:
         futures = [pool.submit(build, shard) for shard in shards]
         while not all(future.done() for future in futures):
             if on_progress:
