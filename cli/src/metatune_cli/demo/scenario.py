@@ -22,6 +22,7 @@ DEMO_DATACENTERS = ("fra1", "osl1", "dfw1", "yyz1")
 # Norway's 3 gCO2eq/kWh to Texas's 380. The seed moves the start by whole days, so the hours of the
 # day (and the story) stay alike while the grids' values change.
 SIM_START = datetime(2023, 6, 13, 20, tzinfo=UTC)
+LATE_HOURS = 12  # simulated hours past the deadline the demo waits for late trials
 
 
 class DemoStudy(Contract):
@@ -91,8 +92,9 @@ class DemoScenario(Contract):
 
     @property
     def timeout_s(self) -> float:
-        """Real seconds the trials may take: the deadline, then a few late hours."""
-        return (self.deadline_h + 4) * self.seconds_per_hour
+        """Real seconds the trials may take: the deadline, then up to 12 late hours (the closing
+        table reports how late; past this the demo stops waiting and says so)."""
+        return (self.deadline_h + LATE_HOURS) * self.seconds_per_hour
 
 
 def scenario(seed: int = 0, fast: bool = False) -> DemoScenario:
